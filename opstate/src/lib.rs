@@ -1,0 +1,56 @@
+//! The operational store: the state the gateway's hot path reads and writes, shared by every proxy
+//! and admin-api instance of a deployment.
+//!
+//! Each capability is a trait named for what it holds ([`KeyDirectory`], [`UsageStream`]), with two
+//! backends passing one contract suite: Redis ([`RedisStore`], for fleets) and in-memory
+//! ([`MemoryStore`], for the embedded single-process default). Callers hold them as `Arc<dyn …>`
+//! through [`Stores`].
+//!
+//! This is not the ledger of record. PostgreSQL (or SQLite) is; whatever lives here can be rebuilt
+//! from it, and code must treat "missing here" as "unknown", never as zero or absent.
+//!
+//! Redis rules (see [`schema`]): every key carries the configured prefix; every multi-step
+//! operation is one versioned Lua script; no `SCAN` and no read-modify-write across round trips.
+
+mod error;
+mod keys;
+mod memory;
+mod redis_store;
+pub mod schema;
+mod usage;
+
+pub use error::{StoreError, StoreResult};
+pub use keys::{KeyDirectory, KeyPermissions, KeyRecord};
+pub use memory::MemoryStore;
+pub use redis_store::RedisStore;
+pub use usage::{Measurement, StreamEntry, UsageEvent, UsageStream};
+
+use std::sync::Arc;
+
+/// Every capability of the operational store, as shared trait objects.
+#[derive(Clone)]
+pub struct Stores {
+    pub keys: Arc<dyn KeyDirectory>,
+    pub usage: Arc<dyn UsageStream>,
+}
+
+impl Stores {
+    /// A fresh in-memory store (single process; lost on restart).
+    pub fn memory() -> Stores {
+        let m = Arc::new(MemoryStore::new());
+        Stores {
+            keys: m.clone(),
+            usage: m,
+        }
+    }
+
+    /// Connects to Redis. Fails (and the caller stops) when Redis does not answer: a backend that
+    /// fails to start never turns into "off".
+    pub async fn redis(url: &str, key_prefix: &str) -> StoreResult<Stores> {
+        let r = Arc::new(RedisStore::connect(url, key_prefix).await?);
+        Ok(Stores {
+            keys: r.clone(),
+            usage: r,
+        })
+    }
+}

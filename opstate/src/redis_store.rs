@@ -1,0 +1,231 @@
+//! The Redis backend, for fleets of proxies sharing one operational store.
+//!
+//! One multiplexed [`ConnectionManager`] per process, with short timeouts so a Redis outage
+//! fails calls in a fraction of a second instead of blocking for seconds (notes/data.md §E3); the
+//! manager reconnects by itself. Key names come from [`KeySchema`].
+
+use crate::error::{StoreError, StoreResult};
+use crate::keys::{KeyDirectory, KeyRecord};
+use crate::schema::{KeySchema, USAGE_GROUP};
+use crate::usage::{StreamEntry, UsageEvent, UsageStream};
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::streams::{StreamAutoClaimReply, StreamReadReply};
+use redis::{AsyncCommands, Script};
+use std::sync::LazyLock;
+use std::time::Duration;
+
+static USAGE_ACK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/usage_ack.v1.lua")));
+
+/// Entries written per round trip when loading the key directory.
+const LOAD_BATCH: usize = 500;
+
+/// Redis implementation of every store capability.
+#[derive(Clone)]
+pub struct RedisStore {
+    conn: ConnectionManager,
+    schema: KeySchema,
+}
+
+impl RedisStore {
+    /// Connects and prepares the usage stream's consumer group. Fails when Redis does not answer.
+    pub async fn connect(url: &str, key_prefix: &str) -> StoreResult<RedisStore> {
+        if key_prefix.contains('{') || key_prefix.contains('}') {
+            return Err(StoreError::Unavailable(
+                "redis key prefix must not contain '{' or '}'".into(),
+            ));
+        }
+        let client = redis::Client::open(url)?;
+        let config = ConnectionManagerConfig::new()
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(100))
+            .set_connection_timeout(Some(Duration::from_millis(500)))
+            .set_response_timeout(Some(Duration::from_millis(500)));
+        let conn = ConnectionManager::new_with_config(client, config).await?;
+        let store = RedisStore {
+            conn,
+            schema: KeySchema::new(key_prefix),
+        };
+        store.ensure_group().await?;
+        Ok(store)
+    }
+
+    /// The key schema in use (tests inspect keys through it).
+    pub fn schema(&self) -> &KeySchema {
+        &self.schema
+    }
+
+    /// A clone of the connection, for callers (tests, operator tools) that need raw access.
+    pub fn connection(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    async fn ensure_group(&self) -> StoreResult<()> {
+        let mut conn = self.conn.clone();
+        let created: redis::RedisResult<()> = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg(self.schema.usage_stream())
+            .arg(USAGE_GROUP)
+            .arg("0")
+            .arg("MKSTREAM")
+            .query_async(&mut conn)
+            .await;
+        match created {
+            Ok(()) => Ok(()),
+            Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn claim_once(
+        &self,
+        consumer: &str,
+        max: usize,
+        min_idle: Duration,
+    ) -> redis::RedisResult<Vec<redis::streams::StreamId>> {
+        let mut conn = self.conn.clone();
+        let stream = self.schema.usage_stream();
+        let stale: StreamAutoClaimReply = redis::cmd("XAUTOCLAIM")
+            .arg(&stream)
+            .arg(USAGE_GROUP)
+            .arg(consumer)
+            .arg(u64::try_from(min_idle.as_millis()).unwrap_or(u64::MAX))
+            .arg("0-0")
+            .arg("COUNT")
+            .arg(max)
+            .query_async(&mut conn)
+            .await?;
+        let mut ids = stale.claimed;
+        if ids.len() < max {
+            let fresh: Option<StreamReadReply> = redis::cmd("XREADGROUP")
+                .arg("GROUP")
+                .arg(USAGE_GROUP)
+                .arg(consumer)
+                .arg("COUNT")
+                .arg(max - ids.len())
+                .arg("STREAMS")
+                .arg(&stream)
+                .arg(">")
+                .query_async(&mut conn)
+                .await?;
+            if let Some(reply) = fresh {
+                for key in reply.keys {
+                    ids.extend(key.ids);
+                }
+            }
+        }
+        Ok(ids)
+    }
+}
+
+#[async_trait]
+impl KeyDirectory for RedisStore {
+    async fn lookup(&self, key_hash: &str) -> StoreResult<Option<KeyRecord>> {
+        let mut conn = self.conn.clone();
+        let raw: Option<String> = conn.hget(self.schema.key_directory(), key_hash).await?;
+        raw.map(|json| {
+            serde_json::from_str(&json).map_err(|e| StoreError::Corrupt(format!("key record: {e}")))
+        })
+        .transpose()
+    }
+
+    async fn publish(&self, key_hash: &str, record: &KeyRecord) -> StoreResult<()> {
+        let json = serde_json::to_string(record)
+            .map_err(|e| StoreError::Corrupt(format!("key record: {e}")))?;
+        let mut conn = self.conn.clone();
+        let _: i64 = conn
+            .hset(self.schema.key_directory(), key_hash, json)
+            .await?;
+        Ok(())
+    }
+
+    async fn revoke(&self, key_hash: &str) -> StoreResult<()> {
+        let mut conn = self.conn.clone();
+        let _: i64 = conn.hdel(self.schema.key_directory(), key_hash).await?;
+        Ok(())
+    }
+
+    async fn load(&self, entries: &[(String, KeyRecord)]) -> StoreResult<()> {
+        let mut conn = self.conn.clone();
+        for batch in entries.chunks(LOAD_BATCH) {
+            let mut items = Vec::with_capacity(batch.len());
+            for (hash, record) in batch {
+                let json = serde_json::to_string(record)
+                    .map_err(|e| StoreError::Corrupt(format!("key record: {e}")))?;
+                items.push((hash.as_str(), json));
+            }
+            let _: () = conn
+                .hset_multiple(self.schema.key_directory(), &items)
+                .await?;
+        }
+        let _: () = conn.set(self.schema.key_directory_loaded(), 1).await?;
+        Ok(())
+    }
+
+    async fn is_loaded(&self) -> StoreResult<bool> {
+        let mut conn = self.conn.clone();
+        Ok(conn.exists(self.schema.key_directory_loaded()).await?)
+    }
+}
+
+#[async_trait]
+impl UsageStream for RedisStore {
+    async fn append(&self, event: &UsageEvent) -> StoreResult<()> {
+        let json = serde_json::to_string(event)
+            .map_err(|e| StoreError::Corrupt(format!("usage event: {e}")))?;
+        let mut conn = self.conn.clone();
+        let _: String = conn
+            .xadd(self.schema.usage_stream(), "*", &[("e", json)])
+            .await?;
+        Ok(())
+    }
+
+    async fn claim(
+        &self,
+        consumer: &str,
+        max: usize,
+        min_idle: Duration,
+    ) -> StoreResult<Vec<StreamEntry>> {
+        let ids = match self.claim_once(consumer, max, min_idle).await {
+            // The stream (and its group) vanished with a flush: recreate the group and go on.
+            Err(e) if e.code() == Some("NOGROUP") => {
+                self.ensure_group().await?;
+                self.claim_once(consumer, max, min_idle).await?
+            }
+            other => other?,
+        };
+        ids.into_iter()
+            .map(|entry| {
+                let json: String = entry.get("e").ok_or_else(|| {
+                    StoreError::Corrupt(format!("usage entry {} has no e", entry.id))
+                })?;
+                let event = serde_json::from_str(&json)
+                    .map_err(|e| StoreError::Corrupt(format!("usage entry {}: {e}", entry.id)))?;
+                Ok(StreamEntry {
+                    id: entry.id,
+                    event,
+                })
+            })
+            .collect()
+    }
+
+    async fn ack(&self, ids: &[String]) -> StoreResult<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.conn.clone();
+        let mut invocation = USAGE_ACK.key(self.schema.usage_stream());
+        invocation.arg(USAGE_GROUP);
+        for id in ids {
+            invocation.arg(id);
+        }
+        let _: i64 = invocation.invoke_async(&mut conn).await?;
+        Ok(())
+    }
+
+    async fn backlog(&self) -> StoreResult<u64> {
+        let mut conn = self.conn.clone();
+        Ok(conn.xlen(self.schema.usage_stream()).await?)
+    }
+}

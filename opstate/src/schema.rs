@@ -1,0 +1,40 @@
+//! The Redis key schema, in one place. Every key starts with the deployment's prefix (tests use a
+//! unique prefix each). Per-organization keys (wallets, later) carry a `{org:ID}` hash tag so Redis
+//! Cluster keeps one organization on one shard.
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `{prefix}{keydir}` | hash | key hash → JSON [`crate::KeyRecord`] |
+//! | `{prefix}{keydir}:loaded` | string | `1` once the key directory was loaded from the database |
+//! | `{prefix}{usage}` | stream | usage events (field `e`: JSON [`crate::UsageEvent`]), consumer group `settler` |
+//!
+//! The prefix must not contain `{` or `}`: the hash tags above decide the cluster slot.
+
+/// Builds the keys of one deployment.
+#[derive(Debug, Clone)]
+pub struct KeySchema {
+    prefix: String,
+}
+
+impl KeySchema {
+    pub fn new(prefix: &str) -> KeySchema {
+        KeySchema {
+            prefix: prefix.to_string(),
+        }
+    }
+
+    pub fn key_directory(&self) -> String {
+        format!("{}{{keydir}}", self.prefix)
+    }
+
+    pub fn key_directory_loaded(&self) -> String {
+        format!("{}{{keydir}}:loaded", self.prefix)
+    }
+
+    pub fn usage_stream(&self) -> String {
+        format!("{}{{usage}}", self.prefix)
+    }
+}
+
+/// Consumer group of the usage stream.
+pub const USAGE_GROUP: &str = "settler";

@@ -1,0 +1,78 @@
+//! The usage stream: one event per metered gateway request, appended by the proxy when the request
+//! ends and drained by the settler into the ledger of record.
+//!
+//! Delivery is at least once: an entry stays in the stream until it is acknowledged, and entries
+//! claimed by a consumer that died are handed to another after `min_idle`. Consumers must therefore
+//! be idempotent on [`UsageEvent::request_id`].
+
+use crate::error::StoreResult;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// How the token counts of an event were obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Measurement {
+    /// Reported by the supplier (JSON body or final SSE event).
+    Exact,
+    /// The supplier's usage never arrived (stream cut, malformed body): a documented estimate.
+    Estimated,
+}
+
+/// One gateway request's usage. Token counts are what the supplier served, not what was asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageEvent {
+    pub request_id: String,
+    pub key_id: i64,
+    pub org_id: i64,
+    pub group_id: i64,
+    /// Gateway route, e.g. `chat_completions`.
+    pub route: String,
+    pub model_requested: String,
+    pub model_served: String,
+    pub account_id: String,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cached_tokens: u64,
+    pub measurement: Measurement,
+    /// HTTP status the client received (0 when the connection ended before a status was sent).
+    pub status: u16,
+    pub stream: bool,
+    /// Milliseconds since the Unix epoch when the request arrived.
+    pub started_at_ms: u64,
+    pub latency_ms: u64,
+    /// Time until the first response body byte reached the client, when one did.
+    pub ttfb_ms: Option<u64>,
+    /// Upstream attempts made (more than one after a failover).
+    pub attempts: u32,
+}
+
+/// A claimed stream entry: acknowledge `id` once the event is durably recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamEntry {
+    pub id: String,
+    pub event: UsageEvent,
+}
+
+/// A durable, at-least-once stream of usage events.
+#[async_trait]
+pub trait UsageStream: Send + Sync {
+    /// Appends one event. When this returns `Ok`, the event survives the caller's death.
+    async fn append(&self, event: &UsageEvent) -> StoreResult<()>;
+
+    /// Claims up to `max` entries for `consumer`: first entries another consumer claimed more than
+    /// `min_idle` ago without acknowledging, then entries never delivered.
+    async fn claim(
+        &self,
+        consumer: &str,
+        max: usize,
+        min_idle: Duration,
+    ) -> StoreResult<Vec<StreamEntry>>;
+
+    /// Acknowledges entries: they are removed and never delivered again.
+    async fn ack(&self, ids: &[String]) -> StoreResult<()>;
+
+    /// Entries appended and not yet acknowledged.
+    async fn backlog(&self) -> StoreResult<u64>;
+}

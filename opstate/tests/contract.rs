@@ -1,0 +1,269 @@
+//! One contract suite, run against every backend of the operational store.
+//!
+//! The in-memory backend always runs. The Redis backend runs when `REDIS_URL` is set, each test
+//! under its own random key prefix; with `TOLLGATE_REQUIRE_SERVICES=1` (CI) a missing `REDIS_URL`
+//! fails instead of skipping.
+
+use opstate::{KeyPermissions, KeyRecord, Measurement, RedisStore, Stores, UsageEvent};
+use std::collections::HashSet;
+use std::time::Duration;
+
+async fn backends() -> Vec<(&'static str, Stores)> {
+    let mut out = vec![("memory", Stores::memory())];
+    match std::env::var("REDIS_URL") {
+        Ok(url) if !url.is_empty() => {
+            let prefix = format!("test:{}:", uuid::Uuid::new_v4().simple());
+            let stores = Stores::redis(&url, &prefix)
+                .await
+                .unwrap_or_else(|e| panic!("REDIS_URL={url} is set but unusable: {e}"));
+            out.push(("redis", stores));
+        }
+        _ => {
+            assert!(
+                std::env::var("TOLLGATE_REQUIRE_SERVICES").as_deref() != Ok("1"),
+                "TOLLGATE_REQUIRE_SERVICES=1 but REDIS_URL is not set"
+            );
+            eprintln!("REDIS_URL not set: contract suite runs on the in-memory backend only");
+        }
+    }
+    out
+}
+
+fn record(key_id: i64) -> KeyRecord {
+    KeyRecord {
+        key_id,
+        org_id: 42,
+        group_id: 1,
+        permissions: KeyPermissions::default(),
+    }
+}
+
+fn event(n: u64) -> UsageEvent {
+    UsageEvent {
+        request_id: format!("req-{n}"),
+        key_id: 7,
+        org_id: 42,
+        group_id: 1,
+        route: "chat_completions".into(),
+        model_requested: "openai/gpt-4o-mini".into(),
+        model_served: "gpt-4o-mini".into(),
+        account_id: "a".into(),
+        input_tokens: 10 + n,
+        output_tokens: 5,
+        cached_tokens: 0,
+        measurement: Measurement::Exact,
+        status: 200,
+        stream: n % 2 == 0,
+        started_at_ms: 1_700_000_000_000 + n,
+        latency_ms: 12,
+        ttfb_ms: Some(3),
+        attempts: 1,
+    }
+}
+
+#[tokio::test]
+async fn key_directory_publish_lookup_revoke() {
+    for (name, s) in backends().await {
+        assert_eq!(s.keys.lookup("h1").await.unwrap(), None, "{name}");
+        s.keys.publish("h1", &record(1)).await.unwrap();
+        assert_eq!(
+            s.keys.lookup("h1").await.unwrap(),
+            Some(record(1)),
+            "{name}"
+        );
+        let mut updated = record(1);
+        updated.permissions.openai = false;
+        s.keys.publish("h1", &updated).await.unwrap();
+        assert_eq!(s.keys.lookup("h1").await.unwrap(), Some(updated), "{name}");
+        s.keys.revoke("h1").await.unwrap();
+        assert_eq!(s.keys.lookup("h1").await.unwrap(), None, "{name}");
+        // Revoking twice is harmless.
+        s.keys.revoke("h1").await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn key_directory_load_marks_loaded_after_entries() {
+    for (name, s) in backends().await {
+        assert!(
+            !s.keys.is_loaded().await.unwrap(),
+            "{name}: fresh store is not loaded"
+        );
+        let entries: Vec<(String, KeyRecord)> = (0..1200)
+            .map(|i| (format!("hash-{i}"), record(i)))
+            .collect();
+        s.keys.load(&entries).await.unwrap();
+        assert!(s.keys.is_loaded().await.unwrap(), "{name}");
+        assert_eq!(
+            s.keys.lookup("hash-0").await.unwrap(),
+            Some(record(0)),
+            "{name}"
+        );
+        assert_eq!(
+            s.keys.lookup("hash-1199").await.unwrap(),
+            Some(record(1199)),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn old_records_without_permissions_default_to_allowed() {
+    let parsed: KeyRecord =
+        serde_json::from_str(r#"{"key_id":1,"org_id":2,"group_id":3}"#).unwrap();
+    assert_eq!(parsed.permissions, KeyPermissions::default());
+}
+
+#[tokio::test]
+async fn usage_stream_delivers_in_order_and_acks_remove() {
+    for (name, s) in backends().await {
+        for n in 0..5 {
+            s.usage.append(&event(n)).await.unwrap();
+        }
+        assert_eq!(s.usage.backlog().await.unwrap(), 5, "{name}");
+        let first = s
+            .usage
+            .claim("c1", 3, Duration::from_secs(60))
+            .await
+            .unwrap();
+        let ids: Vec<_> = first.iter().map(|e| e.event.request_id.clone()).collect();
+        assert_eq!(ids, ["req-0", "req-1", "req-2"], "{name}");
+        assert_eq!(
+            first[1].event,
+            event(1),
+            "{name}: events round-trip exactly"
+        );
+        let rest = s
+            .usage
+            .claim("c1", 10, Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert_eq!(
+            rest.len(),
+            2,
+            "{name}: claimed entries are not delivered twice"
+        );
+        let all: Vec<String> = first
+            .iter()
+            .chain(rest.iter())
+            .map(|e| e.id.clone())
+            .collect();
+        s.usage.ack(&all).await.unwrap();
+        assert_eq!(s.usage.backlog().await.unwrap(), 0, "{name}");
+        assert!(
+            s.usage
+                .claim("c1", 10, Duration::ZERO)
+                .await
+                .unwrap()
+                .is_empty(),
+            "{name}"
+        );
+        s.usage.ack(&[]).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn usage_stream_redelivers_entries_of_a_dead_consumer() {
+    for (name, s) in backends().await {
+        s.usage.append(&event(1)).await.unwrap();
+        s.usage.append(&event(2)).await.unwrap();
+        let dead = s
+            .usage
+            .claim("dead", 10, Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert_eq!(dead.len(), 2, "{name}");
+        // Not idle long enough yet: nothing for the survivor.
+        let early = s
+            .usage
+            .claim("alive", 10, Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert!(early.is_empty(), "{name}");
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let taken = s
+            .usage
+            .claim("alive", 10, Duration::from_millis(20))
+            .await
+            .unwrap();
+        let got: HashSet<_> = taken.iter().map(|e| e.event.request_id.clone()).collect();
+        assert_eq!(
+            got,
+            HashSet::from(["req-1".to_string(), "req-2".to_string()]),
+            "{name}"
+        );
+        s.usage
+            .ack(&taken.iter().map(|e| e.id.clone()).collect::<Vec<_>>())
+            .await
+            .unwrap();
+        assert_eq!(s.usage.backlog().await.unwrap(), 0, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn concurrent_appends_lose_nothing() {
+    for (name, s) in backends().await {
+        let mut tasks = tokio::task::JoinSet::new();
+        for n in 0..64 {
+            let usage = s.usage.clone();
+            tasks.spawn(async move { usage.append(&event(n)).await });
+        }
+        while let Some(r) = tasks.join_next().await {
+            r.unwrap().unwrap();
+        }
+        let got = s
+            .usage
+            .claim("c", 100, Duration::from_secs(60))
+            .await
+            .unwrap();
+        let ids: HashSet<_> = got.iter().map(|e| e.event.request_id.clone()).collect();
+        assert_eq!(ids.len(), 64, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn redis_flush_is_detected_and_the_group_recovers() {
+    let Ok(url) = std::env::var("REDIS_URL") else {
+        return;
+    };
+    let prefix = format!("test:{}:", uuid::Uuid::new_v4().simple());
+    let store = RedisStore::connect(&url, &prefix).await.unwrap();
+    use opstate::{KeyDirectory, UsageStream};
+    store.load(&[("h".into(), record(1))]).await.unwrap();
+    store.append(&event(1)).await.unwrap();
+    // Simulate the loss of this deployment's keys (a flush, scoped to the test's prefix).
+    let mut conn = store.connection();
+    let schema = store.schema();
+    let _: () = redis::cmd("DEL")
+        .arg(schema.key_directory())
+        .arg(schema.key_directory_loaded())
+        .arg(schema.usage_stream())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(
+        !store.is_loaded().await.unwrap(),
+        "a lost directory reads as not loaded"
+    );
+    assert_eq!(store.lookup("h").await.unwrap(), None);
+    // The consumer group vanished with the stream; claiming recreates it.
+    assert!(
+        store
+            .claim("c", 10, Duration::ZERO)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    store.append(&event(2)).await.unwrap();
+    let got = store.claim("c", 10, Duration::from_secs(60)).await.unwrap();
+    assert_eq!(got.len(), 1);
+}
+
+#[tokio::test]
+async fn unreachable_redis_fails_fast() {
+    let started = std::time::Instant::now();
+    // Port 1 on loopback: nothing listens there.
+    let r = Stores::redis("redis://127.0.0.1:1", "test:").await;
+    assert!(r.is_err());
+    assert!(started.elapsed() < Duration::from_secs(5));
+}

@@ -1,0 +1,120 @@
+//! The configuration file exactly as written: serde types with `deny_unknown_fields`.
+//!
+//! Nothing here is trusted. [`crate::Settings::parse`] turns these into validated types; the rest of
+//! the program never sees a raw value. Key names are the operator contract (DESIGN.md §6): renaming
+//! one breaks deployed configuration files.
+
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub server: RawServer,
+    #[serde(default)]
+    pub admin: RawAdmin,
+    pub metrics: Option<RawMetrics>,
+    pub database: Option<RawDatabase>,
+    pub redis: Option<RawRedis>,
+    #[serde(default)]
+    pub security: RawSecurity,
+    #[serde(default)]
+    pub models: Vec<RawModel>,
+    #[serde(default)]
+    pub accounts: Vec<RawAccount>,
+    #[serde(default)]
+    pub groups: Vec<RawGroup>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    pub listen: String,
+    pub public_base_url: Option<String>,
+    pub environment: Option<String>,
+    pub max_body_bytes: Option<u64>,
+    pub threads: Option<usize>,
+    pub upstream_connect_timeout_ms: Option<u64>,
+    pub upstream_read_timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAdmin {
+    pub listen: Option<String>,
+    pub embedded: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMetrics {
+    pub listen: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDatabase {
+    pub url: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRedis {
+    pub url: String,
+    pub key_prefix: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSecurity {
+    pub key_pepper: Option<String>,
+}
+
+/// A price as written: a TOML number (`0.15`) or a decimal string (`"0.15"`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum RawPrice {
+    Int(i64),
+    Float(f64),
+    Text(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    pub id: String,
+    pub family: String,
+    pub kind: String,
+    pub author: Option<String>,
+    pub input_per_mtok: Option<RawPrice>,
+    pub output_per_mtok: Option<RawPrice>,
+    pub cached_input_per_mtok: Option<RawPrice>,
+    pub per_image: Option<RawPrice>,
+    pub per_second: Option<RawPrice>,
+    pub per_minute_audio: Option<RawPrice>,
+    pub downgrade_to: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAccount {
+    pub id: String,
+    pub provider: String,
+    pub base_url: String,
+    pub api_key: String,
+    pub models: Vec<String>,
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    pub max_concurrency: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGroup {
+    pub id: i64,
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub product_code: String,
+    pub models: Vec<String>,
+    pub wholesale_rate_multiplier: RawPrice,
+}

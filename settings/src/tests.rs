@@ -1,0 +1,213 @@
+//! Parsing and validation rules, one error path per rule.
+
+use super::*;
+use std::collections::HashMap;
+
+const VALID: &str = r#"
+[server]
+listen = "127.0.0.1:8080"
+
+[admin]
+embedded = true
+
+[database]
+url = "sqlite::memory:"
+
+[security]
+key_pepper = "0123456789abcdef"
+
+[[models]]
+id = "gpt-4o-mini"
+family = "gpt-4o"
+kind = "text"
+author = "openai"
+input_per_mtok = 0.15
+output_per_mtok = "0.60"
+
+[[models]]
+id = "gpt-4o"
+family = "gpt-4o"
+kind = "text"
+input_per_mtok = 2.5
+output_per_mtok = 10
+downgrade_to = "gpt-4o-mini"
+
+[[accounts]]
+id = "a"
+provider = "openai"
+base_url = "http://127.0.0.1:9/v1"
+api_key = "env:KEY_A"
+models = ["gpt-4o-mini"]
+
+[[groups]]
+id = 1
+name = "Standard"
+product_code = "std"
+models = ["gpt-4o-mini", "gpt-4o"]
+wholesale_rate_multiplier = 0.8
+"#;
+
+fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let map: HashMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |name| map.get(name).cloned()
+}
+
+fn parse(text: &str) -> Result<Settings, ConfigError> {
+    Settings::parse(text, &env(&[("KEY_A", "sk-a")]))
+}
+
+fn error_of(text: &str) -> ConfigError {
+    match parse(text) {
+        Ok(_) => panic!("expected an error for:\n{text}"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn valid_file_parses_into_exact_types() {
+    let s = parse(VALID).unwrap();
+    assert_eq!(s.server.environment, Environment::Development);
+    assert_eq!(s.server.public_base_url.as_str(), "http://127.0.0.1:8080/");
+    assert_eq!(s.accounts[0].api_key, "sk-a");
+    let mini = s.model("gpt-4o-mini").unwrap();
+    assert_eq!(mini.prices.input_per_mtok, Some(NanoUsd(150_000_000)));
+    assert_eq!(mini.prices.output_per_mtok, Some(NanoUsd(600_000_000)));
+    assert_eq!(
+        s.model("gpt-4o").unwrap().prices.output_per_mtok,
+        Some(NanoUsd(10_000_000_000))
+    );
+    assert_eq!(
+        s.group(1).unwrap().wholesale_rate_multiplier.to_string(),
+        "0.8"
+    );
+    assert!(s.redis.is_none());
+    assert!(
+        !format!("{:?}", s.accounts[0]).contains("sk-a"),
+        "debug output must redact keys"
+    );
+}
+
+#[test]
+fn unknown_key_is_named_with_its_path() {
+    let e = error_of(&VALID.replace(
+        "api_key = \"env:KEY_A\"",
+        "api_key = \"env:KEY_A\"\nmax_conncurrency = 3",
+    ));
+    assert_eq!(e.path, "accounts[0].max_conncurrency");
+    assert!(e.message.contains("unknown field"), "{e}");
+    let e = error_of(&VALID.replace("[server]", "[server]\nlisten_port = 1"));
+    assert_eq!(e.path, "server.listen_port");
+}
+
+#[test]
+fn wrong_types_and_values_name_the_key() {
+    let e = error_of(&VALID.replace("listen = \"127.0.0.1:8080\"", "listen = 8080"));
+    assert_eq!(e.path, "server.listen");
+    let e = error_of(&VALID.replace("listen = \"127.0.0.1:8080\"", "listen = \"localhost\""));
+    assert_eq!(e.path, "server.listen");
+    let e = error_of(&VALID.replace("provider = \"openai\"", "provider = \"azure\""));
+    assert_eq!(e.path, "accounts[0].provider");
+    let e = error_of(&VALID.replace("kind = \"text\"\nauthor", "kind = \"sound\"\nauthor"));
+    assert_eq!(e.path, "models[0].kind");
+    let e = error_of(&VALID.replace("input_per_mtok = 0.15", "input_per_mtok = -0.15"));
+    assert_eq!(e.path, "models[0].input_per_mtok");
+    let e = error_of(&VALID.replace("input_per_mtok = 0.15", "input_per_mtok = \"0.0000000001\""));
+    assert_eq!(e.path, "models[0].input_per_mtok");
+    let e = error_of(&VALID.replace(
+        "wholesale_rate_multiplier = 0.8",
+        "wholesale_rate_multiplier = 0",
+    ));
+    assert_eq!(e.path, "groups[0].wholesale_rate_multiplier");
+    let e = error_of(&VALID.replace(
+        "base_url = \"http://127.0.0.1:9/v1\"",
+        "base_url = \"ftp://x/v1\"",
+    ));
+    assert_eq!(e.path, "accounts[0].base_url");
+}
+
+#[test]
+fn references_must_resolve() {
+    let e = error_of(&VALID.replace("models = [\"gpt-4o-mini\"]", "models = [\"gpt-5\"]"));
+    assert_eq!(e.path, "accounts[0].models[0]");
+    assert!(e.message.contains("gpt-5"));
+    let e = error_of(&VALID.replace("downgrade_to = \"gpt-4o-mini\"", "downgrade_to = \"nope\""));
+    assert_eq!(e.path, "models[1].downgrade_to");
+    let e = error_of(&VALID.replace(
+        "id = \"gpt-4o\"\nfamily = \"gpt-4o\"",
+        "id = \"gpt-4o\"\nfamily = \"other\"",
+    ));
+    assert_eq!(e.path, "models[1].downgrade_to");
+    assert!(e.message.contains("never crosses families"), "{e}");
+}
+
+#[test]
+fn missing_price_is_an_error_not_free() {
+    let e = error_of(&VALID.replace("output_per_mtok = \"0.60\"", ""));
+    assert_eq!(e.path, "models[0].output_per_mtok");
+}
+
+#[test]
+fn secrets_come_from_the_environment() {
+    let e = Settings::parse(VALID, &env(&[])).unwrap_err();
+    assert_eq!(e.path, "accounts[0].api_key");
+    assert!(e.message.contains("KEY_A"));
+    let s = Settings::parse(
+        VALID,
+        &env(&[
+            ("KEY_A", "k"),
+            ("TOLLGATE_KEY_PEPPER", "override-pepper-0123"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(s.security.key_pepper, b"override-pepper-0123");
+    let e = error_of(&VALID.replace(
+        "key_pepper = \"0123456789abcdef\"",
+        "key_pepper = \"short\"",
+    ));
+    assert_eq!(e.path, "security.key_pepper");
+}
+
+#[test]
+fn memory_store_requires_embedded() {
+    let e = error_of(&VALID.replace(
+        "embedded = true",
+        "embedded = false\nlisten = \"127.0.0.1:8081\"",
+    ));
+    assert_eq!(e.path, "redis.url");
+    let e = error_of(&VALID.replace("embedded = true", "embedded = false"));
+    assert_eq!(e.path, "admin.listen");
+}
+
+#[test]
+fn duplicates_are_refused() {
+    let doubled = VALID.replace(
+        "[[groups]]",
+        "[[accounts]]\nid = \"a\"\nprovider = \"openai\"\nbase_url = \"http://x/v1\"\napi_key = \"k\"\nmodels = [\"gpt-4o\"]\n\n[[groups]]",
+    );
+    assert_eq!(error_of(&doubled).path, "accounts[1].id");
+}
+
+#[test]
+fn shipped_configuration_files_are_valid() {
+    let vars = env(&[
+        ("DATABASE_URL", "postgres://postgres@127.0.0.1/test"),
+        ("REDIS_URL", "redis://127.0.0.1:6379"),
+        ("TOLLGATE_KEY_PEPPER", "a-long-enough-pepper"),
+        ("OPENAI_KEY_PRIMARY", "sk-1"),
+        ("OPENAI_KEY_SECONDARY", "sk-2"),
+    ]);
+    for (name, text) in [
+        (
+            "quickstart.toml",
+            include_str!("../../conf/quickstart.toml"),
+        ),
+        ("example.toml", include_str!("../../conf/example.toml")),
+    ] {
+        if let Err(e) = Settings::parse(text, &vars) {
+            panic!("conf/{name}: {e}");
+        }
+    }
+}

@@ -1,0 +1,685 @@
+//! Validated settings and the one function that builds them from the raw file.
+//!
+//! Rules that span sections live here too: account and group model lists must name configured
+//! models, `downgrade_to` must stay inside the model's family and kind, the in-memory store is only
+//! valid with `admin.embedded = true`, ids are unique.
+
+use crate::money::NanoUsd;
+use crate::raw::{RawAccount, RawConfig, RawGroup, RawModel, RawPrice};
+use rust_decimal::Decimal;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+use url::Url;
+
+/// A configuration error, naming the key path it concerns.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    /// Dotted key path such as `accounts[0].base_url`; empty for whole-file errors.
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "{}", self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+fn err(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        path: path.into(),
+        message: message.into(),
+    }
+}
+
+/// Which keys this deployment accepts. A production gateway refuses development keys and the
+/// other way round: a key only works in the environment it was minted for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Environment {
+    Production,
+    Development,
+}
+
+#[derive(Debug, Clone)]
+pub struct Server {
+    pub listen: SocketAddr,
+    pub public_base_url: Url,
+    pub environment: Environment,
+    /// Largest request body the gateway reads; larger bodies answer 413.
+    pub max_body_bytes: usize,
+    /// Pingora worker threads.
+    pub threads: usize,
+    pub upstream_connect_timeout_ms: u64,
+    /// Longest silence between two reads from a supplier (an SSE gap must be shorter).
+    pub upstream_read_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Admin {
+    /// Where a separate admin-api listens; `None` only when embedded.
+    pub listen: Option<SocketAddr>,
+    /// Host admin-api (and the settler) inside the proxy process.
+    pub embedded: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    pub listen: SocketAddr,
+}
+
+#[derive(Debug, Clone)]
+pub struct Database {
+    pub url: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Redis {
+    pub url: String,
+    /// Prepended to every Redis key, so several deployments (or tests) can share one server.
+    pub key_prefix: String,
+}
+
+#[derive(Clone)]
+pub struct Security {
+    /// Server-side secret of the keyed hash that indexes credentials. Never stored in a database.
+    pub key_pepper: Vec<u8>,
+}
+
+impl fmt::Debug for Security {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Security")
+            .field("key_pepper", &"<redacted>")
+            .finish()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelKind {
+    Text,
+    Image,
+    Audio,
+    Video,
+}
+
+/// Official prices in nano-USD. Which fields are present depends on the kind; the ones a kind
+/// needs are required (an unknown price is an error, never a free request).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelPrices {
+    pub input_per_mtok: Option<NanoUsd>,
+    pub output_per_mtok: Option<NanoUsd>,
+    pub cached_input_per_mtok: Option<NanoUsd>,
+    pub per_image: Option<NanoUsd>,
+    pub per_second: Option<NanoUsd>,
+    pub per_minute_audio: Option<NanoUsd>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub id: String,
+    pub family: String,
+    pub kind: ModelKind,
+    /// Accepted prefix in `author/model` ids (`openai` in `openai/gpt-4o-mini`).
+    pub author: Option<String>,
+    pub prices: ModelPrices,
+    pub downgrade_to: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    OpenAi,
+    Anthropic,
+    Gemini,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Capability {
+    AudioTranscription,
+    ImageGeneration,
+    ImageEdit,
+    Video,
+}
+
+#[derive(Clone)]
+pub struct Account {
+    pub id: String,
+    pub provider: Provider,
+    /// Supplier API root, e.g. `https://api.openai.com/v1`; gateway paths are appended to it.
+    pub base_url: Url,
+    pub api_key: String,
+    pub models: Vec<String>,
+    pub capabilities: Vec<Capability>,
+    pub max_concurrency: u32,
+}
+
+impl fmt::Debug for Account {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Account")
+            .field("id", &self.id)
+            .field("provider", &self.provider)
+            .field("base_url", &self.base_url.as_str())
+            .field("api_key", &"<redacted>")
+            .field("models", &self.models)
+            .field("capabilities", &self.capabilities)
+            .field("max_concurrency", &self.max_concurrency)
+            .finish()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub id: i64,
+    pub name: String,
+    pub description: String,
+    pub product_code: String,
+    pub models: Vec<String>,
+    pub wholesale_rate_multiplier: Decimal,
+}
+
+/// The whole validated configuration.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub server: Server,
+    pub admin: Admin,
+    pub metrics: Option<Metrics>,
+    pub database: Option<Database>,
+    pub redis: Option<Redis>,
+    pub security: Security,
+    pub models: Vec<Model>,
+    pub accounts: Vec<Account>,
+    pub groups: Vec<Group>,
+}
+
+impl Settings {
+    pub fn model(&self, id: &str) -> Option<&Model> {
+        self.models.iter().find(|m| m.id == id)
+    }
+
+    pub fn group(&self, id: i64) -> Option<&Group> {
+        self.groups.iter().find(|g| g.id == id)
+    }
+
+    /// The database section, which admin-api (and an embedded proxy) cannot run without.
+    pub fn require_database(&self) -> Result<&Database, ConfigError> {
+        self.database
+            .as_ref()
+            .ok_or_else(|| err("database.url", "required: admin-api keeps the ledger there"))
+    }
+}
+
+type EnvFn<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// Resolves a secret value: `env:NAME` reads the variable, anything else is taken literally.
+fn secret(value: &str, path: &str, env: EnvFn<'_>) -> Result<String, ConfigError> {
+    match value.strip_prefix("env:") {
+        Some(name) => env(name)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| err(path, format!("environment variable {name} is not set"))),
+        None => Ok(value.to_string()),
+    }
+}
+
+fn socket_addr(value: &str, path: &str) -> Result<SocketAddr, ConfigError> {
+    SocketAddr::from_str(value)
+        .map_err(|_| err(path, format!("{value:?} is not an IP:port address")))
+}
+
+fn price(value: &RawPrice, path: &str) -> Result<NanoUsd, ConfigError> {
+    let decimal = match value {
+        RawPrice::Int(i) => Decimal::from(*i),
+        // The shortest decimal that round-trips is exactly what the operator wrote.
+        RawPrice::Float(f) if f.is_finite() => Decimal::from_str(&f.to_string())
+            .map_err(|_| err(path, format!("{f} is not a decimal amount")))?,
+        RawPrice::Float(f) => return Err(err(path, format!("{f} is not a finite amount"))),
+        RawPrice::Text(s) => Decimal::from_str(s.trim())
+            .map_err(|_| err(path, format!("{s:?} is not a decimal amount")))?,
+    };
+    if decimal.is_sign_negative() {
+        return Err(err(path, "must not be negative"));
+    }
+    NanoUsd::from_decimal_usd(decimal).ok_or_else(|| {
+        err(
+            path,
+            "must have at most 9 decimal places and fit in 64-bit nano-USD",
+        )
+    })
+}
+
+fn multiplier(value: &RawPrice, path: &str) -> Result<Decimal, ConfigError> {
+    let d = match value {
+        RawPrice::Int(i) => Decimal::from(*i),
+        RawPrice::Float(f) if f.is_finite() => Decimal::from_str(&f.to_string())
+            .map_err(|_| err(path, format!("{f} is not a decimal number")))?,
+        RawPrice::Float(f) => return Err(err(path, format!("{f} is not a finite number"))),
+        RawPrice::Text(s) => Decimal::from_str(s.trim())
+            .map_err(|_| err(path, format!("{s:?} is not a decimal number")))?,
+    };
+    if d <= Decimal::ZERO {
+        return Err(err(path, "must be positive"));
+    }
+    Ok(d.normalize())
+}
+
+fn non_empty_id(value: &str, path: &str) -> Result<(), ConfigError> {
+    if value.trim().is_empty() || value.trim() != value {
+        return Err(err(
+            path,
+            "must be a non-empty id without surrounding spaces",
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, ConfigError> {
+    let server = validate_server(&raw)?;
+    let admin = crate::validate::Admin {
+        listen: raw
+            .admin
+            .listen
+            .as_deref()
+            .map(|l| socket_addr(l, "admin.listen"))
+            .transpose()?,
+        embedded: raw.admin.embedded.unwrap_or(false),
+    };
+    if !admin.embedded && admin.listen.is_none() {
+        return Err(err("admin.listen", "required unless admin.embedded = true"));
+    }
+    let metrics = raw
+        .metrics
+        .as_ref()
+        .map(|m| {
+            Ok::<_, ConfigError>(Metrics {
+                listen: socket_addr(&m.listen, "metrics.listen")?,
+            })
+        })
+        .transpose()?;
+
+    let database = match env("TOLLGATE_DATABASE_URL").filter(|v| !v.is_empty()) {
+        Some(url) => Some(url),
+        None => raw
+            .database
+            .as_ref()
+            .map(|d| secret(&d.url, "database.url", env))
+            .transpose()?,
+    }
+    .map(|url| {
+        if url.starts_with("sqlite:")
+            || url.starts_with("postgres://")
+            || url.starts_with("postgresql://")
+        {
+            Ok(Database { url })
+        } else {
+            Err(err(
+                "database.url",
+                "must start with sqlite: or postgres://",
+            ))
+        }
+    })
+    .transpose()?;
+    if admin.embedded && database.is_none() {
+        return Err(err(
+            "database.url",
+            "required when admin.embedded = true (the embedded admin-api keeps the ledger there)",
+        ));
+    }
+
+    let redis_url = match env("TOLLGATE_REDIS_URL").filter(|v| !v.is_empty()) {
+        Some(url) => Some(url),
+        None => raw
+            .redis
+            .as_ref()
+            .map(|r| secret(&r.url, "redis.url", env))
+            .transpose()?,
+    };
+    let redis = match redis_url {
+        Some(url) => {
+            if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+                return Err(err("redis.url", "must start with redis:// or rediss://"));
+            }
+            Some(Redis {
+                url,
+                key_prefix: raw
+                    .redis
+                    .as_ref()
+                    .and_then(|r| r.key_prefix.clone())
+                    .unwrap_or_else(|| "tollgate:".to_string()),
+            })
+        }
+        None => None,
+    };
+    if redis.is_none() && !admin.embedded {
+        return Err(err(
+            "redis.url",
+            "required unless admin.embedded = true (the in-memory store cannot be shared between processes)",
+        ));
+    }
+
+    let pepper = match env("TOLLGATE_KEY_PEPPER").filter(|v| !v.is_empty()) {
+        Some(p) => p,
+        None => match raw.security.key_pepper.as_deref() {
+            Some(p) => secret(p, "security.key_pepper", env)?,
+            None => {
+                return Err(err(
+                    "security.key_pepper",
+                    "required (or set TOLLGATE_KEY_PEPPER): credentials are indexed by a keyed hash",
+                ));
+            }
+        },
+    };
+    if pepper.len() < 16 {
+        return Err(err("security.key_pepper", "must be at least 16 characters"));
+    }
+
+    let models = validate_models(&raw.models)?;
+    let model_ids: HashSet<&str> = models.iter().map(|m| m.id.as_str()).collect();
+    let accounts = raw
+        .accounts
+        .iter()
+        .enumerate()
+        .map(|(i, a)| validate_account(a, i, &model_ids, env))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut seen = HashSet::new();
+    for (i, a) in accounts.iter().enumerate() {
+        if !seen.insert(a.id.as_str()) {
+            return Err(err(
+                format!("accounts[{i}].id"),
+                format!("duplicate account id {:?}", a.id),
+            ));
+        }
+    }
+    let groups = raw
+        .groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| validate_group(g, i, &model_ids))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut seen = HashSet::new();
+    for (i, g) in groups.iter().enumerate() {
+        if !seen.insert(g.id) {
+            return Err(err(
+                format!("groups[{i}].id"),
+                format!("duplicate group id {}", g.id),
+            ));
+        }
+    }
+
+    Ok(Settings {
+        server,
+        admin,
+        metrics,
+        database,
+        redis,
+        security: Security {
+            key_pepper: pepper.into_bytes(),
+        },
+        models,
+        accounts,
+        groups,
+    })
+}
+
+fn validate_server(raw: &RawConfig) -> Result<Server, ConfigError> {
+    let s = &raw.server;
+    let listen = socket_addr(&s.listen, "server.listen")?;
+    let public_base_url = match &s.public_base_url {
+        Some(u) => {
+            let url = Url::parse(u)
+                .map_err(|e| err("server.public_base_url", format!("{u:?} is not a URL: {e}")))?;
+            if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+                return Err(err(
+                    "server.public_base_url",
+                    "must be an http:// or https:// URL with a host",
+                ));
+            }
+            url
+        }
+        None => Url::parse(&format!("http://{listen}"))
+            .map_err(|e| err("server.listen", format!("cannot form a base URL: {e}")))?,
+    };
+    let environment = match s.environment.as_deref() {
+        None | Some("development") => Environment::Development,
+        Some("production") => Environment::Production,
+        Some(other) => {
+            return Err(err(
+                "server.environment",
+                format!("{other:?} is not one of \"production\", \"development\""),
+            ));
+        }
+    };
+    let max_body_bytes = s.max_body_bytes.unwrap_or(32 * 1024 * 1024);
+    if max_body_bytes == 0 || max_body_bytes > 1024 * 1024 * 1024 {
+        return Err(err(
+            "server.max_body_bytes",
+            "must be between 1 and 1073741824",
+        ));
+    }
+    let threads = s.threads.unwrap_or(2);
+    if threads == 0 || threads > 256 {
+        return Err(err("server.threads", "must be between 1 and 256"));
+    }
+    let connect = s.upstream_connect_timeout_ms.unwrap_or(5_000);
+    let read = s.upstream_read_timeout_ms.unwrap_or(300_000);
+    if connect == 0 {
+        return Err(err(
+            "server.upstream_connect_timeout_ms",
+            "must be positive",
+        ));
+    }
+    if read == 0 {
+        return Err(err("server.upstream_read_timeout_ms", "must be positive"));
+    }
+    Ok(Server {
+        listen,
+        public_base_url,
+        environment,
+        max_body_bytes: usize::try_from(max_body_bytes)
+            .map_err(|_| err("server.max_body_bytes", "too large for this machine"))?,
+        threads,
+        upstream_connect_timeout_ms: connect,
+        upstream_read_timeout_ms: read,
+    })
+}
+
+fn validate_models(raw: &[RawModel]) -> Result<Vec<Model>, ConfigError> {
+    let mut models = Vec::with_capacity(raw.len());
+    let mut seen = HashSet::new();
+    for (i, m) in raw.iter().enumerate() {
+        let p = |field: &str| format!("models[{i}].{field}");
+        non_empty_id(&m.id, &p("id"))?;
+        if !seen.insert(m.id.as_str()) {
+            return Err(err(p("id"), format!("duplicate model id {:?}", m.id)));
+        }
+        non_empty_id(&m.family, &p("family"))?;
+        let kind = match m.kind.as_str() {
+            "text" => ModelKind::Text,
+            "image" => ModelKind::Image,
+            "audio" => ModelKind::Audio,
+            "video" => ModelKind::Video,
+            other => {
+                return Err(err(
+                    p("kind"),
+                    format!("{other:?} is not one of \"text\", \"image\", \"audio\", \"video\""),
+                ));
+            }
+        };
+        let opt =
+            |v: &Option<RawPrice>, field: &str| v.as_ref().map(|v| price(v, &p(field))).transpose();
+        let prices = ModelPrices {
+            input_per_mtok: opt(&m.input_per_mtok, "input_per_mtok")?,
+            output_per_mtok: opt(&m.output_per_mtok, "output_per_mtok")?,
+            cached_input_per_mtok: opt(&m.cached_input_per_mtok, "cached_input_per_mtok")?,
+            per_image: opt(&m.per_image, "per_image")?,
+            per_second: opt(&m.per_second, "per_second")?,
+            per_minute_audio: opt(&m.per_minute_audio, "per_minute_audio")?,
+        };
+        let required: &[(&str, &Option<NanoUsd>)] = match kind {
+            ModelKind::Text => &[
+                ("input_per_mtok", &prices.input_per_mtok),
+                ("output_per_mtok", &prices.output_per_mtok),
+            ],
+            ModelKind::Image => &[("per_image", &prices.per_image)],
+            ModelKind::Audio => &[("per_minute_audio", &prices.per_minute_audio)],
+            ModelKind::Video => &[("per_second", &prices.per_second)],
+        };
+        for (field, value) in required {
+            if value.is_none() {
+                return Err(err(
+                    p(field),
+                    format!(
+                        "required for a {} model (an unknown price is never free)",
+                        m.kind
+                    ),
+                ));
+            }
+        }
+        if let Some(author) = &m.author {
+            if author.is_empty() || author.contains('/') {
+                return Err(err(p("author"), "must be a non-empty name without '/'"));
+            }
+        }
+        models.push(Model {
+            id: m.id.clone(),
+            family: m.family.clone(),
+            kind,
+            author: m.author.clone(),
+            prices,
+            downgrade_to: m.downgrade_to.clone(),
+        });
+    }
+    let by_id: HashMap<&str, &Model> = models.iter().map(|m| (m.id.as_str(), m)).collect();
+    for (i, m) in models.iter().enumerate() {
+        if let Some(target) = &m.downgrade_to {
+            let path = format!("models[{i}].downgrade_to");
+            let Some(t) = by_id.get(target.as_str()) else {
+                return Err(err(path, format!("unknown model {target:?}")));
+            };
+            if t.id == m.id {
+                return Err(err(path, "a model cannot downgrade to itself"));
+            }
+            if t.family != m.family || t.kind != m.kind {
+                return Err(err(
+                    path,
+                    format!(
+                        "{target:?} is family {:?}; a downgrade never crosses families or kinds",
+                        t.family
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(models)
+}
+
+fn validate_model_list(
+    list: &[String],
+    path: &str,
+    model_ids: &HashSet<&str>,
+) -> Result<(), ConfigError> {
+    if list.is_empty() {
+        return Err(err(path, "must list at least one model"));
+    }
+    for (j, id) in list.iter().enumerate() {
+        if !model_ids.contains(id.as_str()) {
+            return Err(err(
+                format!("{path}[{j}]"),
+                format!("unknown model {id:?} (not in [[models]])"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn validate_account(
+    a: &RawAccount,
+    i: usize,
+    model_ids: &HashSet<&str>,
+    env: EnvFn<'_>,
+) -> Result<Account, ConfigError> {
+    let p = |field: &str| format!("accounts[{i}].{field}");
+    non_empty_id(&a.id, &p("id"))?;
+    let provider = match a.provider.as_str() {
+        "openai" => Provider::OpenAi,
+        "anthropic" => Provider::Anthropic,
+        "gemini" => Provider::Gemini,
+        other => {
+            return Err(err(
+                p("provider"),
+                format!("{other:?} is not one of \"openai\", \"anthropic\", \"gemini\""),
+            ));
+        }
+    };
+    let base_url = Url::parse(&a.base_url)
+        .map_err(|e| err(p("base_url"), format!("{:?} is not a URL: {e}", a.base_url)))?;
+    if !matches!(base_url.scheme(), "http" | "https")
+        || base_url.host().is_none()
+        || base_url.query().is_some()
+    {
+        return Err(err(
+            p("base_url"),
+            "must be an http:// or https:// URL with a host and no query",
+        ));
+    }
+    let api_key = secret(&a.api_key, &p("api_key"), env)?;
+    if api_key.is_empty() || api_key.bytes().any(|b| !(0x21..=0x7e).contains(&b)) {
+        return Err(err(p("api_key"), "must be non-empty visible ASCII"));
+    }
+    validate_model_list(&a.models, &p("models"), model_ids)?;
+    let capabilities = a
+        .capabilities
+        .iter()
+        .enumerate()
+        .map(|(j, c)| match c.as_str() {
+            "audio_transcription" => Ok(Capability::AudioTranscription),
+            "image_generation" => Ok(Capability::ImageGeneration),
+            "image_edit" => Ok(Capability::ImageEdit),
+            "video" => Ok(Capability::Video),
+            other => Err(err(
+                format!("accounts[{i}].capabilities[{j}]"),
+                format!(
+                    "{other:?} is not one of \"audio_transcription\", \"image_generation\", \"image_edit\", \"video\""
+                ),
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let max_concurrency = a.max_concurrency.unwrap_or(64);
+    if max_concurrency == 0 {
+        return Err(err(p("max_concurrency"), "must be at least 1"));
+    }
+    Ok(Account {
+        id: a.id.clone(),
+        provider,
+        base_url,
+        api_key,
+        models: a.models.clone(),
+        capabilities,
+        max_concurrency,
+    })
+}
+
+fn validate_group(g: &RawGroup, i: usize, model_ids: &HashSet<&str>) -> Result<Group, ConfigError> {
+    let p = |field: &str| format!("groups[{i}].{field}");
+    if g.id <= 0 {
+        return Err(err(p("id"), "must be a positive integer"));
+    }
+    if g.name.trim().is_empty() {
+        return Err(err(p("name"), "must not be empty"));
+    }
+    non_empty_id(&g.product_code, &p("product_code"))?;
+    validate_model_list(&g.models, &p("models"), model_ids)?;
+    Ok(Group {
+        id: g.id,
+        name: g.name.clone(),
+        description: g.description.clone(),
+        product_code: g.product_code.clone(),
+        models: g.models.clone(),
+        wholesale_rate_multiplier: multiplier(
+            &g.wholesale_rate_multiplier,
+            &p("wholesale_rate_multiplier"),
+        )?,
+    })
+}
