@@ -1,0 +1,118 @@
+//! Phase 1, authentication: who is calling.
+//!
+//! Reads the customer key from `Authorization: Bearer`, `x-api-key` or `x-alt-api-key`, checks its
+//! format, kind and environment offline (see the `credentials` crate), and looks up its keyed hash
+//! in the key directory. Never logs or stores the presented value. Fails closed: a store error is
+//! an error, never an anonymous pass.
+
+use crate::errors::GatewayError;
+use credentials::{Env, KeyHasher, Kind};
+use opstate::{KeyDirectory, KeyRecord};
+use pingora::http::RequestHeader;
+use tracing::debug;
+
+/// The headers a customer key may arrive in.
+const KEY_HEADERS: [&str; 2] = ["x-api-key", "x-alt-api-key"];
+
+/// The credential presented, if any. Several headers carrying *different* values are refused:
+/// the gateway never picks one silently.
+pub fn presented_key(req: &RequestHeader) -> Result<Option<&str>, GatewayError> {
+    let mut found: Option<&str> = None;
+    let bearer = req
+        .headers
+        .get_all(http::header::AUTHORIZATION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|v| {
+            let (scheme, rest) = v.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+        });
+    let others = KEY_HEADERS
+        .iter()
+        .flat_map(|h| req.headers.get_all(*h).iter())
+        .filter_map(|v| v.to_str().ok())
+        .map(str::trim);
+    for value in bearer.chain(others).filter(|v| !v.is_empty()) {
+        match found {
+            None => found = Some(value),
+            Some(existing) if existing == value => {}
+            Some(_) => return Err(GatewayError::InvalidKey),
+        }
+    }
+    Ok(found)
+}
+
+/// Authenticates a request: the key record of its customer key.
+pub async fn authenticate(
+    req: &RequestHeader,
+    env: Env,
+    hasher: &KeyHasher,
+    directory: &dyn KeyDirectory,
+) -> Result<KeyRecord, GatewayError> {
+    let presented = presented_key(req)?.ok_or(GatewayError::MissingKey)?;
+    if let Err(reason) = credentials::check(presented, Kind::CustomerKey, env) {
+        debug!(%reason, "refused credential before lookup");
+        return Err(GatewayError::InvalidKey);
+    }
+    let hash = hasher.hash(presented);
+    match directory.lookup(&hash).await {
+        Ok(Some(record)) => Ok(record),
+        Ok(None) => Err(GatewayError::InvalidKey),
+        Err(e) => {
+            tracing::error!(error = %e, "key directory lookup failed");
+            Err(GatewayError::StoreUnavailable)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(headers: &[(&str, &str)]) -> RequestHeader {
+        let mut r = RequestHeader::build("POST", b"/compat/v1/chat/completions", None).unwrap();
+        for (k, v) in headers {
+            r.append_header(k.to_string(), *v).unwrap();
+        }
+        r
+    }
+
+    #[test]
+    fn reads_each_header_form() {
+        assert_eq!(
+            presented_key(&req(&[("authorization", "Bearer abc")])),
+            Ok(Some("abc"))
+        );
+        assert_eq!(
+            presented_key(&req(&[("authorization", "bearer  abc ")])),
+            Ok(Some("abc"))
+        );
+        assert_eq!(
+            presented_key(&req(&[("x-api-key", "abc")])),
+            Ok(Some("abc"))
+        );
+        assert_eq!(
+            presented_key(&req(&[("x-alt-api-key", "abc")])),
+            Ok(Some("abc"))
+        );
+        assert_eq!(
+            presented_key(&req(&[("authorization", "Basic abc")])),
+            Ok(None)
+        );
+        assert_eq!(presented_key(&req(&[])), Ok(None));
+        assert_eq!(
+            presented_key(&req(&[
+                ("authorization", "Bearer abc"),
+                ("x-api-key", "abc")
+            ])),
+            Ok(Some("abc"))
+        );
+        assert_eq!(
+            presented_key(&req(&[
+                ("authorization", "Bearer abc"),
+                ("x-api-key", "def")
+            ])),
+            Err(GatewayError::InvalidKey)
+        );
+    }
+}

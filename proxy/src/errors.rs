@@ -1,0 +1,239 @@
+//! Gateway errors and the one place that turns them into responses.
+//!
+//! Every phase returns a [`GatewayError`]; [`GatewayError::reply`] maps each variant to a status, a
+//! wire body in the shape of the surface the client called, and a bounded metric label. The match
+//! has no wildcard arm: a new variant does not compile until someone decides its answer.
+
+use bytes::Bytes;
+use serde_json::json;
+
+/// The API family the client is speaking, which decides the shape of error bodies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Surface {
+    /// OpenAI-style routes under `/compat/v1`.
+    OpenAi,
+}
+
+/// Everything the gateway itself can answer instead of the supplier.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GatewayError {
+    /// No credential reached the service.
+    #[error("no API key was sent")]
+    MissingKey,
+    /// A credential was sent but is not a usable customer key of this environment.
+    #[error("invalid API key")]
+    InvalidKey,
+    /// The key may not use this surface.
+    #[error("the key may not use this API surface")]
+    PermissionDenied,
+    /// No such route.
+    #[error("unknown route {method} {path}")]
+    UnknownRoute { method: String, path: String },
+    /// The request body is larger than `server.max_body_bytes`.
+    #[error("request body exceeds {limit} bytes")]
+    BodyTooLarge { limit: usize },
+    /// A body over 64 KiB without `Content-Length` (see docs/ARCHITECTURE.md, body handling).
+    #[error("request bodies over 64 KiB need a Content-Length header")]
+    LengthRequired,
+    /// The body is not what the route accepts.
+    #[error("invalid request body: {message}")]
+    InvalidBody {
+        message: String,
+        param: Option<&'static str>,
+    },
+    /// The model does not exist or is not exposed to this key.
+    #[error("model {0:?} does not exist or is not available to this key")]
+    UnknownModel(String),
+    /// The model exists but no configured account serves it.
+    #[error("no upstream account can serve model {0:?}")]
+    NoAccount(String),
+    /// The operational store did not answer; the gateway fails closed.
+    #[error("the gateway's state store is unavailable")]
+    StoreUnavailable,
+    /// No supplier account could be connected to.
+    #[error("the model supplier could not be reached")]
+    UpstreamUnreachable,
+    /// The supplier stopped answering within the configured timeout.
+    #[error("the model supplier did not answer in time")]
+    UpstreamTimeout,
+    /// The supplier answered with something that is not HTTP.
+    #[error("the model supplier sent an invalid response")]
+    UpstreamProtocol,
+    /// A bug or an impossible state; details are in the log, not the body.
+    #[error("internal gateway error")]
+    Internal,
+}
+
+/// What to send for an error.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub body: Bytes,
+    /// Bounded label for metrics and logs.
+    pub label: &'static str,
+}
+
+impl GatewayError {
+    /// Status, body and label of this error on `surface`.
+    pub fn reply(&self, surface: Surface) -> Reply {
+        let message = self.to_string();
+        let (status, label, body) = match self {
+            GatewayError::MissingKey => (
+                401,
+                "missing_key",
+                json!({"error": "missing_api_key", "message": "No API key was provided. Send it as 'Authorization: Bearer KEY', 'x-api-key' or 'x-alt-api-key'."}),
+            ),
+            GatewayError::InvalidKey => (
+                401,
+                "invalid_key",
+                json!({"error": {"message": "Invalid API key.", "type": "authentication_error"}}),
+            ),
+            GatewayError::PermissionDenied => (
+                403,
+                "permission_denied",
+                json!({"error": {"message": "This API key is not permitted to use the OpenAI-compatible API.", "type": "permission_denied", "code": "permission_denied"}}),
+            ),
+            GatewayError::UnknownRoute { .. } => (
+                404,
+                "unknown_route",
+                openai(
+                    &message,
+                    "invalid_request_error",
+                    Some("unknown_route"),
+                    None,
+                ),
+            ),
+            GatewayError::BodyTooLarge { .. } => (
+                413,
+                "body_too_large",
+                openai(
+                    &message,
+                    "invalid_request_error",
+                    Some("request_too_large"),
+                    None,
+                ),
+            ),
+            GatewayError::LengthRequired => (
+                411,
+                "length_required",
+                openai(
+                    &message,
+                    "invalid_request_error",
+                    Some("length_required"),
+                    None,
+                ),
+            ),
+            GatewayError::InvalidBody { param, .. } => (
+                400,
+                "invalid_body",
+                openai(&message, "invalid_request_error", None, *param),
+            ),
+            GatewayError::UnknownModel(_) => (
+                404,
+                "unknown_model",
+                openai(
+                    &message,
+                    "invalid_request_error",
+                    Some("model_not_found"),
+                    Some("model"),
+                ),
+            ),
+            GatewayError::NoAccount(_) => (
+                503,
+                "no_account",
+                openai(
+                    &message,
+                    "service_unavailable",
+                    Some("no_account_available"),
+                    None,
+                ),
+            ),
+            GatewayError::StoreUnavailable => (
+                503,
+                "store_unavailable",
+                openai(
+                    &message,
+                    "service_unavailable",
+                    Some("store_unavailable"),
+                    None,
+                ),
+            ),
+            GatewayError::UpstreamUnreachable => (
+                502,
+                "upstream_unreachable",
+                openai(
+                    &message,
+                    "upstream_error",
+                    Some("upstream_unreachable"),
+                    None,
+                ),
+            ),
+            GatewayError::UpstreamTimeout => (
+                504,
+                "upstream_timeout",
+                openai(&message, "upstream_error", Some("upstream_timeout"), None),
+            ),
+            GatewayError::UpstreamProtocol => (
+                502,
+                "upstream_protocol",
+                openai(
+                    &message,
+                    "upstream_error",
+                    Some("upstream_invalid_response"),
+                    None,
+                ),
+            ),
+            GatewayError::Internal => (
+                500,
+                "internal",
+                openai(&message, "server_error", Some("internal_error"), None),
+            ),
+        };
+        match surface {
+            Surface::OpenAi => Reply {
+                status,
+                body: Bytes::from(body.to_string()),
+                label,
+            },
+        }
+    }
+}
+
+fn openai(message: &str, kind: &str, code: Option<&str>, param: Option<&str>) -> serde_json::Value {
+    let mut error = json!({"message": message, "type": kind});
+    if let Some(code) = code {
+        error["code"] = json!(code);
+    }
+    if let Some(param) = param {
+        error["param"] = json!(param);
+    }
+    json!({ "error": error })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(e: GatewayError) -> (u16, serde_json::Value) {
+        let r = e.reply(Surface::OpenAi);
+        (r.status, serde_json::from_slice(&r.body).unwrap())
+    }
+
+    #[test]
+    fn spec_shapes() {
+        let (s, b) = body(GatewayError::MissingKey);
+        assert_eq!(s, 401);
+        assert!(b["error"].is_string() && b["message"].is_string());
+        let (s, b) = body(GatewayError::InvalidKey);
+        assert_eq!(s, 401);
+        assert_eq!(b["error"]["type"], "authentication_error");
+        assert!(b["error"]["message"].is_string());
+        let (s, b) = body(GatewayError::PermissionDenied);
+        assert_eq!(s, 403);
+        assert_eq!(b["error"]["type"], "permission_denied");
+        assert_eq!(b["error"]["code"], "permission_denied");
+        let (s, b) = body(GatewayError::UnknownModel("x".into()));
+        assert_eq!(s, 404);
+        assert_eq!(b["error"]["code"], "model_not_found");
+    }
+}

@@ -1,0 +1,408 @@
+//! The gateway as a Pingora proxy: `impl ProxyHttp` is the table of contents of a request.
+//!
+//! Each phase method delegates to the module named for that phase; per-request state lives in
+//! [`RequestCtx`]. Order: classify (`surface`) → authenticate (`auth`) → inspect → route →
+//! select → rewrite → meter → settle. Failover only happens before any response byte went to the
+//! client: a connection failure retries the next account of the plan.
+
+use crate::ctx::{Call, RequestCtx};
+use crate::errors::{GatewayError, Surface};
+use crate::meter::Meter;
+use crate::metrics::Metrics;
+use crate::route::Router;
+use crate::surface::{self, Route};
+use crate::upstreams::Upstream;
+use crate::{auth, inspect, local, respond, rewrite, select, settle};
+use async_trait::async_trait;
+use bytes::Bytes;
+use credentials::{Env, KeyHasher};
+use opstate::Stores;
+use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::proxy::{FailToProxy, ProxyHttp, Session};
+use pingora::upstreams::peer::HttpPeer;
+use pingora::{Error, ErrorSource, ErrorType};
+use settings::{Environment, Settings};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// State shared by every request of one gateway.
+pub struct Shared {
+    pub settings: Arc<Settings>,
+    pub env: Env,
+    pub hasher: KeyHasher,
+    pub stores: Stores,
+    pub upstreams: Vec<Upstream>,
+    account_ids: Vec<String>,
+    pub router: Router,
+    pub metrics: Arc<Metrics>,
+}
+
+/// The Pingora application. Cheap to clone.
+#[derive(Clone)]
+pub struct Gateway {
+    shared: Arc<Shared>,
+}
+
+impl Gateway {
+    pub fn new(settings: Arc<Settings>, stores: Stores, metrics: Arc<Metrics>) -> Gateway {
+        let upstreams: Vec<Upstream> = settings.accounts.iter().map(Upstream::new).collect();
+        let router = Router::new(&settings, &upstreams);
+        let account_ids = upstreams.iter().map(|u| u.account.id.clone()).collect();
+        let env = match settings.server.environment {
+            Environment::Production => Env::Live,
+            Environment::Development => Env::Dev,
+        };
+        Gateway {
+            shared: Arc::new(Shared {
+                hasher: KeyHasher::new(&settings.security.key_pepper),
+                env,
+                stores,
+                upstreams,
+                account_ids,
+                router,
+                metrics,
+                settings,
+            }),
+        }
+    }
+
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Classification, authentication, inspection and routing. `Ok(true)`: answered locally.
+    async fn prepare(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> Result<bool, GatewayError> {
+        let s = &self.shared;
+        let header = session.req_header();
+        let route = Route::classify(&header.method, header.uri.path()).ok_or_else(|| {
+            GatewayError::UnknownRoute {
+                method: header.method.to_string(),
+                path: header.uri.path().chars().take(200).collect(),
+            }
+        })?;
+        ctx.route = Some(route);
+        s.metrics
+            .in_flight
+            .with_label_values(&[route.label()])
+            .inc();
+
+        let caller = auth::authenticate(header, s.env, &s.hasher, s.stores.keys.as_ref()).await?;
+        let allowed = match route.surface() {
+            Surface::OpenAi => caller.permissions.openai,
+        };
+        let group_id = caller.group_id;
+        ctx.caller = Some(caller);
+        if !allowed {
+            return Err(GatewayError::PermissionDenied);
+        }
+
+        if route == Route::Models {
+            let body = local::models_list(&s.router, group_id);
+            respond::json(session, 200, body, &ctx.request_id)
+                .await
+                .map_err(|_| GatewayError::Internal)?;
+            return Ok(true);
+        }
+
+        let original = inspect::read_body(session, s.settings.server.max_body_bytes).await?;
+        let fields = inspect::top_level(&original)?;
+        let call = inspect::call_body(route, &fields)?;
+        let model = s.router.resolve(&call.model, group_id)?;
+        let body = rewrite::forward_body(route, &original, &fields, &call, &model.model.id)?;
+        ctx.order = select::order(&model.accounts, &self.account_id_refs(), &ctx.request_id);
+        ctx.call = Some(Call {
+            requested_model: call.model,
+            model,
+            stream: call.stream,
+            body,
+            request_bytes: original.len(),
+        });
+        Ok(false)
+    }
+
+    fn account_id_refs(&self) -> Vec<&str> {
+        self.shared.account_ids.iter().map(String::as_str).collect()
+    }
+
+    fn peer_options(&self, peer: &mut HttpPeer) {
+        let server = &self.shared.settings.server;
+        peer.options.connection_timeout =
+            Some(Duration::from_millis(server.upstream_connect_timeout_ms));
+        peer.options.read_timeout = Some(Duration::from_millis(server.upstream_read_timeout_ms));
+        peer.options.write_timeout = Some(Duration::from_millis(server.upstream_read_timeout_ms));
+        peer.options.verify_cert = true;
+        peer.options.verify_hostname = true;
+    }
+}
+
+/// Maps a Pingora error that ended a request to the gateway's answer.
+fn classify_failure(e: &Error) -> Option<GatewayError> {
+    use ErrorType::*;
+    match e.etype() {
+        ConnectTimedout | ConnectRefused | ConnectNoRoute | TLSWantX509Lookup
+        | TLSHandshakeFailure | TLSHandshakeTimedout | InvalidCert | HandshakeError
+        | ConnectError | BindError | SocketError | ConnectProxyFailure => {
+            Some(GatewayError::UpstreamUnreachable)
+        }
+        ReadTimedout | WriteTimedout => match e.esource() {
+            ErrorSource::Downstream => None,
+            _ => Some(GatewayError::UpstreamTimeout),
+        },
+        InvalidHTTPHeader | H1Error | H2Error | H2Downgrade | InvalidH2 => match e.esource() {
+            ErrorSource::Downstream => Some(GatewayError::InvalidBody {
+                message: "malformed HTTP request".into(),
+                param: None,
+            }),
+            _ => Some(GatewayError::UpstreamProtocol),
+        },
+        ReadError | WriteError | ConnectionClosed => match e.esource() {
+            ErrorSource::Downstream => None,
+            _ => Some(GatewayError::UpstreamUnreachable),
+        },
+        HTTPStatus(_)
+        | AcceptError
+        | FileOpenError
+        | FileCreateError
+        | FileReadError
+        | FileWriteError
+        | InternalError
+        | UnknownError
+        | Custom(_)
+        | CustomCode(_, _) => Some(GatewayError::Internal),
+    }
+}
+
+#[async_trait]
+impl ProxyHttp for Gateway {
+    type CTX = RequestCtx;
+
+    fn new_ctx(&self) -> RequestCtx {
+        RequestCtx::new()
+    }
+
+    /// Classify, authenticate, inspect and route; answer errors and local routes here.
+    async fn request_filter(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<bool> {
+        match self.prepare(session, ctx).await {
+            Ok(answered) => Ok(answered),
+            Err(e) => {
+                let surface = ctx
+                    .route
+                    .map(Route::surface)
+                    .unwrap_or_else(|| surface::surface_of_path(session.req_header().uri.path()));
+                ctx.refusal = Some(respond::error(session, surface, &e, &ctx.request_id).await?);
+                Ok(true)
+            }
+        }
+    }
+
+    /// Select the next untried account of the plan.
+    async fn upstream_peer(
+        &self,
+        _session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<Box<HttpPeer>> {
+        while let Some(i) = select::next(&ctx.order, &ctx.tried) {
+            ctx.tried.push(i);
+            ctx.first_attempt_at
+                .get_or_insert_with(std::time::Instant::now);
+            let Some(upstream) = self.shared.upstreams.get(i) else {
+                continue;
+            };
+            match upstream.address().await {
+                Ok(addr) => {
+                    let mut peer = HttpPeer::new(addr, upstream.tls, upstream.host.clone());
+                    self.peer_options(&mut peer);
+                    return Ok(Box::new(peer));
+                }
+                Err(e) => {
+                    tracing::warn!(account = %upstream.account.id, error = %e, "cannot resolve supplier")
+                }
+            }
+        }
+        Error::e_explain(ErrorType::ConnectNoRoute, "no supplier account left to try")
+    }
+
+    /// A connection failure means nothing reached the supplier: retry on the next account.
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        peer: &HttpPeer,
+        ctx: &mut RequestCtx,
+        mut e: Box<Error>,
+    ) -> Box<Error> {
+        if let Some(u) = ctx.current().and_then(|i| self.shared.upstreams.get(i)) {
+            tracing::warn!(request_id = %ctx.request_id, account = %u.account.id, %peer, error = %e, "supplier connection failed");
+        }
+        if select::next(&ctx.order, &ctx.tried).is_some() {
+            e.set_retry(true);
+        }
+        e
+    }
+
+    /// Rewrite path, credential and framing for the chosen account.
+    async fn upstream_request_filter(
+        &self,
+        _session: &mut Session,
+        upstream_request: &mut RequestHeader,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<()> {
+        let (Some(route), Some(call), Some(i)) = (ctx.route, ctx.call.as_ref(), ctx.current())
+        else {
+            return Error::e_explain(ErrorType::InternalError, "upstream request without a call");
+        };
+        let Some(upstream) = self.shared.upstreams.get(i) else {
+            return Error::e_explain(ErrorType::InternalError, "unknown account index");
+        };
+        rewrite::upstream_request(upstream_request, upstream, route, call.body.len())
+    }
+
+    /// Send the full (rewritten) body on every attempt.
+    async fn request_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<()> {
+        if let Some(call) = &ctx.call {
+            rewrite::substitute_body(body, end_of_stream, &call.body);
+        }
+        Ok(())
+    }
+
+    async fn upstream_response_filter(
+        &self,
+        _session: &mut Session,
+        _upstream_response: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<()> {
+        if let (Some(at), Some(route)) = (ctx.first_attempt_at, ctx.route) {
+            self.shared
+                .metrics
+                .upstream_latency
+                .with_label_values(&[route.label()])
+                .observe(at.elapsed().as_secs_f64());
+        }
+        Ok(())
+    }
+
+    /// Clean supplier headers and start metering the body.
+    async fn response_filter(
+        &self,
+        _session: &mut Session,
+        upstream_response: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<()> {
+        rewrite::downstream_response(upstream_response, &ctx.request_id)?;
+        let content_type = upstream_response
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
+        ctx.meter = Some(Meter::new(content_type));
+        Ok(())
+    }
+
+    /// Observe each chunk for usage; bytes pass through untouched.
+    fn response_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> pingora::Result<Option<Duration>> {
+        if let Some(chunk) = body.as_ref().filter(|b| !b.is_empty()) {
+            if ctx.ttfb.is_none() {
+                ctx.ttfb = Some(ctx.started.elapsed());
+            }
+            if let Some(m) = ctx.meter.as_mut() {
+                m.observe(chunk);
+            }
+        }
+        if end_of_stream {
+            if let Some(m) = ctx.meter.as_mut() {
+                m.finish();
+            }
+        }
+        Ok(None)
+    }
+
+    /// Errors after connecting: never retry once the client has seen a response, nor a POST whose
+    /// body may have reached the supplier (a generation is not idempotent).
+    fn error_while_proxy(
+        &self,
+        peer: &HttpPeer,
+        session: &mut Session,
+        e: Box<Error>,
+        _ctx: &mut RequestCtx,
+        client_reused: bool,
+    ) -> Box<Error> {
+        let mut e = e.more_context(format!("peer: {peer}"));
+        if session.response_written().is_some() {
+            e.set_retry(false);
+        } else {
+            // Only a reused pooled connection that died before use is safe to retry.
+            e.retry.decide_reuse(client_reused);
+        }
+        e
+    }
+
+    /// The request failed: answer with a JSON error in the route's shape, if the client can
+    /// still receive one.
+    async fn fail_to_proxy(
+        &self,
+        session: &mut Session,
+        e: &Error,
+        ctx: &mut RequestCtx,
+    ) -> FailToProxy {
+        if let Some(meter) = ctx.meter.as_mut() {
+            meter.finish();
+        }
+        let written = session.response_written().map(|h| h.status.as_u16());
+        let failure = classify_failure(e);
+        match (written, failure) {
+            (Some(status), _) => {
+                tracing::warn!(request_id = %ctx.request_id, error = %e, "response cut after headers were sent");
+                FailToProxy {
+                    error_code: status,
+                    can_reuse_downstream: false,
+                }
+            }
+            (None, None) => FailToProxy {
+                error_code: 0,
+                can_reuse_downstream: false,
+            },
+            (None, Some(failure)) => {
+                tracing::warn!(request_id = %ctx.request_id, error = %e, "request failed");
+                let surface = ctx.route.map(Route::surface).unwrap_or(Surface::OpenAi);
+                let code = failure.reply(surface).status;
+                match respond::error(session, surface, &failure, &ctx.request_id).await {
+                    Ok(label) => ctx.refusal = Some(label),
+                    Err(write) => {
+                        tracing::debug!(error = %write, "could not send the error response")
+                    }
+                }
+                FailToProxy {
+                    error_code: code,
+                    can_reuse_downstream: false,
+                }
+            }
+        }
+    }
+
+    /// Settle exactly once, on success and on failure.
+    async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
+        let status = session
+            .response_written()
+            .map(|h| h.status.as_u16())
+            .unwrap_or(0);
+        settle::settle(&self.shared, ctx, status).await;
+    }
+}

@@ -1,0 +1,328 @@
+//! Phase 6, metering: count what the supplier served while the response streams through.
+//!
+//! Runs inside Pingora's synchronous body filters, so it only parses and adds up: no I/O, no
+//! allocation per chunk beyond a partial-line buffer. The response bytes are observed, never
+//! changed.
+//!
+//! - SSE (`text/event-stream`): lines are split across chunk boundaries; only `data:` lines
+//!   containing `"usage"` are parsed. Chat streams carry usage in a final chunk
+//!   (`stream_options.include_usage`), responses streams in `response.completed`. The last usage
+//!   seen wins (cumulative counts are never added up).
+//! - JSON: the body is kept up to [`JSON_CAP`] and parsed once at the end.
+//!
+//! When no usage arrives (stream cut, malformed body, oversized JSON) the result is an
+//! **estimate**, flagged as such: input = ceil(request body bytes / 4), output = the number of
+//! events carrying non-empty text seen (suppliers stream about one token per event), cached = 0. The estimate is
+//! documented in docs/ARCHITECTURE.md.
+
+use opstate::Measurement;
+use serde::Deserialize;
+
+/// Largest non-streaming body kept for usage parsing.
+pub const JSON_CAP: usize = 8 * 1024 * 1024;
+/// Longest SSE line kept; longer lines are skipped (they cannot be usage events we trust).
+pub const LINE_CAP: usize = 1024 * 1024;
+/// Token counts above this are implausible and ignored (the call is then estimated).
+const PLAUSIBLE_MAX: u64 = 100_000_000;
+
+/// Token counts of one call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+    pub cached: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Sse,
+    Json,
+}
+
+/// Observes one response body.
+#[derive(Debug)]
+pub struct Meter {
+    mode: Mode,
+    line: Vec<u8>,
+    skipping_line: bool,
+    json: Vec<u8>,
+    json_overflow: bool,
+    usage: Option<Usage>,
+    content_events: u64,
+}
+
+impl Meter {
+    /// A meter for a response whose `Content-Type` is `content_type`.
+    pub fn new(content_type: Option<&str>) -> Meter {
+        let sse = content_type.is_some_and(|c| c.trim_start().starts_with("text/event-stream"));
+        Meter {
+            mode: if sse { Mode::Sse } else { Mode::Json },
+            line: Vec::new(),
+            skipping_line: false,
+            json: Vec::new(),
+            json_overflow: false,
+            usage: None,
+            content_events: 0,
+        }
+    }
+
+    /// Feeds one chunk of the response body, as it passes to the client.
+    pub fn observe(&mut self, chunk: &[u8]) {
+        match self.mode {
+            Mode::Json => {
+                if self.json.len() + chunk.len() > JSON_CAP {
+                    self.json_overflow = true;
+                    self.json = Vec::new();
+                } else if !self.json_overflow {
+                    self.json.extend_from_slice(chunk);
+                }
+            }
+            Mode::Sse => {
+                let mut rest = chunk;
+                while let Some(pos) = rest.iter().position(|&b| b == b'\n') {
+                    let (head, tail) = rest.split_at(pos);
+                    if self.skipping_line {
+                        self.skipping_line = false;
+                    } else if self.line.is_empty() {
+                        self.sse_line(head);
+                    } else {
+                        self.line.extend_from_slice(head);
+                        let line = std::mem::take(&mut self.line);
+                        self.sse_line(&line);
+                    }
+                    rest = &tail[1..];
+                }
+                if !rest.is_empty() && !self.skipping_line {
+                    if self.line.len() + rest.len() > LINE_CAP {
+                        self.line.clear();
+                        self.skipping_line = true;
+                    } else {
+                        self.line.extend_from_slice(rest);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Called once the body has ended (or was cut).
+    pub fn finish(&mut self) {
+        match self.mode {
+            Mode::Json => {
+                if !self.json_overflow && !self.json.is_empty() {
+                    self.usage = parse_usage(&self.json).or(self.usage);
+                }
+                self.json = Vec::new();
+            }
+            Mode::Sse => {
+                // A final line without its newline is still a line.
+                if !self.line.is_empty() && !self.skipping_line {
+                    let line = std::mem::take(&mut self.line);
+                    self.sse_line(&line);
+                }
+            }
+        }
+    }
+
+    /// The usage of the call and how it was obtained. `request_bytes` feeds the estimate.
+    pub fn outcome(&self, request_bytes: usize) -> (Usage, Measurement) {
+        match self.usage {
+            Some(u) => (u, Measurement::Exact),
+            None => (
+                Usage {
+                    input: (request_bytes as u64).div_ceil(4),
+                    output: self.content_events,
+                    cached: 0,
+                },
+                Measurement::Estimated,
+            ),
+        }
+    }
+
+    fn sse_line(&mut self, line: &[u8]) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(data) = line.strip_prefix(b"data:") else {
+            return;
+        };
+        let data = data.strip_prefix(b" ").unwrap_or(data);
+        if data == b"[DONE]" {
+            return;
+        }
+        if contains(data, b"\"usage\"") {
+            if let Some(u) = parse_usage(data) {
+                self.usage = Some(u);
+                return;
+            }
+        }
+        if has_text(data, b"\"content\":\"") || has_text(data, b"\"delta\":\"") {
+            self.content_events += 1;
+        }
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Whether `key` (ending in an opening quote) is followed by a non-empty string: a chat delta
+/// with content, or a responses text delta. Role-only and finish chunks do not count.
+fn has_text(hay: &[u8], key: &[u8]) -> bool {
+    hay.windows(key.len())
+        .enumerate()
+        .any(|(i, w)| w == key && hay.get(i + key.len()).is_some_and(|&b| b != b'"'))
+}
+
+#[derive(Deserialize)]
+struct Carrier {
+    usage: Option<RawUsage>,
+    response: Option<ResponseCarrier>,
+}
+
+#[derive(Deserialize)]
+struct ResponseCarrier {
+    usage: Option<RawUsage>,
+}
+
+#[derive(Deserialize)]
+struct RawUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    prompt_tokens_details: Option<Details>,
+    input_tokens_details: Option<Details>,
+}
+
+#[derive(Deserialize)]
+struct Details {
+    cached_tokens: Option<u64>,
+}
+
+/// Usage from one JSON document (a whole body or one SSE event), if it carries plausible usage.
+fn parse_usage(json: &[u8]) -> Option<Usage> {
+    let carrier: Carrier = serde_json::from_slice(json).ok()?;
+    let raw = carrier.usage.or(carrier.response.and_then(|r| r.usage))?;
+    let input = raw.prompt_tokens.or(raw.input_tokens)?;
+    let output = raw.completion_tokens.or(raw.output_tokens)?;
+    let cached = raw
+        .prompt_tokens_details
+        .or(raw.input_tokens_details)
+        .and_then(|d| d.cached_tokens)
+        .unwrap_or(0);
+    if input > PLAUSIBLE_MAX || output > PLAUSIBLE_MAX || cached > input {
+        return None;
+    }
+    Some(Usage {
+        input,
+        output,
+        cached,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(content_type: &str, chunks: &[&[u8]]) -> (Usage, Measurement) {
+        let mut m = Meter::new(Some(content_type));
+        for c in chunks {
+            m.observe(c);
+        }
+        m.finish();
+        m.outcome(400)
+    }
+
+    const CHAT: &[u8] = b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":5,\"prompt_tokens_details\":{\"cached_tokens\":2}}}\n\ndata: [DONE]\n\n";
+
+    #[test]
+    fn chat_stream_usage_across_any_split() {
+        let expected = (
+            Usage {
+                input: 11,
+                output: 5,
+                cached: 2,
+            },
+            Measurement::Exact,
+        );
+        for cut in 0..CHAT.len() {
+            let (a, b) = CHAT.split_at(cut);
+            assert_eq!(run("text/event-stream", &[a, b]), expected, "cut at {cut}");
+        }
+        let bytes: Vec<&[u8]> = CHAT.chunks(1).collect();
+        assert_eq!(run("text/event-stream; charset=utf-8", &bytes), expected);
+    }
+
+    #[test]
+    fn responses_stream_usage() {
+        let body = b"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\" w1\"}\n\nevent: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":7,\"output_tokens\":3,\"input_tokens_details\":{\"cached_tokens\":0}}}}\n\n";
+        assert_eq!(
+            run("text/event-stream", &[body]),
+            (
+                Usage {
+                    input: 7,
+                    output: 3,
+                    cached: 0
+                },
+                Measurement::Exact
+            )
+        );
+    }
+
+    #[test]
+    fn cut_stream_is_estimated() {
+        let cut = &CHAT[..CHAT.len() / 2];
+        let (u, m) = run("text/event-stream", &[cut]);
+        assert_eq!(m, Measurement::Estimated);
+        assert_eq!(
+            u,
+            Usage {
+                input: 100,
+                output: 2,
+                cached: 0
+            }
+        );
+    }
+
+    #[test]
+    fn json_body_usage() {
+        let body =
+            br#"{"id":"x","usage":{"prompt_tokens":9,"completion_tokens":4,"total_tokens":13}}"#;
+        let (a, b) = body.split_at(20);
+        assert_eq!(
+            run("application/json", &[a, b]),
+            (
+                Usage {
+                    input: 9,
+                    output: 4,
+                    cached: 0
+                },
+                Measurement::Exact
+            )
+        );
+        assert_eq!(
+            run("application/json", &[b"{not json"]).1,
+            Measurement::Estimated
+        );
+    }
+
+    #[test]
+    fn implausible_or_malformed_usage_is_not_trusted() {
+        let body = br#"{"usage":{"prompt_tokens":999999999999,"completion_tokens":1}}"#;
+        assert_eq!(run("application/json", &[body]).1, Measurement::Estimated);
+        let sse = b"data: {not json \"usage\"\n\ngarbage line\n\n";
+        assert_eq!(run("text/event-stream", &[sse]).1, Measurement::Estimated);
+    }
+
+    #[test]
+    fn huge_lines_are_skipped_without_growing() {
+        let mut m = Meter::new(Some("text/event-stream"));
+        let big = vec![b'x'; 64 * 1024];
+        for _ in 0..40 {
+            m.observe(&big);
+        }
+        assert!(m.line.len() <= LINE_CAP);
+        m.observe(b"\n");
+        m.observe(CHAT);
+        m.finish();
+        assert_eq!(m.outcome(0).1, Measurement::Exact);
+    }
+}

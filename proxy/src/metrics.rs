@@ -1,0 +1,120 @@
+//! Prometheus metrics of the gateway, in one registry per process, served as text at
+//! `[metrics] listen` `/metrics`.
+//!
+//! Every label is bounded: routes come from a fixed table, models are configured ids (or
+//! `unknown`), statuses are numbers, reasons are error labels.
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+
+/// Latency buckets in seconds: from 1 ms to 5 minutes (long generations).
+const BUCKETS: [f64; 16] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0,
+    300.0,
+];
+
+/// The gateway's collectors.
+pub struct Metrics {
+    registry: Registry,
+    /// Requests finished, by route, model and status.
+    pub requests: IntCounterVec,
+    /// Requests the gateway answered itself, by reason.
+    pub refused: IntCounterVec,
+    /// From the first upstream attempt to the supplier's response header.
+    pub upstream_latency: HistogramVec,
+    /// From arrival to the first response body byte sent to the client.
+    pub ttfb: HistogramVec,
+    /// Tokens metered, by model and kind (input, output, cached) and measurement.
+    pub tokens: IntCounterVec,
+    /// Requests in progress, by route.
+    pub in_flight: IntGaugeVec,
+    /// Usage events that could not be appended to the usage stream.
+    pub usage_events_lost: IntCounter,
+}
+
+fn build<T: prometheus::core::Collector + Clone + 'static>(
+    registry: &Registry,
+    collector: Result<T, prometheus::Error>,
+) -> Result<T, prometheus::Error> {
+    let c = collector?;
+    registry.register(Box::new(c.clone()))?;
+    Ok(c)
+}
+
+impl Metrics {
+    pub fn new() -> Result<Metrics, prometheus::Error> {
+        let r = Registry::new_custom(Some("tollgate".into()), None)?;
+        let hist = |name: &str, help: &str| {
+            HistogramVec::new(
+                HistogramOpts::new(name, help).buckets(BUCKETS.to_vec()),
+                &["route"],
+            )
+        };
+        Ok(Metrics {
+            requests: build(
+                &r,
+                IntCounterVec::new(
+                    Opts::new("requests_total", "Gateway requests finished"),
+                    &["route", "model", "status"],
+                ),
+            )?,
+            refused: build(
+                &r,
+                IntCounterVec::new(
+                    Opts::new(
+                        "refused_total",
+                        "Requests the gateway answered itself, by reason",
+                    ),
+                    &["reason"],
+                ),
+            )?,
+            upstream_latency: build(
+                &r,
+                hist(
+                    "upstream_latency_seconds",
+                    "Time from the first upstream attempt to the supplier's response header",
+                ),
+            )?,
+            ttfb: build(
+                &r,
+                hist(
+                    "time_to_first_byte_seconds",
+                    "Time from arrival to the first response body byte sent to the client",
+                ),
+            )?,
+            tokens: build(
+                &r,
+                IntCounterVec::new(
+                    Opts::new("tokens_total", "Tokens metered"),
+                    &["model", "kind", "measurement"],
+                ),
+            )?,
+            in_flight: build(
+                &r,
+                IntGaugeVec::new(Opts::new("in_flight", "Requests in progress"), &["route"]),
+            )?,
+            usage_events_lost: build(
+                &r,
+                IntCounter::new(
+                    "usage_events_lost_total",
+                    "Usage events that could not be appended to the usage stream",
+                ),
+            )?,
+            registry: r,
+        })
+    }
+
+    /// The Prometheus text exposition of every collector.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        if TextEncoder::new()
+            .encode(&self.registry.gather(), &mut out)
+            .is_err()
+        {
+            return String::new();
+        }
+        String::from_utf8(out).unwrap_or_default()
+    }
+}

@@ -1,0 +1,39 @@
+//! Writing the gateway's own answers (errors and local routes) to the client.
+
+use crate::errors::{GatewayError, Surface};
+use bytes::Bytes;
+use pingora::http::ResponseHeader;
+use pingora::proxy::Session;
+
+/// Writes a complete JSON response.
+pub async fn json(
+    session: &mut Session,
+    status: u16,
+    body: Bytes,
+    request_id: &str,
+) -> pingora::Result<()> {
+    let mut header = ResponseHeader::build(status, Some(3))?;
+    header.insert_header(http::header::CONTENT_TYPE, "application/json")?;
+    header.insert_header(http::header::CONTENT_LENGTH, body.len().to_string())?;
+    header.insert_header("x-request-id", request_id)?;
+    session
+        .write_response_header(Box::new(header), false)
+        .await?;
+    session.write_response_body(Some(body), true).await
+}
+
+/// Answers with `error` in the shape of `surface`; returns its metric label. The connection is
+/// not reused when the request body may be unread.
+pub async fn error(
+    session: &mut Session,
+    surface: Surface,
+    error: &GatewayError,
+    request_id: &str,
+) -> pingora::Result<&'static str> {
+    let reply = error.reply(surface);
+    if !session.is_body_done() {
+        session.set_keepalive(None);
+    }
+    json(session, reply.status, reply.body, request_id).await?;
+    Ok(reply.label)
+}

@@ -1,0 +1,97 @@
+//! Assembling and running the gateway: the production Pingora server, an in-process listener for
+//! tests and embedding, and the metrics endpoint.
+
+use crate::gateway::Gateway;
+use crate::metrics::Metrics;
+use pingora::apps::ServerApp;
+use pingora::proxy::{http_proxy, http_proxy_service};
+use pingora::server::Server;
+use pingora::server::configuration::ServerConf;
+use settings::Settings;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// Seconds a graceful shutdown waits for requests in flight (long streams are cut after this and
+/// their usage is settled from the meter).
+const GRACE_PERIOD_SECONDS: u64 = 30;
+
+/// The production server: Pingora with `server.threads` workers listening on `server.listen`.
+/// Call `run_forever` on the result.
+pub fn build_server(settings: &Settings, gateway: Gateway) -> Server {
+    let conf = ServerConf {
+        threads: settings.server.threads,
+        grace_period_seconds: Some(GRACE_PERIOD_SECONDS),
+        graceful_shutdown_timeout_seconds: Some(GRACE_PERIOD_SECONDS),
+        ..ServerConf::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(None, conf);
+    server.bootstrap();
+    let mut service = http_proxy_service(&server.configuration, gateway);
+    service.add_tcp(&settings.server.listen.to_string());
+    server.add_service(service);
+    server
+}
+
+/// Serves the gateway on an already bound listener, on the caller's runtime, until `shutdown`
+/// turns true. Tests bind `127.0.0.1:0`; connections in progress are dropped at shutdown.
+pub async fn serve_listener(
+    listener: TcpListener,
+    gateway: Gateway,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let app = Arc::new(http_proxy(&Arc::new(ServerConf::default()), gateway));
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => {
+                    let _ = tcp.set_nodelay(true);
+                    let app = app.clone();
+                    let stop = shutdown.clone();
+                    connections.spawn(async move {
+                        let mut stream: pingora::protocols::Stream =
+                            Box::new(pingora::protocols::l4::stream::Stream::from(tcp));
+                        while let Some(next) = app.process_new(stream, &stop).await {
+                            stream = next;
+                        }
+                    });
+                }
+                Err(e) => tracing::warn!(error = %e, "accept failed"),
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    connections.abort_all();
+}
+
+/// Serves `GET /metrics` (Prometheus text) on `listener` until `shutdown` turns true.
+pub async fn serve_metrics(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let metrics = metrics.clone();
+            async move {
+                (
+                    [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                    metrics.render(),
+                )
+            }
+        }),
+    );
+    let stop = async move {
+        let _ = shutdown.wait_for(|stop| *stop).await;
+    };
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
+        .await
+    {
+        tracing::error!(error = %e, "metrics endpoint stopped");
+    }
+}

@@ -1,0 +1,84 @@
+//! The route table: which gateway routes exist and what each one forwards to.
+//!
+//! Classification looks at the method and path only. It decides the error shape of everything
+//! that follows, so it runs first, before authentication.
+
+use crate::errors::Surface;
+use http::Method;
+
+/// A gateway route the proxy serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `GET /compat/v1/models`, answered locally.
+    Models,
+    /// `POST /compat/v1/chat/completions`.
+    ChatCompletions,
+    /// `POST /compat/v1/responses`.
+    Responses,
+}
+
+impl Route {
+    /// The route of a request, or `None` when the gateway has no such route. Only the exact paths
+    /// count: `/responses` without the compat segment is not a route.
+    pub fn classify(method: &Method, path: &str) -> Option<Route> {
+        let path = path.strip_suffix('/').unwrap_or(path);
+        match (method, path) {
+            (&Method::GET, "/compat/v1/models") => Some(Route::Models),
+            (&Method::POST, "/compat/v1/chat/completions") => Some(Route::ChatCompletions),
+            (&Method::POST, "/compat/v1/responses") => Some(Route::Responses),
+            _ => None,
+        }
+    }
+
+    /// Bounded label for metrics, logs and usage events.
+    pub fn label(self) -> &'static str {
+        match self {
+            Route::Models => "models",
+            Route::ChatCompletions => "chat_completions",
+            Route::Responses => "responses",
+        }
+    }
+
+    pub fn surface(self) -> Surface {
+        match self {
+            Route::Models | Route::ChatCompletions | Route::Responses => Surface::OpenAi,
+        }
+    }
+
+    /// The path appended to the account's `base_url` when forwarding.
+    pub fn upstream_suffix(self) -> &'static str {
+        match self {
+            Route::Models => "/models",
+            Route::ChatCompletions => "/chat/completions",
+            Route::Responses => "/responses",
+        }
+    }
+}
+
+/// The surface an unknown path most likely belongs to, for the shape of its 404.
+pub fn surface_of_path(_path: &str) -> Surface {
+    Surface::OpenAi
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_paths_only() {
+        assert_eq!(
+            Route::classify(&Method::POST, "/compat/v1/responses"),
+            Some(Route::Responses)
+        );
+        assert_eq!(Route::classify(&Method::POST, "/responses"), None);
+        assert_eq!(Route::classify(&Method::POST, "/v1/responses"), None);
+        assert_eq!(
+            Route::classify(&Method::GET, "/compat/v1/chat/completions"),
+            None
+        );
+        assert_eq!(
+            Route::classify(&Method::GET, "/compat/v1/models/"),
+            Some(Route::Models)
+        );
+    }
+}

@@ -1,0 +1,820 @@
+//! The gateway's integration suite: the real proxy, in-process on 127.0.0.1:0, in front of the
+//! fault-injecting mock supplier, with the in-memory operational store.
+//!
+//! Every assertion is on parsed JSON or on exact bytes the mock recorded, never on log text.
+
+use credentials::{Env, KeyHasher, Kind};
+use futures_util::StreamExt;
+use mock_supplier::{MockConfig, MockHandle, MockSupplier};
+use opstate::{KeyPermissions, KeyRecord, Measurement, Stores, UsageEvent};
+use proxy::{Gateway, Metrics};
+use serde_json::{Value, json};
+use settings::Settings;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+const PEPPER: &str = "test-pepper-0123456789";
+const MAX_BODY: usize = 4 * 1024 * 1024;
+
+struct Harness {
+    base: String,
+    mock: MockHandle,
+    stores: Stores,
+    hasher: KeyHasher,
+    metrics: Arc<Metrics>,
+    key: String,
+    http: reqwest::Client,
+    _stop: watch::Sender<bool>,
+    _tasks: JoinSet<()>,
+}
+
+fn config(mock_url: &str, dead_url: &str) -> String {
+    format!(
+        r#"
+[server]
+listen = "127.0.0.1:1"
+environment = "development"
+max_body_bytes = {MAX_BODY}
+
+[admin]
+embedded = true
+
+[database]
+url = "sqlite::memory:"
+
+[security]
+key_pepper = "{PEPPER}"
+
+[[models]]
+id = "gpt-4o-mini"
+family = "gpt-4o"
+kind = "text"
+author = "openai"
+input_per_mtok = 0.15
+output_per_mtok = 0.60
+
+[[models]]
+id = "gpt-4o"
+family = "gpt-4o"
+kind = "text"
+author = "openai"
+input_per_mtok = 2.5
+output_per_mtok = 10
+
+[[models]]
+id = "o3-mini"
+family = "o3"
+kind = "text"
+input_per_mtok = 1.1
+output_per_mtok = 4.4
+
+[[models]]
+id = "dead-model"
+family = "dead"
+kind = "text"
+input_per_mtok = 1
+output_per_mtok = 1
+
+[[accounts]]
+id = "mock"
+provider = "openai"
+base_url = "{mock_url}"
+api_key = "sk-mock-supplier"
+models = ["gpt-4o-mini", "gpt-4o"]
+
+[[accounts]]
+id = "dead"
+provider = "openai"
+base_url = "{dead_url}"
+api_key = "sk-dead"
+models = ["dead-model"]
+
+[[groups]]
+id = 1
+name = "Standard"
+product_code = "std"
+models = ["gpt-4o-mini", "o3-mini", "dead-model"]
+wholesale_rate_multiplier = 1
+
+[[groups]]
+id = 2
+name = "Premium"
+product_code = "pro"
+models = ["gpt-4o"]
+wholesale_rate_multiplier = 1
+"#
+    )
+}
+
+/// A loopback address where nothing listens.
+async fn closed_port_url() -> String {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    drop(l);
+    format!("http://{addr}/v1")
+}
+
+impl Harness {
+    async fn start() -> Harness {
+        let mock = MockSupplier::start(MockConfig {
+            api_key: Some("sk-mock-supplier".into()),
+            ..MockConfig::default()
+        })
+        .await
+        .unwrap();
+        let text = config(&mock.base_url(), &closed_port_url().await);
+        let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
+        let stores = Stores::memory();
+        let metrics = Arc::new(Metrics::new().unwrap());
+        let gateway = Gateway::new(settings, stores.clone(), metrics.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stop_rx) = watch::channel(false);
+        let mut tasks = JoinSet::new();
+        tasks.spawn(proxy::serve_listener(listener, gateway, stop_rx));
+        let mut h = Harness {
+            base,
+            mock,
+            stores,
+            hasher: KeyHasher::new(PEPPER.as_bytes()),
+            metrics,
+            key: String::new(),
+            http: reqwest::Client::builder().no_proxy().build().unwrap(),
+            _stop: stop,
+            _tasks: tasks,
+        };
+        h.key = h.add_key(1, KeyPermissions::default()).await;
+        h
+    }
+
+    async fn add_key(&self, group_id: i64, permissions: KeyPermissions) -> String {
+        let secret = credentials::generate(Kind::CustomerKey, Env::Dev);
+        let record = KeyRecord {
+            key_id: 100 + group_id,
+            org_id: 42,
+            group_id,
+            permissions,
+        };
+        self.stores
+            .keys
+            .publish(&self.hasher.hash(secret.expose()), &record)
+            .await
+            .unwrap();
+        secret.expose().to_string()
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn post(&self, path: &str, body: &Value) -> reqwest::RequestBuilder {
+        self.http
+            .post(self.url(path))
+            .bearer_auth(&self.key)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+    }
+
+    /// Waits for the usage event of the one request the test made, and returns it.
+    async fn usage_event(&self) -> UsageEvent {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let got = self
+                .stores
+                .usage
+                .claim("test", 10, Duration::from_secs(600))
+                .await
+                .unwrap();
+            if let Some(entry) = got.into_iter().next() {
+                self.stores.usage.ack(&[entry.id]).await.unwrap();
+                return entry.event;
+            }
+            assert!(Instant::now() < deadline, "no usage event within 5 s");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    async fn no_usage_event(&self) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            self.stores.usage.backlog().await.unwrap(),
+            0,
+            "no usage event expected"
+        );
+    }
+}
+
+async fn json_of(resp: reqwest::Response) -> (u16, Value) {
+    let status = resp.status().as_u16();
+    let bytes = resp.bytes().await.unwrap();
+    let v = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&bytes)));
+    (status, v)
+}
+
+fn chat(model: &str, stream: bool) -> Value {
+    json!({"model": model, "messages": [{"role": "user", "content": "Say hello"}], "stream": stream})
+}
+
+fn assert_invalid_key(status: u16, body: &Value) {
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(body["error"]["type"], "authentication_error", "{body}");
+    assert!(body["error"]["message"].is_string(), "{body}");
+}
+
+#[tokio::test]
+async fn each_key_header_authenticates() {
+    let h = Harness::start().await;
+    for (name, value) in [
+        ("authorization", format!("Bearer {}", h.key)),
+        ("x-api-key", h.key.clone()),
+        ("x-alt-api-key", h.key.clone()),
+    ] {
+        let resp = h
+            .http
+            .get(h.url("/compat/v1/models"))
+            .header(name, value)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{name}");
+    }
+    assert_eq!(
+        h.mock.request_count(),
+        0,
+        "the model list is answered locally"
+    );
+}
+
+#[tokio::test]
+async fn missing_key_body() {
+    let h = Harness::start().await;
+    for resp in [
+        h.http.get(h.url("/compat/v1/models")).send().await.unwrap(),
+        h.http
+            .post(h.url("/compat/v1/chat/completions"))
+            .body(chat("gpt-4o-mini", false).to_string())
+            .send()
+            .await
+            .unwrap(),
+        h.http
+            .get(h.url("/compat/v1/models"))
+            .header("authorization", "Basic dXNlcjpwYXNz")
+            .send()
+            .await
+            .unwrap(),
+    ] {
+        let (status, body) = json_of(resp).await;
+        assert_eq!(status, 401);
+        assert!(body["error"].is_string(), "{body}");
+        assert!(body["message"].is_string(), "{body}");
+    }
+    assert_eq!(h.mock.request_count(), 0);
+    h.no_usage_event().await;
+}
+
+#[tokio::test]
+async fn invalid_keys_get_the_authentication_error() {
+    let h = Harness::start().await;
+    let unknown = credentials::generate(Kind::CustomerKey, Env::Dev);
+    let partner = credentials::generate(Kind::PartnerToken, Env::Dev);
+    let billing = credentials::generate(Kind::BillingToken, Env::Dev);
+    let live = credentials::generate(Kind::CustomerKey, Env::Live);
+    let mut typo = h.key.clone();
+    typo.replace_range(12..13, if &typo[12..13] == "a" { "b" } else { "a" });
+    // A production key: well formed, registered, but this gateway runs as development.
+    h.stores
+        .keys
+        .publish(
+            &h.hasher.hash(live.expose()),
+            &KeyRecord {
+                key_id: 9,
+                org_id: 42,
+                group_id: 1,
+                permissions: KeyPermissions::default(),
+            },
+        )
+        .await
+        .unwrap();
+    for key in [
+        "sk-not-ours",
+        unknown.expose(),
+        partner.expose(),
+        billing.expose(),
+        live.expose(),
+        typo.as_str(),
+    ] {
+        let resp = h
+            .http
+            .get(h.url("/compat/v1/models"))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = json_of(resp).await;
+        assert_invalid_key(status, &body);
+    }
+    // Two different keys in two headers are refused, never picked from.
+    let resp = h
+        .http
+        .get(h.url("/compat/v1/models"))
+        .bearer_auth(&h.key)
+        .header("x-api-key", unknown.expose())
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = json_of(resp).await;
+    assert_invalid_key(status, &body);
+    assert_eq!(h.mock.request_count(), 0);
+}
+
+#[tokio::test]
+async fn revoked_key_stops_working_at_once() {
+    let h = Harness::start().await;
+    let resp = h
+        .post("/compat/v1/chat/completions", &chat("gpt-4o-mini", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    h.stores.keys.revoke(&h.hasher.hash(&h.key)).await.unwrap();
+    let (status, body) = json_of(
+        h.post("/compat/v1/chat/completions", &chat("gpt-4o-mini", false))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_invalid_key(status, &body);
+    assert_eq!(h.mock.request_count(), 1);
+}
+
+#[tokio::test]
+async fn key_without_openai_permission_is_forbidden() {
+    let h = Harness::start().await;
+    let key = h
+        .add_key(
+            1,
+            KeyPermissions {
+                openai: false,
+                ..KeyPermissions::default()
+            },
+        )
+        .await;
+    for req in [
+        h.http.get(h.url("/compat/v1/models")),
+        h.http
+            .post(h.url("/compat/v1/chat/completions"))
+            .body(chat("gpt-4o-mini", false).to_string()),
+    ] {
+        let (status, body) = json_of(req.bearer_auth(&key).send().await.unwrap()).await;
+        assert_eq!(status, 403);
+        assert_eq!(body["error"]["type"], "permission_denied");
+        assert_eq!(body["error"]["code"], "permission_denied");
+        assert!(body["error"]["message"].is_string());
+    }
+    assert_eq!(h.mock.request_count(), 0);
+}
+
+#[tokio::test]
+async fn model_list_shows_only_the_keys_group() {
+    let h = Harness::start().await;
+    let (status, body) = json_of(
+        h.http
+            .get(h.url("/compat/v1/models"))
+            .bearer_auth(&h.key)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(body["object"], "list");
+    let ids: Vec<&str> = body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["gpt-4o-mini", "o3-mini", "dead-model"]);
+    assert!(
+        body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["object"] == "model")
+    );
+    let premium = h.add_key(2, KeyPermissions::default()).await;
+    let (_, body) = json_of(
+        h.http
+            .get(h.url("/compat/v1/models"))
+            .bearer_auth(&premium)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(body["data"], json!([{"id": "gpt-4o", "object": "model"}]));
+}
+
+#[tokio::test]
+async fn chat_completion_passes_through_and_is_metered_exactly() {
+    let h = Harness::start().await;
+    let resp = h
+        .post(
+            "/compat/v1/chat/completions",
+            &chat("openai/gpt-4o-mini", false),
+        )
+        .header("x-mock-usage", "prompt=11,completion=5,cached=2")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers().get("x-request-id").is_some());
+    let received = resp.bytes().await.unwrap();
+    let upstream = &h.mock.requests()[0];
+    assert_eq!(
+        received, upstream.response_body,
+        "byte-identical pass-through"
+    );
+    // The supplier got its own credential, the bare model id and never the customer's key.
+    assert_eq!(
+        upstream.header("authorization"),
+        Some("Bearer sk-mock-supplier")
+    );
+    assert_eq!(upstream.path, "/v1/chat/completions");
+    assert_eq!(upstream.json().unwrap()["model"], "gpt-4o-mini");
+    assert!(upstream.headers.iter().all(|(_, v)| !v.contains(&h.key)));
+    let e = h.usage_event().await;
+    assert_eq!(
+        (e.input_tokens, e.output_tokens, e.cached_tokens),
+        (11, 5, 2)
+    );
+    assert_eq!(e.measurement, Measurement::Exact);
+    assert_eq!((e.org_id, e.key_id, e.group_id), (42, 101, 1));
+    assert_eq!(e.model_requested, "openai/gpt-4o-mini");
+    assert_eq!(e.model_served, "gpt-4o-mini");
+    assert_eq!(e.account_id, "mock");
+    assert_eq!((e.status, e.stream, e.attempts), (200, false, 1));
+    assert_eq!(e.route, "chat_completions");
+    assert!(e.ttfb_ms.is_some());
+}
+
+#[tokio::test]
+async fn chat_stream_passes_through_chunk_for_chunk_and_is_metered_exactly() {
+    let h = Harness::start().await;
+    let started = Instant::now();
+    let resp = h
+        .post("/compat/v1/chat/completions", &chat("gpt-4o-mini", true))
+        .header("x-mock-usage", "prompt=21,completion=8")
+        .header("x-mock-delay-ms", "80")
+        .header("x-mock-events", "6")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(
+        resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let mut stream = resp.bytes_stream();
+    let mut received = Vec::new();
+    let mut first_at = None;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.unwrap();
+        if first_at.is_none() && !chunk.is_empty() {
+            first_at = Some(started.elapsed());
+        }
+        received.extend_from_slice(&chunk);
+    }
+    let total = started.elapsed();
+    let first_at = first_at.unwrap();
+    assert!(
+        total.saturating_sub(first_at) >= Duration::from_millis(300),
+        "events must arrive as produced (first byte at {first_at:?}, end at {total:?})"
+    );
+    let upstream = &h.mock.requests()[0];
+    assert_eq!(
+        received,
+        upstream.response_body.to_vec(),
+        "byte-identical stream"
+    );
+    assert_eq!(
+        upstream.json().unwrap()["stream_options"]["include_usage"],
+        true
+    );
+    assert!(
+        String::from_utf8_lossy(&received)
+            .trim_end()
+            .ends_with("data: [DONE]")
+    );
+    let e = h.usage_event().await;
+    assert_eq!(
+        (e.input_tokens, e.output_tokens, e.cached_tokens),
+        (21, 8, 0)
+    );
+    assert_eq!(e.measurement, Measurement::Exact);
+    assert!(e.stream);
+}
+
+#[tokio::test]
+async fn responses_pass_through_and_are_metered_streaming_or_not() {
+    let h = Harness::start().await;
+    for stream in [false, true] {
+        let body = json!({"model": "gpt-4o-mini", "input": "Say hello", "stream": stream});
+        let resp = h
+            .post("/compat/v1/responses", &body)
+            .header("x-mock-usage", "prompt=13,completion=4,cached=3")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let received = resp.bytes().await.unwrap();
+        let upstream = h.mock.requests().pop().unwrap();
+        assert_eq!(upstream.path, "/v1/responses");
+        assert_eq!(received, upstream.response_body, "stream={stream}");
+        assert_eq!(
+            upstream.body,
+            body.to_string().into_bytes(),
+            "unchanged body is forwarded as is"
+        );
+        let e = h.usage_event().await;
+        assert_eq!(
+            (e.input_tokens, e.output_tokens, e.cached_tokens),
+            (13, 4, 3),
+            "stream={stream}"
+        );
+        assert_eq!(e.measurement, Measurement::Exact);
+        assert_eq!(e.route, "responses");
+        assert_eq!(e.stream, stream);
+    }
+}
+
+#[tokio::test]
+async fn cut_stream_is_settled_from_an_estimate() {
+    let h = Harness::start().await;
+    let resp = h
+        .post("/compat/v1/chat/completions", &chat("gpt-4o-mini", true))
+        .header("x-mock-fault", "cut_after=3")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut stream = resp.bytes_stream();
+    let mut received = Vec::new();
+    let mut errored = false;
+    while let Some(chunk) = stream.next().await {
+        match chunk {
+            Ok(c) => received.extend_from_slice(&c),
+            Err(_) => {
+                errored = true;
+                break;
+            }
+        }
+    }
+    assert!(errored, "the client sees the stream end abnormally");
+    assert!(!String::from_utf8_lossy(&received).contains("[DONE]"));
+    let e = h.usage_event().await;
+    assert_eq!(e.measurement, Measurement::Estimated);
+    let request_bytes = h.mock.requests()[0].body.len() as u64;
+    assert!(
+        e.input_tokens > 0 && e.input_tokens <= request_bytes,
+        "{e:?}"
+    );
+    assert_eq!(e.output_tokens, 2, "two content events reached the client");
+}
+
+#[tokio::test]
+async fn large_body_is_forwarded_intact_and_oversize_is_refused() {
+    let h = Harness::start().await;
+    let filler = "x".repeat(3 * 1024 * 1024);
+    let body = json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": filler}]});
+    let sent = body.to_string();
+    let resp = h
+        .post("/compat/v1/chat/completions", &body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(h.mock.requests()[0].body.len(), sent.len());
+    assert_eq!(
+        h.mock.requests()[0].body,
+        sent.as_bytes(),
+        "3 MB body arrives byte for byte"
+    );
+
+    let too_big = json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x".repeat(MAX_BODY)}]});
+    let (status, err) = json_of(
+        h.post("/compat/v1/chat/completions", &too_big)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 413);
+    assert_eq!(err["error"]["code"], "request_too_large");
+    assert_eq!(
+        h.mock.request_count(),
+        1,
+        "the oversize body never reached the supplier"
+    );
+}
+
+#[tokio::test]
+async fn chunked_body_over_64k_needs_a_length() {
+    let h = Harness::start().await;
+    let body = chat(&"m".repeat(100 * 1024), false).to_string();
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = body
+        .into_bytes()
+        .chunks(16 * 1024)
+        .map(|c| Ok(c.to_vec()))
+        .collect();
+    let resp = h
+        .http
+        .post(h.url("/compat/v1/chat/completions"))
+        .bearer_auth(&h.key)
+        .body(reqwest::Body::wrap_stream(futures_util::stream::iter(
+            chunks,
+        )))
+        .send()
+        .await
+        .unwrap();
+    let (status, err) = json_of(resp).await;
+    assert_eq!(status, 411);
+    assert_eq!(err["error"]["code"], "length_required");
+    assert_eq!(h.mock.request_count(), 0);
+}
+
+#[tokio::test]
+async fn small_chunked_body_is_forwarded() {
+    let h = Harness::start().await;
+    let body = chat("gpt-4o-mini", false).to_string();
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = body
+        .clone()
+        .into_bytes()
+        .chunks(7)
+        .map(|c| Ok(c.to_vec()))
+        .collect();
+    let resp = h
+        .http
+        .post(h.url("/compat/v1/chat/completions"))
+        .bearer_auth(&h.key)
+        .body(reqwest::Body::wrap_stream(futures_util::stream::iter(
+            chunks,
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(h.mock.requests()[0].body, body.as_bytes());
+}
+
+#[tokio::test]
+async fn unknown_routes_and_models() {
+    let h = Harness::start().await;
+    // /responses without the compat segment is not a route, with or without a key.
+    for path in ["/responses", "/v1/responses", "/compat/v1/nope"] {
+        let (status, body) = json_of(
+            h.post(path, &json!({"model": "gpt-4o-mini", "input": "x"}))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, 404, "{path}");
+        assert_eq!(body["error"]["code"], "unknown_route", "{path}");
+    }
+    let (status, _) = json_of(h.http.post(h.url("/responses")).send().await.unwrap()).await;
+    assert_eq!(status, 404);
+    // Unknown model, a model outside the key's group, and a wrong author prefix all read as unknown.
+    for model in ["gpt-9", "gpt-4o", "anthropic/gpt-4o-mini", "openai/o3-mini"] {
+        let (status, body) = json_of(
+            h.post("/compat/v1/chat/completions", &chat(model, false))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, 404, "{model}");
+        assert_eq!(body["error"]["code"], "model_not_found", "{model}");
+        assert_eq!(body["error"]["type"], "invalid_request_error");
+    }
+    // A configured model no account serves.
+    let (status, body) = json_of(
+        h.post("/compat/v1/chat/completions", &chat("o3-mini", false))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 503);
+    assert_eq!(body["error"]["code"], "no_account_available");
+    assert_eq!(h.mock.request_count(), 0);
+    h.no_usage_event().await;
+}
+
+#[tokio::test]
+async fn malformed_bodies_are_refused_before_the_supplier() {
+    let h = Harness::start().await;
+    for (body, param) in [
+        ("{not json".to_string(), Value::Null),
+        (json!({"messages": []}).to_string(), json!("model")),
+        (
+            json!({"model": "gpt-4o-mini"}).to_string(),
+            json!("messages"),
+        ),
+        (
+            json!({"model": "gpt-4o-mini", "messages": [], "stream": "yes"}).to_string(),
+            json!("stream"),
+        ),
+        (String::new(), Value::Null),
+    ] {
+        let resp = h
+            .http
+            .post(h.url("/compat/v1/chat/completions"))
+            .bearer_auth(&h.key)
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        let (status, err) = json_of(resp).await;
+        assert_eq!(status, 400, "{body}");
+        assert_eq!(err["error"]["type"], "invalid_request_error", "{body}");
+        assert_eq!(err["error"]["param"], param, "{body}");
+    }
+    assert_eq!(h.mock.request_count(), 0);
+}
+
+#[tokio::test]
+async fn unreachable_supplier_gets_a_json_error() {
+    let h = Harness::start().await;
+    let (status, body) = json_of(
+        h.post("/compat/v1/chat/completions", &chat("dead-model", false))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 502);
+    assert_eq!(body["error"]["type"], "upstream_error");
+    assert_eq!(body["error"]["code"], "upstream_unreachable");
+    let e = h.usage_event().await;
+    assert_eq!(
+        (e.input_tokens, e.output_tokens),
+        (0, 0),
+        "nothing was served"
+    );
+    assert_eq!(e.status, 502);
+    assert_eq!(e.account_id, "dead");
+}
+
+#[tokio::test]
+async fn supplier_errors_pass_through_unchanged() {
+    let h = Harness::start().await;
+    let resp = h
+        .post("/compat/v1/chat/completions", &chat("gpt-4o-mini", false))
+        .header("x-mock-fault", "status=400")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let received = resp.bytes().await.unwrap();
+    assert_eq!(received, h.mock.requests()[0].response_body);
+}
+
+#[tokio::test]
+async fn metrics_count_requests_and_tokens() {
+    let h = Harness::start().await;
+    h.post("/compat/v1/chat/completions", &chat("gpt-4o-mini", false))
+        .header("x-mock-usage", "prompt=11,completion=5")
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let _ = h.usage_event().await;
+    let text = h.metrics.render();
+    assert!(
+        text.contains(r#"tollgate_requests_total{model="gpt-4o-mini",route="chat_completions",status="200"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            r#"tollgate_tokens_total{kind="input",measurement="exact",model="gpt-4o-mini"} 11"#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("tollgate_upstream_latency_seconds_bucket"),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"tollgate_in_flight{route="chat_completions"} 0"#),
+        "{text}"
+    );
+}
