@@ -1,1 +1,12 @@
-//! placeholder
+//! admin-api: the partner API, the organization billing API, invitations, the settler and the
+//! operator CLI, over the ledger of record (sea-orm on PostgreSQL or SQLite).
+//!
+//! Layers: `http` handlers extract and map → services (`keys`, `demo`) hold the rules and take a
+//! connection → `entities`. DTOs are never entity models.
+
+pub mod db;
+pub mod demo;
+pub mod http;
+pub mod keys;
+
+pub use http::{AppState, router, serve};

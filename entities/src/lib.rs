@@ -1,2 +1,5 @@
 //! sea-orm entity models of the ledger of record (PostgreSQL or SQLite). Models only, no logic:
-//! rules live in admin-api's services. Tables arrive with the migrations that create them.
+//! rules live in admin-api's services, which map these to their own DTOs.
+
+pub mod customer_api_keys;
+pub mod organizations;

@@ -1,2 +1,20 @@
 //! Schema migrations for PostgreSQL and SQLite (sea-orm-migration). Migrations never import
-//! `entities`: they describe the schema as it was when written.
+//! `entities`: each describes the schema as it was when written, and is never edited after it
+//! shipped (write a new one instead). Foreign keys are declared inside `CREATE TABLE` because SQLite
+//! cannot add them later.
+
+use sea_orm_migration::prelude::*;
+
+pub use sea_orm_migration::MigratorTrait;
+
+mod m20261122_000001_organizations_and_keys;
+
+/// Every migration, in order.
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261122_000001_organizations_and_keys::Migration)]
+    }
+}

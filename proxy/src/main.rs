@@ -68,6 +68,24 @@ fn run(settings: Arc<Settings>) -> Result<(), String> {
             None => Ok(Stores::memory()),
         }
     })?;
+    if settings.admin.embedded {
+        // Embedded: this process owns the ledger database; the key directory is rebuilt from it
+        // before the gateway accepts a request.
+        let url = &settings.require_database().map_err(|e| e.to_string())?.url;
+        let loaded = background.block_on(async {
+            admin_api::db::prepare_sqlite_path(url).map_err(|e| format!("database.url: {e}"))?;
+            let db = admin_api::db::connect(url)
+                .await
+                .map_err(|e| format!("database.url: {e}"))?;
+            admin_api::db::migrate(&db)
+                .await
+                .map_err(|e| format!("migrations: {e}"))?;
+            admin_api::keys::rebuild_directory(&db, stores.keys.as_ref())
+                .await
+                .map_err(|e| format!("key directory: {e}"))
+        })?;
+        tracing::info!(keys = loaded, "key directory loaded from the database");
+    }
     let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     if let Some(m) = &settings.metrics {
         let listener = background

@@ -818,3 +818,67 @@ async fn metrics_count_requests_and_tokens() {
         "{text}"
     );
 }
+
+/// Runs the real `proxy` binary with `--check` on `text`; returns (exit code, stdout, stderr).
+fn check_config(text: &str, env: &[(&str, &str)]) -> (i32, String, String) {
+    let dir = std::env::temp_dir().join(format!("tollgate-check-{}", uuid_like()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config.toml");
+    std::fs::write(&path, text).unwrap();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_proxy"));
+    cmd.arg("--config").arg(&path).arg("--check");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn uuid_like() -> String {
+    format!("{}-{:?}", std::process::id(), std::thread::current().id()).replace(['(', ')'], "")
+}
+
+#[test]
+fn check_flag_validates_and_names_the_bad_key() {
+    let good = config("http://127.0.0.1:9/v1", "http://127.0.0.1:8/v1");
+    let (code, stdout, _) = check_config(&good, &[]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("configuration OK"), "{stdout}");
+
+    let misspelled = good.replace("max_body_bytes", "max_body_byte");
+    let (code, _, stderr) = check_config(&misspelled, &[]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("server.max_body_byte"), "{stderr}");
+
+    let bad_ref = good.replace(r#"models = ["dead-model"]"#, r#"models = ["ghost"]"#);
+    let (code, _, stderr) = check_config(&bad_ref, &[]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("accounts[1].models[0]") && stderr.contains("ghost"),
+        "{stderr}"
+    );
+
+    let example = include_str!("../../conf/example.toml");
+    let (code, _, stderr) = check_config(example, &[]);
+    assert_eq!(code, 2, "secrets from unset variables are refused");
+    assert!(
+        stderr.contains("database.url") && stderr.contains("DATABASE_URL"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = check_config(
+        example,
+        &[
+            ("DATABASE_URL", "postgres://postgres@127.0.0.1/test"),
+            ("REDIS_URL", "redis://127.0.0.1:6379"),
+            ("TOLLGATE_KEY_PEPPER", "a-long-enough-pepper"),
+            ("OPENAI_KEY_PRIMARY", "sk-1"),
+            ("OPENAI_KEY_SECONDARY", "sk-2"),
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+}

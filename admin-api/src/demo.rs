@@ -1,0 +1,66 @@
+//! The quickstart's demo customer: one active organization and a fresh key each time it is asked
+//! for (the secret of an earlier key cannot be shown again).
+
+use crate::keys::{self, KeyError};
+use chrono::Utc;
+use credentials::{Env, KeyHasher};
+use entities::organizations;
+use opstate::{KeyDirectory, KeyPermissions};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+use serde::Serialize;
+
+const DEMO_SLUG: &str = "demo";
+
+/// What the `demo` command prints.
+#[derive(Debug, Serialize)]
+pub struct DemoKey {
+    pub organization_id: i64,
+    pub key_id: i64,
+    pub group_id: i64,
+    pub api_key: String,
+}
+
+/// Ensures the demo organization exists and mints a key for `group_id`.
+pub async fn demo_key(
+    db: &impl ConnectionTrait,
+    directory: &dyn KeyDirectory,
+    hasher: &KeyHasher,
+    env: Env,
+    group_id: i64,
+) -> Result<DemoKey, KeyError> {
+    let org = match organizations::Entity::find()
+        .filter(organizations::Column::Slug.eq(DEMO_SLUG))
+        .one(db)
+        .await?
+    {
+        Some(org) => org,
+        None => {
+            organizations::ActiveModel {
+                name: Set("Demo organization".into()),
+                slug: Set(DEMO_SLUG.into()),
+                status: Set("active".into()),
+                created_at: Set(Utc::now()),
+                ..Default::default()
+            }
+            .insert(db)
+            .await?
+        }
+    };
+    let created = keys::create_key(
+        db,
+        directory,
+        hasher,
+        env,
+        org.id,
+        group_id,
+        "quickstart",
+        KeyPermissions::default(),
+    )
+    .await?;
+    Ok(DemoKey {
+        organization_id: org.id,
+        key_id: created.row.id,
+        group_id,
+        api_key: created.secret.expose().to_string(),
+    })
+}

@@ -1,0 +1,93 @@
+//! Customer keys: creation (secret shown once), and the key directory of the operational store as
+//! a mirror of the database.
+//!
+//! Order of writes: the database first (the record of truth), then the directory. A key whose
+//! directory write failed is in the database and becomes usable at the next rebuild; a revoked key
+//! is removed from the directory before the revocation is reported done.
+
+use chrono::Utc;
+use credentials::{Env, KeyHasher, Kind, Secret};
+use entities::customer_api_keys;
+use opstate::{KeyDirectory, KeyPermissions, KeyRecord, StoreError};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set,
+};
+
+/// Why a key operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("database: {0}")]
+    Database(#[from] DbErr),
+    #[error("operational store: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// A newly created key: its row and its secret (to be shown once, then dropped).
+pub struct CreatedKey {
+    pub row: customer_api_keys::Model,
+    pub secret: Secret,
+}
+
+/// The directory record of a key row.
+pub fn record_of(row: &customer_api_keys::Model) -> KeyRecord {
+    KeyRecord {
+        key_id: row.id,
+        org_id: row.organization_id,
+        group_id: row.group_id,
+        permissions: KeyPermissions {
+            openai: row.allow_openai,
+            gemini: row.allow_gemini,
+            anthropic: row.allow_anthropic,
+        },
+    }
+}
+
+/// Creates a usable key for an organization and publishes it to the directory.
+pub async fn create_key(
+    db: &impl ConnectionTrait,
+    directory: &dyn KeyDirectory,
+    hasher: &KeyHasher,
+    env: Env,
+    organization_id: i64,
+    group_id: i64,
+    name: &str,
+    permissions: KeyPermissions,
+) -> Result<CreatedKey, KeyError> {
+    let secret = credentials::generate(Kind::CustomerKey, env);
+    let row = customer_api_keys::ActiveModel {
+        organization_id: Set(organization_id),
+        group_id: Set(group_id),
+        name: Set(name.to_string()),
+        key_hash: Set(hasher.hash(secret.expose())),
+        preview: Set(credentials::preview(secret.expose())),
+        status: Set("active".into()),
+        allow_openai: Set(permissions.openai),
+        allow_gemini: Set(permissions.gemini),
+        allow_anthropic: Set(permissions.anthropic),
+        created_at: Set(Utc::now()),
+        disabled_at: Set(None),
+        ..Default::default()
+    }
+    .insert(db)
+    .await?;
+    directory.publish(&row.key_hash, &record_of(&row)).await?;
+    Ok(CreatedKey { row, secret })
+}
+
+/// Publishes every active key of the database to the directory and marks it loaded. Returns the
+/// number of keys published.
+pub async fn rebuild_directory(
+    db: &impl ConnectionTrait,
+    directory: &dyn KeyDirectory,
+) -> Result<usize, KeyError> {
+    let rows = customer_api_keys::Entity::find()
+        .filter(customer_api_keys::Column::Status.eq("active"))
+        .all(db)
+        .await?;
+    let entries: Vec<(String, KeyRecord)> = rows
+        .iter()
+        .map(|r| (r.key_hash.clone(), record_of(r)))
+        .collect();
+    directory.load(&entries).await?;
+    Ok(entries.len())
+}
