@@ -51,10 +51,12 @@ pub async fn demo_key(
         directory,
         hasher,
         env,
-        org.id,
-        group_id,
-        "quickstart",
-        KeyPermissions::default(),
+        keys::NewKey {
+            organization_id: org.id,
+            group_id,
+            name: "quickstart",
+            permissions: KeyPermissions::default(),
+        },
     )
     .await?;
     Ok(DemoKey {

@@ -42,17 +42,28 @@ pub fn record_of(row: &customer_api_keys::Model) -> KeyRecord {
     }
 }
 
+/// What a new key is for.
+pub struct NewKey<'a> {
+    pub organization_id: i64,
+    pub group_id: i64,
+    pub name: &'a str,
+    pub permissions: KeyPermissions,
+}
+
 /// Creates a usable key for an organization and publishes it to the directory.
 pub async fn create_key(
     db: &impl ConnectionTrait,
     directory: &dyn KeyDirectory,
     hasher: &KeyHasher,
     env: Env,
-    organization_id: i64,
-    group_id: i64,
-    name: &str,
-    permissions: KeyPermissions,
+    new: NewKey<'_>,
 ) -> Result<CreatedKey, KeyError> {
+    let NewKey {
+        organization_id,
+        group_id,
+        name,
+        permissions,
+    } = new;
     let secret = credentials::generate(Kind::CustomerKey, env);
     let row = customer_api_keys::ActiveModel {
         organization_id: Set(organization_id),

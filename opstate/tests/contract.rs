@@ -4,6 +4,13 @@
 //! under its own random key prefix; with `TOLLGATE_REQUIRE_SERVICES=1` (CI) a missing `REDIS_URL`
 //! fails instead of skipping.
 
+#![allow(
+    clippy::panic,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: failing loudly is the point"
+)]
+
 use opstate::{KeyPermissions, KeyRecord, Measurement, RedisStore, Stores, UsageEvent};
 use std::collections::HashSet;
 use std::time::Duration;
@@ -53,7 +60,7 @@ fn event(n: u64) -> UsageEvent {
         cached_tokens: 0,
         measurement: Measurement::Exact,
         status: 200,
-        stream: n % 2 == 0,
+        stream: n.is_multiple_of(2),
         started_at_ms: 1_700_000_000_000 + n,
         latency_ms: 12,
         ttfb_ms: Some(3),

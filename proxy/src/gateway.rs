@@ -326,10 +326,8 @@ impl ProxyHttp for Gateway {
                 m.observe(chunk);
             }
         }
-        if end_of_stream {
-            if let Some(m) = ctx.meter.as_mut() {
-                m.finish();
-            }
+        if end_of_stream && let Some(m) = ctx.meter.as_mut() {
+            m.finish();
         }
         Ok(None)
     }

@@ -30,10 +30,8 @@ pub async fn read_body(session: &mut Session, max: usize) -> Result<Bytes, Gatew
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<usize>().ok());
-    if let Some(n) = declared {
-        if n > max {
-            return Err(GatewayError::BodyTooLarge { limit: max });
-        }
+    if declared.is_some_and(|n| n > max) {
+        return Err(GatewayError::BodyTooLarge { limit: max });
     }
     let mut buf = BytesMut::with_capacity(declared.unwrap_or(0).min(max));
     let mut buffering = false;

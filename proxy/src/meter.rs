@@ -147,11 +147,11 @@ impl Meter {
         if data == b"[DONE]" {
             return;
         }
-        if contains(data, b"\"usage\"") {
-            if let Some(u) = parse_usage(data) {
-                self.usage = Some(u);
-                return;
-            }
+        if contains(data, b"\"usage\"")
+            && let Some(u) = parse_usage(data)
+        {
+            self.usage = Some(u);
+            return;
         }
         if has_text(data, b"\"content\":\"") || has_text(data, b"\"delta\":\"") {
             self.content_events += 1;

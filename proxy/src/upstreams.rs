@@ -60,12 +60,11 @@ impl Upstream {
         if let Ok(ip) = self.host.parse::<IpAddr>() {
             return Ok(SocketAddr::new(ip, self.port));
         }
-        if let Ok(guard) = self.resolved.lock() {
-            if let Some((addr, at)) = *guard {
-                if at.elapsed() < DNS_TTL {
-                    return Ok(addr);
-                }
-            }
+        if let Ok(guard) = self.resolved.lock()
+            && let Some((addr, at)) = *guard
+            && at.elapsed() < DNS_TTL
+        {
+            return Ok(addr);
         }
         let addr = tokio::net::lookup_host((self.host.as_str(), self.port))
             .await?

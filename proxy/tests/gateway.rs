@@ -3,6 +3,13 @@
 //!
 //! Every assertion is on parsed JSON or on exact bytes the mock recorded, never on log text.
 
+#![allow(
+    clippy::panic,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: failing loudly is the point"
+)]
+
 use credentials::{Env, KeyHasher, Kind};
 use futures_util::StreamExt;
 use mock_supplier::{MockConfig, MockHandle, MockSupplier};

@@ -537,10 +537,10 @@ fn validate_models(raw: &[RawModel]) -> Result<Vec<Model>, ConfigError> {
                 ));
             }
         }
-        if let Some(author) = &m.author {
-            if author.is_empty() || author.contains('/') {
-                return Err(err(p("author"), "must be a non-empty name without '/'"));
-            }
+        if let Some(author) = &m.author
+            && (author.is_empty() || author.contains('/'))
+        {
+            return Err(err(p("author"), "must be a non-empty name without '/'"));
         }
         models.push(Model {
             id: m.id.clone(),

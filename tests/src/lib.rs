@@ -5,6 +5,11 @@
 //! PostgreSQL database on that server, so test binaries and tests never share state; without it, a
 //! private in-memory SQLite database is used.
 
+#![allow(
+    clippy::panic,
+    reason = "test support: a broken test environment must stop the test"
+)]
+
 /// A database URL no other test uses.
 pub async fn fresh_database_url() -> String {
     match std::env::var("DATABASE_URL") {

@@ -3,6 +3,13 @@
 //! serves the key against the mock supplier. Runs on PostgreSQL when `DATABASE_URL` is set, else
 //! on SQLite; on Redis as well when `REDIS_URL` is set.
 
+#![allow(
+    clippy::panic,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: failing loudly is the point"
+)]
+
 use credentials::{Env, KeyHasher};
 use mock_supplier::{MockConfig, MockSupplier};
 use opstate::Stores;
