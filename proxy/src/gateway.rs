@@ -332,23 +332,20 @@ impl ProxyHttp for Gateway {
         Ok(None)
     }
 
-    /// Errors after connecting: never retry once the client has seen a response, nor a POST whose
-    /// body may have reached the supplier (a generation is not idempotent).
+    /// Errors after connecting are never retried: the request (a generation, which is not
+    /// idempotent) may have reached the supplier, and once the client has seen a response there is
+    /// nothing to retry. Even a reused pooled connection is not retried, because the supplier may
+    /// have received the body before it closed; the client gets a JSON error and may retry.
     fn error_while_proxy(
         &self,
         peer: &HttpPeer,
-        session: &mut Session,
+        _session: &mut Session,
         e: Box<Error>,
         _ctx: &mut RequestCtx,
-        client_reused: bool,
+        _client_reused: bool,
     ) -> Box<Error> {
         let mut e = e.more_context(format!("peer: {peer}"));
-        if session.response_written().is_some() {
-            e.set_retry(false);
-        } else {
-            // Only a reused pooled connection that died before use is safe to retry.
-            e.retry.decide_reuse(client_reused);
-        }
+        e.set_retry(false);
         e
     }
 

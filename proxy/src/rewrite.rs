@@ -110,7 +110,7 @@ pub fn upstream_request(
             pingora::Error::because(pingora::ErrorType::InternalError, "upstream uri", e)
         })?;
     req.set_uri(uri);
-    req.insert_header(http::header::AUTHORIZATION, upstream.authorization.as_str())?;
+    req.insert_header(http::header::AUTHORIZATION, upstream.authorization.clone())?;
     req.insert_header(http::header::HOST, upstream.host_header.as_str())?;
     req.insert_header(http::header::ACCEPT_ENCODING, "identity")?;
     req.insert_header(http::header::CONTENT_LENGTH, body_len.to_string())?;

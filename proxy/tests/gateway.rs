@@ -17,7 +17,7 @@ use opstate::{KeyPermissions, KeyRecord, Measurement, Stores, UsageEvent};
 use proxy::{Gateway, Metrics};
 use serde_json::{Value, json};
 use settings::Settings;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -37,13 +37,47 @@ struct Harness {
     _tasks: JoinSet<()>,
 }
 
+/// Every log line of this test binary (debug level, Pingora's `log` output included), so tests
+/// can check that no credential is ever logged.
+fn captured_logs() -> Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let sink = buf.clone();
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("debug")
+            .with_ansi(false)
+            .with_writer(move || LogSink(sink.clone()))
+            .try_init();
+        buf
+    })
+    .clone()
+}
+
+struct LogSink(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogSink {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(data);
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn config(mock_url: &str, dead_url: &str) -> String {
+    config_with(mock_url, dead_url, 300_000)
+}
+
+fn config_with(mock_url: &str, dead_url: &str, read_timeout_ms: u64) -> String {
     format!(
         r#"
 [server]
 listen = "127.0.0.1:1"
 environment = "development"
 max_body_bytes = {MAX_BODY}
+upstream_read_timeout_ms = {read_timeout_ms}
 
 [admin]
 embedded = true
@@ -125,13 +159,18 @@ async fn closed_port_url() -> String {
 
 impl Harness {
     async fn start() -> Harness {
+        Harness::start_with(300_000).await
+    }
+
+    async fn start_with(read_timeout_ms: u64) -> Harness {
+        captured_logs();
         let mock = MockSupplier::start(MockConfig {
             api_key: Some("sk-mock-supplier".into()),
             ..MockConfig::default()
         })
         .await
         .unwrap();
-        let text = config(&mock.base_url(), &closed_port_url().await);
+        let text = config_with(&mock.base_url(), &closed_port_url().await, read_timeout_ms);
         let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
         let stores = Stores::memory();
         let metrics = Arc::new(Metrics::new().unwrap());
@@ -833,7 +872,7 @@ fn check_config(text: &str, env: &[(&str, &str)]) -> (i32, String, String) {
     let path = dir.join("config.toml");
     std::fs::write(&path, text).unwrap();
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_proxy"));
-    cmd.arg("--config").arg(&path).arg("--check");
+    cmd.arg("--config").arg(&path).arg("--check").env_clear();
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -888,4 +927,77 @@ fn check_flag_validates_and_names_the_bad_key() {
         ],
     );
     assert_eq!(code, 0, "{stderr}");
+}
+
+#[tokio::test]
+async fn stalled_supplier_times_out_with_a_json_error() {
+    let h = Harness::start_with(300).await;
+    let (status, body) = json_of(
+        h.post("/compat/v1/chat/completions", &chat("gpt-4o-mini", false))
+            .header("x-mock-fault", "stall_ms=2000")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 504);
+    assert_eq!(body["error"]["code"], "upstream_timeout");
+    let e = h.usage_event().await;
+    assert_eq!(e.status, 504);
+    assert_eq!((e.input_tokens, e.output_tokens), (0, 0));
+}
+
+#[tokio::test]
+async fn malformed_sse_passes_through_and_is_estimated() {
+    let h = Harness::start().await;
+    let resp = h
+        .post("/compat/v1/chat/completions", &chat("gpt-4o-mini", true))
+        .header("x-mock-fault", "malformed_sse")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let received = resp.bytes().await.unwrap();
+    assert_eq!(
+        received,
+        h.mock.requests()[0].response_body,
+        "passed through as sent"
+    );
+    let e = h.usage_event().await;
+    assert_eq!(e.measurement, Measurement::Estimated);
+    assert_eq!(e.output_tokens, 1, "one event carried text");
+}
+
+#[tokio::test]
+async fn logs_never_contain_credentials() {
+    let h = Harness::start().await;
+    let partner = credentials::generate(Kind::PartnerToken, Env::Dev);
+    for (name, value) in [
+        ("authorization", format!("Bearer {}", h.key)),
+        ("x-api-key", h.key.clone()),
+        ("x-alt-api-key", h.key.clone()),
+        ("authorization", format!("Bearer {}", partner.expose())),
+    ] {
+        let _ = h
+            .http
+            .post(h.url("/compat/v1/chat/completions"))
+            .header(name, value)
+            .body(chat("gpt-4o-mini", true).to_string())
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await;
+    }
+    let _ = h.usage_event().await;
+    let logs = String::from_utf8_lossy(&captured_logs().lock().unwrap()).into_owned();
+    assert!(logs.contains("request settled"), "the capture works");
+    assert!(!logs.contains(&h.key), "customer key in logs");
+    assert!(!logs.contains(partner.expose()), "partner token in logs");
+    let leak: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("sk-mock-supplier"))
+        .take(3)
+        .collect();
+    assert!(leak.is_empty(), "supplier key in logs: {leak:?}");
 }
