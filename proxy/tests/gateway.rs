@@ -223,6 +223,24 @@ impl Harness {
             .body(body.to_string())
     }
 
+    /// Posts `body` to chat completions as a chunked stream (no `Content-Length`).
+    async fn post_chunked(&self, body: &str, chunk: usize) -> reqwest::Response {
+        let chunks: Vec<Result<Vec<u8>, std::io::Error>> = body
+            .as_bytes()
+            .chunks(chunk)
+            .map(|c| Ok(c.to_vec()))
+            .collect();
+        self.http
+            .post(self.url("/compat/v1/chat/completions"))
+            .bearer_auth(&self.key)
+            .body(reqwest::Body::wrap_stream(futures_util::stream::iter(
+                chunks,
+            )))
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// Waits for the usage event of the one request the test made, and returns it.
     async fn usage_event(&self) -> UsageEvent {
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -674,21 +692,7 @@ async fn large_body_is_forwarded_intact_and_oversize_is_refused() {
 async fn chunked_body_over_64k_needs_a_length() {
     let h = Harness::start().await;
     let body = chat(&"m".repeat(100 * 1024), false).to_string();
-    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = body
-        .into_bytes()
-        .chunks(16 * 1024)
-        .map(|c| Ok(c.to_vec()))
-        .collect();
-    let resp = h
-        .http
-        .post(h.url("/compat/v1/chat/completions"))
-        .bearer_auth(&h.key)
-        .body(reqwest::Body::wrap_stream(futures_util::stream::iter(
-            chunks,
-        )))
-        .send()
-        .await
-        .unwrap();
+    let resp = h.post_chunked(&body, 16 * 1024).await;
     let (status, err) = json_of(resp).await;
     assert_eq!(status, 411);
     assert_eq!(err["error"]["code"], "length_required");
@@ -699,22 +703,7 @@ async fn chunked_body_over_64k_needs_a_length() {
 async fn small_chunked_body_is_forwarded() {
     let h = Harness::start().await;
     let body = chat("gpt-4o-mini", false).to_string();
-    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = body
-        .clone()
-        .into_bytes()
-        .chunks(7)
-        .map(|c| Ok(c.to_vec()))
-        .collect();
-    let resp = h
-        .http
-        .post(h.url("/compat/v1/chat/completions"))
-        .bearer_auth(&h.key)
-        .body(reqwest::Body::wrap_stream(futures_util::stream::iter(
-            chunks,
-        )))
-        .send()
-        .await
-        .unwrap();
+    let resp = h.post_chunked(&body, 7).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(h.mock.requests()[0].body, body.as_bytes());
 }

@@ -229,20 +229,25 @@ fn socket_addr(value: &str, path: &str) -> Result<SocketAddr, ConfigError> {
         .map_err(|_| err(path, format!("{value:?} is not an IP:port address")))
 }
 
-fn price(value: &RawPrice, path: &str) -> Result<NanoUsd, ConfigError> {
-    let decimal = match value {
-        RawPrice::Int(i) => Decimal::from(*i),
+/// The decimal an operator wrote, as a TOML number or a decimal string.
+fn decimal(value: &RawPrice, path: &str) -> Result<Decimal, ConfigError> {
+    match value {
+        RawPrice::Int(i) => Ok(Decimal::from(*i)),
         // The shortest decimal that round-trips is exactly what the operator wrote.
         RawPrice::Float(f) if f.is_finite() => Decimal::from_str(&f.to_string())
-            .map_err(|_| err(path, format!("{f} is not a decimal amount")))?,
-        RawPrice::Float(f) => return Err(err(path, format!("{f} is not a finite amount"))),
+            .map_err(|_| err(path, format!("{f} is not a decimal number"))),
+        RawPrice::Float(f) => Err(err(path, format!("{f} is not a finite number"))),
         RawPrice::Text(s) => Decimal::from_str(s.trim())
-            .map_err(|_| err(path, format!("{s:?} is not a decimal amount")))?,
-    };
-    if decimal.is_sign_negative() {
+            .map_err(|_| err(path, format!("{s:?} is not a decimal number"))),
+    }
+}
+
+fn price(value: &RawPrice, path: &str) -> Result<NanoUsd, ConfigError> {
+    let d = decimal(value, path)?;
+    if d.is_sign_negative() {
         return Err(err(path, "must not be negative"));
     }
-    NanoUsd::from_decimal_usd(decimal).ok_or_else(|| {
+    NanoUsd::from_decimal_usd(d).ok_or_else(|| {
         err(
             path,
             "must have at most 9 decimal places and fit in 64-bit nano-USD",
@@ -251,14 +256,7 @@ fn price(value: &RawPrice, path: &str) -> Result<NanoUsd, ConfigError> {
 }
 
 fn multiplier(value: &RawPrice, path: &str) -> Result<Decimal, ConfigError> {
-    let d = match value {
-        RawPrice::Int(i) => Decimal::from(*i),
-        RawPrice::Float(f) if f.is_finite() => Decimal::from_str(&f.to_string())
-            .map_err(|_| err(path, format!("{f} is not a decimal number")))?,
-        RawPrice::Float(f) => return Err(err(path, format!("{f} is not a finite number"))),
-        RawPrice::Text(s) => Decimal::from_str(s.trim())
-            .map_err(|_| err(path, format!("{s:?} is not a decimal number")))?,
-    };
+    let d = decimal(value, path)?;
     if d <= Decimal::ZERO {
         return Err(err(path, "must be positive"));
     }
