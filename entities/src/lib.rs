@@ -2,4 +2,15 @@
 //! rules live in admin-api's services, which map these to their own DTOs.
 
 pub mod customer_api_keys;
+pub mod customer_groups;
+pub mod customers;
+pub mod idempotency_records;
+pub mod invitations;
+pub mod ledger_accounts;
+pub mod ledger_entries;
+pub mod ledger_transactions;
+pub mod org_billing_tokens;
 pub mod organizations;
+pub mod partner_tokens;
+pub mod partners;
+pub mod top_up_sessions;

@@ -13,6 +13,10 @@ pub struct Model {
     /// `pending_activation` or `active`.
     pub status: String,
     pub created_at: DateTimeUtc,
+    /// The person who accepted the invitation (the owner).
+    pub owner_email: Option<String>,
+    pub billing_email: Option<String>,
+    pub activated_at: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -8,6 +8,7 @@ use sea_orm_migration::prelude::*;
 pub use sea_orm_migration::MigratorTrait;
 
 mod m20261122_000001_organizations_and_keys;
+mod m20261122_000002_partners_and_ledger;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -15,6 +16,9 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261122_000001_organizations_and_keys::Migration)]
+        vec![
+            Box::new(m20261122_000001_organizations_and_keys::Migration),
+            Box::new(m20261122_000002_partners_and_ledger::Migration),
+        ]
     }
 }

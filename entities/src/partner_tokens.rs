@@ -1,0 +1,25 @@
+//! A partner automation token. Only its keyed hash is stored.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "partner_tokens")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i64,
+    pub partner_id: i64,
+    #[sea_orm(unique)]
+    pub token_hash: String,
+    pub preview: String,
+    /// Space-separated scopes (`partner:read`, `partner:write`).
+    pub scopes: String,
+    /// `active` or `revoked`.
+    pub status: String,
+    pub created_at: DateTimeUtc,
+    pub revoked_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,23 @@
+//! A hosted partner top-up link and its state.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "top_up_sessions")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i64,
+    pub partner_id: i64,
+    #[sea_orm(unique)]
+    pub token_hash: String,
+    pub amount_nanos: i64,
+    /// `open` or `paid`.
+    pub status: String,
+    pub created_at: DateTimeUtc,
+    pub paid_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
