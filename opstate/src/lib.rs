@@ -1,7 +1,8 @@
 //! The operational store: the state the gateway's hot path reads and writes, shared by every proxy
 //! and admin-api instance of a deployment.
 //!
-//! Each capability is a trait named for what it holds ([`KeyDirectory`], [`UsageStream`]), with two
+//! Each capability is a trait named for what it holds ([`KeyDirectory`], [`UsageStream`],
+//! [`WindowCounters`]), with two
 //! backends passing one contract suite: Redis ([`RedisStore`], for fleets) and in-memory
 //! ([`MemoryStore`], for the embedded single-process default). Callers hold them as `Arc<dyn …>`
 //! through [`Stores`].
@@ -12,6 +13,7 @@
 //! Redis rules (see [`schema`]): every key carries the configured prefix; every multi-step
 //! operation is one versioned Lua script; no `SCAN` and no read-modify-write across round trips.
 
+mod counters;
 mod error;
 mod keys;
 mod memory;
@@ -19,6 +21,7 @@ mod redis_store;
 pub mod schema;
 mod usage;
 
+pub use counters::{WindowCounters, WindowHit};
 pub use error::{StoreError, StoreResult};
 pub use keys::{KeyDirectory, KeyPermissions, KeyRecord};
 pub use memory::MemoryStore;
@@ -32,6 +35,7 @@ use std::sync::Arc;
 pub struct Stores {
     pub keys: Arc<dyn KeyDirectory>,
     pub usage: Arc<dyn UsageStream>,
+    pub counters: Arc<dyn WindowCounters>,
 }
 
 impl Stores {
@@ -40,7 +44,8 @@ impl Stores {
         let m = Arc::new(MemoryStore::new());
         Stores {
             keys: m.clone(),
-            usage: m,
+            usage: m.clone(),
+            counters: m,
         }
     }
 
@@ -50,7 +55,8 @@ impl Stores {
         let r = Arc::new(RedisStore::connect(url, key_prefix).await?);
         Ok(Stores {
             keys: r.clone(),
-            usage: r,
+            usage: r.clone(),
+            counters: r,
         })
     }
 }

@@ -1,6 +1,7 @@
 //! The in-memory backend: one process, lost on restart. Used by the embedded default and tests.
 //! Mutexes are held only for map operations, never across an `.await`.
 
+use crate::counters::{WindowCounters, WindowHit};
 use crate::error::{StoreError, StoreResult};
 use crate::keys::{KeyDirectory, KeyRecord};
 use crate::usage::{StreamEntry, UsageEvent, UsageStream};
@@ -14,6 +15,8 @@ use std::time::{Duration, Instant};
 pub struct MemoryStore {
     keys: RwLock<KeyState>,
     usage: Mutex<UsageState>,
+    /// Counter name → (window index, count).
+    counters: Mutex<HashMap<String, (u64, u64)>>,
 }
 
 #[derive(Default)]
@@ -142,5 +145,34 @@ impl UsageStream for MemoryStore {
 
     async fn backlog(&self) -> StoreResult<u64> {
         Ok(self.usage()?.entries.len() as u64)
+    }
+}
+
+#[async_trait]
+impl WindowCounters for MemoryStore {
+    async fn hit(&self, key: &str, window: Duration) -> StoreResult<WindowHit> {
+        let window_ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX).max(1);
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or(0);
+        let index = now_ms / window_ms;
+        let mut counters = self
+            .counters
+            .lock()
+            .map_err(|_| StoreError::Unavailable("counter lock poisoned".into()))?;
+        // Forget counters of past windows so the map stays bounded by the active keys.
+        if counters.len() > 10_000 {
+            counters.retain(|_, (w, _)| *w >= index.saturating_sub(1));
+        }
+        let entry = counters.entry(key.to_string()).or_insert((index, 0));
+        if entry.0 != index {
+            *entry = (index, 0);
+        }
+        entry.1 += 1;
+        Ok(WindowHit {
+            count: entry.1,
+            resets_in: Duration::from_millis((index + 1) * window_ms - now_ms),
+        })
     }
 }

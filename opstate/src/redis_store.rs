@@ -4,6 +4,7 @@
 //! fails calls in a fraction of a second instead of blocking for seconds (notes/data.md §E3); the
 //! manager reconnects by itself. Key names come from [`KeySchema`].
 
+use crate::counters::{WindowCounters, WindowHit};
 use crate::error::{StoreError, StoreResult};
 use crate::keys::{KeyDirectory, KeyRecord};
 use crate::schema::{KeySchema, USAGE_GROUP};
@@ -17,6 +18,9 @@ use std::time::Duration;
 
 static USAGE_ACK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/usage_ack.v1.lua")));
+
+static WINDOW_HIT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/window_hit.v1.lua")));
 
 /// Entries written per round trip when loading the key directory.
 const LOAD_BATCH: usize = 500;
@@ -227,5 +231,21 @@ impl UsageStream for RedisStore {
     async fn backlog(&self) -> StoreResult<u64> {
         let mut conn = self.conn.clone();
         Ok(conn.xlen(self.schema.usage_stream()).await?)
+    }
+}
+
+#[async_trait]
+impl WindowCounters for RedisStore {
+    async fn hit(&self, key: &str, window: Duration) -> StoreResult<WindowHit> {
+        let mut conn = self.conn.clone();
+        let (count, reset_ms): (u64, u64) = WINDOW_HIT
+            .key(self.schema.window_counter(key))
+            .arg(u64::try_from(window.as_millis()).unwrap_or(u64::MAX).max(1))
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(WindowHit {
+            count,
+            resets_in: Duration::from_millis(reset_ms),
+        })
     }
 }

@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | `{prefix}{keydir}` | hash | key hash → JSON [`crate::KeyRecord`] |
 //! | `{prefix}{keydir}:loaded` | string | `1` once the key directory was loaded from the database |
+//! | `{prefix}{rl:NAME}` | hash | fixed-window counter `NAME`: `w` window index, `c` count |
 //! | `{prefix}{usage}` | stream | usage events (field `e`: JSON [`crate::UsageEvent`]), consumer group `settler` |
 //!
 //! The prefix must not contain `{` or `}`: the hash tags above decide the cluster slot.
@@ -29,6 +30,10 @@ impl KeySchema {
 
     pub fn key_directory_loaded(&self) -> String {
         format!("{}{{keydir}}:loaded", self.prefix)
+    }
+
+    pub fn window_counter(&self, name: &str) -> String {
+        format!("{}{{rl:{name}}}", self.prefix)
     }
 
     pub fn usage_stream(&self) -> String {

@@ -17,9 +17,9 @@ pub mod money;
 mod raw;
 mod validate;
 
-pub use money::NanoUsd;
+pub use money::{NanoUsd, RateMultiplier};
 pub use validate::{
-    Account, Admin, Capability, ConfigError, Database, Environment, Group, Metrics, Model,
+    Account, Admin, Capability, ConfigError, Database, Environment, Group, Mail, Metrics, Model,
     ModelKind, ModelPrices, Provider, Redis, Security, Server, Settings,
 };
 

@@ -47,6 +47,40 @@ impl fmt::Display for NanoUsd {
     }
 }
 
+/// A rate multiplier (a price relative to the official price) in millionths: 1.25 is
+/// `RateMultiplier(1_250_000)`. Multipliers with more than six decimals are refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RateMultiplier(pub i64);
+
+/// Millionths per unit multiplier.
+pub const PPM: i64 = 1_000_000;
+
+impl RateMultiplier {
+    /// Converts a decimal multiplier; `None` when it is not positive, has more than six decimals
+    /// or is absurdly large (above one million).
+    pub fn from_decimal(d: Decimal) -> Option<RateMultiplier> {
+        if d <= Decimal::ZERO || d > Decimal::from(PPM) {
+            return None;
+        }
+        let scaled = d.checked_mul(Decimal::from(PPM))?;
+        if scaled.fract() != Decimal::ZERO {
+            return None;
+        }
+        i64::try_from(scaled).ok().map(RateMultiplier)
+    }
+
+    /// The exact decimal value, normalized.
+    pub fn to_decimal(self) -> Decimal {
+        Decimal::new(self.0, 6).normalize()
+    }
+}
+
+impl fmt::Display for RateMultiplier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.to_decimal())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,6 +94,22 @@ mod tests {
         assert_eq!(
             NanoUsd::from_decimal_usd(Decimal::from_str("0.000000001").unwrap()),
             Some(NanoUsd(1))
+        );
+    }
+
+    #[test]
+    fn multipliers_are_exact_millionths() {
+        let m = RateMultiplier::from_decimal(Decimal::from_str("1.25").unwrap()).unwrap();
+        assert_eq!(m, RateMultiplier(1_250_000));
+        assert_eq!(m.to_string(), "1.25");
+        assert_eq!(
+            RateMultiplier::from_decimal(Decimal::from_str("0.0000001").unwrap()),
+            None
+        );
+        assert_eq!(RateMultiplier::from_decimal(Decimal::ZERO), None);
+        assert_eq!(
+            RateMultiplier::from_decimal(Decimal::from_str("-1").unwrap()),
+            None
         );
     }
 

@@ -18,6 +18,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub security: RawSecurity,
     #[serde(default)]
+    pub mail: RawMail,
+    #[serde(default)]
     pub models: Vec<RawModel>,
     #[serde(default)]
     pub accounts: Vec<RawAccount>,
@@ -67,6 +69,14 @@ pub struct RawRedis {
 #[serde(deny_unknown_fields)]
 pub struct RawSecurity {
     pub key_pepper: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMail {
+    pub smtp_url: Option<String>,
+    pub from: Option<String>,
+    pub outbox_dir: Option<String>,
 }
 
 /// A price as written: a TOML number (`0.15`) or a decimal string (`"0.15"`).

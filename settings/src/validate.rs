@@ -4,7 +4,7 @@
 //! models, `downgrade_to` must stay inside the model's family and kind, the in-memory store is only
 //! valid with `admin.embedded = true`, ids are unique.
 
-use crate::money::NanoUsd;
+use crate::money::{NanoUsd, RateMultiplier};
 use crate::raw::{RawAccount, RawConfig, RawGroup, RawModel, RawPrice};
 use rust_decimal::Decimal;
 use std::collections::{HashMap, HashSet};
@@ -66,6 +66,25 @@ pub struct Admin {
     pub listen: Option<SocketAddr>,
     /// Host admin-api (and the settler) inside the proxy process.
     pub embedded: bool,
+}
+
+/// How invitation emails leave: SMTP when `smtp_url` is set, else files in `outbox_dir`.
+#[derive(Clone)]
+pub struct Mail {
+    /// `smtp://user:pass@host:587` (STARTTLS) or `smtps://…` (TLS); `None` writes to the outbox.
+    pub smtp_url: Option<String>,
+    pub from: String,
+    pub outbox_dir: std::path::PathBuf,
+}
+
+impl fmt::Debug for Mail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Mail")
+            .field("smtp_url", &self.smtp_url.as_ref().map(|_| "<redacted>"))
+            .field("from", &self.from)
+            .field("outbox_dir", &self.outbox_dir)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -178,7 +197,7 @@ pub struct Group {
     pub description: String,
     pub product_code: String,
     pub models: Vec<String>,
-    pub wholesale_rate_multiplier: Decimal,
+    pub wholesale_rate_multiplier: RateMultiplier,
 }
 
 /// The whole validated configuration.
@@ -190,6 +209,7 @@ pub struct Settings {
     pub database: Option<Database>,
     pub redis: Option<Redis>,
     pub security: Security,
+    pub mail: Mail,
     pub models: Vec<Model>,
     pub accounts: Vec<Account>,
     pub groups: Vec<Group>,
@@ -255,12 +275,14 @@ fn price(value: &RawPrice, path: &str) -> Result<NanoUsd, ConfigError> {
     })
 }
 
-fn multiplier(value: &RawPrice, path: &str) -> Result<Decimal, ConfigError> {
+fn multiplier(value: &RawPrice, path: &str) -> Result<RateMultiplier, ConfigError> {
     let d = decimal(value, path)?;
-    if d <= Decimal::ZERO {
-        return Err(err(path, "must be positive"));
-    }
-    Ok(d.normalize())
+    RateMultiplier::from_decimal(d).ok_or_else(|| {
+        err(
+            path,
+            "must be positive, at most 1000000, with at most 6 decimals",
+        )
+    })
 }
 
 fn non_empty_id(value: &str, path: &str) -> Result<(), ConfigError> {
@@ -373,6 +395,34 @@ pub(crate) fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, Confi
         return Err(err("security.key_pepper", "must be at least 16 characters"));
     }
 
+    let mail = Mail {
+        smtp_url: raw
+            .mail
+            .smtp_url
+            .as_deref()
+            .map(|u| secret(u, "mail.smtp_url", env))
+            .transpose()?,
+        from: raw
+            .mail
+            .from
+            .clone()
+            .unwrap_or_else(|| "Tollgate <no-reply@localhost>".to_string()),
+        outbox_dir: raw
+            .mail
+            .outbox_dir
+            .clone()
+            .unwrap_or_else(|| "data/outbox".to_string())
+            .into(),
+    };
+    if let Some(url) = &mail.smtp_url
+        && !(url.starts_with("smtp://") || url.starts_with("smtps://"))
+    {
+        return Err(err("mail.smtp_url", "must start with smtp:// or smtps://"));
+    }
+    if !mail.from.contains('@') {
+        return Err(err("mail.from", "must contain an email address"));
+    }
+
     let models = validate_models(&raw.models)?;
     let model_ids: HashSet<&str> = models.iter().map(|m| m.id.as_str()).collect();
     let accounts = raw
@@ -415,6 +465,7 @@ pub(crate) fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, Confi
         security: Security {
             key_pepper: pepper.into_bytes(),
         },
+        mail,
         models,
         accounts,
         groups,
