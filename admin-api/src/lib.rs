@@ -6,7 +6,14 @@
 
 pub mod db;
 pub mod demo;
+pub mod dto;
+pub mod error;
 pub mod http;
 pub mod keys;
+pub mod ledger;
+pub mod mail;
+pub mod partner;
+pub mod pricing;
+pub mod state;
 
 pub use http::{AppState, router, serve};
