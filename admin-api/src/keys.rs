@@ -102,3 +102,55 @@ pub async fn rebuild_directory(
     directory.load(&entries).await?;
     Ok(entries.len())
 }
+
+/// Revokes in the directory every key disabled since `since` (repairs a rebuild that raced with a
+/// disable). Returns how many were revoked.
+pub async fn revoke_disabled_since(
+    db: &impl ConnectionTrait,
+    directory: &dyn KeyDirectory,
+    since: chrono::DateTime<Utc>,
+) -> Result<usize, KeyError> {
+    let rows = customer_api_keys::Entity::find()
+        .filter(customer_api_keys::Column::Status.eq("disabled"))
+        .filter(customer_api_keys::Column::DisabledAt.gte(since))
+        .all(db)
+        .await?;
+    for r in &rows {
+        directory.revoke(&r.key_hash).await?;
+    }
+    Ok(rows.len())
+}
+
+/// Keeps the key directory a faithful mirror of the database until `shutdown` turns true: every
+/// `tick` it rebuilds the directory when the store lost its contents (Redis flushed or restarted)
+/// or a publish failed, and re-revokes keys disabled recently, so a rebuild racing a disable can
+/// resurrect a key for at most one tick.
+pub async fn keep_directory(
+    state: crate::state::AppState,
+    tick: std::time::Duration,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    use std::sync::atomic::Ordering;
+    loop {
+        let started = Utc::now();
+        let lost = !state.stores.keys.is_loaded().await.unwrap_or(false);
+        if lost || state.stale_directory.swap(false, Ordering::SeqCst) {
+            match rebuild_directory(&state.db, state.stores.keys.as_ref()).await {
+                Ok(n) => tracing::info!(keys = n, lost, "key directory rebuilt from the database"),
+                Err(e) => {
+                    state.directory_stale();
+                    tracing::error!(error = %e, "key directory rebuild failed; retrying");
+                }
+            }
+        }
+        let window = started
+            - chrono::Duration::milliseconds(i64::try_from(tick.as_millis()).unwrap_or(1000) * 3);
+        if let Err(e) = revoke_disabled_since(&state.db, state.stores.keys.as_ref(), window).await {
+            tracing::warn!(error = %e, "re-revoking recently disabled keys failed");
+        }
+        tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => return,
+            _ = tokio::time::sleep(tick) => {}
+        }
+    }
+}

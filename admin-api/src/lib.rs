@@ -4,6 +4,7 @@
 //! Layers: `http` handlers extract and map → services (`keys`, `demo`) hold the rules and take a
 //! connection → `entities`. DTOs are never entity models.
 
+pub mod cli;
 pub mod db;
 pub mod demo;
 pub mod dto;
@@ -14,6 +15,9 @@ pub mod ledger;
 pub mod mail;
 pub mod partner;
 pub mod pricing;
+pub mod runtime;
+pub mod services;
 pub mod state;
 
-pub use http::{AppState, router, serve};
+pub use http::{router, serve};
+pub use state::AppState;

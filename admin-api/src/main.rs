@@ -1,13 +1,14 @@
-//! `admin-api --config FILE [COMMAND]`: run the admin service, or an operator command.
+//! `admin-api --config FILE [COMMAND]`: run the admin service, or an operator command (JSON on
+//! stdout, exit 1 with a message on failure).
 
-use admin_api::{AppState, db, demo};
+use admin_api::{AppState, cli, demo, runtime};
 use clap::{Parser, Subcommand};
-use credentials::{Env, KeyHasher};
 use opstate::Stores;
-use settings::{Environment, Settings};
+use settings::Settings;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(Parser)]
 #[command(
@@ -27,24 +28,70 @@ struct Cli {
 enum Command {
     /// Validate the configuration and exit.
     Check,
-    /// Quickstart: ensure a demo organization and print a fresh customer key for it (JSON).
+    /// Partner accounts.
+    Partner {
+        #[command(subcommand)]
+        action: PartnerAction,
+    },
+    /// Organization billing tokens: create, rotate (the old token stops at once) or revoke.
+    BillingToken {
+        #[arg(value_parser = ["create", "rotate", "revoke"])]
+        action: String,
+        #[arg(long)]
+        org: i64,
+    },
+    /// Quickstart: ensure a demo organization and print a fresh customer key for it.
     Demo {
-        /// Model group of the key.
         #[arg(long, default_value_t = 1)]
         group: i64,
+    },
+}
+
+#[derive(Subcommand)]
+enum PartnerAction {
+    /// Create a partner with its first token and initial funding.
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        min_rate_multiplier: String,
+        #[arg(long, default_value = "0")]
+        funding_usd: String,
+        #[arg(long, default_value = "owner")]
+        role: String,
+        /// partner:read or partner:write (repeat or comma-separate).
+        #[arg(long, required = true)]
+        scope: Vec<String>,
+    },
+    /// Issue a new token for a partner, revoking its earlier ones.
+    Token {
+        #[arg(long)]
+        partner: i64,
+        #[arg(long, required = true)]
+        scope: Vec<String>,
+    },
+    /// Credit partner funding (what a paid top-up does).
+    Fund {
+        #[arg(long)]
+        partner: i64,
+        #[arg(long)]
+        amount_usd: String,
+        /// Makes a retried command a no-op (e.g. the payment's id).
+        #[arg(long)]
+        reference: Option<String>,
     },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sea_orm_migration=warn"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
     let settings = match Settings::load(&cli.config) {
-        Ok(s) => s,
+        Ok(s) => Arc::new(s),
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "{}: {e}", cli.config.display());
             return ExitCode::from(2);
@@ -69,44 +116,70 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(settings: Settings, command: Option<Command>) -> Result<(), String> {
-    let database = settings.require_database().map_err(|e| e.to_string())?;
-    if let Some(Command::Check) = command {
-        let _ = writeln!(std::io::stdout(), "configuration OK");
-        return Ok(());
+fn print(v: &serde_json::Value) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(v).map_err(|e| e.to_string())?;
+    writeln!(std::io::stdout(), "{text}").map_err(|e| e.to_string())
+}
+
+async fn stores(settings: &Settings) -> Result<Stores, String> {
+    match &settings.redis {
+        Some(r) => Stores::redis(&r.url, &r.key_prefix)
+            .await
+            .map_err(|e| format!("redis.url: {e}")),
+        None => Ok(Stores::memory()),
     }
-    db::prepare_sqlite_path(&database.url).map_err(|e| format!("database.url: {e}"))?;
-    let conn = db::connect(&database.url)
-        .await
-        .map_err(|e| format!("database.url: {e}"))?;
-    db::migrate(&conn)
-        .await
-        .map_err(|e| format!("migrations: {e}"))?;
-    let env = match settings.server.environment {
-        Environment::Production => Env::Live,
-        Environment::Development => Env::Dev,
-    };
+}
+
+async fn run(settings: Arc<Settings>, command: Option<Command>) -> Result<(), String> {
+    settings.require_database().map_err(|e| e.to_string())?;
+    if let Some(Command::Check) = command {
+        return print(&serde_json::json!({"configuration": "ok"}));
+    }
+    let state: AppState = runtime::state(settings.clone(), stores(&settings).await?).await?;
     match command {
         Some(Command::Check) => Ok(()),
+        Some(Command::Partner {
+            action:
+                PartnerAction::Create {
+                    name,
+                    min_rate_multiplier,
+                    funding_usd,
+                    role,
+                    scope,
+                },
+        }) => {
+            let new =
+                cli::NewPartner::parse(&name, &min_rate_multiplier, &funding_usd, &role, &scope)?;
+            print(&cli::partner_create(&state, new).await?)
+        }
+        Some(Command::Partner {
+            action: PartnerAction::Token { partner, scope },
+        }) => print(&cli::partner_token(&state, partner, &scope).await?),
+        Some(Command::Partner {
+            action:
+                PartnerAction::Fund {
+                    partner,
+                    amount_usd,
+                    reference,
+                },
+        }) => print(&cli::partner_fund(&state, partner, &amount_usd, reference.as_deref()).await?),
+        Some(Command::BillingToken { action, org }) => {
+            print(&cli::billing_token(&state, &action, org).await?)
+        }
         Some(Command::Demo { group }) => {
             if settings.group(group).is_none() {
                 return Err(format!("--group {group}: no such group in [[groups]]"));
             }
-            // The demo key goes to the database; the gateway loads it when it starts. With Redis,
-            // it is published there directly.
-            let stores = match &settings.redis {
-                Some(r) => Stores::redis(&r.url, &r.key_prefix)
-                    .await
-                    .map_err(|e| format!("redis.url: {e}"))?,
-                None => Stores::memory(),
-            };
-            let hasher = KeyHasher::new(&settings.security.key_pepper);
-            let key = demo::demo_key(&conn, stores.keys.as_ref(), &hasher, env, group)
-                .await
-                .map_err(|e| e.to_string())?;
-            let json = serde_json::to_string_pretty(&key).map_err(|e| e.to_string())?;
-            let _ = writeln!(std::io::stdout(), "{json}");
-            Ok(())
+            let key = demo::demo_key(
+                &state.db,
+                state.stores.keys.as_ref(),
+                &state.hasher,
+                state.env,
+                group,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            print(&serde_json::to_value(&key).map_err(|e| e.to_string())?)
         }
         None => {
             let listen = settings
@@ -116,9 +189,11 @@ async fn run(settings: Settings, command: Option<Command>) -> Result<(), String>
             let listener = tokio::net::TcpListener::bind(listen)
                 .await
                 .map_err(|e| format!("admin.listen {listen}: {e}"))?;
-            tracing::info!(%listen, "admin-api listening");
             let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-            admin_api::serve(listener, AppState { db: conn }, stop_rx)
+            let mut tasks = tokio::task::JoinSet::new();
+            let loaded = runtime::start_background(&state, &mut tasks, stop_rx.clone()).await?;
+            tracing::info!(%listen, keys = loaded, "admin-api listening");
+            admin_api::serve(listener, state, stop_rx)
                 .await
                 .map_err(|e| e.to_string())
         }

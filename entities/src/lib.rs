@@ -14,3 +14,4 @@ pub mod organizations;
 pub mod partner_tokens;
 pub mod partners;
 pub mod top_up_sessions;
+pub mod usage_hourly;

@@ -9,6 +9,7 @@ pub use sea_orm_migration::MigratorTrait;
 
 mod m20261122_000001_organizations_and_keys;
 mod m20261122_000002_partners_and_ledger;
+mod m20261122_000003_usage;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -19,6 +20,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20261122_000001_organizations_and_keys::Migration),
             Box::new(m20261122_000002_partners_and_ledger::Migration),
+            Box::new(m20261122_000003_usage::Migration),
         ]
     }
 }

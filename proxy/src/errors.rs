@@ -12,6 +12,8 @@ use serde_json::json;
 pub enum Surface {
     /// OpenAI-style routes under `/compat/v1`.
     OpenAi,
+    /// Routes forwarded to admin-api: the partner/billing envelope.
+    Admin,
 }
 
 /// Everything the gateway itself can answer instead of the supplier.
@@ -193,6 +195,16 @@ impl GatewayError {
             Surface::OpenAi => Reply {
                 status,
                 body: Bytes::from(body.to_string()),
+                label,
+            },
+            // Only forwarding failures reach the client on admin routes: the envelope of a
+            // server-side failure (retry later; never an authentication error).
+            Surface::Admin => Reply {
+                status,
+                body: Bytes::from(
+                    json!({"code": status, "reason": "SERVICE_UNAVAILABLE", "message": message, "metadata": {}})
+                        .to_string(),
+                ),
                 label,
             },
         }

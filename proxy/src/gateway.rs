@@ -35,6 +35,8 @@ pub struct Shared {
     account_ids: Vec<String>,
     pub router: Router,
     pub metrics: Arc<Metrics>,
+    /// Where admin-api answers (`/partner/v1`, `/api/v1`, `/invitations`); `None`: not served.
+    pub admin: Option<std::net::SocketAddr>,
 }
 
 /// The Pingora application. Cheap to clone.
@@ -45,6 +47,16 @@ pub struct Gateway {
 
 impl Gateway {
     pub fn new(settings: Arc<Settings>, stores: Stores, metrics: Arc<Metrics>) -> Gateway {
+        Gateway::with_admin(settings, stores, metrics, None)
+    }
+
+    /// A gateway that also forwards the admin routes to admin-api at `admin`.
+    pub fn with_admin(
+        settings: Arc<Settings>,
+        stores: Stores,
+        metrics: Arc<Metrics>,
+        admin: Option<std::net::SocketAddr>,
+    ) -> Gateway {
         let upstreams: Vec<Upstream> = settings.accounts.iter().map(Upstream::new).collect();
         let router = Router::new(&settings, &upstreams);
         let account_ids = upstreams.iter().map(|u| u.account.id.clone()).collect();
@@ -62,6 +74,7 @@ impl Gateway {
                 router,
                 metrics,
                 settings,
+                admin,
             }),
         }
     }
@@ -89,10 +102,19 @@ impl Gateway {
             .in_flight
             .with_label_values(&[route.label()])
             .inc();
+        if route == Route::Admin {
+            // admin-api authenticates and answers these itself; the body streams through.
+            return match s.admin {
+                Some(_) => Ok(false),
+                None => Err(GatewayError::UpstreamUnreachable),
+            };
+        }
 
         let caller = auth::authenticate(header, s.env, &s.hasher, s.stores.keys.as_ref()).await?;
         let allowed = match route.surface() {
             Surface::OpenAi => caller.permissions.openai,
+            // Admin routes returned above, before authentication.
+            Surface::Admin => false,
         };
         let group_id = caller.group_id;
         ctx.caller = Some(caller);
@@ -209,6 +231,14 @@ impl ProxyHttp for Gateway {
         _session: &mut Session,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<Box<HttpPeer>> {
+        if ctx.route == Some(Route::Admin) {
+            let Some(admin) = self.shared.admin else {
+                return Error::e_explain(ErrorType::ConnectNoRoute, "admin-api is not configured");
+            };
+            let mut peer = HttpPeer::new(admin, false, String::new());
+            self.peer_options(&mut peer);
+            return Ok(Box::new(peer));
+        }
         while let Some(i) = select::next(&ctx.order, &ctx.tried) {
             ctx.tried.push(i);
             ctx.first_attempt_at
@@ -254,6 +284,9 @@ impl ProxyHttp for Gateway {
         upstream_request: &mut RequestHeader,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<()> {
+        if ctx.route == Some(Route::Admin) {
+            return Ok(());
+        }
         let (Some(route), Some(call), Some(i)) = (ctx.route, ctx.call.as_ref(), ctx.current())
         else {
             return Error::e_explain(ErrorType::InternalError, "upstream request without a call");

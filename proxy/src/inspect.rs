@@ -134,7 +134,7 @@ pub fn call_body(route: Route, fields: &TopLevel<'_>) -> Result<CallBody, Gatewa
                 return Err(invalid("'input' is required", Some("input")));
             }
         }
-        Route::Models => {}
+        Route::Models | Route::Admin => {}
     }
     let include_usage = match fields.get("stream_options") {
         None => false,

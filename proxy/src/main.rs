@@ -68,25 +68,37 @@ fn run(settings: Arc<Settings>) -> Result<(), String> {
             None => Ok(Stores::memory()),
         }
     })?;
-    if settings.admin.embedded {
-        // Embedded: this process owns the ledger database; the key directory is rebuilt from it
-        // before the gateway accepts a request.
-        let url = &settings.require_database().map_err(|e| e.to_string())?.url;
-        let loaded = background.block_on(async {
-            admin_api::db::prepare_sqlite_path(url).map_err(|e| format!("database.url: {e}"))?;
-            let db = admin_api::db::connect(url)
-                .await
-                .map_err(|e| format!("database.url: {e}"))?;
-            admin_api::db::migrate(&db)
-                .await
-                .map_err(|e| format!("migrations: {e}"))?;
-            admin_api::keys::rebuild_directory(&db, stores.keys.as_ref())
-                .await
-                .map_err(|e| format!("key directory: {e}"))
-        })?;
-        tracing::info!(keys = loaded, "key directory loaded from the database");
-    }
     let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
+    let admin = if settings.admin.embedded {
+        // Embedded: this process hosts admin-api (on loopback) and owns the ledger database; the
+        // key directory is rebuilt from it before the gateway accepts a request.
+        let bind = settings
+            .admin
+            .listen
+            .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+        let admin_stop = stop_rx.clone();
+        let (addr, loaded) = background.block_on(async {
+            let state = admin_api::runtime::state(settings.clone(), stores.clone()).await?;
+            let loaded =
+                admin_api::runtime::start_background(&state, &mut tasks, admin_stop.clone())
+                    .await?;
+            let listener = tokio::net::TcpListener::bind(bind)
+                .await
+                .map_err(|e| format!("admin.listen {bind}: {e}"))?;
+            let addr = listener.local_addr().map_err(|e| e.to_string())?;
+            tasks.spawn(async move {
+                if let Err(e) = admin_api::serve(listener, state, admin_stop).await {
+                    tracing::error!(error = %e, "embedded admin-api stopped");
+                }
+            });
+            Ok::<_, String>((addr, loaded))
+        })?;
+        tracing::info!(admin = %addr, keys = loaded, "embedded admin-api started");
+        Some(addr)
+    } else {
+        settings.admin.listen
+    };
     if let Some(m) = &settings.metrics {
         let listener = background
             .block_on(tokio::net::TcpListener::bind(m.listen))
@@ -103,9 +115,10 @@ fn run(settings: Arc<Settings>) -> Result<(), String> {
         store = if settings.redis.is_some() { "redis" } else { "memory" },
         "gateway starting"
     );
-    let gateway = Gateway::new(settings.clone(), stores, metrics);
+    let gateway = Gateway::with_admin(settings.clone(), stores, metrics, admin);
     let server = proxy::build_server(&settings, gateway);
-    // run_forever never returns; the background runtime lives as long as the process.
+    // run_forever never returns; the background runtime and its tasks live as long as the process.
+    let _keep = (tasks, background);
     server.run_forever()
 }
 

@@ -15,12 +15,26 @@ pub enum Route {
     ChatCompletions,
     /// `POST /compat/v1/responses`.
     Responses,
+    /// `/partner/v1/*`, `/api/v1/*`, `/invitations/*`, `/billing/top-up/*`: forwarded to
+    /// admin-api untouched (it authenticates and answers them).
+    Admin,
 }
+
+/// Path prefixes served by admin-api behind the one public base URL.
+const ADMIN_PREFIXES: [&str; 4] = [
+    "/partner/v1",
+    "/api/v1/",
+    "/invitations/",
+    "/billing/top-up/",
+];
 
 impl Route {
     /// The route of a request, or `None` when the gateway has no such route. Only the exact paths
     /// count: `/responses` without the compat segment is not a route.
     pub fn classify(method: &Method, path: &str) -> Option<Route> {
+        if ADMIN_PREFIXES.iter().any(|p| path.starts_with(p)) {
+            return Some(Route::Admin);
+        }
         let path = path.strip_suffix('/').unwrap_or(path);
         match (method, path) {
             (&Method::GET, "/compat/v1/models") => Some(Route::Models),
@@ -36,12 +50,14 @@ impl Route {
             Route::Models => "models",
             Route::ChatCompletions => "chat_completions",
             Route::Responses => "responses",
+            Route::Admin => "admin",
         }
     }
 
     pub fn surface(self) -> Surface {
         match self {
             Route::Models | Route::ChatCompletions | Route::Responses => Surface::OpenAi,
+            Route::Admin => Surface::Admin,
         }
     }
 
@@ -51,6 +67,7 @@ impl Route {
             Route::Models => "/models",
             Route::ChatCompletions => "/chat/completions",
             Route::Responses => "/responses",
+            Route::Admin => "",
         }
     }
 }
@@ -71,6 +88,23 @@ mod tests {
             Some(Route::Responses)
         );
         assert_eq!(Route::classify(&Method::POST, "/responses"), None);
+        assert_eq!(
+            Route::classify(&Method::PUT, "/partner/v1/customers/by-external-id/x"),
+            Some(Route::Admin)
+        );
+        assert_eq!(
+            Route::classify(&Method::GET, "/partner/v1"),
+            Some(Route::Admin)
+        );
+        assert_eq!(
+            Route::classify(&Method::GET, "/api/v1/organization/billing/balance"),
+            Some(Route::Admin)
+        );
+        assert_eq!(
+            Route::classify(&Method::GET, "/invitations/abc"),
+            Some(Route::Admin)
+        );
+        assert_eq!(Route::classify(&Method::GET, "/api/v10/x"), None);
         assert_eq!(Route::classify(&Method::POST, "/v1/responses"), None);
         assert_eq!(
             Route::classify(&Method::GET, "/compat/v1/chat/completions"),

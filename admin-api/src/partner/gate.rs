@@ -45,7 +45,8 @@ pub struct Caller {
 
 /// The middleware: authorizes, then hands the request on with its [`Caller`].
 pub async fn gate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    match authorize(&state, &req).await {
+    let (headers, method) = (req.headers().clone(), req.method().clone());
+    match authorize(&state, &headers, &method).await {
         Ok(caller) => {
             req.extensions_mut().insert(caller);
             next.run(req).await
@@ -67,8 +68,12 @@ pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
         .filter(|t| !t.is_empty())
 }
 
-async fn authorize(state: &AppState, req: &Request) -> Result<Caller, ApiError> {
-    let token = bearer(req.headers()).ok_or(ApiError::AuthenticationRequired)?;
+async fn authorize(
+    state: &AppState,
+    headers: &axum::http::HeaderMap,
+    method: &Method,
+) -> Result<Caller, ApiError> {
+    let token = bearer(headers).ok_or(ApiError::AuthenticationRequired)?;
     credentials::check(token, Kind::PartnerToken, state.env).map_err(|_| ApiError::TokenInvalid)?;
     let row = partner_tokens::Entity::find()
         .filter(partner_tokens::Column::TokenHash.eq(state.hasher.hash(token)))
@@ -81,7 +86,7 @@ async fn authorize(state: &AppState, req: &Request) -> Result<Caller, ApiError> 
         .await?
         .ok_or(ApiError::TokenInvalid)?;
 
-    let write = !matches!(*req.method(), Method::GET | Method::HEAD);
+    let write = !matches!(*method, Method::GET | Method::HEAD);
     let (kind, limit) = if write {
         ("write", WRITE_LIMIT)
     } else {

@@ -1,0 +1,230 @@
+//! Operator commands (the partner dashboard and organization console are outside this service).
+//! Each prints one JSON document on stdout.
+
+use crate::ledger;
+use crate::partner::idempotency::begin;
+use crate::services::{billing, funding};
+use crate::state::AppState;
+use chrono::Utc;
+use credentials::Kind;
+use entities::{partner_tokens, partners};
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use serde_json::{Value, json};
+use settings::{NanoUsd, RateMultiplier};
+use std::str::FromStr;
+
+fn decimal(s: &str, what: &str) -> Result<rust_decimal::Decimal, String> {
+    rust_decimal::Decimal::from_str(s.trim())
+        .map_err(|_| format!("{what}: {s:?} is not a decimal number"))
+}
+
+/// Validated `partner create` input.
+pub struct NewPartner {
+    pub name: String,
+    pub min_rate: RateMultiplier,
+    pub funding: NanoUsd,
+    pub role: String,
+    pub scopes: Vec<String>,
+}
+
+impl NewPartner {
+    pub fn parse(
+        name: &str,
+        min_rate: &str,
+        funding: &str,
+        role: &str,
+        scopes: &[String],
+    ) -> Result<NewPartner, String> {
+        if name.trim().is_empty() {
+            return Err("--name must not be empty".into());
+        }
+        let min_rate = RateMultiplier::from_decimal(decimal(min_rate, "--min-rate-multiplier")?)
+            .ok_or("--min-rate-multiplier must be positive with at most 6 decimals")?;
+        let funding = NanoUsd::from_decimal_usd(decimal(funding, "--funding-usd")?)
+            .filter(|n| n.0 >= 0)
+            .ok_or("--funding-usd must be a non-negative amount with at most 9 decimals")?;
+        if !matches!(role, "owner" | "admin" | "operator" | "viewer") {
+            return Err("--role must be owner, admin, operator or viewer".into());
+        }
+        let scopes = validate_scopes(scopes)?;
+        Ok(NewPartner {
+            name: name.trim().into(),
+            min_rate,
+            funding,
+            role: role.into(),
+            scopes,
+        })
+    }
+}
+
+fn validate_scopes(scopes: &[String]) -> Result<Vec<String>, String> {
+    let scopes: Vec<String> = scopes
+        .iter()
+        .flat_map(|s| s.split(','))
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    if scopes.is_empty() {
+        return Err("--scope is required (partner:read or partner:write)".into());
+    }
+    if let Some(bad) = scopes
+        .iter()
+        .find(|s| !matches!(s.as_str(), "partner:read" | "partner:write"))
+    {
+        return Err(format!(
+            "--scope {bad:?}: must be partner:read or partner:write"
+        ));
+    }
+    Ok(scopes)
+}
+
+async fn mint_token(
+    state: &AppState,
+    txn: &impl sea_orm::ConnectionTrait,
+    partner_id: i64,
+    scopes: &[String],
+) -> Result<(i64, String), String> {
+    let secret = credentials::generate(Kind::PartnerToken, state.env);
+    let row = partner_tokens::ActiveModel {
+        partner_id: Set(partner_id),
+        token_hash: Set(state.hasher.hash(secret.expose())),
+        preview: Set(credentials::preview(secret.expose())),
+        scopes: Set(scopes.join(" ")),
+        status: Set("active".into()),
+        created_at: Set(Utc::now()),
+        revoked_at: Set(None),
+        ..Default::default()
+    }
+    .insert(txn)
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok((row.id, secret.expose().to_string()))
+}
+
+/// `partner create`: the partner, its first token and its initial funding.
+pub async fn partner_create(state: &AppState, new: NewPartner) -> Result<Value, String> {
+    let txn = begin(&state.db).await.map_err(|e| e.to_string())?;
+    let partner = partners::ActiveModel {
+        name: Set(new.name),
+        min_rate_multiplier_ppm: Set(new.min_rate.0),
+        role: Set(new.role),
+        created_at: Set(Utc::now()),
+        ..Default::default()
+    }
+    .insert(&txn)
+    .await
+    .map_err(|e| e.to_string())?;
+    let (token_id, token) = mint_token(state, &txn, partner.id, &new.scopes).await?;
+    ledger::account(&txn, &ledger::AccountRef::partner_available(partner.id))
+        .await
+        .map_err(|e| e.to_string())?;
+    if new.funding.0 > 0 {
+        funding::fund(
+            &txn,
+            partner.id,
+            new.funding,
+            &format!("partner:{}:initial-funding", partner.id),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    }
+    txn.commit().await.map_err(|e| e.to_string())?;
+    Ok(json!({
+        "partner_id": partner.id,
+        "name": partner.name,
+        "role": partner.role,
+        "token_id": token_id,
+        "token": token,
+        "scopes": new.scopes,
+        "available_funding_usd": crate::dto::usd_json(new.funding),
+    }))
+}
+
+/// `partner token`: a new token; every earlier token of the partner is revoked (rotation).
+pub async fn partner_token(
+    state: &AppState,
+    partner_id: i64,
+    scopes: &[String],
+) -> Result<Value, String> {
+    let scopes = validate_scopes(scopes)?;
+    let txn = begin(&state.db).await.map_err(|e| e.to_string())?;
+    partners::Entity::find_by_id(partner_id)
+        .one(&txn)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or(format!("partner {partner_id} does not exist"))?;
+    let old = partner_tokens::Entity::find()
+        .filter(partner_tokens::Column::PartnerId.eq(partner_id))
+        .filter(partner_tokens::Column::Status.eq("active"))
+        .all(&txn)
+        .await
+        .map_err(|e| e.to_string())?;
+    let revoked = old.len();
+    for t in old {
+        let mut row: partner_tokens::ActiveModel = t.into();
+        row.status = Set("revoked".into());
+        row.revoked_at = Set(Some(Utc::now()));
+        row.update(&txn).await.map_err(|e| e.to_string())?;
+    }
+    let (token_id, token) = mint_token(state, &txn, partner_id, &scopes).await?;
+    txn.commit().await.map_err(|e| e.to_string())?;
+    Ok(
+        json!({"partner_id": partner_id, "token_id": token_id, "token": token, "scopes": scopes, "revoked_tokens": revoked}),
+    )
+}
+
+/// `partner fund`: credits partner funding (what a paid top-up does). `reference` makes a retried
+/// command a no-op instead of a second credit.
+pub async fn partner_fund(
+    state: &AppState,
+    partner_id: i64,
+    amount: &str,
+    reference: Option<&str>,
+) -> Result<Value, String> {
+    let amount = NanoUsd::from_decimal_usd(decimal(amount, "--amount-usd")?)
+        .filter(|n| n.0 > 0)
+        .ok_or("--amount-usd must be a positive amount with at most 9 decimals")?;
+    let reference = match reference {
+        Some(r) => format!("partner:{partner_id}:fund:{r}"),
+        None => format!("partner:{partner_id}:fund:{}", uuid::Uuid::new_v4()),
+    };
+    let txn = begin(&state.db).await.map_err(|e| e.to_string())?;
+    partners::Entity::find_by_id(partner_id)
+        .one(&txn)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or(format!("partner {partner_id} does not exist"))?;
+    let posted = funding::fund(&txn, partner_id, amount, &reference)
+        .await
+        .map_err(|e| e.to_string())?;
+    txn.commit().await.map_err(|e| e.to_string())?;
+    let available = ledger::balance(
+        &state.db,
+        &ledger::AccountRef::partner_available(partner_id).code,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok(json!({
+        "partner_id": partner_id,
+        "credited_usd": crate::dto::usd_json(amount),
+        "already_posted": posted == ledger::Posted::AlreadyPosted,
+        "available_funding_usd": crate::dto::usd_json(available),
+    }))
+}
+
+/// `billing-token create|rotate|revoke`.
+pub async fn billing_token(state: &AppState, action: &str, org_id: i64) -> Result<Value, String> {
+    match action {
+        "create" | "rotate" => {
+            let secret = billing::issue_token(state, org_id, action == "rotate").await?;
+            Ok(
+                json!({"organization_id": org_id, "token": secret.expose(), "preview": credentials::preview(secret.expose())}),
+            )
+        }
+        "revoke" => {
+            let n = billing::revoke_token(state, org_id).await?;
+            Ok(json!({"organization_id": org_id, "revoked_tokens": n}))
+        }
+        other => Err(format!("unknown billing-token action {other:?}")),
+    }
+}

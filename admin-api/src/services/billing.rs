@@ -1,0 +1,299 @@
+//! The organization billing API (read only) and the operator's billing-token commands.
+
+use crate::dto::usd_json;
+use crate::error::ApiError;
+use crate::ledger::{self, AccountRef};
+use crate::state::AppState;
+use chrono::{DateTime, NaiveDate, SecondsFormat, TimeDelta, Utc};
+use credentials::{Kind, Secret};
+use entities::{ledger_accounts, ledger_entries, org_billing_tokens, organizations, usage_hourly};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+use serde_json::{Value, json};
+use settings::NanoUsd;
+use std::collections::BTreeMap;
+
+/// The organization a billing token belongs to. Missing, malformed, unknown, rotated, revoked, or
+/// an organization that is not active: all `ORG_BILLING_TOKEN_INVALID`.
+pub async fn authenticate(
+    state: &AppState,
+    presented: Option<&str>,
+) -> Result<organizations::Model, ApiError> {
+    let token = presented.ok_or(ApiError::BillingTokenInvalid)?;
+    credentials::check(token, Kind::BillingToken, state.env)
+        .map_err(|_| ApiError::BillingTokenInvalid)?;
+    let row = org_billing_tokens::Entity::find()
+        .filter(org_billing_tokens::Column::TokenHash.eq(state.hasher.hash(token)))
+        .filter(org_billing_tokens::Column::Status.eq("active"))
+        .one(&state.db)
+        .await?
+        .ok_or(ApiError::BillingTokenInvalid)?;
+    let org = organizations::Entity::find_by_id(row.organization_id)
+        .one(&state.db)
+        .await?
+        .ok_or(ApiError::BillingTokenInvalid)?;
+    if org.status != "active" {
+        return Err(ApiError::BillingTokenInvalid);
+    }
+    Ok(org)
+}
+
+/// `GET /api/v1/organization/billing/balance`. A wallet that does not exist is never a zero
+/// balance: 503 `ORG_BALANCE_RECONCILIATION_REQUIRED`.
+pub async fn balance(state: &AppState, org: &organizations::Model) -> Result<Value, ApiError> {
+    let code = AccountRef::org_wallet(org.id).code;
+    if !ledger::exists(&state.db, &code).await? {
+        return Err(ApiError::ReconciliationRequired);
+    }
+    let balance = ledger::balance(&state.db, &code).await?;
+    // Holds of requests in flight arrive with the wallet mirror (the money path).
+    let reserved = NanoUsd::ZERO;
+    Ok(json!({
+        "organization_id": org.id,
+        "balance_usd": usd_json(balance),
+        "reserved_usd": usd_json(reserved),
+        "available_usd": usd_json(NanoUsd(balance.0 - reserved.0)),
+        "status": "reconciled",
+    }))
+}
+
+/// Parses `date=YYYY-MM-DD` strictly (one parameter, zero-padded, a real date); absent = today.
+pub fn parse_date(params: &[(String, String)], today: NaiveDate) -> Result<NaiveDate, ApiError> {
+    let mut dates = params.iter().filter(|(k, _)| k == "date");
+    let raw = match (dates.next(), dates.next()) {
+        (None, _) => return Ok(today),
+        (Some((_, v)), None) => v.as_str(),
+        _ => return Err(ApiError::InvalidDate),
+    };
+    let b = raw.as_bytes();
+    let shape = b.len() == 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit());
+    if !shape {
+        return Err(ApiError::InvalidDate);
+    }
+    NaiveDate::parse_from_str(raw, "%Y-%m-%d").map_err(|_| ApiError::InvalidDate)
+}
+
+fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+#[derive(Default)]
+struct Agg {
+    requests: i64,
+    input: i64,
+    output: i64,
+    cached: i64,
+    cost: i64,
+}
+
+impl Agg {
+    fn add(&mut self, r: &usage_hourly::Model) {
+        self.requests += r.requests;
+        self.input += r.input_tokens;
+        self.output += r.output_tokens;
+        self.cached += r.cached_tokens;
+        self.cost += r.cost_nanos;
+    }
+    fn json(&self) -> Value {
+        json!({
+            "requests": self.requests,
+            "input_tokens": self.input,
+            "output_tokens": self.output,
+            "cache_tokens": self.cached,
+            "cost_usd": usd_json(NanoUsd(self.cost)),
+        })
+    }
+}
+
+/// `GET /api/v1/organization/billing/usage/daily`: one UTC day, [date 00:00Z, next 00:00Z).
+pub async fn daily(
+    state: &AppState,
+    org: &organizations::Model,
+    date: NaiveDate,
+) -> Result<Value, ApiError> {
+    let from = date
+        .and_hms_opt(0, 0, 0)
+        .ok_or(ApiError::InvalidDate)?
+        .and_utc();
+    let to = from + TimeDelta::days(1);
+    let rows = usage_hourly::Entity::find()
+        .filter(usage_hourly::Column::OrganizationId.eq(org.id))
+        .filter(usage_hourly::Column::HourStart.gte(from))
+        .filter(usage_hourly::Column::HourStart.lt(to))
+        .all(&state.db)
+        .await?;
+    let mut totals = Agg::default();
+    let mut by_key: BTreeMap<i64, Agg> = BTreeMap::new();
+    let mut by_model: BTreeMap<String, Agg> = BTreeMap::new();
+    let mut estimated = 0i64;
+    for r in &rows {
+        totals.add(r);
+        by_key.entry(r.api_key_id).or_default().add(r);
+        by_model.entry(r.model.clone()).or_default().add(r);
+        estimated += r.estimated_requests;
+    }
+    let spend = wallet_spend(&state.db, org.id, from, to).await?;
+    let mut total_json = totals.json();
+    total_json["actual_cost_usd"] = usd_json(spend);
+    total_json["usage_cost_usd"] = usd_json(NanoUsd(totals.cost));
+    let exact = totals.requests - estimated;
+    Ok(json!({
+        "organization_id": org.id,
+        "from": ts(from),
+        "to": ts(to),
+        "totals": total_json,
+        "projects": [],
+        "api_keys": by_key.iter().map(|(k, a)| { let mut v = a.json(); v["api_key_id"] = json!(k); v }).collect::<Vec<_>>(),
+        "models": by_model.iter().map(|(m, a)| { let mut v = a.json(); v["model"] = json!(m); v }).collect::<Vec<_>>(),
+        "workflows": [],
+        "unavailable_dimensions": ["projects", "workflows"],
+        "wallet_spend": {"amount_usd": usd_json(spend), "currency": "USD"},
+        "usage_coverage": {
+            "requests": totals.requests,
+            "exact_requests": exact,
+            "estimated_requests": estimated,
+            "exact_ratio": if totals.requests == 0 { json!(1) } else { json!((exact as f64) / (totals.requests as f64)) },
+        },
+    }))
+}
+
+/// Money debited from the wallet to spend in a window (settled usage), from the ledger.
+async fn wallet_spend(
+    db: &impl ConnectionTrait,
+    org_id: i64,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<NanoUsd, ApiError> {
+    let Some(acc) = ledger_accounts::Entity::find()
+        .filter(ledger_accounts::Column::Code.eq(AccountRef::org_spend(org_id).code))
+        .one(db)
+        .await?
+    else {
+        return Ok(NanoUsd::ZERO);
+    };
+    let entries = ledger_entries::Entity::find()
+        .filter(ledger_entries::Column::AccountId.eq(acc.id))
+        .filter(ledger_entries::Column::CreatedAt.gte(from))
+        .filter(ledger_entries::Column::CreatedAt.lt(to))
+        .all(db)
+        .await?;
+    Ok(NanoUsd(entries.iter().map(|e| e.amount_nanos).sum()))
+}
+
+/// What a billing-token command did.
+pub enum TokenChange {
+    Created(Secret),
+    Revoked,
+}
+
+/// `billing-token create|rotate`: at most one active token per organization; rotating revokes the
+/// previous one at once. `create` on an organization that already has one is refused.
+pub async fn issue_token(state: &AppState, org_id: i64, rotate: bool) -> Result<Secret, String> {
+    let txn = crate::partner::idempotency::begin(&state.db)
+        .await
+        .map_err(|e| e.to_string())?;
+    organizations::Entity::find_by_id(org_id)
+        .one(&txn)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or(format!("organization {org_id} does not exist"))?;
+    let active = org_billing_tokens::Entity::find()
+        .filter(org_billing_tokens::Column::OrganizationId.eq(org_id))
+        .filter(org_billing_tokens::Column::Status.eq("active"))
+        .all(&txn)
+        .await
+        .map_err(|e| e.to_string())?;
+    if !active.is_empty() && !rotate {
+        return Err(format!(
+            "organization {org_id} already has an active billing token; use rotate"
+        ));
+    }
+    if active.is_empty() && rotate {
+        return Err(format!(
+            "organization {org_id} has no active billing token; use create"
+        ));
+    }
+    for t in active {
+        let mut row: org_billing_tokens::ActiveModel = t.into();
+        row.status = Set("rotated".into());
+        row.revoked_at = Set(Some(Utc::now()));
+        row.update(&txn).await.map_err(|e| e.to_string())?;
+    }
+    let secret = credentials::generate(Kind::BillingToken, state.env);
+    org_billing_tokens::ActiveModel {
+        organization_id: Set(org_id),
+        token_hash: Set(state.hasher.hash(secret.expose())),
+        preview: Set(credentials::preview(secret.expose())),
+        status: Set("active".into()),
+        created_at: Set(Utc::now()),
+        revoked_at: Set(None),
+        ..Default::default()
+    }
+    .insert(&txn)
+    .await
+    .map_err(|e| e.to_string())?;
+    txn.commit().await.map_err(|e| e.to_string())?;
+    Ok(secret)
+}
+
+/// `billing-token revoke`.
+pub async fn revoke_token(state: &AppState, org_id: i64) -> Result<usize, String> {
+    let rows = org_billing_tokens::Entity::find()
+        .filter(org_billing_tokens::Column::OrganizationId.eq(org_id))
+        .filter(org_billing_tokens::Column::Status.eq("active"))
+        .all(&state.db)
+        .await
+        .map_err(|e| e.to_string())?;
+    let n = rows.len();
+    for t in rows {
+        let mut row: org_billing_tokens::ActiveModel = t.into();
+        row.status = Set("revoked".into());
+        row.revoked_at = Set(Some(Utc::now()));
+        row.update(&state.db).await.map_err(|e| e.to_string())?;
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(v: &[&str]) -> Vec<(String, String)> {
+        v.iter()
+            .map(|d| ("date".to_string(), d.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn dates_are_strict() {
+        let today = NaiveDate::from_ymd_opt(2026, 11, 22).unwrap();
+        assert_eq!(parse_date(&[], today), Ok(today));
+        assert_eq!(
+            parse_date(&p(&["2024-02-29"]), today),
+            Ok(NaiveDate::from_ymd_opt(2024, 2, 29).unwrap())
+        );
+        for bad in [
+            "2024-02-30",
+            "2024-1-5",
+            "20240105",
+            "2024-01-05T00:00:00Z",
+            "",
+            " 2024-01-05",
+            "2024-13-01",
+        ] {
+            assert_eq!(
+                parse_date(&p(&[bad]), today),
+                Err(ApiError::InvalidDate),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            parse_date(&p(&["2024-01-05", "2024-01-06"]), today),
+            Err(ApiError::InvalidDate)
+        );
+    }
+}

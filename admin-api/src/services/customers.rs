@@ -1,0 +1,560 @@
+//! Customers: creation (with its invitation and funding reservation), reads, activation state.
+
+use crate::dto::{multiplier_json, multiplier_of, usd_json, usd_of};
+use crate::error::ApiError;
+use crate::ledger::{self, AccountRef};
+use crate::partner::gate::Caller;
+use crate::partner::idempotency::{Effect, Success};
+use crate::pricing;
+use crate::state::AppState;
+use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use entities::{customer_groups, customers, invitations, organizations, partners};
+use rand::Rng;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set,
+};
+use serde_json::{Value, json};
+use settings::{NanoUsd, RateMultiplier};
+
+/// Invitations are valid this long.
+pub const INVITATION_DAYS: i64 = 14;
+
+/// A validated create-customer request.
+#[derive(Debug, Clone)]
+pub struct NewCustomer {
+    pub name: String,
+    pub slug: String,
+    pub contact_email: String,
+    pub billing_email: Option<String>,
+    pub initial_allocation: NanoUsd,
+    pub retail_rate: RateMultiplier,
+}
+
+/// Validates an external customer id (path parameter).
+pub fn external_id(raw: &str) -> Result<String, ApiError> {
+    let ok = !raw.is_empty()
+        && raw.len() <= 128
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
+    if ok {
+        Ok(raw.to_string())
+    } else {
+        Err(ApiError::InvalidExternalCustomerId)
+    }
+}
+
+/// A plausible email address: one `@`, a non-empty local part, a dotted domain, no spaces.
+pub fn valid_email(s: &str) -> bool {
+    let Some((local, domain)) = s.split_once('@') else {
+        return false;
+    };
+    !local.is_empty()
+        && s.len() <= 254
+        && !domain.contains('@')
+        && domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+        && s.chars().all(|c| c.is_ascii_graphic())
+}
+
+/// Derives an organization slug: lowercase ASCII letters and digits, runs of anything else as
+/// one `-`, at most 64 characters. `None` when nothing usable remains.
+pub fn slugify(name: &str) -> Option<String> {
+    let mut out = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    let out: String = out.trim_end_matches('-').chars().take(64).collect();
+    let out = out.trim_end_matches('-').to_string();
+    (!out.is_empty()).then_some(out)
+}
+
+const CREATE_FIELDS: [&str; 6] = [
+    "name",
+    "slug",
+    "contact_email",
+    "billing_email",
+    "initial_allocation_usd",
+    "retail_rate_multiplier",
+];
+
+impl NewCustomer {
+    /// Validates a create body, in the order of the spec's error table.
+    pub fn parse(body: &Value) -> Result<NewCustomer, ApiError> {
+        let Value::Object(map) = body else {
+            return Err(ApiError::InvalidCustomer(
+                "the body must be a JSON object".into(),
+            ));
+        };
+        if let Some(unknown) = map.keys().find(|k| !CREATE_FIELDS.contains(&k.as_str())) {
+            return Err(ApiError::InvalidCustomer(format!(
+                "unknown field {unknown:?}"
+            )));
+        }
+        let name = match map.get("name") {
+            Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= 200 => {
+                s.trim().to_string()
+            }
+            _ => {
+                return Err(ApiError::InvalidCustomer(
+                    "name is required (1 to 200 characters)".into(),
+                ));
+            }
+        };
+        let slug = match map.get("slug") {
+            None | Some(Value::Null) => slugify(&name).ok_or_else(|| {
+                ApiError::InvalidCustomer("no slug can be derived from name; send slug".into())
+            })?,
+            Some(Value::String(s)) if slugify(s).as_deref() == Some(s.as_str()) => s.clone(),
+            Some(_) => {
+                return Err(ApiError::InvalidCustomer(
+                    "slug must be 1 to 64 lowercase letters, digits and single dashes".into(),
+                ));
+            }
+        };
+        let contact_email = match map.get("contact_email") {
+            Some(Value::String(s)) if valid_email(s.trim()) => s.trim().to_ascii_lowercase(),
+            _ => return Err(ApiError::InvalidCustomerContact),
+        };
+        let billing_email = match map.get("billing_email") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if valid_email(s.trim()) => Some(s.trim().to_ascii_lowercase()),
+            Some(_) => return Err(ApiError::InvalidCustomerContact),
+        };
+        let initial_allocation = map
+            .get("initial_allocation_usd")
+            .and_then(usd_of)
+            .filter(|n| n.0 >= 0)
+            .ok_or(ApiError::InvalidInitialAllocation)?;
+        let retail_rate = map
+            .get("retail_rate_multiplier")
+            .and_then(multiplier_of)
+            .ok_or(ApiError::InvalidRetailRate)?;
+        Ok(NewCustomer {
+            name,
+            slug,
+            contact_email,
+            billing_email,
+            initial_allocation,
+            retail_rate,
+        })
+    }
+}
+
+/// The configured groups every customer gets, as (id, wholesale).
+fn catalogue(state: &AppState) -> Vec<(i64, RateMultiplier)> {
+    state
+        .settings
+        .groups
+        .iter()
+        .map(|g| (g.id, g.wholesale_rate_multiplier))
+        .collect()
+}
+
+/// The highest retail floor across the catalogue for this partner.
+pub fn highest_floor(state: &AppState, min_rate: RateMultiplier) -> RateMultiplier {
+    catalogue(state)
+        .into_iter()
+        .map(|(_, w)| pricing::retail_floor(min_rate, w))
+        .max()
+        .unwrap_or(min_rate)
+}
+
+/// Locks the partner row for the rest of the transaction (PostgreSQL), so concurrent funding moves
+/// of one partner serialize. SQLite write transactions are serialized already.
+pub async fn lock_partner(txn: &impl ConnectionTrait, partner_id: i64) -> Result<(), ApiError> {
+    partners::Entity::find_by_id(partner_id)
+        .lock_exclusive()
+        .one(txn)
+        .await?
+        .ok_or(ApiError::Internal)?;
+    Ok(())
+}
+
+/// Creates the customer, or returns the existing one for the same external id.
+pub async fn create(
+    txn: &impl ConnectionTrait,
+    state: &AppState,
+    caller: &Caller,
+    op: &str,
+    external: &str,
+    new: NewCustomer,
+) -> Result<Success, ApiError> {
+    let floor = highest_floor(state, caller.min_rate);
+    if new.retail_rate < floor {
+        return Err(ApiError::RetailRateBelowFloor { floor });
+    }
+    lock_partner(txn, caller.partner_id).await?;
+    if let Some(existing) = customers::Entity::find()
+        .filter(customers::Column::PartnerId.eq(caller.partner_id))
+        .filter(customers::Column::ExternalId.eq(external))
+        .one(txn)
+        .await?
+    {
+        if existing.contact_email != new.contact_email {
+            return Err(ApiError::ExternalCustomerConflict);
+        }
+        let data = view(txn, state, &existing, Some(false), None).await?;
+        return Ok(Success::plain(data));
+    }
+    if organizations::Entity::find()
+        .filter(organizations::Column::Slug.eq(new.slug.as_str()))
+        .one(txn)
+        .await?
+        .is_some()
+    {
+        return Err(ApiError::CustomerSlugExists);
+    }
+    let groups: Vec<(RateMultiplier, RateMultiplier)> = catalogue(state)
+        .into_iter()
+        .map(|(_, w)| (w, new.retail_rate))
+        .collect();
+    let required = pricing::reservation(new.initial_allocation, &groups)
+        .ok_or(ApiError::InvalidInitialAllocation)?;
+    let available =
+        ledger::balance(txn, &AccountRef::partner_available(caller.partner_id).code).await?;
+    if required > available {
+        return Err(ApiError::FundingInsufficient {
+            available,
+            required,
+        });
+    }
+
+    let now = Utc::now();
+    let org = organizations::ActiveModel {
+        name: Set(new.name.clone()),
+        slug: Set(new.slug.clone()),
+        status: Set("pending_activation".into()),
+        created_at: Set(now),
+        billing_email: Set(new.billing_email.clone()),
+        ..Default::default()
+    }
+    .insert(txn)
+    .await?;
+    let customer = customers::ActiveModel {
+        partner_id: Set(caller.partner_id),
+        external_id: Set(external.to_string()),
+        organization_id: Set(org.id),
+        display_name: Set(new.name.clone()),
+        contact_email: Set(new.contact_email.clone()),
+        billing_mode: Set("prepaid".into()),
+        billing_allocation_mode: Set("partner_funded".into()),
+        allocation_cap_nanos: Set(new.initial_allocation.0),
+        created_at: Set(now),
+        ..Default::default()
+    }
+    .insert(txn)
+    .await?;
+    for (group_id, _) in catalogue(state) {
+        customer_groups::ActiveModel {
+            customer_id: Set(customer.id),
+            group_id: Set(group_id),
+            retail_rate_multiplier_ppm: Set(new.retail_rate.0),
+            status: Set("active".into()),
+            created_at: Set(now),
+            updated_at: Set(now),
+            ..Default::default()
+        }
+        .insert(txn)
+        .await?;
+    }
+    ledger::transfer(
+        txn,
+        &format!("{op}:reserve"),
+        "partner_reservation",
+        &AccountRef::partner_available(caller.partner_id),
+        &AccountRef::partner_reserved(caller.partner_id, customer.id),
+        required,
+    )
+    .await
+    .map_err(|e| {
+        tracing::error!(error = %e, "reservation posting failed");
+        ApiError::Internal
+    })?;
+
+    let token = invitation_token();
+    invitations::ActiveModel {
+        customer_id: Set(customer.id),
+        token_hash: Set(state.hasher.hash(&token)),
+        email: Set(new.contact_email.clone()),
+        status: Set("pending".into()),
+        expires_at: Set(now + Duration::days(INVITATION_DAYS)),
+        accepted_at: Set(None),
+        created_at: Set(now),
+        ..Default::default()
+    }
+    .insert(txn)
+    .await?;
+    let invite_url = format!(
+        "{}/invitations/{token}",
+        state
+            .settings
+            .server
+            .public_base_url
+            .as_str()
+            .trim_end_matches('/')
+    );
+    let stored = view(txn, state, &customer, Some(true), None).await?;
+    let data = view(txn, state, &customer, Some(true), Some(&invite_url)).await?;
+    let email = Effect::Email {
+        to: new.contact_email.clone(),
+        subject: format!(
+            "{} invites you to activate {}",
+            caller.partner_name, new.name
+        ),
+        body: format!(
+            "Hello,\n\n{partner} created the organization \"{org}\" for you.\n\nAccept the invitation to activate it (the link is valid for {INVITATION_DAYS} days):\n\n{invite_url}\n\nUse this email address ({email}) when you accept.\n",
+            partner = caller.partner_name,
+            org = new.name,
+            email = new.contact_email,
+        ),
+    };
+    Ok(Success {
+        status: axum::http::StatusCode::OK,
+        data,
+        stored,
+        effects: vec![email],
+    })
+}
+
+/// A fresh invitation token (URL-safe, 43 characters, about 256 bits).
+fn invitation_token() -> String {
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut rng = rand::rng();
+    (0..43)
+        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .collect()
+}
+
+fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// The latest invitation of a customer and its effective status (`pending` past its expiry reads
+/// `expired`).
+pub async fn invitation(
+    db: &impl ConnectionTrait,
+    customer_id: i64,
+) -> Result<Option<(invitations::Model, String)>, ApiError> {
+    let inv = invitations::Entity::find()
+        .filter(invitations::Column::CustomerId.eq(customer_id))
+        .order_by_desc(invitations::Column::Id)
+        .one(db)
+        .await?;
+    Ok(inv.map(|i| {
+        let status = if i.status == "pending" && i.expires_at <= Utc::now() {
+            "expired".to_string()
+        } else {
+            i.status.clone()
+        };
+        (i, status)
+    }))
+}
+
+/// The org spend so far (retail USD debited from the wallet).
+pub async fn used(db: &impl ConnectionTrait, organization_id: i64) -> Result<NanoUsd, ApiError> {
+    let spend = ledger::balance(db, &AccountRef::org_spend(organization_id).code).await?;
+    Ok(spend)
+}
+
+/// Customer response data (`created` only on the create route; `invite_url` only on the response
+/// that created the customer).
+pub async fn view(
+    db: &impl ConnectionTrait,
+    _state: &AppState,
+    customer: &customers::Model,
+    created: Option<bool>,
+    invite_url: Option<&str>,
+) -> Result<Value, ApiError> {
+    let org = organizations::Entity::find_by_id(customer.organization_id)
+        .one(db)
+        .await?
+        .ok_or(ApiError::Internal)?;
+    let cap = NanoUsd(customer.allocation_cap_nanos);
+    let used = used(db, org.id).await?;
+    let balance = ledger::balance(db, &AccountRef::org_wallet(org.id).code).await?;
+    // Holds of requests in flight live in the wallet mirror (the money path); until it exists the
+    // whole book balance is available.
+    let available = balance;
+    let inv = invitation(db, customer.id).await?;
+    let mut activation =
+        json!({"method": "email_invitation", "invited_email": customer.contact_email});
+    if let Some((i, status)) = &inv {
+        activation["invitation_status"] = json!(status);
+        activation["invitation_expires_at"] = json!(ts(i.expires_at));
+    }
+    if let Some(url) = invite_url {
+        activation["invite_url"] = json!(url);
+    }
+    let hint = match (org.status.as_str(), inv.as_ref().map(|(_, s)| s.as_str())) {
+        ("active", _) => "The customer is active: fund it with allocations and create API keys for its model groups.".to_string(),
+        (_, Some("expired")) => "The invitation expired; the customer cannot activate until a new invitation is issued outside the API.".to_string(),
+        _ => format!("Waiting for {} to accept the invitation sent by email; until then the customer cannot be funded, keyed or used.", customer.contact_email),
+    };
+    let mut data = json!({
+        "external_customer_id": customer.external_id,
+        "status": org.status,
+        "customer": {
+            "id": customer.id,
+            "organization_name": org.name,
+            "organization_slug": org.slug,
+            "display_name": customer.display_name,
+            "email": customer.contact_email,
+            "billing_mode": customer.billing_mode,
+            "billing_allocation_mode": customer.billing_allocation_mode,
+            "partner_allocation_cap_usd": usd_json(cap),
+            "partner_allocation_used_usd": usd_json(used),
+            "partner_allocation_remaining_usd": usd_json(NanoUsd(cap.0.saturating_sub(used.0).max(0))),
+            "organization_balance_usd": usd_json(balance),
+            "organization_available_usd": usd_json(available),
+            "status": org.status,
+        },
+        "activation": activation,
+        "activation_hint": hint,
+    });
+    if let Some(created) = created {
+        data["created"] = json!(created);
+    }
+    Ok(data)
+}
+
+/// A customer of the caller's partner; another partner's customer reads as not found.
+pub async fn find(
+    db: &impl ConnectionTrait,
+    caller: &Caller,
+    customer_id: &str,
+) -> Result<customers::Model, ApiError> {
+    let id: i64 = customer_id
+        .parse()
+        .map_err(|_| ApiError::CustomerNotFound)?;
+    customers::Entity::find_by_id(id)
+        .filter(customers::Column::PartnerId.eq(caller.partner_id))
+        .one(db)
+        .await?
+        .ok_or(ApiError::CustomerNotFound)
+}
+
+/// Refuses routes that need an active customer with the spec's pending metadata.
+pub async fn require_active(
+    db: &impl ConnectionTrait,
+    customer: &customers::Model,
+) -> Result<organizations::Model, ApiError> {
+    let org = organizations::Entity::find_by_id(customer.organization_id)
+        .one(db)
+        .await?
+        .ok_or(ApiError::Internal)?;
+    if org.status == "active" {
+        return Ok(org);
+    }
+    let (expires_at, status) = match invitation(db, customer.id).await? {
+        Some((i, s)) => (ts(i.expires_at), s),
+        None => (String::new(), "revoked".to_string()),
+    };
+    Err(ApiError::PendingActivation {
+        invited_email: customer.contact_email.clone(),
+        invitation_status: status,
+        invitation_expires_at: expires_at,
+    })
+}
+
+/// The customer's groups with prices.
+pub async fn groups(
+    db: &impl ConnectionTrait,
+    state: &AppState,
+    caller: &Caller,
+    customer: &customers::Model,
+) -> Result<Value, ApiError> {
+    let rows = customer_groups::Entity::find()
+        .filter(customer_groups::Column::CustomerId.eq(customer.id))
+        .order_by_asc(customer_groups::Column::GroupId)
+        .all(db)
+        .await?;
+    let list: Vec<Value> = rows
+        .iter()
+        .filter_map(|row| {
+            let g = state.settings.group(row.group_id)?;
+            Some(json!({
+                "id": g.id,
+                "name": g.name,
+                "description": g.description,
+                "product_code": g.product_code,
+                "rate_multiplier": multiplier_json(RateMultiplier(row.retail_rate_multiplier_ppm)),
+                "status": row.status,
+                "wholesale_rate_multiplier": multiplier_json(g.wholesale_rate_multiplier),
+                "retail_floor_rate_multiplier": multiplier_json(pricing::retail_floor(caller.min_rate, g.wholesale_rate_multiplier)),
+            }))
+        })
+        .collect();
+    Ok(Value::Array(list))
+}
+
+/// The customer's groups as (wholesale, retail) pairs, for reservations.
+pub async fn price_pairs(
+    db: &impl ConnectionTrait,
+    state: &AppState,
+    customer_id: i64,
+) -> Result<Vec<(RateMultiplier, RateMultiplier)>, ApiError> {
+    let rows = customer_groups::Entity::find()
+        .filter(customer_groups::Column::CustomerId.eq(customer_id))
+        .all(db)
+        .await?;
+    Ok(rows
+        .iter()
+        .filter_map(|r| {
+            let g = state.settings.group(r.group_id)?;
+            Some((
+                g.wholesale_rate_multiplier,
+                RateMultiplier(r.retail_rate_multiplier_ppm),
+            ))
+        })
+        .collect())
+}
+
+/// Brings the partner funding reserved for a customer to the formula's value; refuses with
+/// `PARTNER_FUNDING_INSUFFICIENT` when available funding cannot cover an increase.
+pub async fn rebalance_reservation(
+    txn: &impl ConnectionTrait,
+    partner_id: i64,
+    customer_id: i64,
+    cap: NanoUsd,
+    pairs: &[(RateMultiplier, RateMultiplier)],
+    reference: &str,
+) -> Result<(), ApiError> {
+    let target = pricing::reservation(cap, pairs).ok_or(ApiError::Internal)?;
+    let current = ledger::balance(
+        txn,
+        &AccountRef::partner_reserved(partner_id, customer_id).code,
+    )
+    .await?;
+    let delta = NanoUsd(target.0 - current.0);
+    if delta.0 > 0 {
+        let available =
+            ledger::balance(txn, &AccountRef::partner_available(partner_id).code).await?;
+        if delta > available {
+            return Err(ApiError::FundingInsufficient {
+                available,
+                required: delta,
+            });
+        }
+    }
+    ledger::transfer(
+        txn,
+        reference,
+        "partner_reservation",
+        &AccountRef::partner_available(partner_id),
+        &AccountRef::partner_reserved(partner_id, customer_id),
+        delta,
+    )
+    .await
+    .map_err(|e| {
+        tracing::error!(error = %e, "reservation posting failed");
+        ApiError::Internal
+    })?;
+    Ok(())
+}

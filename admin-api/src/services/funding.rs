@@ -1,0 +1,269 @@
+//! Partner funding: identity, the funding view, top-ups, allocations and group prices.
+
+use crate::dto::{multiplier_of, usd_json, usd_of};
+use crate::error::ApiError;
+use crate::ledger::{self, AccountKind, AccountRef};
+use crate::partner::gate::Caller;
+use crate::partner::idempotency::Success;
+use crate::pricing;
+use crate::services::customers;
+use crate::state::AppState;
+use chrono::Utc;
+use entities::{customer_groups, customers as customer_rows, top_up_sessions};
+use rand::Rng;
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+use serde_json::{Value, json};
+use settings::NanoUsd;
+
+/// `GET /me`.
+pub fn me(caller: &Caller) -> Value {
+    json!({
+        "partner_id": caller.partner_id,
+        "reseller_id": caller.partner_id,
+        "name": caller.partner_name,
+        "role": caller.role,
+        "token": {"id": caller.token_id, "preview": caller.token_preview, "scopes": caller.scopes},
+        "agreement_minimum_rate_multiplier": crate::dto::multiplier_json(caller.min_rate),
+    })
+}
+
+/// `GET /funding`.
+pub async fn view(
+    db: &impl ConnectionTrait,
+    state: &AppState,
+    caller: &Caller,
+) -> Result<Value, ApiError> {
+    let p = caller.partner_id;
+    let available = ledger::balance(db, &AccountRef::partner_available(p).code).await?;
+    let reserved = ledger::partner_total(db, p, AccountKind::PartnerReserved).await?;
+    let outstanding = ledger::balance(db, &AccountRef::partner_outstanding_usage(p).code).await?;
+    Ok(json!({
+        "reseller_id": p,
+        "available_funding_usd": usd_json(available),
+        "reserved_allocations_usd": usd_json(reserved),
+        "outstanding_usage_usd": usd_json(outstanding),
+        "top_up_url": format!("{}/partner/v1/funding/top-up-sessions", base(state)),
+    }))
+}
+
+fn base(state: &AppState) -> String {
+    state
+        .settings
+        .server
+        .public_base_url
+        .as_str()
+        .trim_end_matches('/')
+        .to_string()
+}
+
+/// Largest single top-up accepted (1 million USD).
+const MAX_TOP_UP: NanoUsd = NanoUsd(1_000_000 * 1_000_000_000);
+
+/// Validates a top-up body.
+pub fn top_up_amount(body: &Value) -> Result<NanoUsd, ApiError> {
+    body.get("amount_usd")
+        .and_then(usd_of)
+        .filter(|n| n.0 > 0 && *n <= MAX_TOP_UP)
+        .ok_or(ApiError::InvalidTopUpAmount)
+}
+
+/// `POST /funding/top-up-sessions`: a hosted link on this service. Paying it is the operator's
+/// `partner fund` command until a payment provider is wired.
+pub async fn create_top_up(
+    txn: &impl ConnectionTrait,
+    state: &AppState,
+    caller: &Caller,
+    amount: NanoUsd,
+) -> Result<Success, ApiError> {
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let token: String = {
+        let mut rng = rand::rng();
+        (0..32)
+            .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+            .collect()
+    };
+    let row = top_up_sessions::ActiveModel {
+        partner_id: Set(caller.partner_id),
+        token_hash: Set(state.hasher.hash(&token)),
+        amount_nanos: Set(amount.0),
+        status: Set("open".into()),
+        created_at: Set(Utc::now()),
+        paid_at: Set(None),
+        ..Default::default()
+    }
+    .insert(txn)
+    .await?;
+    let data = json!({
+        "id": row.id,
+        "amount_usd": usd_json(amount),
+        "status": row.status,
+        "url": format!("{}/billing/top-up/{token}", base(state)),
+    });
+    Ok(Success::plain(data))
+}
+
+/// The operator's `partner fund`: credits partner funding (what a paid top-up does), once per
+/// `reference`.
+pub async fn fund(
+    txn: &impl ConnectionTrait,
+    partner_id: i64,
+    amount: NanoUsd,
+    reference: &str,
+) -> Result<ledger::Posted, ApiError> {
+    customers::lock_partner(txn, partner_id).await?;
+    ledger::transfer(
+        txn,
+        reference,
+        "partner_top_up",
+        &AccountRef::external(),
+        &AccountRef::partner_available(partner_id),
+        amount,
+    )
+    .await
+    .map_err(|e| {
+        tracing::error!(error = %e, "top-up posting failed");
+        ApiError::Internal
+    })
+}
+
+/// An allocation change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Allocation {
+    Increase(NanoUsd),
+    Decrease(NanoUsd),
+    SetLimit(NanoUsd),
+}
+
+impl Allocation {
+    /// Validates an allocations body.
+    pub fn parse(body: &Value) -> Result<Allocation, ApiError> {
+        let amount = || {
+            body.get("amount_usd")
+                .and_then(usd_of)
+                .filter(|n| n.0 > 0 && *n <= MAX_TOP_UP)
+                .ok_or(ApiError::InvalidAllocationAmount)
+        };
+        match body.get("action").and_then(Value::as_str) {
+            Some("increase") => Ok(Allocation::Increase(amount()?)),
+            Some("decrease") => Ok(Allocation::Decrease(amount()?)),
+            Some("set_limit") => body
+                .get("limit_usd")
+                .and_then(usd_of)
+                .filter(|n| n.0 >= 0 && *n <= MAX_TOP_UP)
+                .map(Allocation::SetLimit)
+                .ok_or(ApiError::InvalidAllocationLimit),
+            _ => Err(ApiError::InvalidAllocationAction),
+        }
+    }
+}
+
+/// `POST /customers/{id}/allocations`: moves the allocation (the partner-funded reporting target),
+/// the organization balance by the same difference, and the partner funding reserved for it.
+pub async fn allocate(
+    txn: &impl ConnectionTrait,
+    state: &AppState,
+    caller: &Caller,
+    op: &str,
+    customer_id: &str,
+    change: Allocation,
+) -> Result<Success, ApiError> {
+    customers::lock_partner(txn, caller.partner_id).await?;
+    let customer = customers::find(txn, caller, customer_id).await?;
+    let org = customers::require_active(txn, &customer).await?;
+    let cap = NanoUsd(customer.allocation_cap_nanos);
+    let new_cap = match change {
+        Allocation::Increase(a) => cap.checked_add(a),
+        Allocation::Decrease(a) => cap.checked_sub(a),
+        Allocation::SetLimit(l) => Some(l),
+    }
+    .ok_or(ApiError::InvalidAllocationAmount)?;
+    let used = customers::used(txn, org.id).await?;
+    if new_cap < used || new_cap.0 < 0 {
+        return Err(ApiError::AllocationLimitBelowUsed { used });
+    }
+    let delta = NanoUsd(new_cap.0 - cap.0);
+    if delta.0 < 0 {
+        let balance = ledger::balance(txn, &AccountRef::org_wallet(org.id).code).await?;
+        if balance.0 < -delta.0 {
+            return Err(ApiError::BalanceReserved { available: balance });
+        }
+    }
+    let pairs = customers::price_pairs(txn, state, customer.id).await?;
+    customers::rebalance_reservation(
+        txn,
+        caller.partner_id,
+        customer.id,
+        new_cap,
+        &pairs,
+        &format!("{op}:reserve"),
+    )
+    .await?;
+    ledger::transfer(
+        txn,
+        &format!("{op}:allocate"),
+        "allocation",
+        &AccountRef::partner_allocations(caller.partner_id),
+        &AccountRef::org_wallet(org.id),
+        delta,
+    )
+    .await
+    .map_err(|_| ApiError::Internal)?;
+    let mut row: customer_rows::ActiveModel = customer.clone().into();
+    row.allocation_cap_nanos = Set(new_cap.0);
+    let customer = row.update(txn).await?;
+    Ok(Success::plain(
+        customers::view(txn, state, &customer, None, None).await?,
+    ))
+}
+
+/// `PUT /customers/{id}/groups/{group}/rate`.
+pub async fn set_rate(
+    txn: &impl ConnectionTrait,
+    state: &AppState,
+    caller: &Caller,
+    op: &str,
+    customer_id: &str,
+    group_id: &str,
+    body: &Value,
+) -> Result<Success, ApiError> {
+    let rate = match body {
+        Value::Object(m) if m.len() == 1 => m.get("retail_rate_multiplier").and_then(multiplier_of),
+        _ => None,
+    }
+    .ok_or(ApiError::InvalidGroupRate)?;
+    customers::lock_partner(txn, caller.partner_id).await?;
+    let customer = customers::find(txn, caller, customer_id).await?;
+    customers::require_active(txn, &customer).await?;
+    let group_id: i64 = group_id.parse().map_err(|_| ApiError::GroupNotFound)?;
+    let row = customer_groups::Entity::find()
+        .filter(customer_groups::Column::CustomerId.eq(customer.id))
+        .filter(customer_groups::Column::GroupId.eq(group_id))
+        .one(txn)
+        .await?
+        .ok_or(ApiError::GroupNotFound)?;
+    let group = state
+        .settings
+        .group(group_id)
+        .ok_or(ApiError::GroupNotFound)?;
+    let floor = pricing::retail_floor(caller.min_rate, group.wholesale_rate_multiplier);
+    if rate < floor {
+        return Err(ApiError::RetailRateBelowFloor { floor });
+    }
+    let mut active: customer_groups::ActiveModel = row.into();
+    active.retail_rate_multiplier_ppm = Set(rate.0);
+    active.updated_at = Set(Utc::now());
+    active.update(txn).await?;
+    let pairs = customers::price_pairs(txn, state, customer.id).await?;
+    customers::rebalance_reservation(
+        txn,
+        caller.partner_id,
+        customer.id,
+        NanoUsd(customer.allocation_cap_nanos),
+        &pairs,
+        &format!("{op}:reserve"),
+    )
+    .await?;
+    Ok(Success::plain(
+        customers::groups(txn, state, caller, &customer).await?,
+    ))
+}

@@ -1,0 +1,146 @@
+//! Invitation acceptance: the person who controls the contact email activates the customer.
+//!
+//! One transaction: the invitation becomes `accepted`, the organization `active` with the accepter
+//! as owner, and the organization balance opens with the allocation set so far (a ledger transfer
+//! from the partner's allocations; zero for an unfunded customer, which still opens the wallet).
+
+use crate::ledger::{self, AccountRef};
+use crate::partner::idempotency::begin;
+use crate::services::customers;
+use crate::state::AppState;
+use chrono::Utc;
+use entities::{customers as customer_rows, invitations, organizations};
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use settings::NanoUsd;
+
+/// Why an acceptance was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvitationError {
+    #[error("this invitation does not exist")]
+    NotFound,
+    #[error("this invitation has expired; ask your provider for a new one")]
+    Expired,
+    #[error("this invitation was already accepted")]
+    AlreadyAccepted,
+    #[error("this invitation was revoked")]
+    Revoked,
+    #[error("this invitation was sent to another email address")]
+    EmailMismatch,
+    #[error("please try again later")]
+    Unavailable,
+}
+
+impl From<sea_orm::DbErr> for InvitationError {
+    fn from(e: sea_orm::DbErr) -> Self {
+        tracing::error!(error = %e, "database error during invitation acceptance");
+        InvitationError::Unavailable
+    }
+}
+
+/// What the page shows about an invitation.
+pub struct InvitationView {
+    pub organization_name: String,
+    pub email_hint: String,
+    pub status: String,
+}
+
+async fn find(
+    state: &AppState,
+    db: &impl sea_orm::ConnectionTrait,
+    token: &str,
+) -> Result<invitations::Model, InvitationError> {
+    if token.is_empty() || token.len() > 100 {
+        return Err(InvitationError::NotFound);
+    }
+    invitations::Entity::find()
+        .filter(invitations::Column::TokenHash.eq(state.hasher.hash(token)))
+        .one(db)
+        .await?
+        .ok_or(InvitationError::NotFound)
+}
+
+fn effective_status(inv: &invitations::Model) -> &str {
+    if inv.status == "pending" && inv.expires_at <= Utc::now() {
+        "expired"
+    } else {
+        inv.status.as_str()
+    }
+}
+
+/// The invitation behind a token, for the acceptance page.
+pub async fn view(state: &AppState, token: &str) -> Result<InvitationView, InvitationError> {
+    let inv = find(state, &state.db, token).await?;
+    let customer = customer_rows::Entity::find_by_id(inv.customer_id)
+        .one(&state.db)
+        .await?
+        .ok_or(InvitationError::NotFound)?;
+    let org = organizations::Entity::find_by_id(customer.organization_id)
+        .one(&state.db)
+        .await?
+        .ok_or(InvitationError::NotFound)?;
+    let (local, domain) = inv.email.split_once('@').unwrap_or(("", ""));
+    let hint = format!("{}…@{domain}", local.chars().next().unwrap_or('?'));
+    Ok(InvitationView {
+        organization_name: org.name,
+        email_hint: hint,
+        status: effective_status(&inv).to_string(),
+    })
+}
+
+/// Accepts the invitation for `email`; returns the organization id.
+pub async fn accept(state: &AppState, token: &str, email: &str) -> Result<i64, InvitationError> {
+    let txn = begin(&state.db).await?;
+    let inv = find(state, &txn, token).await?;
+    match effective_status(&inv) {
+        "pending" => {}
+        "accepted" => return Err(InvitationError::AlreadyAccepted),
+        "expired" => return Err(InvitationError::Expired),
+        _ => return Err(InvitationError::Revoked),
+    }
+    if !inv.email.eq_ignore_ascii_case(email.trim()) {
+        return Err(InvitationError::EmailMismatch);
+    }
+    let customer = customer_rows::Entity::find_by_id(inv.customer_id)
+        .one(&txn)
+        .await?
+        .ok_or(InvitationError::NotFound)?;
+    customers::lock_partner(&txn, customer.partner_id)
+        .await
+        .map_err(|_| InvitationError::Unavailable)?;
+    let org = organizations::Entity::find_by_id(customer.organization_id)
+        .one(&txn)
+        .await?
+        .ok_or(InvitationError::NotFound)?;
+    let now = Utc::now();
+    let mut i: invitations::ActiveModel = inv.into();
+    i.status = Set("accepted".into());
+    i.accepted_at = Set(Some(now));
+    i.update(&txn).await?;
+    let org_id = org.id;
+    let mut o: organizations::ActiveModel = org.into();
+    o.status = Set("active".into());
+    o.owner_email = Set(Some(email.trim().to_ascii_lowercase()));
+    o.activated_at = Set(Some(now));
+    o.update(&txn).await?;
+    ledger::account(&txn, &AccountRef::org_wallet(org_id)).await?;
+    ledger::transfer(
+        &txn,
+        &format!("activation:{}", customer.id),
+        "allocation",
+        &AccountRef::partner_allocations(customer.partner_id),
+        &AccountRef::org_wallet(org_id),
+        NanoUsd(customer.allocation_cap_nanos),
+    )
+    .await
+    .map_err(|e| {
+        tracing::error!(error = %e, "activation posting failed");
+        InvitationError::Unavailable
+    })?;
+    txn.commit().await?;
+    tracing::info!(
+        organization_id = org_id,
+        customer_id = customer.id,
+        "customer activated"
+    );
+    Ok(org_id)
+}

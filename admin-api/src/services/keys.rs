@@ -1,0 +1,169 @@
+//! Customer API keys through the partner API: create (secret once), list (previews), disable.
+
+use crate::error::ApiError;
+use crate::keys as key_store;
+use crate::partner::gate::Caller;
+use crate::partner::idempotency::{Effect, Success};
+use crate::services::customers;
+use crate::state::AppState;
+use chrono::{SecondsFormat, Utc};
+use credentials::Kind;
+use entities::{customer_api_keys, customer_groups};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
+};
+use serde_json::{Value, json};
+
+/// The preview of a key (never the secret).
+pub fn preview(row: &customer_api_keys::Model) -> Value {
+    json!({
+        "api_key_id": row.id,
+        "name": row.name,
+        "group_id": row.group_id,
+        "preview": row.preview,
+        "status": row.status,
+        "created_at": row.created_at.to_rfc3339_opts(SecondsFormat::Secs, true),
+        "disabled_at": row.disabled_at.map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true)),
+    })
+}
+
+/// A validated create-key body.
+pub struct NewKey {
+    pub name: String,
+    pub group_id: i64,
+}
+
+impl NewKey {
+    pub fn parse(body: &Value) -> Result<NewKey, ApiError> {
+        let Value::Object(m) = body else {
+            return Err(ApiError::InvalidApiKey(
+                "the body must be a JSON object".into(),
+            ));
+        };
+        if let Some(k) = m
+            .keys()
+            .find(|k| !matches!(k.as_str(), "name" | "group_id"))
+        {
+            return Err(ApiError::InvalidApiKey(format!("unknown field {k:?}")));
+        }
+        let name = match m.get("name") {
+            Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= 100 => {
+                s.trim().to_string()
+            }
+            _ => {
+                return Err(ApiError::InvalidApiKey(
+                    "name is required (1 to 100 characters)".into(),
+                ));
+            }
+        };
+        let group_id = m
+            .get("group_id")
+            .and_then(Value::as_i64)
+            .filter(|g| *g > 0)
+            .ok_or_else(|| ApiError::InvalidApiKey("group_id must be a positive integer".into()))?;
+        Ok(NewKey { name, group_id })
+    }
+}
+
+/// `POST /customers/{id}/api-keys`: the secret is in this response only.
+pub async fn create(
+    txn: &impl ConnectionTrait,
+    state: &AppState,
+    caller: &Caller,
+    customer_id: &str,
+    new: NewKey,
+) -> Result<Success, ApiError> {
+    let customer = customers::find(txn, caller, customer_id).await?;
+    let org = customers::require_active(txn, &customer).await?;
+    customer_groups::Entity::find()
+        .filter(customer_groups::Column::CustomerId.eq(customer.id))
+        .filter(customer_groups::Column::GroupId.eq(new.group_id))
+        .one(txn)
+        .await?
+        .ok_or(ApiError::CustomerNotFound)?;
+    let secret = credentials::generate(Kind::CustomerKey, state.env);
+    let row = customer_api_keys::ActiveModel {
+        organization_id: Set(org.id),
+        group_id: Set(new.group_id),
+        name: Set(new.name),
+        key_hash: Set(state.hasher.hash(secret.expose())),
+        preview: Set(credentials::preview(secret.expose())),
+        status: Set("active".into()),
+        allow_openai: Set(true),
+        allow_gemini: Set(true),
+        allow_anthropic: Set(true),
+        created_at: Set(Utc::now()),
+        disabled_at: Set(None),
+        ..Default::default()
+    }
+    .insert(txn)
+    .await?;
+    let stored = preview(&row);
+    let mut data = stored.clone();
+    data["key"] = json!(secret.expose());
+    Ok(Success {
+        status: axum::http::StatusCode::OK,
+        data,
+        stored,
+        effects: vec![Effect::PublishKey {
+            hash: row.key_hash.clone(),
+            record: key_store::record_of(&row),
+        }],
+    })
+}
+
+/// `GET /customers/{id}/api-keys`.
+pub async fn list(
+    db: &impl ConnectionTrait,
+    caller: &Caller,
+    customer_id: &str,
+) -> Result<Value, ApiError> {
+    let customer = customers::find(db, caller, customer_id).await?;
+    let rows = customer_api_keys::Entity::find()
+        .filter(customer_api_keys::Column::OrganizationId.eq(customer.organization_id))
+        .order_by_asc(customer_api_keys::Column::Id)
+        .all(db)
+        .await?;
+    Ok(Value::Array(rows.iter().map(preview).collect()))
+}
+
+/// A key of the customer (disabled ones included); anything else reads as not found.
+pub async fn find(
+    db: &impl ConnectionTrait,
+    caller: &Caller,
+    customer_id: &str,
+    key_id: &str,
+) -> Result<(entities::customers::Model, customer_api_keys::Model), ApiError> {
+    let customer = customers::find(db, caller, customer_id).await?;
+    let id: i64 = key_id
+        .parse()
+        .map_err(|_| ApiError::InvalidApiKey("api_key_id must be an integer".into()))?;
+    let key = customer_api_keys::Entity::find_by_id(id)
+        .filter(customer_api_keys::Column::OrganizationId.eq(customer.organization_id))
+        .one(db)
+        .await?
+        .ok_or(ApiError::ApiKeyNotFound)?;
+    Ok((customer, key))
+}
+
+/// `DELETE /customers/{id}/api-keys/{key}`: permanent. The key leaves the gateway's directory
+/// before the database commits and before the response, so the next call with it gets 401;
+/// requests already admitted finish. Disabling a disabled key answers its (disabled) preview.
+pub async fn disable(
+    txn: &impl ConnectionTrait,
+    state: &AppState,
+    caller: &Caller,
+    customer_id: &str,
+    key_id: &str,
+) -> Result<Success, ApiError> {
+    let (_, key) = find(txn, caller, customer_id, key_id).await?;
+    if key.status == "disabled" {
+        return Ok(Success::plain(preview(&key)));
+    }
+    state.stores.keys.revoke(&key.key_hash).await?;
+    let mut row: customer_api_keys::ActiveModel = key.into();
+    row.status = Set("disabled".into());
+    row.disabled_at = Set(Some(Utc::now()));
+    let key = row.update(txn).await?;
+    Ok(Success::plain(preview(&key)))
+}

@@ -1,0 +1,9 @@
+//! The rules of the partner and billing APIs. Services take a connection or transaction and return
+//! DTO values or [`crate::error::ApiError`]s; handlers only extract and map.
+
+pub mod billing;
+pub mod customers;
+pub mod funding;
+pub mod invitations;
+pub mod keys;
+pub mod usage;

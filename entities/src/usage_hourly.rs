@@ -1,0 +1,27 @@
+//! Usage of one organization, key and model in one UTC hour.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "usage_hourly")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i64,
+    pub organization_id: i64,
+    pub api_key_id: i64,
+    pub model: String,
+    pub hour_start: DateTimeUtc,
+    pub requests: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cached_tokens: i64,
+    /// Requests whose usage was estimated (the supplier's count never arrived).
+    pub estimated_requests: i64,
+    /// Retail cost in nano-USD (what the organization's wallet is charged).
+    pub cost_nanos: i64,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
