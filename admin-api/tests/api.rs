@@ -1,0 +1,1511 @@
+//! The partner and billing APIs over HTTP: admin-api's router in-process on 127.0.0.1:0, a fresh
+//! database per test (PostgreSQL when `DATABASE_URL` is set, else in-memory SQLite) and the
+//! in-memory operational store. Every error reason of the spec is provoked here, with its status,
+//! `reason`, `metadata` where the spec names it, and a check that nothing changed.
+
+#![allow(
+    clippy::panic,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: failing loudly is the point"
+)]
+
+use admin_api::AppState;
+use admin_api::partner::gate::Caller;
+use opstate::Stores;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use settings::Settings;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio::task::JoinSet;
+
+const PEPPER: &str = "api-test-pepper-0123456789";
+
+async fn fresh_database_url() -> String {
+    match std::env::var("DATABASE_URL") {
+        Ok(url) if url.starts_with("postgres") => {
+            use sea_orm::ConnectionTrait;
+            let name = format!("tollgate_api_{}", uuid::Uuid::new_v4().simple());
+            let admin = sea_orm::Database::connect(url.as_str())
+                .await
+                .expect("DATABASE_URL unusable");
+            admin
+                .execute_unprepared(&format!("CREATE DATABASE {name}"))
+                .await
+                .unwrap();
+            let base = url.rsplit_once('/').map(|(b, _)| b).unwrap_or(url.as_str());
+            format!("{base}/{name}")
+        }
+        _ => {
+            assert!(
+                std::env::var("TOLLGATE_REQUIRE_SERVICES").as_deref() != Ok("1"),
+                "TOLLGATE_REQUIRE_SERVICES=1 but DATABASE_URL is not set"
+            );
+            "sqlite::memory:".to_string()
+        }
+    }
+}
+
+fn config(db_url: &str, outbox: &str) -> String {
+    format!(
+        r#"
+[server]
+listen = "127.0.0.1:1"
+public_base_url = "https://gw.example.test"
+[admin]
+embedded = true
+[database]
+url = "{db_url}"
+[security]
+key_pepper = "{PEPPER}"
+[mail]
+outbox_dir = "{outbox}"
+[[models]]
+id = "gpt-4o-mini"
+family = "gpt-4o"
+kind = "text"
+input_per_mtok = 0.15
+output_per_mtok = 0.6
+[[models]]
+id = "gpt-4o"
+family = "gpt-4o"
+kind = "text"
+input_per_mtok = 2.5
+output_per_mtok = 10
+[[groups]]
+id = 1
+name = "Standard"
+description = "text"
+product_code = "std"
+models = ["gpt-4o-mini"]
+wholesale_rate_multiplier = 0.8
+[[groups]]
+id = 2
+name = "Premium"
+product_code = "pro"
+models = ["gpt-4o"]
+wholesale_rate_multiplier = 0.9
+"#
+    )
+}
+
+struct Api {
+    base: String,
+    state: AppState,
+    http: reqwest::Client,
+    outbox: std::path::PathBuf,
+    idem: AtomicU64,
+    _stop: tokio::sync::watch::Sender<bool>,
+    _tasks: JoinSet<()>,
+}
+
+#[derive(Clone)]
+struct Partner {
+    id: i64,
+    token: String,
+}
+
+impl Api {
+    async fn start() -> Api {
+        let outbox =
+            std::env::temp_dir().join(format!("tollgate-outbox-{}", uuid::Uuid::new_v4().simple()));
+        let text = config(&fresh_database_url().await, outbox.to_str().unwrap());
+        let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
+        let state = admin_api::runtime::state(settings, Stores::memory())
+            .await
+            .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, rx) = tokio::sync::watch::channel(false);
+        let mut tasks = JoinSet::new();
+        let s = state.clone();
+        tasks.spawn(async move {
+            admin_api::serve(listener, s, rx).await.unwrap();
+        });
+        Api {
+            base,
+            state,
+            http: reqwest::Client::builder().no_proxy().build().unwrap(),
+            outbox,
+            idem: AtomicU64::new(0),
+            _stop: stop,
+            _tasks: tasks,
+        }
+    }
+
+    async fn partner(&self, role: &str, scopes: &[&str], funding: &str, min_rate: &str) -> Partner {
+        let scopes: Vec<String> = scopes.iter().map(|s| s.to_string()).collect();
+        let new =
+            admin_api::cli::NewPartner::parse("Acme", min_rate, funding, role, &scopes).unwrap();
+        let out = admin_api::cli::partner_create(&self.state, new)
+            .await
+            .unwrap();
+        Partner {
+            id: out["partner_id"].as_i64().unwrap(),
+            token: out["token"].as_str().unwrap().to_string(),
+        }
+    }
+
+    async fn owner(&self, funding: &str) -> Partner {
+        self.partner("owner", &["partner:write"], funding, "1.0")
+            .await
+    }
+
+    fn next_key(&self) -> String {
+        format!("key-{}", self.idem.fetch_add(1, Ordering::SeqCst))
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        token: Option<&str>,
+        path: &str,
+        body: Option<&Value>,
+        idem: Option<&str>,
+    ) -> (StatusCode, reqwest::header::HeaderMap, Value, String) {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(k) = idem {
+            req = req.header("idempotency-key", k);
+        }
+        if let Some(b) = body {
+            req = req
+                .header("content-type", "application/json")
+                .body(b.to_string());
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let text = resp.text().await.unwrap();
+        let json = serde_json::from_str(&text).unwrap_or(Value::Null);
+        (status, headers, json, text)
+    }
+
+    async fn get(&self, p: &Partner, path: &str) -> (StatusCode, Value) {
+        let (s, _, v, _) = self
+            .call(
+                Method::GET,
+                Some(&p.token),
+                &format!("/partner/v1{path}"),
+                None,
+                None,
+            )
+            .await;
+        (s, v)
+    }
+
+    async fn write(
+        &self,
+        p: &Partner,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> (StatusCode, Value) {
+        let key = self.next_key();
+        let (s, _, v, _) = self
+            .call(
+                method,
+                Some(&p.token),
+                &format!("/partner/v1{path}"),
+                body,
+                Some(&key),
+            )
+            .await;
+        (s, v)
+    }
+
+    async fn create(
+        &self,
+        p: &Partner,
+        external: &str,
+        allocation: f64,
+        rate: f64,
+    ) -> (StatusCode, Value) {
+        let email = format!("owner@{external}.example");
+        self.write(
+            p,
+            Method::PUT,
+            &format!("/customers/by-external-id/{external}"),
+            Some(&json!({
+                "name": format!("Org {external}"),
+                "contact_email": email,
+                "initial_allocation_usd": allocation,
+                "retail_rate_multiplier": rate,
+            })),
+        )
+        .await
+    }
+
+    /// Creates and activates a customer; returns its id and organization id.
+    async fn active_customer(
+        &self,
+        p: &Partner,
+        external: &str,
+        allocation: f64,
+        rate: f64,
+    ) -> (i64, i64) {
+        let (status, body) = self.create(p, external, allocation, rate).await;
+        assert_eq!(status, 200, "{body}");
+        let url = body["data"]["activation"]["invite_url"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let token = url.rsplit('/').next().unwrap();
+        let (s, _, v, _) = self
+            .call(
+                Method::POST,
+                None,
+                &format!("/invitations/{token}/accept"),
+                Some(&json!({"email": format!("owner@{external}.example")})),
+                None,
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+        (
+            body["data"]["customer"]["id"].as_i64().unwrap(),
+            v["data"]["organization_id"].as_i64().unwrap(),
+        )
+    }
+
+    async fn funding(&self, p: &Partner) -> Value {
+        let (s, v) = self.get(p, "/funding").await;
+        assert_eq!(s, 200);
+        v["data"].clone()
+    }
+
+    async fn count(&self, table: &str) -> i64 {
+        use sea_orm::{ConnectionTrait, Statement};
+        let row = self
+            .state
+            .db
+            .query_one_raw(Statement::from_string(
+                self.state.db.get_database_backend(),
+                format!("SELECT CAST(COUNT(*) AS BIGINT) AS n FROM {table}"),
+            ))
+            .await
+            .unwrap()
+            .unwrap();
+        row.try_get::<i64>("", "n").unwrap()
+    }
+}
+
+fn assert_error(status: StatusCode, body: &Value, expected_status: u16, reason: &str) {
+    assert_eq!(status.as_u16(), expected_status, "{body}");
+    assert_eq!(body["code"], expected_status, "{body}");
+    assert_eq!(body["reason"], reason, "{body}");
+    assert!(body["message"].is_string(), "{body}");
+    assert!(body["metadata"].is_object(), "{body}");
+}
+
+#[tokio::test]
+async fn authentication_scope_and_role() {
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let (s, _, v, _) = api
+        .call(Method::GET, None, "/partner/v1/me", None, None)
+        .await;
+    assert_error(s, &v, 401, "PARTNER_API_AUTHENTICATION_REQUIRED");
+    for bad in ["nope", "tgp_dev_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"] {
+        let (s, _, v, _) = api
+            .call(Method::GET, Some(bad), "/partner/v1/me", None, None)
+            .await;
+        assert_error(s, &v, 401, "PARTNER_API_TOKEN_INVALID");
+    }
+    // A customer key or a billing token is not a partner token.
+    let key = credentials::generate(credentials::Kind::CustomerKey, credentials::Env::Dev);
+    let (s, _, v, _) = api
+        .call(
+            Method::GET,
+            Some(key.expose()),
+            "/partner/v1/me",
+            None,
+            None,
+        )
+        .await;
+    assert_error(s, &v, 401, "PARTNER_API_TOKEN_INVALID");
+    // A rotated token stops working.
+    let rotated =
+        admin_api::cli::partner_token(&api.state, owner.id, &["partner:write".to_string()])
+            .await
+            .unwrap();
+    let (s, _, v, _) = api
+        .call(
+            Method::GET,
+            Some(&owner.token),
+            "/partner/v1/me",
+            None,
+            None,
+        )
+        .await;
+    assert_error(s, &v, 401, "PARTNER_API_TOKEN_INVALID");
+    let fresh = Partner {
+        id: owner.id,
+        token: rotated["token"].as_str().unwrap().into(),
+    };
+    let (s, v) = api.get(&fresh, "/me").await;
+    assert_eq!(s, 200);
+    assert_eq!(v["data"]["partner_id"], owner.id);
+    assert_eq!(v["data"]["token"]["scopes"], json!(["partner:write"]));
+
+    let reader = api.partner("owner", &["partner:read"], "100", "1.0").await;
+    let (s, v) = api.get(&reader, "/funding").await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = api.create(&reader, "c1", 10.0, 1.5).await;
+    assert_error(s, &v, 403, "PARTNER_API_SCOPE_REQUIRED");
+    let viewer = api
+        .partner("viewer", &["partner:write"], "100", "1.0")
+        .await;
+    let (s, v) = api.get(&viewer, "/me").await;
+    assert_eq!(s, 200, "a viewer reads");
+    let (s, v2) = api.create(&viewer, "c1", 10.0, 1.5).await;
+    assert_error(s, &v2, 403, "PARTNER_ACCESS_REQUIRED");
+    assert_eq!(api.count("customers").await, 0, "{v}");
+}
+
+#[tokio::test]
+async fn unknown_partner_paths_are_plain_text_404() {
+    let api = Api::start().await;
+    let owner = api.owner("0").await;
+    for path in [
+        "/balance",
+        "/customers",
+        "/models",
+        "/pricing",
+        "/pricing/models",
+        "/nope",
+    ] {
+        for token in [Some(owner.token.as_str()), None] {
+            let (s, headers, _, text) = api
+                .call(
+                    Method::GET,
+                    token,
+                    &format!("/partner/v1{path}"),
+                    None,
+                    None,
+                )
+                .await;
+            assert_eq!(s, 404, "{path}");
+            assert_eq!(text, "page not found", "{path}");
+            assert!(
+                headers["content-type"]
+                    .to_str()
+                    .unwrap()
+                    .starts_with("text/plain")
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn create_customer_validation_errors_create_nothing() {
+    let api = Api::start().await;
+    let owner = api
+        .partner("owner", &["partner:write"], "1000", "1.1")
+        .await;
+    let good = json!({"name": "Globex", "contact_email": "ann@globex.example", "initial_allocation_usd": 10, "retail_rate_multiplier": 1.5});
+    let with = |k: &str, v: Value| {
+        let mut b = good.clone();
+        if v.is_null() {
+            b.as_object_mut().unwrap().remove(k);
+        } else {
+            b[k] = v;
+        }
+        b
+    };
+    let long = "x".repeat(129);
+    for external in ["a%2Fb", "sp%20ace", long.as_str(), "caf%C3%A9", "a..b%2F"] {
+        let (s, v) = api
+            .write(
+                &owner,
+                Method::PUT,
+                &format!("/customers/by-external-id/{external}"),
+                Some(&good),
+            )
+            .await;
+        assert_error(s, &v, 400, "INVALID_PARTNER_EXTERNAL_CUSTOMER_ID");
+    }
+    let cases: Vec<(Value, &str)> = vec![
+        (with("name", Value::Null), "INVALID_PARTNER_CUSTOMER"),
+        (with("name", json!("!!!")), "INVALID_PARTNER_CUSTOMER"),
+        (with("status", json!("active")), "INVALID_PARTNER_CUSTOMER"),
+        (
+            with("contact_email", json!("not-an-email")),
+            "INVALID_PARTNER_CUSTOMER_CONTACT",
+        ),
+        (
+            with("contact_email", Value::Null),
+            "INVALID_PARTNER_CUSTOMER_CONTACT",
+        ),
+        (
+            with("initial_allocation_usd", json!(-0.01)),
+            "INVALID_PARTNER_INITIAL_ALLOCATION",
+        ),
+        (
+            with("initial_allocation_usd", json!("10")),
+            "INVALID_PARTNER_INITIAL_ALLOCATION",
+        ),
+        (
+            with("retail_rate_multiplier", Value::Null),
+            "INVALID_PARTNER_RETAIL_RATE",
+        ),
+        (
+            with("retail_rate_multiplier", json!(0)),
+            "INVALID_PARTNER_RETAIL_RATE",
+        ),
+        (
+            with("retail_rate_multiplier", json!(-1)),
+            "INVALID_PARTNER_RETAIL_RATE",
+        ),
+        (
+            with("retail_rate_multiplier", json!("1.5")),
+            "INVALID_PARTNER_RETAIL_RATE",
+        ),
+        (
+            with("retail_rate_multiplier", json!(1.05)),
+            "PARTNER_RETAIL_RATE_BELOW_FLOOR",
+        ),
+    ];
+    for (body, reason) in cases {
+        let (s, v) = api
+            .write(
+                &owner,
+                Method::PUT,
+                "/customers/by-external-id/ok-id",
+                Some(&body),
+            )
+            .await;
+        assert_error(s, &v, 400, reason);
+        if reason == "PARTNER_RETAIL_RATE_BELOW_FLOOR" {
+            assert_eq!(v["metadata"]["retail_floor_rate_multiplier"], 1.1);
+        }
+    }
+    let ok_id = "A-z_0.9:".to_string() + &"x".repeat(120);
+    assert_eq!(ok_id.len(), 128);
+    let f = api.funding(&owner).await;
+    assert_eq!(f["available_funding_usd"], 1000);
+    assert_eq!(f["reserved_allocations_usd"], 0);
+    assert_eq!(api.count("customers").await, 0);
+    assert_eq!(api.count("organizations").await, 0);
+    assert!(
+        std::fs::read_dir(&api.outbox)
+            .map(|d| d.count())
+            .unwrap_or(0)
+            == 0,
+        "no email was sent"
+    );
+    let (s, v) = api
+        .write(
+            &owner,
+            Method::PUT,
+            &format!("/customers/by-external-id/{ok_id}"),
+            Some(&good),
+        )
+        .await;
+    assert_eq!(
+        s, 200,
+        "a 128-character id of the allowed characters is fine: {v}"
+    );
+}
+
+#[tokio::test]
+async fn create_customer_business_errors() {
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    // 200 USD at retail 1.0 over wholesale max 0.9 reserves 180 > 100.
+    let (s, v) = api.create(&owner, "big", 200.0, 1.0).await;
+    assert_error(s, &v, 403, "PARTNER_FUNDING_INSUFFICIENT");
+    assert_eq!(
+        v["metadata"],
+        json!({"available_funding_usd": 100, "required_usd": 180, "shortfall_usd": 80, "next_action": "top_up_partner_balance"})
+    );
+    assert_eq!(api.count("customers").await, 0);
+    assert_eq!(api.funding(&owner).await["available_funding_usd"], 100);
+    // Never for an unfunded customer, even without funding.
+    let broke = api.owner("0").await;
+    let (s, v) = api.create(&broke, "free", 0.0, 1.0).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["created"], true);
+    // The same external id again: the existing customer, created false, no invite_url, no email.
+    let mails = std::fs::read_dir(&api.outbox).unwrap().count();
+    let (s, again) = api.create(&broke, "free", 0.0, 1.0).await;
+    assert_eq!(s, 200);
+    assert_eq!(again["data"]["created"], false);
+    assert!(again["data"]["activation"].get("invite_url").is_none());
+    assert_eq!(std::fs::read_dir(&api.outbox).unwrap().count(), mails);
+    // The same external id for a different contact: conflict.
+    let (s, v) = api
+        .write(&broke, Method::PUT, "/customers/by-external-id/free", Some(&json!({"name": "Other", "contact_email": "x@other.example", "initial_allocation_usd": 0, "retail_rate_multiplier": 1.0})))
+        .await;
+    assert_error(s, &v, 409, "PARTNER_EXTERNAL_CUSTOMER_CONFLICT");
+    // A taken slug (organization slugs are global).
+    let (s, v) = api
+        .write(&owner, Method::PUT, "/customers/by-external-id/other", Some(&json!({"name": "Org free", "contact_email": "y@y.example", "initial_allocation_usd": 0, "retail_rate_multiplier": 1.0})))
+        .await;
+    assert_error(s, &v, 409, "PARTNER_CUSTOMER_SLUG_EXISTS");
+    assert_eq!(api.count("customers").await, 1);
+}
+
+#[tokio::test]
+async fn lifecycle_pending_then_active() {
+    let api = Api::start().await;
+    let owner = api.owner("1000").await;
+    let (s, created) = api.create(&owner, "acme-1", 100.0, 1.25).await;
+    assert_eq!(s, 200, "{created}");
+    let d = &created["data"];
+    assert_eq!(d["created"], true);
+    assert_eq!(d["status"], "pending_activation");
+    assert_eq!(d["external_customer_id"], "acme-1");
+    assert_eq!(d["customer"]["organization_slug"], "org-acme-1");
+    assert_eq!(d["customer"]["partner_allocation_cap_usd"], 100);
+    assert_eq!(d["activation"]["invitation_status"], "pending");
+    assert!(d["activation_hint"].is_string());
+    let invite = d["activation"]["invite_url"].as_str().unwrap();
+    assert!(
+        invite.starts_with("https://gw.example.test/invitations/"),
+        "{invite}"
+    );
+    // 100 × 0.9 / 1.25 = 72 reserved.
+    let f = api.funding(&owner).await;
+    assert_eq!(
+        (
+            f["available_funding_usd"].clone(),
+            f["reserved_allocations_usd"].clone()
+        ),
+        (json!(928), json!(72))
+    );
+    // The invitation email went out with the link.
+    let mail: String = std::fs::read_dir(&api.outbox)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    let unfolded = mail.replace("=\r\n", "").replace("=\n", "");
+    assert!(
+        unfolded.contains(invite),
+        "the email carries the invite link"
+    );
+    let id = d["customer"]["id"].as_i64().unwrap();
+
+    // Pending: every route that needs an active customer answers 409 with the spec's metadata.
+    for (method, path, body) in [
+        (Method::GET, format!("/customers/{id}/balance"), None),
+        (
+            Method::POST,
+            format!("/customers/{id}/allocations"),
+            Some(json!({"action": "increase", "amount_usd": 1})),
+        ),
+        (Method::GET, format!("/customers/{id}/groups"), None),
+        (
+            Method::PUT,
+            format!("/customers/{id}/groups/1/rate"),
+            Some(json!({"retail_rate_multiplier": 2})),
+        ),
+        (
+            Method::POST,
+            format!("/customers/{id}/api-keys"),
+            Some(json!({"name": "k", "group_id": 1})),
+        ),
+        (Method::GET, format!("/customers/{id}/usage"), None),
+    ] {
+        let (s, v) = if method == Method::GET {
+            api.get(&owner, &path).await
+        } else {
+            api.write(&owner, method, &path, body.as_ref()).await
+        };
+        assert_error(s, &v, 409, "PARTNER_CUSTOMER_PENDING_ACTIVATION");
+        assert_eq!(v["metadata"]["invited_email"], "owner@acme-1.example");
+        assert_eq!(v["metadata"]["invitation_status"], "pending");
+        assert_eq!(
+            v["metadata"]["invitation_expires_at"],
+            d["activation"]["invitation_expires_at"]
+        );
+        assert_eq!(v["metadata"]["next_action"], "accept_invitation");
+    }
+    // Reads by id and external id omit created and invite_url.
+    for path in [
+        format!("/customers/{id}"),
+        "/customers/by-external-id/acme-1".to_string(),
+    ] {
+        let (s, v) = api.get(&owner, &path).await;
+        assert_eq!(s, 200);
+        assert!(v["data"].get("created").is_none());
+        assert!(v["data"]["activation"].get("invite_url").is_none());
+    }
+    // The invitation page, a wrong email, then the right one.
+    let token = invite.rsplit('/').next().unwrap();
+    let (s, _, _, html) = api
+        .call(
+            Method::GET,
+            None,
+            &format!("/invitations/{token}"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(s, 200);
+    assert!(html.contains("<form") && html.contains("Org acme-1"));
+    let (s, _, v, _) = api
+        .call(
+            Method::POST,
+            None,
+            &format!("/invitations/{token}/accept"),
+            Some(&json!({"email": "eve@evil.example"})),
+            None,
+        )
+        .await;
+    assert_eq!(s, 403, "{v}");
+    let resp = api
+        .http
+        .post(format!("{}/invitations/{token}/accept", api.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("email=Owner%40acme-1.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.text().await.unwrap().contains("active"));
+    let (s, _, _, _) = api
+        .call(
+            Method::POST,
+            None,
+            &format!("/invitations/{token}/accept"),
+            Some(&json!({"email": "owner@acme-1.example"})),
+            None,
+        )
+        .await;
+    assert_eq!(s, 409, "accepting twice is refused");
+
+    let (s, v) = api.get(&owner, &format!("/customers/{id}/balance")).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v["data"]["organization_balance_usd"], 100,
+        "the balance opens with the allocation"
+    );
+    let (_, v) = api.get(&owner, &format!("/customers/{id}")).await;
+    assert_eq!(v["data"]["status"], "active");
+    assert_eq!(v["data"]["activation"]["invitation_status"], "accepted");
+}
+
+#[tokio::test]
+async fn expired_invitation_cannot_activate() {
+    use sea_orm::{ConnectionTrait, Statement};
+    let api = Api::start().await;
+    let owner = api.owner("0").await;
+    let (_, created) = api.create(&owner, "late", 0.0, 1.0).await;
+    let token = created["data"]["activation"]["invite_url"]
+        .as_str()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_string();
+    // Fifteen days later.
+    api.state
+        .db
+        .execute_raw(Statement::from_string(
+            api.state.db.get_database_backend(),
+            "UPDATE invitations SET expires_at = created_at - INTERVAL '1 day'".replace(
+                "created_at - INTERVAL '1 day'",
+                if api.state.db.get_database_backend() == sea_orm::DbBackend::Sqlite {
+                    "'2000-01-01T00:00:00+00:00'"
+                } else {
+                    "created_at - INTERVAL '1 day'"
+                },
+            ),
+        ))
+        .await
+        .unwrap();
+    let (s, _, v, _) = api
+        .call(
+            Method::POST,
+            None,
+            &format!("/invitations/{token}/accept"),
+            Some(&json!({"email": "owner@late.example"})),
+            None,
+        )
+        .await;
+    assert_eq!(s, 410, "{v}");
+    let id = created["data"]["customer"]["id"].as_i64().unwrap();
+    let (s, v) = api.get(&owner, &format!("/customers/{id}/groups")).await;
+    assert_error(s, &v, 409, "PARTNER_CUSTOMER_PENDING_ACTIVATION");
+    assert_eq!(v["metadata"]["invitation_status"], "expired");
+    let (_, v) = api.get(&owner, &format!("/customers/{id}")).await;
+    assert_eq!(v["data"]["status"], "pending_activation");
+}
+
+#[tokio::test]
+async fn allocations_groups_and_rates() {
+    let api = Api::start().await;
+    let owner = api.partner("owner", &["partner:write"], "300", "1.0").await;
+    let (id, _) = api.active_customer(&owner, "alloc", 100.0, 1.0).await;
+    // reserved = 100 × 0.9 / 1.0 = 90.
+    assert_eq!(api.funding(&owner).await["reserved_allocations_usd"], 90);
+    let alloc = |body: Value| {
+        let api = &api;
+        let owner = owner.clone();
+        async move {
+            api.write(
+                &owner,
+                Method::POST,
+                &format!("/customers/{id}/allocations"),
+                Some(&body),
+            )
+            .await
+        }
+    };
+    for (body, reason) in [
+        (
+            json!({"action": "grow", "amount_usd": 1}),
+            "INVALID_PARTNER_ALLOCATION_ACTION",
+        ),
+        (
+            json!({"amount_usd": 1}),
+            "INVALID_PARTNER_ALLOCATION_ACTION",
+        ),
+        (
+            json!({"action": "increase", "amount_usd": 0}),
+            "INVALID_PARTNER_ALLOCATION_AMOUNT",
+        ),
+        (
+            json!({"action": "increase", "amount_usd": "5"}),
+            "INVALID_PARTNER_ALLOCATION_AMOUNT",
+        ),
+        (
+            json!({"action": "decrease"}),
+            "INVALID_PARTNER_ALLOCATION_AMOUNT",
+        ),
+        (
+            json!({"action": "increase", "amount_usd": 1e13}),
+            "INVALID_PARTNER_ALLOCATION_AMOUNT",
+        ),
+        (
+            json!({"action": "set_limit", "limit_usd": -1}),
+            "INVALID_PARTNER_ALLOCATION_LIMIT",
+        ),
+        (
+            json!({"action": "set_limit"}),
+            "INVALID_PARTNER_ALLOCATION_LIMIT",
+        ),
+    ] {
+        let (s, v) = alloc(body.clone()).await;
+        assert_error(s, &v, 400, reason);
+    }
+    // 300 funding − 90 reserved = 210 available; increasing by 250 needs 225.
+    let (s, v) = alloc(json!({"action": "increase", "amount_usd": 250})).await;
+    assert_error(s, &v, 403, "PARTNER_FUNDING_INSUFFICIENT");
+    assert_eq!(v["metadata"]["required_usd"], 225);
+    let (s, v) = alloc(json!({"action": "increase", "amount_usd": 100})).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["customer"]["partner_allocation_cap_usd"], 200);
+    assert_eq!(v["data"]["customer"]["organization_balance_usd"], 200);
+    assert_eq!(api.funding(&owner).await["reserved_allocations_usd"], 180);
+    let (s, v) = alloc(json!({"action": "set_limit", "limit_usd": 50})).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["customer"]["organization_balance_usd"], 50);
+    let (s, v) = alloc(json!({"action": "decrease", "amount_usd": 20})).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["customer"]["partner_allocation_cap_usd"], 30);
+    let f = api.funding(&owner).await;
+    assert_eq!(
+        (
+            f["available_funding_usd"].clone(),
+            f["reserved_allocations_usd"].clone()
+        ),
+        (json!(273), json!(27))
+    );
+    let (s, v) = alloc(json!({"action": "decrease", "amount_usd": 31})).await;
+    assert_error(s, &v, 400, "PARTNER_ALLOCATION_LIMIT_BELOW_USED");
+    assert_eq!(v["metadata"]["partner_allocation_used_usd"], 0);
+
+    // Groups carry both multipliers and the floor.
+    let (s, v) = api.get(&owner, &format!("/customers/{id}/groups")).await;
+    assert_eq!(s, 200);
+    assert_eq!(
+        v["data"][0],
+        json!({"id": 1, "name": "Standard", "description": "text", "product_code": "std", "rate_multiplier": 1, "status": "active", "wholesale_rate_multiplier": 0.8, "retail_floor_rate_multiplier": 1})
+    );
+    assert_eq!(v["data"][1]["retail_floor_rate_multiplier"], 1);
+    let rate = |group: &str, body: Value| {
+        let api = &api;
+        let owner = owner.clone();
+        let group = group.to_string();
+        async move {
+            api.write(
+                &owner,
+                Method::PUT,
+                &format!("/customers/{id}/groups/{group}/rate"),
+                Some(&body),
+            )
+            .await
+        }
+    };
+    for body in [
+        json!({}),
+        json!({"retail_rate_multiplier": 0}),
+        json!({"retail_rate_multiplier": "2"}),
+        json!({"retail_rate_multiplier": 2, "x": 1}),
+    ] {
+        let (s, v) = rate("1", body).await;
+        assert_error(s, &v, 400, "INVALID_PARTNER_CUSTOMER_GROUP_RATE");
+    }
+    let (s, v) = rate("2", json!({"retail_rate_multiplier": 0.95})).await;
+    assert_error(s, &v, 400, "PARTNER_RETAIL_RATE_BELOW_FLOOR");
+    let (s, v) = rate("9", json!({"retail_rate_multiplier": 2})).await;
+    assert_error(s, &v, 404, "PARTNER_CUSTOMER_GROUP_NOT_FOUND");
+    // Raising a price lowers the reservation: 30 × 0.9 / 1.0 stays the max (group 2); raising group 2 to 3 leaves group 1 (0.8) as max: 30 × 0.8 = 24.
+    let (s, v) = rate("2", json!({"retail_rate_multiplier": 3})).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(api.funding(&owner).await["reserved_allocations_usd"], 24);
+    // Lowering a price beyond what funding covers is refused and changes nothing.
+    let (s, v) = alloc(json!({"action": "increase", "amount_usd": 320})).await;
+    assert_eq!(s, 200, "{v}");
+    // cap 350 reserves 350 × 0.8 = 280 of 300; pricing group 2 at 1.0 needs 315.
+    let before = api.funding(&owner).await;
+    assert_eq!(before["reserved_allocations_usd"], 280);
+    let (s, v) = rate("2", json!({"retail_rate_multiplier": 1.0})).await;
+    assert_error(s, &v, 403, "PARTNER_FUNDING_INSUFFICIENT");
+    assert_eq!(v["metadata"]["required_usd"], 35);
+    let (_, groups) = api.get(&owner, &format!("/customers/{id}/groups")).await;
+    assert_eq!(groups["data"][1]["rate_multiplier"], 3, "nothing changed");
+    assert_eq!(api.funding(&owner).await, before);
+}
+
+#[tokio::test]
+async fn keys_secret_once_previews_disable() {
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let (id, org) = api.active_customer(&owner, "keys", 10.0, 1.0).await;
+    let path = format!("/customers/{id}/api-keys");
+    for body in [
+        json!({"group_id": 1}),
+        json!({"name": "k", "group_id": "1"}),
+        json!({"name": "k"}),
+        json!({"name": "k", "group_id": 1, "x": 2}),
+    ] {
+        let (s, v) = api.write(&owner, Method::POST, &path, Some(&body)).await;
+        assert_error(s, &v, 400, "INVALID_PARTNER_CUSTOMER_API_KEY");
+    }
+    let (s, v) = api
+        .write(
+            &owner,
+            Method::POST,
+            &path,
+            Some(&json!({"name": "k", "group_id": 7})),
+        )
+        .await;
+    assert_error(s, &v, 404, "PARTNER_CUSTOMER_NOT_FOUND");
+    let key = "key-create-1";
+    let body = json!({"name": "prod", "group_id": 1});
+    let (s, _, first, _) = api
+        .call(
+            Method::POST,
+            Some(&owner.token),
+            &format!("/partner/v1{path}"),
+            Some(&body),
+            Some(key),
+        )
+        .await;
+    assert_eq!(s, 200, "{first}");
+    let secret = first["data"]["key"].as_str().unwrap().to_string();
+    assert!(secret.starts_with("tgk_dev_"));
+    let key_id = first["data"]["api_key_id"].as_i64().unwrap();
+    // The gateway's directory knows it.
+    let record = api
+        .state
+        .stores
+        .keys
+        .lookup(&api.state.hasher.hash(&secret))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (record.org_id, record.group_id, record.key_id),
+        (org, 1, key_id)
+    );
+    // A replay has the preview, never the secret.
+    let (s, headers, replay, text) = api
+        .call(
+            Method::POST,
+            Some(&owner.token),
+            &format!("/partner/v1{path}"),
+            Some(&body),
+            Some(key),
+        )
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(headers["idempotent-replayed"], "true");
+    assert!(replay["data"].get("key").is_none());
+    assert!(!text.contains(&secret));
+    assert_eq!(replay["data"]["preview"], first["data"]["preview"]);
+    let (_, list) = api.get(&owner, &path).await;
+    assert_eq!(list["data"].as_array().unwrap().len(), 1);
+    assert!(!list.to_string().contains(&secret));
+    // Disable: gone from the directory when the DELETE returns.
+    let (s, v) = api
+        .write(&owner, Method::DELETE, &format!("{path}/abc"), None)
+        .await;
+    assert_error(s, &v, 400, "INVALID_PARTNER_CUSTOMER_API_KEY");
+    let (s, v) = api
+        .write(&owner, Method::DELETE, &format!("{path}/999"), None)
+        .await;
+    assert_error(s, &v, 404, "PARTNER_CUSTOMER_API_KEY_NOT_FOUND");
+    let (s, v) = api
+        .write(&owner, Method::DELETE, &format!("{path}/{key_id}"), None)
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["status"], "disabled");
+    assert_eq!(
+        api.state
+            .stores
+            .keys
+            .lookup(&api.state.hasher.hash(&secret))
+            .await
+            .unwrap(),
+        None
+    );
+    // Disabled keys still answer their usage route; another customer's key is not found.
+    let (s, v) = api.get(&owner, &format!("{path}/{key_id}/usage")).await;
+    assert_eq!(s, 200, "{v}");
+    let (other, _) = api.active_customer(&owner, "other", 0.0, 1.0).await;
+    let (s, v) = api
+        .get(
+            &owner,
+            &format!("/customers/{other}/api-keys/{key_id}/usage"),
+        )
+        .await;
+    assert_error(s, &v, 404, "PARTNER_CUSTOMER_API_KEY_NOT_FOUND");
+    // No secret is stored anywhere in the database's idempotency records.
+    use sea_orm::EntityTrait;
+    let records = entities::idempotency_records::Entity::find()
+        .all(&api.state.db)
+        .await
+        .unwrap();
+    assert!(records.iter().all(|r| {
+        !r.response_body
+            .clone()
+            .unwrap_or_default()
+            .contains(&secret)
+    }));
+}
+
+#[tokio::test]
+async fn usage_routes_and_windows() {
+    let api = Api::start().await;
+    let owner = api.owner("0").await;
+    let (id, _) = api.active_customer(&owner, "use", 0.0, 1.0).await;
+    let (s, v) = api.get(&owner, &format!("/customers/{id}/usage")).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["granularity"], "day");
+    let buckets = v["data"]["buckets"].as_array().unwrap();
+    assert!((7..=8).contains(&buckets.len()), "{}", buckets.len());
+    assert_eq!(buckets[0]["burn_usd"], 0);
+    for key in ["requests", "total_tokens", "active_api_keys"] {
+        assert_eq!(buckets[0][key], 0, "{key}");
+    }
+    let (s, v) = api
+        .get(&owner, &format!("/customers/{id}/usage?granularity=hour"))
+        .await;
+    assert_eq!(s, 200);
+    assert!((24..=25).contains(&v["data"]["buckets"].as_array().unwrap().len()));
+    let (s, v) = api
+        .get(&owner, &format!("/customers/{id}/usage?granularity=minute"))
+        .await;
+    assert_error(s, &v, 400, "INVALID_PARTNER_USAGE_GRANULARITY");
+    for q in [
+        "start_time=yesterday",
+        "granularity=hour&start_time=2020-01-01T00:00:00Z&end_time=2020-01-09T00:00:00Z",
+        "start_time=2026-02-01T00:00:00Z&end_time=2026-01-01T00:00:00Z",
+    ] {
+        let (s, v) = api.get(&owner, &format!("/customers/{id}/usage?{q}")).await;
+        assert_error(s, &v, 400, "INVALID_PARTNER_USAGE_WINDOW");
+    }
+    let (s, v) = api.get(&owner, "/customers/999/usage").await;
+    assert_error(s, &v, 404, "PARTNER_CUSTOMER_NOT_FOUND");
+}
+
+#[tokio::test]
+async fn another_partners_objects_are_not_found() {
+    let api = Api::start().await;
+    let a = api.owner("100").await;
+    let b = api.owner("100").await;
+    let (id, _) = api.active_customer(&a, "mine", 10.0, 1.0).await;
+    for path in [
+        format!("/customers/{id}"),
+        format!("/customers/{id}/balance"),
+        format!("/customers/{id}/groups"),
+        format!("/customers/{id}/api-keys"),
+        format!("/customers/{id}/usage"),
+        "/customers/by-external-id/mine".into(),
+        "/customers/abc".into(),
+    ] {
+        let (s, v) = api.get(&b, &path).await;
+        assert_error(s, &v, 404, "PARTNER_CUSTOMER_NOT_FOUND");
+    }
+    let (s, v) = api
+        .write(
+            &b,
+            Method::POST,
+            &format!("/customers/{id}/allocations"),
+            Some(&json!({"action": "increase", "amount_usd": 1})),
+        )
+        .await;
+    assert_error(s, &v, 404, "PARTNER_CUSTOMER_NOT_FOUND");
+    let (s, v) = api.get(&a, "/customers/by-external-id/bad%20id").await;
+    assert_error(s, &v, 400, "INVALID_PARTNER_EXTERNAL_CUSTOMER_ID");
+}
+
+#[tokio::test]
+async fn idempotency_replay_conflict_and_required() {
+    let api = Api::start().await;
+    let owner = api.owner("1000").await;
+    let path = "/partner/v1/customers/by-external-id/idem";
+    let body = json!({"name": "Idem", "contact_email": "i@idem.example", "initial_allocation_usd": 10, "retail_rate_multiplier": 1.0});
+    let (s, _, v, _) = api
+        .call(Method::PUT, Some(&owner.token), path, Some(&body), None)
+        .await;
+    assert_error(s, &v, 400, "IDEMPOTENCY_KEY_REQUIRED");
+    let (s, _, v, _) = api
+        .call(Method::PUT, Some(&owner.token), path, Some(&body), Some(""))
+        .await;
+    assert_error(s, &v, 400, "IDEMPOTENCY_KEY_REQUIRED");
+    assert_eq!(api.count("customers").await, 0);
+    let (s, h1, first, _) = api
+        .call(
+            Method::PUT,
+            Some(&owner.token),
+            path,
+            Some(&body),
+            Some("same"),
+        )
+        .await;
+    assert_eq!(s, 200);
+    assert!(h1.get("idempotent-replayed").is_none());
+    assert!(first["data"]["activation"]["invite_url"].is_string());
+    // Reordered keys and another number form are the same request.
+    let reordered: Value = serde_json::from_str(r#"{"retail_rate_multiplier": 1.00, "initial_allocation_usd": 10.0, "contact_email": "i@idem.example", "name": "Idem"}"#).unwrap();
+    let (s, h2, replay, text) = api
+        .call(
+            Method::PUT,
+            Some(&owner.token),
+            path,
+            Some(&reordered),
+            Some("same"),
+        )
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(h2["idempotent-replayed"], "true");
+    assert!(
+        replay["data"]["activation"].get("invite_url").is_none(),
+        "secrets are not replayed"
+    );
+    let mut expected = first.clone();
+    expected["data"]["activation"]
+        .as_object_mut()
+        .unwrap()
+        .remove("invite_url");
+    assert_eq!(
+        replay, expected,
+        "the replay is the first result minus its secret"
+    );
+    let (_, _, _, text2) = api
+        .call(
+            Method::PUT,
+            Some(&owner.token),
+            path,
+            Some(&body),
+            Some("same"),
+        )
+        .await;
+    assert_eq!(text, text2, "replays are byte-identical");
+    assert_eq!(
+        api.funding(&owner).await["reserved_allocations_usd"],
+        9,
+        "reserved once"
+    );
+    assert_eq!(
+        std::fs::read_dir(&api.outbox).unwrap().count(),
+        1,
+        "one email"
+    );
+    // Same key, another body or another route: conflict.
+    let mut other = body.clone();
+    other["initial_allocation_usd"] = json!(11);
+    let (s, _, v, _) = api
+        .call(
+            Method::PUT,
+            Some(&owner.token),
+            path,
+            Some(&other),
+            Some("same"),
+        )
+        .await;
+    assert_error(s, &v, 409, "IDEMPOTENCY_KEY_CONFLICT");
+    let (s, _, v, _) = api
+        .call(
+            Method::POST,
+            Some(&owner.token),
+            "/partner/v1/funding/top-up-sessions",
+            Some(&json!({"amount_usd": 5})),
+            Some("same"),
+        )
+        .await;
+    assert_error(s, &v, 409, "IDEMPOTENCY_KEY_CONFLICT");
+    // Another partner may use the same key value.
+    let other_partner = api.owner("0").await;
+    let (s, _, v, _) = api
+        .call(
+            Method::POST,
+            Some(&other_partner.token),
+            "/partner/v1/funding/top-up-sessions",
+            Some(&json!({"amount_usd": 5})),
+            Some("same"),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    // A stored business refusal replays even after the cause is gone.
+    let (s, _, v, _) = api.call(Method::PUT, Some(&owner.token), "/partner/v1/customers/by-external-id/big", Some(&json!({"name": "Big", "contact_email": "b@big.example", "initial_allocation_usd": 5000, "retail_rate_multiplier": 1.0})), Some("big-1")).await;
+    assert_error(s, &v, 403, "PARTNER_FUNDING_INSUFFICIENT");
+    admin_api::cli::partner_fund(&api.state, owner.id, "10000", None)
+        .await
+        .unwrap();
+    let (s, h, v, _) = api.call(Method::PUT, Some(&owner.token), "/partner/v1/customers/by-external-id/big", Some(&json!({"name": "Big", "contact_email": "b@big.example", "initial_allocation_usd": 5000, "retail_rate_multiplier": 1.0})), Some("big-1")).await;
+    assert_error(s, &v, 403, "PARTNER_FUNDING_INSUFFICIENT");
+    assert_eq!(h["idempotent-replayed"], "true");
+    // A validation error stores nothing: the same key works with a corrected body.
+    let (s, _, v, _) = api
+        .call(
+            Method::POST,
+            Some(&owner.token),
+            "/partner/v1/funding/top-up-sessions",
+            Some(&json!({"amount_usd": -1})),
+            Some("fix-me"),
+        )
+        .await;
+    assert_error(s, &v, 400, "INVALID_PARTNER_TOP_UP_AMOUNT");
+    let (s, _, v, _) = api
+        .call(
+            Method::POST,
+            Some(&owner.token),
+            "/partner/v1/funding/top-up-sessions",
+            Some(&json!({"amount_usd": 25})),
+            Some("fix-me"),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert!(
+        v["data"]["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("https://gw.example.test/billing/top-up/")
+    );
+}
+
+#[tokio::test]
+async fn concurrent_identical_writes_have_one_effect() {
+    let api = Arc::new(Api::start().await);
+    let owner = api.owner("1000").await;
+    let body = json!({"name": "Race", "contact_email": "r@race.example", "initial_allocation_usd": 100, "retail_rate_multiplier": 1.0});
+    let mut tasks = JoinSet::new();
+    for _ in 0..20 {
+        let (api, token, body) = (api.clone(), owner.token.clone(), body.clone());
+        tasks.spawn(async move {
+            api.call(
+                Method::PUT,
+                Some(&token),
+                "/partner/v1/customers/by-external-id/race",
+                Some(&body),
+                Some("race-key"),
+            )
+            .await
+        });
+    }
+    let mut statuses = Vec::new();
+    while let Some(r) = tasks.join_next().await {
+        let (s, _, v, _) = r.unwrap();
+        assert!(
+            s == 200 || (s == 409 && v["reason"] == "IDEMPOTENCY_IN_PROGRESS"),
+            "{s} {v}"
+        );
+        statuses.push(s.as_u16());
+    }
+    assert!(statuses.contains(&200));
+    assert_eq!(api.count("customers").await, 1);
+    assert_eq!(api.count("invitations").await, 1);
+    assert_eq!(api.funding(&owner).await["reserved_allocations_usd"], 90);
+    assert_eq!(std::fs::read_dir(&api.outbox).unwrap().count(), 1);
+}
+
+#[tokio::test]
+async fn rate_limits_per_token_reads_and_writes() {
+    let api = Api::start().await;
+    let owner = api.owner("0").await;
+    for i in 0..60 {
+        let (s, v) = api.get(&owner, "/me").await;
+        assert_eq!(s, 200, "read {i}: {v}");
+    }
+    let (s, headers, v, _) = api
+        .call(
+            Method::GET,
+            Some(&owner.token),
+            "/partner/v1/me",
+            None,
+            None,
+        )
+        .await;
+    assert_error(s, &v, 429, "PARTNER_RATE_LIMITED");
+    let retry: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+    // Writes count separately.
+    for i in 0..30 {
+        let (s, v) = api
+            .write(
+                &owner,
+                Method::POST,
+                "/funding/top-up-sessions",
+                Some(&json!({"amount_usd": 1})),
+            )
+            .await;
+        assert_eq!(s, 200, "write {i}: {v}");
+    }
+    let (s, v) = api
+        .write(
+            &owner,
+            Method::POST,
+            "/funding/top-up-sessions",
+            Some(&json!({"amount_usd": 1})),
+        )
+        .await;
+    assert_error(s, &v, 429, "PARTNER_RATE_LIMITED");
+    // Another token of the same partner has its own budget.
+    let second =
+        admin_api::cli::partner_token(&api.state, owner.id, &["partner:write".into()]).await;
+    // (Rotation revokes the first token; a fresh partner shows independence without rotation.)
+    let other = api.owner("0").await;
+    let (s, _) = api.get(&other, "/me").await;
+    assert_eq!(s, 200);
+    let rotated = Partner {
+        id: owner.id,
+        token: second.unwrap()["token"].as_str().unwrap().into(),
+    };
+    let (s, _) = api.get(&rotated, "/me").await;
+    assert_eq!(s, 200, "a new token starts with a fresh window");
+}
+
+#[tokio::test]
+async fn billing_api_tokens_balance_and_daily_usage() {
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let (_, org) = api.active_customer(&owner, "bill", 40.0, 1.0).await;
+    let token = admin_api::cli::billing_token(&api.state, "create", org)
+        .await
+        .unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        admin_api::cli::billing_token(&api.state, "create", org)
+            .await
+            .is_err(),
+        "one active token per organization"
+    );
+    let balance = |t: Option<String>, header: bool| {
+        let api = &api;
+        async move {
+            let mut req = api
+                .http
+                .get(format!("{}/api/v1/organization/billing/balance", api.base));
+            if let Some(t) = t {
+                req = if header {
+                    req.header("x-organization-billing-token", t)
+                } else {
+                    req.bearer_auth(t)
+                };
+            }
+            let resp = req.send().await.unwrap();
+            (resp.status(), resp.json::<Value>().await.unwrap())
+        }
+    };
+    for header in [false, true] {
+        let (s, v) = balance(Some(token.clone()), header).await;
+        assert_eq!(s, 200, "{v}");
+        assert_eq!(
+            v["data"],
+            json!({"organization_id": org, "balance_usd": 40, "reserved_usd": 0, "available_usd": 40, "status": "reconciled"})
+        );
+    }
+    let partner_token_as_billing = owner.token.clone();
+    for bad in [
+        None,
+        Some("tgb_dev_nope".to_string()),
+        Some(partner_token_as_billing),
+    ] {
+        let (s, v) = balance(bad, false).await;
+        assert_error(s, &v, 401, "ORG_BILLING_TOKEN_INVALID");
+    }
+    let rotated = admin_api::cli::billing_token(&api.state, "rotate", org)
+        .await
+        .unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (s, v) = balance(Some(token.clone()), false).await;
+    assert_error(s, &v, 401, "ORG_BILLING_TOKEN_INVALID");
+    let (s, _) = balance(Some(rotated.clone()), false).await;
+    assert_eq!(s, 200);
+    // Daily usage.
+    let daily = |q: &str| {
+        let api = &api;
+        let (t, q) = (rotated.clone(), q.to_string());
+        async move {
+            let resp = api
+                .http
+                .get(format!(
+                    "{}/api/v1/organization/billing/usage/daily{q}",
+                    api.base
+                ))
+                .bearer_auth(t)
+                .send()
+                .await
+                .unwrap();
+            (resp.status(), resp.json::<Value>().await.unwrap())
+        }
+    };
+    let (s, v) = daily("?date=2026-01-05").await;
+    assert_eq!(s, 200, "{v}");
+    let d = &v["data"];
+    for field in [
+        "organization_id",
+        "from",
+        "to",
+        "totals",
+        "projects",
+        "api_keys",
+        "models",
+        "workflows",
+        "unavailable_dimensions",
+        "wallet_spend",
+        "usage_coverage",
+    ] {
+        assert!(d.get(field).is_some(), "{field}");
+    }
+    assert_eq!(d["from"], "2026-01-05T00:00:00Z");
+    assert_eq!(d["to"], "2026-01-06T00:00:00Z");
+    for field in [
+        "requests",
+        "input_tokens",
+        "output_tokens",
+        "cache_tokens",
+        "cost_usd",
+        "actual_cost_usd",
+        "usage_cost_usd",
+    ] {
+        assert!(d["totals"].get(field).is_some(), "totals.{field}");
+    }
+    let (s, v) = daily("").await;
+    assert_eq!(s, 200, "date defaults to today");
+    assert_eq!(
+        v["data"]["from"],
+        format!("{}T00:00:00Z", chrono::Utc::now().date_naive())
+    );
+    for bad in [
+        "?date=2024-02-30",
+        "?date=2024-1-5",
+        "?date=20240105",
+        "?date=2024-01-05T00:00:00Z",
+        "?date=",
+        "?date=2024-01-05&date=2024-01-06",
+    ] {
+        let (s, v) = daily(bad).await;
+        assert_eq!(s, 400, "{bad}");
+        assert!(v.get("reason").is_none(), "{bad}: 400 without reason: {v}");
+        assert_eq!(v["code"], 400);
+    }
+    // Revoked: invalid.
+    admin_api::cli::billing_token(&api.state, "revoke", org)
+        .await
+        .unwrap();
+    let (s, v) = balance(Some(rotated), false).await;
+    assert_error(s, &v, 401, "ORG_BILLING_TOKEN_INVALID");
+}
+
+#[tokio::test]
+async fn missing_wallet_is_reconciliation_required_never_zero() {
+    let api = Api::start().await;
+    // An active organization without a ledger wallet (the demo organization has none).
+    let demo = admin_api::demo::demo_key(
+        &api.state.db,
+        api.state.stores.keys.as_ref(),
+        &api.state.hasher,
+        api.state.env,
+        1,
+    )
+    .await
+    .unwrap();
+    let token = admin_api::cli::billing_token(&api.state, "create", demo.organization_id)
+        .await
+        .unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let resp = api
+        .http
+        .get(format!("{}/api/v1/organization/billing/balance", api.base))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    let v: Value = resp.json().await.unwrap();
+    assert_error(status, &v, 503, "ORG_BALANCE_RECONCILIATION_REQUIRED");
+    assert!(v.get("data").is_none());
+}
+
+#[tokio::test]
+async fn top_up_sessions() {
+    let api = Api::start().await;
+    let owner = api.owner("0").await;
+    for bad in [
+        json!({"amount_usd": 0}),
+        json!({"amount_usd": -5}),
+        json!({"amount_usd": "5"}),
+        json!({}),
+        json!({"amount_usd": 1e13}),
+    ] {
+        let (s, v) = api
+            .write(&owner, Method::POST, "/funding/top-up-sessions", Some(&bad))
+            .await;
+        assert_error(s, &v, 400, "INVALID_PARTNER_TOP_UP_AMOUNT");
+    }
+    let (s, v) = api
+        .write(
+            &owner,
+            Method::POST,
+            "/funding/top-up-sessions",
+            Some(&json!({"amount_usd": 50})),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let url = v["data"]["url"].as_str().unwrap();
+    let path = url.trim_start_matches("https://gw.example.test");
+    let (s, _, _, html) = api.call(Method::GET, None, path, None, None).await;
+    assert_eq!(s, 200);
+    assert!(html.contains("50 USD"));
+    // Paying is the operator's `partner fund`, idempotent by reference.
+    let a = admin_api::cli::partner_fund(&api.state, owner.id, "50", Some("pay-1"))
+        .await
+        .unwrap();
+    let b = admin_api::cli::partner_fund(&api.state, owner.id, "50", Some("pay-1"))
+        .await
+        .unwrap();
+    assert_eq!(a["already_posted"], false);
+    assert_eq!(b["already_posted"], true);
+    assert_eq!(api.funding(&owner).await["available_funding_usd"], 50);
+}
+
+#[test]
+fn caller_type_is_public() {
+    // The gate's caller type is what services take; keep it constructible for service-level tests.
+    let _ = std::mem::size_of::<Caller>();
+}
