@@ -1509,3 +1509,344 @@ fn caller_type_is_public() {
     // The gate's caller type is what services take; keep it constructible for service-level tests.
     let _ = std::mem::size_of::<Caller>();
 }
+
+#[tokio::test]
+async fn a_running_write_answers_in_progress_and_a_dead_one_is_taken_over() {
+    use sea_orm::{ActiveModelTrait, Set};
+    let api = Api::start().await;
+    let owner = api.owner("0").await;
+    let body = json!({"amount_usd": 5});
+    let fingerprint = admin_api::partner::idempotency::Request::new(
+        &{
+            let mut h = reqwest::header::HeaderMap::new();
+            h.insert("idempotency-key", "busy".parse().unwrap());
+            h
+        },
+        "POST",
+        "/partner/v1/funding/top-up-sessions",
+        &body,
+    )
+    .unwrap()
+    .fingerprint;
+    // Another process claimed the key and is still working.
+    let now = chrono::Utc::now();
+    let claim = entities::idempotency_records::ActiveModel {
+        partner_id: Set(owner.id),
+        idem_key: Set("busy".into()),
+        method: Set("POST".into()),
+        path: Set("/partner/v1/funding/top-up-sessions".into()),
+        fingerprint: Set(fingerprint),
+        state: Set("in_progress".into()),
+        response_status: Set(None),
+        response_body: Set(None),
+        created_at: Set(now),
+        locked_at: Set(now),
+        ..Default::default()
+    }
+    .insert(&api.state.db)
+    .await
+    .unwrap();
+    let (s, _, v, _) = api
+        .call(
+            Method::POST,
+            Some(&owner.token),
+            "/partner/v1/funding/top-up-sessions",
+            Some(&body),
+            Some("busy"),
+        )
+        .await;
+    assert_error(s, &v, 409, "IDEMPOTENCY_IN_PROGRESS");
+    assert_eq!(api.count("top_up_sessions").await, 0);
+    // Its process died two minutes ago: the retry takes the claim over and runs once.
+    let mut stale: entities::idempotency_records::ActiveModel = claim.into();
+    stale.locked_at = Set(now - chrono::Duration::seconds(120));
+    stale.update(&api.state.db).await.unwrap();
+    let (s, _, v, _) = api
+        .call(
+            Method::POST,
+            Some(&owner.token),
+            "/partner/v1/funding/top-up-sessions",
+            Some(&body),
+            Some("busy"),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(api.count("top_up_sessions").await, 1);
+}
+
+#[tokio::test]
+async fn billing_token_of_an_inactive_organization_is_invalid() {
+    let api = Api::start().await;
+    let owner = api.owner("0").await;
+    let (_, created) = api.create(&owner, "pending", 0.0, 1.0).await;
+    let org = {
+        use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+        entities::customers::Entity::find()
+            .filter(
+                entities::customers::Column::Id
+                    .eq(created["data"]["customer"]["id"].as_i64().unwrap()),
+            )
+            .one(&api.state.db)
+            .await
+            .unwrap()
+            .unwrap()
+            .organization_id
+    };
+    let token = admin_api::cli::billing_token(&api.state, "create", org)
+        .await
+        .unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let resp = api
+        .http
+        .get(format!("{}/api/v1/organization/billing/balance", api.base))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    let v: Value = resp.json().await.unwrap();
+    assert_error(status, &v, 401, "ORG_BILLING_TOKEN_INVALID");
+}
+
+#[tokio::test]
+async fn the_key_directory_is_rebuilt_when_the_store_loses_it() {
+    let api = Api::start().await;
+    let owner = api.owner("10").await;
+    let (id, _) = api.active_customer(&owner, "keeper", 1.0, 1.0).await;
+    let (_, created) = api
+        .write(
+            &owner,
+            Method::POST,
+            &format!("/customers/{id}/api-keys"),
+            Some(&json!({"name": "k", "group_id": 1})),
+        )
+        .await;
+    let hash = api
+        .state
+        .hasher
+        .hash(created["data"]["key"].as_str().unwrap());
+    // The store restarts empty (a Redis flush; here: a fresh in-memory store over the same database).
+    let mut state = api.state.clone();
+    state.stores = Stores::memory();
+    assert_eq!(state.stores.keys.lookup(&hash).await.unwrap(), None);
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let keeper = tokio::task::spawn(admin_api::keys::keep_directory(
+        state.clone(),
+        std::time::Duration::from_millis(50),
+        rx,
+    ));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while state.stores.keys.lookup(&hash).await.unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "not rebuilt");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(state.stores.keys.is_loaded().await.unwrap());
+    stop.send(true).unwrap();
+    keeper.await.unwrap();
+}
+
+mod funding_properties {
+    //! Random sequences of create / activate / allocate / rate-change keep partner funding sound:
+    //! available ≥ 0, reserved = Σ allocation × highest wholesale/retail ratio, funding conserved,
+    //! and the ledger balanced.
+
+    use super::*;
+    use admin_api::partner::idempotency::begin;
+    use admin_api::services::{customers, funding};
+    use proptest::prelude::*;
+    use settings::{NanoUsd, RateMultiplier};
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Create {
+            allocation_usd: u32,
+            rate_tenths: u8,
+        },
+        Activate(usize),
+        Increase(usize, u32),
+        Decrease(usize, u32),
+        SetLimit(usize, u32),
+        Rate(usize, i64, u8),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0u32..400, 10u8..30).prop_map(|(a, r)| Op::Create {
+                allocation_usd: a,
+                rate_tenths: r
+            }),
+            (0usize..6).prop_map(Op::Activate),
+            (0usize..6, 1u32..300).prop_map(|(i, a)| Op::Increase(i, a)),
+            (0usize..6, 1u32..300).prop_map(|(i, a)| Op::Decrease(i, a)),
+            (0usize..6, 0u32..400).prop_map(|(i, a)| Op::SetLimit(i, a)),
+            (0usize..6, 1i64..3, 8u8..30).prop_map(|(i, g, r)| Op::Rate(i, g, r)),
+        ]
+    }
+
+    const FUNDING_USD: i64 = 500;
+
+    async fn check(api: &Api, partner: &Partner, caller: &Caller, step: usize) {
+        use sea_orm::EntityTrait;
+        let db = &api.state.db;
+        let available = admin_api::ledger::balance(
+            db,
+            &admin_api::ledger::AccountRef::partner_available(partner.id).code,
+        )
+        .await
+        .unwrap();
+        let reserved = admin_api::ledger::partner_total(
+            db,
+            partner.id,
+            admin_api::ledger::AccountKind::PartnerReserved,
+        )
+        .await
+        .unwrap();
+        assert!(available.0 >= 0, "step {step}: available {available:?} < 0");
+        assert_eq!(
+            available.0 + reserved.0,
+            FUNDING_USD * 1_000_000_000,
+            "step {step}: funding conserved"
+        );
+        let mut formula = 0i64;
+        for c in entities::customers::Entity::find().all(db).await.unwrap() {
+            let pairs = customers::price_pairs(db, &api.state, c.id).await.unwrap();
+            formula += admin_api::pricing::reservation(NanoUsd(c.allocation_cap_nanos), &pairs)
+                .unwrap()
+                .0;
+        }
+        assert_eq!(
+            reserved.0, formula,
+            "step {step}: reserved equals the formula"
+        );
+        assert_eq!(
+            admin_api::ledger::imbalance(db).await.unwrap(),
+            0,
+            "step {step}: ledger balanced"
+        );
+        let _ = caller;
+    }
+
+    async fn run(ops: Vec<Op>) {
+        let api = Api::start().await;
+        let partner = api.owner(&FUNDING_USD.to_string()).await;
+        let caller = Caller {
+            partner_id: partner.id,
+            partner_name: "Acme".into(),
+            token_id: 1,
+            token_preview: String::new(),
+            scopes: vec!["partner:write".into()],
+            role: "owner".into(),
+            min_rate: RateMultiplier(1_000_000),
+        };
+        let mut ids: Vec<(i64, String)> = Vec::new();
+        for (step, op) in ops.into_iter().enumerate() {
+            let reference = format!("prop:{step}");
+            let txn = begin(&api.state.db).await.unwrap();
+            let pick = |i: usize| ids.get(i % ids.len().max(1)).cloned();
+            let result: Result<(), admin_api::error::ApiError> = match op {
+                Op::Create {
+                    allocation_usd,
+                    rate_tenths,
+                } => {
+                    let new = customers::NewCustomer {
+                        name: format!("Org {step}"),
+                        slug: format!("org-{step}"),
+                        contact_email: format!("o{step}@x.example"),
+                        billing_email: None,
+                        initial_allocation: NanoUsd(i64::from(allocation_usd) * 1_000_000_000),
+                        retail_rate: RateMultiplier(i64::from(rate_tenths) * 100_000),
+                    };
+                    customers::create(
+                        &txn,
+                        &api.state,
+                        &caller,
+                        &reference,
+                        &format!("ext-{step}"),
+                        new,
+                    )
+                    .await
+                    .map(|s| {
+                        ids.push((
+                            s.data["customer"]["id"].as_i64().unwrap(),
+                            format!("o{step}@x.example"),
+                        ));
+                    })
+                }
+                Op::Activate(i) => {
+                    txn.rollback().await.unwrap();
+                    if let Some((id, email)) = pick(i) {
+                        use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+                        let inv = entities::invitations::Entity::find()
+                            .filter(entities::invitations::Column::CustomerId.eq(id))
+                            .one(&api.state.db)
+                            .await
+                            .unwrap()
+                            .unwrap();
+                        // Accept through the service with a token we know the hash of: re-key it.
+                        let token = format!("prop-token-{id}");
+                        let mut am: entities::invitations::ActiveModel = inv.into();
+                        am.token_hash = sea_orm::Set(api.state.hasher.hash(&token));
+                        sea_orm::ActiveModelTrait::update(am, &api.state.db)
+                            .await
+                            .unwrap();
+                        let _ =
+                            admin_api::services::invitations::accept(&api.state, &token, &email)
+                                .await;
+                    }
+                    check(&api, &partner, &caller, step).await;
+                    continue;
+                }
+                Op::Increase(i, a) | Op::Decrease(i, a) | Op::SetLimit(i, a) => match pick(i) {
+                    Some((id, _)) => {
+                        let amount = NanoUsd(i64::from(a) * 1_000_000_000);
+                        let change = match op {
+                            Op::Increase(..) => funding::Allocation::Increase(amount),
+                            Op::Decrease(..) => funding::Allocation::Decrease(amount),
+                            _ => funding::Allocation::SetLimit(amount),
+                        };
+                        funding::allocate(
+                            &txn,
+                            &api.state,
+                            &caller,
+                            &reference,
+                            &id.to_string(),
+                            change,
+                        )
+                        .await
+                        .map(|_| ())
+                    }
+                    None => Ok(()),
+                },
+                Op::Rate(i, group, tenths) => match pick(i) {
+                    Some((id, _)) => funding::set_rate(
+                        &txn,
+                        &api.state,
+                        &caller,
+                        &reference,
+                        &id.to_string(),
+                        &group.to_string(),
+                        &json!({"retail_rate_multiplier": f64::from(tenths) / 10.0}),
+                    )
+                    .await
+                    .map(|_| ()),
+                    None => Ok(()),
+                },
+            };
+            match result {
+                Ok(()) => txn.commit().await.unwrap(),
+                Err(_) => txn.rollback().await.unwrap(),
+            }
+            check(&api, &partner, &caller, step).await;
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(24), .. ProptestConfig::default() })]
+        #[test]
+        fn funding_invariants_hold(ops in proptest::collection::vec(op(), 1..30)) {
+            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap().block_on(run(ops));
+        }
+    }
+}
