@@ -1632,7 +1632,8 @@ async fn the_key_directory_is_rebuilt_when_the_store_loses_it() {
     state.stores = Stores::memory();
     assert_eq!(state.stores.keys.lookup(&hash).await.unwrap(), None);
     let (stop, rx) = tokio::sync::watch::channel(false);
-    let keeper = tokio::task::spawn(admin_api::keys::keep_directory(
+    let mut keeper = JoinSet::new();
+    keeper.spawn(admin_api::keys::keep_directory(
         state.clone(),
         std::time::Duration::from_millis(50),
         rx,
@@ -1644,7 +1645,7 @@ async fn the_key_directory_is_rebuilt_when_the_store_loses_it() {
     }
     assert!(state.stores.keys.is_loaded().await.unwrap());
     stop.send(true).unwrap();
-    keeper.await.unwrap();
+    keeper.join_next().await.unwrap().unwrap();
 }
 
 mod funding_properties {

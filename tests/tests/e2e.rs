@@ -130,3 +130,269 @@ wholesale_rate_multiplier = 1
         assert_eq!((event.input_tokens, event.output_tokens), (3, 2), "{name}");
     }
 }
+
+/// The customer lifecycle over HTTP through the proxy (one public base URL): create → pending →
+/// accept the invitation → fund → groups and a rate change → key (secret once) → list → call the
+/// gateway with the key → disable → the key is refused → usage and billing routes answer.
+#[tokio::test]
+async fn customer_lifecycle_through_the_proxy() {
+    use serde_json::{Value, json};
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let db_url = tollgate_e2e::fresh_database_url().await;
+    let outbox =
+        std::env::temp_dir().join(format!("tollgate-e2e-{}", uuid::Uuid::new_v4().simple()));
+    let text = format!(
+        r#"
+[server]
+listen = "127.0.0.1:1"
+[admin]
+embedded = true
+[database]
+url = "{db_url}"
+[security]
+key_pepper = "{PEPPER}"
+[mail]
+outbox_dir = "{}"
+[[models]]
+id = "gpt-4o-mini"
+family = "gpt-4o"
+kind = "text"
+author = "openai"
+input_per_mtok = 0.15
+output_per_mtok = 0.6
+[[accounts]]
+id = "mock"
+provider = "openai"
+base_url = "{}"
+api_key = "sk-mock"
+models = ["gpt-4o-mini"]
+[[groups]]
+id = 1
+name = "Standard"
+product_code = "std"
+models = ["gpt-4o-mini"]
+wholesale_rate_multiplier = 0.5
+"#,
+        outbox.display(),
+        mock.base_url()
+    );
+    let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
+    let stores = stores_under_test().await.pop().unwrap().1;
+    let state = admin_api::runtime::state(settings.clone(), stores.clone())
+        .await
+        .unwrap();
+    let admin_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let admin_addr = admin_listener.local_addr().unwrap();
+    let (_stop, stop_rx) = tokio::sync::watch::channel(false);
+    let mut tasks = JoinSet::new();
+    let s = state.clone();
+    let rx = stop_rx.clone();
+    tasks.spawn(async move {
+        admin_api::serve(admin_listener, s, rx).await.unwrap();
+    });
+    admin_api::runtime::start_background(&state, &mut tasks, stop_rx.clone())
+        .await
+        .unwrap();
+    let gateway = Gateway::with_admin(
+        settings,
+        stores,
+        Arc::new(Metrics::new().unwrap()),
+        Some(admin_addr),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tasks.spawn(proxy::serve_listener(listener, gateway, stop_rx));
+
+    let partner = admin_api::cli::partner_create(
+        &state,
+        admin_api::cli::NewPartner::parse("Acme", "1.0", "100", "owner", &["partner:write".into()])
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let token = partner["token"].as_str().unwrap().to_string();
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let n = std::sync::atomic::AtomicU32::new(0);
+    let call = |method: reqwest::Method, path: &str, body: Option<Value>| {
+        let mut req = http
+            .request(method.clone(), format!("{base}{path}"))
+            .bearer_auth(&token);
+        if method != reqwest::Method::GET {
+            req = req.header(
+                "idempotency-key",
+                format!(
+                    "e2e-{}",
+                    n.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+                ),
+            );
+        }
+        if let Some(b) = body {
+            req = req
+                .header("content-type", "application/json")
+                .body(b.to_string());
+        }
+        async move {
+            let resp = req.send().await.unwrap();
+            (
+                resp.status().as_u16(),
+                resp.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    };
+
+    let (s, created) = call(reqwest::Method::PUT, "/partner/v1/customers/by-external-id/ext-42", Some(json!({
+        "name": "Globex", "contact_email": "ann@globex.example", "initial_allocation_usd": 20, "retail_rate_multiplier": 2
+    })))
+    .await;
+    assert_eq!(s, 200, "{created}");
+    let id = created["data"]["customer"]["id"].as_i64().unwrap();
+    let (s, pending) = call(
+        reqwest::Method::GET,
+        &format!("/partner/v1/customers/{id}/balance"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (s, pending["reason"].as_str()),
+        (409, Some("PARTNER_CUSTOMER_PENDING_ACTIVATION"))
+    );
+    assert_eq!(pending["metadata"]["next_action"], "accept_invitation");
+
+    // Accept through the public URL (the path of invite_url, on this proxy).
+    let invite = created["data"]["activation"]["invite_url"]
+        .as_str()
+        .unwrap();
+    let path = &invite[invite.find("/invitations/").unwrap()..];
+    let page = http.get(format!("{base}{path}")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("<form"));
+    let accepted = http
+        .post(format!("{base}{path}/accept"))
+        .json(&json!({"email": "ann@globex.example"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(accepted.status(), 200);
+
+    let (s, funded) = call(
+        reqwest::Method::POST,
+        &format!("/partner/v1/customers/{id}/allocations"),
+        Some(json!({"action": "increase", "amount_usd": 10})),
+    )
+    .await;
+    assert_eq!(s, 200, "{funded}");
+    assert_eq!(funded["data"]["customer"]["organization_balance_usd"], 30);
+    let (s, groups) = call(
+        reqwest::Method::GET,
+        &format!("/partner/v1/customers/{id}/groups"),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(groups["data"][0]["rate_multiplier"], 2);
+    let (s, _) = call(
+        reqwest::Method::PUT,
+        &format!("/partner/v1/customers/{id}/groups/1/rate"),
+        Some(json!({"retail_rate_multiplier": 1.5})),
+    )
+    .await;
+    assert_eq!(s, 200);
+    let (s, funding) = call(reqwest::Method::GET, "/partner/v1/funding", None).await;
+    assert_eq!(s, 200);
+    assert_eq!(
+        funding["data"]["reserved_allocations_usd"], 10,
+        "30 × 0.5 / 1.5"
+    );
+
+    let (s, key) = call(
+        reqwest::Method::POST,
+        &format!("/partner/v1/customers/{id}/api-keys"),
+        Some(json!({"name": "prod", "group_id": 1})),
+    )
+    .await;
+    assert_eq!(s, 200, "{key}");
+    let secret = key["data"]["key"].as_str().unwrap().to_string();
+    let key_id = key["data"]["api_key_id"].as_i64().unwrap();
+    let (s, list) = call(
+        reqwest::Method::GET,
+        &format!("/partner/v1/customers/{id}/api-keys"),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert!(!list.to_string().contains(&secret) && list["data"][0]["preview"].is_string());
+
+    let chat =
+        json!({"model": "openai/gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]});
+    let resp = http
+        .post(format!("{base}/compat/v1/chat/completions"))
+        .bearer_auth(&secret)
+        .json(&chat)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let (s, _) = call(
+        reqwest::Method::DELETE,
+        &format!("/partner/v1/customers/{id}/api-keys/{key_id}"),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200);
+    let resp = http
+        .post(format!("{base}/compat/v1/chat/completions"))
+        .bearer_auth(&secret)
+        .json(&chat)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401, "a disabled key is refused at once");
+    assert_eq!(
+        resp.json::<Value>().await.unwrap()["error"]["type"],
+        "authentication_error"
+    );
+
+    for path in [
+        format!("/partner/v1/customers/{id}/usage"),
+        format!("/partner/v1/customers/{id}/api-keys/{key_id}/usage?granularity=hour"),
+    ] {
+        let (s, usage) = call(reqwest::Method::GET, &path, None).await;
+        assert_eq!(s, 200, "{path}: {usage}");
+        assert!(usage["data"]["buckets"].is_array());
+    }
+    let org = accepted_org(&state, id).await;
+    let billing = admin_api::cli::billing_token(&state, "create", org)
+        .await
+        .unwrap();
+    let resp = http
+        .get(format!("{base}/api/v1/organization/billing/balance"))
+        .header(
+            "x-organization-billing-token",
+            billing["token"].as_str().unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let balance: Value = resp.json().await.unwrap();
+    assert_eq!(balance["data"]["balance_usd"], 30);
+    assert_eq!(balance["data"]["status"], "reconciled");
+    let unknown = http
+        .get(format!("{base}/partner/v1/pricing"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+    assert_eq!(unknown.text().await.unwrap(), "page not found");
+}
+
+async fn accepted_org(state: &admin_api::AppState, customer_id: i64) -> i64 {
+    use sea_orm::EntityTrait;
+    entities::customers::Entity::find_by_id(customer_id)
+        .one(&state.db)
+        .await
+        .unwrap()
+        .unwrap()
+        .organization_id
+}
