@@ -56,6 +56,7 @@ pub fn router(state: AppState) -> Router {
             get(key_usage),
         )
         .route_layer(from_fn_with_state(state.clone(), gate))
+        .route("/openapi.json", get(openapi_json))
         .fallback(page_not_found);
     Router::new()
         .route("/healthz", get(health))
@@ -83,6 +84,11 @@ pub async fn serve(
     axum::serve(listener, router(state))
         .with_graceful_shutdown(stop)
         .await
+}
+
+/// `GET /partner/v1/openapi.json`: the generated description of the partner and billing APIs.
+async fn openapi_json() -> Response {
+    axum::Json(crate::openapi::document()).into_response()
 }
 
 async fn health(State(state): State<AppState>) -> (StatusCode, &'static str) {
@@ -143,18 +149,21 @@ fn key_first(headers: &HeaderMap) -> Result<(), ApiError> {
     IdemRequest::new(headers, "", "", &Value::Null).map(|_| ())
 }
 
-async fn me(Extension(caller): Extension<Caller>) -> Response {
+#[utoipa::path(get, path = "/partner/v1/me", tag = "partner", security(("partner_token" = [])),  responses((status = 200, description = "data", body = crate::openapi::PartnerIdentity), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::openapi::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::openapi::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::openapi::ErrorEnvelope)))]
+pub(crate) async fn me(Extension(caller): Extension<Caller>) -> Response {
     respond(Ok(funding::me(&caller)))
 }
 
-async fn funding_view(
+#[utoipa::path(get, path = "/partner/v1/funding", tag = "partner", security(("partner_token" = [])),  responses((status = 200, description = "data", body = crate::openapi::Funding), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::openapi::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::openapi::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::openapi::ErrorEnvelope)))]
+pub(crate) async fn funding_view(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
 ) -> Response {
     respond(funding::view(&state.db, &state, &caller).await)
 }
 
-async fn top_up(
+#[utoipa::path(post, path = "/partner/v1/funding/top-up-sessions", tag = "partner", security(("partner_token" = [])), params(("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters; replays answer with Idempotent-Replayed: true")), request_body = crate::openapi::TopUpRequest, responses((status = 200, description = "data", body = crate::openapi::TopUpSession), (status = 400, description = "INVALID_PARTNER_TOP_UP_AMOUNT", body = crate::openapi::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::openapi::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::openapi::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::openapi::ErrorEnvelope)))]
+pub(crate) async fn top_up(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     method: Method,
@@ -180,7 +189,8 @@ async fn top_up(
     idempotency::execute(&state, &caller, req, work).await
 }
 
-async fn create_customer(
+#[utoipa::path(put, path = "/partner/v1/customers/by-external-id/{external_customer_id}", tag = "partner", security(("partner_token" = [])), params(("external_customer_id" = String, Path, description = "letters, digits, . _ : -; at most 128"), ("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters; replays answer with Idempotent-Replayed: true")), request_body = crate::openapi::CreateCustomerRequest, responses((status = 200, description = "data (created true or false)", body = crate::openapi::CustomerData), (status = 400, description = "INVALID_PARTNER_EXTERNAL_CUSTOMER_ID, INVALID_PARTNER_CUSTOMER, INVALID_PARTNER_CUSTOMER_CONTACT, INVALID_PARTNER_INITIAL_ALLOCATION, INVALID_PARTNER_RETAIL_RATE, PARTNER_RETAIL_RATE_BELOW_FLOOR, IDEMPOTENCY_KEY_REQUIRED", body = crate::openapi::ErrorEnvelope), (status = 403, description = "PARTNER_FUNDING_INSUFFICIENT", body = crate::openapi::ErrorEnvelope), (status = 409, description = "PARTNER_EXTERNAL_CUSTOMER_CONFLICT, PARTNER_CUSTOMER_SLUG_EXISTS, IDEMPOTENCY_KEY_CONFLICT, IDEMPOTENCY_IN_PROGRESS", body = crate::openapi::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::openapi::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::openapi::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::openapi::ErrorEnvelope)))]
+pub(crate) async fn create_customer(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(external): Path<String>,
@@ -211,7 +221,8 @@ async fn create_customer(
     idempotency::execute(&state, &caller, req, work).await
 }
 
-async fn customer_by_external(
+#[utoipa::path(get, path = "/partner/v1/customers/by-external-id/{external_customer_id}", tag = "partner", security(("partner_token" = [])), params(("external_customer_id" = String, Path)), responses((status = 200, description = "data", body = crate::openapi::CustomerData), (status = 400, description = "INVALID_PARTNER_EXTERNAL_CUSTOMER_ID", body = crate::openapi::ErrorEnvelope), (status = 404, description = "PARTNER_CUSTOMER_NOT_FOUND", body = crate::openapi::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::openapi::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::openapi::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::openapi::ErrorEnvelope)))]
+pub(crate) async fn customer_by_external(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(external): Path<String>,
@@ -232,7 +243,8 @@ async fn customer_by_external(
 
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
-async fn customer_by_id(
+#[utoipa::path(get, path = "/partner/v1/customers/{customer_id}", tag = "partner", security(("partner_token" = [])), params(("customer_id" = i64, Path)), responses((status = 200, description = "data", body = crate::openapi::CustomerData), (status = 404, description = "PARTNER_CUSTOMER_NOT_FOUND", body = crate::openapi::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::openapi::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::openapi::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::openapi::ErrorEnvelope)))]
+pub(crate) async fn customer_by_id(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
@@ -245,7 +257,8 @@ async fn customer_by_id(
     respond(result)
 }
 
-async fn customer_balance(
+#[utoipa::path(get, path = "/partner/v1/customers/{customer_id}/balance", tag = "partner", security(("partner_token" = [])), params(("customer_id" = i64, Path)), responses((status = 200, description = "data", body = crate::openapi::CustomerBalance), (status = 404, description = "PARTNER_CUSTOMER_NOT_FOUND", body = crate::openapi::ErrorEnvelope), (status = 409, description = "PARTNER_CUSTOMER_PENDING_ACTIVATION", body = crate::openapi::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::openapi::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::openapi::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::openapi::ErrorEnvelope)))]
+pub(crate) async fn customer_balance(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
@@ -269,7 +282,8 @@ async fn customer_balance(
     respond(result)
 }
 
-async fn allocations(
+#[utoipa::path(post, path = "/partner/v1/customers/{customer_id}/allocations", tag = "partner", security(("partner_token" = [])), params(("customer_id" = i64, Path), ("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters; replays answer with Idempotent-Replayed: true")), request_body = crate::openapi::AllocationRequest, responses((status = 200, description = "data", body = crate::openapi::CustomerData), (status = 400, description = "INVALID_PARTNER_ALLOCATION_ACTION, INVALID_PARTNER_ALLOCATION_AMOUNT, INVALID_PARTNER_ALLOCATION_LIMIT, PARTNER_ALLOCATION_LIMIT_BELOW_USED", body = crate::openapi::ErrorEnvelope), (status = 403, description = "PARTNER_FUNDING_INSUFFICIENT", body = crate::openapi::ErrorEnvelope), (status = 404, description = "PARTNER_CUSTOMER_NOT_FOUND", body = crate::openapi::ErrorEnvelope), (status = 409, description = "PARTNER_CUSTOMER_PENDING_ACTIVATION, PARTNER_CUSTOMER_BALANCE_RESERVED", body = crate::openapi::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::openapi::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::openapi::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::openapi::ErrorEnvelope)))]
+pub(crate) async fn allocations(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
@@ -296,7 +310,8 @@ async fn allocations(
     idempotency::execute(&state, &caller, req, work).await
 }
 
-async fn groups(
+#[utoipa::path(get, path = "/partner/v1/customers/{customer_id}/groups", tag = "partner", security(("partner_token" = [])), params(("customer_id" = i64, Path)), responses((status = 200, description = "data", body = [crate::openapi::Group]), (status = 404, description = "PARTNER_CUSTOMER_NOT_FOUND", body = crate::openapi::ErrorEnvelope), (status = 409, description = "PARTNER_CUSTOMER_PENDING_ACTIVATION", body = crate::openapi::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::openapi::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::openapi::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::openapi::ErrorEnvelope)))]
+pub(crate) async fn groups(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
@@ -310,7 +325,8 @@ async fn groups(
     respond(result)
 }
 
-async fn group_rate(
+#[utoipa::path(put, path = "/partner/v1/customers/{customer_id}/groups/{group_id}/rate", tag = "partner", security(("partner_token" = [])), params(("customer_id" = i64, Path), ("group_id" = i64, Path), ("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters; replays answer with Idempotent-Replayed: true")), request_body = crate::openapi::GroupRateRequest, responses((status = 200, description = "data", body = [crate::openapi::Group]), (status = 400, description = "INVALID_PARTNER_CUSTOMER_GROUP_RATE, PARTNER_RETAIL_RATE_BELOW_FLOOR", body = crate::openapi::ErrorEnvelope), (status = 403, description = "PARTNER_FUNDING_INSUFFICIENT", body = crate::openapi::ErrorEnvelope), (status = 404, description = "PARTNER_CUSTOMER_NOT_FOUND, PARTNER_CUSTOMER_GROUP_NOT_FOUND", body = crate::openapi::ErrorEnvelope), (status = 400, description = "IDEMPOTENCY_KEY_REQUIRED and validation reasons", body = crate::openapi::ErrorEnvelope), (status = 409, description = "IDEMPOTENCY_KEY_CONFLICT, IDEMPOTENCY_IN_PROGRESS, PARTNER_CUSTOMER_PENDING_ACTIVATION", body = crate::openapi::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::openapi::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::openapi::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::openapi::ErrorEnvelope)))]
+pub(crate) async fn group_rate(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path((id, group)): Path<(String, String)>,
@@ -336,7 +352,8 @@ async fn group_rate(
     idempotency::execute(&state, &caller, req, work).await
 }
 
-async fn list_keys(
+#[utoipa::path(get, path = "/partner/v1/customers/{customer_id}/api-keys", tag = "partner", security(("partner_token" = [])), params(("customer_id" = i64, Path)), responses((status = 200, description = "data: previews, never secrets", body = [crate::openapi::KeyPreview]), (status = 404, description = "PARTNER_CUSTOMER_NOT_FOUND", body = crate::openapi::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::openapi::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::openapi::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::openapi::ErrorEnvelope)))]
+pub(crate) async fn list_keys(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
@@ -344,7 +361,8 @@ async fn list_keys(
     respond(keys::list(&state.db, &caller, &id).await)
 }
 
-async fn create_key(
+#[utoipa::path(post, path = "/partner/v1/customers/{customer_id}/api-keys", tag = "partner", security(("partner_token" = [])), params(("customer_id" = i64, Path), ("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters; replays answer with Idempotent-Replayed: true")), request_body = crate::openapi::CreateKeyRequest, responses((status = 200, description = "data with key (first response only)", body = crate::openapi::KeyPreview), (status = 400, description = "INVALID_PARTNER_CUSTOMER_API_KEY", body = crate::openapi::ErrorEnvelope), (status = 404, description = "PARTNER_CUSTOMER_NOT_FOUND (also for a group the customer does not have)", body = crate::openapi::ErrorEnvelope), (status = 400, description = "IDEMPOTENCY_KEY_REQUIRED and validation reasons", body = crate::openapi::ErrorEnvelope), (status = 409, description = "IDEMPOTENCY_KEY_CONFLICT, IDEMPOTENCY_IN_PROGRESS, PARTNER_CUSTOMER_PENDING_ACTIVATION", body = crate::openapi::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::openapi::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::openapi::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::openapi::ErrorEnvelope)))]
+pub(crate) async fn create_key(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
@@ -373,7 +391,8 @@ async fn create_key(
     idempotency::execute(&state, &caller, req, work).await
 }
 
-async fn disable_key(
+#[utoipa::path(delete, path = "/partner/v1/customers/{customer_id}/api-keys/{api_key_id}", tag = "partner", security(("partner_token" = [])), params(("customer_id" = i64, Path), ("api_key_id" = i64, Path), ("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters; replays answer with Idempotent-Replayed: true")), responses((status = 200, description = "data", body = crate::openapi::KeyPreview), (status = 400, description = "INVALID_PARTNER_CUSTOMER_API_KEY", body = crate::openapi::ErrorEnvelope), (status = 404, description = "PARTNER_CUSTOMER_API_KEY_NOT_FOUND", body = crate::openapi::ErrorEnvelope), (status = 400, description = "IDEMPOTENCY_KEY_REQUIRED and validation reasons", body = crate::openapi::ErrorEnvelope), (status = 409, description = "IDEMPOTENCY_KEY_CONFLICT, IDEMPOTENCY_IN_PROGRESS, PARTNER_CUSTOMER_PENDING_ACTIVATION", body = crate::openapi::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::openapi::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::openapi::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::openapi::ErrorEnvelope)))]
+pub(crate) async fn disable_key(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path((id, key)): Path<(String, String)>,
@@ -401,7 +420,8 @@ async fn disable_key(
     idempotency::execute(&state, &caller, req, work).await
 }
 
-async fn customer_usage(
+#[utoipa::path(get, path = "/partner/v1/customers/{customer_id}/usage", tag = "partner", security(("partner_token" = [])), params(("customer_id" = i64, Path), ("granularity" = Option<String>, Query, description = "day (default) or hour"), ("start_time" = Option<String>, Query, description = "RFC 3339"), ("end_time" = Option<String>, Query, description = "RFC 3339")), responses((status = 200, description = "data", body = crate::openapi::UsageBuckets), (status = 400, description = "INVALID_PARTNER_USAGE_GRANULARITY, INVALID_PARTNER_USAGE_WINDOW", body = crate::openapi::ErrorEnvelope), (status = 404, description = "PARTNER_CUSTOMER_NOT_FOUND", body = crate::openapi::ErrorEnvelope), (status = 409, description = "PARTNER_CUSTOMER_PENDING_ACTIVATION", body = crate::openapi::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::openapi::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::openapi::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::openapi::ErrorEnvelope)))]
+pub(crate) async fn customer_usage(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
@@ -417,7 +437,8 @@ async fn customer_usage(
     respond(result)
 }
 
-async fn key_usage(
+#[utoipa::path(get, path = "/partner/v1/customers/{customer_id}/api-keys/{api_key_id}/usage", tag = "partner", security(("partner_token" = [])), params(("customer_id" = i64, Path), ("api_key_id" = i64, Path), ("granularity" = Option<String>, Query, description = "day (default) or hour"), ("start_time" = Option<String>, Query, description = "RFC 3339"), ("end_time" = Option<String>, Query, description = "RFC 3339")), responses((status = 200, description = "data", body = crate::openapi::UsageBuckets), (status = 400, description = "INVALID_PARTNER_USAGE_GRANULARITY, INVALID_PARTNER_USAGE_WINDOW", body = crate::openapi::ErrorEnvelope), (status = 404, description = "PARTNER_CUSTOMER_NOT_FOUND, PARTNER_CUSTOMER_API_KEY_NOT_FOUND", body = crate::openapi::ErrorEnvelope), (status = 409, description = "PARTNER_CUSTOMER_PENDING_ACTIVATION", body = crate::openapi::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::openapi::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::openapi::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::openapi::ErrorEnvelope)))]
+pub(crate) async fn key_usage(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path((id, key)): Path<(String, String)>,
@@ -444,7 +465,8 @@ fn billing_token(headers: &HeaderMap) -> Option<&str> {
     })
 }
 
-async fn billing_balance(State(state): State<AppState>, headers: HeaderMap) -> Response {
+#[utoipa::path(get, path = "/api/v1/organization/billing/balance", tag = "billing", security(("billing_token" = [])),  responses((status = 200, description = "data", body = crate::openapi::OrganizationBalance), (status = 401, description = "ORG_BILLING_TOKEN_INVALID", body = crate::openapi::ErrorEnvelope), (status = 503, description = "ORG_BALANCE_RECONCILIATION_REQUIRED", body = crate::openapi::ErrorEnvelope)))]
+pub(crate) async fn billing_balance(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let result = async {
         let org = billing::authenticate(&state, billing_token(&headers)).await?;
         billing::balance(&state, &org).await
@@ -453,7 +475,8 @@ async fn billing_balance(State(state): State<AppState>, headers: HeaderMap) -> R
     respond(result)
 }
 
-async fn billing_daily(
+#[utoipa::path(get, path = "/api/v1/organization/billing/usage/daily", tag = "billing", security(("billing_token" = [])), params(("date" = Option<String>, Query, description = "YYYY-MM-DD (UTC day); default today")), responses((status = 200, description = "data", body = crate::openapi::DailyUsage), (status = 400, description = "bad date (no reason)", body = crate::openapi::ErrorEnvelope), (status = 401, description = "ORG_BILLING_TOKEN_INVALID", body = crate::openapi::ErrorEnvelope)))]
+pub(crate) async fn billing_daily(
     State(state): State<AppState>,
     headers: HeaderMap,
     Query(params): Query<Vec<(String, String)>>,

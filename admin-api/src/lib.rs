@@ -13,6 +13,7 @@ pub mod http;
 pub mod keys;
 pub mod ledger;
 pub mod mail;
+pub mod openapi;
 pub mod partner;
 pub mod pricing;
 pub mod runtime;
