@@ -125,23 +125,14 @@ fn json_body(body: &Bytes, invalid: ApiError) -> Result<Value, ApiError> {
     serde_json::from_slice(body).map_err(|_| invalid)
 }
 
-/// The pieces every write needs before it can run: its idempotency identity and an operation
-/// reference for ledger postings derived from (partner, key), so even a repeated execution can
-/// never post twice.
+/// The idempotency identity of a write.
 fn write_request(
     headers: &HeaderMap,
     method: &Method,
     uri: &OriginalUri,
-    caller: &Caller,
     body: &Value,
-) -> Result<(IdemRequest, String), ApiError> {
-    let req = IdemRequest::new(headers, method.as_str(), uri.0.path(), body)?;
-    let op = format!(
-        "p{}:idem:{}",
-        caller.partner_id,
-        req.fingerprint.get(..16).unwrap_or_default().to_owned() + ":" + &req.key
-    );
-    Ok((req, op))
+) -> Result<IdemRequest, ApiError> {
+    IdemRequest::new(headers, method.as_str(), uri.0.path(), body)
 }
 
 /// Validates the idempotency key first (so a missing key is reported before body errors).
@@ -175,7 +166,7 @@ pub(crate) async fn top_up(
         key_first(&headers)?;
         let body = json_body(&body, ApiError::InvalidTopUpAmount)?;
         let amount = funding::top_up_amount(&body)?;
-        let (req, _) = write_request(&headers, &method, &uri, &caller, &body)?;
+        let req = write_request(&headers, &method, &uri, &body)?;
         Ok::<_, ApiError>((req, amount))
     })();
     let (req, amount) = match prepared {
@@ -183,7 +174,7 @@ pub(crate) async fn top_up(
         Err(e) => return e.into_response(),
     };
     let (s, c) = (state.clone(), caller.clone());
-    let work: Work<'_> = Box::new(move |txn| {
+    let work: Work<'_> = Box::new(move |txn, _op| {
         Box::pin(async move { funding::create_top_up(txn, &s, &c, amount).await })
     });
     idempotency::execute(&state, &caller, req, work).await
@@ -207,15 +198,15 @@ pub(crate) async fn create_customer(
             ApiError::InvalidCustomer("the body must be a JSON object".into()),
         )?;
         let new = customers::NewCustomer::parse(&body)?;
-        let (req, op) = write_request(&headers, &method, &uri, &caller, &body)?;
-        Ok::<_, ApiError>((req, op, external, new))
+        let req = write_request(&headers, &method, &uri, &body)?;
+        Ok::<_, ApiError>((req, external, new))
     })();
-    let (req, op, external, new) = match prepared {
+    let (req, external, new) = match prepared {
         Ok(p) => p,
         Err(e) => return e.into_response(),
     };
     let (s, c) = (state.clone(), caller.clone());
-    let work: Work<'_> = Box::new(move |txn| {
+    let work: Work<'_> = Box::new(move |txn, op| {
         Box::pin(async move { customers::create(txn, &s, &c, &op, &external, new).await })
     });
     idempotency::execute(&state, &caller, req, work).await
@@ -296,15 +287,15 @@ pub(crate) async fn allocations(
         key_first(&headers)?;
         let body = json_body(&body, ApiError::InvalidAllocationAction)?;
         let change = funding::Allocation::parse(&body)?;
-        let (req, op) = write_request(&headers, &method, &uri, &caller, &body)?;
-        Ok::<_, ApiError>((req, op, change))
+        let req = write_request(&headers, &method, &uri, &body)?;
+        Ok::<_, ApiError>((req, change))
     })();
-    let (req, op, change) = match prepared {
+    let (req, change) = match prepared {
         Ok(p) => p,
         Err(e) => return e.into_response(),
     };
     let (s, c) = (state.clone(), caller.clone());
-    let work: Work<'_> = Box::new(move |txn| {
+    let work: Work<'_> = Box::new(move |txn, op| {
         Box::pin(async move { funding::allocate(txn, &s, &c, &op, &id, change).await })
     });
     idempotency::execute(&state, &caller, req, work).await
@@ -338,15 +329,15 @@ pub(crate) async fn group_rate(
     let prepared = (|| {
         key_first(&headers)?;
         let body = json_body(&body, ApiError::InvalidGroupRate)?;
-        let (req, op) = write_request(&headers, &method, &uri, &caller, &body)?;
-        Ok::<_, ApiError>((req, op, body))
+        let req = write_request(&headers, &method, &uri, &body)?;
+        Ok::<_, ApiError>((req, body))
     })();
-    let (req, op, body) = match prepared {
+    let (req, body) = match prepared {
         Ok(p) => p,
         Err(e) => return e.into_response(),
     };
     let (s, c) = (state.clone(), caller.clone());
-    let work: Work<'_> = Box::new(move |txn| {
+    let work: Work<'_> = Box::new(move |txn, op| {
         Box::pin(async move { funding::set_rate(txn, &s, &c, &op, &id, &group, &body).await })
     });
     idempotency::execute(&state, &caller, req, work).await
@@ -378,7 +369,7 @@ pub(crate) async fn create_key(
             ApiError::InvalidApiKey("the body must be a JSON object".into()),
         )?;
         let new = keys::NewKey::parse(&body)?;
-        let (req, _) = write_request(&headers, &method, &uri, &caller, &body)?;
+        let req = write_request(&headers, &method, &uri, &body)?;
         Ok::<_, ApiError>((req, new))
     })();
     let (req, new) = match prepared {
@@ -386,8 +377,9 @@ pub(crate) async fn create_key(
         Err(e) => return e.into_response(),
     };
     let (s, c) = (state.clone(), caller.clone());
-    let work: Work<'_> =
-        Box::new(move |txn| Box::pin(async move { keys::create(txn, &s, &c, &id, new).await }));
+    let work: Work<'_> = Box::new(move |txn, _op| {
+        Box::pin(async move { keys::create(txn, &s, &c, &id, new).await })
+    });
     idempotency::execute(&state, &caller, req, work).await
 }
 
@@ -407,7 +399,7 @@ pub(crate) async fn disable_key(
                 "api_key_id must be an integer".into(),
             ));
         }
-        let (req, _) = write_request(&headers, &method, &uri, &caller, &Value::Null)?;
+        let req = write_request(&headers, &method, &uri, &Value::Null)?;
         Ok::<_, ApiError>(req)
     })();
     let req = match prepared {
@@ -415,8 +407,9 @@ pub(crate) async fn disable_key(
         Err(e) => return e.into_response(),
     };
     let (s, c) = (state.clone(), caller.clone());
-    let work: Work<'_> =
-        Box::new(move |txn| Box::pin(async move { keys::disable(txn, &s, &c, &id, &key).await }));
+    let work: Work<'_> = Box::new(move |txn, _op| {
+        Box::pin(async move { keys::disable(txn, &s, &c, &id, &key).await })
+    });
     idempotency::execute(&state, &caller, req, work).await
 }
 

@@ -71,7 +71,8 @@ pub struct Admin {
 /// How invitation emails leave: SMTP when `smtp_url` is set, else files in `outbox_dir`.
 #[derive(Clone)]
 pub struct Mail {
-    /// `smtp://user:pass@host:587` (STARTTLS) or `smtps://…` (TLS); `None` writes to the outbox.
+    /// `smtps://user:pass@host:465` (TLS), `smtp://…:587?tls=required` (STARTTLS) or `smtp://host:25`
+    /// (plain); `None` writes to the outbox.
     pub smtp_url: Option<String>,
     pub from: String,
     pub outbox_dir: std::path::PathBuf,

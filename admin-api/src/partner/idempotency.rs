@@ -141,15 +141,18 @@ impl Success {
     }
 }
 
-/// The work of a write, run inside its transaction.
+/// The work of a write, run inside its transaction. Its second argument is the operation's
+/// reference, unique per claimed execution (partner, idempotency record id and claim time): ledger
+/// postings derive their references from it, so a retried execution can never post twice and a
+/// key reused after the retention period can never collide with an old posting.
 pub type Work<'a> = Box<
-    dyn for<'t> FnOnce(&'t DatabaseTransaction) -> BoxFuture<'t, Result<Success, ApiError>>
+    dyn for<'t> FnOnce(&'t DatabaseTransaction, String) -> BoxFuture<'t, Result<Success, ApiError>>
         + Send
         + 'a,
 >;
 
 enum Claim {
-    Claimed(i64),
+    Claimed(i64, String),
     Replay(u16, String),
 }
 
@@ -167,12 +170,12 @@ async fn run(
     req: Request,
     work: Work<'_>,
 ) -> Result<Response, ApiError> {
-    let record_id = match claim(state, caller.partner_id, &req).await? {
-        Claim::Claimed(id) => id,
+    let (record_id, op) = match claim(state, caller.partner_id, &req).await? {
+        Claim::Claimed(id, op) => (id, op),
         Claim::Replay(status, body) => return Ok(replay(status, body)),
     };
     let txn = begin(&state.db).await?;
-    match work(&txn).await {
+    match work(&txn, op).await {
         Ok(success) => {
             let stored = ok(success.stored.clone()).to_string();
             complete(&txn, record_id, success.status.as_u16(), &stored).await?;
@@ -254,7 +257,10 @@ async fn claim(state: &AppState, partner_id: i64, req: &Request) -> Result<Claim
             .await?
             .ok_or(ApiError::Internal)?;
         if inserted == 1 {
-            return Ok(Claim::Claimed(existing.id));
+            return Ok(Claim::Claimed(
+                existing.id,
+                op_reference(partner_id, &existing),
+            ));
         }
         if existing.created_at < now - ChronoDuration::hours(RETENTION_HOURS) {
             rec::Entity::delete_by_id(existing.id)
@@ -282,12 +288,23 @@ async fn claim(state: &AppState, partner_id: i64, req: &Request) -> Result<Claim
             .exec(&state.db)
             .await?;
         return if taken.rows_affected == 1 {
-            Ok(Claim::Claimed(existing.id))
+            Ok(Claim::Claimed(
+                existing.id,
+                op_reference(partner_id, &existing),
+            ))
         } else {
             Err(ApiError::IdempotencyInProgress)
         };
     }
     Err(ApiError::IdempotencyInProgress)
+}
+
+fn op_reference(partner_id: i64, record: &rec::Model) -> String {
+    format!(
+        "p{partner_id}:w{}:{}",
+        record.id,
+        record.created_at.timestamp_micros()
+    )
 }
 
 async fn complete(
