@@ -2,7 +2,7 @@
 //! and admin-api instance of a deployment.
 //!
 //! Each capability is a trait named for what it holds ([`KeyDirectory`], [`UsageStream`],
-//! [`WindowCounters`]), with two
+//! [`WindowCounters`], [`Wallets`]), with two
 //! backends passing one contract suite: Redis ([`RedisStore`], for fleets) and in-memory
 //! ([`MemoryStore`], for the embedded single-process default). Callers hold them as `Arc<dyn …>`
 //! through [`Stores`].
@@ -20,6 +20,7 @@ mod memory;
 mod redis_store;
 pub mod schema;
 mod usage;
+mod wallets;
 
 pub use counters::{WindowCounters, WindowHit};
 pub use error::{StoreError, StoreResult};
@@ -27,6 +28,7 @@ pub use keys::{KeyDirectory, KeyPermissions, KeyRecord};
 pub use memory::MemoryStore;
 pub use redis_store::RedisStore;
 pub use usage::{Measurement, StreamEntry, UsageEvent, UsageStream};
+pub use wallets::{Adjustment, ExpiredHold, Reservation, Settlement, WalletSnapshot, Wallets};
 
 use std::sync::Arc;
 
@@ -36,6 +38,7 @@ pub struct Stores {
     pub keys: Arc<dyn KeyDirectory>,
     pub usage: Arc<dyn UsageStream>,
     pub counters: Arc<dyn WindowCounters>,
+    pub wallets: Arc<dyn Wallets>,
 }
 
 impl Stores {
@@ -45,7 +48,8 @@ impl Stores {
         Stores {
             keys: m.clone(),
             usage: m.clone(),
-            counters: m,
+            counters: m.clone(),
+            wallets: m,
         }
     }
 
@@ -56,7 +60,8 @@ impl Stores {
         Ok(Stores {
             keys: r.clone(),
             usage: r.clone(),
-            counters: r,
+            counters: r.clone(),
+            wallets: r,
         })
     }
 }

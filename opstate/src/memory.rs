@@ -5,7 +5,9 @@ use crate::counters::{WindowCounters, WindowHit};
 use crate::error::{StoreError, StoreResult};
 use crate::keys::{KeyDirectory, KeyRecord};
 use crate::usage::{StreamEntry, UsageEvent, UsageStream};
+use crate::wallets::{Adjustment, ExpiredHold, Reservation, Settlement, WalletSnapshot, Wallets};
 use async_trait::async_trait;
+use std::collections::HashSet;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
@@ -17,6 +19,23 @@ pub struct MemoryStore {
     usage: Mutex<UsageState>,
     /// Counter name → (window index, count).
     counters: Mutex<HashMap<String, (u64, u64)>>,
+    wallets: Mutex<HashMap<i64, WalletState>>,
+    holding: Mutex<HashSet<i64>>,
+}
+
+#[derive(Default)]
+struct WalletState {
+    present: bool,
+    balance: i64,
+    /// hold id → (amount, deadline)
+    holds: HashMap<String, (i64, Instant)>,
+    adjusted: HashSet<String>,
+}
+
+impl WalletState {
+    fn reserved(&self) -> i64 {
+        self.holds.values().map(|(a, _)| a).sum()
+    }
 }
 
 #[derive(Default)]
@@ -174,5 +193,141 @@ impl WindowCounters for MemoryStore {
             count: entry.1,
             resets_in: Duration::from_millis((index + 1) * window_ms - now_ms),
         })
+    }
+}
+
+impl MemoryStore {
+    fn wallets(&self) -> StoreResult<MutexGuard<'_, HashMap<i64, WalletState>>> {
+        self.wallets
+            .lock()
+            .map_err(|_| StoreError::Unavailable("wallet lock poisoned".into()))
+    }
+}
+
+#[async_trait]
+impl Wallets for MemoryStore {
+    async fn load(&self, org: i64, balance: i64) -> StoreResult<()> {
+        let mut w = self.wallets()?;
+        let wallet = w.entry(org).or_default();
+        wallet.present = true;
+        wallet.balance = balance;
+        Ok(())
+    }
+
+    async fn adjust(&self, org: i64, delta: i64, reference: &str) -> StoreResult<Adjustment> {
+        let mut w = self.wallets()?;
+        let Some(wallet) = w.get_mut(&org).filter(|w| w.present) else {
+            return Ok(Adjustment::Missing);
+        };
+        if wallet.adjusted.contains(reference) {
+            return Ok(Adjustment::Duplicate);
+        }
+        let available = wallet.balance - wallet.reserved();
+        if delta < 0 && available + delta < 0 {
+            return Ok(Adjustment::Insufficient { available });
+        }
+        wallet.adjusted.insert(reference.to_string());
+        wallet.balance += delta;
+        Ok(Adjustment::Applied {
+            balance: wallet.balance,
+        })
+    }
+
+    async fn reserve(
+        &self,
+        org: i64,
+        hold_id: &str,
+        amount: i64,
+        ttl_ms: u64,
+    ) -> StoreResult<Reservation> {
+        if amount < 0 {
+            return Err(StoreError::Corrupt("negative hold amount".into()));
+        }
+        if let Ok(mut h) = self.holding.lock() {
+            h.insert(org);
+        }
+        let mut w = self.wallets()?;
+        let Some(wallet) = w.get_mut(&org).filter(|w| w.present) else {
+            return Ok(Reservation::Missing);
+        };
+        if wallet.holds.contains_key(hold_id) {
+            return Ok(Reservation::AlreadyHeld);
+        }
+        let available = wallet.balance - wallet.reserved();
+        if amount > available {
+            return Ok(Reservation::Insufficient { available });
+        }
+        let deadline = Instant::now() + Duration::from_millis(ttl_ms);
+        wallet.holds.insert(hold_id.to_string(), (amount, deadline));
+        Ok(Reservation::Held {
+            available: available - amount,
+        })
+    }
+
+    async fn settle(&self, org: i64, hold_id: &str, actual: i64) -> StoreResult<Settlement> {
+        let mut w = self.wallets()?;
+        let Some(wallet) = w.get_mut(&org).filter(|w| w.present) else {
+            return Ok(Settlement::Missing);
+        };
+        if wallet.holds.remove(hold_id).is_none() {
+            return Ok(Settlement::Unknown);
+        }
+        let actual = actual.max(0);
+        let payable = wallet.balance - wallet.reserved();
+        let charged = actual.min(payable);
+        wallet.balance -= charged;
+        Ok(Settlement::Settled {
+            charged,
+            excess: actual - charged,
+        })
+    }
+
+    async fn release(&self, org: i64, hold_id: &str) -> StoreResult<bool> {
+        let mut w = self.wallets()?;
+        Ok(w.get_mut(&org)
+            .filter(|w| w.present)
+            .is_some_and(|wallet| wallet.holds.remove(hold_id).is_some()))
+    }
+
+    async fn expired(&self, org: i64) -> StoreResult<Vec<ExpiredHold>> {
+        let now = Instant::now();
+        let w = self.wallets()?;
+        let mut out: Vec<ExpiredHold> = w
+            .get(&org)
+            .filter(|w| w.present)
+            .map(|wallet| {
+                wallet
+                    .holds
+                    .iter()
+                    .filter(|(_, (_, deadline))| *deadline <= now)
+                    .map(|(id, (amount, _))| ExpiredHold {
+                        hold_id: id.clone(),
+                        amount: *amount,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort_by(|a, b| a.hold_id.cmp(&b.hold_id));
+        Ok(out)
+    }
+
+    async fn snapshot(&self, org: i64) -> StoreResult<Option<WalletSnapshot>> {
+        let w = self.wallets()?;
+        Ok(w.get(&org)
+            .filter(|w| w.present)
+            .map(|wallet| WalletSnapshot {
+                balance: wallet.balance,
+                reserved: wallet.reserved(),
+            }))
+    }
+
+    async fn holding_orgs(&self) -> StoreResult<Vec<i64>> {
+        let h = self
+            .holding
+            .lock()
+            .map_err(|_| StoreError::Unavailable("holding lock poisoned".into()))?;
+        let mut v: Vec<i64> = h.iter().copied().collect();
+        v.sort_unstable();
+        Ok(v)
     }
 }

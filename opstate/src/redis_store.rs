@@ -9,6 +9,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::keys::{KeyDirectory, KeyRecord};
 use crate::schema::{KeySchema, USAGE_GROUP};
 use crate::usage::{StreamEntry, UsageEvent, UsageStream};
+use crate::wallets::{Adjustment, ExpiredHold, Reservation, Settlement, WalletSnapshot, Wallets};
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::streams::{StreamAutoClaimReply, StreamReadReply};
@@ -21,6 +22,8 @@ static USAGE_ACK: LazyLock<Script> =
 
 static WINDOW_HIT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/window_hit.v1.lua")));
+
+static WALLET: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/wallet.v1.lua")));
 
 /// Entries written per round trip when loading the key directory.
 const LOAD_BATCH: usize = 500;
@@ -247,5 +250,123 @@ impl WindowCounters for RedisStore {
             count,
             resets_in: Duration::from_millis(reset_ms),
         })
+    }
+}
+
+impl RedisStore {
+    async fn wallet(&self, org: i64, args: &[&str]) -> StoreResult<Vec<String>> {
+        let mut conn = self.conn.clone();
+        let keys = self.schema.wallet(org);
+        let mut invocation = WALLET.key(&keys[0]);
+        invocation.key(&keys[1]).key(&keys[2]);
+        for a in args {
+            invocation.arg(*a);
+        }
+        Ok(invocation.invoke_async(&mut conn).await?)
+    }
+}
+
+fn int(v: Option<&String>) -> StoreResult<i64> {
+    v.and_then(|s| s.parse().ok())
+        .ok_or_else(|| StoreError::Corrupt("wallet script reply".into()))
+}
+
+#[async_trait]
+impl Wallets for RedisStore {
+    async fn load(&self, org: i64, balance: i64) -> StoreResult<()> {
+        self.wallet(org, &["load", &balance.to_string()]).await?;
+        Ok(())
+    }
+
+    async fn adjust(&self, org: i64, delta: i64, reference: &str) -> StoreResult<Adjustment> {
+        let r = self
+            .wallet(org, &["adjust", &delta.to_string(), reference])
+            .await?;
+        Ok(match int(r.first())? {
+            -1 => Adjustment::Missing,
+            2 => Adjustment::Duplicate,
+            0 => Adjustment::Insufficient {
+                available: int(r.get(1))?,
+            },
+            _ => Adjustment::Applied {
+                balance: int(r.get(1))?,
+            },
+        })
+    }
+
+    async fn reserve(
+        &self,
+        org: i64,
+        hold_id: &str,
+        amount: i64,
+        ttl_ms: u64,
+    ) -> StoreResult<Reservation> {
+        // Index first: a crash after it leaves a harmless entry; the other order could orphan a hold.
+        let mut conn = self.conn.clone();
+        let _: i64 = conn.sadd(self.schema.holding_orgs(), org).await?;
+        let r = self
+            .wallet(
+                org,
+                &["reserve", hold_id, &amount.to_string(), &ttl_ms.to_string()],
+            )
+            .await?;
+        Ok(match int(r.first())? {
+            -1 => Reservation::Missing,
+            2 => Reservation::AlreadyHeld,
+            0 => Reservation::Insufficient {
+                available: int(r.get(1))?,
+            },
+            _ => Reservation::Held {
+                available: int(r.get(1))?,
+            },
+        })
+    }
+
+    async fn settle(&self, org: i64, hold_id: &str, actual: i64) -> StoreResult<Settlement> {
+        let r = self
+            .wallet(org, &["settle", hold_id, &actual.to_string()])
+            .await?;
+        Ok(match int(r.first())? {
+            -1 => Settlement::Missing,
+            0 => Settlement::Unknown,
+            _ => Settlement::Settled {
+                charged: int(r.get(1))?,
+                excess: int(r.get(2))?,
+            },
+        })
+    }
+
+    async fn release(&self, org: i64, hold_id: &str) -> StoreResult<bool> {
+        let r = self.wallet(org, &["release", hold_id]).await?;
+        Ok(int(r.first())? == 1)
+    }
+
+    async fn expired(&self, org: i64) -> StoreResult<Vec<ExpiredHold>> {
+        let r = self.wallet(org, &["expired"]).await?;
+        r.chunks(2)
+            .map(|pair| {
+                Ok(ExpiredHold {
+                    hold_id: pair[0].clone(),
+                    amount: int(pair.get(1))?,
+                })
+            })
+            .collect()
+    }
+
+    async fn snapshot(&self, org: i64) -> StoreResult<Option<WalletSnapshot>> {
+        let r = self.wallet(org, &["snapshot"]).await?;
+        Ok(match int(r.first())? {
+            -1 => None,
+            _ => Some(WalletSnapshot {
+                balance: int(r.get(1))?,
+                reserved: int(r.get(2))?,
+            }),
+        })
+    }
+
+    async fn holding_orgs(&self) -> StoreResult<Vec<i64>> {
+        let mut conn = self.conn.clone();
+        let members: Vec<i64> = conn.smembers(self.schema.holding_orgs()).await?;
+        Ok(members)
     }
 }

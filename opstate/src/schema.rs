@@ -7,6 +7,10 @@
 //! | `{prefix}{keydir}` | hash | key hash → JSON [`crate::KeyRecord`] |
 //! | `{prefix}{keydir}:loaded` | string | `1` once the key directory was loaded from the database |
 //! | `{prefix}{rl:NAME}` | hash | fixed-window counter `NAME`: `w` window index, `c` count |
+//! | `{prefix}{org:N}:wallet` | hash | wallet mirror of organization N: `balance`, `reserved` (nano-USD) |
+//! | `{prefix}{org:N}:holds` | hash | open holds: hold id → `amount:deadline_ms` |
+//! | `{prefix}{org:N}:adjusted` | set | references of balance adjustments already applied |
+//! | `{prefix}{wallets}:holding` | set | organizations that have held money (reconciler work list) |
 //! | `{prefix}{usage}` | stream | usage events (field `e`: JSON [`crate::UsageEvent`]), consumer group `settler` |
 //!
 //! The prefix must not contain `{` or `}`: the hash tags above decide the cluster slot.
@@ -34,6 +38,20 @@ impl KeySchema {
 
     pub fn window_counter(&self, name: &str) -> String {
         format!("{}{{rl:{name}}}", self.prefix)
+    }
+
+    /// The three keys of one organization's wallet (one hash slot).
+    pub fn wallet(&self, org: i64) -> [String; 3] {
+        let p = &self.prefix;
+        [
+            format!("{p}{{org:{org}}}:wallet"),
+            format!("{p}{{org:{org}}}:holds"),
+            format!("{p}{{org:{org}}}:adjusted"),
+        ]
+    }
+
+    pub fn holding_orgs(&self) -> String {
+        format!("{}{{wallets}}:holding", self.prefix)
     }
 
     pub fn usage_stream(&self) -> String {

@@ -352,3 +352,349 @@ async fn concurrent_hits_are_all_counted() {
         );
     }
 }
+
+mod wallets {
+    use super::*;
+    use opstate::{Adjustment, ExpiredHold, Reservation, Settlement, WalletSnapshot};
+    use proptest::prelude::*;
+
+    #[tokio::test]
+    async fn missing_wallet_fails_closed() {
+        for (name, s) in backends().await {
+            let w = &s.wallets;
+            assert_eq!(w.snapshot(7).await.unwrap(), None, "{name}");
+            assert_eq!(
+                w.reserve(7, "h", 1, 60_000).await.unwrap(),
+                Reservation::Missing,
+                "{name}"
+            );
+            assert_eq!(
+                w.adjust(7, 5, "r").await.unwrap(),
+                Adjustment::Missing,
+                "{name}"
+            );
+            assert_eq!(
+                w.settle(7, "h", 1).await.unwrap(),
+                Settlement::Missing,
+                "{name}"
+            );
+            assert!(!w.release(7, "h").await.unwrap(), "{name}");
+            assert!(w.expired(7).await.unwrap().is_empty(), "{name}");
+        }
+    }
+
+    #[tokio::test]
+    async fn reserve_settle_release_adjust() {
+        for (name, s) in backends().await {
+            let w = &s.wallets;
+            // A balance over 1e14 nano-USD (100 000 USD) stays exact.
+            let big = 123_456_789_012_345_i64;
+            w.load(1, big).await.unwrap();
+            assert_eq!(
+                w.snapshot(1).await.unwrap(),
+                Some(WalletSnapshot {
+                    balance: big,
+                    reserved: 0
+                }),
+                "{name}"
+            );
+            w.load(1, 1_000).await.unwrap();
+            assert_eq!(
+                w.reserve(1, "a", 600, 60_000).await.unwrap(),
+                Reservation::Held { available: 400 },
+                "{name}"
+            );
+            assert_eq!(
+                w.reserve(1, "a", 600, 60_000).await.unwrap(),
+                Reservation::AlreadyHeld,
+                "{name}"
+            );
+            assert_eq!(
+                w.reserve(1, "b", 500, 60_000).await.unwrap(),
+                Reservation::Insufficient { available: 400 },
+                "{name}"
+            );
+            // A debit may not take held money.
+            assert_eq!(
+                w.adjust(1, -500, "dec-1").await.unwrap(),
+                Adjustment::Insufficient { available: 400 },
+                "{name}"
+            );
+            assert_eq!(
+                w.adjust(1, -100, "dec-2").await.unwrap(),
+                Adjustment::Applied { balance: 900 },
+                "{name}"
+            );
+            assert_eq!(
+                w.adjust(1, -100, "dec-2").await.unwrap(),
+                Adjustment::Duplicate,
+                "{name}"
+            );
+            assert_eq!(
+                w.settle(1, "a", 250).await.unwrap(),
+                Settlement::Settled {
+                    charged: 250,
+                    excess: 0
+                },
+                "{name}"
+            );
+            assert_eq!(
+                w.settle(1, "a", 250).await.unwrap(),
+                Settlement::Unknown,
+                "{name}: at most once"
+            );
+            assert!(!w.release(1, "a").await.unwrap(), "{name}");
+            assert_eq!(
+                w.snapshot(1).await.unwrap(),
+                Some(WalletSnapshot {
+                    balance: 650,
+                    reserved: 0
+                }),
+                "{name}"
+            );
+            // Excess over what the wallet can pay is returned, never overdrawn.
+            w.reserve(1, "c", 100, 60_000).await.unwrap();
+            w.reserve(1, "d", 500, 60_000).await.unwrap();
+            assert_eq!(
+                w.settle(1, "c", 300).await.unwrap(),
+                Settlement::Settled {
+                    charged: 150,
+                    excess: 150
+                },
+                "{name}"
+            );
+            assert_eq!(
+                w.snapshot(1).await.unwrap(),
+                Some(WalletSnapshot {
+                    balance: 500,
+                    reserved: 500
+                }),
+                "{name}"
+            );
+            assert!(w.release(1, "d").await.unwrap(), "{name}");
+            assert_eq!(
+                w.snapshot(1).await.unwrap().unwrap().available(),
+                500,
+                "{name}"
+            );
+            assert!(w.holding_orgs().await.unwrap().contains(&1), "{name}");
+        }
+    }
+
+    #[tokio::test]
+    async fn expired_holds_are_listed_until_resolved() {
+        for (name, s) in backends().await {
+            let w = &s.wallets;
+            w.load(2, 100).await.unwrap();
+            w.reserve(2, "old", 30, 0).await.unwrap();
+            w.reserve(2, "new", 30, 60_000).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            assert_eq!(
+                w.expired(2).await.unwrap(),
+                vec![ExpiredHold {
+                    hold_id: "old".into(),
+                    amount: 30
+                }],
+                "{name}"
+            );
+            assert_eq!(
+                w.settle(2, "old", 10).await.unwrap(),
+                Settlement::Settled {
+                    charged: 10,
+                    excess: 0
+                },
+                "{name}"
+            );
+            assert!(w.expired(2).await.unwrap().is_empty(), "{name}");
+        }
+    }
+
+    #[tokio::test]
+    async fn concurrent_reserves_never_overdraw() {
+        for (name, s) in backends().await {
+            let w = s.wallets.clone();
+            w.load(3, 1_000).await.unwrap();
+            let mut tasks = tokio::task::JoinSet::new();
+            for i in 0..64 {
+                let w = w.clone();
+                tasks.spawn(
+                    async move { w.reserve(3, &format!("h{i}"), 30, 60_000).await.unwrap() },
+                );
+            }
+            let mut held = 0;
+            while let Some(r) = tasks.join_next().await {
+                if matches!(r.unwrap(), Reservation::Held { .. }) {
+                    held += 1;
+                }
+            }
+            assert_eq!(held, 33, "{name}: exactly floor(1000 / 30) holds");
+            let snap = w.snapshot(3).await.unwrap().unwrap();
+            assert_eq!((snap.reserved, snap.available()), (990, 10), "{name}");
+        }
+    }
+
+    /// What a wallet should do, in plain Rust.
+    #[derive(Default, Clone, Debug)]
+    struct Model {
+        present: bool,
+        balance: i64,
+        holds: std::collections::BTreeMap<String, i64>,
+        adjusted: std::collections::BTreeSet<String>,
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Load(i64),
+        Adjust(i64, u8),
+        Reserve(u8, i64),
+        Settle(u8, i64),
+        Release(u8),
+        Crash,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0i64..10_000).prop_map(Op::Load),
+            (-3_000i64..3_000, 0u8..6).prop_map(|(d, r)| Op::Adjust(d, r)),
+            (0u8..8, 0i64..4_000).prop_map(|(h, a)| Op::Reserve(h, a)),
+            (0u8..8, 0i64..6_000).prop_map(|(h, a)| Op::Settle(h, a)),
+            (0u8..8).prop_map(Op::Release),
+            Just(Op::Crash),
+        ]
+    }
+
+    /// `raw`: the Redis store behind `stores`, whose keys a crash deletes (a flush).
+    async fn run(ops: Vec<Op>, stores: Stores, raw: Option<RedisStore>) {
+        let mut s = stores;
+        let mut m = Model::default();
+        let org = 42;
+        for (i, op) in ops.into_iter().enumerate() {
+            match op {
+                Op::Load(b) => {
+                    s.wallets.load(org, b).await.unwrap();
+                    m.present = true;
+                    m.balance = b;
+                }
+                Op::Adjust(delta, r) => {
+                    let got = s
+                        .wallets
+                        .adjust(org, delta, &format!("r{r}"))
+                        .await
+                        .unwrap();
+                    let reserved: i64 = m.holds.values().sum();
+                    let want = if !m.present {
+                        Adjustment::Missing
+                    } else if m.adjusted.contains(&format!("r{r}")) {
+                        Adjustment::Duplicate
+                    } else if delta < 0 && m.balance + delta - reserved < 0 {
+                        Adjustment::Insufficient {
+                            available: m.balance - reserved,
+                        }
+                    } else {
+                        m.adjusted.insert(format!("r{r}"));
+                        m.balance += delta;
+                        Adjustment::Applied { balance: m.balance }
+                    };
+                    assert_eq!(got, want, "step {i}");
+                }
+                Op::Reserve(h, a) => {
+                    let got = s
+                        .wallets
+                        .reserve(org, &format!("h{h}"), a, 60_000)
+                        .await
+                        .unwrap();
+                    let available = m.balance - m.holds.values().sum::<i64>();
+                    let want = if !m.present {
+                        Reservation::Missing
+                    } else if m.holds.contains_key(&format!("h{h}")) {
+                        Reservation::AlreadyHeld
+                    } else if a > available {
+                        Reservation::Insufficient { available }
+                    } else {
+                        m.holds.insert(format!("h{h}"), a);
+                        Reservation::Held {
+                            available: available - a,
+                        }
+                    };
+                    assert_eq!(got, want, "step {i}");
+                }
+                Op::Settle(h, actual) => {
+                    let got = s
+                        .wallets
+                        .settle(org, &format!("h{h}"), actual)
+                        .await
+                        .unwrap();
+                    let want = if !m.present {
+                        Settlement::Missing
+                    } else if m.holds.remove(&format!("h{h}")).is_none() {
+                        Settlement::Unknown
+                    } else {
+                        let payable = m.balance - m.holds.values().sum::<i64>();
+                        let charged = actual.min(payable);
+                        m.balance -= charged;
+                        Settlement::Settled {
+                            charged,
+                            excess: actual - charged,
+                        }
+                    };
+                    assert_eq!(got, want, "step {i}");
+                }
+                Op::Release(h) => {
+                    let got = s.wallets.release(org, &format!("h{h}")).await.unwrap();
+                    let want = m.present && m.holds.remove(&format!("h{h}")).is_some();
+                    assert_eq!(got, want, "step {i}");
+                }
+                Op::Crash => {
+                    match &raw {
+                        None => s = Stores::memory(),
+                        Some(r) => {
+                            let mut conn = r.connection();
+                            let keys = r.schema().wallet(org);
+                            let _: () = redis::cmd("DEL")
+                                .arg(&keys[0])
+                                .arg(&keys[1])
+                                .arg(&keys[2])
+                                .query_async(&mut conn)
+                                .await
+                                .unwrap();
+                        }
+                    }
+                    m = Model::default();
+                }
+            }
+            let snap = s.wallets.snapshot(org).await.unwrap();
+            let reserved: i64 = m.holds.values().sum();
+            match snap {
+                None => assert!(!m.present, "step {i}: a present wallet vanished"),
+                Some(w) => {
+                    assert!(m.present, "step {i}");
+                    assert_eq!((w.balance, w.reserved), (m.balance, reserved), "step {i}");
+                    assert!(
+                        w.available() >= 0 || m.balance < reserved,
+                        "step {i}: available < 0 only if loaded below holds"
+                    );
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+        #[test]
+        fn memory_wallet_matches_the_model(ops in proptest::collection::vec(op(), 1..60)) {
+            tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+                .block_on(run(ops, Stores::memory(), None));
+        }
+
+        #[test]
+        fn redis_wallet_matches_the_model(ops in proptest::collection::vec(op(), 1..40)) {
+            let Ok(url) = std::env::var("REDIS_URL") else { return Ok(()) };
+            tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+                let prefix = format!("prop:{}:", uuid::Uuid::new_v4().simple());
+                let stores = Stores::redis(&url, &prefix).await.unwrap();
+                let raw = RedisStore::connect(&url, &prefix).await.unwrap();
+                run(ops, stores, Some(raw)).await;
+            });
+        }
+    }
+}

@@ -1,0 +1,82 @@
+-- wallet v1: every wallet operation, one atomic script.
+-- KEYS[1] = wallet hash {prefix}{org:N}:wallet  (fields: balance, reserved)
+-- KEYS[2] = holds hash  {prefix}{org:N}:holds   (hold id -> "amount:deadline_ms")
+-- KEYS[3] = applied adjustment references {prefix}{org:N}:adjusted (set)
+-- ARGV[1] = operation; further ARGV per operation. Amounts are integer nano-USD (exact below 2^53).
+local op = ARGV[1]
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function num(v) return tonumber(v or '0') or 0 end
+-- Numbers are written with %d: Lua's default formatting would switch to exponents above 1e14.
+local function s(x) return string.format('%d', x) end
+
+if op == 'load' then
+  redis.call('HSET', KEYS[1], 'balance', ARGV[2])
+  if redis.call('HEXISTS', KEYS[1], 'reserved') == 0 then
+    -- Recompute from open holds (a partial loss may have kept them).
+    local total = 0
+    local holds = redis.call('HVALS', KEYS[2])
+    for i = 1, #holds do
+      total = total + tonumber(string.match(holds[i], '^(%-?%d+)'))
+    end
+    redis.call('HSET', KEYS[1], 'reserved', s(total))
+  end
+  return {1}
+end
+
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  if op == 'expired' then return {} end
+  return {-1}
+end
+local balance = num(redis.call('HGET', KEYS[1], 'balance'))
+local reserved = num(redis.call('HGET', KEYS[1], 'reserved'))
+
+if op == 'adjust' then
+  local delta = tonumber(ARGV[2])
+  if redis.call('SISMEMBER', KEYS[3], ARGV[3]) == 1 then return {2} end
+  if delta < 0 and balance + delta - reserved < 0 then return {0, s(balance - reserved)} end
+  redis.call('SADD', KEYS[3], ARGV[3])
+  redis.call('HSET', KEYS[1], 'balance', s(balance + delta))
+  return {1, s(balance + delta)}
+elseif op == 'reserve' then
+  local amount = tonumber(ARGV[3])
+  if amount == nil or amount < 0 then return redis.error_reply('ERR bad amount') end
+  if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then return {2} end
+  local available = balance - reserved
+  if amount > available then return {0, s(available)} end
+  redis.call('HSET', KEYS[2], ARGV[2], s(amount) .. ':' .. s(now_ms() + tonumber(ARGV[4])))
+  redis.call('HSET', KEYS[1], 'reserved', s(reserved + amount))
+  return {1, s(available - amount)}
+elseif op == 'settle' or op == 'release' then
+  local hold = redis.call('HGET', KEYS[2], ARGV[2])
+  if not hold then return {0} end
+  local amount = tonumber(string.match(hold, '^(%-?%d+)'))
+  redis.call('HDEL', KEYS[2], ARGV[2])
+  reserved = reserved - amount
+  redis.call('HSET', KEYS[1], 'reserved', s(reserved))
+  if op == 'release' then return {1} end
+  local actual = tonumber(ARGV[3])
+  if actual < 0 then actual = 0 end
+  local payable = balance - reserved
+  local charged = actual
+  if charged > payable then charged = payable end
+  redis.call('HSET', KEYS[1], 'balance', s(balance - charged))
+  return {1, s(charged), s(actual - charged)}
+elseif op == 'snapshot' then
+  return {1, s(balance), s(reserved)}
+elseif op == 'expired' then
+  local now = now_ms()
+  local out = {}
+  local all = redis.call('HGETALL', KEYS[2])
+  for i = 1, #all, 2 do
+    local amount, deadline = string.match(all[i + 1], '^(%-?%d+):(%d+)$')
+    if tonumber(deadline) <= now then
+      table.insert(out, all[i])
+      table.insert(out, amount)
+    end
+  end
+  return out
+end
+return redis.error_reply('ERR unknown wallet operation')

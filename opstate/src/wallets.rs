@@ -1,0 +1,116 @@
+//! Wallet mirrors: each organization's spendable balance and its open holds, where admission
+//! checks and reserves in one atomic step.
+//!
+//! The ledger of record (admin-api's database) is the truth; a mirror is rebuilt from it with
+//! [`Wallets::load`] whenever the store lost it. A missing mirror is never read as zero or as
+//! unlimited: every operation answers `Missing` and callers fail closed.
+//!
+//! Invariants kept by every operation (and checked by the contract and property tests):
+//! `reserved` = Σ open holds, `balance − reserved ≥ 0`, a hold is resolved (settled, released or
+//! expired) at most once. Hold deadlines are computed on one clock (the Redis server's `TIME`, or
+//! the process clock in memory).
+//!
+//! Settlement policy when the actual cost exceeds the hold (a supplier ignoring the output cap): the
+//! wallet is charged at most what it can pay (`balance − other holds`), so it never goes negative;
+//! the uncovered remainder is returned as `excess` for the ledger to book as a loss.
+
+use crate::error::StoreResult;
+use async_trait::async_trait;
+
+/// A wallet's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalletSnapshot {
+    /// Spendable book balance, nano-USD.
+    pub balance: i64,
+    /// Sum of open holds, nano-USD.
+    pub reserved: i64,
+}
+
+impl WalletSnapshot {
+    pub fn available(&self) -> i64 {
+        self.balance - self.reserved
+    }
+}
+
+/// Outcome of a reservation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reservation {
+    /// Held; `available` is what remains spendable.
+    Held { available: i64 },
+    /// A hold with this id is already open (an idempotent retry): nothing changed.
+    AlreadyHeld,
+    /// Not enough available balance: nothing changed.
+    Insufficient { available: i64 },
+    /// No mirror for this organization (store lost it, or never loaded): fail closed.
+    Missing,
+}
+
+/// Outcome of a settlement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settlement {
+    /// The hold is closed; `charged` left the balance; `excess` could not be charged.
+    Settled {
+        charged: i64,
+        excess: i64,
+    },
+    /// No such open hold (already settled, released or expired): nothing changed.
+    Unknown,
+    Missing,
+}
+
+/// Outcome of a balance adjustment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Adjustment {
+    Applied {
+        balance: i64,
+    },
+    /// This reference was applied before: nothing changed.
+    Duplicate,
+    /// A debit larger than the available balance (holds cannot be taken back): nothing changed.
+    Insufficient {
+        available: i64,
+    },
+    Missing,
+}
+
+/// An open hold past its deadline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpiredHold {
+    pub hold_id: String,
+    pub amount: i64,
+}
+
+/// Wallet mirrors with atomic holds.
+#[async_trait]
+pub trait Wallets: Send + Sync {
+    /// Sets the mirror's balance from the ledger (open holds are kept) and marks it present.
+    async fn load(&self, org: i64, balance: i64) -> StoreResult<()>;
+
+    /// Moves the balance by `delta` once per `reference`; a debit may not exceed the available
+    /// balance.
+    async fn adjust(&self, org: i64, delta: i64, reference: &str) -> StoreResult<Adjustment>;
+
+    /// Reserves `amount` under `hold_id` until `ttl_ms` from now.
+    async fn reserve(
+        &self,
+        org: i64,
+        hold_id: &str,
+        amount: i64,
+        ttl_ms: u64,
+    ) -> StoreResult<Reservation>;
+
+    /// Closes a hold, charging `actual` (see the settlement policy above).
+    async fn settle(&self, org: i64, hold_id: &str, actual: i64) -> StoreResult<Settlement>;
+
+    /// Closes a hold without charging. `true` when an open hold was released.
+    async fn release(&self, org: i64, hold_id: &str) -> StoreResult<bool>;
+
+    /// Open holds past their deadline (they stay open until settled or released).
+    async fn expired(&self, org: i64) -> StoreResult<Vec<ExpiredHold>>;
+
+    /// The wallet's state, or `None` when there is no mirror.
+    async fn snapshot(&self, org: i64) -> StoreResult<Option<WalletSnapshot>>;
+
+    /// Organizations that have held money (the reconciler's work list).
+    async fn holding_orgs(&self) -> StoreResult<Vec<i64>>;
+}
