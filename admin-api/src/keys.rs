@@ -134,6 +134,20 @@ pub async fn keep_directory(
     loop {
         let started = Utc::now();
         let lost = !state.stores.keys.is_loaded().await.unwrap_or(false);
+        if lost {
+            // The store lost its contents: wallet mirrors went with the key directory. Wallets are
+            // reloaded first, so the "loaded" mark the directory sets last covers both.
+            match crate::services::wallets::reload_all(&state).await {
+                Ok(n) => tracing::info!(wallets = n, "wallet mirrors reloaded from the ledger"),
+                Err(e) => tracing::error!(error = %e, "wallet reload failed; retrying"),
+            }
+        }
+        for org in state.take_stale_wallets() {
+            if let Err(e) = crate::services::wallets::reload(&state, org).await {
+                tracing::warn!(error = %e, org, "wallet reload failed; retrying");
+                state.wallet_stale(org);
+            }
+        }
         if lost || state.stale_directory.swap(false, Ordering::SeqCst) {
             match rebuild_directory(&state.db, state.stores.keys.as_ref()).await {
                 Ok(n) => tracing::info!(keys = n, lost, "key directory rebuilt from the database"),

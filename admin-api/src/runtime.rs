@@ -28,12 +28,16 @@ pub async fn state(settings: Arc<Settings>, stores: Stores) -> Result<AppState, 
     Ok(AppState::new(conn, stores, settings, mailer))
 }
 
-/// Rebuilds the key directory now (before a gateway serves), then keeps it in a tracked task.
+/// Reloads the wallet mirrors and rebuilds the key directory now (before a gateway serves), then
+/// keeps both in a tracked task.
 pub async fn start_background(
     state: &AppState,
     tasks: &mut JoinSet<()>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<usize, String> {
+    crate::services::wallets::reload_all(state)
+        .await
+        .map_err(|e| format!("wallet mirrors: {e}"))?;
     let loaded = keys::rebuild_directory(&state.db, state.stores.keys.as_ref())
         .await
         .map_err(|e| format!("key directory: {e}"))?;

@@ -18,6 +18,8 @@ pub struct AppState {
     pub mailer: Arc<Mailer>,
     /// Set when a key could not be published: the directory rebuild runs at its next tick.
     pub stale_directory: Arc<std::sync::atomic::AtomicBool>,
+    /// Organizations whose wallet mirror must be reloaded from the ledger at the next tick.
+    pub stale_wallets: Arc<std::sync::Mutex<std::collections::BTreeSet<i64>>>,
 }
 
 impl AppState {
@@ -35,7 +37,23 @@ impl AppState {
             settings,
             mailer: Arc::new(mailer),
             stale_directory: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            stale_wallets: Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new())),
         }
+    }
+
+    /// Marks an organization's wallet mirror for a reload from the ledger.
+    pub fn wallet_stale(&self, org: i64) {
+        if let Ok(mut s) = self.stale_wallets.lock() {
+            s.insert(org);
+        }
+    }
+
+    /// Takes the organizations marked for a wallet reload.
+    pub fn take_stale_wallets(&self) -> Vec<i64> {
+        self.stale_wallets
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s).into_iter().collect())
+            .unwrap_or_default()
     }
 
     /// Marks the key directory as needing a rebuild.

@@ -2071,3 +2071,187 @@ async fn invitation_email_goes_out_over_smtp() {
         "{data}"
     );
 }
+
+#[tokio::test]
+async fn held_money_cannot_be_taken_back() {
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let (id, org) = api.active_customer(&owner, "held", 30.0, 1.0).await;
+    // A request in flight holds 25 of the 30 USD.
+    let held = api
+        .state
+        .stores
+        .wallets
+        .reserve(org, "req-1", 25_000_000_000, 60_000)
+        .await
+        .unwrap();
+    assert!(matches!(held, opstate::Reservation::Held { .. }));
+    let (_, before) = api.get(&owner, &format!("/customers/{id}")).await;
+    assert_eq!(before["data"]["customer"]["organization_available_usd"], 5);
+    let funding_before = api.funding(&owner).await;
+    let path = format!("/customers/{id}/allocations");
+    let (s, v) = api
+        .write(
+            &owner,
+            Method::POST,
+            &path,
+            Some(&json!({"action": "decrease", "amount_usd": 10})),
+        )
+        .await;
+    assert_error(s, &v, 409, "PARTNER_CUSTOMER_BALANCE_RESERVED");
+    assert_eq!(v["metadata"]["organization_available_usd"], 5);
+    let (s, v) = api
+        .write(
+            &owner,
+            Method::POST,
+            &path,
+            Some(&json!({"action": "set_limit", "limit_usd": 1})),
+        )
+        .await;
+    assert_error(s, &v, 409, "PARTNER_CUSTOMER_BALANCE_RESERVED");
+    // Nothing changed: cap, ledger, funding, mirror.
+    let (_, after) = api.get(&owner, &format!("/customers/{id}")).await;
+    assert_eq!(after["data"]["customer"]["partner_allocation_cap_usd"], 30);
+    assert_eq!(after["data"]["customer"]["organization_balance_usd"], 30);
+    assert_eq!(api.funding(&owner).await, funding_before);
+    let snap = api
+        .state
+        .stores
+        .wallets
+        .snapshot(org)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (snap.balance, snap.reserved),
+        (30_000_000_000, 25_000_000_000)
+    );
+    // The billing balance shows the hold.
+    let token = admin_api::cli::billing_token(&api.state, "create", org)
+        .await
+        .unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let b: Value = api
+        .http
+        .get(format!("{}/api/v1/organization/billing/balance", api.base))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        b["data"],
+        json!({"organization_id": org, "balance_usd": 30, "reserved_usd": 25, "available_usd": 5, "status": "reconciled"})
+    );
+    // Within what is available, a decrease goes through ledger and mirror together.
+    let (s, v) = api
+        .write(
+            &owner,
+            Method::POST,
+            &path,
+            Some(&json!({"action": "decrease", "amount_usd": 4})),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let snap = api
+        .state
+        .stores
+        .wallets
+        .snapshot(org)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(snap.balance, 26_000_000_000);
+    // An increase credits the mirror after the commit.
+    let (s, _) = api
+        .write(
+            &owner,
+            Method::POST,
+            &path,
+            Some(&json!({"action": "increase", "amount_usd": 10})),
+        )
+        .await;
+    assert_eq!(s, 200);
+    let snap = api
+        .state
+        .stores
+        .wallets
+        .snapshot(org)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(snap.balance, 36_000_000_000);
+    let b: Value = api
+        .http
+        .get(format!("{}/api/v1/organization/billing/balance", api.base))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(b["data"]["status"], "reconciled");
+    assert_eq!(b["data"]["balance_usd"], 36);
+}
+
+#[tokio::test]
+async fn lost_wallet_mirror_answers_503_until_reloaded() {
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let (_, org) = api.active_customer(&owner, "lost", 12.0, 1.0).await;
+    let token = admin_api::cli::billing_token(&api.state, "create", org)
+        .await
+        .unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The same database over a store that lost everything (a Redis flush).
+    let mut state = api.state.clone();
+    state.stores = Stores::memory();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let mut tasks = JoinSet::new();
+    let s2 = state.clone();
+    let rx2 = rx.clone();
+    tasks.spawn(async move { admin_api::serve(listener, s2, rx2).await.unwrap() });
+    let get = |base: String, token: String| async move {
+        let r = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .unwrap()
+            .get(format!("{base}/api/v1/organization/billing/balance"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json::<Value>().await.unwrap())
+    };
+    let (s, v) = get(base.clone(), token.clone()).await;
+    assert_eq!(s, 503, "{v}");
+    assert_eq!(v["reason"], "ORG_BALANCE_RECONCILIATION_REQUIRED");
+    assert!(v.get("data").is_none(), "never a zero balance");
+    // The keeper notices the loss and reloads the mirror from the ledger.
+    tasks.spawn(admin_api::keys::keep_directory(
+        state.clone(),
+        std::time::Duration::from_millis(50),
+        rx,
+    ));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let (s, v) = get(base.clone(), token.clone()).await;
+        if s == 200 {
+            assert_eq!(v["data"]["balance_usd"], 12);
+            assert_eq!(v["data"]["status"], "reconciled");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "not reloaded: {v}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    stop.send(true).unwrap();
+}

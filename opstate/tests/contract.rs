@@ -606,14 +606,20 @@ mod wallets {
                     let available = m.balance - m.holds.values().sum::<i64>();
                     let want = if !m.present {
                         Reservation::Missing
-                    } else if m.holds.contains_key(&format!("h{h}")) {
-                        Reservation::AlreadyHeld
-                    } else if a > available {
-                        Reservation::Insufficient { available }
                     } else {
-                        m.holds.insert(format!("h{h}"), a);
-                        Reservation::Held {
-                            available: available - a,
+                        match m.holds.entry(format!("h{h}")) {
+                            std::collections::btree_map::Entry::Occupied(_) => {
+                                Reservation::AlreadyHeld
+                            }
+                            std::collections::btree_map::Entry::Vacant(_) if a > available => {
+                                Reservation::Insufficient { available }
+                            }
+                            std::collections::btree_map::Entry::Vacant(slot) => {
+                                slot.insert(a);
+                                Reservation::Held {
+                                    available: available - a,
+                                }
+                            }
                         }
                     };
                     assert_eq!(got, want, "step {i}");

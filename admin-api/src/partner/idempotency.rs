@@ -119,6 +119,15 @@ pub enum Effect {
         hash: String,
         record: opstate::KeyRecord,
     },
+    /// Credit an organization's wallet mirror with money the ledger just credited.
+    CreditWallet {
+        org: i64,
+        amount: i64,
+        reference: String,
+    },
+    /// Nothing after a commit; if the commit fails, the organization's wallet mirror (already
+    /// debited) is reloaded from the ledger.
+    ReloadWalletIfAborted { org: i64 },
 }
 
 /// A successful write: the full response, the stored (secret-free) one, and follow-up effects.
@@ -179,7 +188,14 @@ async fn run(
         Ok(success) => {
             let stored = ok(success.stored.clone()).to_string();
             complete(&txn, record_id, success.status.as_u16(), &stored).await?;
-            txn.commit().await?;
+            if let Err(e) = txn.commit().await {
+                for effect in &success.effects {
+                    if let Effect::ReloadWalletIfAborted { org } = effect {
+                        state.wallet_stale(*org);
+                    }
+                }
+                return Err(e.into());
+            }
             apply(state, success.effects).await;
             Ok((success.status, axum::Json(ok(success.data))).into_response())
         }
@@ -333,6 +349,25 @@ async fn apply(state: &AppState, effects: Vec<Effect>) {
                     tracing::error!(error = %e, subject, "email could not be sent");
                 }
             }
+            Effect::CreditWallet {
+                org,
+                amount,
+                reference,
+            } => {
+                match state.stores.wallets.adjust(org, amount, &reference).await {
+                    Ok(opstate::Adjustment::Applied { .. } | opstate::Adjustment::Duplicate) => {}
+                    // A missing mirror is rebuilt from the ledger, which has the credit.
+                    Ok(opstate::Adjustment::Missing | opstate::Adjustment::Insufficient { .. })
+                    | Err(_) => {
+                        tracing::warn!(
+                            org,
+                            "wallet mirror not credited; it will be reloaded from the ledger"
+                        );
+                        state.wallet_stale(org);
+                    }
+                }
+            }
+            Effect::ReloadWalletIfAborted { .. } => {}
             Effect::PublishKey { hash, record } => {
                 if let Err(e) = state.stores.keys.publish(&hash, &record).await {
                     tracing::error!(error = %e, key_id = record.key_id, "key not published; the directory rebuild will publish it");

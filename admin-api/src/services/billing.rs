@@ -2,7 +2,7 @@
 
 use crate::dto::usd_json;
 use crate::error::ApiError;
-use crate::ledger::{self, AccountRef};
+use crate::ledger::AccountRef;
 use crate::state::AppState;
 use chrono::{DateTime, NaiveDate, SecondsFormat, TimeDelta, Utc};
 use credentials::{Kind, Secret};
@@ -40,13 +40,10 @@ pub async fn authenticate(
 /// `GET /api/v1/organization/billing/balance`. A wallet that does not exist is never a zero
 /// balance: 503 `ORG_BALANCE_RECONCILIATION_REQUIRED`.
 pub async fn balance(state: &AppState, org: &organizations::Model) -> Result<Value, ApiError> {
-    let code = AccountRef::org_wallet(org.id).code;
-    if !ledger::exists(&state.db, &code).await? {
+    let Some((balance, reserved)) = crate::services::wallets::reconciled(state, org.id).await?
+    else {
         return Err(ApiError::ReconciliationRequired);
-    }
-    let balance = ledger::balance(&state.db, &code).await?;
-    // Holds of requests in flight arrive with the wallet mirror (the money path).
-    let reserved = NanoUsd::ZERO;
+    };
     Ok(json!({
         "organization_id": org.id,
         "balance_usd": usd_json(balance),

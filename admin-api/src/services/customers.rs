@@ -367,7 +367,7 @@ pub async fn used(db: &impl ConnectionTrait, organization_id: i64) -> Result<Nan
 /// that created the customer).
 pub async fn view(
     db: &impl ConnectionTrait,
-    _state: &AppState,
+    state: &AppState,
     customer: &customers::Model,
     created: Option<bool>,
     invite_url: Option<&str>,
@@ -379,9 +379,11 @@ pub async fn view(
     let cap = NanoUsd(customer.allocation_cap_nanos);
     let used = used(db, org.id).await?;
     let balance = ledger::balance(db, &AccountRef::org_wallet(org.id).code).await?;
-    // Holds of requests in flight live in the wallet mirror (the money path); until it exists the
-    // whole book balance is available.
-    let available = balance;
+    // Money held by requests in flight is not available; without a mirror nothing is.
+    let available = match state.stores.wallets.snapshot(org.id).await? {
+        Some(w) => NanoUsd(balance.0 - w.reserved).max(NanoUsd::ZERO),
+        None => NanoUsd::ZERO,
+    };
     let inv = invitation(db, customer.id).await?;
     let mut activation =
         json!({"method": "email_invitation", "invited_email": customer.contact_email});

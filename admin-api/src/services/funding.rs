@@ -4,12 +4,13 @@ use crate::dto::{multiplier_of, usd_json, usd_of};
 use crate::error::ApiError;
 use crate::ledger::{self, AccountKind, AccountRef};
 use crate::partner::gate::Caller;
-use crate::partner::idempotency::Success;
+use crate::partner::idempotency::{Effect, Success};
 use crate::pricing;
 use crate::services::customers;
 use crate::state::AppState;
 use chrono::Utc;
 use entities::{customer_groups, customers as customer_rows, top_up_sessions};
+use opstate::Adjustment;
 use rand::Rng;
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use serde_json::{Value, json};
@@ -182,12 +183,6 @@ pub async fn allocate(
         return Err(ApiError::AllocationLimitBelowUsed { used });
     }
     let delta = NanoUsd(new_cap.0 - cap.0);
-    if delta.0 < 0 {
-        let balance = ledger::balance(txn, &AccountRef::org_wallet(org.id).code).await?;
-        if balance.0 < -delta.0 {
-            return Err(ApiError::BalanceReserved { available: balance });
-        }
-    }
     let pairs = customers::price_pairs(txn, state, customer.id).await?;
     customers::rebalance_reservation(
         txn,
@@ -211,9 +206,46 @@ pub async fn allocate(
     let mut row: customer_rows::ActiveModel = customer.clone().into();
     row.allocation_cap_nanos = Set(new_cap.0);
     let customer = row.update(txn).await?;
-    Ok(Success::plain(
-        customers::view(txn, state, &customer, None, None).await?,
-    ))
+    let wallet_ref = format!("{op}:wallet");
+    let data = customers::view(txn, state, &customer, None, None).await?;
+    let mut effects = Vec::new();
+    if delta.0 < 0 {
+        // The last step before the commit: the mirror refuses, atomically, to take back money
+        // held by requests in flight. Should the commit then fail, the mirror is below the ledger
+        // (the safe direction) and is reloaded from it.
+        match state
+            .stores
+            .wallets
+            .adjust(org.id, delta.0, &wallet_ref)
+            .await?
+        {
+            Adjustment::Applied { .. } | Adjustment::Duplicate => {
+                effects.push(Effect::ReloadWalletIfAborted { org: org.id });
+            }
+            Adjustment::Insufficient { available } => {
+                return Err(ApiError::BalanceReserved {
+                    available: NanoUsd(available),
+                });
+            }
+            // Without the mirror the holds are unknown: refuse until it is rebuilt.
+            Adjustment::Missing => {
+                state.wallet_stale(org.id);
+                return Err(ApiError::Unavailable);
+            }
+        }
+    } else if delta.0 > 0 {
+        effects.push(Effect::CreditWallet {
+            org: org.id,
+            amount: delta.0,
+            reference: wallet_ref,
+        });
+    }
+    Ok(Success {
+        status: axum::http::StatusCode::OK,
+        stored: data.clone(),
+        data,
+        effects,
+    })
 }
 
 /// `PUT /customers/{id}/groups/{group}/rate`.

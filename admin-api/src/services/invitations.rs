@@ -137,6 +137,12 @@ pub async fn accept(state: &AppState, token: &str, email: &str) -> Result<i64, I
         InvitationError::Unavailable
     })?;
     txn.commit().await?;
+    // The wallet mirror opens from the ledger; if that fails it is reloaded at the next tick, and
+    // until then admission and the billing balance fail closed.
+    if let Err(e) = crate::services::wallets::reload(state, org_id).await {
+        tracing::warn!(error = %e, organization_id = org_id, "wallet mirror not loaded yet");
+        state.wallet_stale(org_id);
+    }
     tracing::info!(
         organization_id = org_id,
         customer_id = customer.id,

@@ -7,3 +7,4 @@ pub mod funding;
 pub mod invitations;
 pub mod keys;
 pub mod usage;
+pub mod wallets;

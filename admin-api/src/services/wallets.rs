@@ -1,0 +1,57 @@
+//! Wallet mirrors as seen from the ledger: loading them, and deciding whether they agree.
+//!
+//! The ledger is the truth. A mirror is (re)loaded from it when the store lost its contents, when
+//! an organization is activated, and when a write could not keep the two in step. "Reconciled"
+//! means the mirror exists and its balance equals the ledger's wallet balance.
+
+use crate::error::ApiError;
+use crate::ledger::{self, AccountKind, AccountRef};
+use crate::state::AppState;
+use entities::ledger_accounts;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use settings::NanoUsd;
+
+/// Loads one organization's mirror from its ledger wallet (no wallet account: nothing to load).
+pub async fn reload(state: &AppState, org: i64) -> Result<bool, ApiError> {
+    let code = AccountRef::org_wallet(org).code;
+    if !ledger::exists(&state.db, &code).await? {
+        return Ok(false);
+    }
+    let balance = ledger::balance(&state.db, &code).await?;
+    state.stores.wallets.load(org, balance.0).await?;
+    Ok(true)
+}
+
+/// Loads every organization's mirror (after the store lost its contents).
+pub async fn reload_all(state: &AppState) -> Result<usize, ApiError> {
+    let accounts = ledger_accounts::Entity::find()
+        .filter(ledger_accounts::Column::Kind.eq(AccountKind::OrgWallet.as_str()))
+        .all(&state.db)
+        .await?;
+    let mut n = 0;
+    for a in accounts {
+        if let Some(org) = a.organization_id {
+            reload(state, org).await?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// A consistent view of an organization's money: the mirror's snapshot when it agrees with the
+/// ledger. `None`: missing or not reconciled (never reported as zero).
+pub async fn reconciled(
+    state: &AppState,
+    org: i64,
+) -> Result<Option<(NanoUsd, NanoUsd)>, ApiError> {
+    let code = AccountRef::org_wallet(org).code;
+    if !ledger::exists(&state.db, &code).await? {
+        return Ok(None);
+    }
+    let Some(snapshot) = state.stores.wallets.snapshot(org).await? else {
+        return Ok(None);
+    };
+    let book = ledger::balance(&state.db, &code).await?;
+    Ok((snapshot.balance == book.0)
+        .then_some((NanoUsd(snapshot.balance), NanoUsd(snapshot.reserved))))
+}
