@@ -2255,3 +2255,143 @@ async fn lost_wallet_mirror_answers_503_until_reloaded() {
     }
     stop.send(true).unwrap();
 }
+
+#[test]
+fn operator_cli_prints_json() {
+    let dir = std::env::temp_dir().join(format!("tollgate-cli-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("cli.db");
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        config_text_for_cli(
+            &format!("sqlite://{}?mode=rwc", db.display()),
+            &dir.join("outbox").display().to_string(),
+        ),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_admin-api"))
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .env_remove("DATABASE_URL")
+            .env_remove("TOLLGATE_DATABASE_URL")
+            .env_remove("TOLLGATE_REDIS_URL")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = run(&[
+        "partner",
+        "create",
+        "--name",
+        "Acme",
+        "--min-rate-multiplier",
+        "1.1",
+        "--funding-usd",
+        "250",
+        "--role",
+        "owner",
+        "--scope",
+        "partner:read,partner:write",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let created: Value = serde_json::from_str(&out).unwrap();
+    assert!(created["token"].as_str().unwrap().starts_with("tgp_dev_"));
+    assert_eq!(created["available_funding_usd"], 250);
+    assert_eq!(created["scopes"], json!(["partner:read", "partner:write"]));
+    let id = created["partner_id"].as_i64().unwrap().to_string();
+    let (code, out, _) = run(&[
+        "partner",
+        "fund",
+        "--partner",
+        &id,
+        "--amount-usd",
+        "50",
+        "--reference",
+        "pay-1",
+    ]);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["available_funding_usd"],
+        300
+    );
+    let (code, out, _) = run(&[
+        "partner",
+        "fund",
+        "--partner",
+        &id,
+        "--amount-usd",
+        "50",
+        "--reference",
+        "pay-1",
+    ]);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["already_posted"],
+        true
+    );
+    let (code, out, _) = run(&[
+        "partner",
+        "token",
+        "--partner",
+        &id,
+        "--scope",
+        "partner:read",
+    ]);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["revoked_tokens"],
+        1
+    );
+    for bad in [
+        vec![
+            "partner",
+            "create",
+            "--name",
+            "X",
+            "--min-rate-multiplier",
+            "abc",
+            "--scope",
+            "partner:read",
+        ],
+        vec![
+            "partner",
+            "create",
+            "--name",
+            "X",
+            "--min-rate-multiplier",
+            "1",
+            "--role",
+            "king",
+            "--scope",
+            "partner:read",
+        ],
+        vec![
+            "partner",
+            "create",
+            "--name",
+            "X",
+            "--min-rate-multiplier",
+            "1",
+            "--scope",
+            "admin:all",
+        ],
+        vec!["partner", "fund", "--partner", "999", "--amount-usd", "5"],
+        vec!["billing-token", "create", "--org", "999"],
+    ] {
+        let (code, out, err) = run(&bad);
+        assert_eq!(code, Some(1), "{bad:?}: {out}");
+        assert!(!err.is_empty());
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+fn config_text_for_cli(db_url: &str, outbox: &str) -> String {
+    config(db_url, outbox)
+}
