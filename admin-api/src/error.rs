@@ -334,6 +334,13 @@ impl From<sea_orm::DbErr> for ApiError {
     }
 }
 
+impl From<crate::ledger::LedgerError> for ApiError {
+    fn from(e: crate::ledger::LedgerError) -> Self {
+        tracing::error!(error = %e, "ledger posting failed");
+        ApiError::Internal
+    }
+}
+
 impl From<opstate::StoreError> for ApiError {
     fn from(e: opstate::StoreError) -> Self {
         tracing::error!(error = %e, "operational store error");

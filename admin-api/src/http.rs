@@ -135,6 +135,23 @@ fn write_request(
     IdemRequest::new(headers, method.as_str(), uri.0.path(), body)
 }
 
+/// Validates a write before it may run: the idempotency key first (a missing key is reported
+/// before body errors), then the JSON body (`invalid` when it is not JSON), then `parse`.
+/// Returns the write's identity and the parsed input; nothing is stored when this fails.
+fn prepare_write<T>(
+    headers: &HeaderMap,
+    method: &Method,
+    uri: &OriginalUri,
+    body: &Bytes,
+    invalid: ApiError,
+    parse: impl FnOnce(&Value) -> Result<T, ApiError>,
+) -> Result<(IdemRequest, T), ApiError> {
+    key_first(headers)?;
+    let body = json_body(body, invalid)?;
+    let parsed = parse(&body)?;
+    Ok((write_request(headers, method, uri, &body)?, parsed))
+}
+
 /// Validates the idempotency key first (so a missing key is reported before body errors).
 fn key_first(headers: &HeaderMap) -> Result<(), ApiError> {
     IdemRequest::new(headers, "", "", &Value::Null).map(|_| ())
@@ -162,13 +179,14 @@ pub(crate) async fn top_up(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let prepared = (|| {
-        key_first(&headers)?;
-        let body = json_body(&body, ApiError::InvalidTopUpAmount)?;
-        let amount = funding::top_up_amount(&body)?;
-        let req = write_request(&headers, &method, &uri, &body)?;
-        Ok::<_, ApiError>((req, amount))
-    })();
+    let prepared = prepare_write(
+        &headers,
+        &method,
+        &uri,
+        &body,
+        ApiError::InvalidTopUpAmount,
+        funding::top_up_amount,
+    );
     let (req, amount) = match prepared {
         Ok(p) => p,
         Err(e) => return e.into_response(),
@@ -190,18 +208,14 @@ pub(crate) async fn create_customer(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let prepared = (|| {
-        key_first(&headers)?;
-        let external = customers::external_id(&external)?;
-        let body = json_body(
-            &body,
-            ApiError::InvalidCustomer("the body must be a JSON object".into()),
-        )?;
-        let new = customers::NewCustomer::parse(&body)?;
-        let req = write_request(&headers, &method, &uri, &body)?;
-        Ok::<_, ApiError>((req, external, new))
-    })();
-    let (req, external, new) = match prepared {
+    let invalid = ApiError::InvalidCustomer("the body must be a JSON object".into());
+    let prepared = prepare_write(&headers, &method, &uri, &body, invalid, |b| {
+        Ok((
+            customers::external_id(&external)?,
+            customers::NewCustomer::parse(b)?,
+        ))
+    });
+    let (req, (external, new)) = match prepared {
         Ok(p) => p,
         Err(e) => return e.into_response(),
     };
@@ -283,13 +297,14 @@ pub(crate) async fn allocations(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let prepared = (|| {
-        key_first(&headers)?;
-        let body = json_body(&body, ApiError::InvalidAllocationAction)?;
-        let change = funding::Allocation::parse(&body)?;
-        let req = write_request(&headers, &method, &uri, &body)?;
-        Ok::<_, ApiError>((req, change))
-    })();
+    let prepared = prepare_write(
+        &headers,
+        &method,
+        &uri,
+        &body,
+        ApiError::InvalidAllocationAction,
+        funding::Allocation::parse,
+    );
     let (req, change) = match prepared {
         Ok(p) => p,
         Err(e) => return e.into_response(),
@@ -326,12 +341,14 @@ pub(crate) async fn group_rate(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let prepared = (|| {
-        key_first(&headers)?;
-        let body = json_body(&body, ApiError::InvalidGroupRate)?;
-        let req = write_request(&headers, &method, &uri, &body)?;
-        Ok::<_, ApiError>((req, body))
-    })();
+    let prepared = prepare_write(
+        &headers,
+        &method,
+        &uri,
+        &body,
+        ApiError::InvalidGroupRate,
+        |b| Ok(b.clone()),
+    );
     let (req, body) = match prepared {
         Ok(p) => p,
         Err(e) => return e.into_response(),
@@ -362,16 +379,8 @@ pub(crate) async fn create_key(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let prepared = (|| {
-        key_first(&headers)?;
-        let body = json_body(
-            &body,
-            ApiError::InvalidApiKey("the body must be a JSON object".into()),
-        )?;
-        let new = keys::NewKey::parse(&body)?;
-        let req = write_request(&headers, &method, &uri, &body)?;
-        Ok::<_, ApiError>((req, new))
-    })();
+    let invalid = ApiError::InvalidApiKey("the body must be a JSON object".into());
+    let prepared = prepare_write(&headers, &method, &uri, &body, invalid, keys::NewKey::parse);
     let (req, new) = match prepared {
         Ok(p) => p,
         Err(e) => return e.into_response(),

@@ -272,11 +272,7 @@ pub async fn create(
         &AccountRef::partner_reserved(caller.partner_id, customer.id),
         required,
     )
-    .await
-    .map_err(|e| {
-        tracing::error!(error = %e, "reservation posting failed");
-        ApiError::Internal
-    })?;
+    .await?;
 
     let token = invitation_token();
     invitations::ActiveModel {
@@ -553,10 +549,6 @@ pub async fn rebalance_reservation(
         &AccountRef::partner_reserved(partner_id, customer_id),
         delta,
     )
-    .await
-    .map_err(|e| {
-        tracing::error!(error = %e, "reservation posting failed");
-        ApiError::Internal
-    })?;
+    .await?;
     Ok(())
 }

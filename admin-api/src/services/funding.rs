@@ -121,10 +121,7 @@ pub async fn fund(
         amount,
     )
     .await
-    .map_err(|e| {
-        tracing::error!(error = %e, "top-up posting failed");
-        ApiError::Internal
-    })
+    .map_err(ApiError::from)
 }
 
 /// An allocation change.
@@ -201,8 +198,7 @@ pub async fn allocate(
         &AccountRef::org_wallet(org.id),
         delta,
     )
-    .await
-    .map_err(|_| ApiError::Internal)?;
+    .await?;
     let mut row: customer_rows::ActiveModel = customer.clone().into();
     row.allocation_cap_nanos = Set(new_cap.0);
     let customer = row.update(txn).await?;
