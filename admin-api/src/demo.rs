@@ -1,5 +1,6 @@
-//! The quickstart's demo customer: one active organization and a fresh key each time it is asked
-//! for (the secret of an earlier key cannot be shown again).
+//! The quickstart's demo customer: one active organization with a one-time 100 USD credit in the
+//! ledger, and a fresh key each time it is asked for (an earlier key's secret cannot be shown
+//! again). The gateway loads the wallet mirror from the ledger when it starts.
 
 use crate::keys::{self, KeyError};
 use chrono::Utc;
@@ -10,6 +11,8 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, Query
 use serde::Serialize;
 
 const DEMO_SLUG: &str = "demo";
+/// The demo organization's one-time credit.
+pub const DEMO_CREDIT_USD: i64 = 100;
 
 /// What the `demo` command prints.
 #[derive(Debug, Serialize)]
@@ -46,6 +49,17 @@ pub async fn demo_key(
             .await?
         }
     };
+    // A demo credit, once per organization, so the quickstart's key can spend.
+    crate::ledger::transfer(
+        db,
+        &format!("demo:credit:{}", org.id),
+        "demo_credit",
+        &crate::ledger::AccountRef::external(),
+        &crate::ledger::AccountRef::org_wallet(org.id),
+        settings::NanoUsd(DEMO_CREDIT_USD * settings::money::NANOS_PER_USD),
+    )
+    .await
+    .map_err(|e| KeyError::Database(sea_orm::DbErr::Custom(e.to_string())))?;
     let created = keys::create_key(
         db,
         directory,

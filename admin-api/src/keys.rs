@@ -28,8 +28,32 @@ pub struct CreatedKey {
     pub secret: Secret,
 }
 
-/// The directory record of a key row.
-pub fn record_of(row: &customer_api_keys::Model) -> KeyRecord {
+/// The retail multiplier (millionths) a key of `group_id` pays in `organization_id`: its
+/// customer's group price, or the official price (1.0) for organizations no partner resells.
+/// `None` when the organization is a partner's customer without that group.
+pub async fn rate_of(
+    db: &impl ConnectionTrait,
+    organization_id: i64,
+    group_id: i64,
+) -> Result<Option<i64>, DbErr> {
+    use entities::{customer_groups, customers};
+    let Some(customer) = customers::Entity::find()
+        .filter(customers::Column::OrganizationId.eq(organization_id))
+        .one(db)
+        .await?
+    else {
+        return Ok(Some(settings::money::PPM));
+    };
+    Ok(customer_groups::Entity::find()
+        .filter(customer_groups::Column::CustomerId.eq(customer.id))
+        .filter(customer_groups::Column::GroupId.eq(group_id))
+        .one(db)
+        .await?
+        .map(|g| g.retail_rate_multiplier_ppm))
+}
+
+/// The directory record of a key row priced at `rate_ppm`.
+pub fn record_of(row: &customer_api_keys::Model, rate_ppm: Option<i64>) -> KeyRecord {
     KeyRecord {
         key_id: row.id,
         org_id: row.organization_id,
@@ -39,6 +63,7 @@ pub fn record_of(row: &customer_api_keys::Model) -> KeyRecord {
             gemini: row.allow_gemini,
             anthropic: row.allow_anthropic,
         },
+        rate_ppm,
     }
 }
 
@@ -81,7 +106,10 @@ pub async fn create_key(
     }
     .insert(db)
     .await?;
-    directory.publish(&row.key_hash, &record_of(&row)).await?;
+    let rate = rate_of(db, row.organization_id, row.group_id).await?;
+    directory
+        .publish(&row.key_hash, &record_of(&row, rate))
+        .await?;
     Ok(CreatedKey { row, secret })
 }
 
@@ -95,10 +123,11 @@ pub async fn rebuild_directory(
         .filter(customer_api_keys::Column::Status.eq("active"))
         .all(db)
         .await?;
-    let entries: Vec<(String, KeyRecord)> = rows
-        .iter()
-        .map(|r| (r.key_hash.clone(), record_of(r)))
-        .collect();
+    let mut entries: Vec<(String, KeyRecord)> = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let rate = rate_of(db, r.organization_id, r.group_id).await?;
+        entries.push((r.key_hash.clone(), record_of(r, rate)));
+    }
     directory.load(&entries).await?;
     Ok(entries.len())
 }

@@ -18,6 +18,7 @@ pub mod partner;
 pub mod pricing;
 pub mod runtime;
 pub mod services;
+pub mod settler;
 pub mod state;
 
 pub use http::{router, serve};

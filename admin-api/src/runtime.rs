@@ -11,6 +11,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+/// How long the settler rests when the usage stream is empty.
+pub const SETTLER_IDLE: Duration = Duration::from_millis(250);
+
 /// How often the key directory is checked against the database.
 pub const DIRECTORY_TICK: Duration = Duration::from_secs(2);
 
@@ -29,7 +32,7 @@ pub async fn state(settings: Arc<Settings>, stores: Stores) -> Result<AppState, 
 }
 
 /// Reloads the wallet mirrors and rebuilds the key directory now (before a gateway serves), then
-/// keeps both in a tracked task.
+/// keeps both in a tracked task, and starts the settler.
 pub async fn start_background(
     state: &AppState,
     tasks: &mut JoinSet<()>,
@@ -44,6 +47,12 @@ pub async fn start_background(
     tasks.spawn(keys::keep_directory(
         state.clone(),
         DIRECTORY_TICK,
+        shutdown.clone(),
+    ));
+    tasks.spawn(crate::settler::run(
+        state.clone(),
+        format!("settler-{}", std::process::id()),
+        SETTLER_IDLE,
         shutdown,
     ));
     Ok(loaded)

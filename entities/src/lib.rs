@@ -15,3 +15,4 @@ pub mod partner_tokens;
 pub mod partners;
 pub mod top_up_sessions;
 pub mod usage_hourly;
+pub mod usage_records;

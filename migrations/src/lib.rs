@@ -10,6 +10,7 @@ pub use sea_orm_migration::MigratorTrait;
 mod m20261122_000001_organizations_and_keys;
 mod m20261122_000002_partners_and_ledger;
 mod m20261122_000003_usage;
+mod m20261122_000004_usage_records;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -21,6 +22,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000001_organizations_and_keys::Migration),
             Box::new(m20261122_000002_partners_and_ledger::Migration),
             Box::new(m20261122_000003_usage::Migration),
+            Box::new(m20261122_000004_usage_records::Migration),
         ]
     }
 }

@@ -46,6 +46,10 @@ pub struct KeyRecord {
     pub group_id: i64,
     #[serde(default)]
     pub permissions: KeyPermissions,
+    /// The retail multiplier of the key's group for its organization, in millionths of the
+    /// official price. `None`: unknown, and the gateway refuses to price (never free).
+    #[serde(default)]
+    pub rate_ppm: Option<i64>,
 }
 
 /// The directory of usable customer keys.

@@ -28,7 +28,9 @@ pub use keys::{KeyDirectory, KeyPermissions, KeyRecord};
 pub use memory::MemoryStore;
 pub use redis_store::RedisStore;
 pub use usage::{Measurement, StreamEntry, UsageEvent, UsageStream};
-pub use wallets::{Adjustment, ExpiredHold, Reservation, Settlement, WalletSnapshot, Wallets};
+pub use wallets::{
+    Adjustment, Confirmation, ExpiredHold, Reservation, Settlement, WalletSnapshot, Wallets,
+};
 
 use std::sync::Arc;
 

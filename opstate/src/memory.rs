@@ -5,7 +5,9 @@ use crate::counters::{WindowCounters, WindowHit};
 use crate::error::{StoreError, StoreResult};
 use crate::keys::{KeyDirectory, KeyRecord};
 use crate::usage::{StreamEntry, UsageEvent, UsageStream};
-use crate::wallets::{Adjustment, ExpiredHold, Reservation, Settlement, WalletSnapshot, Wallets};
+use crate::wallets::{
+    Adjustment, Confirmation, ExpiredHold, Reservation, Settlement, WalletSnapshot, Wallets,
+};
 use async_trait::async_trait;
 use std::collections::HashSet;
 use std::collections::{BTreeMap, HashMap};
@@ -30,6 +32,10 @@ struct WalletState {
     /// hold id → (amount, deadline)
     holds: HashMap<String, (i64, Instant)>,
     adjusted: HashSet<String>,
+    pending: i64,
+    /// Holds charged in this incarnation and not yet confirmed: hold id → amount.
+    charged: HashMap<String, i64>,
+    confirmed: HashSet<String>,
 }
 
 impl WalletState {
@@ -211,6 +217,8 @@ impl Wallets for MemoryStore {
         let wallet = w.entry(org).or_default();
         wallet.present = true;
         wallet.balance = balance;
+        wallet.pending = 0;
+        wallet.charged.clear();
         Ok(())
     }
 
@@ -276,6 +284,10 @@ impl Wallets for MemoryStore {
         let payable = wallet.balance - wallet.reserved();
         let charged = actual.min(payable);
         wallet.balance -= charged;
+        if charged > 0 {
+            wallet.pending += charged;
+            wallet.charged.insert(hold_id.to_string(), charged);
+        }
         Ok(Settlement::Settled {
             charged,
             excess: actual - charged,
@@ -287,6 +299,22 @@ impl Wallets for MemoryStore {
         Ok(w.get_mut(&org)
             .filter(|w| w.present)
             .is_some_and(|wallet| wallet.holds.remove(hold_id).is_some()))
+    }
+
+    async fn confirm(&self, org: i64, hold_id: &str, amount: i64) -> StoreResult<Confirmation> {
+        let mut w = self.wallets()?;
+        let Some(wallet) = w.get_mut(&org).filter(|w| w.present) else {
+            return Ok(Confirmation::Missing);
+        };
+        if wallet.charged.remove(hold_id).is_some() {
+            wallet.pending -= amount;
+            return Ok(Confirmation::Confirmed);
+        }
+        if !wallet.confirmed.insert(hold_id.to_string()) {
+            return Ok(Confirmation::Duplicate);
+        }
+        wallet.balance -= amount;
+        Ok(Confirmation::Applied)
     }
 
     async fn expired(&self, org: i64) -> StoreResult<Vec<ExpiredHold>> {
@@ -318,6 +346,7 @@ impl Wallets for MemoryStore {
             .map(|wallet| WalletSnapshot {
                 balance: wallet.balance,
                 reserved: wallet.reserved(),
+                pending: wallet.pending,
             }))
     }
 

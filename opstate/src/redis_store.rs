@@ -9,7 +9,9 @@ use crate::error::{StoreError, StoreResult};
 use crate::keys::{KeyDirectory, KeyRecord};
 use crate::schema::{KeySchema, USAGE_GROUP};
 use crate::usage::{StreamEntry, UsageEvent, UsageStream};
-use crate::wallets::{Adjustment, ExpiredHold, Reservation, Settlement, WalletSnapshot, Wallets};
+use crate::wallets::{
+    Adjustment, Confirmation, ExpiredHold, Reservation, Settlement, WalletSnapshot, Wallets,
+};
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::streams::{StreamAutoClaimReply, StreamReadReply};
@@ -341,6 +343,18 @@ impl Wallets for RedisStore {
         Ok(int(r.first())? == 1)
     }
 
+    async fn confirm(&self, org: i64, hold_id: &str, amount: i64) -> StoreResult<Confirmation> {
+        let r = self
+            .wallet(org, &["confirm", &amount.to_string(), hold_id])
+            .await?;
+        Ok(match int(r.first())? {
+            -1 => Confirmation::Missing,
+            1 => Confirmation::Confirmed,
+            2 => Confirmation::Duplicate,
+            _ => Confirmation::Applied,
+        })
+    }
+
     async fn expired(&self, org: i64) -> StoreResult<Vec<ExpiredHold>> {
         let r = self.wallet(org, &["expired"]).await?;
         r.chunks(2)
@@ -360,6 +374,7 @@ impl Wallets for RedisStore {
             _ => Some(WalletSnapshot {
                 balance: int(r.get(1))?,
                 reserved: int(r.get(2))?,
+                pending: int(r.get(3))?,
             }),
         })
     }

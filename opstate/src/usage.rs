@@ -46,6 +46,18 @@ pub struct UsageEvent {
     pub ttfb_ms: Option<u64>,
     /// Upstream attempts made (more than one after a failover).
     pub attempts: u32,
+    /// Price of the usage (official price × the key's retail multiplier), nano-USD.
+    #[serde(default)]
+    pub cost_nanos: i64,
+    /// What the wallet was actually charged at settlement (≤ cost when the wallet ran short).
+    #[serde(default)]
+    pub charged_nanos: i64,
+    /// Cost that could not be charged (the supplier exceeded the hold and the wallet ran out).
+    #[serde(default)]
+    pub excess_nanos: i64,
+    /// The hold this request settled.
+    #[serde(default)]
+    pub hold_nanos: i64,
 }
 
 /// A claimed stream entry: acknowledge `id` once the event is durably recorded.

@@ -24,6 +24,9 @@ pub struct WalletSnapshot {
     pub balance: i64,
     /// Sum of open holds, nano-USD.
     pub reserved: i64,
+    /// Charged here and not yet confirmed by the ledger, nano-USD: the ledger's wallet balance
+    /// equals `balance + pending` when mirror and ledger agree.
+    pub pending: i64,
 }
 
 impl WalletSnapshot {
@@ -73,6 +76,18 @@ pub enum Adjustment {
     Missing,
 }
 
+/// Outcome of a confirmation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirmation {
+    /// The charge was pending here and no longer is.
+    Confirmed,
+    /// The mirror did not know the charge (reloaded before the ledger had it): debited now.
+    Applied,
+    /// Confirmed before: nothing changed.
+    Duplicate,
+    Missing,
+}
+
 /// An open hold past its deadline.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExpiredHold {
@@ -104,6 +119,11 @@ pub trait Wallets: Send + Sync {
 
     /// Closes a hold without charging. `true` when an open hold was released.
     async fn release(&self, org: i64, hold_id: &str) -> StoreResult<bool>;
+
+    /// The ledger now holds the charge of `hold_id` (`amount`): it stops being pending, or, when
+    /// the mirror was reloaded before the ledger had it, the mirror takes the debit now. Once per
+    /// hold.
+    async fn confirm(&self, org: i64, hold_id: &str, amount: i64) -> StoreResult<Confirmation>;
 
     /// Open holds past their deadline (they stay open until settled or released).
     async fn expired(&self, org: i64) -> StoreResult<Vec<ExpiredHold>>;

@@ -42,6 +42,7 @@ fn record(key_id: i64) -> KeyRecord {
         org_id: 42,
         group_id: 1,
         permissions: KeyPermissions::default(),
+        rate_ppm: Some(1_000_000),
     }
 }
 
@@ -65,6 +66,10 @@ fn event(n: u64) -> UsageEvent {
         latency_ms: 12,
         ttfb_ms: Some(3),
         attempts: 1,
+        cost_nanos: 4_500,
+        charged_nanos: 4_500,
+        excess_nanos: 0,
+        hold_nanos: 9_000,
     }
 }
 
@@ -355,7 +360,7 @@ async fn concurrent_hits_are_all_counted() {
 
 mod wallets {
     use super::*;
-    use opstate::{Adjustment, ExpiredHold, Reservation, Settlement, WalletSnapshot};
+    use opstate::{Adjustment, Confirmation, ExpiredHold, Reservation, Settlement, WalletSnapshot};
     use proptest::prelude::*;
 
     #[tokio::test]
@@ -394,7 +399,8 @@ mod wallets {
                 w.snapshot(1).await.unwrap(),
                 Some(WalletSnapshot {
                     balance: big,
-                    reserved: 0
+                    reserved: 0,
+                    pending: 0
                 }),
                 "{name}"
             );
@@ -448,7 +454,8 @@ mod wallets {
                 w.snapshot(1).await.unwrap(),
                 Some(WalletSnapshot {
                     balance: 650,
-                    reserved: 0
+                    reserved: 0,
+                    pending: 250
                 }),
                 "{name}"
             );
@@ -467,7 +474,8 @@ mod wallets {
                 w.snapshot(1).await.unwrap(),
                 Some(WalletSnapshot {
                     balance: 500,
-                    reserved: 500
+                    reserved: 500,
+                    pending: 400
                 }),
                 "{name}"
             );
@@ -540,6 +548,9 @@ mod wallets {
         balance: i64,
         holds: std::collections::BTreeMap<String, i64>,
         adjusted: std::collections::BTreeSet<String>,
+        pending: i64,
+        charged: std::collections::BTreeMap<String, i64>,
+        confirmed: std::collections::BTreeSet<String>,
     }
 
     #[derive(Debug, Clone)]
@@ -549,6 +560,7 @@ mod wallets {
         Reserve(u8, i64),
         Settle(u8, i64),
         Release(u8),
+        Confirm(u8, i64),
         Crash,
     }
 
@@ -559,6 +571,7 @@ mod wallets {
             (0u8..8, 0i64..4_000).prop_map(|(h, a)| Op::Reserve(h, a)),
             (0u8..8, 0i64..6_000).prop_map(|(h, a)| Op::Settle(h, a)),
             (0u8..8).prop_map(Op::Release),
+            (0u8..8, 0i64..2_000).prop_map(|(h, a)| Op::Confirm(h, a)),
             Just(Op::Crash),
         ]
     }
@@ -574,6 +587,25 @@ mod wallets {
                     s.wallets.load(org, b).await.unwrap();
                     m.present = true;
                     m.balance = b;
+                    m.pending = 0;
+                    m.charged.clear();
+                }
+                Op::Confirm(h, amount) => {
+                    let hold = format!("h{h}");
+                    let amount = m.charged.get(&hold).copied().unwrap_or(amount);
+                    let got = s.wallets.confirm(org, &hold, amount).await.unwrap();
+                    let want = if !m.present {
+                        Confirmation::Missing
+                    } else if m.charged.remove(&hold).is_some() {
+                        m.pending -= amount;
+                        Confirmation::Confirmed
+                    } else if !m.confirmed.insert(hold) {
+                        Confirmation::Duplicate
+                    } else {
+                        m.balance -= amount;
+                        Confirmation::Applied
+                    };
+                    assert_eq!(got, want, "step {i}");
                 }
                 Op::Adjust(delta, r) => {
                     let got = s
@@ -638,6 +670,10 @@ mod wallets {
                         let payable = m.balance - m.holds.values().sum::<i64>();
                         let charged = actual.min(payable);
                         m.balance -= charged;
+                        if charged > 0 {
+                            m.pending += charged;
+                            m.charged.insert(format!("h{h}"), charged);
+                        }
                         Settlement::Settled {
                             charged,
                             excess: actual - charged,
@@ -674,7 +710,11 @@ mod wallets {
                 None => assert!(!m.present, "step {i}: a present wallet vanished"),
                 Some(w) => {
                     assert!(m.present, "step {i}");
-                    assert_eq!((w.balance, w.reserved), (m.balance, reserved), "step {i}");
+                    assert_eq!(
+                        (w.balance, w.reserved, w.pending),
+                        (m.balance, reserved, m.pending),
+                        "step {i}"
+                    );
                     assert!(
                         w.available() >= 0 || m.balance < reserved,
                         "step {i}: available < 0 only if loaded below holds"

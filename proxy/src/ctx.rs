@@ -20,6 +20,8 @@ pub struct RequestCtx {
     pub caller: Option<KeyRecord>,
     /// Inspection and routing: the call, once its body was read and its model resolved.
     pub call: Option<Call>,
+    /// Admission: the hold on the organization's wallet, settled exactly once in `logging`.
+    pub hold: Option<crate::admit::Hold>,
     /// Selection: accounts in the order to try, and those tried so far.
     pub order: Vec<usize>,
     pub tried: Vec<usize>,
@@ -56,6 +58,7 @@ impl RequestCtx {
             route: None,
             caller: None,
             call: None,
+            hold: None,
             order: Vec::new(),
             tried: Vec::new(),
             first_attempt_at: None,

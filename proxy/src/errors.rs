@@ -49,6 +49,18 @@ pub enum GatewayError {
     /// The model exists but no configured account serves it.
     #[error("no upstream account can serve model {0:?}")]
     NoAccount(String),
+    /// The organization's available balance does not cover the call's worst case.
+    #[error("insufficient balance: this call may cost up to {needed}, {available} is available")]
+    InsufficientBalance {
+        needed: settings::NanoUsd,
+        available: settings::NanoUsd,
+    },
+    /// The organization's wallet is not in the operational store (lost, not yet rebuilt).
+    #[error("the organization's balance is being reconciled; retry shortly")]
+    WalletUnavailable,
+    /// The call cannot be priced (no price for the model, or none for the key's group).
+    #[error("this model cannot be priced for this key")]
+    PriceUnavailable,
     /// The operational store did not answer; the gateway fails closed.
     #[error("the gateway's state store is unavailable")]
     StoreUnavailable,
@@ -147,6 +159,36 @@ impl GatewayError {
                     &message,
                     "service_unavailable",
                     Some("no_account_available"),
+                    None,
+                ),
+            ),
+            GatewayError::InsufficientBalance { .. } => (
+                402,
+                "insufficient_balance",
+                openai(
+                    &message,
+                    "insufficient_quota",
+                    Some("insufficient_balance"),
+                    None,
+                ),
+            ),
+            GatewayError::WalletUnavailable => (
+                503,
+                "wallet_unavailable",
+                openai(
+                    &message,
+                    "service_unavailable",
+                    Some("wallet_unavailable"),
+                    None,
+                ),
+            ),
+            GatewayError::PriceUnavailable => (
+                503,
+                "price_unavailable",
+                openai(
+                    &message,
+                    "service_unavailable",
+                    Some("price_unavailable"),
                     None,
                 ),
             ),

@@ -12,7 +12,7 @@ use crate::metrics::Metrics;
 use crate::route::Router;
 use crate::surface::{self, Route};
 use crate::upstreams::Upstream;
-use crate::{auth, inspect, local, respond, rewrite, select, settle};
+use crate::{admit, auth, inspect, local, respond, rewrite, select, settle};
 use async_trait::async_trait;
 use bytes::Bytes;
 use credentials::{Env, KeyHasher};
@@ -134,6 +134,29 @@ impl Gateway {
         let fields = inspect::top_level(&original)?;
         let call = inspect::call_body(route, &fields)?;
         let model = s.router.resolve(&call.model, group_id)?;
+        let (amount, rate) = admit::worst_case(
+            &model.model.prices,
+            ctx.caller.as_ref().and_then(|c| c.rate_ppm),
+            original.len(),
+            call.output_cap,
+            s.settings.money.default_output_tokens,
+        )?;
+        let org = ctx
+            .caller
+            .as_ref()
+            .map(|c| c.org_id)
+            .ok_or(GatewayError::Internal)?;
+        ctx.hold = Some(
+            admit::reserve(
+                s.stores.wallets.as_ref(),
+                org,
+                &ctx.request_id,
+                amount,
+                rate,
+                s.settings.money.hold_ttl_ms,
+            )
+            .await?,
+        );
         let body = rewrite::forward_body(route, &original, &fields, &call, &model.model.id)?;
         ctx.order = select::order(&model.accounts, &self.account_id_refs(), &ctx.request_id);
         ctx.call = Some(Call {

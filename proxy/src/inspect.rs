@@ -78,6 +78,9 @@ pub struct CallBody {
     pub stream: bool,
     /// Whether a chat stream already asks for usage (`stream_options.include_usage`).
     pub include_usage: bool,
+    /// The output cap the request sets (`max_tokens`, `max_completion_tokens`,
+    /// `max_output_tokens`), if any.
+    pub output_cap: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -145,10 +148,23 @@ pub fn call_body(route: Route, fields: &TopLevel<'_>) -> Result<CallBody, Gatewa
                 .include_usage
         }
     };
+    let mut output_cap = None;
+    for field in ["max_tokens", "max_completion_tokens", "max_output_tokens"] {
+        match fields.get(field).map(|r| r.get()) {
+            None | Some("null") => {}
+            Some(raw) => {
+                let n: u64 = raw.parse().map_err(|_| {
+                    invalid(format!("'{field}' must be a non-negative integer"), None)
+                })?;
+                output_cap = Some(output_cap.map_or(n, |c: u64| c.min(n)));
+            }
+        }
+    }
     Ok(CallBody {
         model,
         stream,
         include_usage,
+        output_cap,
     })
 }
 

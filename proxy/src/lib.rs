@@ -1,11 +1,13 @@
 //! Tollgate's gateway: a Pingora reverse proxy in front of model suppliers.
 //!
 //! Read the modules in request order: [`surface`] (which route) → [`auth`] (who) → [`inspect`]
-//! (what the body asks) → [`route`] (which model, which accounts) → [`select`] (which account
+//! (what the body asks) → [`route`] (which model, which accounts) → [`admit`] (reserve the worst
+//! case) → [`select`] (which account
 //! first) → [`rewrite`] (the supplier's request) → [`meter`] (usage while streaming) → [`settle`]
 //! (once, at the end). [`gateway`] is the `ProxyHttp` table of contents tying them together;
 //! [`server`] runs it.
 
+pub mod admit;
 pub mod auth;
 pub mod ctx;
 pub mod errors;
@@ -14,6 +16,7 @@ pub mod inspect;
 pub mod local;
 pub mod meter;
 pub mod metrics;
+pub mod price;
 pub mod respond;
 pub mod rewrite;
 pub mod route;

@@ -32,6 +32,8 @@ pub struct Metrics {
     pub in_flight: IntGaugeVec,
     /// Usage events that could not be appended to the usage stream.
     pub usage_events_lost: IntCounter,
+    /// Settlements whose hold was already gone (reconciled or lost) or that failed.
+    pub settlements_unresolved: IntCounter,
 }
 
 fn build<T: prometheus::core::Collector + Clone + 'static>(
@@ -100,6 +102,13 @@ impl Metrics {
                 IntCounter::new(
                     "usage_events_lost_total",
                     "Usage events that could not be appended to the usage stream",
+                ),
+            )?,
+            settlements_unresolved: build(
+                &r,
+                IntCounter::new(
+                    "settlements_unresolved_total",
+                    "Settlements whose hold was already resolved, lost, or that failed",
                 ),
             )?,
             registry: r,

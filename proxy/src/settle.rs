@@ -44,7 +44,10 @@ pub async fn settle(shared: &Shared, ctx: &mut RequestCtx, status: u16) {
             .observe(ttfb.as_secs_f64());
     }
 
-    let event = usage_event(shared, ctx, status);
+    let mut event = usage_event(shared, ctx, status);
+    if let Some(hold) = ctx.hold.take() {
+        settle_hold(shared, ctx, hold, event.as_mut()).await;
+    }
     let latency_ms = elapsed_ms(ctx.started.elapsed());
     match &event {
         Some(e) => tracing::info!(
@@ -74,6 +77,62 @@ pub async fn settle(shared: &Shared, ctx: &mut RequestCtx, status: u16) {
     if let Some(event) = event {
         record_tokens(shared, &event);
         append(shared, &event).await;
+    }
+}
+
+/// Closes the request's hold exactly once: charges the price of what was served (zero when nothing
+/// was), and records cost, charge and excess on the usage event.
+async fn settle_hold(
+    shared: &Shared,
+    ctx: &RequestCtx,
+    hold: crate::admit::Hold,
+    event: Option<&mut UsageEvent>,
+) {
+    let cost = match (&event, ctx.call.as_ref()) {
+        (Some(e), Some(call)) => {
+            let usage = crate::meter::Usage {
+                input: e.input_tokens,
+                output: e.output_tokens,
+                cached: e.cached_tokens,
+            };
+            match crate::price::cost(&call.model.model.prices, usage, hold.rate_ppm) {
+                Ok(c) => c,
+                Err(err) => {
+                    tracing::error!(request_id = %ctx.request_id, error = %err, "cannot price the usage; charging the hold");
+                    hold.amount
+                }
+            }
+        }
+        _ => settings::NanoUsd::ZERO,
+    };
+    let outcome = shared
+        .stores
+        .wallets
+        .settle(hold.org, &hold.id, cost.0)
+        .await;
+    let (charged, excess) = match outcome {
+        Ok(opstate::Settlement::Settled { charged, excess }) => (charged, excess),
+        Ok(opstate::Settlement::Unknown | opstate::Settlement::Missing) => {
+            // The hold is gone (resolved by the reconciler after its deadline, or the store lost
+            // it): the usage event still carries the cost; the settler books it.
+            tracing::warn!(request_id = %ctx.request_id, org = hold.org, "hold already resolved or lost at settlement");
+            shared.metrics.settlements_unresolved.inc();
+            (0, cost.0)
+        }
+        Err(e) => {
+            tracing::error!(request_id = %ctx.request_id, error = %e, "settlement failed; the reconciler resolves the hold after its deadline");
+            shared.metrics.settlements_unresolved.inc();
+            (0, cost.0)
+        }
+    };
+    if excess > 0 {
+        tracing::warn!(request_id = %ctx.request_id, org = hold.org, excess, "usage cost exceeded what the wallet could pay");
+    }
+    if let Some(e) = event {
+        e.cost_nanos = cost.0;
+        e.charged_nanos = charged;
+        e.excess_nanos = excess;
+        e.hold_nanos = hold.amount.0;
     }
 }
 
@@ -110,6 +169,10 @@ fn usage_event(shared: &Shared, ctx: &RequestCtx, status: u16) -> Option<UsageEv
         latency_ms: elapsed_ms(ctx.started.elapsed()),
         ttfb_ms: ctx.ttfb.map(elapsed_ms),
         attempts: u32::try_from(ctx.tried.len()).unwrap_or(u32::MAX),
+        cost_nanos: 0,
+        charged_nanos: 0,
+        excess_nanos: 0,
+        hold_nanos: 0,
     })
 }
 

@@ -20,6 +20,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub mail: RawMail,
     #[serde(default)]
+    pub money: RawMoney,
+    #[serde(default)]
     pub models: Vec<RawModel>,
     #[serde(default)]
     pub accounts: Vec<RawAccount>,
@@ -69,6 +71,13 @@ pub struct RawRedis {
 #[serde(deny_unknown_fields)]
 pub struct RawSecurity {
     pub key_pepper: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMoney {
+    pub hold_ttl_ms: Option<u64>,
+    pub default_output_tokens: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -68,6 +68,15 @@ pub struct Admin {
     pub embedded: bool,
 }
 
+/// Admission parameters.
+#[derive(Debug, Clone, Copy)]
+pub struct Money {
+    /// How long a hold may stay open before the reconciler resolves it (a proxy died).
+    pub hold_ttl_ms: u64,
+    /// Output tokens reserved for a call that sets no output cap.
+    pub default_output_tokens: u64,
+}
+
 /// How invitation emails leave: SMTP when `smtp_url` is set, else files in `outbox_dir`.
 #[derive(Clone)]
 pub struct Mail {
@@ -211,6 +220,7 @@ pub struct Settings {
     pub redis: Option<Redis>,
     pub security: Security,
     pub mail: Mail,
+    pub money: Money,
     pub models: Vec<Model>,
     pub accounts: Vec<Account>,
     pub groups: Vec<Group>,
@@ -424,6 +434,20 @@ pub(crate) fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, Confi
         return Err(err("mail.from", "must contain an email address"));
     }
 
+    let money = Money {
+        hold_ttl_ms: raw.money.hold_ttl_ms.unwrap_or(900_000),
+        default_output_tokens: raw.money.default_output_tokens.unwrap_or(4_096),
+    };
+    if money.hold_ttl_ms < 1_000 {
+        return Err(err("money.hold_ttl_ms", "must be at least 1000"));
+    }
+    if money.default_output_tokens == 0 || money.default_output_tokens > 10_000_000 {
+        return Err(err(
+            "money.default_output_tokens",
+            "must be between 1 and 10000000",
+        ));
+    }
+
     let models = validate_models(&raw.models)?;
     let model_ids: HashSet<&str> = models.iter().map(|m| m.id.as_str()).collect();
     let accounts = raw
@@ -467,6 +491,7 @@ pub(crate) fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, Confi
             key_pepper: pepper.into_bytes(),
         },
         mail,
+        money,
         models,
         accounts,
         groups,

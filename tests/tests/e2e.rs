@@ -89,6 +89,9 @@ wholesale_rate_multiplier = 1
             .await
             .unwrap();
         assert_eq!(loaded, 1, "{name}");
+        admin_api::services::wallets::reload_all_into(&db, stores.wallets.as_ref())
+            .await
+            .unwrap();
         let gateway = Gateway::new(
             settings.clone(),
             stores.clone(),
@@ -327,11 +330,13 @@ wholesale_rate_multiplier = 0.5
     let resp = http
         .post(format!("{base}/compat/v1/chat/completions"))
         .bearer_auth(&secret)
+        .header("x-mock-usage", "prompt=1000,completion=200")
         .json(&chat)
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
+    resp.bytes().await.unwrap();
     let (s, _) = call(
         reqwest::Method::DELETE,
         &format!("/partner/v1/customers/{id}/api-keys/{key_id}"),
@@ -373,10 +378,89 @@ wholesale_rate_multiplier = 0.5
         .send()
         .await
         .unwrap();
-    assert_eq!(resp.status(), 200);
+    let status = resp.status();
     let balance: Value = resp.json().await.unwrap();
-    assert_eq!(balance["data"]["balance_usd"], 30);
+    if status != 200 {
+        let snap = state.stores.wallets.snapshot(org).await.unwrap();
+        let book = admin_api::ledger::balance(
+            &state.db,
+            &admin_api::ledger::AccountRef::org_wallet(org).code,
+        )
+        .await
+        .unwrap();
+        panic!("billing balance {status}: {balance}; mirror {snap:?}; ledger {book:?}");
+    }
+    // 1000 input and 200 output tokens of gpt-4o-mini (0.15 / 0.60 USD per Mtok) at retail 1.5:
+    // (150 + 120) / 1e6 × 1.5 = 0.000405 USD.
+    let cost = 0.000405;
+    assert_eq!(
+        balance["data"]["balance_usd"],
+        json!(30.0 - cost),
+        "{balance}"
+    );
+    assert_eq!(balance["data"]["reserved_usd"], 0);
     assert_eq!(balance["data"]["status"], "reconciled");
+    // The settler drains the usage event into the ledger and the reports.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    // Wait for the settler on the database (the partner routes are rate limited).
+    loop {
+        use sea_orm::{EntityTrait, PaginatorTrait};
+        if entities::usage_records::Entity::find()
+            .count(&state.db)
+            .await
+            .unwrap()
+            == 1
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "usage never settled");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let (s, usage) = call(
+        reqwest::Method::GET,
+        &format!("/partner/v1/customers/{id}/usage?granularity=hour"),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200);
+    let bucket = usage["data"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["requests"] == 1)
+        .unwrap()
+        .clone();
+    assert_eq!(bucket["burn_usd"], json!(cost));
+    assert_eq!(bucket["total_tokens"], 1200);
+    assert_eq!(bucket["active_api_keys"], 1);
+    let daily: Value = http
+        .get(format!("{base}/api/v1/organization/billing/usage/daily"))
+        .header(
+            "x-organization-billing-token",
+            billing["token"].as_str().unwrap(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(daily["data"]["totals"]["requests"], 1, "{daily}");
+    assert_eq!(daily["data"]["totals"]["cost_usd"], json!(cost));
+    assert_eq!(daily["data"]["totals"]["actual_cost_usd"], json!(cost));
+    assert_eq!(daily["data"]["wallet_spend"]["amount_usd"], json!(cost));
+    assert_eq!(daily["data"]["models"][0]["model"], "gpt-4o-mini");
+    let spend = admin_api::ledger::balance(
+        &state.db,
+        &admin_api::ledger::AccountRef::org_spend(org).code,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        spend.0, 405_000,
+        "the ledger moved by exactly price × multiplier × tokens"
+    );
+    assert_eq!(admin_api::ledger::imbalance(&state.db).await.unwrap(), 0);
     let unknown = http
         .get(format!("{base}/partner/v1/pricing"))
         .bearer_auth(&token)

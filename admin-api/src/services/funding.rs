@@ -291,7 +291,25 @@ pub async fn set_rate(
         &format!("{op}:reserve"),
     )
     .await?;
-    Ok(Success::plain(
-        customers::groups(txn, state, caller, &customer).await?,
-    ))
+    // The group's keys carry their price to the gateway: republish them after the commit.
+    let keys = entities::customer_api_keys::Entity::find()
+        .filter(entities::customer_api_keys::Column::OrganizationId.eq(customer.organization_id))
+        .filter(entities::customer_api_keys::Column::GroupId.eq(group_id))
+        .filter(entities::customer_api_keys::Column::Status.eq("active"))
+        .all(txn)
+        .await?;
+    let effects = keys
+        .iter()
+        .map(|k| Effect::PublishKey {
+            hash: k.key_hash.clone(),
+            record: crate::keys::record_of(k, Some(rate.0)),
+        })
+        .collect();
+    let data = customers::groups(txn, state, caller, &customer).await?;
+    Ok(Success {
+        status: axum::http::StatusCode::OK,
+        stored: data.clone(),
+        data,
+        effects,
+    })
 }

@@ -75,12 +75,13 @@ pub async fn create(
 ) -> Result<Success, ApiError> {
     let customer = customers::find(txn, caller, customer_id).await?;
     let org = customers::require_active(txn, &customer).await?;
-    customer_groups::Entity::find()
+    let rate = customer_groups::Entity::find()
         .filter(customer_groups::Column::CustomerId.eq(customer.id))
         .filter(customer_groups::Column::GroupId.eq(new.group_id))
         .one(txn)
         .await?
-        .ok_or(ApiError::CustomerNotFound)?;
+        .ok_or(ApiError::CustomerNotFound)
+        .map(|g| g.retail_rate_multiplier_ppm)?;
     let secret = credentials::generate(Kind::CustomerKey, state.env);
     let row = customer_api_keys::ActiveModel {
         organization_id: Set(org.id),
@@ -107,7 +108,7 @@ pub async fn create(
         stored,
         effects: vec![Effect::PublishKey {
             hash: row.key_hash.clone(),
-            record: key_store::record_of(&row),
+            record: key_store::record_of(&row, Some(rate)),
         }],
     })
 }

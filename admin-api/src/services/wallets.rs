@@ -2,36 +2,55 @@
 //!
 //! The ledger is the truth. A mirror is (re)loaded from it when the store lost its contents, when
 //! an organization is activated, and when a write could not keep the two in step. "Reconciled"
-//! means the mirror exists and its balance equals the ledger's wallet balance.
+//! means the mirror exists and its balance plus the charges still pending (settled by a gateway,
+//! not yet posted by the settler) equals the ledger's wallet balance.
 
 use crate::error::ApiError;
 use crate::ledger::{self, AccountKind, AccountRef};
 use crate::state::AppState;
 use entities::ledger_accounts;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use opstate::Wallets;
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use settings::NanoUsd;
 
 /// Loads one organization's mirror from its ledger wallet (no wallet account: nothing to load).
 pub async fn reload(state: &AppState, org: i64) -> Result<bool, ApiError> {
+    reload_into(&state.db, state.stores.wallets.as_ref(), org).await
+}
+
+/// [`reload`] against any database connection and wallet store.
+pub async fn reload_into(
+    db: &impl ConnectionTrait,
+    wallets: &dyn Wallets,
+    org: i64,
+) -> Result<bool, ApiError> {
     let code = AccountRef::org_wallet(org).code;
-    if !ledger::exists(&state.db, &code).await? {
+    if !ledger::exists(db, &code).await? {
         return Ok(false);
     }
-    let balance = ledger::balance(&state.db, &code).await?;
-    state.stores.wallets.load(org, balance.0).await?;
+    let balance = ledger::balance(db, &code).await?;
+    wallets.load(org, balance.0).await?;
     Ok(true)
 }
 
 /// Loads every organization's mirror (after the store lost its contents).
 pub async fn reload_all(state: &AppState) -> Result<usize, ApiError> {
+    reload_all_into(&state.db, state.stores.wallets.as_ref()).await
+}
+
+/// [`reload_all`] against any database connection and wallet store.
+pub async fn reload_all_into(
+    db: &impl ConnectionTrait,
+    wallets: &dyn Wallets,
+) -> Result<usize, ApiError> {
     let accounts = ledger_accounts::Entity::find()
         .filter(ledger_accounts::Column::Kind.eq(AccountKind::OrgWallet.as_str()))
-        .all(&state.db)
+        .all(db)
         .await?;
     let mut n = 0;
     for a in accounts {
         if let Some(org) = a.organization_id {
-            reload(state, org).await?;
+            reload_into(db, wallets, org).await?;
             n += 1;
         }
     }
@@ -52,6 +71,7 @@ pub async fn reconciled(
         return Ok(None);
     };
     let book = ledger::balance(&state.db, &code).await?;
-    Ok((snapshot.balance == book.0)
+    // Charges settled by a gateway and not yet posted by the settler are pending in the mirror.
+    Ok((snapshot.balance + snapshot.pending == book.0)
         .then_some((NanoUsd(snapshot.balance), NanoUsd(snapshot.reserved))))
 }

@@ -1,7 +1,8 @@
 -- wallet v1: every wallet operation, one atomic script.
 -- KEYS[1] = wallet hash {prefix}{org:N}:wallet  (fields: balance, reserved)
 -- KEYS[2] = holds hash  {prefix}{org:N}:holds   (hold id -> "amount:deadline_ms")
--- KEYS[3] = applied adjustment references {prefix}{org:N}:adjusted (set)
+-- KEYS[3] = applied adjustment references {prefix}{org:N}:adjusted (set); settled hold ids are
+--           kept there as "charged:<hold>" until the ledger confirms them
 -- ARGV[1] = operation; further ARGV per operation. Amounts are integer nano-USD (exact below 2^53).
 local op = ARGV[1]
 local function now_ms()
@@ -14,6 +15,13 @@ local function s(x) return string.format('%d', x) end
 
 if op == 'load' then
   redis.call('HSET', KEYS[1], 'balance', ARGV[2])
+  -- The ledger balance includes every confirmed charge; charges still pending are forgotten with
+  -- the old incarnation and re-applied by confirm (see below).
+  redis.call('HSET', KEYS[1], 'pending', '0')
+  local members = redis.call('SMEMBERS', KEYS[3])
+  for i = 1, #members do
+    if string.sub(members[i], 1, 8) == 'charged:' then redis.call('SREM', KEYS[3], members[i]) end
+  end
   if redis.call('HEXISTS', KEYS[1], 'reserved') == 0 then
     -- Recompute from open holds (a partial loss may have kept them).
     local total = 0
@@ -32,6 +40,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 local balance = num(redis.call('HGET', KEYS[1], 'balance'))
 local reserved = num(redis.call('HGET', KEYS[1], 'reserved'))
+local pending = num(redis.call('HGET', KEYS[1], 'pending'))
 
 if op == 'adjust' then
   local delta = tonumber(ARGV[2])
@@ -63,9 +72,26 @@ elseif op == 'settle' or op == 'release' then
   local charged = actual
   if charged > payable then charged = payable end
   redis.call('HSET', KEYS[1], 'balance', s(balance - charged))
+  if charged > 0 then
+    redis.call('HSET', KEYS[1], 'pending', s(pending + charged))
+    redis.call('SADD', KEYS[3], 'charged:' .. ARGV[2])
+  end
   return {1, s(charged), s(actual - charged)}
+elseif op == 'confirm' then
+  -- The ledger now holds a charge of ARGV[2] for hold ARGV[3]. If this incarnation charged it,
+  -- it stops being pending; otherwise (the mirror was reloaded before the ledger had it) the mirror
+  -- takes the debit now.
+  local amount = tonumber(ARGV[2])
+  if redis.call('SREM', KEYS[3], 'charged:' .. ARGV[3]) == 1 then
+    redis.call('HSET', KEYS[1], 'pending', s(pending - amount))
+    return {1}
+  end
+  if redis.call('SISMEMBER', KEYS[3], 'confirmed:' .. ARGV[3]) == 1 then return {2} end
+  redis.call('SADD', KEYS[3], 'confirmed:' .. ARGV[3])
+  redis.call('HSET', KEYS[1], 'balance', s(balance - amount))
+  return {3}
 elseif op == 'snapshot' then
-  return {1, s(balance), s(reserved)}
+  return {1, s(balance), s(reserved), s(pending)}
 elseif op == 'expired' then
   local now = now_ms()
   local out = {}

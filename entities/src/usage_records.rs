@@ -1,0 +1,36 @@
+//! One metered gateway request, as settled.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "usage_records")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i64,
+    #[sea_orm(unique)]
+    pub request_id: String,
+    pub organization_id: i64,
+    pub api_key_id: i64,
+    pub group_id: i64,
+    pub route: String,
+    pub model_requested: String,
+    pub model_served: String,
+    pub account_id: String,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cached_tokens: i64,
+    /// `exact` or `estimated`.
+    pub measurement: String,
+    pub status: i32,
+    pub stream: bool,
+    pub cost_nanos: i64,
+    pub charged_nanos: i64,
+    pub excess_nanos: i64,
+    pub started_at: DateTimeUtc,
+    pub settled_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,77 @@
+//! Phase 3b, admission: before any supplier is contacted, reserve the call's worst-case cost from
+//! the organization's wallet, in one atomic step of the wallet mirror.
+//!
+//! Worst case = input estimate + output cap, at the model's price × the key's retail multiplier:
+//! - input estimate: ceil(request body bytes / 2) tokens (no tokenizer produces more than one
+//!   token per two bytes of JSON in practice; a supplier reporting more is settled under the excess
+//!   policy);
+//! - output cap: the request's `max_tokens`, `max_completion_tokens` or `max_output_tokens`, else
+//!   `money.default_output_tokens` (4096).
+//!
+//! Refusals happen here, never after a supplier was contacted: not enough available balance → 402
+//! `insufficient_quota`; a wallet the store does not have (lost, not rebuilt) → 503, fail closed.
+
+use crate::errors::GatewayError;
+use crate::meter::Usage;
+use crate::price;
+use opstate::{Reservation, Wallets};
+use settings::{ModelPrices, NanoUsd};
+
+/// An open hold on an organization's wallet, to be settled exactly once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a hold must be settled or released"]
+pub struct Hold {
+    pub org: i64,
+    pub id: String,
+    pub amount: NanoUsd,
+    pub rate_ppm: i64,
+}
+
+/// The worst-case cost of a call.
+pub fn worst_case(
+    prices: &ModelPrices,
+    rate_ppm: Option<i64>,
+    request_bytes: usize,
+    output_cap: Option<u64>,
+    default_output: u64,
+) -> Result<(NanoUsd, i64), GatewayError> {
+    let rate = rate_ppm.ok_or(GatewayError::PriceUnavailable)?;
+    let usage = Usage {
+        input: (request_bytes as u64).div_ceil(2),
+        output: output_cap.unwrap_or(default_output),
+        cached: 0,
+    };
+    let amount = price::cost(prices, usage, rate).map_err(|e| {
+        tracing::error!(error = %e, "cannot price the call");
+        GatewayError::PriceUnavailable
+    })?;
+    Ok((amount, rate))
+}
+
+/// Reserves `amount` for the call `hold_id`.
+pub async fn reserve(
+    wallets: &dyn Wallets,
+    org: i64,
+    hold_id: &str,
+    amount: NanoUsd,
+    rate_ppm: i64,
+    ttl_ms: u64,
+) -> Result<Hold, GatewayError> {
+    match wallets.reserve(org, hold_id, amount.0, ttl_ms).await {
+        Ok(Reservation::Held { .. } | Reservation::AlreadyHeld) => Ok(Hold {
+            org,
+            id: hold_id.to_string(),
+            amount,
+            rate_ppm,
+        }),
+        Ok(Reservation::Insufficient { available }) => Err(GatewayError::InsufficientBalance {
+            needed: amount,
+            available: NanoUsd(available),
+        }),
+        Ok(Reservation::Missing) => Err(GatewayError::WalletUnavailable),
+        Err(e) => {
+            tracing::error!(error = %e, org, "wallet reservation failed");
+            Err(GatewayError::WalletUnavailable)
+        }
+    }
+}
