@@ -57,7 +57,16 @@ pub async fn authenticate(
     let hash = hasher.hash(presented);
     match directory.lookup(&hash).await {
         Ok(Some(record)) => Ok(record),
-        Ok(None) => Err(GatewayError::InvalidKey),
+        // A miss only means "invalid" when the directory is complete; a store that lost its
+        // contents (Redis flushed, restarted empty) answers 503 until admin-api rebuilt it.
+        Ok(None) => match directory.is_loaded().await {
+            Ok(true) => Err(GatewayError::InvalidKey),
+            Ok(false) => Err(GatewayError::StoreUnavailable),
+            Err(e) => {
+                tracing::error!(error = %e, "key directory check failed");
+                Err(GatewayError::StoreUnavailable)
+            }
+        },
         Err(e) => {
             tracing::error!(error = %e, "key directory lookup failed");
             Err(GatewayError::StoreUnavailable)

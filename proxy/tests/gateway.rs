@@ -162,7 +162,16 @@ impl Harness {
         Harness::start_with(300_000).await
     }
 
+    /// A gateway over `stores` exactly as given (nothing loaded, no wallets, no key).
+    async fn start_with_stores(stores: Stores) -> Harness {
+        Harness::build(300_000, stores, false).await
+    }
+
     async fn start_with(read_timeout_ms: u64) -> Harness {
+        Harness::build(read_timeout_ms, Stores::memory(), true).await
+    }
+
+    async fn build(read_timeout_ms: u64, stores: Stores, prepare: bool) -> Harness {
         captured_logs();
         let mock = MockSupplier::start(MockConfig {
             api_key: Some("sk-mock-supplier".into()),
@@ -172,7 +181,6 @@ impl Harness {
         .unwrap();
         let text = config_with(&mock.base_url(), &closed_port_url().await, read_timeout_ms);
         let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
-        let stores = Stores::memory();
         let metrics = Arc::new(Metrics::new().unwrap());
         let gateway = Gateway::new(settings, stores.clone(), metrics.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -191,7 +199,14 @@ impl Harness {
             _stop: stop,
             _tasks: tasks,
         };
-        // Organization 42 holds 1 000 USD.
+        if !prepare {
+            h.key = credentials::generate(Kind::CustomerKey, Env::Dev)
+                .expose()
+                .to_string();
+            return h;
+        }
+        // A complete directory (as admin-api leaves it), and organization 42 holding 1 000 USD.
+        h.stores.keys.load(&[]).await.unwrap();
         h.stores
             .wallets
             .load(42, 1_000 * 1_000_000_000)
@@ -1199,4 +1214,33 @@ async fn concurrent_calls_never_overdraw() {
     let w = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
     assert!(w.balance >= 0, "never overdrawn: {w:?}");
     assert_eq!(w.reserved, 0);
+}
+
+#[tokio::test]
+async fn a_lost_directory_is_unavailable_not_invalid() {
+    let h = Harness::start().await;
+    // The store restarted empty: nothing is loaded, every lookup misses.
+    let h2 = Harness::start_with_stores(Stores::memory()).await;
+    let (status, body) = json_of(
+        h2.post("/compat/v1/chat/completions", &chat("gpt-4o-mini", false))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "store_unavailable");
+    assert_eq!(h2.mock.request_count(), 0);
+    // With a complete directory the same miss is an invalid key.
+    let unknown = credentials::generate(Kind::CustomerKey, Env::Dev);
+    let (status, body) = json_of(
+        h.http
+            .get(h.url("/compat/v1/models"))
+            .bearer_auth(unknown.expose())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_invalid_key(status, &body);
 }

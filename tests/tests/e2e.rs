@@ -480,3 +480,172 @@ async fn accepted_org(state: &admin_api::AppState, customer_id: i64) -> i64 {
         .unwrap()
         .organization_id
 }
+
+/// Redis flushed while running: the gateway fails closed (503, never an invalid key or a free
+/// call), the billing balance answers 503, and both recover once admin-api rebuilt the store from
+/// the ledger, with no money lost or created.
+#[tokio::test]
+async fn redis_flush_fails_closed_then_recovers() {
+    use serde_json::Value;
+    let Ok(redis_url) = std::env::var("REDIS_URL") else {
+        eprintln!("REDIS_URL not set: flush scenario skipped");
+        return;
+    };
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let db_url = tollgate_e2e::fresh_database_url().await;
+    let prefix = format!("flush:{}:", uuid::Uuid::new_v4().simple());
+    let text = format!(
+        r#"
+[server]
+listen = "127.0.0.1:1"
+[admin]
+embedded = true
+[database]
+url = "{db_url}"
+[redis]
+url = "{redis_url}"
+key_prefix = "{prefix}"
+[security]
+key_pepper = "{PEPPER}"
+[mail]
+outbox_dir = "{}"
+[[models]]
+id = "gpt-4o-mini"
+family = "gpt-4o"
+kind = "text"
+input_per_mtok = 0.15
+output_per_mtok = 0.6
+[[accounts]]
+id = "mock"
+provider = "openai"
+base_url = "{}"
+api_key = "sk-mock"
+models = ["gpt-4o-mini"]
+[[groups]]
+id = 1
+name = "Standard"
+product_code = "std"
+models = ["gpt-4o-mini"]
+wholesale_rate_multiplier = 1
+"#,
+        std::env::temp_dir().join("tollgate-flush-outbox").display(),
+        mock.base_url()
+    );
+    let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
+    let stores = Stores::redis(&redis_url, &prefix).await.unwrap();
+    let state = admin_api::runtime::state(settings.clone(), stores.clone())
+        .await
+        .unwrap();
+    let demo =
+        admin_api::demo::demo_key(&state.db, stores.keys.as_ref(), &state.hasher, state.env, 1)
+            .await
+            .unwrap();
+    let billing = admin_api::cli::billing_token(&state, "create", demo.organization_id)
+        .await
+        .unwrap();
+    let (_stop, stop_rx) = tokio::sync::watch::channel(false);
+    let mut tasks = JoinSet::new();
+    admin_api::runtime::start_background(&state, &mut tasks, stop_rx.clone())
+        .await
+        .unwrap();
+    let admin_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let admin_addr = admin_listener.local_addr().unwrap();
+    let s = state.clone();
+    let rx = stop_rx.clone();
+    tasks.spawn(async move { admin_api::serve(admin_listener, s, rx).await.unwrap() });
+    let gateway = Gateway::with_admin(
+        settings,
+        stores.clone(),
+        Arc::new(Metrics::new().unwrap()),
+        Some(admin_addr),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tasks.spawn(proxy::serve_listener(listener, gateway, stop_rx));
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let chat = || {
+        http.post(format!("{base}/compat/v1/chat/completions"))
+            .bearer_auth(&demo.api_key)
+            .header("x-mock-usage", "prompt=1000,completion=1000")
+            .body(r#"{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}"#)
+            .send()
+    };
+    let balance = || {
+        http.get(format!("{base}/api/v1/organization/billing/balance"))
+            .bearer_auth(billing["token"].as_str().unwrap())
+            .send()
+    };
+    let settled = |n: u64| {
+        let db = state.db.clone();
+        async move {
+            use sea_orm::{EntityTrait, PaginatorTrait};
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while entities::usage_records::Entity::find()
+                .count(&db)
+                .await
+                .unwrap()
+                < n
+            {
+                assert!(std::time::Instant::now() < deadline, "not settled");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let r = chat().await.unwrap();
+    assert_eq!(r.status(), 200);
+    r.bytes().await.unwrap();
+    settled(1).await;
+
+    // The flush (every key of this deployment).
+    let mut conn = redis::Client::open(redis_url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(&keys)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+
+    let r = chat().await.unwrap();
+    assert_eq!(r.status(), 503, "fails closed while the store is empty");
+    let r = balance().await.unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["reason"],
+        "ORG_BALANCE_RECONCILIATION_REQUIRED"
+    );
+    assert_eq!(mock.request_count(), 1, "nothing reached the supplier");
+
+    // admin-api's keeper rebuilds keys and wallets from the ledger.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let r = chat().await.unwrap();
+        if r.status() == 200 {
+            r.bytes().await.unwrap();
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never recovered: {}",
+            r.status()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    settled(2).await;
+    // Two calls of 1000 + 1000 tokens at 0.15 / 0.60 USD per Mtok: 0.00075 USD each.
+    let b: Value = balance().await.unwrap().json().await.unwrap();
+    assert_eq!(b["data"]["status"], "reconciled", "{b}");
+    assert_eq!(
+        b["data"]["balance_usd"],
+        serde_json::json!(100.0 - 2.0 * 0.00075),
+        "{b}"
+    );
+    assert_eq!(admin_api::ledger::imbalance(&state.db).await.unwrap(), 0);
+}
