@@ -16,6 +16,7 @@ pub mod mail;
 pub mod openapi;
 pub mod partner;
 pub mod pricing;
+pub mod reconciler;
 pub mod runtime;
 pub mod services;
 pub mod settler;

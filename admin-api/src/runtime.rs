@@ -49,6 +49,11 @@ pub async fn start_background(
         DIRECTORY_TICK,
         shutdown.clone(),
     ));
+    tasks.spawn(crate::reconciler::run(
+        state.clone(),
+        Duration::from_millis(state.settings.money.reconcile_interval_ms),
+        shutdown.clone(),
+    ));
     tasks.spawn(crate::settler::run(
         state.clone(),
         format!("settler-{}", std::process::id()),

@@ -2082,7 +2082,7 @@ async fn held_money_cannot_be_taken_back() {
         .state
         .stores
         .wallets
-        .reserve(org, "req-1", 25_000_000_000, 60_000)
+        .reserve(org, "req-1", 25_000_000_000, 60_000, "")
         .await
         .unwrap();
     assert!(matches!(held, opstate::Reservation::Held { .. }));
@@ -2394,4 +2394,174 @@ fn operator_cli_prints_json() {
 
 fn config_text_for_cli(db_url: &str, outbox: &str) -> String {
     config(db_url, outbox)
+}
+
+#[tokio::test]
+async fn a_dead_gateways_hold_is_settled_once_at_its_estimate() {
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let (_, org) = api.active_customer(&owner, "crash", 10.0, 1.0).await;
+    let wallets = api.state.stores.wallets.clone();
+    let meta = opstate::HoldMeta {
+        key_id: 5,
+        group_id: 1,
+        route: "chat_completions".into(),
+        model_requested: "gpt-4o-mini".into(),
+        model_served: "gpt-4o-mini".into(),
+        stream: true,
+        started_at_ms: 1_700_000_000_000,
+        input_tokens: 1_000,
+        input_cost_nanos: 150_000,
+    };
+    // A gateway reserved, then died: its hold is past its deadline at once.
+    wallets
+        .reserve(
+            org,
+            "req-dead",
+            2_000_000,
+            0,
+            &serde_json::to_string(&meta).unwrap(),
+        )
+        .await
+        .unwrap();
+    wallets
+        .reserve(org, "req-alive", 2_000_000, 600_000, "")
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    assert_eq!(
+        admin_api::reconciler::reconcile_once(&api.state)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        admin_api::reconciler::reconcile_once(&api.state)
+            .await
+            .unwrap(),
+        0,
+        "at most once"
+    );
+    let snap = wallets.snapshot(org).await.unwrap().unwrap();
+    assert_eq!(
+        (snap.reserved, snap.pending),
+        (2_000_000, 150_000),
+        "the live hold stays"
+    );
+    // The late settlement of the dead gateway finds nothing.
+    assert_eq!(
+        wallets.settle(org, "req-dead", 999).await.unwrap(),
+        opstate::Settlement::Unknown
+    );
+    // The settler books the estimate like any call.
+    assert_eq!(
+        admin_api::settler::drain_once(&api.state, "t")
+            .await
+            .unwrap(),
+        1
+    );
+    use sea_orm::EntityTrait;
+    let records = entities::usage_records::Entity::find()
+        .all(&api.state.db)
+        .await
+        .unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        (records[0].measurement.as_str(), records[0].charged_nanos),
+        ("estimated", 150_000)
+    );
+    let book = admin_api::ledger::balance(
+        &api.state.db,
+        &admin_api::ledger::AccountRef::org_wallet(org).code,
+    )
+    .await
+    .unwrap();
+    assert_eq!(book.0, 10_000_000_000 - 150_000);
+    let snap = wallets.snapshot(org).await.unwrap().unwrap();
+    assert_eq!(
+        (snap.balance + snap.pending, snap.pending),
+        (book.0, 0),
+        "reconciled"
+    );
+    assert_eq!(
+        admin_api::ledger::imbalance(&api.state.db).await.unwrap(),
+        0
+    );
+}
+
+#[tokio::test]
+async fn settlement_is_idempotent_under_redelivery() {
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let (_, org) = api.active_customer(&owner, "redeliver", 10.0, 1.0).await;
+    let w = api.state.stores.wallets.clone();
+    w.reserve(org, "req-1", 1_000_000, 600_000, "")
+        .await
+        .unwrap();
+    assert_eq!(
+        w.settle(org, "req-1", 400_000).await.unwrap(),
+        opstate::Settlement::Settled {
+            charged: 400_000,
+            excess: 0
+        }
+    );
+    let event = opstate::UsageEvent {
+        request_id: "req-1".into(),
+        key_id: 1,
+        org_id: org,
+        group_id: 1,
+        route: "chat_completions".into(),
+        model_requested: "gpt-4o-mini".into(),
+        model_served: "gpt-4o-mini".into(),
+        account_id: "a".into(),
+        input_tokens: 10,
+        output_tokens: 5,
+        cached_tokens: 0,
+        measurement: opstate::Measurement::Exact,
+        status: 200,
+        stream: false,
+        started_at_ms: 1_700_000_000_000,
+        latency_ms: 5,
+        ttfb_ms: Some(1),
+        attempts: 1,
+        cost_nanos: 400_000,
+        charged_nanos: 400_000,
+        excess_nanos: 0,
+        hold_nanos: 1_000_000,
+    };
+    // The same event delivered three times (a settler died before acknowledging).
+    for _ in 0..3 {
+        api.state.stores.usage.append(&event).await.unwrap();
+    }
+    assert_eq!(
+        admin_api::settler::drain_once(&api.state, "t")
+            .await
+            .unwrap(),
+        3
+    );
+    use sea_orm::{EntityTrait, PaginatorTrait};
+    assert_eq!(
+        entities::usage_records::Entity::find()
+            .count(&api.state.db)
+            .await
+            .unwrap(),
+        1
+    );
+    let spend = admin_api::ledger::balance(
+        &api.state.db,
+        &admin_api::ledger::AccountRef::org_spend(org).code,
+    )
+    .await
+    .unwrap();
+    assert_eq!(spend.0, 400_000, "charged once");
+    let snap = w.snapshot(org).await.unwrap().unwrap();
+    assert_eq!((snap.balance, snap.pending), (10_000_000_000 - 400_000, 0));
+    let buckets = entities::usage_hourly::Entity::find()
+        .all(&api.state.db)
+        .await
+        .unwrap();
+    assert_eq!(
+        (buckets.len(), buckets[0].requests, buckets[0].cost_nanos),
+        (1, 1, 400_000)
+    );
 }

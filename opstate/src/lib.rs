@@ -29,7 +29,8 @@ pub use memory::MemoryStore;
 pub use redis_store::RedisStore;
 pub use usage::{Measurement, StreamEntry, UsageEvent, UsageStream};
 pub use wallets::{
-    Adjustment, Confirmation, ExpiredHold, Reservation, Settlement, WalletSnapshot, Wallets,
+    Adjustment, Confirmation, ExpiredHold, HoldMeta, Reservation, Settlement, WalletSnapshot,
+    Wallets,
 };
 
 use std::sync::Arc;

@@ -31,6 +31,8 @@ struct WalletState {
     balance: i64,
     /// hold id → (amount, deadline)
     holds: HashMap<String, (i64, Instant)>,
+    /// hold id → the gateway's description of the call
+    meta: HashMap<String, String>,
     adjusted: HashSet<String>,
     pending: i64,
     /// Holds charged in this incarnation and not yet confirmed: hold id → amount.
@@ -247,6 +249,7 @@ impl Wallets for MemoryStore {
         hold_id: &str,
         amount: i64,
         ttl_ms: u64,
+        meta: &str,
     ) -> StoreResult<Reservation> {
         if amount < 0 {
             return Err(StoreError::Corrupt("negative hold amount".into()));
@@ -267,6 +270,9 @@ impl Wallets for MemoryStore {
         }
         let deadline = Instant::now() + Duration::from_millis(ttl_ms);
         wallet.holds.insert(hold_id.to_string(), (amount, deadline));
+        if !meta.is_empty() {
+            wallet.meta.insert(hold_id.to_string(), meta.to_string());
+        }
         Ok(Reservation::Held {
             available: available - amount,
         })
@@ -280,6 +286,7 @@ impl Wallets for MemoryStore {
         if wallet.holds.remove(hold_id).is_none() {
             return Ok(Settlement::Unknown);
         }
+        wallet.meta.remove(hold_id);
         let actual = actual.max(0);
         let payable = wallet.balance - wallet.reserved();
         let charged = actual.min(payable);
@@ -296,9 +303,10 @@ impl Wallets for MemoryStore {
 
     async fn release(&self, org: i64, hold_id: &str) -> StoreResult<bool> {
         let mut w = self.wallets()?;
-        Ok(w.get_mut(&org)
-            .filter(|w| w.present)
-            .is_some_and(|wallet| wallet.holds.remove(hold_id).is_some()))
+        Ok(w.get_mut(&org).filter(|w| w.present).is_some_and(|wallet| {
+            wallet.meta.remove(hold_id);
+            wallet.holds.remove(hold_id).is_some()
+        }))
     }
 
     async fn confirm(&self, org: i64, hold_id: &str, amount: i64) -> StoreResult<Confirmation> {
@@ -308,6 +316,7 @@ impl Wallets for MemoryStore {
         };
         if wallet.charged.remove(hold_id).is_some() {
             wallet.pending -= amount;
+            wallet.confirmed.insert(hold_id.to_string());
             return Ok(Confirmation::Confirmed);
         }
         if !wallet.confirmed.insert(hold_id.to_string()) {
@@ -331,6 +340,7 @@ impl Wallets for MemoryStore {
                     .map(|(id, (amount, _))| ExpiredHold {
                         hold_id: id.clone(),
                         amount: *amount,
+                        meta: wallet.meta.get(id).cloned().unwrap_or_default(),
                     })
                     .collect()
             })

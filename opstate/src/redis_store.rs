@@ -260,7 +260,7 @@ impl RedisStore {
         let mut conn = self.conn.clone();
         let keys = self.schema.wallet(org);
         let mut invocation = WALLET.key(&keys[0]);
-        invocation.key(&keys[1]).key(&keys[2]);
+        invocation.key(&keys[1]).key(&keys[2]).key(&keys[3]);
         for a in args {
             invocation.arg(*a);
         }
@@ -302,6 +302,7 @@ impl Wallets for RedisStore {
         hold_id: &str,
         amount: i64,
         ttl_ms: u64,
+        meta: &str,
     ) -> StoreResult<Reservation> {
         // Index first: a crash after it leaves a harmless entry; the other order could orphan a hold.
         let mut conn = self.conn.clone();
@@ -309,7 +310,13 @@ impl Wallets for RedisStore {
         let r = self
             .wallet(
                 org,
-                &["reserve", hold_id, &amount.to_string(), &ttl_ms.to_string()],
+                &[
+                    "reserve",
+                    hold_id,
+                    &amount.to_string(),
+                    &ttl_ms.to_string(),
+                    meta,
+                ],
             )
             .await?;
         Ok(match int(r.first())? {
@@ -357,11 +364,12 @@ impl Wallets for RedisStore {
 
     async fn expired(&self, org: i64) -> StoreResult<Vec<ExpiredHold>> {
         let r = self.wallet(org, &["expired"]).await?;
-        r.chunks(2)
-            .map(|pair| {
+        r.chunks(3)
+            .map(|triple| {
                 Ok(ExpiredHold {
-                    hold_id: pair[0].clone(),
-                    amount: int(pair.get(1))?,
+                    hold_id: triple[0].clone(),
+                    amount: int(triple.get(1))?,
+                    meta: triple.get(2).cloned().unwrap_or_default(),
                 })
             })
             .collect()

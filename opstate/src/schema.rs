@@ -10,6 +10,7 @@
 //! | `{prefix}{org:N}:wallet` | hash | wallet mirror of organization N: `balance`, `reserved` (nano-USD) |
 //! | `{prefix}{org:N}:holds` | hash | open holds: hold id → `amount:deadline_ms` |
 //! | `{prefix}{org:N}:adjusted` | set | references of balance adjustments already applied |
+//! | `{prefix}{org:N}:holdmeta` | hash | hold id → the gateway's description of the call |
 //! | `{prefix}{wallets}:holding` | set | organizations that have held money (reconciler work list) |
 //! | `{prefix}{usage}` | stream | usage events (field `e`: JSON [`crate::UsageEvent`]), consumer group `settler` |
 //!
@@ -41,12 +42,13 @@ impl KeySchema {
     }
 
     /// The three keys of one organization's wallet (one hash slot).
-    pub fn wallet(&self, org: i64) -> [String; 3] {
+    pub fn wallet(&self, org: i64) -> [String; 4] {
         let p = &self.prefix;
         [
             format!("{p}{{org:{org}}}:wallet"),
             format!("{p}{{org:{org}}}:holds"),
             format!("{p}{{org:{org}}}:adjusted"),
+            format!("{p}{{org:{org}}}:holdmeta"),
         ]
     }
 

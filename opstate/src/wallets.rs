@@ -76,6 +76,23 @@ pub enum Adjustment {
     Missing,
 }
 
+/// What a gateway writes with a hold, so the reconciler can settle it if the gateway dies: who
+/// called, what, and the estimate that may be charged (the input, which reached the supplier).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HoldMeta {
+    pub key_id: i64,
+    pub group_id: i64,
+    pub route: String,
+    pub model_requested: String,
+    pub model_served: String,
+    pub stream: bool,
+    pub started_at_ms: u64,
+    /// Input tokens estimated at admission.
+    pub input_tokens: u64,
+    /// Price of those input tokens, nano-USD.
+    pub input_cost_nanos: i64,
+}
+
 /// Outcome of a confirmation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Confirmation {
@@ -93,6 +110,8 @@ pub enum Confirmation {
 pub struct ExpiredHold {
     pub hold_id: String,
     pub amount: i64,
+    /// What the gateway wrote when it reserved (empty when nothing).
+    pub meta: String,
 }
 
 /// Wallet mirrors with atomic holds.
@@ -105,13 +124,15 @@ pub trait Wallets: Send + Sync {
     /// balance.
     async fn adjust(&self, org: i64, delta: i64, reference: &str) -> StoreResult<Adjustment>;
 
-    /// Reserves `amount` under `hold_id` until `ttl_ms` from now.
+    /// Reserves `amount` under `hold_id` until `ttl_ms` from now. `meta` describes the call (the
+    /// reconciler settles a hold past its deadline from it); it goes when the hold goes.
     async fn reserve(
         &self,
         org: i64,
         hold_id: &str,
         amount: i64,
         ttl_ms: u64,
+        meta: &str,
     ) -> StoreResult<Reservation>;
 
     /// Closes a hold, charging `actual` (see the settlement policy above).

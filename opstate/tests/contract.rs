@@ -369,7 +369,7 @@ mod wallets {
             let w = &s.wallets;
             assert_eq!(w.snapshot(7).await.unwrap(), None, "{name}");
             assert_eq!(
-                w.reserve(7, "h", 1, 60_000).await.unwrap(),
+                w.reserve(7, "h", 1, 60_000, "").await.unwrap(),
                 Reservation::Missing,
                 "{name}"
             );
@@ -406,17 +406,17 @@ mod wallets {
             );
             w.load(1, 1_000).await.unwrap();
             assert_eq!(
-                w.reserve(1, "a", 600, 60_000).await.unwrap(),
+                w.reserve(1, "a", 600, 60_000, "").await.unwrap(),
                 Reservation::Held { available: 400 },
                 "{name}"
             );
             assert_eq!(
-                w.reserve(1, "a", 600, 60_000).await.unwrap(),
+                w.reserve(1, "a", 600, 60_000, "").await.unwrap(),
                 Reservation::AlreadyHeld,
                 "{name}"
             );
             assert_eq!(
-                w.reserve(1, "b", 500, 60_000).await.unwrap(),
+                w.reserve(1, "b", 500, 60_000, "").await.unwrap(),
                 Reservation::Insufficient { available: 400 },
                 "{name}"
             );
@@ -460,8 +460,8 @@ mod wallets {
                 "{name}"
             );
             // Excess over what the wallet can pay is returned, never overdrawn.
-            w.reserve(1, "c", 100, 60_000).await.unwrap();
-            w.reserve(1, "d", 500, 60_000).await.unwrap();
+            w.reserve(1, "c", 100, 60_000, "").await.unwrap();
+            w.reserve(1, "d", 500, 60_000, "").await.unwrap();
             assert_eq!(
                 w.settle(1, "c", 300).await.unwrap(),
                 Settlement::Settled {
@@ -494,14 +494,15 @@ mod wallets {
         for (name, s) in backends().await {
             let w = &s.wallets;
             w.load(2, 100).await.unwrap();
-            w.reserve(2, "old", 30, 0).await.unwrap();
-            w.reserve(2, "new", 30, 60_000).await.unwrap();
+            w.reserve(2, "old", 30, 0, "{\"key_id\":1}").await.unwrap();
+            w.reserve(2, "new", 30, 60_000, "").await.unwrap();
             tokio::time::sleep(Duration::from_millis(5)).await;
             assert_eq!(
                 w.expired(2).await.unwrap(),
                 vec![ExpiredHold {
                     hold_id: "old".into(),
-                    amount: 30
+                    amount: 30,
+                    meta: "{\"key_id\":1}".into()
                 }],
                 "{name}"
             );
@@ -525,9 +526,11 @@ mod wallets {
             let mut tasks = tokio::task::JoinSet::new();
             for i in 0..64 {
                 let w = w.clone();
-                tasks.spawn(
-                    async move { w.reserve(3, &format!("h{i}"), 30, 60_000).await.unwrap() },
-                );
+                tasks.spawn(async move {
+                    w.reserve(3, &format!("h{i}"), 30, 60_000, "")
+                        .await
+                        .unwrap()
+                });
             }
             let mut held = 0;
             while let Some(r) = tasks.join_next().await {
@@ -598,6 +601,7 @@ mod wallets {
                         Confirmation::Missing
                     } else if m.charged.remove(&hold).is_some() {
                         m.pending -= amount;
+                        m.confirmed.insert(hold);
                         Confirmation::Confirmed
                     } else if !m.confirmed.insert(hold) {
                         Confirmation::Duplicate
@@ -632,7 +636,7 @@ mod wallets {
                 Op::Reserve(h, a) => {
                     let got = s
                         .wallets
-                        .reserve(org, &format!("h{h}"), a, 60_000)
+                        .reserve(org, &format!("h{h}"), a, 60_000, "")
                         .await
                         .unwrap();
                     let available = m.balance - m.holds.values().sum::<i64>();
@@ -696,6 +700,7 @@ mod wallets {
                                 .arg(&keys[0])
                                 .arg(&keys[1])
                                 .arg(&keys[2])
+                                .arg(&keys[3])
                                 .query_async(&mut conn)
                                 .await
                                 .unwrap();

@@ -14,6 +14,7 @@
 use crate::errors::GatewayError;
 use crate::meter::Usage;
 use crate::price;
+pub use opstate::HoldMeta;
 use opstate::{Reservation, Wallets};
 use settings::{ModelPrices, NanoUsd};
 
@@ -25,6 +26,22 @@ pub struct Hold {
     pub id: String,
     pub amount: NanoUsd,
     pub rate_ppm: i64,
+}
+
+/// The input part of the worst case: the estimate the reconciler charges for a dead gateway.
+pub fn input_estimate(prices: &ModelPrices, rate_ppm: i64, request_bytes: usize) -> (u64, NanoUsd) {
+    let tokens = (request_bytes as u64).div_ceil(2);
+    let cost = price::cost(
+        prices,
+        Usage {
+            input: tokens,
+            output: 0,
+            cached: 0,
+        },
+        rate_ppm,
+    )
+    .unwrap_or(NanoUsd::ZERO);
+    (tokens, cost)
 }
 
 /// The worst-case cost of a call.
@@ -56,8 +73,10 @@ pub async fn reserve(
     amount: NanoUsd,
     rate_ppm: i64,
     ttl_ms: u64,
+    meta: &HoldMeta,
 ) -> Result<Hold, GatewayError> {
-    match wallets.reserve(org, hold_id, amount.0, ttl_ms).await {
+    let meta = serde_json::to_string(meta).unwrap_or_default();
+    match wallets.reserve(org, hold_id, amount.0, ttl_ms, &meta).await {
         Ok(Reservation::Held { .. } | Reservation::AlreadyHeld) => Ok(Hold {
             org,
             id: hold_id.to_string(),

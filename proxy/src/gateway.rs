@@ -141,22 +141,31 @@ impl Gateway {
             call.output_cap,
             s.settings.money.default_output_tokens,
         )?;
-        let org = ctx
-            .caller
-            .as_ref()
-            .map(|c| c.org_id)
-            .ok_or(GatewayError::Internal)?;
-        ctx.hold = Some(
-            admit::reserve(
-                s.stores.wallets.as_ref(),
-                org,
-                &ctx.request_id,
-                amount,
-                rate,
-                s.settings.money.hold_ttl_ms,
-            )
-            .await?,
-        );
+        let caller = ctx.caller.as_ref().ok_or(GatewayError::Internal)?;
+        let (input_tokens, input_cost) =
+            admit::input_estimate(&model.model.prices, rate, original.len());
+        let meta = admit::HoldMeta {
+            key_id: caller.key_id,
+            group_id: caller.group_id,
+            route: route.label().to_string(),
+            model_requested: call.model.clone(),
+            model_served: model.model.id.clone(),
+            stream: call.stream,
+            started_at_ms: ctx.started_at_ms,
+            input_tokens,
+            input_cost_nanos: input_cost.0,
+        };
+        let hold = admit::reserve(
+            s.stores.wallets.as_ref(),
+            caller.org_id,
+            &ctx.request_id,
+            amount,
+            rate,
+            s.settings.money.hold_ttl_ms,
+            &meta,
+        )
+        .await?;
+        ctx.hold = Some(hold);
         let body = rewrite::forward_body(route, &original, &fields, &call, &model.model.id)?;
         ctx.order = select::order(&model.accounts, &self.account_id_refs(), &ctx.request_id);
         ctx.call = Some(Call {

@@ -77,6 +77,7 @@ pub struct RawSecurity {
 #[serde(deny_unknown_fields)]
 pub struct RawMoney {
     pub hold_ttl_ms: Option<u64>,
+    pub reconcile_interval_ms: Option<u64>,
     pub default_output_tokens: Option<u64>,
 }
 

@@ -75,6 +75,8 @@ pub struct Money {
     pub hold_ttl_ms: u64,
     /// Output tokens reserved for a call that sets no output cap.
     pub default_output_tokens: u64,
+    /// How often the reconciler looks for holds past their deadline.
+    pub reconcile_interval_ms: u64,
 }
 
 /// How invitation emails leave: SMTP when `smtp_url` is set, else files in `outbox_dir`.
@@ -437,7 +439,11 @@ pub(crate) fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, Confi
     let money = Money {
         hold_ttl_ms: raw.money.hold_ttl_ms.unwrap_or(900_000),
         default_output_tokens: raw.money.default_output_tokens.unwrap_or(4_096),
+        reconcile_interval_ms: raw.money.reconcile_interval_ms.unwrap_or(1_000),
     };
+    if money.reconcile_interval_ms < 50 {
+        return Err(err("money.reconcile_interval_ms", "must be at least 50"));
+    }
     if money.hold_ttl_ms < 1_000 {
         return Err(err("money.hold_ttl_ms", "must be at least 1000"));
     }

@@ -3,6 +3,8 @@
 -- KEYS[2] = holds hash  {prefix}{org:N}:holds   (hold id -> "amount:deadline_ms")
 -- KEYS[3] = applied adjustment references {prefix}{org:N}:adjusted (set); settled hold ids are
 --           kept there as "charged:<hold>" until the ledger confirms them
+-- KEYS[4] = hold descriptions {prefix}{org:N}:holdmeta (hold id -> JSON written by the gateway),
+--           what the reconciler needs to settle a hold whose gateway died
 -- ARGV[1] = operation; further ARGV per operation. Amounts are integer nano-USD (exact below 2^53).
 local op = ARGV[1]
 local function now_ms()
@@ -56,6 +58,7 @@ elseif op == 'reserve' then
   local available = balance - reserved
   if amount > available then return {0, s(available)} end
   redis.call('HSET', KEYS[2], ARGV[2], s(amount) .. ':' .. s(now_ms() + tonumber(ARGV[4])))
+  if ARGV[5] and ARGV[5] ~= '' then redis.call('HSET', KEYS[4], ARGV[2], ARGV[5]) end
   redis.call('HSET', KEYS[1], 'reserved', s(reserved + amount))
   return {1, s(available - amount)}
 elseif op == 'settle' or op == 'release' then
@@ -63,6 +66,7 @@ elseif op == 'settle' or op == 'release' then
   if not hold then return {0} end
   local amount = tonumber(string.match(hold, '^(%-?%d+)'))
   redis.call('HDEL', KEYS[2], ARGV[2])
+  redis.call('HDEL', KEYS[4], ARGV[2])
   reserved = reserved - amount
   redis.call('HSET', KEYS[1], 'reserved', s(reserved))
   if op == 'release' then return {1} end
@@ -84,6 +88,7 @@ elseif op == 'confirm' then
   local amount = tonumber(ARGV[2])
   if redis.call('SREM', KEYS[3], 'charged:' .. ARGV[3]) == 1 then
     redis.call('HSET', KEYS[1], 'pending', s(pending - amount))
+    redis.call('SADD', KEYS[3], 'confirmed:' .. ARGV[3])
     return {1}
   end
   if redis.call('SISMEMBER', KEYS[3], 'confirmed:' .. ARGV[3]) == 1 then return {2} end
@@ -101,6 +106,7 @@ elseif op == 'expired' then
     if tonumber(deadline) <= now then
       table.insert(out, all[i])
       table.insert(out, amount)
+      table.insert(out, redis.call('HGET', KEYS[4], all[i]) or '')
     end
   end
   return out

@@ -1,0 +1,79 @@
+//! The reconciler: resolves holds whose gateway died (past their deadline, never settled).
+//!
+//! Each expired hold is settled at its estimate, the price of the input tokens estimated at
+//! admission (the request reached the supplier, whose output is unknown), and a usage event flagged
+//! `estimated` goes into the usage stream, so the settler books it like any other. Settling is
+//! atomic and at most once: if the gateway was only slow and settles later, its settlement finds
+//! no hold and its usage event is a duplicate the settler skips (the request id is the hold id).
+//! A hold without a description is released (nothing is known to charge).
+
+use crate::state::AppState;
+use opstate::{HoldMeta, Measurement, Settlement, UsageEvent};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Runs until `shutdown` turns true.
+pub async fn run(state: AppState, every: Duration, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        if let Err(e) = reconcile_once(&state).await {
+            tracing::error!(error = %e, "reconciler round failed; retrying");
+        }
+        tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+    }
+}
+
+/// One pass over every organization that holds money; returns how many holds it resolved.
+pub async fn reconcile_once(state: &AppState) -> Result<usize, opstate::StoreError> {
+    let wallets = &state.stores.wallets;
+    let mut resolved = 0;
+    for org in wallets.holding_orgs().await? {
+        for hold in wallets.expired(org).await? {
+            let meta: Option<HoldMeta> = serde_json::from_str(&hold.meta).ok();
+            let Some(meta) = meta else {
+                if wallets.release(org, &hold.hold_id).await? {
+                    tracing::warn!(org, hold = %hold.hold_id, "expired hold without description released");
+                    resolved += 1;
+                }
+                continue;
+            };
+            let estimate = meta.input_cost_nanos.max(0);
+            let (charged, excess) = match wallets.settle(org, &hold.hold_id, estimate).await? {
+                Settlement::Settled { charged, excess } => (charged, excess),
+                // Settled by its gateway in the meantime, or the wallet is being rebuilt.
+                Settlement::Unknown | Settlement::Missing => continue,
+            };
+            resolved += 1;
+            tracing::warn!(org, hold = %hold.hold_id, charged, "expired hold settled at its estimate (its gateway died)");
+            let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
+            let event = UsageEvent {
+                request_id: hold.hold_id.clone(),
+                key_id: meta.key_id,
+                org_id: org,
+                group_id: meta.group_id,
+                route: meta.route,
+                model_requested: meta.model_requested,
+                model_served: meta.model_served,
+                account_id: String::new(),
+                input_tokens: meta.input_tokens,
+                output_tokens: 0,
+                cached_tokens: 0,
+                measurement: Measurement::Estimated,
+                status: 0,
+                stream: meta.stream,
+                started_at_ms: meta.started_at_ms,
+                latency_ms: now_ms.saturating_sub(meta.started_at_ms),
+                ttfb_ms: None,
+                attempts: 0,
+                cost_nanos: estimate,
+                charged_nanos: charged,
+                excess_nanos: excess,
+                hold_nanos: hold.amount,
+            };
+            state.stores.usage.append(&event).await?;
+        }
+    }
+    Ok(resolved)
+}
