@@ -1244,3 +1244,180 @@ async fn a_lost_directory_is_unavailable_not_invalid() {
     .await;
     assert_invalid_key(status, &body);
 }
+
+/// Kills the child process when dropped (a failing test never leaves a proxy behind).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A real `proxy` process killed with SIGKILL mid-stream leaves its hold behind; the reconciler
+/// (admin-api, in this test process) settles it exactly once after its deadline, the settler books
+/// it, and the organization's balance is reconciled with a balanced ledger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_proxy_leaves_a_hold_the_reconciler_resolves_once() {
+    let Ok(redis_url) = std::env::var("REDIS_URL") else {
+        eprintln!("REDIS_URL not set: crash scenario skipped");
+        return;
+    };
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let prefix = format!("crash:{}:", std::process::id());
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let text = format!(
+        r#"
+[server]
+listen = "127.0.0.1:{port}"
+environment = "development"
+[admin]
+listen = "127.0.0.1:1"
+[database]
+url = "sqlite::memory:"
+[redis]
+url = "{redis_url}"
+key_prefix = "{prefix}"
+[security]
+key_pepper = "{PEPPER}"
+[money]
+hold_ttl_ms = 1000
+reconcile_interval_ms = 100
+[mail]
+outbox_dir = "{}"
+[[models]]
+id = "gpt-4o-mini"
+family = "gpt-4o"
+kind = "text"
+input_per_mtok = 0.15
+output_per_mtok = 0.6
+[[accounts]]
+id = "mock"
+provider = "openai"
+base_url = "{}"
+api_key = "sk-mock"
+models = ["gpt-4o-mini"]
+[[groups]]
+id = 1
+name = "Standard"
+product_code = "std"
+models = ["gpt-4o-mini"]
+wholesale_rate_multiplier = 1
+"#,
+        std::env::temp_dir().join("tollgate-crash-outbox").display(),
+        mock.base_url()
+    );
+    // admin-api in this process: ledger, settler, reconciler, keeper.
+    let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
+    let stores = Stores::redis(&redis_url, &prefix).await.unwrap();
+    let state = admin_api::runtime::state(settings, stores.clone())
+        .await
+        .unwrap();
+    let demo =
+        admin_api::demo::demo_key(&state.db, stores.keys.as_ref(), &state.hasher, state.env, 1)
+            .await
+            .unwrap();
+    let org = demo.organization_id;
+    let (_stop, stop_rx) = watch::channel(false);
+    let mut tasks = JoinSet::new();
+    admin_api::runtime::start_background(&state, &mut tasks, stop_rx)
+        .await
+        .unwrap();
+
+    // The gateway as its own process.
+    let dir = std::env::temp_dir().join(format!("tollgate-crash-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("proxy.toml");
+    std::fs::write(&config, &text).unwrap();
+    let mut proxy = KillOnDrop(
+        std::process::Command::new(env!("CARGO_BIN_EXE_proxy"))
+            .arg("--config")
+            .arg(&config)
+            .env_remove("DATABASE_URL")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let base = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "proxy did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // A slow stream: 20 events, 300 ms apart.
+    let resp = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(format!("{base}/compat/v1/chat/completions"))
+        .bearer_auth(&demo.api_key)
+        .header("x-mock-events", "20")
+        .header("x-mock-delay-ms", "300")
+        .body(chat("gpt-4o-mini", true).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut stream = resp.bytes_stream();
+    stream.next().await.unwrap().unwrap();
+    let held = stores.wallets.snapshot(org).await.unwrap().unwrap();
+    assert!(held.reserved > 0, "the call holds money: {held:?}");
+
+    // SIGKILL mid-stream: nothing settles.
+    proxy.0.kill().unwrap();
+    proxy.0.wait().unwrap();
+    drop(stream);
+
+    // After the deadline the reconciler settles the hold once, and the settler books it.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        use sea_orm::{EntityTrait, PaginatorTrait};
+        let w = stores.wallets.snapshot(org).await.unwrap().unwrap();
+        let records = entities::usage_records::Entity::find()
+            .count(&state.db)
+            .await
+            .unwrap();
+        if w.reserved == 0 && records == 1 && w.pending == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not reconciled: {w:?}, {records} records"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    use sea_orm::EntityTrait;
+    let records = entities::usage_records::Entity::find()
+        .all(&state.db)
+        .await
+        .unwrap();
+    assert_eq!(records[0].measurement, "estimated");
+    assert!(
+        records[0].charged_nanos > 0,
+        "the input estimate is charged"
+    );
+    let book = admin_api::ledger::balance(
+        &state.db,
+        &admin_api::ledger::AccountRef::org_wallet(org).code,
+    )
+    .await
+    .unwrap();
+    let w = stores.wallets.snapshot(org).await.unwrap().unwrap();
+    assert_eq!(w.balance + w.pending, book.0, "mirror and ledger agree");
+    assert_eq!(
+        book.0,
+        100 * NANOS - records[0].charged_nanos,
+        "charged exactly once"
+    );
+    assert_eq!(admin_api::ledger::imbalance(&state.db).await.unwrap(), 0);
+    std::fs::remove_dir_all(&dir).ok();
+}
