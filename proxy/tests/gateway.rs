@@ -1266,51 +1266,8 @@ async fn a_killed_proxy_leaves_a_hold_the_reconciler_resolves_once() {
     };
     let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
     let prefix = format!("crash:{}:", std::process::id());
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let text = format!(
-        r#"
-[server]
-listen = "127.0.0.1:{port}"
-environment = "development"
-[admin]
-listen = "127.0.0.1:1"
-[database]
-url = "sqlite::memory:"
-[redis]
-url = "{redis_url}"
-key_prefix = "{prefix}"
-[security]
-key_pepper = "{PEPPER}"
-[money]
-hold_ttl_ms = 1000
-reconcile_interval_ms = 100
-[mail]
-outbox_dir = "{}"
-[[models]]
-id = "gpt-4o-mini"
-family = "gpt-4o"
-kind = "text"
-input_per_mtok = 0.15
-output_per_mtok = 0.6
-[[accounts]]
-id = "mock"
-provider = "openai"
-base_url = "{}"
-api_key = "sk-mock"
-models = ["gpt-4o-mini"]
-[[groups]]
-id = 1
-name = "Standard"
-product_code = "std"
-models = ["gpt-4o-mini"]
-wholesale_rate_multiplier = 1
-"#,
-        std::env::temp_dir().join("tollgate-crash-outbox").display(),
-        mock.base_url()
-    );
+    let port = free_port();
+    let text = redis_deployment(&redis_url, &prefix, port, &mock.base_url());
     // admin-api in this process: ledger, settler, reconciler, keeper.
     let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
     let stores = Stores::redis(&redis_url, &prefix).await.unwrap();
@@ -1329,29 +1286,8 @@ wholesale_rate_multiplier = 1
         .unwrap();
 
     // The gateway as its own process.
-    let dir = std::env::temp_dir().join(format!("tollgate-crash-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("proxy.toml");
-    std::fs::write(&config, &text).unwrap();
-    let mut proxy = KillOnDrop(
-        std::process::Command::new(env!("CARGO_BIN_EXE_proxy"))
-            .arg("--config")
-            .arg(&config)
-            .env_remove("DATABASE_URL")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut proxy = spawn_proxy(&text, port, "crash").await;
     let base = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        assert!(Instant::now() < deadline, "proxy did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 
     // A slow stream: 20 events, 300 ms apart.
     let resp = reqwest::Client::builder()
@@ -1419,5 +1355,188 @@ wholesale_rate_multiplier = 1
         "charged exactly once"
     );
     assert_eq!(admin_api::ledger::imbalance(&state.db).await.unwrap(), 0);
-    std::fs::remove_dir_all(&dir).ok();
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// A distributed deployment's configuration: proxies on Redis, holds of 1 s, a fast reconciler.
+fn redis_deployment(redis_url: &str, prefix: &str, port: u16, mock_url: &str) -> String {
+    format!(
+        r#"
+[server]
+listen = "127.0.0.1:{port}"
+environment = "development"
+[admin]
+listen = "127.0.0.1:1"
+[database]
+url = "sqlite::memory:"
+[redis]
+url = "{redis_url}"
+key_prefix = "{prefix}"
+[security]
+key_pepper = "{PEPPER}"
+[money]
+hold_ttl_ms = 1000
+reconcile_interval_ms = 100
+[mail]
+outbox_dir = "{}"
+[[models]]
+id = "gpt-4o-mini"
+family = "gpt-4o"
+kind = "text"
+input_per_mtok = 0.15
+output_per_mtok = 0.6
+[[accounts]]
+id = "mock"
+provider = "openai"
+base_url = "{}"
+api_key = "sk-mock"
+models = ["gpt-4o-mini"]
+[[groups]]
+id = 1
+name = "Standard"
+product_code = "std"
+models = ["gpt-4o-mini"]
+wholesale_rate_multiplier = 1
+"#,
+        std::env::temp_dir().join("tollgate-crash-outbox").display(),
+        mock_url
+    )
+}
+
+/// Starts a real `proxy` process on `text` and waits until it listens on `port`.
+async fn spawn_proxy(text: &str, port: u16, name: &str) -> KillOnDrop {
+    let dir = std::env::temp_dir().join(format!("tollgate-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("proxy.toml");
+    std::fs::write(&config, text).unwrap();
+    let child = KillOnDrop(
+        std::process::Command::new(env!("CARGO_BIN_EXE_proxy"))
+            .arg("--config")
+            .arg(&config)
+            .env_remove("DATABASE_URL")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "proxy did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    child
+}
+
+/// Two proxy processes sharing one Redis: 200 concurrent calls against a balance that covers
+/// about 20 never overdraw, and every refused call is refused before reaching the supplier.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_proxies_on_one_redis_never_overdraw() {
+    let Ok(redis_url) = std::env::var("REDIS_URL") else {
+        eprintln!("REDIS_URL not set: two-proxy scenario skipped");
+        return;
+    };
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let prefix = format!("two:{}:", std::process::id());
+    let ports = [free_port(), free_port()];
+    let texts: Vec<String> = ports
+        .iter()
+        .map(|p| redis_deployment(&redis_url, &prefix, *p, &mock.base_url()))
+        .collect();
+    let settings = Arc::new(Settings::parse(&texts[0], &|_| None).unwrap());
+    let stores = Stores::redis(&redis_url, &prefix).await.unwrap();
+    let state = admin_api::runtime::state(settings.clone(), stores.clone())
+        .await
+        .unwrap();
+    let demo =
+        admin_api::demo::demo_key(&state.db, stores.keys.as_ref(), &state.hasher, state.env, 1)
+            .await
+            .unwrap();
+    let org = demo.organization_id;
+    let (_stop, stop_rx) = watch::channel(false);
+    let mut tasks = JoinSet::new();
+    admin_api::runtime::start_background(&state, &mut tasks, stop_rx)
+        .await
+        .unwrap();
+    let _a = spawn_proxy(&texts[0], ports[0], "two-a").await;
+    let _b = spawn_proxy(&texts[1], ports[1], "two-b").await;
+
+    let mut body = chat("gpt-4o-mini", false);
+    body["max_tokens"] = json!(1000);
+    let (hold, _) = proxy::admit::worst_case(
+        &settings.model("gpt-4o-mini").unwrap().prices,
+        Some(1_000_000),
+        body.to_string().len(),
+        Some(1000),
+        4096,
+    )
+    .unwrap();
+    // Leave about 20 holds' worth in the wallet (the mirror and the ledger together).
+    let book = admin_api::ledger::balance(
+        &state.db,
+        &admin_api::ledger::AccountRef::org_wallet(org).code,
+    )
+    .await
+    .unwrap();
+    let keep = hold.0 * 20 + hold.0 / 2;
+    assert_eq!(
+        stores
+            .wallets
+            .adjust(org, keep - book.0, "test:shrink")
+            .await
+            .unwrap(),
+        opstate::Adjustment::Applied { balance: keep }
+    );
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(64)
+        .build()
+        .unwrap();
+    let mut calls = JoinSet::new();
+    for i in 0..200 {
+        let (http, body, key) = (http.clone(), body.clone(), demo.api_key.clone());
+        let port = ports[i % 2];
+        calls.spawn(async move {
+            let resp = http
+                .post(format!(
+                    "http://127.0.0.1:{port}/compat/v1/chat/completions"
+                ))
+                .bearer_auth(key)
+                .header("x-mock-usage", "prompt=50,completion=1000")
+                .header("x-mock-delay-ms", "20")
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            resp.bytes().await.unwrap();
+            status
+        });
+    }
+    let (mut ok, mut refused) = (0, 0);
+    while let Some(r) = calls.join_next().await {
+        match r.unwrap() {
+            200 => ok += 1,
+            402 => refused += 1,
+            other => panic!("unexpected status {other}"),
+        }
+    }
+    assert_eq!(ok + refused, 200);
+    assert!(ok >= 20, "the covered calls succeed ({ok})");
+    assert_eq!(
+        mock.request_count(),
+        ok,
+        "refused calls never reached the supplier"
+    );
+    let w = stores.wallets.snapshot(org).await.unwrap().unwrap();
+    assert!(
+        w.balance >= 0 && w.reserved == 0,
+        "never overdrawn, every hold closed: {w:?}"
+    );
 }
