@@ -71,6 +71,8 @@ pub async fn reconcile_once(state: &AppState) -> Result<usize, opstate::StoreErr
                 charged_nanos: charged,
                 excess_nanos: excess,
                 hold_nanos: hold.amount,
+                project: None,
+                workflow: None,
             };
             state.stores.usage.append(&event).await?;
         }

@@ -120,6 +120,8 @@ async fn settle_event(state: &AppState, e: &UsageEvent) -> Result<(), SettleErro
         excess_nanos: Set(excess),
         started_at: Set(started),
         settled_at: Set(Utc::now()),
+        project: Set(e.project.clone()),
+        workflow: Set(e.workflow.clone()),
         ..Default::default()
     })
     .on_conflict(

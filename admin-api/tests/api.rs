@@ -2528,6 +2528,8 @@ async fn settlement_is_idempotent_under_redelivery() {
         charged_nanos: 400_000,
         excess_nanos: 0,
         hold_nanos: 1_000_000,
+        project: None,
+        workflow: None,
     };
     // The same event delivered three times (a settler died before acknowledging).
     for _ in 0..3 {
@@ -2564,4 +2566,94 @@ async fn settlement_is_idempotent_under_redelivery() {
         (buckets.len(), buckets[0].requests, buckets[0].cost_nanos),
         (1, 1, 400_000)
     );
+}
+
+#[tokio::test]
+async fn daily_usage_breaks_down_by_project_and_workflow() {
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let (_, org) = api.active_customer(&owner, "attr", 10.0, 1.0).await;
+    let token = admin_api::cli::billing_token(&api.state, "create", org)
+        .await
+        .unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let day = chrono::NaiveDate::from_ymd_opt(2026, 3, 4).unwrap();
+    let started = u64::try_from(
+        day.and_hms_opt(12, 0, 0)
+            .unwrap()
+            .and_utc()
+            .timestamp_millis(),
+    )
+    .unwrap();
+    for (i, project) in [Some("checkout"), Some("checkout"), None]
+        .into_iter()
+        .enumerate()
+    {
+        let event = opstate::UsageEvent {
+            request_id: format!("r{i}"),
+            key_id: 1,
+            org_id: org,
+            group_id: 1,
+            route: "chat_completions".into(),
+            model_requested: "gpt-4o-mini".into(),
+            model_served: "gpt-4o-mini".into(),
+            account_id: "a".into(),
+            input_tokens: 100,
+            output_tokens: 10,
+            cached_tokens: 0,
+            measurement: if i == 2 {
+                opstate::Measurement::Estimated
+            } else {
+                opstate::Measurement::Exact
+            },
+            status: 200,
+            stream: false,
+            started_at_ms: started,
+            latency_ms: 1,
+            ttfb_ms: None,
+            attempts: 1,
+            cost_nanos: 1_000,
+            charged_nanos: 0,
+            excess_nanos: 0,
+            hold_nanos: 0,
+            project: project.map(str::to_string),
+            workflow: None,
+        };
+        api.state.stores.usage.append(&event).await.unwrap();
+    }
+    admin_api::settler::drain_once(&api.state, "t")
+        .await
+        .unwrap();
+    let v: Value = api
+        .http
+        .get(format!(
+            "{}/api/v1/organization/billing/usage/daily?date=2026-03-04",
+            api.base
+        ))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let d = &v["data"];
+    assert_eq!(d["totals"]["requests"], 3, "{v}");
+    assert_eq!(
+        d["projects"].as_array().unwrap().len(),
+        2,
+        "checkout and unattributed: {v}"
+    );
+    assert!(
+        d["projects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["project"] == "checkout" && p["requests"] == 2)
+    );
+    assert_eq!(d["unavailable_dimensions"], json!(["workflows"]));
+    assert_eq!(d["usage_coverage"]["estimated_requests"], 1);
+    assert_eq!(d["api_keys"][0]["api_key_id"], 1);
 }

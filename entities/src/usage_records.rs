@@ -28,6 +28,8 @@ pub struct Model {
     pub excess_nanos: i64,
     pub started_at: DateTimeUtc,
     pub settled_at: DateTimeUtc,
+    pub project: Option<String>,
+    pub workflow: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

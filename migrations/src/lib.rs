@@ -11,6 +11,7 @@ mod m20261122_000001_organizations_and_keys;
 mod m20261122_000002_partners_and_ledger;
 mod m20261122_000003_usage;
 mod m20261122_000004_usage_records;
+mod m20261122_000005_usage_attribution;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -23,6 +24,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000002_partners_and_ledger::Migration),
             Box::new(m20261122_000003_usage::Migration),
             Box::new(m20261122_000004_usage_records::Migration),
+            Box::new(m20261122_000005_usage_attribution::Migration),
         ]
     }
 }

@@ -58,6 +58,12 @@ pub struct UsageEvent {
     /// The hold this request settled.
     #[serde(default)]
     pub hold_nanos: i64,
+    /// Attribution sent by the client (`x-tollgate-project`), if any.
+    #[serde(default)]
+    pub project: Option<String>,
+    /// Attribution sent by the client (`x-tollgate-workflow`), if any.
+    #[serde(default)]
+    pub workflow: Option<String>,
 }
 
 /// A claimed stream entry: acknowledge `id` once the event is durably recorded.

@@ -70,6 +70,8 @@ fn event(n: u64) -> UsageEvent {
         charged_nanos: 4_500,
         excess_nanos: 0,
         hold_nanos: 9_000,
+        project: None,
+        workflow: None,
     }
 }
 

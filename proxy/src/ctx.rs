@@ -43,6 +43,9 @@ pub struct Call {
     pub body: Bytes,
     /// Size of the client's original body (feeds the usage estimate).
     pub request_bytes: usize,
+    /// Attribution headers (`x-tollgate-project`, `x-tollgate-workflow`).
+    pub project: Option<String>,
+    pub workflow: Option<String>,
 }
 
 impl RequestCtx {

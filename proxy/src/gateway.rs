@@ -130,6 +130,7 @@ impl Gateway {
             return Ok(true);
         }
 
+        let (project, workflow) = inspect::attribution(session.req_header())?;
         let original = inspect::read_body(session, s.settings.server.max_body_bytes).await?;
         let fields = inspect::top_level(&original)?;
         let call = inspect::call_body(route, &fields)?;
@@ -174,6 +175,8 @@ impl Gateway {
             stream: call.stream,
             body,
             request_bytes: original.len(),
+            project,
+            workflow,
         });
         Ok(false)
     }

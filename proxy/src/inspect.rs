@@ -70,6 +70,34 @@ pub async fn read_body(session: &mut Session, max: usize) -> Result<Bytes, Gatew
     Ok(buf.freeze())
 }
 
+/// Attribution headers: a project and a workflow the client names for reporting. At most 64
+/// visible ASCII characters each; anything else is refused (it would be reported as sent).
+pub fn attribution(
+    req: &pingora::http::RequestHeader,
+) -> Result<(Option<String>, Option<String>), GatewayError> {
+    let read = |name: &'static str| -> Result<Option<String>, GatewayError> {
+        let mut values = req.headers.get_all(name).iter();
+        match (values.next(), values.next()) {
+            (None, _) => Ok(None),
+            (Some(v), None) => {
+                let s = v.to_str().unwrap_or_default().trim();
+                if s.is_empty() || s.len() > 64 || !s.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+                    return Err(GatewayError::InvalidBody {
+                        message: format!("header {name} must be 1 to 64 visible ASCII characters"),
+                        param: Some(name),
+                    });
+                }
+                Ok(Some(s.to_string()))
+            }
+            _ => Err(GatewayError::InvalidBody {
+                message: format!("header {name} may appear once"),
+                param: Some(name),
+            }),
+        }
+    };
+    Ok((read("x-tollgate-project")?, read("x-tollgate-workflow")?))
+}
+
 /// What a generation call asks for, read from its body.
 #[derive(Debug, Clone)]
 pub struct CallBody {

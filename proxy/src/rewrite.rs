@@ -20,7 +20,9 @@ use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
 
 /// Request headers never forwarded to a supplier.
-const STRIP_REQUEST: [&str; 17] = [
+const STRIP_REQUEST: [&str; 19] = [
+    "x-tollgate-project",
+    "x-tollgate-workflow",
     "authorization",
     "x-api-key",
     "x-alt-api-key",

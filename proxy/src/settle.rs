@@ -173,6 +173,8 @@ fn usage_event(shared: &Shared, ctx: &RequestCtx, status: u16) -> Option<UsageEv
         charged_nanos: 0,
         excess_nanos: 0,
         hold_nanos: 0,
+        project: call.project.clone(),
+        workflow: call.workflow.clone(),
     })
 }
 

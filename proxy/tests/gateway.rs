@@ -1540,3 +1540,35 @@ async fn two_proxies_on_one_redis_never_overdraw() {
         "never overdrawn, every hold closed: {w:?}"
     );
 }
+
+#[tokio::test]
+async fn attribution_headers_reach_the_usage_event_not_the_supplier() {
+    let h = Harness::start().await;
+    let resp = h
+        .post("/compat/v1/chat/completions", &chat("gpt-4o-mini", false))
+        .header("x-tollgate-project", "checkout")
+        .header("x-tollgate-workflow", "summarize")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let e = h.usage_event().await;
+    assert_eq!(
+        (e.project.as_deref(), e.workflow.as_deref()),
+        (Some("checkout"), Some("summarize"))
+    );
+    assert!(
+        h.mock.requests()[0].header("x-tollgate-project").is_none(),
+        "internal headers are not forwarded"
+    );
+    let (status, err) = json_of(
+        h.post("/compat/v1/chat/completions", &chat("gpt-4o-mini", false))
+            .header("x-tollgate-project", "x".repeat(65))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(err["error"]["param"], "x-tollgate-project");
+}

@@ -6,7 +6,9 @@ use crate::ledger::AccountRef;
 use crate::state::AppState;
 use chrono::{DateTime, NaiveDate, SecondsFormat, TimeDelta, Utc};
 use credentials::{Kind, Secret};
-use entities::{ledger_accounts, ledger_entries, org_billing_tokens, organizations, usage_hourly};
+use entities::{
+    ledger_accounts, ledger_entries, org_billing_tokens, organizations, usage_hourly, usage_records,
+};
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use serde_json::{Value, json};
 use settings::NanoUsd;
@@ -134,6 +136,21 @@ pub async fn daily(
         estimated += r.estimated_requests;
     }
     let spend = wallet_spend(&state.db, org.id, from, to).await?;
+    let records = usage_records::Entity::find()
+        .filter(usage_records::Column::OrganizationId.eq(org.id))
+        .filter(usage_records::Column::StartedAt.gte(from))
+        .filter(usage_records::Column::StartedAt.lt(to))
+        .all(&state.db)
+        .await?;
+    let projects = attributed(&records, |r| r.project.clone(), "project");
+    let workflows = attributed(&records, |r| r.workflow.clone(), "workflow");
+    let mut unavailable = Vec::new();
+    if projects.is_none() {
+        unavailable.push("projects");
+    }
+    if workflows.is_none() {
+        unavailable.push("workflows");
+    }
     let mut total_json = totals.json();
     total_json["actual_cost_usd"] = usd_json(spend);
     total_json["usage_cost_usd"] = usd_json(NanoUsd(totals.cost));
@@ -143,11 +160,11 @@ pub async fn daily(
         "from": ts(from),
         "to": ts(to),
         "totals": total_json,
-        "projects": [],
+        "projects": projects.unwrap_or_default(),
         "api_keys": by_key.iter().map(|(k, a)| { let mut v = a.json(); v["api_key_id"] = json!(k); v }).collect::<Vec<_>>(),
         "models": by_model.iter().map(|(m, a)| { let mut v = a.json(); v["model"] = json!(m); v }).collect::<Vec<_>>(),
-        "workflows": [],
-        "unavailable_dimensions": ["projects", "workflows"],
+        "workflows": workflows.unwrap_or_default(),
+        "unavailable_dimensions": unavailable,
         "wallet_spend": {"amount_usd": usd_json(spend), "currency": "USD"},
         "usage_coverage": {
             "requests": totals.requests,
@@ -156,6 +173,42 @@ pub async fn daily(
             "exact_ratio": if totals.requests == 0 { json!(1) } else { json!((exact as f64) / (totals.requests as f64)) },
         },
     }))
+}
+
+/// A breakdown by an attribution dimension (requests without it are grouped under `null`), or
+/// `None` when no request of the window carries it (the breakdown cannot be computed).
+fn attributed(
+    records: &[usage_records::Model],
+    key: impl Fn(&usage_records::Model) -> Option<String>,
+    name: &str,
+) -> Option<Vec<Value>> {
+    if records.iter().all(|r| key(r).is_none()) {
+        return None;
+    }
+    let mut groups: BTreeMap<Option<String>, (i64, i64, i64, i64, i64)> = BTreeMap::new();
+    for r in records {
+        let g = groups.entry(key(r)).or_default();
+        g.0 += 1;
+        g.1 += r.input_tokens;
+        g.2 += r.output_tokens;
+        g.3 += r.cached_tokens;
+        g.4 += r.cost_nanos;
+    }
+    Some(
+        groups
+            .into_iter()
+            .map(|(k, (requests, input, output, cached, cost))| {
+                json!({
+                    name: k,
+                    "requests": requests,
+                    "input_tokens": input,
+                    "output_tokens": output,
+                    "cache_tokens": cached,
+                    "cost_usd": usd_json(NanoUsd(cost)),
+                })
+            })
+            .collect(),
+    )
 }
 
 /// Money debited from the wallet to spend in a window (settled usage), from the ledger.
