@@ -29,6 +29,7 @@ pub enum AccountKind {
     PartnerReserved,
     PartnerAllocations,
     PartnerOutstandingUsage,
+    PartnerUsagePayable,
     OrgWallet,
     OrgSpend,
 }
@@ -41,6 +42,7 @@ impl AccountKind {
             AccountKind::PartnerReserved => "partner_reserved",
             AccountKind::PartnerAllocations => "partner_allocations",
             AccountKind::PartnerOutstandingUsage => "partner_outstanding_usage",
+            AccountKind::PartnerUsagePayable => "partner_usage_payable",
             AccountKind::OrgWallet => "org_wallet",
             AccountKind::OrgSpend => "org_spend",
         }

@@ -151,8 +151,62 @@ async fn settle_event(state: &AppState, e: &UsageEvent) -> Result<(), SettleErro
         NanoUsd(charged),
     )
     .await?;
+    book_partner_usage(&txn, state, e, charged).await?;
     txn.commit().await?;
     confirm(state, e, charged).await
+}
+
+/// The partner's side of a charge: its wholesale cost (charge × wholesale / retail of the group),
+/// accrued on `partner:P:outstanding_usage` against `partner:P:usage_payable` (what the partner
+/// owes for its customers' usage). Organizations no partner resells have none.
+async fn book_partner_usage(
+    txn: &impl ConnectionTrait,
+    state: &AppState,
+    e: &UsageEvent,
+    charged: i64,
+) -> Result<(), SettleError> {
+    use entities::{customer_groups, customers};
+    use sea_orm::{ColumnTrait, QueryFilter};
+    if charged <= 0 {
+        return Ok(());
+    }
+    let Some(customer) = customers::Entity::find()
+        .filter(customers::Column::OrganizationId.eq(e.org_id))
+        .one(txn)
+        .await?
+    else {
+        return Ok(());
+    };
+    let retail = customer_groups::Entity::find()
+        .filter(customer_groups::Column::CustomerId.eq(customer.id))
+        .filter(customer_groups::Column::GroupId.eq(e.group_id))
+        .one(txn)
+        .await?
+        .map(|g| g.retail_rate_multiplier_ppm);
+    let wholesale = state
+        .settings
+        .group(e.group_id)
+        .map(|g| g.wholesale_rate_multiplier.0);
+    let (Some(retail), Some(wholesale)) = (retail, wholesale) else {
+        return Ok(());
+    };
+    let cost = (i128::from(charged) * i128::from(wholesale)).div_euclid(i128::from(retail.max(1)));
+    let payable = AccountRef {
+        code: format!("partner:{}:usage_payable", customer.partner_id),
+        kind: ledger::AccountKind::PartnerUsagePayable,
+        partner_id: Some(customer.partner_id),
+        organization_id: None,
+    };
+    ledger::transfer(
+        txn,
+        &format!("wholesale:{}", e.request_id),
+        "wholesale_usage",
+        &payable,
+        &AccountRef::partner_outstanding_usage(customer.partner_id),
+        NanoUsd(i64::try_from(cost).unwrap_or(i64::MAX)),
+    )
+    .await?;
+    Ok(())
 }
 
 async fn confirm(state: &AppState, e: &UsageEvent, charged: i64) -> Result<(), SettleError> {

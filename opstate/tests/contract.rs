@@ -556,6 +556,8 @@ mod wallets {
         pending: i64,
         charged: std::collections::BTreeMap<String, i64>,
         confirmed: std::collections::BTreeSet<String>,
+        /// Holds reserved with a zero deadline (expired at once).
+        expiring: std::collections::BTreeSet<String>,
     }
 
     #[derive(Debug, Clone)]
@@ -563,6 +565,7 @@ mod wallets {
         Load(i64),
         Adjust(i64, u8),
         Reserve(u8, i64),
+        ReserveExpired(u8, i64),
         Settle(u8, i64),
         Release(u8),
         Confirm(u8, i64),
@@ -577,6 +580,7 @@ mod wallets {
             (0u8..8, 0i64..6_000).prop_map(|(h, a)| Op::Settle(h, a)),
             (0u8..8).prop_map(Op::Release),
             (0u8..8, 0i64..2_000).prop_map(|(h, a)| Op::Confirm(h, a)),
+            (0u8..8, 0i64..2_000).prop_map(|(h, a)| Op::ReserveExpired(h, a)),
             Just(Op::Crash),
         ]
     }
@@ -594,6 +598,25 @@ mod wallets {
                     m.balance = b;
                     m.pending = 0;
                     m.charged.clear();
+                }
+                Op::ReserveExpired(h, a) => {
+                    let hold = format!("h{h}");
+                    let got = s.wallets.reserve(org, &hold, a, 0, "").await.unwrap();
+                    let available = m.balance - m.holds.values().sum::<i64>();
+                    let want = if !m.present {
+                        Reservation::Missing
+                    } else if m.holds.contains_key(&hold) {
+                        Reservation::AlreadyHeld
+                    } else if a > available {
+                        Reservation::Insufficient { available }
+                    } else {
+                        m.holds.insert(hold.clone(), a);
+                        m.expiring.insert(hold);
+                        Reservation::Held {
+                            available: available - a,
+                        }
+                    };
+                    assert_eq!(got, want, "step {i}");
                 }
                 Op::Confirm(h, amount) => {
                     let hold = format!("h{h}");
@@ -653,6 +676,7 @@ mod wallets {
                                 Reservation::Insufficient { available }
                             }
                             std::collections::btree_map::Entry::Vacant(slot) => {
+                                m.expiring.remove(slot.key());
                                 slot.insert(a);
                                 Reservation::Held {
                                     available: available - a,
@@ -711,6 +735,22 @@ mod wallets {
                     m = Model::default();
                 }
             }
+            // Exactly the open zero-deadline holds are expired (each still resolvable once).
+            let expired: std::collections::BTreeSet<String> = s
+                .wallets
+                .expired(org)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|e| e.hold_id)
+                .collect();
+            let want: std::collections::BTreeSet<String> = m
+                .expiring
+                .iter()
+                .filter(|h| m.holds.contains_key(*h))
+                .cloned()
+                .collect();
+            assert_eq!(expired, want, "step {i}: expired holds");
             let snap = s.wallets.snapshot(org).await.unwrap();
             let reserved: i64 = m.holds.values().sum();
             match snap {

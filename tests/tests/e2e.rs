@@ -461,6 +461,14 @@ wholesale_rate_multiplier = 0.5
         "the ledger moved by exactly price × multiplier × tokens"
     );
     assert_eq!(admin_api::ledger::imbalance(&state.db).await.unwrap(), 0);
+    // The partner owes the wholesale cost: 0.000405 × 0.5 / 1.5.
+    let (s, funding) = call(reqwest::Method::GET, "/partner/v1/funding", None).await;
+    assert_eq!(s, 200);
+    assert_eq!(
+        funding["data"]["outstanding_usage_usd"],
+        json!(0.000135),
+        "{funding}"
+    );
     let unknown = http
         .get(format!("{base}/partner/v1/pricing"))
         .bearer_auth(&token)
