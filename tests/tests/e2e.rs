@@ -337,6 +337,19 @@ wholesale_rate_multiplier = 0.5
         .unwrap();
     assert_eq!(resp.status(), 200);
     resp.bytes().await.unwrap();
+    // The same call, streamed: metered from the final usage event, charged the same.
+    let mut streamed = chat.clone();
+    streamed["stream"] = json!(true);
+    let resp = http
+        .post(format!("{base}/compat/v1/chat/completions"))
+        .bearer_auth(&secret)
+        .header("x-mock-usage", "prompt=1000,completion=200")
+        .json(&streamed)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(String::from_utf8_lossy(&resp.bytes().await.unwrap()).contains("[DONE]"));
     let (s, _) = call(
         reqwest::Method::DELETE,
         &format!("/partner/v1/customers/{id}/api-keys/{key_id}"),
@@ -391,8 +404,8 @@ wholesale_rate_multiplier = 0.5
         panic!("billing balance {status}: {balance}; mirror {snap:?}; ledger {book:?}");
     }
     // 1000 input and 200 output tokens of gpt-4o-mini (0.15 / 0.60 USD per Mtok) at retail 1.5:
-    // (150 + 120) / 1e6 × 1.5 = 0.000405 USD.
-    let cost = 0.000405;
+    // (150 + 120) / 1e6 × 1.5 = 0.000405 USD per call; two calls.
+    let cost = 0.00081;
     assert_eq!(
         balance["data"]["balance_usd"],
         json!(30.0 - cost),
@@ -409,7 +422,7 @@ wholesale_rate_multiplier = 0.5
             .count(&state.db)
             .await
             .unwrap()
-            == 1
+            == 2
         {
             break;
         }
@@ -427,11 +440,11 @@ wholesale_rate_multiplier = 0.5
         .as_array()
         .unwrap()
         .iter()
-        .find(|b| b["requests"] == 1)
+        .find(|b| b["requests"] == 2)
         .unwrap()
         .clone();
     assert_eq!(bucket["burn_usd"], json!(cost));
-    assert_eq!(bucket["total_tokens"], 1200);
+    assert_eq!(bucket["total_tokens"], 2400);
     assert_eq!(bucket["active_api_keys"], 1);
     let daily: Value = http
         .get(format!("{base}/api/v1/organization/billing/usage/daily"))
@@ -445,7 +458,7 @@ wholesale_rate_multiplier = 0.5
         .json()
         .await
         .unwrap();
-    assert_eq!(daily["data"]["totals"]["requests"], 1, "{daily}");
+    assert_eq!(daily["data"]["totals"]["requests"], 2, "{daily}");
     assert_eq!(daily["data"]["totals"]["cost_usd"], json!(cost));
     assert_eq!(daily["data"]["totals"]["actual_cost_usd"], json!(cost));
     assert_eq!(daily["data"]["wallet_spend"]["amount_usd"], json!(cost));
@@ -457,16 +470,16 @@ wholesale_rate_multiplier = 0.5
     .await
     .unwrap();
     assert_eq!(
-        spend.0, 405_000,
+        spend.0, 810_000,
         "the ledger moved by exactly price × multiplier × tokens"
     );
     assert_eq!(admin_api::ledger::imbalance(&state.db).await.unwrap(), 0);
-    // The partner owes the wholesale cost: 0.000405 × 0.5 / 1.5.
+    // The partner owes the wholesale cost: 0.00081 × 0.5 / 1.5.
     let (s, funding) = call(reqwest::Method::GET, "/partner/v1/funding", None).await;
     assert_eq!(s, 200);
     assert_eq!(
         funding["data"]["outstanding_usage_usd"],
-        json!(0.000135),
+        json!(0.00027),
         "{funding}"
     );
     let unknown = http

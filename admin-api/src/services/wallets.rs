@@ -67,11 +67,27 @@ pub async fn reconciled(
     if !ledger::exists(&state.db, &code).await? {
         return Ok(None);
     }
-    let Some(snapshot) = state.stores.wallets.snapshot(org).await? else {
-        return Ok(None);
-    };
-    let book = ledger::balance(&state.db, &code).await?;
-    // Charges settled by a gateway and not yet posted by the settler are pending in the mirror.
-    Ok((snapshot.balance + snapshot.pending == book.0)
-        .then_some((NanoUsd(snapshot.balance), NanoUsd(snapshot.reserved))))
+    // The ledger and the mirror are read one after the other while the settler may post and
+    // confirm between the two reads; a mismatch that is only such a race clears within
+    // milliseconds, so a few quick re-reads separate it from a real drift.
+    for attempt in 0..RECONCILE_READS {
+        let Some(snapshot) = state.stores.wallets.snapshot(org).await? else {
+            return Ok(None);
+        };
+        let book = ledger::balance(&state.db, &code).await?;
+        // Charges settled by a gateway and not yet posted by the settler are pending in the mirror.
+        if snapshot.balance + snapshot.pending == book.0 {
+            return Ok(Some((
+                NanoUsd(snapshot.balance),
+                NanoUsd(snapshot.reserved),
+            )));
+        }
+        if attempt + 1 < RECONCILE_READS {
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+    }
+    Ok(None)
 }
+
+/// Reads of mirror and ledger before a mismatch counts as "not reconciled".
+const RECONCILE_READS: u32 = 5;
