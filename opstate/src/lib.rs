@@ -13,6 +13,7 @@
 //! Redis rules (see [`schema`]): every key carries the configured prefix; every multi-step
 //! operation is one versioned Lua script; no `SCAN` and no read-modify-write across round trips.
 
+mod cooldowns;
 mod counters;
 mod error;
 mod keys;
@@ -22,6 +23,7 @@ pub mod schema;
 mod usage;
 mod wallets;
 
+pub use cooldowns::Cooldowns;
 pub use counters::{WindowCounters, WindowHit};
 pub use error::{StoreError, StoreResult};
 pub use keys::{KeyDirectory, KeyPermissions, KeyRecord};
@@ -42,6 +44,7 @@ pub struct Stores {
     pub usage: Arc<dyn UsageStream>,
     pub counters: Arc<dyn WindowCounters>,
     pub wallets: Arc<dyn Wallets>,
+    pub cooldowns: Arc<dyn Cooldowns>,
 }
 
 impl Stores {
@@ -52,7 +55,8 @@ impl Stores {
             keys: m.clone(),
             usage: m.clone(),
             counters: m.clone(),
-            wallets: m,
+            wallets: m.clone(),
+            cooldowns: m,
         }
     }
 
@@ -64,7 +68,8 @@ impl Stores {
             keys: r.clone(),
             usage: r.clone(),
             counters: r.clone(),
-            wallets: r,
+            wallets: r.clone(),
+            cooldowns: r,
         })
     }
 }

@@ -1,6 +1,7 @@
 //! The in-memory backend: one process, lost on restart. Used by the embedded default and tests.
 //! Mutexes are held only for map operations, never across an `.await`.
 
+use crate::cooldowns::Cooldowns;
 use crate::counters::{WindowCounters, WindowHit};
 use crate::error::{StoreError, StoreResult};
 use crate::keys::{KeyDirectory, KeyRecord};
@@ -23,6 +24,7 @@ pub struct MemoryStore {
     counters: Mutex<HashMap<String, (u64, u64)>>,
     wallets: Mutex<HashMap<i64, WalletState>>,
     holding: Mutex<HashSet<i64>>,
+    cooldowns: Mutex<HashMap<String, Instant>>,
 }
 
 #[derive(Default)]
@@ -368,5 +370,37 @@ impl Wallets for MemoryStore {
         let mut v: Vec<i64> = h.iter().copied().collect();
         v.sort_unstable();
         Ok(v)
+    }
+}
+
+#[async_trait]
+impl Cooldowns for MemoryStore {
+    async fn cool(&self, account: &str, duration: Duration) -> StoreResult<()> {
+        let until = Instant::now() + duration;
+        let mut c = self
+            .cooldowns
+            .lock()
+            .map_err(|_| StoreError::Unavailable("cooldown lock poisoned".into()))?;
+        let entry = c.entry(account.to_string()).or_insert(until);
+        if *entry < until {
+            *entry = until;
+        }
+        Ok(())
+    }
+
+    async fn remaining(&self, accounts: &[&str]) -> StoreResult<Vec<Option<Duration>>> {
+        let now = Instant::now();
+        let c = self
+            .cooldowns
+            .lock()
+            .map_err(|_| StoreError::Unavailable("cooldown lock poisoned".into()))?;
+        Ok(accounts
+            .iter()
+            .map(|a| {
+                c.get(*a)
+                    .and_then(|until| until.checked_duration_since(now))
+                    .filter(|d| !d.is_zero())
+            })
+            .collect())
     }
 }

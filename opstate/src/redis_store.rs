@@ -4,6 +4,7 @@
 //! fails calls in a fraction of a second instead of blocking for seconds (notes/data.md §E3); the
 //! manager reconnects by itself. Key names come from [`KeySchema`].
 
+use crate::cooldowns::Cooldowns;
 use crate::counters::{WindowCounters, WindowHit};
 use crate::error::{StoreError, StoreResult};
 use crate::keys::{KeyDirectory, KeyRecord};
@@ -24,6 +25,9 @@ static USAGE_ACK: LazyLock<Script> =
 
 static WINDOW_HIT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/window_hit.v1.lua")));
+
+static COOLDOWN: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/cooldown.v1.lua")));
 
 static WALLET: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/wallet.v1.lua")));
 
@@ -391,5 +395,42 @@ impl Wallets for RedisStore {
         let mut conn = self.conn.clone();
         let members: Vec<i64> = conn.smembers(self.schema.holding_orgs()).await?;
         Ok(members)
+    }
+}
+
+#[async_trait]
+impl Cooldowns for RedisStore {
+    async fn cool(&self, account: &str, duration: Duration) -> StoreResult<()> {
+        let mut conn = self.conn.clone();
+        let ms = u64::try_from(duration.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let _: i64 = COOLDOWN
+            .key(self.schema.cooldown(account))
+            .arg(ms)
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(())
+    }
+
+    async fn remaining(&self, accounts: &[&str]) -> StoreResult<Vec<Option<Duration>>> {
+        if accounts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.conn.clone();
+        let mut pipe = redis::pipe();
+        for a in accounts {
+            pipe.cmd("PTTL").arg(self.schema.cooldown(a));
+        }
+        let ttls: Vec<i64> = pipe.query_async(&mut conn).await?;
+        Ok(ttls
+            .into_iter()
+            .map(|ms| {
+                u64::try_from(ms)
+                    .ok()
+                    .filter(|ms| *ms > 0)
+                    .map(Duration::from_millis)
+            })
+            .collect())
     }
 }

@@ -12,6 +12,7 @@
 //! | `{prefix}{org:N}:adjusted` | set | references of balance adjustments already applied |
 //! | `{prefix}{org:N}:holdmeta` | hash | hold id → the gateway's description of the call |
 //! | `{prefix}{wallets}:holding` | set | organizations that have held money (reconciler work list) |
+//! | `{prefix}{cd:ACCOUNT}` | string with TTL | the supplier account is cooling until the key expires |
 //! | `{prefix}{usage}` | stream | usage events (field `e`: JSON [`crate::UsageEvent`]), consumer group `settler` |
 //!
 //! The prefix must not contain `{` or `}`: the hash tags above decide the cluster slot.
@@ -54,6 +55,10 @@ impl KeySchema {
 
     pub fn holding_orgs(&self) -> String {
         format!("{}{{wallets}}:holding", self.prefix)
+    }
+
+    pub fn cooldown(&self, account: &str) -> String {
+        format!("{}{{cd:{account}}}", self.prefix)
     }
 
     pub fn usage_stream(&self) -> String {

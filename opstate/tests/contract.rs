@@ -791,3 +791,31 @@ mod wallets {
         }
     }
 }
+
+#[tokio::test]
+async fn cooldowns_grow_never_shrink_and_expire() {
+    for (name, s) in backends().await {
+        let c = &s.cooldowns;
+        assert_eq!(
+            c.remaining(&["a", "b"]).await.unwrap(),
+            vec![None, None],
+            "{name}"
+        );
+        c.cool("a", Duration::from_millis(300)).await.unwrap();
+        c.cool("a", Duration::from_millis(50)).await.unwrap();
+        let left = c.remaining(&["a", "b"]).await.unwrap();
+        assert!(
+            left[0].unwrap() > Duration::from_millis(200),
+            "{name}: a shorter cooldown never cuts a longer one"
+        );
+        assert_eq!(left[1], None, "{name}");
+        c.cool("b", Duration::from_millis(60)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        let left = c.remaining(&["a", "b"]).await.unwrap();
+        assert!(
+            left[0].is_some() && left[1].is_none(),
+            "{name}: b expired: {left:?}"
+        );
+        assert!(c.remaining(&[]).await.unwrap().is_empty());
+    }
+}
