@@ -26,6 +26,11 @@ pub struct RequestCtx {
     pub order: Vec<usize>,
     pub tried: Vec<usize>,
     pub first_attempt_at: Option<Instant>,
+    /// Set by `upstream_response_filter` when a supplier status moves the request to another
+    /// account; read once by `error_while_proxy`.
+    pub status_failover: bool,
+    /// Accounts to cool (a connection failure is noticed in a synchronous hook).
+    pub to_cool: Vec<(usize, crate::cooldown::Reason, std::time::Duration)>,
     /// Metering.
     pub meter: Option<Meter>,
     pub ttfb: Option<Duration>,
@@ -65,6 +70,8 @@ impl RequestCtx {
             order: Vec::new(),
             tried: Vec::new(),
             first_attempt_at: None,
+            status_failover: false,
+            to_cool: Vec::new(),
             meter: None,
             ttfb: None,
             refusal: None,

@@ -55,6 +55,11 @@ pub enum GatewayError {
         needed: settings::NanoUsd,
         available: settings::NanoUsd,
     },
+    /// Every account that serves the model is cooling after its supplier's usage limit.
+    #[error(
+        "every account serving this model reached its usage limit; retry in {resets_in_seconds} s"
+    )]
+    UsageLimitReached { resets_in_seconds: u64 },
     /// The organization's wallet is not in the operational store (lost, not yet rebuilt).
     #[error("the organization's balance is being reconciled; retry shortly")]
     WalletUnavailable,
@@ -171,6 +176,11 @@ impl GatewayError {
                     Some("insufficient_balance"),
                     None,
                 ),
+            ),
+            GatewayError::UsageLimitReached { resets_in_seconds } => (
+                429,
+                "usage_limit_reached",
+                json!({"error": {"type": "usage_limit_reached", "message": message, "resets_in_seconds": resets_in_seconds}}),
             ),
             GatewayError::WalletUnavailable => (
                 503,

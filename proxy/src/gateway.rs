@@ -12,7 +12,7 @@ use crate::metrics::Metrics;
 use crate::route::Router;
 use crate::surface::{self, Route};
 use crate::upstreams::Upstream;
-use crate::{admit, auth, inspect, local, respond, rewrite, select, settle};
+use crate::{admit, auth, cooldown, inspect, local, respond, rewrite, select, settle};
 use async_trait::async_trait;
 use bytes::Bytes;
 use credentials::{Env, KeyHasher};
@@ -135,6 +135,23 @@ impl Gateway {
         let fields = inspect::top_level(&original)?;
         let call = inspect::call_body(route, &fields)?;
         let model = s.router.resolve(&call.model, group_id)?;
+        // Routing: accounts in rendezvous order of the session (else the request), cooling ones out.
+        let org_id = ctx.caller.as_ref().map(|c| c.org_id).unwrap_or_default();
+        let seed = match inspect::session_signal(session.req_header(), &fields) {
+            Some(signal) => format!("{org_id}:{signal}"),
+            None => ctx.request_id.clone(),
+        };
+        let ids = self.account_id_refs();
+        let ordered = select::order(&model.accounts, &ids, &seed);
+        let names: Vec<&str> = ordered
+            .iter()
+            .map(|&i| ids.get(i).copied().unwrap_or_default())
+            .collect();
+        let remaining = s.stores.cooldowns.remaining(&names).await.map_err(|e| {
+            tracing::error!(error = %e, "cooldown lookup failed");
+            GatewayError::StoreUnavailable
+        })?;
+        ctx.order = select::available(&ordered, &remaining)?;
         let (amount, rate) = admit::worst_case(
             &model.model.prices,
             ctx.caller.as_ref().and_then(|c| c.rate_ppm),
@@ -168,7 +185,6 @@ impl Gateway {
         .await?;
         ctx.hold = Some(hold);
         let body = rewrite::forward_body(route, &original, &fields, &call, &model.model.id)?;
-        ctx.order = select::order(&model.accounts, &self.account_id_refs(), &ctx.request_id);
         ctx.call = Some(Call {
             requested_model: call.model,
             model,
@@ -179,6 +195,37 @@ impl Gateway {
             workflow,
         });
         Ok(false)
+    }
+
+    /// Whether another account may still be tried for this request.
+    fn may_retry(&self, ctx: &RequestCtx) -> bool {
+        let attempts = u32::try_from(ctx.tried.len()).unwrap_or(u32::MAX);
+        attempts < self.shared.settings.routing.max_attempts
+            && select::next(&ctx.order, &ctx.tried).is_some()
+    }
+
+    /// Writes the cooldowns this request decided to the shared store.
+    async fn apply_cooldowns(&self, ctx: &mut RequestCtx) {
+        for (i, reason, duration) in std::mem::take(&mut ctx.to_cool) {
+            let Some(u) = self.shared.upstreams.get(i) else {
+                continue;
+            };
+            self.shared
+                .metrics
+                .cooldowns
+                .with_label_values(&[reason.label()])
+                .inc();
+            tracing::warn!(request_id = %ctx.request_id, account = %u.account.id, reason = reason.label(), cooldown_ms = duration.as_millis() as u64, "account cooling");
+            if let Err(e) = self
+                .shared
+                .stores
+                .cooldowns
+                .cool(&u.account.id, duration)
+                .await
+            {
+                tracing::error!(error = %e, "cooldown not stored");
+            }
+        }
     }
 
     fn account_id_refs(&self) -> Vec<&str> {
@@ -266,6 +313,7 @@ impl ProxyHttp for Gateway {
         _session: &mut Session,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<Box<HttpPeer>> {
+        self.apply_cooldowns(ctx).await;
         if ctx.route == Some(Route::Admin) {
             let Some(admin) = self.shared.admin else {
                 return Error::e_explain(ErrorType::ConnectNoRoute, "admin-api is not configured");
@@ -303,10 +351,14 @@ impl ProxyHttp for Gateway {
         ctx: &mut RequestCtx,
         mut e: Box<Error>,
     ) -> Box<Error> {
-        if let Some(u) = ctx.current().and_then(|i| self.shared.upstreams.get(i)) {
-            tracing::warn!(request_id = %ctx.request_id, account = %u.account.id, %peer, error = %e, "supplier connection failed");
+        if let Some(i) = ctx.current() {
+            if let Some(u) = self.shared.upstreams.get(i) {
+                tracing::warn!(request_id = %ctx.request_id, account = %u.account.id, %peer, error = %e, "supplier connection failed");
+            }
+            let cool = Duration::from_millis(self.shared.settings.routing.error_cooldown_ms);
+            ctx.to_cool.push((i, cooldown::Reason::Unreachable, cool));
         }
-        if select::next(&ctx.order, &ctx.tried).is_some() {
+        if self.may_retry(ctx) {
             e.set_retry(true);
         }
         e
@@ -349,7 +401,7 @@ impl ProxyHttp for Gateway {
     async fn upstream_response_filter(
         &self,
         _session: &mut Session,
-        _upstream_response: &mut ResponseHeader,
+        upstream_response: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<()> {
         if let (Some(at), Some(route)) = (ctx.first_attempt_at, ctx.route) {
@@ -359,7 +411,37 @@ impl ProxyHttp for Gateway {
                 .with_label_values(&[route.label()])
                 .observe(at.elapsed().as_secs_f64());
         }
-        Ok(())
+        let (Some(i), Some(Route::ChatCompletions | Route::Responses)) = (ctx.current(), ctx.route)
+        else {
+            return Ok(());
+        };
+        let routing = &self.shared.settings.routing;
+        let verdict = cooldown::judge(
+            upstream_response,
+            Duration::from_millis(routing.default_cooldown_ms),
+            Duration::from_millis(routing.error_cooldown_ms),
+        );
+        let cooldown::Verdict::Cool { reason, duration } = verdict else {
+            return Ok(());
+        };
+        ctx.to_cool.push((i, reason, duration));
+        self.apply_cooldowns(ctx).await;
+        if !self.may_retry(ctx) {
+            // No account left: the supplier's answer reaches the client as it is.
+            return Ok(());
+        }
+        self.shared
+            .metrics
+            .failovers
+            .with_label_values(&[reason.label()])
+            .inc();
+        ctx.status_failover = true;
+        let mut e = Error::explain(
+            ErrorType::HTTPStatus(upstream_response.status.as_u16()),
+            "supplier refused; failing over",
+        );
+        e.set_retry(true);
+        Err(e.into_up())
     }
 
     /// Clean supplier headers and start metering the body.
@@ -400,20 +482,22 @@ impl ProxyHttp for Gateway {
         Ok(None)
     }
 
-    /// Errors after connecting are never retried: the request (a generation, which is not
+    /// Errors after connecting are retried only when a supplier status moved the request to
+    /// another account (nothing reached the client, and the supplier refused the request). Any
+    /// other error after connecting is not retried: the request (a generation, which is not
     /// idempotent) may have reached the supplier, and once the client has seen a response there is
-    /// nothing to retry. Even a reused pooled connection is not retried, because the supplier may
-    /// have received the body before it closed; the client gets a JSON error and may retry.
+    /// nothing to retry.
     fn error_while_proxy(
         &self,
         peer: &HttpPeer,
         _session: &mut Session,
         e: Box<Error>,
-        _ctx: &mut RequestCtx,
+        ctx: &mut RequestCtx,
         _client_reused: bool,
     ) -> Box<Error> {
         let mut e = e.more_context(format!("peer: {peer}"));
-        e.set_retry(false);
+        let failover = std::mem::take(&mut ctx.status_failover);
+        e.set_retry(failover);
         e
     }
 

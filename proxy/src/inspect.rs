@@ -98,6 +98,36 @@ pub fn attribution(
     Ok((read("x-tollgate-project")?, read("x-tollgate-workflow")?))
 }
 
+/// The session signal of a call, in this precedence: header `x-session-id`, header `session_id`,
+/// body `session_id`, body `conversation_id`, body `prompt_cache_key` (the first present, non-empty
+/// string of at most 256 characters). Requests with the same signal prefer the same account.
+pub fn session_signal(req: &pingora::http::RequestHeader, fields: &TopLevel<'_>) -> Option<String> {
+    let usable = |s: &str| {
+        let s = s.trim();
+        (!s.is_empty() && s.len() <= 256).then(|| s.to_string())
+    };
+    for name in ["x-session-id", "session_id"] {
+        if let Some(v) = req
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(usable)
+        {
+            return Some(v);
+        }
+    }
+    for field in ["session_id", "conversation_id", "prompt_cache_key"] {
+        if let Some(v) = fields
+            .get(field)
+            .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
+            .and_then(|s| usable(&s))
+        {
+            return Some(v);
+        }
+    }
+    None
+}
+
 /// What a generation call asks for, read from its body.
 #[derive(Debug, Clone)]
 pub struct CallBody {

@@ -9,6 +9,7 @@
 
 pub mod admit;
 pub mod auth;
+pub mod cooldown;
 pub mod ctx;
 pub mod errors;
 pub mod gateway;

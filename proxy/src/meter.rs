@@ -10,7 +10,8 @@
 //!   seen wins (cumulative counts are never added up).
 //! - JSON: the body is kept up to [`JSON_CAP`] and parsed once at the end.
 //!
-//! When no usage arrives (stream cut, malformed body, oversized JSON) the result is an
+//! An error response (status ≥ 400) without usage served nothing and is recorded with zero tokens.
+//! When no usage arrives otherwise (stream cut, malformed body, oversized JSON) the result is an
 //! **estimate**, flagged as such: input = ceil(request body bytes / 4), output = the number of
 //! events carrying non-empty text seen (suppliers stream about one token per event), cached = 0. The estimate is
 //! documented in docs/ARCHITECTURE.md.
@@ -121,6 +122,11 @@ impl Meter {
                 }
             }
         }
+    }
+
+    /// Whether the supplier reported usage.
+    pub fn has_usage(&self) -> bool {
+        self.usage.is_some()
     }
 
     /// The usage of the call and how it was obtained. `request_bytes` feeds the estimate.

@@ -34,6 +34,10 @@ pub struct Metrics {
     pub usage_events_lost: IntCounter,
     /// Settlements whose hold was already gone (reconciled or lost) or that failed.
     pub settlements_unresolved: IntCounter,
+    /// Requests moved to another account, by reason.
+    pub failovers: IntCounterVec,
+    /// Accounts put into cooldown, by reason.
+    pub cooldowns: IntCounterVec,
 }
 
 fn build<T: prometheus::core::Collector + Clone + 'static>(
@@ -109,6 +113,20 @@ impl Metrics {
                 IntCounter::new(
                     "settlements_unresolved_total",
                     "Settlements whose hold was already resolved, lost, or that failed",
+                ),
+            )?,
+            failovers: build(
+                &r,
+                IntCounterVec::new(
+                    Opts::new("failovers_total", "Requests moved to another account"),
+                    &["reason"],
+                ),
+            )?,
+            cooldowns: build(
+                &r,
+                IntCounterVec::new(
+                    Opts::new("cooldowns_total", "Accounts put into cooldown"),
+                    &["reason"],
                 ),
             )?,
             registry: r,

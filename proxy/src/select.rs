@@ -14,6 +14,37 @@ pub fn order(plan: &[usize], ids: &[&str], seed: &str) -> Vec<usize> {
     scored.into_iter().map(|(_, i)| i).collect()
 }
 
+/// The accounts of `ordered` that are not cooling (`remaining[i]` is account `ordered[i]`'s
+/// cooldown left). When every one is cooling: `usage_limit_reached` with the shortest wait.
+pub fn available(
+    ordered: &[usize],
+    remaining: &[Option<std::time::Duration>],
+) -> Result<Vec<usize>, crate::errors::GatewayError> {
+    let open: Vec<usize> = ordered
+        .iter()
+        .zip(remaining)
+        .filter(|(_, r)| r.is_none())
+        .map(|(i, _)| *i)
+        .collect();
+    if !open.is_empty() || ordered.is_empty() {
+        return Ok(open);
+    }
+    let shortest = remaining
+        .iter()
+        .flatten()
+        .min()
+        .copied()
+        .unwrap_or_default();
+    Err(crate::errors::GatewayError::UsageLimitReached {
+        resets_in_seconds: shortest
+            .as_millis()
+            .div_ceil(1000)
+            .try_into()
+            .unwrap_or(u64::MAX)
+            .max(1),
+    })
+}
+
 /// The next account to try: the first of `ordered` not yet in `tried`.
 pub fn next(ordered: &[usize], tried: &[usize]) -> Option<usize> {
     ordered.iter().copied().find(|i| !tried.contains(i))

@@ -142,9 +142,10 @@ fn usage_event(shared: &Shared, ctx: &RequestCtx, status: u16) -> Option<UsageEv
     let account = *ctx.tried.last()?;
     let upstream = shared.upstreams.get(account)?;
     let (usage, measurement) = match &ctx.meter {
-        Some(m) => m.outcome(call.request_bytes),
-        // The supplier never answered with a body: nothing was served.
-        None => (crate::meter::Usage::default(), opstate::Measurement::Exact),
+        // An error answer without usage (a refusal, a rate limit) served nothing.
+        Some(m) if status < 400 || m.has_usage() => m.outcome(call.request_bytes),
+        // The supplier never answered with a body, or refused: nothing was served.
+        _ => (crate::meter::Usage::default(), opstate::Measurement::Exact),
     };
     Some(UsageEvent {
         request_id: ctx.request_id.clone(),

@@ -28,6 +28,7 @@ const MAX_BODY: usize = 4 * 1024 * 1024;
 struct Harness {
     base: String,
     mock: MockHandle,
+    mock_b: MockHandle,
     stores: Stores,
     hasher: KeyHasher,
     metrics: Arc<Metrics>,
@@ -67,10 +68,11 @@ impl std::io::Write for LogSink {
 }
 
 fn config(mock_url: &str, dead_url: &str) -> String {
-    config_with(mock_url, dead_url, 300_000)
+    config_with(mock_url, dead_url, mock_url, 300_000)
 }
 
-fn config_with(mock_url: &str, dead_url: &str, read_timeout_ms: u64) -> String {
+/// Accounts: `mock` (gpt-4o-mini, gpt-4o), `dead` (dead-model, nothing listens), `mock-b` (gpt-4o).
+fn config_with(mock_url: &str, dead_url: &str, mock_b_url: &str, read_timeout_ms: u64) -> String {
     format!(
         r#"
 [server]
@@ -132,6 +134,13 @@ base_url = "{dead_url}"
 api_key = "sk-dead"
 models = ["dead-model"]
 
+[[accounts]]
+id = "mock-b"
+provider = "openai"
+base_url = "{mock_b_url}"
+api_key = "sk-mock-supplier"
+models = ["gpt-4o"]
+
 [[groups]]
 id = 1
 name = "Standard"
@@ -179,7 +188,18 @@ impl Harness {
         })
         .await
         .unwrap();
-        let text = config_with(&mock.base_url(), &closed_port_url().await, read_timeout_ms);
+        let mock_b = MockSupplier::start(MockConfig {
+            api_key: Some("sk-mock-supplier".into()),
+            name: "b".into(),
+        })
+        .await
+        .unwrap();
+        let text = config_with(
+            &mock.base_url(),
+            &closed_port_url().await,
+            &mock_b.base_url(),
+            read_timeout_ms,
+        );
         let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
         let metrics = Arc::new(Metrics::new().unwrap());
         let gateway = Gateway::new(settings, stores.clone(), metrics.clone());
@@ -191,6 +211,7 @@ impl Harness {
         let mut h = Harness {
             base,
             mock,
+            mock_b,
             stores,
             hasher: KeyHasher::new(PEPPER.as_bytes()),
             metrics,
@@ -1571,4 +1592,161 @@ async fn attribution_headers_reach_the_usage_event_not_the_supplier() {
     .await;
     assert_eq!(status, 400);
     assert_eq!(err["error"]["param"], "x-tollgate-project");
+}
+
+/// A session id whose rendezvous order for gpt-4o puts account `first` (0 = mock, 2 = mock-b)
+/// first, for organization 42.
+fn session_preferring(first: usize) -> String {
+    (0..1000)
+        .map(|i| format!("s{i}"))
+        .find(|sid| {
+            proxy::select::order(&[0, 2], &["mock", "dead", "mock-b"], &format!("42:{sid}"))[0]
+                == first
+        })
+        .unwrap()
+}
+
+async fn premium(h: &Harness, sid: &str, extra: &[(&str, &str)]) -> (u16, Value, Vec<u8>) {
+    let key = h.add_key(2, KeyPermissions::default()).await;
+    let mut req = h
+        .http
+        .post(h.url("/compat/v1/chat/completions"))
+        .bearer_auth(key)
+        .header("x-session-id", sid)
+        .body(chat("gpt-4o", false).to_string());
+    for (k, v) in extra {
+        req = req.header(*k, *v);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let bytes = resp.bytes().await.unwrap().to_vec();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        bytes,
+    )
+}
+
+#[tokio::test]
+async fn sessions_stick_to_one_account() {
+    let h = Harness::start().await;
+    for first in [0, 2] {
+        let sid = session_preferring(first);
+        let (a0, b0) = (h.mock.request_count(), h.mock_b.request_count());
+        for _ in 0..4 {
+            let (status, _, _) = premium(&h, &sid, &[]).await;
+            assert_eq!(status, 200);
+        }
+        let (a, b) = (h.mock.request_count() - a0, h.mock_b.request_count() - b0);
+        assert_eq!(
+            if first == 0 { (a, b) } else { (b, a) },
+            (4, 0),
+            "same session, same account"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_429_fails_over_and_cools_the_account_until_its_reset() {
+    let h = Harness::start().await;
+    let sid = session_preferring(0);
+    h.mock
+        .set_fault(Some("status=429;retry_after=2".parse().unwrap()));
+    let big = "y".repeat(300 * 1024);
+    let body = json!({"model": "gpt-4o", "messages": [{"role": "user", "content": big}]});
+    let key = h.add_key(2, KeyPermissions::default()).await;
+    let resp = h
+        .http
+        .post(h.url("/compat/v1/chat/completions"))
+        .bearer_auth(&key)
+        .header("x-session-id", &sid)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "the client never sees the 429");
+    resp.bytes().await.unwrap();
+    assert_eq!(h.mock.request_count(), 1);
+    assert_eq!(h.mock_b.request_count(), 1);
+    assert_eq!(
+        h.mock.requests()[0].body,
+        h.mock_b.requests()[0].body,
+        "the identical body reached the next account"
+    );
+    assert_eq!(h.mock_b.requests()[0].body.len(), body.to_string().len());
+    let e = h.usage_event().await;
+    assert_eq!((e.account_id.as_str(), e.attempts), ("mock-b", 2));
+    // Cooling: the same session now goes straight to the other account.
+    let (status, _, _) = premium(&h, &sid, &[]).await;
+    assert_eq!(status, 200);
+    assert_eq!(h.mock.request_count(), 1, "a cooling account is skipped");
+    let text = h.metrics.render();
+    assert!(
+        text.contains(r#"tollgate_failovers_total{reason="rate_limited"} 1"#),
+        "{text}"
+    );
+    // After the reset the account serves again.
+    h.mock.set_fault(None);
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    let (status, _, _) = premium(&h, &sid, &[]).await;
+    assert_eq!(status, 200);
+    assert_eq!(h.mock.request_count(), 2, "back after its reset time");
+}
+
+#[tokio::test]
+async fn when_every_account_cools_the_client_gets_usage_limit_reached() {
+    let h = Harness::start().await;
+    let sid = session_preferring(0);
+    h.mock
+        .set_fault(Some("status=429;retry_after=5".parse().unwrap()));
+    h.mock_b
+        .set_fault(Some("status=429;retry_after=3".parse().unwrap()));
+    // Both refuse: the last 429 passes through as the supplier sent it.
+    let (status, _, bytes) = premium(&h, &sid, &[]).await;
+    assert_eq!(status, 429);
+    assert_eq!(bytes, h.mock_b.requests()[0].response_body.to_vec());
+    // Now both are cooling: answered at once, no supplier contacted.
+    let (status, body, _) = premium(&h, &sid, &[]).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["type"], "usage_limit_reached");
+    assert!(body["error"]["message"].is_string());
+    let resets = body["error"]["resets_in_seconds"].as_u64().unwrap();
+    assert!(
+        (1..=3).contains(&resets),
+        "the shortest remaining cooldown: {resets}"
+    );
+    assert_eq!(h.mock.request_count() + h.mock_b.request_count(), 2);
+    let e = h.usage_event().await;
+    assert_eq!(
+        (e.cost_nanos, e.charged_nanos),
+        (0, 0),
+        "a refused call costs nothing"
+    );
+    assert_eq!(
+        h.stores
+            .wallets
+            .snapshot(42)
+            .await
+            .unwrap()
+            .unwrap()
+            .reserved,
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_5xx_fails_over_but_a_request_error_does_not() {
+    let h = Harness::start().await;
+    let sid = session_preferring(0);
+    h.mock.set_fault(Some("status=500".parse().unwrap()));
+    let (status, _, _) = premium(&h, &sid, &[]).await;
+    assert_eq!(status, 200);
+    assert_eq!((h.mock.request_count(), h.mock_b.request_count()), (1, 1));
+    // A request-shape error is the client's: passed through, never retried elsewhere.
+    let other = session_preferring(2);
+    let (status, _, _) = premium(&h, &other, &[("x-mock-fault", "status=400")]).await;
+    assert_eq!(status, 400);
+    assert_eq!(h.mock_b.request_count(), 2);
+    assert_eq!(h.mock.request_count(), 1, "no retry on a 400");
 }

@@ -20,7 +20,7 @@ mod validate;
 pub use money::{NanoUsd, RateMultiplier};
 pub use validate::{
     Account, Admin, Capability, ConfigError, Database, Environment, Group, Mail, Metrics, Model,
-    ModelKind, ModelPrices, Money, Provider, Redis, Security, Server, Settings,
+    ModelKind, ModelPrices, Money, Provider, Redis, Routing, Security, Server, Settings,
 };
 
 use std::path::Path;

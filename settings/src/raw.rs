@@ -22,6 +22,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub money: RawMoney,
     #[serde(default)]
+    pub routing: RawRouting,
+    #[serde(default)]
     pub models: Vec<RawModel>,
     #[serde(default)]
     pub accounts: Vec<RawAccount>,
@@ -71,6 +73,14 @@ pub struct RawRedis {
 #[serde(deny_unknown_fields)]
 pub struct RawSecurity {
     pub key_pepper: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRouting {
+    pub default_cooldown_ms: Option<u64>,
+    pub error_cooldown_ms: Option<u64>,
+    pub max_attempts: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]

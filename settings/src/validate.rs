@@ -68,6 +68,17 @@ pub struct Admin {
     pub embedded: bool,
 }
 
+/// Failover and cooldown parameters.
+#[derive(Debug, Clone, Copy)]
+pub struct Routing {
+    /// Cooldown after a 429 that names no reset time.
+    pub default_cooldown_ms: u64,
+    /// Cooldown after a 5xx or a connection failure.
+    pub error_cooldown_ms: u64,
+    /// Supplier attempts per request (the first included).
+    pub max_attempts: u32,
+}
+
 /// Admission parameters.
 #[derive(Debug, Clone, Copy)]
 pub struct Money {
@@ -223,6 +234,7 @@ pub struct Settings {
     pub security: Security,
     pub mail: Mail,
     pub money: Money,
+    pub routing: Routing,
     pub models: Vec<Model>,
     pub accounts: Vec<Account>,
     pub groups: Vec<Group>,
@@ -454,6 +466,15 @@ pub(crate) fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, Confi
         ));
     }
 
+    let routing = Routing {
+        default_cooldown_ms: raw.routing.default_cooldown_ms.unwrap_or(30_000),
+        error_cooldown_ms: raw.routing.error_cooldown_ms.unwrap_or(5_000),
+        max_attempts: raw.routing.max_attempts.unwrap_or(3),
+    };
+    if routing.max_attempts == 0 || routing.max_attempts > 10 {
+        return Err(err("routing.max_attempts", "must be between 1 and 10"));
+    }
+
     let models = validate_models(&raw.models)?;
     let model_ids: HashSet<&str> = models.iter().map(|m| m.id.as_str()).collect();
     let accounts = raw
@@ -498,6 +519,7 @@ pub(crate) fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, Confi
         },
         mail,
         money,
+        routing,
         models,
         accounts,
         groups,

@@ -1,0 +1,183 @@
+//! What a supplier's answer means for the account that gave it (the failover part of routing).
+//!
+//! - 429: the account is cooled until the reset time the supplier named (`Retry-After` in seconds
+//!   or as an HTTP date, `x-ratelimit-reset-requests` / `x-ratelimit-reset-tokens` such as `12s`,
+//!   `1m30s`, `250ms`), else for `routing.default_cooldown_ms`; the request moves to another account.
+//! - 5xx, or no connection: the account is cooled for `routing.error_cooldown_ms`; the request moves.
+//! - anything else (2xx, 4xx request-shape errors): passed through, no retry.
+//!
+//! Moving only happens before any response byte reached the client, never to an account already
+//! tried in this request, and within `routing.max_attempts`.
+
+use pingora::http::ResponseHeader;
+use std::time::{Duration, SystemTime};
+
+/// Why an account is cooling (a bounded metric label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    RateLimited,
+    ServerError,
+    Unreachable,
+}
+
+impl Reason {
+    pub fn label(self) -> &'static str {
+        match self {
+            Reason::RateLimited => "rate_limited",
+            Reason::ServerError => "server_error",
+            Reason::Unreachable => "unreachable",
+        }
+    }
+}
+
+/// The decision about one supplier response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Hand the response to the client.
+    Pass,
+    /// Cool the account for this long, and try another one if any is left.
+    Cool { reason: Reason, duration: Duration },
+}
+
+/// Judges a supplier response header.
+pub fn judge(
+    resp: &ResponseHeader,
+    default_cooldown: Duration,
+    error_cooldown: Duration,
+) -> Verdict {
+    let status = resp.status.as_u16();
+    if status == 429 {
+        Verdict::Cool {
+            reason: Reason::RateLimited,
+            duration: reset_hint(resp).unwrap_or(default_cooldown),
+        }
+    } else if status >= 500 {
+        Verdict::Cool {
+            reason: Reason::ServerError,
+            duration: error_cooldown,
+        }
+    } else {
+        Verdict::Pass
+    }
+}
+
+/// The reset time a rate-limited response names, if any (capped at one day).
+pub fn reset_hint(resp: &ResponseHeader) -> Option<Duration> {
+    let header = |name: &str| {
+        resp.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    let hint = header("retry-after")
+        .and_then(|v| {
+            v.parse::<u64>()
+                .ok()
+                .map(Duration::from_secs)
+                .or_else(|| httpdate(v))
+        })
+        .or_else(|| header("x-ratelimit-reset-requests").and_then(duration_text))
+        .or_else(|| header("x-ratelimit-reset-tokens").and_then(duration_text))?;
+    Some(hint.min(Duration::from_secs(86_400)))
+}
+
+/// `12s`, `1m30s`, `250ms`, `1.5s`, `2h`.
+pub fn duration_text(v: &str) -> Option<Duration> {
+    let mut total = 0f64;
+    let mut number = String::new();
+    let mut chars = v.chars().peekable();
+    let mut any = false;
+    while let Some(c) = chars.next() {
+        if c.is_ascii_digit() || c == '.' {
+            number.push(c);
+            continue;
+        }
+        let value: f64 = number.parse().ok()?;
+        number.clear();
+        let unit = match c {
+            'm' if chars.peek() == Some(&'s') => {
+                chars.next();
+                0.001
+            }
+            'h' => 3600.0,
+            'm' => 60.0,
+            's' => 1.0,
+            _ => return None,
+        };
+        total += value * unit;
+        any = true;
+    }
+    if !number.is_empty() {
+        return None;
+    }
+    (any && total.is_finite() && total >= 0.0).then(|| Duration::from_secs_f64(total))
+}
+
+fn httpdate(v: &str) -> Option<Duration> {
+    // IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT"
+    let t = chrono::DateTime::parse_from_rfc2822(v).ok()?;
+    let at = SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(t.timestamp()).ok()?);
+    Some(
+        at.duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resp(status: u16, headers: &[(&str, &str)]) -> ResponseHeader {
+        let mut r = ResponseHeader::build(status, None).unwrap();
+        for (k, v) in headers {
+            r.insert_header(k.to_string(), *v).unwrap();
+        }
+        r
+    }
+
+    #[test]
+    fn verdicts() {
+        let (d, e) = (Duration::from_secs(30), Duration::from_secs(5));
+        assert_eq!(judge(&resp(200, &[]), d, e), Verdict::Pass);
+        assert_eq!(judge(&resp(400, &[]), d, e), Verdict::Pass);
+        assert_eq!(
+            judge(&resp(429, &[("retry-after", "7")]), d, e),
+            Verdict::Cool {
+                reason: Reason::RateLimited,
+                duration: Duration::from_secs(7)
+            }
+        );
+        assert_eq!(
+            judge(&resp(429, &[("x-ratelimit-reset-requests", "1m30s")]), d, e),
+            Verdict::Cool {
+                reason: Reason::RateLimited,
+                duration: Duration::from_secs(90)
+            }
+        );
+        assert_eq!(
+            judge(&resp(429, &[]), d, e),
+            Verdict::Cool {
+                reason: Reason::RateLimited,
+                duration: d
+            }
+        );
+        assert_eq!(
+            judge(&resp(503, &[]), d, e),
+            Verdict::Cool {
+                reason: Reason::ServerError,
+                duration: e
+            }
+        );
+    }
+
+    #[test]
+    fn duration_forms() {
+        assert_eq!(duration_text("12s"), Some(Duration::from_secs(12)));
+        assert_eq!(duration_text("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(duration_text("1.5s"), Some(Duration::from_millis(1500)));
+        assert_eq!(duration_text("2h"), Some(Duration::from_secs(7200)));
+        assert_eq!(duration_text("12"), None);
+        assert_eq!(duration_text("soon"), None);
+        assert_eq!(duration_text(""), None);
+    }
+}
