@@ -20,6 +20,7 @@ mod keys;
 mod memory;
 mod redis_store;
 pub mod schema;
+mod sessions;
 mod usage;
 mod wallets;
 
@@ -29,6 +30,7 @@ pub use error::{StoreError, StoreResult};
 pub use keys::{KeyDirectory, KeyPermissions, KeyRecord};
 pub use memory::MemoryStore;
 pub use redis_store::RedisStore;
+pub use sessions::Sessions;
 pub use usage::{Measurement, StreamEntry, UsageEvent, UsageStream};
 pub use wallets::{
     Adjustment, Confirmation, ExpiredHold, HoldMeta, Reservation, Settlement, WalletSnapshot,
@@ -45,6 +47,7 @@ pub struct Stores {
     pub counters: Arc<dyn WindowCounters>,
     pub wallets: Arc<dyn Wallets>,
     pub cooldowns: Arc<dyn Cooldowns>,
+    pub sessions: Arc<dyn Sessions>,
 }
 
 impl Stores {
@@ -56,7 +59,8 @@ impl Stores {
             usage: m.clone(),
             counters: m.clone(),
             wallets: m.clone(),
-            cooldowns: m,
+            cooldowns: m.clone(),
+            sessions: m,
         }
     }
 
@@ -69,7 +73,8 @@ impl Stores {
             usage: r.clone(),
             counters: r.clone(),
             wallets: r.clone(),
-            cooldowns: r,
+            cooldowns: r.clone(),
+            sessions: r,
         })
     }
 }

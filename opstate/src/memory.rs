@@ -5,6 +5,7 @@ use crate::cooldowns::Cooldowns;
 use crate::counters::{WindowCounters, WindowHit};
 use crate::error::{StoreError, StoreResult};
 use crate::keys::{KeyDirectory, KeyRecord};
+use crate::sessions::Sessions;
 use crate::usage::{StreamEntry, UsageEvent, UsageStream};
 use crate::wallets::{
     Adjustment, Confirmation, ExpiredHold, Reservation, Settlement, WalletSnapshot, Wallets,
@@ -25,6 +26,7 @@ pub struct MemoryStore {
     wallets: Mutex<HashMap<i64, WalletState>>,
     holding: Mutex<HashSet<i64>>,
     cooldowns: Mutex<HashMap<String, Instant>>,
+    sessions: Mutex<HashMap<(i64, String), (String, Instant)>>,
 }
 
 #[derive(Default)]
@@ -402,5 +404,37 @@ impl Cooldowns for MemoryStore {
                     .filter(|d| !d.is_zero())
             })
             .collect())
+    }
+}
+
+#[async_trait]
+impl Sessions for MemoryStore {
+    async fn account_of(&self, org: i64, session: &str) -> StoreResult<Option<String>> {
+        let s = self
+            .sessions
+            .lock()
+            .map_err(|_| StoreError::Unavailable("session lock poisoned".into()))?;
+        Ok(s.get(&(org, session.to_string()))
+            .filter(|(_, until)| *until > Instant::now())
+            .map(|(a, _)| a.clone()))
+    }
+
+    async fn remember(
+        &self,
+        org: i64,
+        session: &str,
+        account: &str,
+        ttl: Duration,
+    ) -> StoreResult<()> {
+        let mut s = self
+            .sessions
+            .lock()
+            .map_err(|_| StoreError::Unavailable("session lock poisoned".into()))?;
+        let now = Instant::now();
+        if s.len() > 100_000 {
+            s.retain(|_, (_, until)| *until > now);
+        }
+        s.insert((org, session.to_string()), (account.to_string(), now + ttl));
+        Ok(())
     }
 }

@@ -9,6 +9,7 @@ use crate::counters::{WindowCounters, WindowHit};
 use crate::error::{StoreError, StoreResult};
 use crate::keys::{KeyDirectory, KeyRecord};
 use crate::schema::{KeySchema, USAGE_GROUP};
+use crate::sessions::Sessions;
 use crate::usage::{StreamEntry, UsageEvent, UsageStream};
 use crate::wallets::{
     Adjustment, Confirmation, ExpiredHold, Reservation, Settlement, WalletSnapshot, Wallets,
@@ -432,5 +433,28 @@ impl Cooldowns for RedisStore {
                     .map(Duration::from_millis)
             })
             .collect())
+    }
+}
+
+#[async_trait]
+impl Sessions for RedisStore {
+    async fn account_of(&self, org: i64, session: &str) -> StoreResult<Option<String>> {
+        let mut conn = self.conn.clone();
+        Ok(conn.get(self.schema.session(org, session)).await?)
+    }
+
+    async fn remember(
+        &self,
+        org: i64,
+        session: &str,
+        account: &str,
+        ttl: Duration,
+    ) -> StoreResult<()> {
+        let mut conn = self.conn.clone();
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let _: () = conn
+            .pset_ex(self.schema.session(org, session), account, ms)
+            .await?;
+        Ok(())
     }
 }

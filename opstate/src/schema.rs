@@ -12,6 +12,7 @@
 //! | `{prefix}{org:N}:adjusted` | set | references of balance adjustments already applied |
 //! | `{prefix}{org:N}:holdmeta` | hash | hold id → the gateway's description of the call |
 //! | `{prefix}{wallets}:holding` | set | organizations that have held money (reconciler work list) |
+//! | `{prefix}{org:N}:session:S` | string with TTL | the account session S of organization N last used |
 //! | `{prefix}{cd:ACCOUNT}` | string with TTL | the supplier account is cooling until the key expires |
 //! | `{prefix}{usage}` | stream | usage events (field `e`: JSON [`crate::UsageEvent`]), consumer group `settler` |
 //!
@@ -55,6 +56,11 @@ impl KeySchema {
 
     pub fn holding_orgs(&self) -> String {
         format!("{}{{wallets}}:holding", self.prefix)
+    }
+
+    /// The sticky record of one session (the session id is hashed by the caller).
+    pub fn session(&self, org: i64, session: &str) -> String {
+        format!("{}{{org:{org}}}:session:{session}", self.prefix)
     }
 
     pub fn cooldown(&self, account: &str) -> String {

@@ -26,6 +26,8 @@ pub struct RequestCtx {
     pub order: Vec<usize>,
     pub tried: Vec<usize>,
     pub first_attempt_at: Option<Instant>,
+    /// The session (a hash of its signal), when the call carries one.
+    pub session: Option<String>,
     /// Set by `upstream_response_filter` when a supplier status moves the request to another
     /// account; read once by `error_while_proxy`.
     pub status_failover: bool,
@@ -70,6 +72,7 @@ impl RequestCtx {
             order: Vec::new(),
             tried: Vec::new(),
             first_attempt_at: None,
+            session: None,
             status_failover: false,
             to_cool: Vec::new(),
             meter: None,

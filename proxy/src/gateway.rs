@@ -137,12 +137,29 @@ impl Gateway {
         let model = s.router.resolve(&call.model, group_id)?;
         // Routing: accounts in rendezvous order of the session (else the request), cooling ones out.
         let org_id = ctx.caller.as_ref().map(|c| c.org_id).unwrap_or_default();
-        let seed = match inspect::session_signal(session.req_header(), &fields) {
+        let signal = inspect::session_signal(session.req_header(), &fields);
+        let seed = match &signal {
             Some(signal) => format!("{org_id}:{signal}"),
             None => ctx.request_id.clone(),
         };
+        ctx.session = signal.as_deref().map(select::session_key);
         let ids = self.account_id_refs();
-        let ordered = select::order(&model.accounts, &ids, &seed);
+        let mut ordered = select::order(&model.accounts, &ids, &seed);
+        if let Some(key) = &ctx.session {
+            // The account this conversation moved to (after a failover) keeps it while alive.
+            let sticky = s
+                .stores
+                .sessions
+                .account_of(org_id, key)
+                .await
+                .map_err(|e| {
+                    tracing::error!(error = %e, "session lookup failed");
+                    GatewayError::StoreUnavailable
+                })?;
+            if let Some(account) = sticky {
+                select::prefer(&mut ordered, &ids, &account);
+            }
+        }
         let names: Vec<&str> = ordered
             .iter()
             .map(|&i| ids.get(i).copied().unwrap_or_default())
@@ -202,6 +219,27 @@ impl Gateway {
         let attempts = u32::try_from(ctx.tried.len()).unwrap_or(u32::MAX);
         attempts < self.shared.settings.routing.max_attempts
             && select::next(&ctx.order, &ctx.tried).is_some()
+    }
+
+    /// Records the account a session's call succeeded on.
+    async fn remember_session(&self, ctx: &RequestCtx, account: usize) {
+        let (Some(key), Some(caller), Some(u)) = (
+            &ctx.session,
+            &ctx.caller,
+            self.shared.upstreams.get(account),
+        ) else {
+            return;
+        };
+        let ttl = Duration::from_millis(self.shared.settings.routing.session_ttl_ms);
+        if let Err(e) = self
+            .shared
+            .stores
+            .sessions
+            .remember(caller.org_id, key, &u.account.id, ttl)
+            .await
+        {
+            tracing::warn!(error = %e, "session record not stored");
+        }
     }
 
     /// Writes the cooldowns this request decided to the shared store.
@@ -422,6 +460,9 @@ impl ProxyHttp for Gateway {
             Duration::from_millis(routing.error_cooldown_ms),
         );
         let cooldown::Verdict::Cool { reason, duration } = verdict else {
+            if upstream_response.status.is_success() {
+                self.remember_session(ctx, i).await;
+            }
             return Ok(());
         };
         ctx.to_cool.push((i, reason, duration));

@@ -45,6 +45,22 @@ pub fn available(
     })
 }
 
+/// Moves `account` (by id) to the front of `ordered` when it is there.
+pub fn prefer(ordered: &mut Vec<usize>, ids: &[&str], account: &str) {
+    if let Some(pos) = ordered
+        .iter()
+        .position(|&i| ids.get(i).copied() == Some(account))
+    {
+        let i = ordered.remove(pos);
+        ordered.insert(0, i);
+    }
+}
+
+/// A short, store-safe key for a session signal (FNV-1a, hex).
+pub fn session_key(signal: &str) -> String {
+    format!("{:016x}", score(signal, "session"))
+}
+
 /// The next account to try: the first of `ordered` not yet in `tried`.
 pub fn next(ordered: &[usize], tried: &[usize]) -> Option<usize> {
     ordered.iter().copied().find(|i| !tried.contains(i))

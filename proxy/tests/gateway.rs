@@ -1686,10 +1686,17 @@ async fn a_429_fails_over_and_cools_the_account_until_its_reset() {
         text.contains(r#"tollgate_failovers_total{reason="rate_limited"} 1"#),
         "{text}"
     );
-    // After the reset the account serves again.
+    // After the reset the account serves again (a new conversation that prefers it; the first one
+    // stays where it moved).
     h.mock.set_fault(None);
     tokio::time::sleep(Duration::from_millis(2_100)).await;
-    let (status, _, _) = premium(&h, &sid, &[]).await;
+    let fresh = (0..1000)
+        .map(|i| format!("fresh-{i}"))
+        .find(|sid| {
+            proxy::select::order(&[0, 2], &["mock", "dead", "mock-b"], &format!("42:{sid}"))[0] == 0
+        })
+        .unwrap();
+    let (status, _, _) = premium(&h, &fresh, &[]).await;
     assert_eq!(status, 200);
     assert_eq!(h.mock.request_count(), 2, "back after its reset time");
 }
@@ -1749,4 +1756,23 @@ async fn a_5xx_fails_over_but_a_request_error_does_not() {
     assert_eq!(status, 400);
     assert_eq!(h.mock_b.request_count(), 2);
     assert_eq!(h.mock.request_count(), 1, "no retry on a 400");
+}
+
+#[tokio::test]
+async fn a_session_stays_where_it_moved_after_a_failover() {
+    let h = Harness::start().await;
+    let sid = session_preferring(0);
+    h.mock
+        .set_fault(Some("status=429;retry_after=1".parse().unwrap()));
+    let (status, _, _) = premium(&h, &sid, &[]).await;
+    assert_eq!(status, 200);
+    assert_eq!((h.mock.request_count(), h.mock_b.request_count()), (1, 1));
+    h.mock.set_fault(None);
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    // Its first choice recovered, but the conversation (and its prompt cache) stays on mock-b.
+    for _ in 0..3 {
+        let (status, _, _) = premium(&h, &sid, &[]).await;
+        assert_eq!(status, 200);
+    }
+    assert_eq!((h.mock.request_count(), h.mock_b.request_count()), (1, 4));
 }

@@ -81,6 +81,7 @@ pub struct RawRouting {
     pub default_cooldown_ms: Option<u64>,
     pub error_cooldown_ms: Option<u64>,
     pub max_attempts: Option<u32>,
+    pub session_ttl_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -77,6 +77,8 @@ pub struct Routing {
     pub error_cooldown_ms: u64,
     /// Supplier attempts per request (the first included).
     pub max_attempts: u32,
+    /// How long a session keeps the account it last used.
+    pub session_ttl_ms: u64,
 }
 
 /// Admission parameters.
@@ -470,6 +472,7 @@ pub(crate) fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, Confi
         default_cooldown_ms: raw.routing.default_cooldown_ms.unwrap_or(30_000),
         error_cooldown_ms: raw.routing.error_cooldown_ms.unwrap_or(5_000),
         max_attempts: raw.routing.max_attempts.unwrap_or(3),
+        session_ttl_ms: raw.routing.session_ttl_ms.unwrap_or(3_600_000),
     };
     if routing.max_attempts == 0 || routing.max_attempts > 10 {
         return Err(err("routing.max_attempts", "must be between 1 and 10"));
