@@ -21,6 +21,7 @@ mod memory;
 mod redis_store;
 pub mod schema;
 mod sessions;
+mod slots;
 mod usage;
 mod wallets;
 
@@ -31,6 +32,7 @@ pub use keys::{KeyDirectory, KeyPermissions, KeyRecord};
 pub use memory::MemoryStore;
 pub use redis_store::RedisStore;
 pub use sessions::Sessions;
+pub use slots::Slots;
 pub use usage::{Measurement, StreamEntry, UsageEvent, UsageStream};
 pub use wallets::{
     Adjustment, Confirmation, ExpiredHold, HoldMeta, Reservation, Settlement, WalletSnapshot,
@@ -48,6 +50,7 @@ pub struct Stores {
     pub wallets: Arc<dyn Wallets>,
     pub cooldowns: Arc<dyn Cooldowns>,
     pub sessions: Arc<dyn Sessions>,
+    pub slots: Arc<dyn Slots>,
 }
 
 impl Stores {
@@ -60,7 +63,8 @@ impl Stores {
             counters: m.clone(),
             wallets: m.clone(),
             cooldowns: m.clone(),
-            sessions: m,
+            sessions: m.clone(),
+            slots: m,
         }
     }
 
@@ -74,7 +78,8 @@ impl Stores {
             counters: r.clone(),
             wallets: r.clone(),
             cooldowns: r.clone(),
-            sessions: r,
+            sessions: r.clone(),
+            slots: r,
         })
     }
 }

@@ -6,6 +6,7 @@ use crate::counters::{WindowCounters, WindowHit};
 use crate::error::{StoreError, StoreResult};
 use crate::keys::{KeyDirectory, KeyRecord};
 use crate::sessions::Sessions;
+use crate::slots::Slots;
 use crate::usage::{StreamEntry, UsageEvent, UsageStream};
 use crate::wallets::{
     Adjustment, Confirmation, ExpiredHold, Reservation, Settlement, WalletSnapshot, Wallets,
@@ -27,6 +28,8 @@ pub struct MemoryStore {
     holding: Mutex<HashSet<i64>>,
     cooldowns: Mutex<HashMap<String, Instant>>,
     sessions: Mutex<HashMap<(i64, String), (String, Instant)>>,
+    /// account → slot id → expiry
+    slots: Mutex<HashMap<String, HashMap<String, Instant>>>,
 }
 
 #[derive(Default)]
@@ -436,5 +439,59 @@ impl Sessions for MemoryStore {
         }
         s.insert((org, session.to_string()), (account.to_string(), now + ttl));
         Ok(())
+    }
+}
+
+#[async_trait]
+impl Slots for MemoryStore {
+    async fn acquire(
+        &self,
+        account: &str,
+        slot_id: &str,
+        max: u32,
+        ttl: Duration,
+    ) -> StoreResult<bool> {
+        let now = Instant::now();
+        let mut s = self
+            .slots
+            .lock()
+            .map_err(|_| StoreError::Unavailable("slot lock poisoned".into()))?;
+        let live = s.entry(account.to_string()).or_default();
+        live.retain(|_, until| *until > now);
+        if live.contains_key(slot_id) {
+            return Ok(true);
+        }
+        if live.len() >= max as usize {
+            return Ok(false);
+        }
+        live.insert(slot_id.to_string(), now + ttl);
+        Ok(true)
+    }
+
+    async fn release(&self, account: &str, slot_id: &str) -> StoreResult<()> {
+        let mut s = self
+            .slots
+            .lock()
+            .map_err(|_| StoreError::Unavailable("slot lock poisoned".into()))?;
+        if let Some(live) = s.get_mut(account) {
+            live.remove(slot_id);
+        }
+        Ok(())
+    }
+
+    async fn in_use(&self, accounts: &[&str]) -> StoreResult<Vec<u32>> {
+        let now = Instant::now();
+        let s = self
+            .slots
+            .lock()
+            .map_err(|_| StoreError::Unavailable("slot lock poisoned".into()))?;
+        Ok(accounts
+            .iter()
+            .map(|a| {
+                s.get(*a)
+                    .map(|live| live.values().filter(|until| **until > now).count() as u32)
+                    .unwrap_or(0)
+            })
+            .collect())
     }
 }

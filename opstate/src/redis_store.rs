@@ -10,6 +10,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::keys::{KeyDirectory, KeyRecord};
 use crate::schema::{KeySchema, USAGE_GROUP};
 use crate::sessions::Sessions;
+use crate::slots::Slots;
 use crate::usage::{StreamEntry, UsageEvent, UsageStream};
 use crate::wallets::{
     Adjustment, Confirmation, ExpiredHold, Reservation, Settlement, WalletSnapshot, Wallets,
@@ -29,6 +30,9 @@ static WINDOW_HIT: LazyLock<Script> =
 
 static COOLDOWN: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/cooldown.v1.lua")));
+
+static SLOT_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/slot_acquire.v1.lua")));
 
 static WALLET: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/wallet.v1.lua")));
 
@@ -456,5 +460,51 @@ impl Sessions for RedisStore {
             .pset_ex(self.schema.session(org, session), account, ms)
             .await?;
         Ok(())
+    }
+}
+
+#[async_trait]
+impl Slots for RedisStore {
+    async fn acquire(
+        &self,
+        account: &str,
+        slot_id: &str,
+        max: u32,
+        ttl: Duration,
+    ) -> StoreResult<bool> {
+        let mut conn = self.conn.clone();
+        let taken: i64 = SLOT_ACQUIRE
+            .key(self.schema.slots(account))
+            .arg(slot_id)
+            .arg(max)
+            .arg(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1))
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(taken == 1)
+    }
+
+    async fn release(&self, account: &str, slot_id: &str) -> StoreResult<()> {
+        let mut conn = self.conn.clone();
+        let _: i64 = conn.zrem(self.schema.slots(account), slot_id).await?;
+        Ok(())
+    }
+
+    async fn in_use(&self, accounts: &[&str]) -> StoreResult<Vec<u32>> {
+        if accounts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as f64)
+            .unwrap_or(0.0);
+        let mut conn = self.conn.clone();
+        let mut pipe = redis::pipe();
+        for a in accounts {
+            pipe.cmd("ZCOUNT")
+                .arg(self.schema.slots(a))
+                .arg(now_ms)
+                .arg("+inf");
+        }
+        Ok(pipe.query_async(&mut conn).await?)
     }
 }

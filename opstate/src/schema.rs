@@ -13,6 +13,7 @@
 //! | `{prefix}{org:N}:holdmeta` | hash | hold id → the gateway's description of the call |
 //! | `{prefix}{wallets}:holding` | set | organizations that have held money (reconciler work list) |
 //! | `{prefix}{org:N}:session:S` | string with TTL | the account session S of organization N last used |
+//! | `{prefix}{slots:ACCOUNT}` | sorted set | live capacity slots of the account (slot id → expiry ms) |
 //! | `{prefix}{cd:ACCOUNT}` | string with TTL | the supplier account is cooling until the key expires |
 //! | `{prefix}{usage}` | stream | usage events (field `e`: JSON [`crate::UsageEvent`]), consumer group `settler` |
 //!
@@ -61,6 +62,10 @@ impl KeySchema {
     /// The sticky record of one session (the session id is hashed by the caller).
     pub fn session(&self, org: i64, session: &str) -> String {
         format!("{}{{org:{org}}}:session:{session}", self.prefix)
+    }
+
+    pub fn slots(&self, account: &str) -> String {
+        format!("{}{{slots:{account}}}", self.prefix)
     }
 
     pub fn cooldown(&self, account: &str) -> String {
