@@ -26,6 +26,8 @@ pub struct RequestCtx {
     pub order: Vec<usize>,
     pub tried: Vec<usize>,
     pub first_attempt_at: Option<Instant>,
+    /// The capacity slot held: the account index (into the upstream list) it is on.
+    pub slot: Option<usize>,
     /// The session (a hash of its signal), when the call carries one.
     pub session: Option<String>,
     /// Set by `upstream_response_filter` when a supplier status moves the request to another
@@ -72,6 +74,7 @@ impl RequestCtx {
             order: Vec::new(),
             tried: Vec::new(),
             first_attempt_at: None,
+            slot: None,
             session: None,
             status_failover: false,
             to_cool: Vec::new(),

@@ -60,6 +60,9 @@ pub enum GatewayError {
         "every account serving this model reached its usage limit; retry in {resets_in_seconds} s"
     )]
     UsageLimitReached { resets_in_seconds: u64 },
+    /// Every account is at capacity and the wait queue is full, or the wait ran out.
+    #[error("all capacity for this model is in use; retry shortly")]
+    CapacityQueueFull,
     /// The organization's wallet is not in the operational store (lost, not yet rebuilt).
     #[error("the organization's balance is being reconciled; retry shortly")]
     WalletUnavailable,
@@ -181,6 +184,11 @@ impl GatewayError {
                 429,
                 "usage_limit_reached",
                 json!({"error": {"type": "usage_limit_reached", "message": message, "resets_in_seconds": resets_in_seconds}}),
+            ),
+            GatewayError::CapacityQueueFull => (
+                429,
+                "capacity_queue_full",
+                json!({"error": {"message": message, "code": "capacity_queue_full"}}),
             ),
             GatewayError::WalletUnavailable => (
                 503,

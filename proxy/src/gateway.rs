@@ -37,6 +37,8 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// Where admin-api answers (`/partner/v1`, `/api/v1`, `/invitations`); `None`: not served.
     pub admin: Option<std::net::SocketAddr>,
+    /// Requests waiting for capacity in this proxy.
+    pub queue: crate::capacity::Queue,
 }
 
 /// The Pingora application. Cheap to clone.
@@ -75,6 +77,7 @@ impl Gateway {
                 metrics,
                 settings,
                 admin,
+                queue: crate::capacity::Queue::default(),
             }),
         }
     }
@@ -169,6 +172,27 @@ impl Gateway {
             GatewayError::StoreUnavailable
         })?;
         ctx.order = select::available(&ordered, &remaining)?;
+        // Capacity: a slot on the first account with room, else a bounded wait.
+        let routing = &s.settings.routing;
+        let waited = std::time::Instant::now();
+        let taken = crate::capacity::take(
+            s.stores.slots.as_ref(),
+            &s.upstreams,
+            &ctx.order,
+            &ctx.request_id,
+            &s.queue,
+            crate::capacity::Limits {
+                slot_ttl: Duration::from_millis(routing.slot_ttl_ms),
+                depth: routing.queue_depth,
+                max_wait: Duration::from_millis(routing.queue_wait_ms),
+            },
+        )
+        .await;
+        s.metrics.queue_wait.observe(waited.elapsed().as_secs_f64());
+        let pos = taken?;
+        let chosen = ctx.order.remove(pos);
+        ctx.order.insert(0, chosen);
+        ctx.slot = Some(chosen);
         let (amount, rate) = admit::worst_case(
             &model.model.prices,
             ctx.caller.as_ref().and_then(|c| c.rate_ppm),
@@ -219,6 +243,42 @@ impl Gateway {
         let attempts = u32::try_from(ctx.tried.len()).unwrap_or(u32::MAX);
         attempts < self.shared.settings.routing.max_attempts
             && select::next(&ctx.order, &ctx.tried).is_some()
+    }
+
+    /// Moves the request's capacity slot to account `i` (a failover). `false`: `i` is full.
+    async fn move_slot(&self, ctx: &mut RequestCtx, i: usize) -> bool {
+        let s = &self.shared;
+        let Some(target) = s.upstreams.get(i) else {
+            return false;
+        };
+        let ttl = Duration::from_millis(s.settings.routing.slot_ttl_ms);
+        match s
+            .stores
+            .slots
+            .acquire(
+                &target.account.id,
+                &ctx.request_id,
+                target.account.max_concurrency,
+                ttl,
+            )
+            .await
+        {
+            Ok(true) => {
+                if let Some(old) = ctx.slot.replace(i).and_then(|o| s.upstreams.get(o)) {
+                    let _ = s
+                        .stores
+                        .slots
+                        .release(&old.account.id, &ctx.request_id)
+                        .await;
+                }
+                true
+            }
+            Ok(false) => false,
+            Err(e) => {
+                tracing::error!(error = %e, "capacity slot lookup failed");
+                false
+            }
+        }
     }
 
     /// Records the account a session's call succeeded on.
@@ -367,6 +427,10 @@ impl ProxyHttp for Gateway {
             let Some(upstream) = self.shared.upstreams.get(i) else {
                 continue;
             };
+            if ctx.slot != Some(i) && !self.move_slot(ctx, i).await {
+                // That account is full: the failover goes on to the next one.
+                continue;
+            }
             match upstream.address().await {
                 Ok(addr) => {
                     let mut peer = HttpPeer::new(addr, upstream.tls, upstream.host.clone());

@@ -9,6 +9,7 @@
 
 pub mod admit;
 pub mod auth;
+pub mod capacity;
 pub mod cooldown;
 pub mod ctx;
 pub mod errors;

@@ -38,6 +38,10 @@ pub struct Metrics {
     pub failovers: IntCounterVec,
     /// Accounts put into cooldown, by reason.
     pub cooldowns: IntCounterVec,
+    /// Time spent waiting for capacity (zero when a slot was free).
+    pub queue_wait: prometheus::Histogram,
+    /// Requests waiting for capacity in this proxy.
+    pub queue_depth: prometheus::IntGauge,
 }
 
 fn build<T: prometheus::core::Collector + Clone + 'static>(
@@ -128,6 +132,17 @@ impl Metrics {
                     Opts::new("cooldowns_total", "Accounts put into cooldown"),
                     &["reason"],
                 ),
+            )?,
+            queue_wait: build(
+                &r,
+                prometheus::Histogram::with_opts(
+                    HistogramOpts::new("queue_wait_seconds", "Time spent waiting for capacity")
+                        .buckets(BUCKETS.to_vec()),
+                ),
+            )?,
+            queue_depth: build(
+                &r,
+                prometheus::IntGauge::new("queue_depth", "Requests waiting for capacity"),
             )?,
             registry: r,
         })

@@ -44,6 +44,19 @@ pub async fn settle(shared: &Shared, ctx: &mut RequestCtx, status: u16) {
             .observe(ttfb.as_secs_f64());
     }
 
+    if let Some(u) = ctx.slot.take().and_then(|i| shared.upstreams.get(i))
+        && let Err(e) = shared
+            .stores
+            .slots
+            .release(&u.account.id, &ctx.request_id)
+            .await
+    {
+        tracing::warn!(error = %e, "capacity slot not released; it expires by itself");
+    }
+    shared
+        .metrics
+        .queue_depth
+        .set(i64::try_from(shared.queue.depth()).unwrap_or(i64::MAX));
     let mut event = usage_event(shared, ctx, status);
     if let Some(hold) = ctx.hold.take() {
         settle_hold(shared, ctx, hold, event.as_mut()).await;

@@ -114,6 +114,13 @@ input_per_mtok = 1.1
 output_per_mtok = 4.4
 
 [[models]]
+id = "narrow-model"
+family = "narrow"
+kind = "text"
+input_per_mtok = 1
+output_per_mtok = 1
+
+[[models]]
 id = "dead-model"
 family = "dead"
 kind = "text"
@@ -126,6 +133,7 @@ provider = "openai"
 base_url = "{mock_url}"
 api_key = "sk-mock-supplier"
 models = ["gpt-4o-mini", "gpt-4o"]
+max_concurrency = 1000
 
 [[accounts]]
 id = "dead"
@@ -139,7 +147,12 @@ id = "mock-b"
 provider = "openai"
 base_url = "{mock_b_url}"
 api_key = "sk-mock-supplier"
-models = ["gpt-4o"]
+models = ["gpt-4o", "narrow-model"]
+max_concurrency = 2
+
+[routing]
+queue_depth = 2
+queue_wait_ms = 400
 
 [[groups]]
 id = 1
@@ -152,7 +165,7 @@ wholesale_rate_multiplier = 1
 id = 2
 name = "Premium"
 product_code = "pro"
-models = ["gpt-4o"]
+models = ["gpt-4o", "narrow-model"]
 wholesale_rate_multiplier = 1
 "#
     )
@@ -524,7 +537,10 @@ async fn model_list_shows_only_the_keys_group() {
             .unwrap(),
     )
     .await;
-    assert_eq!(body["data"], json!([{"id": "gpt-4o", "object": "model"}]));
+    assert_eq!(
+        body["data"],
+        json!([{"id": "gpt-4o", "object": "model"}, {"id": "narrow-model", "object": "model"}])
+    );
 }
 
 #[tokio::test]
@@ -1416,6 +1432,7 @@ provider = "openai"
 base_url = "{}"
 api_key = "sk-mock"
 models = ["gpt-4o-mini"]
+max_concurrency = 1000
 [[groups]]
 id = 1
 name = "Standard"
@@ -1775,4 +1792,78 @@ async fn a_session_stays_where_it_moved_after_a_failover() {
         assert_eq!(status, 200);
     }
     assert_eq!((h.mock.request_count(), h.mock_b.request_count()), (1, 4));
+}
+
+#[tokio::test]
+async fn full_capacity_queues_then_refuses_with_capacity_queue_full() {
+    let h = Arc::new(Harness::start().await);
+    let key = h.add_key(2, KeyPermissions::default()).await;
+    let call = |h: Arc<Harness>, key: String, slow: bool| async move {
+        let mut req = h
+            .http
+            .post(h.url("/compat/v1/chat/completions"))
+            .bearer_auth(key)
+            .body(chat("narrow-model", true).to_string());
+        if slow {
+            req = req
+                .header("x-mock-delay-ms", "250")
+                .header("x-mock-events", "4");
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let bytes = resp.bytes().await.unwrap();
+        (
+            status,
+            serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null),
+        )
+    };
+    // Two slow streams fill mock-b (max_concurrency = 2).
+    let mut running = JoinSet::new();
+    for _ in 0..2 {
+        running.spawn(call(h.clone(), key.clone(), true));
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while h.stores.slots.in_use(&["mock-b"]).await.unwrap()[0] < 2 {
+        assert!(Instant::now() < deadline, "the slow calls never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Two wait (queue depth 2); the fifth is refused at once.
+    let mut waiting = JoinSet::new();
+    for _ in 0..2 {
+        waiting.spawn(call(h.clone(), key.clone(), false));
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    let (status, body) = call(h.clone(), key.clone(), false).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["code"], "capacity_queue_full");
+    assert!(body["error"]["message"].is_string());
+    assert!(
+        started.elapsed() < Duration::from_millis(200),
+        "refused at once, not after waiting"
+    );
+    // The waiters give up after queue_wait_ms (400 ms), before the slow calls end (~1 s).
+    while let Some(r) = waiting.join_next().await {
+        let (status, body) = r.unwrap();
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (429, Some("capacity_queue_full"))
+        );
+    }
+    while let Some(r) = running.join_next().await {
+        assert_eq!(r.unwrap().0, 200);
+    }
+    assert_eq!(
+        h.stores.slots.in_use(&["mock-b"]).await.unwrap(),
+        vec![0],
+        "slots given back"
+    );
+    assert_eq!(
+        h.mock_b.request_count(),
+        2,
+        "refused and timed-out calls never reached the supplier"
+    );
+    // Capacity is back.
+    let (status, _) = call(h.clone(), key.clone(), false).await;
+    assert_eq!(status, 200);
 }

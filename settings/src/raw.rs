@@ -82,6 +82,9 @@ pub struct RawRouting {
     pub error_cooldown_ms: Option<u64>,
     pub max_attempts: Option<u32>,
     pub session_ttl_ms: Option<u64>,
+    pub queue_depth: Option<usize>,
+    pub queue_wait_ms: Option<u64>,
+    pub slot_ttl_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -79,6 +79,12 @@ pub struct Routing {
     pub max_attempts: u32,
     /// How long a session keeps the account it last used.
     pub session_ttl_ms: u64,
+    /// Requests that may wait for capacity in one proxy; one more is refused at once.
+    pub queue_depth: usize,
+    /// Longest wait for capacity before `capacity_queue_full`.
+    pub queue_wait_ms: u64,
+    /// A capacity slot's lifetime (a dead proxy's slots stop counting after it).
+    pub slot_ttl_ms: u64,
 }
 
 /// Admission parameters.
@@ -473,7 +479,13 @@ pub(crate) fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, Confi
         error_cooldown_ms: raw.routing.error_cooldown_ms.unwrap_or(5_000),
         max_attempts: raw.routing.max_attempts.unwrap_or(3),
         session_ttl_ms: raw.routing.session_ttl_ms.unwrap_or(3_600_000),
+        queue_depth: raw.routing.queue_depth.unwrap_or(64),
+        queue_wait_ms: raw.routing.queue_wait_ms.unwrap_or(2_000),
+        slot_ttl_ms: raw.routing.slot_ttl_ms.unwrap_or(600_000),
     };
+    if routing.slot_ttl_ms < 1_000 {
+        return Err(err("routing.slot_ttl_ms", "must be at least 1000"));
+    }
     if routing.max_attempts == 0 || routing.max_attempts > 10 {
         return Err(err("routing.max_attempts", "must be between 1 and 10"));
     }
