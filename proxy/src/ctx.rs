@@ -26,6 +26,8 @@ pub struct RequestCtx {
     pub order: Vec<usize>,
     pub tried: Vec<usize>,
     pub first_attempt_at: Option<Instant>,
+    /// The model the call asked for when it was downgraded to another.
+    pub downgraded_from: Option<String>,
     /// The capacity slot held: the account index (into the upstream list) it is on.
     pub slot: Option<usize>,
     /// The session (a hash of its signal), when the call carries one.
@@ -75,6 +77,7 @@ impl RequestCtx {
             tried: Vec::new(),
             first_attempt_at: None,
             slot: None,
+            downgraded_from: None,
             session: None,
             status_failover: false,
             to_cool: Vec::new(),

@@ -137,7 +137,18 @@ impl Gateway {
         let original = inspect::read_body(session, s.settings.server.max_body_bytes).await?;
         let fields = inspect::top_level(&original)?;
         let call = inspect::call_body(route, &fields)?;
-        let model = s.router.resolve(&call.model, group_id)?;
+        let mut model = s.router.resolve(&call.model, group_id)?;
+        if let Some(target) = self
+            .downgrade_target(session, &fields, &call, original.len(), &model, group_id)
+            .await
+        {
+            s.metrics
+                .downgrades
+                .with_label_values(&[model.model.id.as_str(), target.model.id.as_str()])
+                .inc();
+            ctx.downgraded_from = Some(model.model.id.clone());
+            model = target;
+        }
         // Routing: accounts in rendezvous order of the session (else the request), cooling ones out.
         let org_id = ctx.caller.as_ref().map(|c| c.org_id).unwrap_or_default();
         let signal = inspect::session_signal(session.req_header(), &fields);
@@ -279,6 +290,46 @@ impl Gateway {
                 false
             }
         }
+    }
+
+    /// The cheaper model a call is served by under pressure, when route, key and work allow it
+    /// (see `downgrade`). `None`: the call keeps its model.
+    async fn downgrade_target(
+        &self,
+        session: &Session,
+        fields: &inspect::TopLevel<'_>,
+        call: &inspect::CallBody,
+        body_bytes: usize,
+        model: &Arc<crate::route::ModelRoute>,
+        group_id: i64,
+    ) -> Option<Arc<crate::route::ModelRoute>> {
+        let s = &self.shared;
+        let target_id = model.model.downgrade_to.as_deref()?;
+        let opted_out = session
+            .req_header()
+            .headers
+            .get("x-tollgate-downgrade")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("never"));
+        if opted_out || !crate::downgrade::is_simple(fields, call, body_bytes) {
+            return None;
+        }
+        let target = s.router.resolve(target_id, group_id).ok()?;
+        let names: Vec<&str> = model
+            .accounts
+            .iter()
+            .filter_map(|&i| s.upstreams.get(i))
+            .map(|u| u.account.id.as_str())
+            .collect();
+        let capacity: Vec<u32> = model
+            .accounts
+            .iter()
+            .filter_map(|&i| s.upstreams.get(i))
+            .map(|u| u.account.max_concurrency)
+            .collect();
+        let in_use = s.stores.slots.in_use(&names).await.ok()?;
+        (crate::downgrade::pressure(&in_use, &capacity) >= s.settings.routing.downgrade_pressure)
+            .then_some(target)
     }
 
     /// Records the account a session's call succeeded on.
@@ -557,6 +608,12 @@ impl ProxyHttp for Gateway {
         ctx: &mut RequestCtx,
     ) -> pingora::Result<()> {
         rewrite::downstream_response(upstream_response, &ctx.request_id)?;
+        if ctx.downgraded_from.is_some()
+            && let Some(call) = &ctx.call
+        {
+            upstream_response
+                .insert_header("x-tollgate-model-served", call.model.model.id.as_str())?;
+        }
         let content_type = upstream_response
             .headers
             .get(http::header::CONTENT_TYPE)

@@ -12,6 +12,7 @@ pub mod auth;
 pub mod capacity;
 pub mod cooldown;
 pub mod ctx;
+pub mod downgrade;
 pub mod errors;
 pub mod gateway;
 pub mod inspect;

@@ -38,6 +38,8 @@ pub struct Metrics {
     pub failovers: IntCounterVec,
     /// Accounts put into cooldown, by reason.
     pub cooldowns: IntCounterVec,
+    /// Calls served by a cheaper model under pressure, by requested and served model.
+    pub downgrades: IntCounterVec,
     /// Time spent waiting for capacity (zero when a slot was free).
     pub queue_wait: prometheus::Histogram,
     /// Requests waiting for capacity in this proxy.
@@ -131,6 +133,13 @@ impl Metrics {
                 IntCounterVec::new(
                     Opts::new("cooldowns_total", "Accounts put into cooldown"),
                     &["reason"],
+                ),
+            )?,
+            downgrades: build(
+                &r,
+                IntCounterVec::new(
+                    Opts::new("downgrades_total", "Calls downgraded under pressure"),
+                    &["from", "to"],
                 ),
             )?,
             queue_wait: build(

@@ -20,7 +20,8 @@ use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
 
 /// Request headers never forwarded to a supplier.
-const STRIP_REQUEST: [&str; 19] = [
+const STRIP_REQUEST: [&str; 20] = [
+    "x-tollgate-downgrade",
     "x-tollgate-project",
     "x-tollgate-workflow",
     "authorization",

@@ -114,6 +114,21 @@ input_per_mtok = 1.1
 output_per_mtok = 4.4
 
 [[models]]
+id = "big-model"
+family = "pair"
+kind = "text"
+input_per_mtok = 10
+output_per_mtok = 30
+downgrade_to = "small-model"
+
+[[models]]
+id = "small-model"
+family = "pair"
+kind = "text"
+input_per_mtok = 1
+output_per_mtok = 3
+
+[[models]]
 id = "narrow-model"
 family = "narrow"
 kind = "text"
@@ -132,7 +147,7 @@ id = "mock"
 provider = "openai"
 base_url = "{mock_url}"
 api_key = "sk-mock-supplier"
-models = ["gpt-4o-mini", "gpt-4o"]
+models = ["gpt-4o-mini", "gpt-4o", "small-model"]
 max_concurrency = 1000
 
 [[accounts]]
@@ -147,12 +162,13 @@ id = "mock-b"
 provider = "openai"
 base_url = "{mock_b_url}"
 api_key = "sk-mock-supplier"
-models = ["gpt-4o", "narrow-model"]
+models = ["gpt-4o", "narrow-model", "big-model"]
 max_concurrency = 2
 
 [routing]
 queue_depth = 2
 queue_wait_ms = 400
+downgrade_pressure = 0.5
 
 [[groups]]
 id = 1
@@ -165,7 +181,14 @@ wholesale_rate_multiplier = 1
 id = 2
 name = "Premium"
 product_code = "pro"
-models = ["gpt-4o", "narrow-model"]
+models = ["gpt-4o", "narrow-model", "big-model"]
+wholesale_rate_multiplier = 1
+
+[[groups]]
+id = 3
+name = "Pair"
+product_code = "pair"
+models = ["big-model", "small-model"]
 wholesale_rate_multiplier = 1
 "#
     )
@@ -304,7 +327,7 @@ impl Harness {
             let got = self
                 .stores
                 .usage
-                .claim("test", 10, Duration::from_secs(600))
+                .claim("test", 1, Duration::from_secs(600))
                 .await
                 .unwrap();
             if let Some(entry) = got.into_iter().next() {
@@ -539,7 +562,7 @@ async fn model_list_shows_only_the_keys_group() {
     .await;
     assert_eq!(
         body["data"],
-        json!([{"id": "gpt-4o", "object": "model"}, {"id": "narrow-model", "object": "model"}])
+        json!([{"id": "gpt-4o", "object": "model"}, {"id": "narrow-model", "object": "model"}, {"id": "big-model", "object": "model"}])
     );
 }
 
@@ -1866,4 +1889,98 @@ async fn full_capacity_queues_then_refuses_with_capacity_queue_full() {
     // Capacity is back.
     let (status, _) = call(h.clone(), key.clone(), false).await;
     assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn simple_work_is_downgraded_only_under_pressure_and_when_allowed() {
+    let h = Arc::new(Harness::start().await);
+    let pair = h.add_key(3, KeyPermissions::default()).await;
+    let premium = h.add_key(2, KeyPermissions::default()).await;
+    let call = |h: Arc<Harness>,
+                key: String,
+                body: Value,
+                extra: Option<(&'static str, &'static str)>| async move {
+        let mut req = h
+            .http
+            .post(h.url("/compat/v1/chat/completions"))
+            .bearer_auth(key)
+            .body(body.to_string());
+        if let Some((k, v)) = extra {
+            req = req.header(k, v);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let served = resp
+            .headers()
+            .get("x-tollgate-model-served")
+            .map(|v| v.to_str().unwrap().to_string());
+        let bytes = resp.bytes().await.unwrap();
+        (
+            status,
+            served,
+            serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null),
+        )
+    };
+    // No pressure: big-model is served by big-model.
+    let (status, served, body) =
+        call(h.clone(), pair.clone(), chat("big-model", false), None).await;
+    assert_eq!((status, served), (200, None));
+    assert_eq!(body["model"], "big-model");
+    // One slow call holds 1 of big-model's 2 slots: pressure 0.5.
+    let mut slow = JoinSet::new();
+    slow.spawn(call(
+        h.clone(),
+        pair.clone(),
+        chat("big-model", true),
+        Some(("x-mock-delay-ms", "400")),
+    ));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while h.stores.slots.in_use(&["mock-b"]).await.unwrap()[0] < 1 {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Simple work under pressure goes to small-model, billed and reported as such.
+    let (status, served, body) =
+        call(h.clone(), pair.clone(), chat("big-model", false), None).await;
+    assert_eq!((status, served.as_deref()), (200, Some("small-model")));
+    assert_eq!(
+        body["model"], "small-model",
+        "the response names the model that served"
+    );
+    let events: Vec<UsageEvent> = {
+        let mut all = Vec::new();
+        for _ in 0..2 {
+            all.push(h.usage_event().await);
+        }
+        all
+    };
+    let down = events
+        .iter()
+        .find(|e| e.model_served == "small-model")
+        .unwrap();
+    assert_eq!(down.model_requested, "big-model");
+    // Complex work, an opted-out client, and a key whose group lacks the target keep the model.
+    let mut with_tools = chat("big-model", false);
+    with_tools["tools"] = json!([{"type": "function", "function": {"name": "f"}}]);
+    for (key, body, extra) in [
+        (pair.clone(), with_tools, None),
+        (
+            pair.clone(),
+            chat("big-model", false),
+            Some(("x-tollgate-downgrade", "never")),
+        ),
+        (premium.clone(), chat("big-model", false), None),
+    ] {
+        let (status, served, body) = call(h.clone(), key, body, extra).await;
+        assert_eq!((status, served), (200, None), "{body}");
+        assert_eq!(body["model"], "big-model");
+    }
+    while let Some(r) = slow.join_next().await {
+        assert_eq!(r.unwrap().0, 200);
+    }
+    assert!(
+        h.metrics
+            .render()
+            .contains(r#"tollgate_downgrades_total{from="big-model",to="small-model"} 1"#)
+    );
 }

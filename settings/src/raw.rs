@@ -85,6 +85,7 @@ pub struct RawRouting {
     pub queue_depth: Option<usize>,
     pub queue_wait_ms: Option<u64>,
     pub slot_ttl_ms: Option<u64>,
+    pub downgrade_pressure: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

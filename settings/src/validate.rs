@@ -85,6 +85,9 @@ pub struct Routing {
     pub queue_wait_ms: u64,
     /// A capacity slot's lifetime (a dead proxy's slots stop counting after it).
     pub slot_ttl_ms: u64,
+    /// Pool pressure (slots in use / capacity of its available accounts, 0..=1) from which simple
+    /// work may be downgraded to the model's `downgrade_to`.
+    pub downgrade_pressure: f64,
 }
 
 /// Admission parameters.
@@ -482,7 +485,11 @@ pub(crate) fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, Confi
         queue_depth: raw.routing.queue_depth.unwrap_or(64),
         queue_wait_ms: raw.routing.queue_wait_ms.unwrap_or(2_000),
         slot_ttl_ms: raw.routing.slot_ttl_ms.unwrap_or(600_000),
+        downgrade_pressure: raw.routing.downgrade_pressure.unwrap_or(0.8),
     };
+    if !(0.0..=1.0).contains(&routing.downgrade_pressure) {
+        return Err(err("routing.downgrade_pressure", "must be between 0 and 1"));
+    }
     if routing.slot_ttl_ms < 1_000 {
         return Err(err("routing.slot_ttl_ms", "must be at least 1000"));
     }
