@@ -114,6 +114,13 @@ input_per_mtok = 1.1
 output_per_mtok = 4.4
 
 [[models]]
+id = "twin-model"
+family = "twin"
+kind = "text"
+input_per_mtok = 1
+output_per_mtok = 1
+
+[[models]]
 id = "big-model"
 family = "pair"
 kind = "text"
@@ -147,7 +154,7 @@ id = "mock"
 provider = "openai"
 base_url = "{mock_url}"
 api_key = "sk-mock-supplier"
-models = ["gpt-4o-mini", "gpt-4o", "small-model"]
+models = ["gpt-4o-mini", "gpt-4o", "small-model", "twin-model"]
 max_concurrency = 1000
 
 [[accounts]]
@@ -155,7 +162,7 @@ id = "dead"
 provider = "openai"
 base_url = "{dead_url}"
 api_key = "sk-dead"
-models = ["dead-model"]
+models = ["dead-model", "twin-model"]
 
 [[accounts]]
 id = "mock-b"
@@ -188,7 +195,7 @@ wholesale_rate_multiplier = 1
 id = 3
 name = "Pair"
 product_code = "pair"
-models = ["big-model", "small-model"]
+models = ["big-model", "small-model", "twin-model"]
 wholesale_rate_multiplier = 1
 "#
     )
@@ -973,7 +980,10 @@ fn check_flag_validates_and_names_the_bad_key() {
     assert_eq!(code, 2);
     assert!(stderr.contains("server.max_body_byte"), "{stderr}");
 
-    let bad_ref = good.replace(r#"models = ["dead-model"]"#, r#"models = ["ghost"]"#);
+    let bad_ref = good.replace(
+        r#"models = ["dead-model", "twin-model"]"#,
+        r#"models = ["ghost"]"#,
+    );
     let (code, _, stderr) = check_config(&bad_ref, &[]);
     assert_eq!(code, 2);
     assert!(
@@ -1415,6 +1425,14 @@ async fn a_killed_proxy_leaves_a_hold_the_reconciler_resolves_once() {
         "charged exactly once"
     );
     assert_eq!(admin_api::ledger::imbalance(&state.db).await.unwrap(), 0);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while stores.slots.in_use(&["mock"]).await.unwrap() != vec![0] {
+        assert!(
+            Instant::now() < deadline,
+            "the dead proxy's slot never stopped counting"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 fn free_port() -> u16 {
@@ -1441,6 +1459,8 @@ key_pepper = "{PEPPER}"
 [money]
 hold_ttl_ms = 1000
 reconcile_interval_ms = 100
+[routing]
+slot_ttl_ms = 1000
 [mail]
 outbox_dir = "{}"
 [[models]]
@@ -1982,5 +2002,150 @@ async fn simple_work_is_downgraded_only_under_pressure_and_when_allowed() {
         h.metrics
             .render()
             .contains(r#"tollgate_downgrades_total{from="big-model",to="small-model"} 1"#)
+    );
+}
+
+/// A session id whose order for twin-model (accounts 0 = mock, 1 = dead) puts `first` first.
+fn twin_session(first: usize) -> String {
+    (0..1000)
+        .map(|i| format!("twin-{i}"))
+        .find(|sid| {
+            proxy::select::order(&[0, 1], &["mock", "dead", "mock-b"], &format!("42:{sid}"))[0]
+                == first
+        })
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_refused_connection_fails_over_and_cools_the_account() {
+    let h = Harness::start().await;
+    let key = h.add_key(3, KeyPermissions::default()).await;
+    let sid = twin_session(1);
+    let send = || {
+        h.http
+            .post(h.url("/compat/v1/chat/completions"))
+            .bearer_auth(&key)
+            .header("x-session-id", &sid)
+            .body(chat("twin-model", false).to_string())
+            .send()
+    };
+    let resp = send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    resp.bytes().await.unwrap();
+    let e = h.usage_event().await;
+    assert_eq!((e.account_id.as_str(), e.attempts), ("mock", 2));
+    let left = h.stores.cooldowns.remaining(&["dead"]).await.unwrap();
+    assert!(left[0].is_some(), "the unreachable account cools");
+    let resp = send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    resp.bytes().await.unwrap();
+    assert_eq!(
+        h.usage_event().await.attempts,
+        1,
+        "the cooling account is skipped"
+    );
+}
+
+#[tokio::test]
+async fn no_retry_once_bytes_reached_the_client() {
+    let h = Harness::start().await;
+    let sid = session_preferring(0);
+    let key = h.add_key(2, KeyPermissions::default()).await;
+    let resp = h
+        .http
+        .post(h.url("/compat/v1/chat/completions"))
+        .bearer_auth(&key)
+        .header("x-session-id", &sid)
+        .header("x-mock-fault", "cut_after=2")
+        .body(chat("gpt-4o", true).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut stream = resp.bytes_stream();
+    let mut errored = false;
+    while let Some(chunk) = stream.next().await {
+        if chunk.is_err() {
+            errored = true;
+            break;
+        }
+    }
+    assert!(errored, "the stream ends abnormally");
+    assert_eq!(
+        h.mock_b.request_count(),
+        0,
+        "never retried elsewhere after bytes were sent"
+    );
+    assert_eq!(h.usage_event().await.attempts, 1);
+}
+
+#[tokio::test]
+async fn two_instances_share_stickiness_and_cooldowns() {
+    let Ok(redis_url) = std::env::var("REDIS_URL") else {
+        eprintln!("REDIS_URL not set: shared-routing scenario skipped");
+        return;
+    };
+    let prefix = format!("share:{}:", uuid_like());
+    let stores = Stores::redis(&redis_url, &prefix).await.unwrap();
+    let one = Harness::start_with_stores(stores.clone()).await;
+    // The second instance: same configuration and store, other process state.
+    let settings = Arc::new(
+        Settings::parse(
+            &config_with(
+                &one.mock.base_url(),
+                "http://127.0.0.1:9/v1",
+                &one.mock_b.base_url(),
+                300_000,
+            ),
+            &|_| None,
+        )
+        .unwrap(),
+    );
+    let gateway = Gateway::new(settings, stores.clone(), Arc::new(Metrics::new().unwrap()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let two = format!("http://{}", listener.local_addr().unwrap());
+    let (_stop, stop_rx) = watch::channel(false);
+    let mut tasks = JoinSet::new();
+    tasks.spawn(proxy::serve_listener(listener, gateway, stop_rx));
+    stores.keys.load(&[]).await.unwrap();
+    stores.wallets.load(42, 1_000 * NANOS).await.unwrap();
+    let key = one.add_key(2, KeyPermissions::default()).await;
+    let post = |base: String, sid: String| {
+        let (http, key) = (one.http.clone(), key.clone());
+        async move {
+            let resp = http
+                .post(format!("{base}/compat/v1/chat/completions"))
+                .bearer_auth(key)
+                .header("x-session-id", sid)
+                .body(chat("gpt-4o", false).to_string())
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            resp.bytes().await.unwrap();
+            status
+        }
+    };
+    // Stickiness across instances: a session preferring mock-b lands there from both.
+    let sid_b = session_preferring(2);
+    for base in [one.base.clone(), two.clone(), one.base.clone()] {
+        assert_eq!(post(base, sid_b.clone()).await, 200);
+    }
+    assert_eq!(
+        (one.mock.request_count(), one.mock_b.request_count()),
+        (0, 3)
+    );
+    // A cooldown decided by one instance is honoured by the other.
+    let sid_a = session_preferring(0);
+    one.mock
+        .set_fault(Some("status=429;retry_after=30".parse().unwrap()));
+    assert_eq!(post(one.base.clone(), sid_a.clone()).await, 200);
+    assert_eq!(one.mock.request_count(), 1);
+    one.mock.set_fault(None);
+    assert_eq!(post(two.clone(), sid_a.clone()).await, 200);
+    assert_eq!(
+        one.mock.request_count(),
+        1,
+        "the other instance skips the cooling account"
     );
 }
