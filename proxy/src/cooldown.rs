@@ -3,7 +3,8 @@
 //! - 429: the account is cooled until the reset time the supplier named (`Retry-After` in seconds
 //!   or as an HTTP date, `x-ratelimit-reset-requests` / `x-ratelimit-reset-tokens` such as `12s`,
 //!   `1m30s`, `250ms`), else for `routing.default_cooldown_ms`; the request moves to another account.
-//! - 5xx, or no connection: the account is cooled for `routing.error_cooldown_ms`; the request moves.
+//! - 5xx, or no connection: the account is cooled for `routing.error_cooldown_ms`, doubled for each
+//!   earlier failure in the last minute (at most ×32: a growing ejection); the request moves.
 //! - anything else (2xx, 4xx request-shape errors): passed through, no retry.
 //!
 //! Moving only happens before any response byte reached the client, never to an account already
@@ -59,6 +60,17 @@ pub fn judge(
     } else {
         Verdict::Pass
     }
+}
+
+/// Failures of one account are counted in fixed windows of this length.
+pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+
+/// The cooldown after the `failures`-th failure of an account within [`FAILURE_WINDOW`]: the base
+/// doubled for each earlier failure, at most 32 times the base (an outlier ejection that grows
+/// while the account keeps failing and resets when it stops).
+pub fn ejection(base: Duration, failures: u64) -> Duration {
+    let factor = 1u32 << failures.saturating_sub(1).min(5);
+    base * factor
 }
 
 /// The reset time a rate-limited response names, if any (capped at one day).
@@ -168,6 +180,15 @@ mod tests {
                 duration: e
             }
         );
+    }
+
+    #[test]
+    fn ejection_grows_and_caps() {
+        let b = Duration::from_secs(5);
+        assert_eq!(ejection(b, 1), b);
+        assert_eq!(ejection(b, 2), b * 2);
+        assert_eq!(ejection(b, 4), b * 8);
+        assert_eq!(ejection(b, 50), b * 32);
     }
 
     #[test]

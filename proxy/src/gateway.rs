@@ -359,6 +359,24 @@ impl Gateway {
             let Some(u) = self.shared.upstreams.get(i) else {
                 continue;
             };
+            // Repeated failures (not rate limits) eject the account for a growing period.
+            let duration = match reason {
+                cooldown::Reason::RateLimited => duration,
+                cooldown::Reason::ServerError | cooldown::Reason::Unreachable => {
+                    let failures = self
+                        .shared
+                        .stores
+                        .counters
+                        .hit(
+                            &format!("failures:{}", u.account.id),
+                            cooldown::FAILURE_WINDOW,
+                        )
+                        .await
+                        .map(|h| h.count)
+                        .unwrap_or(1);
+                    cooldown::ejection(duration, failures)
+                }
+            };
             self.shared
                 .metrics
                 .cooldowns
