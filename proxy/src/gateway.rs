@@ -632,11 +632,14 @@ impl ProxyHttp for Gateway {
             upstream_response
                 .insert_header("x-tollgate-model-served", call.model.model.id.as_str())?;
         }
-        let content_type = upstream_response
-            .headers
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok());
-        ctx.meter = Some(Meter::new(content_type));
+        // Only metered calls are measured; admin traffic passes through without a meter.
+        if ctx.call.is_some() {
+            let content_type = upstream_response
+                .headers
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok());
+            ctx.meter = Some(Meter::new(content_type));
+        }
         Ok(())
     }
 
