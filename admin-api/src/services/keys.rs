@@ -7,7 +7,6 @@ use crate::partner::idempotency::{Effect, Success};
 use crate::services::customers;
 use crate::state::AppState;
 use chrono::{SecondsFormat, Utc};
-use credentials::Kind;
 use entities::{customer_api_keys, customer_groups};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
@@ -82,22 +81,17 @@ pub async fn create(
         .await?
         .ok_or(ApiError::CustomerNotFound)
         .map(|g| g.retail_rate_multiplier_ppm)?;
-    let secret = credentials::generate(Kind::CustomerKey, state.env);
-    let row = customer_api_keys::ActiveModel {
-        organization_id: Set(org.id),
-        group_id: Set(new.group_id),
-        name: Set(new.name),
-        key_hash: Set(state.hasher.hash(secret.expose())),
-        preview: Set(credentials::preview(secret.expose())),
-        status: Set("active".into()),
-        allow_openai: Set(true),
-        allow_gemini: Set(true),
-        allow_anthropic: Set(true),
-        created_at: Set(Utc::now()),
-        disabled_at: Set(None),
-        ..Default::default()
-    }
-    .insert(txn)
+    let key_store::CreatedKey { row, secret } = key_store::insert_key(
+        txn,
+        &state.hasher,
+        state.env,
+        key_store::NewKey {
+            organization_id: org.id,
+            group_id: new.group_id,
+            name: &new.name,
+            permissions: opstate::KeyPermissions::default(),
+        },
+    )
     .await?;
     let stored = preview(&row);
     let mut data = stored.clone();
