@@ -260,6 +260,27 @@ pub async fn balance(db: &impl ConnectionTrait, code: &str) -> Result<NanoUsd, D
     sum_entries(db, ledger_entries::Column::AccountId.eq(acc.id)).await
 }
 
+/// The sum of what was posted to an account by code in `[from, to)` (zero when it does not exist).
+pub async fn posted_between(
+    db: &impl ConnectionTrait,
+    code: &str,
+    from: chrono::DateTime<Utc>,
+    to: chrono::DateTime<Utc>,
+) -> Result<NanoUsd, DbErr> {
+    let Some(acc) = ledger_accounts::Entity::find()
+        .filter(ledger_accounts::Column::Code.eq(code))
+        .one(db)
+        .await?
+    else {
+        return Ok(NanoUsd::ZERO);
+    };
+    let filter = ledger_entries::Column::AccountId
+        .eq(acc.id)
+        .and(ledger_entries::Column::CreatedAt.gte(from))
+        .and(ledger_entries::Column::CreatedAt.lt(to));
+    sum_entries(db, filter).await
+}
+
 /// Whether an account exists (a missing wallet is not a zero wallet).
 pub async fn exists(db: &impl ConnectionTrait, code: &str) -> Result<bool, DbErr> {
     Ok(ledger_accounts::Entity::find()

@@ -6,9 +6,7 @@ use crate::ledger::AccountRef;
 use crate::state::AppState;
 use chrono::{DateTime, NaiveDate, SecondsFormat, TimeDelta, Utc};
 use credentials::{Kind, Secret};
-use entities::{
-    ledger_accounts, ledger_entries, org_billing_tokens, organizations, usage_hourly, usage_records,
-};
+use entities::{org_billing_tokens, organizations, usage_hourly, usage_records};
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use serde_json::{Value, json};
 use settings::NanoUsd;
@@ -218,20 +216,8 @@ async fn wallet_spend(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<NanoUsd, ApiError> {
-    let Some(acc) = ledger_accounts::Entity::find()
-        .filter(ledger_accounts::Column::Code.eq(AccountRef::org_spend(org_id).code))
-        .one(db)
-        .await?
-    else {
-        return Ok(NanoUsd::ZERO);
-    };
-    let entries = ledger_entries::Entity::find()
-        .filter(ledger_entries::Column::AccountId.eq(acc.id))
-        .filter(ledger_entries::Column::CreatedAt.gte(from))
-        .filter(ledger_entries::Column::CreatedAt.lt(to))
-        .all(db)
-        .await?;
-    Ok(NanoUsd(entries.iter().map(|e| e.amount_nanos).sum()))
+    let code = AccountRef::org_spend(org_id).code;
+    Ok(crate::ledger::posted_between(db, &code, from, to).await?)
 }
 
 /// What a billing-token command did.
