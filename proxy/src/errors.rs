@@ -257,13 +257,19 @@ impl GatewayError {
                 body: Bytes::from(body.to_string()),
                 label,
             },
-            // Only forwarding failures reach the client on admin routes: the envelope of a
-            // server-side failure (retry later; never an authentication error).
+            // Only forwarding failures reach the client on admin routes (admin-api authenticates
+            // itself): the partner API's envelope of a server-side failure, never an auth error.
+            // The gateway's failures concern admin-api, not a model supplier: 503, retry later.
             Surface::Admin => Reply {
-                status,
+                status: 503,
                 body: Bytes::from(
-                    json!({"code": status, "reason": "SERVICE_UNAVAILABLE", "message": message, "metadata": {}})
-                        .to_string(),
+                    json!({
+                        "code": 503,
+                        "reason": "SERVICE_UNAVAILABLE",
+                        "message": "the admin API is unavailable; retry later",
+                        "metadata": {},
+                    })
+                    .to_string(),
                 ),
                 label,
             },

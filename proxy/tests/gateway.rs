@@ -2149,3 +2149,31 @@ async fn two_instances_share_stickiness_and_cooldowns() {
         "the other instance skips the cooling account"
     );
 }
+
+/// Admin routes while admin-api cannot be reached: the partner API's envelope, 503
+/// `SERVICE_UNAVAILABLE` (retry later), never a supplier error or an authentication error.
+#[tokio::test]
+async fn admin_routes_without_admin_api_answer_503() {
+    let h = Harness::start().await;
+    for path in ["/partner/v1/me", "/api/v1/organization/billing/balance"] {
+        let (status, body) = json_of(
+            h.http
+                .get(h.url(path))
+                .bearer_auth("tgp_dev_whatever")
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, 503, "{path}: {body}");
+        assert_eq!(body["code"], 503, "{body}");
+        assert_eq!(body["reason"], "SERVICE_UNAVAILABLE", "{body}");
+        assert!(
+            body["message"].as_str().unwrap().contains("admin API"),
+            "{body}"
+        );
+        assert!(body["metadata"].is_object(), "{body}");
+    }
+    assert_eq!(h.mock.request_count(), 0);
+    h.no_usage_event().await;
+}
