@@ -2657,3 +2657,52 @@ async fn daily_usage_breaks_down_by_project_and_workflow() {
     assert_eq!(d["usage_coverage"]["estimated_requests"], 1);
     assert_eq!(d["api_keys"][0]["api_key_id"], 1);
 }
+
+/// Window counters that never answer, as when Redis is down.
+struct DownCounters;
+
+#[async_trait::async_trait]
+impl opstate::WindowCounters for DownCounters {
+    async fn hit(
+        &self,
+        _key: &str,
+        _window: std::time::Duration,
+    ) -> opstate::StoreResult<opstate::WindowHit> {
+        Err(opstate::StoreError::Unavailable(
+            "connection refused".into(),
+        ))
+    }
+}
+
+/// The operational store down: the partner API fails closed with 503 `SERVICE_UNAVAILABLE` (never
+/// an authentication error, never unlimited), and nothing was written.
+#[tokio::test]
+async fn store_down_answers_503_service_unavailable() {
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let mut state = api.state.clone();
+    state.stores.counters = Arc::new(DownCounters);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (_stop, rx) = tokio::sync::watch::channel(false);
+    let mut tasks = JoinSet::new();
+    tasks.spawn(async move { admin_api::serve(listener, state, rx).await.unwrap() });
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let reads = http
+        .get(format!("{base}/partner/v1/me"))
+        .bearer_auth(&owner.token);
+    let writes = http
+        .put(format!("{base}/partner/v1/customers/by-external-id/down"))
+        .bearer_auth(&owner.token)
+        .header("idempotency-key", "down-1")
+        .json(&json!({"display_name": "Down", "contact_email": "o@down.example"}));
+    for req in [reads, writes] {
+        let r = req.send().await.unwrap();
+        let status = r.status();
+        let v: Value = r.json().await.unwrap();
+        assert_error(status, &v, 503, "SERVICE_UNAVAILABLE");
+    }
+    // The write never ran: the customer does not exist through the healthy API.
+    let (s, v) = api.get(&owner, "/customers/by-external-id/down").await;
+    assert_error(s, &v, 404, "PARTNER_CUSTOMER_NOT_FOUND");
+}
