@@ -73,6 +73,7 @@ pub async fn reconcile_once(state: &AppState) -> Result<usize, opstate::StoreErr
                 hold_nanos: hold.amount,
                 project: None,
                 workflow: None,
+                audio_seconds: meta.audio_seconds,
             };
             state.stores.usage.append(&event).await?;
         }

@@ -122,6 +122,7 @@ async fn settle_event(state: &AppState, e: &UsageEvent) -> Result<(), SettleErro
         settled_at: Set(Utc::now()),
         project: Set(e.project.clone()),
         workflow: Set(e.workflow.clone()),
+        audio_seconds: Set(i64::try_from(e.audio_seconds).unwrap_or(i64::MAX)),
         ..Default::default()
     })
     .on_conflict(

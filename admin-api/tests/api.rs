@@ -2412,6 +2412,7 @@ async fn a_dead_gateways_hold_is_settled_once_at_its_estimate() {
         started_at_ms: 1_700_000_000_000,
         input_tokens: 1_000,
         input_cost_nanos: 150_000,
+        audio_seconds: 0,
     };
     // A gateway reserved, then died: its hold is past its deadline at once.
     wallets
@@ -2530,6 +2531,7 @@ async fn settlement_is_idempotent_under_redelivery() {
         hold_nanos: 1_000_000,
         project: None,
         workflow: None,
+        audio_seconds: 0,
     };
     // The same event delivered three times (a settler died before acknowledging).
     for _ in 0..3 {
@@ -2620,6 +2622,7 @@ async fn daily_usage_breaks_down_by_project_and_workflow() {
             hold_nanos: 0,
             project: project.map(str::to_string),
             workflow: None,
+            audio_seconds: 0,
         };
         api.state.stores.usage.append(&event).await.unwrap();
     }

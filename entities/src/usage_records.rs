@@ -30,6 +30,8 @@ pub struct Model {
     pub settled_at: DateTimeUtc,
     pub project: Option<String>,
     pub workflow: Option<String>,
+    /// Seconds of audio transcribed (audio models; 0 otherwise).
+    pub audio_seconds: i64,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -12,6 +12,7 @@ mod m20261122_000002_partners_and_ledger;
 mod m20261122_000003_usage;
 mod m20261122_000004_usage_records;
 mod m20261122_000005_usage_attribution;
+mod m20261122_000006_usage_audio_seconds;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -25,6 +26,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000003_usage::Migration),
             Box::new(m20261122_000004_usage_records::Migration),
             Box::new(m20261122_000005_usage_attribution::Migration),
+            Box::new(m20261122_000006_usage_audio_seconds::Migration),
         ]
     }
 }

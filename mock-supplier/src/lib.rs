@@ -7,7 +7,8 @@
 //! the address, the recorded requests and the instance-level [`Fault`].
 //!
 //! * Routes: `GET /v1/models`, `POST /v1/chat/completions`,
-//!   `POST /v1/responses`; anything else is 404. Every response carries
+//!   `POST /v1/responses`, `POST /v1/audio/transcriptions` (multipart; see
+//!   `audio`); anything else is 404. Every response carries
 //!   `x-mock-name: <name>`.
 //! * Processing order: read and record the request (bodies up to
 //!   [`MAX_BODY_BYTES`], else 413) → choose the fault (`x-mock-fault` header,
@@ -22,7 +23,8 @@
 //! Request headers the mock understands: `x-mock-fault`, `x-mock-events`
 //! (pieces, default 5, max 10000), `x-mock-usage`
 //! (`prompt=P,completion=C,cached=K`), `x-mock-delay-ms` (pause between stream
-//! events, max 60000).
+//! events, max 60000), `x-mock-audio-seconds` (the duration a transcription
+//! reports).
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -34,6 +36,7 @@
 //! # Ok(()) }
 //! ```
 
+mod audio;
 mod fault;
 mod record;
 pub mod reply;

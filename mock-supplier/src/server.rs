@@ -403,6 +403,24 @@ async fn handle(State(ctx): State<ConnCtx>, req: Request) -> Response {
         }
         (&Method::POST, "/v1/chat/completions") => Api::Chat,
         (&Method::POST, "/v1/responses") => Api::Responses,
+        (&Method::POST, "/v1/audio/transcriptions") => {
+            let seconds = match numeric_header(headers, "x-mock-audio-seconds", 0, 86_400) {
+                Ok(0) => None,
+                Ok(s) => Some(s),
+                Err(msg) => return json_error(&rec, StatusCode::BAD_REQUEST, &msg),
+            };
+            return match crate::audio::transcribe(
+                header_str(headers, "content-type"),
+                seconds,
+                &body,
+            ) {
+                Ok(crate::audio::Transcription::Json(b)) => json_ok(&rec, b, cut_after.is_some()),
+                Ok(crate::audio::Transcription::Text(b)) => {
+                    full(&rec, StatusCode::OK, "text/plain", b, Vec::new())
+                }
+                Err(msg) => json_error(&rec, StatusCode::BAD_REQUEST, &msg),
+            };
+        }
         _ => return json_error(&rec, StatusCode::NOT_FOUND, "not found"),
     };
 

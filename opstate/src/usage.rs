@@ -64,6 +64,9 @@ pub struct UsageEvent {
     /// Attribution sent by the client (`x-tollgate-workflow`), if any.
     #[serde(default)]
     pub workflow: Option<String>,
+    /// Seconds of audio served (audio transcriptions, priced per minute; 0 for other calls).
+    #[serde(default)]
+    pub audio_seconds: u64,
 }
 
 /// A claimed stream entry: acknowledge `id` once the event is durably recorded.

@@ -89,8 +89,11 @@ pub struct HoldMeta {
     pub started_at_ms: u64,
     /// Input tokens estimated at admission.
     pub input_tokens: u64,
-    /// Price of those input tokens, nano-USD.
+    /// Price of that input (for audio: of the estimated duration), nano-USD.
     pub input_cost_nanos: i64,
+    /// Seconds of audio estimated at admission (audio transcriptions; 0 otherwise).
+    #[serde(default)]
+    pub audio_seconds: u64,
 }
 
 /// Outcome of a confirmation.

@@ -72,6 +72,7 @@ fn event(n: u64) -> UsageEvent {
         hold_nanos: 9_000,
         project: None,
         workflow: None,
+        audio_seconds: 0,
     }
 }
 

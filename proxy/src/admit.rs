@@ -8,6 +8,9 @@
 //! - output cap: the request's `max_tokens`, `max_completion_tokens` or `max_output_tokens`, else
 //!   `money.default_output_tokens` (4096).
 //!
+//! Audio transcriptions: the duration read from the file (exact for WAV, else a 16 kbit/s bound;
+//! see `form`) at the model's per-minute price.
+//!
 //! Refusals happen here, never after a supplier was contacted: not enough available balance → 402
 //! `insufficient_quota`; a wallet the store does not have (lost, not rebuilt) → 503, fail closed.
 
@@ -60,6 +63,20 @@ pub fn worst_case(
     };
     let amount = price::cost(prices, usage, rate).map_err(|e| {
         tracing::error!(error = %e, "cannot price the call");
+        GatewayError::PriceUnavailable
+    })?;
+    Ok((amount, rate))
+}
+
+/// The worst-case cost of an audio call of `seconds` (see `form::audio_seconds`).
+pub fn audio_worst_case(
+    prices: &ModelPrices,
+    rate_ppm: Option<i64>,
+    seconds: u64,
+) -> Result<(NanoUsd, i64), GatewayError> {
+    let rate = rate_ppm.ok_or(GatewayError::PriceUnavailable)?;
+    let amount = price::audio_cost(prices, seconds, rate).map_err(|e| {
+        tracing::error!(error = %e, "cannot price the audio call");
         GatewayError::PriceUnavailable
     })?;
     Ok((amount, rate))

@@ -3,6 +3,9 @@
 //! - 429: the account is cooled until the reset time the supplier named (`Retry-After` in seconds
 //!   or as an HTTP date, `x-ratelimit-reset-requests` / `x-ratelimit-reset-tokens` such as `12s`,
 //!   `1m30s`, `250ms`), else for `routing.default_cooldown_ms`; the request moves to another account.
+//!   A rate-limited answer without such a header that reaches the client (no account left to try)
+//!   is cooled when the request ends, until the reset its body names (see [`body_hint`]); when the
+//!   request moves on, the body is never read and the header rules apply.
 //! - 5xx, or no connection: the account is cooled for `routing.error_cooldown_ms`, doubled for each
 //!   earlier failure in the last minute (at most ×32: a growing ejection); the request moves.
 //! - anything else (2xx, 4xx request-shape errors): passed through, no retry.
@@ -93,6 +96,59 @@ pub fn reset_hint(resp: &ResponseHeader) -> Option<Duration> {
     Some(hint.min(Duration::from_secs(86_400)))
 }
 
+/// The reset time a rate-limited body names (capped at one day): `error.resets_in_seconds` (a
+/// Tollgate-style answer), a Gemini-style `retryDelay` (`"30s"`) in `error.details`, or a message
+/// saying "try again in 20s" (`1m30s`, `250ms`, `20 seconds`, `2 minutes`).
+pub fn body_hint(body: &[u8]) -> Option<Duration> {
+    use serde_json::Value;
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let error = v.get("error").unwrap_or(&v);
+    let hint = error
+        .get("resets_in_seconds")
+        .and_then(Value::as_u64)
+        .map(Duration::from_secs)
+        .or_else(|| {
+            error
+                .get("details")
+                .and_then(Value::as_array)?
+                .iter()
+                .find_map(|d| d.get("retryDelay").and_then(Value::as_str))
+                .and_then(duration_text)
+        })
+        .or_else(|| {
+            error
+                .get("message")
+                .and_then(Value::as_str)
+                .and_then(message_hint)
+        })?;
+    Some(hint.min(Duration::from_secs(86_400)))
+}
+
+/// "… try again in 20s." → 20 s.
+fn message_hint(message: &str) -> Option<Duration> {
+    const CUE: &str = "try again in ";
+    let at = message.to_ascii_lowercase().find(CUE)? + CUE.len();
+    let mut words = message.get(at..)?.split_whitespace();
+    let trim = |w: &str| {
+        w.trim_end_matches(['.', ',', ';', ')'])
+            .to_ascii_lowercase()
+    };
+    let first = trim(words.next()?);
+    if let Some(d) = duration_text(&first) {
+        return Some(d);
+    }
+    let n: f64 = first.parse().ok()?;
+    let unit = match trim(words.next()?).as_str() {
+        "ms" | "millisecond" | "milliseconds" => 0.001,
+        "s" | "sec" | "secs" | "second" | "seconds" => 1.0,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60.0,
+        "h" | "hour" | "hours" => 3600.0,
+        _ => return None,
+    };
+    let secs = n * unit;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+}
+
 /// `12s`, `1m30s`, `250ms`, `1.5s`, `2h`.
 pub fn duration_text(v: &str) -> Option<Duration> {
     let mut total = 0f64;
@@ -180,6 +236,46 @@ mod tests {
                 duration: e
             }
         );
+    }
+
+    #[test]
+    fn body_hints() {
+        let hint = |s: &str| body_hint(s.as_bytes());
+        assert_eq!(
+            hint(
+                r#"{"error":{"message":"Rate limit reached for gpt-4o. Please try again in 20s. Visit …"}}"#
+            ),
+            Some(Duration::from_secs(20))
+        );
+        assert_eq!(
+            hint(r#"{"error":{"message":"Please try again in 1m30s."}}"#),
+            Some(Duration::from_secs(90))
+        );
+        assert_eq!(
+            hint(r#"{"error":{"message":"Try again in 2 minutes"}}"#),
+            Some(Duration::from_secs(120))
+        );
+        assert_eq!(
+            hint(r#"{"error":{"message":"try again in 250ms"}}"#),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            hint(r#"{"error":{"type":"usage_limit_reached","resets_in_seconds":42}}"#),
+            Some(Duration::from_secs(42))
+        );
+        assert_eq!(
+            hint(
+                r#"{"error":{"code":429,"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"31s"}]}}"#
+            ),
+            Some(Duration::from_secs(31))
+        );
+        assert_eq!(
+            hint(r#"{"error":{"resets_in_seconds":999999999}}"#),
+            Some(Duration::from_secs(86_400))
+        );
+        assert_eq!(hint(r#"{"error":{"message":"slow down"}}"#), None);
+        assert_eq!(hint(r#"{"error":{"message":"try again in a bit"}}"#), None);
+        assert_eq!(hint("not json"), None);
     }
 
     #[test]

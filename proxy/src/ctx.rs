@@ -35,6 +35,9 @@ pub struct RequestCtx {
     /// Set by `upstream_response_filter` when a supplier status moves the request to another
     /// account; read once by `error_while_proxy`.
     pub status_failover: bool,
+    /// A rate-limited answer without a reset header that reaches the client: the account and the
+    /// default cooldown, cooled at the end by the reset hint its body names, if any.
+    pub rate_limited_answer: Option<(usize, std::time::Duration)>,
     /// Accounts to cool (a connection failure is noticed in a synchronous hook).
     pub to_cool: Vec<(usize, crate::cooldown::Reason, std::time::Duration)>,
     /// Metering.
@@ -54,6 +57,9 @@ pub struct Call {
     pub body: Bytes,
     /// Size of the client's original body (feeds the usage estimate).
     pub request_bytes: usize,
+    /// Audio calls: the duration read from the file at admission, in seconds (the charge when the
+    /// supplier reports none).
+    pub audio_seconds: Option<u64>,
     /// Attribution headers (`x-tollgate-project`, `x-tollgate-workflow`).
     pub project: Option<String>,
     pub workflow: Option<String>,
@@ -80,6 +86,7 @@ impl RequestCtx {
             downgraded_from: None,
             session: None,
             status_failover: false,
+            rate_limited_answer: None,
             to_cool: Vec::new(),
             meter: None,
             ttfb: None,

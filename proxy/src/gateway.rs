@@ -12,7 +12,7 @@ use crate::metrics::Metrics;
 use crate::route::Router;
 use crate::surface::{self, Route};
 use crate::upstreams::Upstream;
-use crate::{admit, auth, cooldown, inspect, local, respond, rewrite, select, settle};
+use crate::{admit, auth, cooldown, form, inspect, local, respond, rewrite, select, settle};
 use async_trait::async_trait;
 use bytes::Bytes;
 use credentials::{Env, KeyHasher};
@@ -39,6 +39,33 @@ pub struct Shared {
     pub admin: Option<std::net::SocketAddr>,
     /// Requests waiting for capacity in this proxy.
     pub queue: crate::capacity::Queue,
+}
+
+/// What inspection learned from a generation call's body, per kind of body.
+enum Work<'a> {
+    /// A JSON call (chat completions, responses): its top-level fields and what they ask.
+    Text {
+        fields: inspect::TopLevel<'a>,
+        call: inspect::CallBody,
+    },
+    /// A multipart audio transcription and the duration of its file (seconds, see `form`).
+    Audio { form: form::AudioForm, seconds: u64 },
+}
+
+impl Work<'_> {
+    fn model(&self) -> &str {
+        match self {
+            Work::Text { call, .. } => &call.model,
+            Work::Audio { form, .. } => &form.model,
+        }
+    }
+
+    fn stream(&self) -> bool {
+        match self {
+            Work::Text { call, .. } => call.stream,
+            Work::Audio { form, .. } => form.stream,
+        }
+    }
 }
 
 /// The Pingora application. Cheap to clone.
@@ -135,13 +162,29 @@ impl Gateway {
 
         let (project, workflow) = inspect::attribution(session.req_header())?;
         let original = inspect::read_body(session, s.settings.server.max_body_bytes).await?;
-        let fields = inspect::top_level(&original)?;
-        let call = inspect::call_body(route, &fields)?;
-        let mut model = s.router.resolve(&call.model, group_id)?;
-        if let Some(target) = self
-            .downgrade_target(session, &fields, &call, original.len(), &model, group_id)
-            .await
-        {
+        let work = match route {
+            Route::AudioTranscriptions => {
+                let content_type = session
+                    .req_header()
+                    .headers
+                    .get(http::header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok());
+                let form = form::audio_form(&original, content_type)?;
+                let (seconds, _exact) = form::audio_seconds(form.file(&original));
+                Work::Audio { form, seconds }
+            }
+            _ => {
+                let fields = inspect::top_level(&original)?;
+                let call = inspect::call_body(route, &fields)?;
+                Work::Text { fields, call }
+            }
+        };
+        let requested = work.model().to_string();
+        let mut model = s.router.resolve(&requested, group_id, route)?;
+        let downgrade = self
+            .downgrade_target(session, &work, original.len(), &model, group_id, route)
+            .await;
+        if let Some(target) = downgrade {
             s.metrics
                 .downgrades
                 .with_label_values(&[model.model.id.as_str(), target.model.id.as_str()])
@@ -151,7 +194,12 @@ impl Gateway {
         }
         // Routing: accounts in rendezvous order of the session (else the request), cooling ones out.
         let org_id = ctx.caller.as_ref().map(|c| c.org_id).unwrap_or_default();
-        let signal = inspect::session_signal(session.req_header(), &fields);
+        let signal = match &work {
+            Work::Text { fields, .. } => inspect::session_signal(session.req_header(), fields),
+            Work::Audio { .. } => {
+                inspect::session_signal(session.req_header(), &inspect::TopLevel::new())
+            }
+        };
         let seed = match &signal {
             Some(signal) => format!("{org_id}:{signal}"),
             None => ctx.request_id.clone(),
@@ -204,26 +252,37 @@ impl Gateway {
         let chosen = ctx.order.remove(pos);
         ctx.order.insert(0, chosen);
         ctx.slot = Some(chosen);
-        let (amount, rate) = admit::worst_case(
-            &model.model.prices,
-            ctx.caller.as_ref().and_then(|c| c.rate_ppm),
-            original.len(),
-            call.output_cap,
-            s.settings.money.default_output_tokens,
-        )?;
         let caller = ctx.caller.as_ref().ok_or(GatewayError::Internal)?;
-        let (input_tokens, input_cost) =
-            admit::input_estimate(&model.model.prices, rate, original.len());
+        let prices = &model.model.prices;
+        let (amount, rate, input_tokens, input_cost, audio_seconds) = match &work {
+            Work::Text { call, .. } => {
+                let (amount, rate) = admit::worst_case(
+                    prices,
+                    caller.rate_ppm,
+                    original.len(),
+                    call.output_cap,
+                    s.settings.money.default_output_tokens,
+                )?;
+                let (tokens, cost) = admit::input_estimate(prices, rate, original.len());
+                (amount, rate, tokens, cost, None)
+            }
+            // All of an audio call's cost is its input: a dead gateway's hold is charged in full.
+            Work::Audio { seconds, .. } => {
+                let (amount, rate) = admit::audio_worst_case(prices, caller.rate_ppm, *seconds)?;
+                (amount, rate, 0, amount, Some(*seconds))
+            }
+        };
         let meta = admit::HoldMeta {
             key_id: caller.key_id,
             group_id: caller.group_id,
             route: route.label().to_string(),
-            model_requested: call.model.clone(),
+            model_requested: requested.clone(),
             model_served: model.model.id.clone(),
-            stream: call.stream,
+            stream: work.stream(),
             started_at_ms: ctx.started_at_ms,
             input_tokens,
             input_cost_nanos: input_cost.0,
+            audio_seconds: audio_seconds.unwrap_or(0),
         };
         let hold = admit::reserve(
             s.stores.wallets.as_ref(),
@@ -236,13 +295,19 @@ impl Gateway {
         )
         .await?;
         ctx.hold = Some(hold);
-        let body = rewrite::forward_body(route, &original, &fields, &call, &model.model.id)?;
+        let body = match &work {
+            Work::Text { fields, call } => {
+                rewrite::forward_body(route, &original, fields, call, &model.model.id)?
+            }
+            Work::Audio { form, .. } => form.forward_body(&original, &model.model.id),
+        };
         ctx.call = Some(Call {
-            requested_model: call.model,
+            requested_model: requested,
             model,
-            stream: call.stream,
+            stream: work.stream(),
             body,
             request_bytes: original.len(),
+            audio_seconds,
             project,
             workflow,
         });
@@ -297,14 +362,18 @@ impl Gateway {
     async fn downgrade_target(
         &self,
         session: &Session,
-        fields: &inspect::TopLevel<'_>,
-        call: &inspect::CallBody,
+        work: &Work<'_>,
         body_bytes: usize,
         model: &Arc<crate::route::ModelRoute>,
         group_id: i64,
+        route: Route,
     ) -> Option<Arc<crate::route::ModelRoute>> {
         let s = &self.shared;
         let target_id = model.model.downgrade_to.as_deref()?;
+        // Transcriptions are never downgraded (no cheaper model hears the same audio).
+        let Work::Text { fields, call } = work else {
+            return None;
+        };
         let opted_out = session
             .req_header()
             .headers
@@ -314,7 +383,7 @@ impl Gateway {
         if opted_out || !crate::downgrade::is_simple(fields, call, body_bytes) {
             return None;
         }
-        let target = s.router.resolve(target_id, group_id).ok()?;
+        let target = s.router.resolve(target_id, group_id, route).ok()?;
         let names: Vec<&str> = model
             .accounts
             .iter()
@@ -582,8 +651,7 @@ impl ProxyHttp for Gateway {
                 .with_label_values(&[route.label()])
                 .observe(at.elapsed().as_secs_f64());
         }
-        let (Some(i), Some(Route::ChatCompletions | Route::Responses)) = (ctx.current(), ctx.route)
-        else {
+        let (Some(i), true) = (ctx.current(), ctx.call.is_some()) else {
             return Ok(());
         };
         let routing = &self.shared.settings.routing;
@@ -598,12 +666,21 @@ impl ProxyHttp for Gateway {
             }
             return Ok(());
         };
-        ctx.to_cool.push((i, reason, duration));
-        self.apply_cooldowns(ctx).await;
         if !self.may_retry(ctx) {
-            // No account left: the supplier's answer reaches the client as it is.
+            // No account left: the supplier's answer reaches the client as it is. A rate limit
+            // without a reset header is cooled when the request ends, by the hint in its body.
+            if reason == cooldown::Reason::RateLimited
+                && cooldown::reset_hint(upstream_response).is_none()
+            {
+                ctx.rate_limited_answer = Some((i, duration));
+            } else {
+                ctx.to_cool.push((i, reason, duration));
+                self.apply_cooldowns(ctx).await;
+            }
             return Ok(());
         }
+        ctx.to_cool.push((i, reason, duration));
+        self.apply_cooldowns(ctx).await;
         self.shared
             .metrics
             .failovers
@@ -638,7 +715,14 @@ impl ProxyHttp for Gateway {
                 .headers
                 .get(http::header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok());
-            ctx.meter = Some(Meter::new(content_type));
+            let mut meter = Meter::new(content_type);
+            if ctx.route == Some(Route::AudioTranscriptions) {
+                meter = meter.for_audio();
+            }
+            if ctx.rate_limited_answer.is_some() {
+                meter = meter.watching_reset();
+            }
+            ctx.meter = Some(meter);
         }
         Ok(())
     }
@@ -729,6 +813,14 @@ impl ProxyHttp for Gateway {
 
     /// Settle exactly once, on success and on failure.
     async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
+        // Cooldowns not yet written: the last account's connection failure, and a rate-limited
+        // answer cooled by the reset its body named.
+        if let Some((i, default)) = ctx.rate_limited_answer.take() {
+            let hint = ctx.meter.as_ref().and_then(Meter::reset_hint);
+            ctx.to_cool
+                .push((i, cooldown::Reason::RateLimited, hint.unwrap_or(default)));
+        }
+        self.apply_cooldowns(ctx).await;
         let status = session
             .response_written()
             .map(|h| h.status.as_u16())

@@ -195,7 +195,7 @@ pub fn call_body(route: Route, fields: &TopLevel<'_>) -> Result<CallBody, Gatewa
                 return Err(invalid("'input' is required", Some("input")));
             }
         }
-        Route::Models | Route::Admin => {}
+        Route::Models | Route::Admin | Route::AudioTranscriptions => {}
     }
     let include_usage = match fields.get("stream_options") {
         None => false,

@@ -14,6 +14,7 @@ pub mod cooldown;
 pub mod ctx;
 pub mod downgrade;
 pub mod errors;
+pub mod form;
 pub mod gateway;
 pub mod inspect;
 pub mod local;

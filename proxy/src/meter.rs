@@ -50,6 +50,12 @@ pub struct Meter {
     json_overflow: bool,
     usage: Option<Usage>,
     content_events: u64,
+    /// Audio calls: read the duration the supplier reports.
+    audio: bool,
+    audio_seconds: Option<u64>,
+    /// Rate-limited answers: read the reset hint in the body.
+    watch_reset: bool,
+    reset_hint: Option<std::time::Duration>,
 }
 
 impl Meter {
@@ -64,7 +70,24 @@ impl Meter {
             json_overflow: false,
             usage: None,
             content_events: 0,
+            audio: false,
+            audio_seconds: None,
+            watch_reset: false,
+            reset_hint: None,
         }
+    }
+
+    /// Also reads the audio duration the supplier reports (`usage.seconds` of a `duration` usage,
+    /// or a top-level `duration`).
+    pub fn for_audio(mut self) -> Meter {
+        self.audio = true;
+        self
+    }
+
+    /// Also reads a reset hint from the body (a rate-limited answer; see `cooldown::body_hint`).
+    pub fn watching_reset(mut self) -> Meter {
+        self.watch_reset = true;
+        self
     }
 
     /// Feeds one chunk of the response body, as it passes to the client.
@@ -111,6 +134,12 @@ impl Meter {
             Mode::Json => {
                 if !self.json_overflow && !self.json.is_empty() {
                     self.usage = parse_usage(&self.json).or(self.usage);
+                    if self.audio {
+                        self.audio_seconds = parse_audio_seconds(&self.json);
+                    }
+                    if self.watch_reset {
+                        self.reset_hint = crate::cooldown::body_hint(&self.json);
+                    }
                 }
                 self.json = Vec::new();
             }
@@ -124,9 +153,24 @@ impl Meter {
         }
     }
 
-    /// Whether the supplier reported usage.
+    /// Whether the supplier reported usage (tokens, or for audio a duration).
     pub fn has_usage(&self) -> bool {
-        self.usage.is_some()
+        self.usage.is_some() || self.audio_seconds.is_some()
+    }
+
+    /// The token counts the supplier reported, if it did.
+    pub fn reported(&self) -> Option<Usage> {
+        self.usage
+    }
+
+    /// The seconds of audio the supplier reported, if it did.
+    pub fn audio_seconds(&self) -> Option<u64> {
+        self.audio_seconds
+    }
+
+    /// The reset time a rate-limited body named, if it was watched and named one.
+    pub fn reset_hint(&self) -> Option<std::time::Duration> {
+        self.reset_hint
     }
 
     /// The usage of the call and how it was obtained. `request_bytes` feeds the estimate.
@@ -223,6 +267,35 @@ fn parse_usage(json: &[u8]) -> Option<Usage> {
         cached,
     })
 }
+
+#[derive(Deserialize)]
+struct AudioCarrier {
+    usage: Option<AudioUsage>,
+    duration: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct AudioUsage {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    seconds: Option<f64>,
+}
+
+/// Seconds of audio from a transcription body: `usage: {type: "duration", seconds}` or the
+/// `duration` of a verbose answer, rounded up to whole seconds; implausible values are ignored.
+fn parse_audio_seconds(json: &[u8]) -> Option<u64> {
+    let carrier: AudioCarrier = serde_json::from_slice(json).ok()?;
+    let seconds = carrier
+        .usage
+        .filter(|u| u.kind.as_deref().is_none_or(|k| k == "duration"))
+        .and_then(|u| u.seconds)
+        .or(carrier.duration)?;
+    (seconds.is_finite() && (0.0..=PLAUSIBLE_AUDIO_SECONDS).contains(&seconds))
+        .then(|| seconds.ceil() as u64)
+}
+
+/// Longest plausible transcription (a week of audio); beyond it the duration is estimated.
+const PLAUSIBLE_AUDIO_SECONDS: f64 = 604_800.0;
 
 #[cfg(test)]
 mod tests {
@@ -330,5 +403,42 @@ mod tests {
         m.observe(CHAT);
         m.finish();
         assert_eq!(m.outcome(0).1, Measurement::Exact);
+    }
+
+    #[test]
+    fn audio_durations() {
+        let seconds = |body: &[u8]| {
+            let mut m = Meter::new(Some("application/json")).for_audio();
+            m.observe(body);
+            m.finish();
+            m.audio_seconds()
+        };
+        assert_eq!(
+            seconds(br#"{"text":"hi","usage":{"type":"duration","seconds":9}}"#),
+            Some(9)
+        );
+        assert_eq!(seconds(br#"{"text":"hi","duration":8.2}"#), Some(9));
+        assert_eq!(
+            seconds(
+                br#"{"text":"hi","usage":{"type":"tokens","input_tokens":3,"output_tokens":1}}"#
+            ),
+            None
+        );
+        assert_eq!(seconds(br#"{"text":"hi","duration":-1}"#), None);
+        assert_eq!(seconds(b"plain transcript"), None);
+        // Without the audio flag the duration is not read.
+        let mut m = Meter::new(Some("application/json"));
+        m.observe(br#"{"duration":3}"#);
+        m.finish();
+        assert_eq!(m.audio_seconds(), None);
+    }
+
+    #[test]
+    fn reset_hints_in_watched_bodies() {
+        let mut m = Meter::new(Some("application/json")).watching_reset();
+        m.observe(br#"{"error":{"message":"Rate limit reached. Please try again in 20s."}}"#);
+        m.finish();
+        assert_eq!(m.reset_hint(), Some(std::time::Duration::from_secs(20)));
+        assert!(!m.has_usage());
     }
 }

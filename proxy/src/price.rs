@@ -11,12 +11,37 @@ pub enum PriceError {
     /// the model has no token prices configured
     #[error("the model has no token prices")]
     NoTokenPrices,
+    /// the model has no per-minute audio price configured
+    #[error("the model has no audio price")]
+    NoAudioPrice,
     /// the key carries no retail multiplier
     #[error("the key has no retail price")]
     NoRate,
     /// the amount does not fit in 64-bit nano-USD
     #[error("price overflow")]
     Overflow,
+}
+
+/// The cost of `seconds` of audio at the model's per-minute price × `rate_ppm`, prorated per
+/// second and rounded up to the nano-USD.
+pub fn audio_cost(
+    prices: &ModelPrices,
+    seconds: u64,
+    rate_ppm: i64,
+) -> Result<NanoUsd, PriceError> {
+    let per_minute = prices.per_minute_audio.ok_or(PriceError::NoAudioPrice)?;
+    if rate_ppm <= 0 {
+        return Err(PriceError::NoRate);
+    }
+    let numerator = i128::from(seconds)
+        .checked_mul(i128::from(per_minute.0))
+        .and_then(|v| v.checked_mul(i128::from(rate_ppm)))
+        .ok_or(PriceError::Overflow)?;
+    let denominator: i128 = 60 * 1_000_000;
+    let value = numerator / denominator + i128::from(numerator % denominator != 0);
+    i64::try_from(value)
+        .map(NanoUsd)
+        .map_err(|_| PriceError::Overflow)
 }
 
 /// The cost of `usage` at `prices` × `rate_ppm` (millionths). Cached input tokens are charged at
@@ -80,6 +105,29 @@ mod tests {
             cached: 0,
         };
         assert_eq!(cost(&prices(), u, 1_000_001), Ok(NanoUsd(151)));
+    }
+
+    #[test]
+    fn audio_costs() {
+        let p = ModelPrices {
+            per_minute_audio: Some(NanoUsd(6_000_000)), // 0.006 USD per minute
+            ..ModelPrices::default()
+        };
+        assert_eq!(audio_cost(&p, 60, 1_000_000), Ok(NanoUsd(6_000_000)));
+        assert_eq!(audio_cost(&p, 1, 1_000_000), Ok(NanoUsd(100_000)));
+        assert_eq!(audio_cost(&p, 90, 1_500_000), Ok(NanoUsd(13_500_000)));
+        assert_eq!(audio_cost(&p, 0, 1_000_000), Ok(NanoUsd(0)));
+        // 7 seconds at 0.000007 USD per minute: 0.8166… nano-USD, rounded up.
+        let tiny = ModelPrices {
+            per_minute_audio: Some(NanoUsd(7)),
+            ..ModelPrices::default()
+        };
+        assert_eq!(audio_cost(&tiny, 7, 1_000_000), Ok(NanoUsd(1)));
+        assert_eq!(
+            audio_cost(&prices(), 1, 1_000_000),
+            Err(PriceError::NoAudioPrice)
+        );
+        assert_eq!(audio_cost(&p, 1, 0), Err(PriceError::NoRate));
     }
 
     #[test]

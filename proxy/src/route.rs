@@ -1,9 +1,16 @@
 //! Phase 3, routing: which configured model a call names, whether the key may use it, and which
 //! accounts could serve it (the plan). The order in which the plan is tried is `select`'s job.
+//!
+//! A model's pool is the accounts that list it **and** have the capability its kind needs
+//! (`audio_transcription` for audio models, `video` for video models, `image_generation` for image
+//! models; text needs none). An account that lists an audio model without the capability never
+//! receives its calls: with no capable account the call fails (503 `no_account_available`) rather
+//! than going to another kind of account. A model is only served on the routes of its kind.
 
 use crate::errors::GatewayError;
+use crate::surface::Route;
 use crate::upstreams::Upstream;
-use settings::{Model, Settings};
+use settings::{Capability, Model, ModelKind, Settings};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -25,12 +32,32 @@ impl Router {
             .models
             .iter()
             .map(|m| {
-                let accounts = upstreams
+                let listing: Vec<usize> = upstreams
                     .iter()
                     .enumerate()
                     .filter(|(_, u)| u.account.models.iter().any(|id| id == &m.id))
                     .map(|(i, _)| i)
                     .collect();
+                let needs = capability_for(m.kind);
+                let accounts: Vec<usize> = listing
+                    .iter()
+                    .copied()
+                    .filter(|&i| {
+                        needs.is_none_or(|c| {
+                            upstreams
+                                .get(i)
+                                .is_some_and(|u| u.account.capabilities.contains(&c))
+                        })
+                    })
+                    .collect();
+                if accounts.len() < listing.len() {
+                    tracing::warn!(
+                        model = %m.id,
+                        capability = ?needs,
+                        skipped = listing.len() - accounts.len(),
+                        "accounts list this model without the capability its kind needs; they never receive its calls"
+                    );
+                }
                 (
                     m.id.clone(),
                     Arc::new(ModelRoute {
@@ -56,7 +83,13 @@ impl Router {
 
     /// Resolves a requested id (`gpt-4o-mini` or `openai/gpt-4o-mini`) for a key's group.
     /// A model the key cannot use is answered exactly like a model that does not exist.
-    pub fn resolve(&self, requested: &str, group_id: i64) -> Result<Arc<ModelRoute>, GatewayError> {
+    /// A model of another kind than the route serves is refused with 400 (`param: model`).
+    pub fn resolve(
+        &self,
+        requested: &str,
+        group_id: i64,
+        call_route: Route,
+    ) -> Result<Arc<ModelRoute>, GatewayError> {
         let unknown = || GatewayError::UnknownModel(requested.to_string());
         let route = match self.models.get(requested) {
             Some(r) => r,
@@ -76,9 +109,143 @@ impl Router {
         {
             return Err(unknown());
         }
-        if route.accounts.is_empty() {
-            return Err(GatewayError::NoAccount(route.model.id.clone()));
+        let model = route;
+        if let Some(kind) = call_route.model_kind()
+            && kind != model.model.kind
+        {
+            return Err(GatewayError::InvalidBody {
+                message: format!(
+                    "model {:?} is {} model; this route serves {} models",
+                    model.model.id,
+                    article(model.model.kind),
+                    kind_name(kind)
+                ),
+                param: Some("model"),
+            });
         }
-        Ok(route.clone())
+        if model.accounts.is_empty() {
+            return Err(GatewayError::NoAccount(model.model.id.clone()));
+        }
+        Ok(model.clone())
+    }
+}
+
+/// The capability an account needs to serve a model of `kind`.
+pub fn capability_for(kind: ModelKind) -> Option<Capability> {
+    match kind {
+        ModelKind::Text => None,
+        ModelKind::Audio => Some(Capability::AudioTranscription),
+        ModelKind::Image => Some(Capability::ImageGeneration),
+        ModelKind::Video => Some(Capability::Video),
+    }
+}
+
+fn kind_name(kind: ModelKind) -> &'static str {
+    match kind {
+        ModelKind::Text => "text",
+        ModelKind::Image => "image",
+        ModelKind::Audio => "audio",
+        ModelKind::Video => "video",
+    }
+}
+
+fn article(kind: ModelKind) -> String {
+    match kind {
+        ModelKind::Audio | ModelKind::Image => format!("an {}", kind_name(kind)),
+        ModelKind::Text | ModelKind::Video => format!("a {}", kind_name(kind)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONFIG: &str = r#"
+[server]
+listen = "127.0.0.1:8080"
+[admin]
+embedded = true
+[database]
+url = "sqlite::memory:"
+[security]
+key_pepper = "0123456789abcdef"
+
+[[models]]
+id = "gpt-4o-mini"
+family = "gpt-4o"
+kind = "text"
+input_per_mtok = 0.15
+output_per_mtok = 0.6
+
+[[models]]
+id = "whisper-1"
+family = "whisper"
+kind = "audio"
+per_minute_audio = 0.006
+
+[[models]]
+id = "whisper-2"
+family = "whisper"
+kind = "audio"
+per_minute_audio = 0.006
+
+[[accounts]]
+id = "plain"
+provider = "openai"
+base_url = "http://127.0.0.1:9/v1"
+api_key = "sk-a"
+models = ["gpt-4o-mini", "whisper-1", "whisper-2"]
+
+[[accounts]]
+id = "speech"
+provider = "openai"
+base_url = "http://127.0.0.1:9/v1"
+api_key = "sk-b"
+models = ["gpt-4o-mini", "whisper-1"]
+capabilities = ["audio_transcription"]
+
+[[groups]]
+id = 1
+name = "All"
+product_code = "all"
+models = ["gpt-4o-mini", "whisper-1", "whisper-2"]
+wholesale_rate_multiplier = 1
+"#;
+
+    fn router() -> Router {
+        let settings = Settings::parse(CONFIG, &|_| None).unwrap();
+        let upstreams: Vec<Upstream> = settings.accounts.iter().map(Upstream::new).collect();
+        Router::new(&settings, &upstreams)
+    }
+
+    #[test]
+    fn pools_are_filtered_by_capability() {
+        let r = router();
+        let text = r.resolve("gpt-4o-mini", 1, Route::ChatCompletions).unwrap();
+        assert_eq!(text.accounts, [0, 1], "text needs no capability");
+        let audio = r
+            .resolve("whisper-1", 1, Route::AudioTranscriptions)
+            .unwrap();
+        assert_eq!(audio.accounts, [1], "only the account with the capability");
+        // Listed only by an account without the capability: fails, never goes elsewhere.
+        match r.resolve("whisper-2", 1, Route::AudioTranscriptions) {
+            Err(GatewayError::NoAccount(id)) => assert_eq!(id, "whisper-2"),
+            other => panic!("{:?}", other.map(|m| m.accounts.clone())),
+        }
+    }
+
+    #[test]
+    fn models_only_on_routes_of_their_kind() {
+        let r = router();
+        for (model, route) in [
+            ("whisper-1", Route::ChatCompletions),
+            ("whisper-1", Route::Responses),
+            ("gpt-4o-mini", Route::AudioTranscriptions),
+        ] {
+            match r.resolve(model, 1, route) {
+                Err(GatewayError::InvalidBody { param, .. }) => assert_eq!(param, Some("model")),
+                other => panic!("{model} on {route:?}: {:?}", other.is_ok()),
+            }
+        }
     }
 }

@@ -108,7 +108,12 @@ async fn settle_hold(
                 output: e.output_tokens,
                 cached: e.cached_tokens,
             };
-            match crate::price::cost(&call.model.model.prices, usage, hold.rate_ppm) {
+            let prices = &call.model.model.prices;
+            let priced = match call.audio_seconds {
+                Some(_) => crate::price::audio_cost(prices, e.audio_seconds, hold.rate_ppm),
+                None => crate::price::cost(prices, usage, hold.rate_ppm),
+            };
+            match priced {
                 Ok(c) => c,
                 Err(err) => {
                     tracing::error!(request_id = %ctx.request_id, error = %err, "cannot price the usage; charging the hold");
@@ -154,11 +159,33 @@ fn usage_event(shared: &Shared, ctx: &RequestCtx, status: u16) -> Option<UsageEv
     let caller = ctx.caller.as_ref()?;
     let account = *ctx.tried.last()?;
     let upstream = shared.upstreams.get(account)?;
-    let (usage, measurement) = match &ctx.meter {
+    let nothing = (
+        crate::meter::Usage::default(),
+        opstate::Measurement::Exact,
+        0,
+    );
+    let (usage, measurement, audio_seconds) = match (&ctx.meter, call.audio_seconds) {
         // An error answer without usage (a refusal, a rate limit) served nothing.
-        Some(m) if status < 400 || m.has_usage() => m.outcome(call.request_bytes),
+        (Some(m), _) if status >= 400 && !m.has_usage() => nothing,
+        // Audio: the duration the supplier reported, else the one read from the file.
+        (Some(m), Some(estimate)) => match m.audio_seconds() {
+            Some(seconds) => (
+                m.reported().unwrap_or_default(),
+                opstate::Measurement::Exact,
+                seconds,
+            ),
+            None => (
+                crate::meter::Usage::default(),
+                opstate::Measurement::Estimated,
+                estimate,
+            ),
+        },
+        (Some(m), None) => {
+            let (usage, measurement) = m.outcome(call.request_bytes);
+            (usage, measurement, 0)
+        }
         // The supplier never answered with a body, or refused: nothing was served.
-        _ => (crate::meter::Usage::default(), opstate::Measurement::Exact),
+        (None, _) => nothing,
     };
     Some(UsageEvent {
         request_id: ctx.request_id.clone(),
@@ -189,6 +216,7 @@ fn usage_event(shared: &Shared, ctx: &RequestCtx, status: u16) -> Option<UsageEv
         hold_nanos: 0,
         project: call.project.clone(),
         workflow: call.workflow.clone(),
+        audio_seconds,
     })
 }
 

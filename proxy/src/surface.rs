@@ -5,6 +5,7 @@
 
 use crate::errors::Surface;
 use http::Method;
+use settings::ModelKind;
 
 /// A gateway route the proxy serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +16,9 @@ pub enum Route {
     ChatCompletions,
     /// `POST /compat/v1/responses`.
     Responses,
+    /// `POST /compat/v1/audio/transcriptions` (multipart), only to accounts with the
+    /// `audio_transcription` capability.
+    AudioTranscriptions,
     /// `/partner/v1/*`, `/api/v1/*`, `/invitations/*`, `/billing/top-up/*`: forwarded to
     /// admin-api untouched (it authenticates and answers them).
     Admin,
@@ -40,6 +44,7 @@ impl Route {
             (&Method::GET, "/compat/v1/models") => Some(Route::Models),
             (&Method::POST, "/compat/v1/chat/completions") => Some(Route::ChatCompletions),
             (&Method::POST, "/compat/v1/responses") => Some(Route::Responses),
+            (&Method::POST, "/compat/v1/audio/transcriptions") => Some(Route::AudioTranscriptions),
             _ => None,
         }
     }
@@ -50,14 +55,27 @@ impl Route {
             Route::Models => "models",
             Route::ChatCompletions => "chat_completions",
             Route::Responses => "responses",
+            Route::AudioTranscriptions => "audio_transcriptions",
             Route::Admin => "admin",
         }
     }
 
     pub fn surface(self) -> Surface {
         match self {
-            Route::Models | Route::ChatCompletions | Route::Responses => Surface::OpenAi,
+            Route::Models
+            | Route::ChatCompletions
+            | Route::Responses
+            | Route::AudioTranscriptions => Surface::OpenAi,
             Route::Admin => Surface::Admin,
+        }
+    }
+
+    /// The kind of model a generation route serves (`None`: not a generation route).
+    pub fn model_kind(self) -> Option<ModelKind> {
+        match self {
+            Route::ChatCompletions | Route::Responses => Some(ModelKind::Text),
+            Route::AudioTranscriptions => Some(ModelKind::Audio),
+            Route::Models | Route::Admin => None,
         }
     }
 
@@ -67,6 +85,7 @@ impl Route {
             Route::Models => "/models",
             Route::ChatCompletions => "/chat/completions",
             Route::Responses => "/responses",
+            Route::AudioTranscriptions => "/audio/transcriptions",
             Route::Admin => "",
         }
     }
