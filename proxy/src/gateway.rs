@@ -68,6 +68,18 @@ impl Work<'_> {
     }
 }
 
+/// The routing decision for one call (see [`Gateway::decide`]).
+struct Decision {
+    /// The model that serves the call (the downgrade target when it was downgraded).
+    model: Arc<crate::route::ModelRoute>,
+    /// The model the call asked for, when it was downgraded.
+    downgraded_from: Option<String>,
+    /// The session key (a hash of the session signal), when the call carries one.
+    session: Option<String>,
+    /// Accounts to try, in order; the first holds the call's capacity slot.
+    order: Vec<usize>,
+}
+
 /// The Pingora application. Cheap to clone.
 #[derive(Clone)]
 pub struct Gateway {
@@ -180,78 +192,14 @@ impl Gateway {
             }
         };
         let requested = work.model().to_string();
-        let mut model = s.router.resolve(&requested, group_id, route)?;
-        let downgrade = self
-            .downgrade_target(session, &work, original.len(), &model, group_id, route)
-            .await;
-        if let Some(target) = downgrade {
-            s.metrics
-                .downgrades
-                .with_label_values(&[model.model.id.as_str(), target.model.id.as_str()])
-                .inc();
-            ctx.downgraded_from = Some(model.model.id.clone());
-            model = target;
-        }
-        // Routing: accounts in rendezvous order of the session (else the request), cooling ones out.
-        let org_id = ctx.caller.as_ref().map(|c| c.org_id).unwrap_or_default();
-        let signal = match &work {
-            Work::Text { fields, .. } => inspect::session_signal(session.req_header(), fields),
-            Work::Audio { .. } => {
-                inspect::session_signal(session.req_header(), &inspect::TopLevel::new())
-            }
-        };
-        let seed = match &signal {
-            Some(signal) => format!("{org_id}:{signal}"),
-            None => ctx.request_id.clone(),
-        };
-        ctx.session = signal.as_deref().map(select::session_key);
-        let ids = self.account_id_refs();
-        let mut ordered = select::order(&model.accounts, &ids, &seed);
-        if let Some(key) = &ctx.session {
-            // The account this conversation moved to (after a failover) keeps it while alive.
-            let sticky = s
-                .stores
-                .sessions
-                .account_of(org_id, key)
-                .await
-                .map_err(|e| {
-                    tracing::error!(error = %e, "session lookup failed");
-                    GatewayError::StoreUnavailable
-                })?;
-            if let Some(account) = sticky {
-                select::prefer(&mut ordered, &ids, &account);
-            }
-        }
-        let names: Vec<&str> = ordered
-            .iter()
-            .map(|&i| ids.get(i).copied().unwrap_or_default())
-            .collect();
-        let remaining = s.stores.cooldowns.remaining(&names).await.map_err(|e| {
-            tracing::error!(error = %e, "cooldown lookup failed");
-            GatewayError::StoreUnavailable
-        })?;
-        ctx.order = select::available(&ordered, &remaining)?;
-        // Capacity: a slot on the first account with room, else a bounded wait.
-        let routing = &s.settings.routing;
-        let waited = std::time::Instant::now();
-        let taken = crate::capacity::take(
-            s.stores.slots.as_ref(),
-            &s.upstreams,
-            &ctx.order,
-            &ctx.request_id,
-            &s.queue,
-            crate::capacity::Limits {
-                slot_ttl: Duration::from_millis(routing.slot_ttl_ms),
-                depth: routing.queue_depth,
-                max_wait: Duration::from_millis(routing.queue_wait_ms),
-            },
-        )
-        .await;
-        s.metrics.queue_wait.observe(waited.elapsed().as_secs_f64());
-        let pos = taken?;
-        let chosen = ctx.order.remove(pos);
-        ctx.order.insert(0, chosen);
-        ctx.slot = Some(chosen);
+        let decision = self
+            .decide(session, ctx, &work, original.len(), route)
+            .await?;
+        ctx.downgraded_from = decision.downgraded_from;
+        ctx.session = decision.session;
+        ctx.slot = decision.order.first().copied();
+        ctx.order = decision.order;
+        let model = decision.model;
         let caller = ctx.caller.as_ref().ok_or(GatewayError::Internal)?;
         let prices = &model.model.prices;
         let (amount, rate, input_tokens, input_cost, audio_seconds) = match &work {
@@ -312,6 +260,104 @@ impl Gateway {
             workflow,
         });
         Ok(false)
+    }
+
+    /// Phase 3, the routing decision, made here and only here: the model (after a downgrade under
+    /// pressure), the session, and the accounts to try in order, the first holding a capacity slot
+    /// (rendezvous order of the session, else the request; the session's sticky account first;
+    /// cooling accounts out; a slot on the first account with room, else a bounded wait). See
+    /// docs/ARCHITECTURE.md §3 "Routing decision".
+    async fn decide(
+        &self,
+        session: &Session,
+        ctx: &RequestCtx,
+        work: &Work<'_>,
+        body_bytes: usize,
+        route: Route,
+    ) -> Result<Decision, GatewayError> {
+        let s = &self.shared;
+        let (org_id, group_id) = ctx
+            .caller
+            .as_ref()
+            .map(|c| (c.org_id, c.group_id))
+            .ok_or(GatewayError::Internal)?;
+        let mut downgraded_from = None;
+        let mut model = s.router.resolve(work.model(), group_id, route)?;
+        let downgrade = self
+            .downgrade_target(session, work, body_bytes, &model, group_id, route)
+            .await;
+        if let Some(target) = downgrade {
+            s.metrics
+                .downgrades
+                .with_label_values(&[model.model.id.as_str(), target.model.id.as_str()])
+                .inc();
+            downgraded_from = Some(model.model.id.clone());
+            model = target;
+        }
+        // Routing: accounts in rendezvous order of the session (else the request), cooling ones out.
+        let signal = match work {
+            Work::Text { fields, .. } => inspect::session_signal(session.req_header(), fields),
+            Work::Audio { .. } => {
+                inspect::session_signal(session.req_header(), &inspect::TopLevel::new())
+            }
+        };
+        let seed = match &signal {
+            Some(signal) => format!("{org_id}:{signal}"),
+            None => ctx.request_id.clone(),
+        };
+        let session_key = signal.as_deref().map(select::session_key);
+        let ids = self.account_id_refs();
+        let mut ordered = select::order(&model.accounts, &ids, &seed);
+        if let Some(key) = &session_key {
+            // The account this conversation moved to (after a failover) keeps it while alive.
+            let sticky = s
+                .stores
+                .sessions
+                .account_of(org_id, key)
+                .await
+                .map_err(|e| {
+                    tracing::error!(error = %e, "session lookup failed");
+                    GatewayError::StoreUnavailable
+                })?;
+            if let Some(account) = sticky {
+                select::prefer(&mut ordered, &ids, &account);
+            }
+        }
+        let names: Vec<&str> = ordered
+            .iter()
+            .map(|&i| ids.get(i).copied().unwrap_or_default())
+            .collect();
+        let remaining = s.stores.cooldowns.remaining(&names).await.map_err(|e| {
+            tracing::error!(error = %e, "cooldown lookup failed");
+            GatewayError::StoreUnavailable
+        })?;
+        let mut order = select::available(&ordered, &remaining)?;
+        // Capacity: a slot on the first account with room, else a bounded wait.
+        let routing = &s.settings.routing;
+        let waited = std::time::Instant::now();
+        let taken = crate::capacity::take(
+            s.stores.slots.as_ref(),
+            &s.upstreams,
+            &order,
+            &ctx.request_id,
+            &s.queue,
+            crate::capacity::Limits {
+                slot_ttl: Duration::from_millis(routing.slot_ttl_ms),
+                depth: routing.queue_depth,
+                max_wait: Duration::from_millis(routing.queue_wait_ms),
+            },
+        )
+        .await;
+        s.metrics.queue_wait.observe(waited.elapsed().as_secs_f64());
+        let pos = taken?;
+        let chosen = order.remove(pos);
+        order.insert(0, chosen);
+        Ok(Decision {
+            model,
+            downgraded_from,
+            session: session_key,
+            order,
+        })
     }
 
     /// Whether another account may still be tried for this request.
