@@ -23,6 +23,10 @@ struct Args {
     /// Instance name, echoed in the `x-mock-name` response header.
     #[arg(long, default_value = "mock")]
     name: String,
+    /// A fault every request gets unless it sends its own `x-mock-fault` (same syntax, e.g.
+    /// `status=429;retry_after=0`).
+    #[arg(long)]
+    fault: Option<mock_supplier::Fault>,
 }
 
 #[tokio::main]
@@ -33,6 +37,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         name: args.name,
     };
     let mock = MockSupplier::start_on(args.listen, config).await?;
+    mock.set_fault(args.fault);
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "mock supplier listening on {}", mock.base_url())?;
