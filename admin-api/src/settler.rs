@@ -48,7 +48,8 @@ pub enum SettleError {
     Store(#[from] opstate::StoreError),
 }
 
-/// Drains until `shutdown` turns true, pausing `idle` when the stream is empty.
+/// Drains until `shutdown` turns true, pausing `idle` whenever a round found less than a full
+/// batch (so a settled charge is at most about `idle` old when it reaches the ledger).
 pub async fn run(
     state: AppState,
     consumer: String,
@@ -63,7 +64,9 @@ pub async fn run(
                 0
             }
         };
-        if drained == 0 {
+        // A partial batch means the stream is drained: wait for the next batch to gather rather
+        // than settling events one transaction each as they trickle in.
+        if drained < BATCH {
             tokio::select! {
                 _ = shutdown.wait_for(|s| *s) => return,
                 _ = tokio::time::sleep(idle) => {}
