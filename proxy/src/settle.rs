@@ -46,7 +46,7 @@ pub async fn settle(shared: &Shared, ctx: &mut RequestCtx, status: u16) {
 
     if let Some(u) = ctx.slot.take().and_then(|i| shared.upstreams.get(i))
         && let Err(e) = shared
-            .stores
+            .stores()
             .slots
             .release(&u.account.id, &ctx.request_id)
             .await
@@ -124,7 +124,7 @@ async fn settle_hold(
         _ => settings::NanoUsd::ZERO,
     };
     let outcome = shared
-        .stores
+        .stores()
         .wallets
         .settle(hold.org, &hold.id, cost.0)
         .await;
@@ -241,7 +241,7 @@ fn record_tokens(shared: &Shared, e: &UsageEvent) {
 async fn append(shared: &Shared, event: &UsageEvent) {
     let mut last_error = None;
     for attempt in 0..APPEND_ATTEMPTS {
-        match shared.stores.usage.append(event).await {
+        match shared.stores().usage.append(event).await {
             Ok(()) => return,
             Err(e) => {
                 last_error = Some(e);

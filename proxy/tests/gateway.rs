@@ -1297,9 +1297,22 @@ async fn concurrent_calls_never_overdraw() {
         ok,
         "refused calls never reached the supplier"
     );
-    let w = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    let w = settled_wallet(&h.stores, 42).await;
     assert!(w.balance >= 0, "never overdrawn: {w:?}");
     assert_eq!(w.reserved, 0);
+}
+
+/// The wallet once every hold has closed (settlement runs after the last byte reached the
+/// client), or as it is after 5 s.
+async fn settled_wallet(stores: &Stores, org: i64) -> opstate::WalletSnapshot {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let w = stores.wallets.snapshot(org).await.unwrap().unwrap();
+        if w.reserved == 0 || Instant::now() > deadline {
+            return w;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]
@@ -1631,7 +1644,7 @@ async fn two_proxies_on_one_redis_never_overdraw() {
         ok,
         "refused calls never reached the supplier"
     );
-    let w = stores.wallets.snapshot(org).await.unwrap().unwrap();
+    let w = settled_wallet(&stores, org).await;
     assert!(
         w.balance >= 0 && w.reserved == 0,
         "never overdrawn, every hold closed: {w:?}"
