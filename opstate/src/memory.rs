@@ -44,7 +44,30 @@ struct WalletState {
     pending: i64,
     /// Holds charged in this incarnation and not yet confirmed: hold id → amount.
     charged: HashMap<String, i64>,
-    confirmed: HashSet<String>,
+    /// Confirmed charges and when: a confirmation redelivered within [`CONFIRMED_RETENTION`] is
+    /// recognised as a duplicate; older ids are forgotten, so the map stays bounded by the
+    /// traffic of that window instead of growing with every request the process ever served.
+    confirmed: HashMap<String, Instant>,
+    /// Size of `confirmed` at which it is next pruned.
+    confirmed_prune_at: usize,
+}
+
+/// How long a confirmed charge's id is remembered. A confirmation is redelivered only when the
+/// settler died between confirming and acknowledging, and the in-memory usage stream dies with the
+/// process, so a few minutes are plenty.
+const CONFIRMED_RETENTION: Duration = Duration::from_secs(600);
+
+impl WalletState {
+    /// Records a confirmed charge; `false` when it was confirmed before.
+    fn remember_confirmed(&mut self, hold_id: &str) -> bool {
+        let now = Instant::now();
+        if self.confirmed.len() >= self.confirmed_prune_at.max(1024) {
+            self.confirmed
+                .retain(|_, at| now.duration_since(*at) < CONFIRMED_RETENTION);
+            self.confirmed_prune_at = self.confirmed.len() * 2;
+        }
+        self.confirmed.insert(hold_id.to_string(), now).is_none()
+    }
 }
 
 impl WalletState {
@@ -323,10 +346,10 @@ impl Wallets for MemoryStore {
         };
         if wallet.charged.remove(hold_id).is_some() {
             wallet.pending -= amount;
-            wallet.confirmed.insert(hold_id.to_string());
+            wallet.remember_confirmed(hold_id);
             return Ok(Confirmation::Confirmed);
         }
-        if !wallet.confirmed.insert(hold_id.to_string()) {
+        if !wallet.remember_confirmed(hold_id) {
             return Ok(Confirmation::Duplicate);
         }
         wallet.balance -= amount;
