@@ -186,11 +186,7 @@ async fn settle_batch<'a>(
                 .iter()
                 .map(|c| record(c.event, c.charged, c.excess, now)),
         )
-        .on_conflict(
-            OnConflict::column(usage_records::Column::RequestId)
-                .do_nothing()
-                .to_owned(),
-        )
+        .on_conflict(once_per_request())
         .exec_without_returning(&txn)
         .await?;
     }
@@ -263,6 +259,13 @@ impl Bucket {
     }
 }
 
+/// A usage record is written once per request id; a second insert does nothing.
+fn once_per_request() -> OnConflict {
+    OnConflict::column(usage_records::Column::RequestId)
+        .do_nothing()
+        .to_owned()
+}
+
 fn record(
     e: &UsageEvent,
     charged: i64,
@@ -316,11 +319,7 @@ async fn settle_event(state: &AppState, e: &UsageEvent) -> Result<(), SettleErro
         excess = e.cost_nanos - charged;
     }
     let inserted = usage_records::Entity::insert(record(e, charged, excess, Utc::now()))
-        .on_conflict(
-            OnConflict::column(usage_records::Column::RequestId)
-                .do_nothing()
-                .to_owned(),
-        )
+        .on_conflict(once_per_request())
         .exec_without_returning(&txn)
         .await?;
     if inserted == 0 {

@@ -2506,33 +2506,14 @@ async fn settlement_is_idempotent_under_redelivery() {
             excess: 0
         }
     );
-    let event = opstate::UsageEvent {
-        request_id: "req-1".into(),
-        key_id: 1,
-        org_id: org,
-        group_id: 1,
-        route: "chat_completions".into(),
-        model_requested: "gpt-4o-mini".into(),
-        model_served: "gpt-4o-mini".into(),
-        account_id: "a".into(),
-        input_tokens: 10,
-        output_tokens: 5,
-        cached_tokens: 0,
-        measurement: opstate::Measurement::Exact,
-        status: 200,
-        stream: false,
-        started_at_ms: 1_700_000_000_000,
-        latency_ms: 5,
-        ttfb_ms: Some(1),
-        attempts: 1,
-        cost_nanos: 400_000,
-        charged_nanos: 400_000,
-        excess_nanos: 0,
-        hold_nanos: 1_000_000,
-        project: None,
-        workflow: None,
-        audio_seconds: 0,
-    };
+    let event = settled_event(
+        "req-1",
+        org,
+        "gpt-4o-mini",
+        1_700_000_000_000,
+        400_000,
+        400_000,
+    );
     // The same event delivered three times (a settler died before acknowledging).
     for _ in 0..3 {
         api.state.stores.usage.append(&event).await.unwrap();
