@@ -34,7 +34,7 @@ static COOLDOWN: LazyLock<Script> =
 static SLOT_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/slot_acquire.v1.lua")));
 
-static WALLET: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/wallet.v1.lua")));
+static WALLET: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/wallet.v2.lua")));
 
 /// Entries written per round trip when loading the key directory.
 const LOAD_BATCH: usize = 500;
@@ -269,7 +269,11 @@ impl RedisStore {
         let mut conn = self.conn.clone();
         let keys = self.schema.wallet(org);
         let mut invocation = WALLET.key(&keys[0]);
-        invocation.key(&keys[1]).key(&keys[2]).key(&keys[3]);
+        invocation
+            .key(&keys[1])
+            .key(&keys[2])
+            .key(&keys[3])
+            .key(&keys[4]);
         for a in args {
             invocation.arg(*a);
         }

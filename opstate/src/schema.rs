@@ -11,6 +11,7 @@
 //! | `{prefix}{org:N}:holds` | hash | open holds: hold id → `amount:deadline_ms` |
 //! | `{prefix}{org:N}:adjusted` | set | references of balance adjustments already applied |
 //! | `{prefix}{org:N}:holdmeta` | hash | hold id → the gateway's description of the call |
+//! | `{prefix}{org:N}:confirmed` | sorted set | confirmed charges (hold id → ms), kept 10 minutes |
 //! | `{prefix}{wallets}:holding` | set | organizations that have held money (reconciler work list) |
 //! | `{prefix}{org:N}:session:S` | string with TTL | the account session S of organization N last used |
 //! | `{prefix}{slots:ACCOUNT}` | sorted set | live capacity slots of the account (slot id → expiry ms) |
@@ -44,14 +45,15 @@ impl KeySchema {
         format!("{}{{rl:{name}}}", self.prefix)
     }
 
-    /// The three keys of one organization's wallet (one hash slot).
-    pub fn wallet(&self, org: i64) -> [String; 4] {
+    /// The keys of one organization's wallet (one hash slot).
+    pub fn wallet(&self, org: i64) -> [String; 5] {
         let p = &self.prefix;
         [
             format!("{p}{{org:{org}}}:wallet"),
             format!("{p}{{org:{org}}}:holds"),
             format!("{p}{{org:{org}}}:adjusted"),
             format!("{p}{{org:{org}}}:holdmeta"),
+            format!("{p}{{org:{org}}}:confirmed"),
         ]
     }
 

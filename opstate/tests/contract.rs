@@ -728,6 +728,7 @@ mod wallets {
                                 .arg(&keys[1])
                                 .arg(&keys[2])
                                 .arg(&keys[3])
+                                .arg(&keys[4])
                                 .query_async(&mut conn)
                                 .await
                                 .unwrap();
@@ -906,4 +907,63 @@ async fn concurrent_slot_takers_never_exceed_the_cap() {
         }
         assert_eq!(taken, 7, "{name}");
     }
+}
+
+/// Redis only: confirmed charges live in their own pruned sorted set, never in the adjustment
+/// set, and a reload removes the `confirmed:` members an earlier script version left there.
+#[tokio::test]
+async fn redis_confirmed_charges_stay_out_of_the_adjustment_set() {
+    let Ok(url) = std::env::var("REDIS_URL") else {
+        return;
+    };
+    let prefix = format!("confirmed:{}:", uuid::Uuid::new_v4().simple());
+    let raw = RedisStore::connect(&url, &prefix).await.unwrap();
+    let s = Stores::redis(&url, &prefix).await.unwrap();
+    let keys = raw.schema().wallet(7);
+    let mut conn = raw.connection();
+    s.wallets.load(7, 1_000).await.unwrap();
+    for h in ["a", "b"] {
+        s.wallets.reserve(7, h, 100, 60_000, "").await.unwrap();
+        s.wallets.settle(7, h, 40).await.unwrap();
+        assert_eq!(
+            s.wallets.confirm(7, h, 40).await.unwrap(),
+            opstate::Confirmation::Confirmed
+        );
+        assert_eq!(
+            s.wallets.confirm(7, h, 40).await.unwrap(),
+            opstate::Confirmation::Duplicate
+        );
+    }
+    let adjusted: Vec<String> = redis::cmd("SMEMBERS")
+        .arg(&keys[2])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(adjusted.is_empty(), "{adjusted:?}");
+    let confirmed: u64 = redis::cmd("ZCARD")
+        .arg(&keys[4])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(confirmed, 2);
+    // A member written by wallet v1 is still recognised, and a reload clears it.
+    let _: () = redis::cmd("SADD")
+        .arg(&keys[2])
+        .arg("confirmed:old")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.wallets.confirm(7, "old", 40).await.unwrap(),
+        opstate::Confirmation::Duplicate
+    );
+    s.wallets.load(7, 920).await.unwrap();
+    let adjusted: Vec<String> = redis::cmd("SMEMBERS")
+        .arg(&keys[2])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(adjusted.is_empty(), "{adjusted:?}");
+    let snap = s.wallets.snapshot(7).await.unwrap().unwrap();
+    assert_eq!((snap.balance, snap.pending), (920, 0));
 }

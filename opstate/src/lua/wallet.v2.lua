@@ -1,10 +1,13 @@
--- wallet v1: every wallet operation, one atomic script.
+-- wallet v2: every wallet operation, one atomic script. (v2: confirmed charges moved from the
+-- adjusted set, where they were never removed, to a sorted set pruned after ten minutes.)
 -- KEYS[1] = wallet hash {prefix}{org:N}:wallet  (fields: balance, reserved)
 -- KEYS[2] = holds hash  {prefix}{org:N}:holds   (hold id -> "amount:deadline_ms")
 -- KEYS[3] = applied adjustment references {prefix}{org:N}:adjusted (set); settled hold ids are
 --           kept there as "charged:<hold>" until the ledger confirms them
 -- KEYS[4] = hold descriptions {prefix}{org:N}:holdmeta (hold id -> JSON written by the gateway),
 --           what the reconciler needs to settle a hold whose gateway died
+-- KEYS[5] = confirmed charges {prefix}{org:N}:confirmed (sorted set: hold id -> confirmation
+--           time in ms), remembered CONFIRMED_MS so a redelivered confirmation is recognised
 -- ARGV[1] = operation; further ARGV per operation. Amounts are integer nano-USD (exact below 2^53).
 local op = ARGV[1]
 local function now_ms()
@@ -14,6 +17,9 @@ end
 local function num(v) return tonumber(v or '0') or 0 end
 -- Numbers are written with %d: Lua's default formatting would switch to exponents above 1e14.
 local function s(x) return string.format('%d', x) end
+-- A confirmation is redelivered within about 30 s (a settler died between confirming and
+-- acknowledging); ten minutes is ample, and keeps the set bounded by ten minutes of traffic.
+local CONFIRMED_MS = 600000
 
 if op == 'load' then
   redis.call('HSET', KEYS[1], 'balance', ARGV[2])
@@ -22,7 +28,9 @@ if op == 'load' then
   redis.call('HSET', KEYS[1], 'pending', '0')
   local members = redis.call('SMEMBERS', KEYS[3])
   for i = 1, #members do
-    if string.sub(members[i], 1, 8) == 'charged:' then redis.call('SREM', KEYS[3], members[i]) end
+    local kind = string.sub(members[i], 1, 8)
+    -- 'confirmed:' members were written by wallet v1; v2 keeps them in KEYS[5].
+    if kind == 'charged:' or kind == 'confirme' then redis.call('SREM', KEYS[3], members[i]) end
   end
   if redis.call('HEXISTS', KEYS[1], 'reserved') == 0 then
     -- Recompute from open holds (a partial loss may have kept them).
@@ -86,13 +94,16 @@ elseif op == 'confirm' then
   -- it stops being pending; otherwise (the mirror was reloaded before the ledger had it) the mirror
   -- takes the debit now.
   local amount = tonumber(ARGV[2])
+  local now = now_ms()
+  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. s(now - CONFIRMED_MS))
   if redis.call('SREM', KEYS[3], 'charged:' .. ARGV[3]) == 1 then
     redis.call('HSET', KEYS[1], 'pending', s(pending - amount))
-    redis.call('SADD', KEYS[3], 'confirmed:' .. ARGV[3])
+    redis.call('ZADD', KEYS[5], now, ARGV[3])
     return {1}
   end
+  if redis.call('ZSCORE', KEYS[5], ARGV[3]) then return {2} end
   if redis.call('SISMEMBER', KEYS[3], 'confirmed:' .. ARGV[3]) == 1 then return {2} end
-  redis.call('SADD', KEYS[3], 'confirmed:' .. ARGV[3])
+  redis.call('ZADD', KEYS[5], now, ARGV[3])
   redis.call('HSET', KEYS[1], 'balance', s(balance - amount))
   return {3}
 elseif op == 'snapshot' then
