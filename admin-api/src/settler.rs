@@ -9,7 +9,7 @@
 //! being pending, then the stream entries are acknowledged. A crash anywhere redelivers the
 //! entries; every step is idempotent. Should another settler record one of the batch's events
 //! concurrently (two admin-api instances), the batch is rolled back and its events are settled one
-//! transaction each, as before batching.
+//! transaction each (the same path over a batch of one).
 //!
 //! Decision: batching turns about ten statements and one commit per request into a few statements
 //! per request and one commit per batch; the benchmark showed per-event transactions costing more
@@ -88,17 +88,20 @@ pub async fn drain_once(state: &AppState, consumer: &str) -> Result<usize, Settl
         return Ok(0);
     }
     let events: Vec<&UsageEvent> = entries.iter().map(|e| &e.event).collect();
-    match settle_batch(state, &events).await? {
-        Some(confirmations) => {
-            for (e, charged) in confirmations {
-                confirm(state, e, charged).await?;
-            }
-        }
+    let confirmations = match settle_batch(state, &events).await? {
+        Some(confirmations) => confirmations,
+        // Another settler recorded one of these meanwhile: one event per transaction, where such
+        // a race leaves the event recorded by the other, which the next attempt sees.
         None => {
+            let mut all = Vec::with_capacity(events.len());
             for e in &events {
-                settle_event(state, e).await?;
+                all.extend(settle_alone(state, e).await?);
             }
+            all
         }
+    };
+    for (e, charged) in confirmations {
+        confirm(state, e, charged).await?;
     }
     let acked: Vec<String> = entries.into_iter().map(|e| e.id).collect();
     state.stores.usage.ack(&acked).await?;
@@ -306,52 +309,21 @@ fn at_ms(ms: u64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(i64::try_from(ms).unwrap_or(i64::MAX)).unwrap_or_else(Utc::now)
 }
 
-async fn settle_event(state: &AppState, e: &UsageEvent) -> Result<(), SettleError> {
-    let txn = begin(&state.db).await?;
-    let started = at_ms(e.started_at_ms);
-    let mut charged = e.charged_nanos.max(0);
-    let mut excess = e.excess_nanos.max(0);
-    let unresolved = charged == 0 && e.cost_nanos > 0;
-    if unresolved {
-        // The hold was gone at settlement: charge from the ledger wallet what it can pay.
-        let wallet = ledger::balance(&txn, &AccountRef::org_wallet(e.org_id).code).await?;
-        charged = e.cost_nanos.min(wallet.0.max(0));
-        excess = e.cost_nanos - charged;
+/// Settles one event in its own transaction (the batch path over a batch of one). A race with
+/// another settler can only make the event recorded, so a second attempt finds it settled.
+async fn settle_alone<'a>(
+    state: &AppState,
+    e: &'a UsageEvent,
+) -> Result<Vec<(&'a UsageEvent, i64)>, SettleError> {
+    for _ in 0..2 {
+        if let Some(confirmations) = settle_batch(state, &[e]).await? {
+            return Ok(confirmations);
+        }
     }
-    let inserted = usage_records::Entity::insert(record(e, charged, excess, Utc::now()))
-        .on_conflict(once_per_request())
-        .exec_without_returning(&txn)
-        .await?;
-    if inserted == 0 {
-        // Settled before (a redelivery): nothing more to book. The mirror may still need the
-        // confirmation if the previous round died after its commit.
-        txn.rollback().await?;
-        confirm(state, e, charged).await?;
-        return Ok(());
-    }
-    let hour = started
-        .duration_trunc(TimeDelta::hours(1))
-        .unwrap_or(started);
-    let mut bucket = Bucket::default();
-    bucket.add(e);
-    add_to_bucket(&txn, e.org_id, e.key_id, &e.model_served, hour, &bucket).await?;
-    ledger::transfer(
-        &txn,
-        &format!("spend:{}", e.request_id),
-        "spend",
-        &AccountRef::org_wallet(e.org_id),
-        &AccountRef::org_spend(e.org_id),
-        NanoUsd(charged),
-    )
-    .await?;
-    let charge = Charge {
-        event: e,
-        charged,
-        excess,
-    };
-    book_partner_usage_batch(&txn, state, e.org_id, &[&charge], &e.request_id).await?;
-    txn.commit().await?;
-    confirm(state, e, charged).await
+    Err(SettleError::Database(DbErr::Custom(format!(
+        "usage record {} neither inserted nor found",
+        e.request_id
+    ))))
 }
 
 /// The partner's side of charges of one organization: their wholesale cost (each charge ×
