@@ -33,15 +33,9 @@ pub fn audio_cost(
     if rate_ppm <= 0 {
         return Err(PriceError::NoRate);
     }
-    let numerator = i128::from(seconds)
-        .checked_mul(i128::from(per_minute.0))
-        .and_then(|v| v.checked_mul(i128::from(rate_ppm)))
-        .ok_or(PriceError::Overflow)?;
-    let denominator: i128 = 60 * 1_000_000;
-    let value = numerator / denominator + i128::from(numerator % denominator != 0);
-    i64::try_from(value)
-        .map(NanoUsd)
-        .map_err(|_| PriceError::Overflow)
+    // seconds × nano-USD per minute × rate / 1e6, / 60 seconds.
+    let weighted = i128::from(seconds) * i128::from(per_minute.0);
+    priced(weighted, rate_ppm, 60 * 1_000_000)
 }
 
 /// The cost of `usage` at `prices` × `rate_ppm` (millionths). Cached input tokens are charged at
@@ -59,10 +53,14 @@ pub fn cost(prices: &ModelPrices, usage: Usage, rate_ppm: i64) -> Result<NanoUsd
     let weighted: i128 = i128::from(uncached) * i128::from(input.0)
         + i128::from(cached_tokens) * i128::from(cached.0)
         + i128::from(usage.output) * i128::from(output.0);
+    priced(weighted, rate_ppm, 1_000_000 * 1_000_000)
+}
+
+/// ⌈weighted × rate_ppm / denominator⌉ nano-USD, exact in 128-bit integers.
+fn priced(weighted: i128, rate_ppm: i64, denominator: i128) -> Result<NanoUsd, PriceError> {
     let numerator = weighted
         .checked_mul(i128::from(rate_ppm))
         .ok_or(PriceError::Overflow)?;
-    let denominator: i128 = 1_000_000 * 1_000_000;
     let value = numerator / denominator + i128::from(numerator % denominator != 0);
     i64::try_from(value)
         .map(NanoUsd)
