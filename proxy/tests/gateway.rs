@@ -151,6 +151,12 @@ author = "openai"
 per_minute_audio = 0.006
 
 [[models]]
+id = "whisper-2"
+family = "whisper"
+kind = "audio"
+per_minute_audio = 0.006
+
+[[models]]
 id = "dead-model"
 family = "dead"
 kind = "text"
@@ -162,7 +168,7 @@ id = "mock"
 provider = "openai"
 base_url = "{mock_url}"
 api_key = "sk-mock-supplier"
-models = ["gpt-4o-mini", "gpt-4o", "small-model", "twin-model", "whisper-1"]
+models = ["gpt-4o-mini", "gpt-4o", "small-model", "twin-model", "whisper-1", "whisper-2"]
 max_concurrency = 1000
 
 [[accounts]]
@@ -211,7 +217,7 @@ wholesale_rate_multiplier = 1
 id = 4
 name = "Audio"
 product_code = "audio"
-models = ["whisper-1", "gpt-4o-mini"]
+models = ["whisper-1", "whisper-2", "gpt-4o-mini"]
 wholesale_rate_multiplier = 1
 "#
     )
@@ -2409,6 +2415,22 @@ async fn bad_transcription_requests_change_nothing() {
         assert!(reply["error"]["message"].is_string(), "{reply}");
         assert_eq!(reply["error"]["param"], param, "{reply}");
     }
+    // An audio model listed only by an account without the audio capability: refused, never sent
+    // to that account.
+    let resp = h
+        .http
+        .post(h.url("/compat/v1/audio/transcriptions"))
+        .bearer_auth(&key)
+        .header("content-type", FORM_TYPE)
+        .body(transcription_form(&[("model", "whisper-2")], &audio))
+        .send()
+        .await
+        .unwrap();
+    let (status, reply) = json_of(resp).await;
+    assert_eq!(status, 503, "{reply}");
+    assert_eq!(reply["error"]["type"], "service_unavailable", "{reply}");
+    assert_eq!(reply["error"]["code"], "no_account_available", "{reply}");
+    assert!(reply["error"]["message"].is_string(), "{reply}");
     // An audio model on a text route.
     let resp = h
         .http
