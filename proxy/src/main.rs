@@ -130,8 +130,9 @@ fn run(settings: Arc<Settings>) -> Result<(), String> {
 
 /// Log lines go to stderr through a 64 KiB buffer flushed at least every second (and whenever it
 /// fills), like nginx's `access_log … buffer=64k flush=1s`: one write per request line cost the
-/// gateway a quarter of its CPU per request in the benchmark. A crash loses at most the last second
-/// of log lines; usage and money never depend on logs (they travel in the usage stream).
+/// gateway a quarter of its CPU per request in the benchmark. Warnings and errors are flushed at
+/// once (among them a usage event the stream refused, logged in full so it can be replayed), so a
+/// crash loses at most the last second of info lines.
 #[derive(Clone)]
 struct BufferedStderr(Arc<std::sync::Mutex<std::io::BufWriter<std::io::Stderr>>>);
 
@@ -165,17 +166,49 @@ impl BufferedStderr {
     }
 }
 
-impl std::io::Write for BufferedStderr {
+/// One log line's writer: flushes on drop when the line is a warning or an error.
+struct LogLine {
+    out: BufferedStderr,
+    urgent: bool,
+}
+
+impl std::io::Write for LogLine {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match self.0.lock() {
+        match self.out.0.lock() {
             Ok(mut w) => w.write(buf),
             Err(_) => std::io::stderr().write(buf),
         }
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        self.flush_now();
+        self.out.flush_now();
         Ok(())
+    }
+}
+
+impl Drop for LogLine {
+    fn drop(&mut self) {
+        if self.urgent {
+            self.out.flush_now();
+        }
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for BufferedStderr {
+    type Writer = LogLine;
+
+    fn make_writer(&'a self) -> LogLine {
+        LogLine {
+            out: self.clone(),
+            urgent: false,
+        }
+    }
+
+    fn make_writer_for(&'a self, meta: &tracing::Metadata<'_>) -> LogLine {
+        LogLine {
+            out: self.clone(),
+            urgent: *meta.level() <= tracing::Level::WARN,
+        }
     }
 }
 
@@ -185,7 +218,7 @@ fn init_logging() {
     let out = BufferedStderr::start();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(move || out.clone());
+        .with_writer(out);
     if std::env::var("TOLLGATE_LOG_FORMAT").as_deref() == Ok("json") {
         builder.json().init();
     } else {
