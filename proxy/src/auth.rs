@@ -5,7 +5,8 @@
 //! in the key directory. Never logs or stores the presented value. Fails closed: a store error is
 //! an error, never an anonymous pass.
 
-use crate::errors::GatewayError;
+use crate::classify::Route;
+use crate::errors::{GatewayError, Surface};
 use credentials::{Env, KeyHasher, Kind};
 use opstate::{KeyDirectory, KeyRecord};
 use pingora::http::RequestHeader;
@@ -72,6 +73,16 @@ pub async fn authenticate(
             Err(GatewayError::StoreUnavailable)
         }
     }
+}
+
+/// Whether `caller`'s key may use `route`'s surface (403 `permission_denied` when not).
+pub fn permit(caller: &KeyRecord, route: Route) -> Result<(), GatewayError> {
+    let allowed = match route.surface() {
+        Surface::OpenAi => caller.permissions.openai,
+        // Admin routes are authenticated by admin-api, never with a customer key.
+        Surface::Admin => false,
+    };
+    allowed.then_some(()).ok_or(GatewayError::PermissionDenied)
 }
 
 #[cfg(test)]

@@ -1,54 +1,60 @@
 //! Per-request state, grouped by the phase that fills it. Created empty by `new_ctx`, filled in
 //! request order, read by `logging` to settle.
 
+use crate::classify::Route;
+use crate::inspect::Work;
 use crate::meter::Meter;
-use crate::route::ModelRoute;
-use crate::surface::Route;
+use crate::money::admit::Hold;
+use crate::money::settle::Finished;
+use crate::route::Decision;
+use crate::route::cooldown::Cooling;
+use crate::route::models::ModelRoute;
+use crate::upstream::Accounts;
 use bytes::Bytes;
 use opstate::KeyRecord;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// Everything the gateway knows about one request.
+/// Everything the gateway knows about one request (opaque outside the crate).
 pub struct RequestCtx {
-    pub request_id: String,
-    pub started: Instant,
-    pub started_at_ms: u64,
+    pub(crate) request_id: String,
+    pub(crate) started: Instant,
+    pub(crate) started_at_ms: u64,
     /// Classification: the route, once known.
-    pub route: Option<Route>,
+    pub(crate) route: Option<Route>,
     /// Authentication: the caller's key record.
-    pub caller: Option<KeyRecord>,
+    pub(crate) caller: Option<KeyRecord>,
     /// Inspection and routing: the call, once its body was read and its model resolved.
-    pub call: Option<Call>,
+    pub(crate) call: Option<Call>,
     /// Admission: the hold on the organization's wallet, settled exactly once in `logging`.
-    pub hold: Option<crate::admit::Hold>,
+    pub(crate) hold: Option<Hold>,
     /// Selection: accounts in the order to try, and those tried so far.
-    pub order: Vec<usize>,
-    pub tried: Vec<usize>,
-    pub first_attempt_at: Option<Instant>,
+    pub(crate) order: Vec<usize>,
+    pub(crate) tried: Vec<usize>,
+    pub(crate) first_attempt_at: Option<Instant>,
     /// The model the call asked for when it was downgraded to another.
-    pub downgraded_from: Option<String>,
+    pub(crate) downgraded_from: Option<String>,
     /// The capacity slot held: the account index (into the upstream list) it is on.
-    pub slot: Option<usize>,
+    pub(crate) slot: Option<usize>,
     /// The session (a hash of its signal), when the call carries one.
-    pub session: Option<String>,
+    pub(crate) session: Option<String>,
     /// Set by `upstream_response_filter` when a supplier status moves the request to another
     /// account; read once by `error_while_proxy`.
-    pub status_failover: bool,
+    pub(crate) status_failover: bool,
     /// A rate-limited answer without a reset header that reaches the client: the account and the
     /// default cooldown, cooled at the end by the reset hint its body names, if any.
-    pub rate_limited_answer: Option<(usize, std::time::Duration)>,
+    pub(crate) rate_limited_answer: Option<(usize, std::time::Duration)>,
     /// Accounts to cool (a connection failure is noticed in a synchronous hook).
-    pub to_cool: Vec<(usize, crate::cooldown::Reason, std::time::Duration)>,
+    pub(crate) to_cool: Vec<Cooling>,
     /// Metering.
-    pub meter: Option<Meter>,
-    pub ttfb: Option<Duration>,
+    pub(crate) meter: Option<Meter>,
+    pub(crate) ttfb: Option<Duration>,
     /// The bounded label of the error the gateway answered with, if it answered itself.
-    pub refusal: Option<&'static str>,
+    pub(crate) refusal: Option<&'static str>,
 }
 
 /// A generation call after inspection and routing.
-pub struct Call {
+pub(crate) struct Call {
     /// The model id as the client sent it.
     pub requested_model: String,
     pub model: Arc<ModelRoute>,
@@ -65,8 +71,32 @@ pub struct Call {
     pub workflow: Option<String>,
 }
 
+impl Call {
+    /// The call inspection and routing produced, forwarding `body` to accounts of `model`.
+    pub(crate) fn new(work: Work<'_>, body: Bytes, model: Arc<ModelRoute>) -> Call {
+        Call {
+            requested_model: work.model().to_string(),
+            model,
+            stream: work.stream(),
+            body,
+            request_bytes: work.body_bytes,
+            audio_seconds: work.audio_seconds(),
+            project: work.project,
+            workflow: work.workflow,
+        }
+    }
+}
+
 impl RequestCtx {
-    pub fn new() -> RequestCtx {
+    /// Follows a routing decision: its order, its slot, its session and downgrade.
+    pub(crate) fn follow(&mut self, decision: Decision) {
+        self.slot = decision.order.first().copied();
+        self.order = decision.order;
+        self.session = decision.session;
+        self.downgraded_from = decision.downgraded_from;
+    }
+
+    pub(crate) fn new() -> RequestCtx {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -94,9 +124,34 @@ impl RequestCtx {
         }
     }
 
+    /// Whether another account may still be tried: one of the order is untried, and fewer than
+    /// `max_attempts` were made.
+    pub(crate) fn may_retry(&self, max_attempts: u32) -> bool {
+        let attempts = u32::try_from(self.tried.len()).unwrap_or(u32::MAX);
+        attempts < max_attempts && crate::route::select::next(&self.order, &self.tried).is_some()
+    }
+
     /// The account currently being tried.
-    pub fn current(&self) -> Option<usize> {
+    pub(crate) fn current(&self) -> Option<usize> {
         self.tried.last().copied()
+    }
+
+    /// The request as settlement sees it, once it ended with `status` (0: nothing was sent).
+    pub(crate) fn finished<'a>(&'a self, status: u16, accounts: &'a Accounts) -> Finished<'a> {
+        Finished {
+            request_id: &self.request_id,
+            route: self.route,
+            status,
+            caller: self.caller.as_ref(),
+            call: self.call.as_ref(),
+            account: self.current().and_then(|i| accounts.id(i)),
+            meter: self.meter.as_ref(),
+            started_at_ms: self.started_at_ms,
+            latency: self.started.elapsed(),
+            ttfb: self.ttfb,
+            attempts: u32::try_from(self.tried.len()).unwrap_or(u32::MAX),
+            refusal: self.refusal,
+        }
     }
 }
 

@@ -1,8 +1,10 @@
 //! Gateway errors and the one place that turns them into responses.
 //!
 //! Every phase returns a [`GatewayError`]; [`GatewayError::reply`] maps each variant to a status, a
-//! wire body in the shape of the surface the client called, and a bounded metric label. The match
-//! has no wildcard arm: a new variant does not compile until someone decides its answer.
+//! wire body in the shape of the surface the client called, and a bounded metric label. Pingora's
+//! own errors (a supplier unreachable, a timeout, a malformed answer) become a [`GatewayError`]
+//! through [`GatewayError::from_pingora`]. Neither match has a wildcard arm: a new variant does not
+//! compile until someone decides its answer.
 
 use bytes::Bytes;
 use serde_json::json;
@@ -84,6 +86,53 @@ pub enum GatewayError {
     /// A bug or an impossible state; details are in the log, not the body.
     #[error("internal gateway error")]
     Internal,
+}
+
+impl GatewayError {
+    /// A body the route does not accept, naming the offending parameter when there is one.
+    pub fn invalid(message: impl Into<String>, param: Option<&'static str>) -> GatewayError {
+        GatewayError::InvalidBody {
+            message: message.into(),
+            param,
+        }
+    }
+
+    /// The answer to a Pingora error that ended a request before the client saw a response;
+    /// `None`: the client is gone (a downstream read or write failed), nothing can be answered.
+    pub fn from_pingora(e: &pingora::Error) -> Option<GatewayError> {
+        use pingora::{ErrorSource, ErrorType::*};
+        match e.etype() {
+            ConnectTimedout | ConnectRefused | ConnectNoRoute | TLSWantX509Lookup
+            | TLSHandshakeFailure | TLSHandshakeTimedout | InvalidCert | HandshakeError
+            | ConnectError | BindError | SocketError | ConnectProxyFailure => {
+                Some(GatewayError::UpstreamUnreachable)
+            }
+            ReadTimedout | WriteTimedout => match e.esource() {
+                ErrorSource::Downstream => None,
+                _ => Some(GatewayError::UpstreamTimeout),
+            },
+            InvalidHTTPHeader | H1Error | H2Error | H2Downgrade | InvalidH2 => match e.esource() {
+                ErrorSource::Downstream => {
+                    Some(GatewayError::invalid("malformed HTTP request", None))
+                }
+                _ => Some(GatewayError::UpstreamProtocol),
+            },
+            ReadError | WriteError | ConnectionClosed => match e.esource() {
+                ErrorSource::Downstream => None,
+                _ => Some(GatewayError::UpstreamUnreachable),
+            },
+            HTTPStatus(_)
+            | AcceptError
+            | FileOpenError
+            | FileCreateError
+            | FileReadError
+            | FileWriteError
+            | InternalError
+            | UnknownError
+            | Custom(_)
+            | CustomCode(_, _) => Some(GatewayError::Internal),
+        }
+    }
 }
 
 /// What to send for an error.

@@ -1,35 +1,34 @@
 //! Tollgate's gateway: a Pingora reverse proxy in front of model suppliers.
 //!
-//! Read the modules in request order: [`surface`] (which route) → [`auth`] (who) → [`inspect`]
-//! (what the body asks) → [`route`] (which model, which accounts) → [`admit`] (reserve the worst
-//! case) → [`select`] (which account
-//! first) → [`rewrite`] (the supplier's request) → [`meter`] (usage while streaming) → [`settle`]
-//! (once, at the end). [`gateway`] is the `ProxyHttp` table of contents tying them together;
-//! [`server`] runs it.
+//! Read the modules in request order: [`classify`] (which route) → `auth` (who) → `inspect` (what
+//! the body asks, in the client's wire format) → `route` (which model, which accounts, in which
+//! order, with a capacity slot) → `money::admit` (reserve the worst case) → `upstream` (the
+//! supplier's request) → `meter` (usage while streaming, asking `wire` where it sits) →
+//! `money::settle` (once, at the end). `gateway` is the `ProxyHttp` table of contents tying them
+//! together; [`server`] runs it.
+//!
+//! Public: what the binaries and the tests need ([`Gateway`], [`Metrics`], the servers, the route
+//! table, the rendezvous order and the worst-case price tests predict holds with).
 
-pub mod admit;
-pub mod auth;
-pub mod capacity;
-pub mod cooldown;
-pub mod ctx;
-pub mod downgrade;
-pub mod errors;
-pub mod form;
-pub mod gateway;
-pub mod inspect;
-pub mod local;
-pub mod meter;
+mod auth;
+pub mod classify;
+mod ctx;
+mod errors;
+mod gateway;
+mod inspect;
+mod local;
+mod meter;
 pub mod metrics;
-pub mod price;
-pub mod respond;
-pub mod rewrite;
-pub mod route;
-pub mod select;
+mod money;
+mod respond;
+mod route;
 pub mod server;
-pub mod settle;
-pub mod surface;
-pub mod upstreams;
+mod shared;
+mod upstream;
+mod wire;
 
 pub use gateway::Gateway;
 pub use metrics::Metrics;
+pub use money::admit::worst_case;
+pub use route::select::order as rendezvous_order;
 pub use server::{build_server, serve_listener, serve_metrics};

@@ -1,6 +1,6 @@
 //! Routes the gateway answers itself, without a supplier.
 
-use crate::route::Router;
+use crate::route::models::Router;
 use bytes::Bytes;
 use serde_json::json;
 

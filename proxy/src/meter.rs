@@ -1,5 +1,8 @@
 //! Phase 6, metering: count what the supplier served while the response streams through.
 //!
+//! The meter frames the bytes (SSE lines across chunk boundaries, or one buffered JSON body) and
+//! asks the response's wire format (`wire::Wire`) where usage and text sit.
+//!
 //! Runs inside Pingora's synchronous body filters, so it only parses and adds up: no I/O, no
 //! allocation per chunk beyond a partial-line buffer. The response bytes are observed, never
 //! changed.
@@ -16,24 +19,13 @@
 //! events carrying non-empty text seen (suppliers stream about one token per event), cached = 0. The estimate is
 //! documented in docs/ARCHITECTURE.md.
 
+use crate::wire::{Usage, Wire};
 use opstate::Measurement;
-use serde::Deserialize;
 
 /// Largest non-streaming body kept for usage parsing.
 pub const JSON_CAP: usize = 8 * 1024 * 1024;
 /// Longest SSE line kept; longer lines are skipped (they cannot be usage events we trust).
 pub const LINE_CAP: usize = 1024 * 1024;
-/// Token counts above this are implausible and ignored (the call is then estimated).
-const PLAUSIBLE_MAX: u64 = 100_000_000;
-
-/// Token counts of one call.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub input: u64,
-    pub output: u64,
-    pub cached: u64,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Sse,
@@ -42,7 +34,8 @@ enum Mode {
 
 /// Observes one response body.
 #[derive(Debug)]
-pub struct Meter {
+pub(crate) struct Meter {
+    wire: Wire,
     mode: Mode,
     line: Vec<u8>,
     skipping_line: bool,
@@ -60,9 +53,10 @@ pub struct Meter {
 
 impl Meter {
     /// A meter for a response whose `Content-Type` is `content_type`.
-    pub fn new(content_type: Option<&str>) -> Meter {
+    pub fn new(wire: Wire, content_type: Option<&str>) -> Meter {
         let sse = content_type.is_some_and(|c| c.trim_start().starts_with("text/event-stream"));
         Meter {
+            wire,
             mode: if sse { Mode::Sse } else { Mode::Json },
             line: Vec::new(),
             skipping_line: false,
@@ -77,17 +71,18 @@ impl Meter {
         }
     }
 
-    /// Also reads the audio duration the supplier reports (`usage.seconds` of a `duration` usage,
-    /// or a top-level `duration`).
-    pub fn for_audio(mut self) -> Meter {
-        self.audio = true;
-        self
-    }
-
-    /// Also reads a reset hint from the body (a rate-limited answer; see `cooldown::body_hint`).
-    pub fn watching_reset(mut self) -> Meter {
-        self.watch_reset = true;
-        self
+    /// The meter of a supplier's answer: audio calls also read the duration the supplier reports,
+    /// rate-limited answers that reach the client also read the reset their body names.
+    pub fn for_response(
+        wire: Wire,
+        content_type: Option<&str>,
+        audio: bool,
+        watch_reset: bool,
+    ) -> Meter {
+        let mut meter = Meter::new(wire, content_type);
+        meter.audio = audio;
+        meter.watch_reset = watch_reset;
+        meter
     }
 
     /// Feeds one chunk of the response body, as it passes to the client.
@@ -133,12 +128,12 @@ impl Meter {
         match self.mode {
             Mode::Json => {
                 if !self.json_overflow && !self.json.is_empty() {
-                    self.usage = parse_usage(&self.json).or(self.usage);
+                    self.usage = self.wire.usage(&self.json).or(self.usage);
                     if self.audio {
-                        self.audio_seconds = parse_audio_seconds(&self.json);
+                        self.audio_seconds = self.wire.audio_seconds(&self.json);
                     }
                     if self.watch_reset {
-                        self.reset_hint = crate::cooldown::body_hint(&self.json);
+                        self.reset_hint = crate::route::cooldown::body_hint(&self.json);
                     }
                 }
                 self.json = Vec::new();
@@ -197,112 +192,24 @@ impl Meter {
         if data == b"[DONE]" {
             return;
         }
-        if contains(data, b"\"usage\"")
-            && let Some(u) = parse_usage(data)
+        if self.wire.may_carry_usage(data)
+            && let Some(u) = self.wire.usage(data)
         {
             self.usage = Some(u);
             return;
         }
-        if has_text(data, b"\"content\":\"") || has_text(data, b"\"delta\":\"") {
+        if self.wire.event_has_text(data) {
             self.content_events += 1;
         }
     }
 }
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
-}
-
-/// Whether `key` (ending in an opening quote) is followed by a non-empty string: a chat delta
-/// with content, or a responses text delta. Role-only and finish chunks do not count.
-fn has_text(hay: &[u8], key: &[u8]) -> bool {
-    hay.windows(key.len())
-        .enumerate()
-        .any(|(i, w)| w == key && hay.get(i + key.len()).is_some_and(|&b| b != b'"'))
-}
-
-#[derive(Deserialize)]
-struct Carrier {
-    usage: Option<RawUsage>,
-    response: Option<ResponseCarrier>,
-}
-
-#[derive(Deserialize)]
-struct ResponseCarrier {
-    usage: Option<RawUsage>,
-}
-
-#[derive(Deserialize)]
-struct RawUsage {
-    prompt_tokens: Option<u64>,
-    completion_tokens: Option<u64>,
-    input_tokens: Option<u64>,
-    output_tokens: Option<u64>,
-    prompt_tokens_details: Option<Details>,
-    input_tokens_details: Option<Details>,
-}
-
-#[derive(Deserialize)]
-struct Details {
-    cached_tokens: Option<u64>,
-}
-
-/// Usage from one JSON document (a whole body or one SSE event), if it carries plausible usage.
-fn parse_usage(json: &[u8]) -> Option<Usage> {
-    let carrier: Carrier = serde_json::from_slice(json).ok()?;
-    let raw = carrier.usage.or(carrier.response.and_then(|r| r.usage))?;
-    let input = raw.prompt_tokens.or(raw.input_tokens)?;
-    let output = raw.completion_tokens.or(raw.output_tokens)?;
-    let cached = raw
-        .prompt_tokens_details
-        .or(raw.input_tokens_details)
-        .and_then(|d| d.cached_tokens)
-        .unwrap_or(0);
-    if input > PLAUSIBLE_MAX || output > PLAUSIBLE_MAX || cached > input {
-        return None;
-    }
-    Some(Usage {
-        input,
-        output,
-        cached,
-    })
-}
-
-#[derive(Deserialize)]
-struct AudioCarrier {
-    usage: Option<AudioUsage>,
-    duration: Option<f64>,
-}
-
-#[derive(Deserialize)]
-struct AudioUsage {
-    #[serde(rename = "type")]
-    kind: Option<String>,
-    seconds: Option<f64>,
-}
-
-/// Seconds of audio from a transcription body: `usage: {type: "duration", seconds}` or the
-/// `duration` of a verbose answer, rounded up to whole seconds; implausible values are ignored.
-fn parse_audio_seconds(json: &[u8]) -> Option<u64> {
-    let carrier: AudioCarrier = serde_json::from_slice(json).ok()?;
-    let seconds = carrier
-        .usage
-        .filter(|u| u.kind.as_deref().is_none_or(|k| k == "duration"))
-        .and_then(|u| u.seconds)
-        .or(carrier.duration)?;
-    (seconds.is_finite() && (0.0..=PLAUSIBLE_AUDIO_SECONDS).contains(&seconds))
-        .then(|| seconds.ceil() as u64)
-}
-
-/// Longest plausible transcription (a week of audio); beyond it the duration is estimated.
-const PLAUSIBLE_AUDIO_SECONDS: f64 = 604_800.0;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn run(content_type: &str, chunks: &[&[u8]]) -> (Usage, Measurement) {
-        let mut m = Meter::new(Some(content_type));
+        let mut m = Meter::new(Wire::OpenAi, Some(content_type));
         for c in chunks {
             m.observe(c);
         }
@@ -393,7 +300,7 @@ mod tests {
 
     #[test]
     fn huge_lines_are_skipped_without_growing() {
-        let mut m = Meter::new(Some("text/event-stream"));
+        let mut m = Meter::new(Wire::OpenAi, Some("text/event-stream"));
         let big = vec![b'x'; 64 * 1024];
         for _ in 0..40 {
             m.observe(&big);
@@ -408,7 +315,7 @@ mod tests {
     #[test]
     fn audio_durations() {
         let seconds = |body: &[u8]| {
-            let mut m = Meter::new(Some("application/json")).for_audio();
+            let mut m = Meter::for_response(Wire::OpenAi, Some("application/json"), true, false);
             m.observe(body);
             m.finish();
             m.audio_seconds()
@@ -427,7 +334,7 @@ mod tests {
         assert_eq!(seconds(br#"{"text":"hi","duration":-1}"#), None);
         assert_eq!(seconds(b"plain transcript"), None);
         // Without the audio flag the duration is not read.
-        let mut m = Meter::new(Some("application/json"));
+        let mut m = Meter::new(Wire::OpenAi, Some("application/json"));
         m.observe(br#"{"duration":3}"#);
         m.finish();
         assert_eq!(m.audio_seconds(), None);
@@ -435,7 +342,7 @@ mod tests {
 
     #[test]
     fn reset_hints_in_watched_bodies() {
-        let mut m = Meter::new(Some("application/json")).watching_reset();
+        let mut m = Meter::for_response(Wire::OpenAi, Some("application/json"), false, true);
         m.observe(br#"{"error":{"message":"Rate limit reached. Please try again in 20s."}}"#);
         m.finish();
         assert_eq!(m.reset_hint(), Some(std::time::Duration::from_secs(20)));

@@ -157,6 +157,56 @@ impl Metrics {
         })
     }
 
+    /// Counts a classified request in flight (until [`Metrics::finished`]).
+    pub(crate) fn started(&self, route: &'static str) {
+        self.in_flight.with_label_values(&[route]).inc();
+    }
+
+    /// Records the time from the first upstream attempt to the supplier's response header.
+    pub(crate) fn upstream_answered(&self, route: &'static str, latency: std::time::Duration) {
+        self.upstream_latency
+            .with_label_values(&[route])
+            .observe(latency.as_secs_f64());
+    }
+
+    /// Records a finished request: counted by route, model and status; its refusal reason and time
+    /// to first byte if any; no longer in flight (when it was classified).
+    pub(crate) fn finished(&self, f: &crate::money::settle::Finished<'_>) {
+        let label = f.route.map_or("unknown", |r| r.label());
+        if f.route.is_some() {
+            self.in_flight.with_label_values(&[label]).dec();
+        }
+        let model = f.call.map_or("-", |c| c.model.model.id.as_str());
+        self.requests
+            .with_label_values(&[label, model, f.status.to_string().as_str()])
+            .inc();
+        if let Some(reason) = f.refusal {
+            self.refused.with_label_values(&[reason]).inc();
+        }
+        if let Some(ttfb) = f.ttfb {
+            self.ttfb
+                .with_label_values(&[label])
+                .observe(ttfb.as_secs_f64());
+        }
+    }
+
+    /// Counts the tokens of a settled call by model, kind and measurement.
+    pub(crate) fn record_tokens(&self, e: &opstate::UsageEvent) {
+        let measurement = match e.measurement {
+            opstate::Measurement::Exact => "exact",
+            opstate::Measurement::Estimated => "estimated",
+        };
+        for (kind, n) in [
+            ("input", e.input_tokens),
+            ("output", e.output_tokens),
+            ("cached", e.cached_tokens),
+        ] {
+            self.tokens
+                .with_label_values(&[e.model_served.as_str(), kind, measurement])
+                .inc_by(n);
+        }
+    }
+
     /// The Prometheus text exposition of every collector.
     pub fn render(&self) -> String {
         let mut out = Vec::new();

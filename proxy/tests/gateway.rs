@@ -1254,7 +1254,7 @@ async fn concurrent_calls_never_overdraw() {
     // the balance covers about 20 of them.
     let mut body = chat("gpt-4o-mini", false);
     body["max_tokens"] = json!(1000);
-    let (hold, _) = proxy::admit::worst_case(
+    let (hold, _) = proxy::worst_case(
         &Settings::parse(&config("http://x/v1", "http://y/v1"), &|_| None)
             .unwrap()
             .model("gpt-4o-mini")
@@ -1585,7 +1585,7 @@ async fn two_proxies_on_one_redis_never_overdraw() {
 
     let mut body = chat("gpt-4o-mini", false);
     body["max_tokens"] = json!(1000);
-    let (hold, _) = proxy::admit::worst_case(
+    let (hold, _) = proxy::worst_case(
         &settings.model("gpt-4o-mini").unwrap().prices,
         Some(1_000_000),
         body.to_string().len(),
@@ -1695,7 +1695,7 @@ fn session_preferring(first: usize) -> String {
     (0..1000)
         .map(|i| format!("s{i}"))
         .find(|sid| {
-            proxy::select::order(&[0, 2], &["mock", "dead", "mock-b"], &format!("42:{sid}"))[0]
+            proxy::rendezvous_order(&[0, 2], &["mock", "dead", "mock-b"], &format!("42:{sid}"))[0]
                 == first
         })
         .unwrap()
@@ -1788,7 +1788,8 @@ async fn a_429_fails_over_and_cools_the_account_until_its_reset() {
     let fresh = (0..1000)
         .map(|i| format!("fresh-{i}"))
         .find(|sid| {
-            proxy::select::order(&[0, 2], &["mock", "dead", "mock-b"], &format!("42:{sid}"))[0] == 0
+            proxy::rendezvous_order(&[0, 2], &["mock", "dead", "mock-b"], &format!("42:{sid}"))[0]
+                == 0
         })
         .unwrap();
     let (status, _, _) = premium(&h, &fresh, &[]).await;
@@ -2045,7 +2046,7 @@ fn twin_session(first: usize) -> String {
     (0..1000)
         .map(|i| format!("twin-{i}"))
         .find(|sid| {
-            proxy::select::order(&[0, 1], &["mock", "dead", "mock-b"], &format!("42:{sid}"))[0]
+            proxy::rendezvous_order(&[0, 1], &["mock", "dead", "mock-b"], &format!("42:{sid}"))[0]
                 == first
         })
         .unwrap()

@@ -13,15 +13,50 @@
 //! A downgraded call is billed at the served model's price; the client sees the served model in the
 //! response's `model` field (the supplier's) and in the `x-tollgate-model-served` header.
 
-use crate::inspect::{CallBody, TopLevel};
+use super::Routing;
+use super::models::ModelRoute;
+use crate::classify::Route;
+use crate::inspect::body::TopLevel;
+use crate::inspect::{Kind, Work};
+use crate::wire::CallBody;
+use std::sync::Arc;
 
 /// Largest body still considered simple work.
 pub const SIMPLE_MAX_BODY: usize = 16 * 1024;
 /// Largest output cap still considered simple work.
 pub const SIMPLE_MAX_OUTPUT: u64 = 2_048;
 
+/// The cheaper model a call is served by under pressure, when route, key and work allow it.
+/// `None`: the call keeps its model. Transcriptions are never downgraded (no cheaper model hears
+/// the same audio).
+pub(crate) async fn target(
+    r: &Routing<'_>,
+    work: &Work<'_>,
+    model: &ModelRoute,
+    group_id: i64,
+    route: Route,
+) -> Option<Arc<ModelRoute>> {
+    let target_id = model.model.downgrade_to.as_deref()?;
+    let Kind::Text { fields, call } = &work.kind else {
+        return None;
+    };
+    if work.no_downgrade || !is_simple(fields, call, work.body_bytes) {
+        return None;
+    }
+    let target = r.router.resolve(target_id, group_id, route).ok()?;
+    let pool: Vec<_> = model
+        .accounts
+        .iter()
+        .filter_map(|&i| r.accounts.get(i))
+        .collect();
+    let names: Vec<&str> = pool.iter().map(|u| u.account.id.as_str()).collect();
+    let capacity: Vec<u32> = pool.iter().map(|u| u.account.max_concurrency).collect();
+    let in_use = r.slots.in_use(&names).await.ok()?;
+    (pressure(&in_use, &capacity) >= r.settings.downgrade_pressure).then_some(target)
+}
+
 /// Whether a call is simple or standard work (a documented, testable classification).
-pub fn is_simple(fields: &TopLevel<'_>, call: &CallBody, body_bytes: usize) -> bool {
+pub(crate) fn is_simple(fields: &TopLevel<'_>, call: &CallBody, body_bytes: usize) -> bool {
     let present = |name: &str| {
         fields
             .get(name)
@@ -41,7 +76,7 @@ pub fn is_simple(fields: &TopLevel<'_>, call: &CallBody, body_bytes: usize) -> b
 }
 
 /// Pool pressure from slots in use and capacities (0 when there is no capacity at all).
-pub fn pressure(in_use: &[u32], capacity: &[u32]) -> f64 {
+pub(crate) fn pressure(in_use: &[u32], capacity: &[u32]) -> f64 {
     let cap: u64 = capacity.iter().map(|&c| u64::from(c)).sum();
     if cap == 0 {
         return 0.0;
@@ -53,8 +88,8 @@ pub fn pressure(in_use: &[u32], capacity: &[u32]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inspect::{call_body, top_level};
-    use crate::surface::Route;
+    use crate::inspect::body::top_level;
+    use crate::wire::openai::call_body;
 
     fn simple(body: &str) -> bool {
         let fields = top_level(body.as_bytes()).unwrap();

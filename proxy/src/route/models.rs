@@ -1,4 +1,4 @@
-//! Phase 3, routing: which configured model a call names, whether the key may use it, and which
+//! Routing: which configured model a call names, whether the key may use it, and which
 //! accounts could serve it (the plan). The order in which the plan is tried is `select`'s job.
 //!
 //! A model's pool is the accounts that list it **and** have the capability its kind needs
@@ -7,21 +7,21 @@
 //! receives its calls: with no capable account the call fails (503 `no_account_available`) rather
 //! than going to another kind of account. A model is only served on the routes of its kind.
 
+use crate::classify::Route;
 use crate::errors::GatewayError;
-use crate::surface::Route;
-use crate::upstreams::Upstream;
+use crate::upstream::Upstream;
 use settings::{Capability, Model, ModelKind, Settings};
 use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The model table, built once from the configuration.
-pub struct Router {
+pub(crate) struct Router {
     models: HashMap<String, Arc<ModelRoute>>,
     groups: HashMap<i64, Vec<String>>,
 }
 
 /// A model and the accounts (indexes into the upstream list) that serve it.
-pub struct ModelRoute {
+pub(crate) struct ModelRoute {
     pub model: Model,
     pub accounts: Vec<usize>,
 }
@@ -131,7 +131,7 @@ impl Router {
 }
 
 /// The capability an account needs to serve a model of `kind`.
-pub fn capability_for(kind: ModelKind) -> Option<Capability> {
+fn capability_for(kind: ModelKind) -> Option<Capability> {
     match kind {
         ModelKind::Text => None,
         ModelKind::Audio => Some(Capability::AudioTranscription),
@@ -214,8 +214,8 @@ wholesale_rate_multiplier = 1
 
     fn router() -> Router {
         let settings = Settings::parse(CONFIG, &|_| None).unwrap();
-        let upstreams: Vec<Upstream> = settings.accounts.iter().map(Upstream::new).collect();
-        Router::new(&settings, &upstreams)
+        let accounts = crate::upstream::Accounts::new(&settings.accounts);
+        Router::new(&settings, accounts.all())
     }
 
     #[test]

@@ -1,8 +1,13 @@
-//! Phase 4, selection: the order in which a call tries the accounts of its plan.
+//! Selection: the order in which a call tries the accounts of its plan, and the session memory
+//! that keeps a conversation on the account it moved to.
 //!
 //! Rendezvous (highest-random-weight) hashing of a seed over account ids: every account gets a
 //! score, highest first. The same seed always gives the same order, and removing an account only
 //! moves the calls that preferred it. An account is never tried twice in one request.
+
+use crate::errors::GatewayError;
+use opstate::Sessions;
+use std::time::Duration;
 
 /// Orders `plan` (account indexes) for `seed`; `ids[i]` is the id of account `i`.
 pub fn order(plan: &[usize], ids: &[&str], seed: &str) -> Vec<usize> {
@@ -14,12 +19,38 @@ pub fn order(plan: &[usize], ids: &[&str], seed: &str) -> Vec<usize> {
     scored.into_iter().map(|(_, i)| i).collect()
 }
 
+/// The account the session `key` of `org` last succeeded on, if the record is alive.
+pub(crate) async fn sticky(
+    sessions: &dyn Sessions,
+    org: i64,
+    key: &str,
+) -> Result<Option<String>, GatewayError> {
+    sessions.account_of(org, key).await.map_err(|e| {
+        tracing::error!(error = %e, "session lookup failed");
+        GatewayError::StoreUnavailable
+    })
+}
+
+/// Records that the session `key` of `org` succeeded on `account` (kept for `ttl`). A failure is
+/// logged: the next call of the session then follows its rendezvous order.
+pub(crate) async fn remember(
+    sessions: &dyn Sessions,
+    org: i64,
+    key: &str,
+    account: &str,
+    ttl: Duration,
+) {
+    if let Err(e) = sessions.remember(org, key, account, ttl).await {
+        tracing::warn!(error = %e, "session record not stored");
+    }
+}
+
 /// The accounts of `ordered` that are not cooling (`remaining[i]` is account `ordered[i]`'s
 /// cooldown left). When every one is cooling: `usage_limit_reached` with the shortest wait.
 pub fn available(
     ordered: &[usize],
     remaining: &[Option<std::time::Duration>],
-) -> Result<Vec<usize>, crate::errors::GatewayError> {
+) -> Result<Vec<usize>, GatewayError> {
     let open: Vec<usize> = ordered
         .iter()
         .zip(remaining)
@@ -35,7 +66,7 @@ pub fn available(
         .min()
         .copied()
         .unwrap_or_default();
-    Err(crate::errors::GatewayError::UsageLimitReached {
+    Err(GatewayError::UsageLimitReached {
         resets_in_seconds: shortest
             .as_millis()
             .div_ceil(1000)

@@ -24,7 +24,7 @@ pub const MAX_PARTS: usize = 64;
 
 /// What an audio-transcription form asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AudioForm {
+pub(crate) struct AudioForm {
     /// The model id as sent.
     pub model: String,
     /// Byte range of the `model` value in the body.
@@ -32,13 +32,6 @@ pub struct AudioForm {
     pub stream: bool,
     /// Byte range of the audio file in the body.
     file_at: Range<usize>,
-}
-
-fn invalid(message: impl Into<String>, param: Option<&'static str>) -> GatewayError {
-    GatewayError::InvalidBody {
-        message: message.into(),
-        param,
-    }
 }
 
 /// The boundary of a `multipart/form-data` content type.
@@ -70,7 +63,9 @@ struct Part {
 
 /// The parts of a multipart body, in order.
 fn parts(body: &[u8], boundary: &str) -> Result<Vec<Part>, GatewayError> {
-    let malformed = |what: &str| invalid(format!("the multipart body is malformed: {what}"), None);
+    let malformed = |what: &str| {
+        GatewayError::invalid(format!("the multipart body is malformed: {what}"), None)
+    };
     let dash = format!("--{boundary}");
     let delimiter = format!("\r\n--{boundary}");
     let first = memmem::find(body, dash.as_bytes()).ok_or_else(|| malformed("no boundary"))?;
@@ -96,7 +91,7 @@ fn parts(body: &[u8], boundary: &str) -> Result<Vec<Part>, GatewayError> {
             .find(body.get(content_start..).unwrap_or_default())
             .ok_or_else(|| malformed("the closing boundary is missing"))?;
         if out.len() == MAX_PARTS {
-            return Err(invalid(
+            return Err(GatewayError::invalid(
                 format!("a form may have at most {MAX_PARTS} parts"),
                 None,
             ));
@@ -136,9 +131,12 @@ fn part_name(head: &[u8]) -> Option<String> {
 }
 
 /// Reads an audio-transcription form.
-pub fn audio_form(body: &[u8], content_type: Option<&str>) -> Result<AudioForm, GatewayError> {
+pub(crate) fn audio_form(
+    body: &[u8],
+    content_type: Option<&str>,
+) -> Result<AudioForm, GatewayError> {
     let boundary = boundary(content_type).ok_or_else(|| {
-        invalid(
+        GatewayError::invalid(
             "this route takes a multipart/form-data body with a boundary",
             None,
         )
@@ -151,21 +149,33 @@ pub fn audio_form(body: &[u8], content_type: Option<&str>) -> Result<AudioForm, 
         match part.name.as_str() {
             "model" => {
                 if model.is_some() {
-                    return Err(invalid("'model' may appear once", Some("model")));
+                    return Err(GatewayError::invalid(
+                        "'model' may appear once",
+                        Some("model"),
+                    ));
                 }
                 let text = std::str::from_utf8(value)
-                    .map_err(|_| invalid("'model' must be text", Some("model")))?;
+                    .map_err(|_| GatewayError::invalid("'model' must be text", Some("model")))?;
                 if text.trim().is_empty() {
-                    return Err(invalid("'model' must not be empty", Some("model")));
+                    return Err(GatewayError::invalid(
+                        "'model' must not be empty",
+                        Some("model"),
+                    ));
                 }
                 model = Some((text.trim().to_string(), part.content));
             }
             "file" => {
                 if file.is_some() {
-                    return Err(invalid("'file' may appear once", Some("file")));
+                    return Err(GatewayError::invalid(
+                        "'file' may appear once",
+                        Some("file"),
+                    ));
                 }
                 if value.is_empty() {
-                    return Err(invalid("'file' must not be empty", Some("file")));
+                    return Err(GatewayError::invalid(
+                        "'file' must not be empty",
+                        Some("file"),
+                    ));
                 }
                 file = Some(part.content);
             }
@@ -173,14 +183,20 @@ pub fn audio_form(body: &[u8], content_type: Option<&str>) -> Result<AudioForm, 
                 stream = match value {
                     b"true" => true,
                     b"false" => false,
-                    _ => return Err(invalid("'stream' must be true or false", Some("stream"))),
+                    _ => {
+                        return Err(GatewayError::invalid(
+                            "'stream' must be true or false",
+                            Some("stream"),
+                        ));
+                    }
                 }
             }
             _ => {}
         }
     }
-    let (model, model_at) = model.ok_or_else(|| invalid("'model' is required", Some("model")))?;
-    let file_at = file.ok_or_else(|| invalid("'file' is required", Some("file")))?;
+    let (model, model_at) =
+        model.ok_or_else(|| GatewayError::invalid("'model' is required", Some("model")))?;
+    let file_at = file.ok_or_else(|| GatewayError::invalid("'file' is required", Some("file")))?;
     Ok(AudioForm {
         model,
         model_at,
@@ -210,7 +226,7 @@ impl AudioForm {
 
 /// The duration of an audio file in whole seconds (at least 1), and whether it is exact (read
 /// from the format's header) or the bound described in the module documentation.
-pub fn audio_seconds(file: &[u8]) -> (u64, bool) {
+pub(crate) fn audio_seconds(file: &[u8]) -> (u64, bool) {
     if let Some(seconds) = wav_seconds(file) {
         return (seconds.max(1), true);
     }

@@ -1,4 +1,4 @@
-//! The route table: which gateway routes exist and what each one forwards to.
+//! Phase 0, classification: which gateway route a request is for, from its method and path.
 //!
 //! Classification looks at the method and path only. It decides the error shape of everything
 //! that follows, so it runs first, before authentication.
@@ -49,6 +49,17 @@ impl Route {
         }
     }
 
+    /// The route of a request header; an unknown route is the client's error (404).
+    pub fn of(header: &pingora::http::RequestHeader) -> Result<Route, crate::errors::GatewayError> {
+        let path = header.uri.path();
+        Route::classify(&header.method, path).ok_or_else(|| {
+            crate::errors::GatewayError::UnknownRoute {
+                method: header.method.to_string(),
+                path: path.chars().take(200).collect(),
+            }
+        })
+    }
+
     /// Bounded label for metrics, logs and usage events.
     pub fn label(self) -> &'static str {
         match self {
@@ -89,11 +100,6 @@ impl Route {
             Route::Admin => "",
         }
     }
-}
-
-/// The surface an unknown path most likely belongs to, for the shape of its 404.
-pub fn surface_of_path(_path: &str) -> Surface {
-    Surface::OpenAi
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 //! proxy dies.
 
 use crate::errors::GatewayError;
-use crate::upstreams::Upstream;
+use crate::upstream::Upstream;
 use opstate::Slots;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -19,7 +19,7 @@ const POLL: Duration = Duration::from_millis(20);
 
 /// The wait queue of one proxy.
 #[derive(Default)]
-pub struct Queue {
+pub(crate) struct Queue {
     waiting: AtomicUsize,
     turn: tokio::sync::Mutex<()>,
 }
@@ -41,7 +41,7 @@ impl Drop for Waiting<'_> {
 
 /// The queue's bounds and the slots' lifetime.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub(crate) struct Limits {
     pub slot_ttl: Duration,
     pub depth: usize,
     pub max_wait: Duration,
@@ -49,7 +49,7 @@ pub struct Limits {
 
 /// Takes a slot on the first account of `order` with room, waiting in the queue when all are full.
 /// Returns the index into `order` of the account taken.
-pub async fn take(
+pub(crate) async fn take(
     slots: &dyn Slots,
     upstreams: &[Upstream],
     order: &[usize],
@@ -85,8 +85,42 @@ pub async fn take(
     }
 }
 
+/// Moves the slot `slot_id` from `from` (if any) to `to` (a failover). `false`: `to` is full, or
+/// the store did not answer; the slot stays where it was.
+pub(crate) async fn move_to(
+    slots: &dyn Slots,
+    from: Option<&Upstream>,
+    to: &Upstream,
+    slot_id: &str,
+    ttl: Duration,
+) -> bool {
+    match slots
+        .acquire(&to.account.id, slot_id, to.account.max_concurrency, ttl)
+        .await
+    {
+        Ok(true) => {
+            if let Some(old) = from {
+                release(slots, &old.account.id, slot_id).await;
+            }
+            true
+        }
+        Ok(false) => false,
+        Err(e) => {
+            tracing::error!(error = %e, "capacity slot lookup failed");
+            false
+        }
+    }
+}
+
+/// Gives the slot `slot_id` on `account` back; one the store did not release expires by itself.
+pub(crate) async fn release(slots: &dyn Slots, account: &str, slot_id: &str) {
+    if let Err(e) = slots.release(account, slot_id).await {
+        tracing::warn!(error = %e, "capacity slot not released; it expires by itself");
+    }
+}
+
 /// Takes a slot on the first account of `order` with room, without waiting.
-pub async fn try_take(
+pub(crate) async fn try_take(
     slots: &dyn Slots,
     upstreams: &[Upstream],
     order: &[usize],

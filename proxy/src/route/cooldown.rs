@@ -13,19 +13,97 @@
 //! Moving only happens before any response byte reached the client, never to an account already
 //! tried in this request, and within `routing.max_attempts`.
 
+use crate::errors::GatewayError;
+use crate::metrics::Metrics;
+use crate::upstream::Accounts;
+use opstate::{Cooldowns, WindowCounters};
 use pingora::http::ResponseHeader;
 use std::time::{Duration, SystemTime};
 
+/// An account a request decided to cool: its index, why, and for how long (before ejection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Cooling {
+    pub account: usize,
+    pub reason: Reason,
+    pub duration: Duration,
+}
+
+impl Cooling {
+    pub fn new(account: usize, reason: Reason, duration: Duration) -> Cooling {
+        Cooling {
+            account,
+            reason,
+            duration,
+        }
+    }
+}
+
+/// The accounts of `ordered` that are not cooling, in order (one store round trip); `ids[i]` is
+/// account `i`'s id. When every one is cooling: 429 `usage_limit_reached` with the shortest wait.
+pub(crate) async fn open(
+    cooldowns: &dyn Cooldowns,
+    ordered: &[usize],
+    ids: &[&str],
+) -> Result<Vec<usize>, GatewayError> {
+    let names: Vec<&str> = ordered
+        .iter()
+        .map(|&i| ids.get(i).copied().unwrap_or_default())
+        .collect();
+    let remaining = cooldowns.remaining(&names).await.map_err(|e| {
+        tracing::error!(error = %e, "cooldown lookup failed");
+        GatewayError::StoreUnavailable
+    })?;
+    super::select::available(ordered, &remaining)
+}
+
+/// Writes the cooldowns a request decided to the shared store. Repeated failures (not rate
+/// limits) eject the account for a growing period (see [`ejection`]); a store failure is logged.
+pub(crate) async fn apply(
+    cooling: Vec<Cooling>,
+    accounts: &Accounts,
+    counters: &dyn WindowCounters,
+    cooldowns: &dyn Cooldowns,
+    metrics: &Metrics,
+    request_id: &str,
+) {
+    for Cooling {
+        account,
+        reason,
+        duration,
+    } in cooling
+    {
+        let Some(id) = accounts.id(account) else {
+            continue;
+        };
+        let duration = match reason {
+            Reason::RateLimited => duration,
+            Reason::ServerError | Reason::Unreachable => {
+                let failures = counters
+                    .hit(&format!("failures:{id}"), FAILURE_WINDOW)
+                    .await
+                    .map(|h| h.count)
+                    .unwrap_or(1);
+                ejection(duration, failures)
+            }
+        };
+        metrics.cooldowns.with_label_values(&[reason.label()]).inc();
+        tracing::warn!(%request_id, account = %id, reason = reason.label(), cooldown_ms = duration.as_millis() as u64, "account cooling");
+        if let Err(e) = cooldowns.cool(id, duration).await {
+            tracing::error!(error = %e, "cooldown not stored");
+        }
+    }
+}
+
 /// Why an account is cooling (a bounded metric label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
+pub(crate) enum Reason {
     RateLimited,
     ServerError,
     Unreachable,
 }
 
 impl Reason {
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Reason::RateLimited => "rate_limited",
             Reason::ServerError => "server_error",
@@ -36,7 +114,7 @@ impl Reason {
 
 /// The decision about one supplier response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Hand the response to the client.
     Pass,
     /// Cool the account for this long, and try another one if any is left.
@@ -44,11 +122,9 @@ pub enum Verdict {
 }
 
 /// Judges a supplier response header.
-pub fn judge(
-    resp: &ResponseHeader,
-    default_cooldown: Duration,
-    error_cooldown: Duration,
-) -> Verdict {
+pub(crate) fn judge(resp: &ResponseHeader, routing: &settings::Routing) -> Verdict {
+    let default_cooldown = Duration::from_millis(routing.default_cooldown_ms);
+    let error_cooldown = Duration::from_millis(routing.error_cooldown_ms);
     let status = resp.status.as_u16();
     if status == 429 {
         Verdict::Cool {
@@ -66,18 +142,18 @@ pub fn judge(
 }
 
 /// Failures of one account are counted in fixed windows of this length.
-pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+pub(crate) const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 
 /// The cooldown after the `failures`-th failure of an account within [`FAILURE_WINDOW`]: the base
 /// doubled for each earlier failure, at most 32 times the base (an outlier ejection that grows
 /// while the account keeps failing and resets when it stops).
-pub fn ejection(base: Duration, failures: u64) -> Duration {
+pub(crate) fn ejection(base: Duration, failures: u64) -> Duration {
     let factor = 1u32 << failures.saturating_sub(1).min(5);
     base * factor
 }
 
 /// The reset time a rate-limited response names, if any (capped at one day).
-pub fn reset_hint(resp: &ResponseHeader) -> Option<Duration> {
+pub(crate) fn reset_hint(resp: &ResponseHeader) -> Option<Duration> {
     let header = |name: &str| {
         resp.headers
             .get(name)
@@ -99,7 +175,7 @@ pub fn reset_hint(resp: &ResponseHeader) -> Option<Duration> {
 /// The reset time a rate-limited body names (capped at one day): `error.resets_in_seconds` (a
 /// Tollgate-style answer), a Gemini-style `retryDelay` (`"30s"`) in `error.details`, or a message
 /// saying "try again in 20s" (`1m30s`, `250ms`, `20 seconds`, `2 minutes`).
-pub fn body_hint(body: &[u8]) -> Option<Duration> {
+pub(crate) fn body_hint(body: &[u8]) -> Option<Duration> {
     use serde_json::Value;
     let v: Value = serde_json::from_slice(body).ok()?;
     let error = v.get("error").unwrap_or(&v);
@@ -150,7 +226,7 @@ fn message_hint(message: &str) -> Option<Duration> {
 }
 
 /// `12s`, `1m30s`, `250ms`, `1.5s`, `2h`.
-pub fn duration_text(v: &str) -> Option<Duration> {
+pub(crate) fn duration_text(v: &str) -> Option<Duration> {
     let mut total = 0f64;
     let mut number = String::new();
     let mut chars = v.chars().peekable();
@@ -206,31 +282,44 @@ mod tests {
     #[test]
     fn verdicts() {
         let (d, e) = (Duration::from_secs(30), Duration::from_secs(5));
-        assert_eq!(judge(&resp(200, &[]), d, e), Verdict::Pass);
-        assert_eq!(judge(&resp(400, &[]), d, e), Verdict::Pass);
+        let routing = settings::Routing {
+            default_cooldown_ms: 30_000,
+            error_cooldown_ms: 5_000,
+            max_attempts: 3,
+            session_ttl_ms: 1,
+            queue_depth: 1,
+            queue_wait_ms: 1,
+            slot_ttl_ms: 1,
+            downgrade_pressure: 0.8,
+        };
+        assert_eq!(judge(&resp(200, &[]), &routing), Verdict::Pass);
+        assert_eq!(judge(&resp(400, &[]), &routing), Verdict::Pass);
         assert_eq!(
-            judge(&resp(429, &[("retry-after", "7")]), d, e),
+            judge(&resp(429, &[("retry-after", "7")]), &routing),
             Verdict::Cool {
                 reason: Reason::RateLimited,
                 duration: Duration::from_secs(7)
             }
         );
         assert_eq!(
-            judge(&resp(429, &[("x-ratelimit-reset-requests", "1m30s")]), d, e),
+            judge(
+                &resp(429, &[("x-ratelimit-reset-requests", "1m30s")]),
+                &routing
+            ),
             Verdict::Cool {
                 reason: Reason::RateLimited,
                 duration: Duration::from_secs(90)
             }
         );
         assert_eq!(
-            judge(&resp(429, &[]), d, e),
+            judge(&resp(429, &[]), &routing),
             Verdict::Cool {
                 reason: Reason::RateLimited,
                 duration: d
             }
         );
         assert_eq!(
-            judge(&resp(503, &[]), d, e),
+            judge(&resp(503, &[]), &routing),
             Verdict::Cool {
                 reason: Reason::ServerError,
                 duration: e

@@ -2,7 +2,7 @@
 //! key's retail multiplier. Computed once per phase (the admission hold and the settlement), in
 //! exact integers, rounded up to the nano-USD. An unknown price is an error, never a free call.
 
-use crate::meter::Usage;
+use crate::wire::Usage;
 use settings::{ModelPrices, NanoUsd};
 
 /// Why a call cannot be priced.

@@ -1,9 +1,11 @@
-//! Supplier accounts as the proxy uses them: parsed endpoints, credentials and a small DNS cache.
+//! Supplier accounts as the proxy uses them: parsed endpoints, credentials, a small DNS cache, and
+//! the connection options of a peer.
 //!
 //! Pingora's `HttpPeer::new` resolves host names with a blocking lookup, so addresses are resolved
 //! here, asynchronously, and cached for [`DNS_TTL`]. IP literals skip resolution.
 
-use settings::Account;
+use pingora::upstreams::peer::HttpPeer;
+use settings::{Account, Server};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -12,7 +14,7 @@ use std::time::{Duration, Instant};
 pub const DNS_TTL: Duration = Duration::from_secs(30);
 
 /// One supplier account, ready to connect to.
-pub struct Upstream {
+pub(crate) struct Upstream {
     pub account: Account,
     pub host: String,
     pub port: u16,
@@ -81,6 +83,63 @@ impl Upstream {
     pub fn path(&self, suffix: &str) -> String {
         format!("{}{suffix}", self.base_path)
     }
+}
+
+/// Every configured account, in configuration order; requests refer to an account by its index.
+pub(crate) struct Accounts {
+    list: Vec<Upstream>,
+    ids: Vec<String>,
+}
+
+impl Accounts {
+    pub fn new(accounts: &[Account]) -> Accounts {
+        let list: Vec<Upstream> = accounts.iter().map(Upstream::new).collect();
+        let ids = list.iter().map(|u| u.account.id.clone()).collect();
+        Accounts { list, ids }
+    }
+
+    pub fn get(&self, i: usize) -> Option<&Upstream> {
+        self.list.get(i)
+    }
+
+    pub fn all(&self) -> &[Upstream] {
+        &self.list
+    }
+
+    /// The id of account `i`.
+    pub fn id(&self, i: usize) -> Option<&str> {
+        self.ids.get(i).map(String::as_str)
+    }
+
+    /// Every account id, indexed like the accounts.
+    pub fn ids(&self) -> Vec<&str> {
+        self.ids.iter().map(String::as_str).collect()
+    }
+}
+
+/// The peer for one attempt at `upstream` on `addr`, with the server's timeouts; certificates and
+/// host names are always verified.
+pub(crate) fn peer(upstream: &Upstream, addr: SocketAddr, server: &Server) -> HttpPeer {
+    let mut peer = HttpPeer::new(addr, upstream.tls, upstream.host.clone());
+    options(&mut peer, server);
+    peer
+}
+
+/// The peer for an admin route: admin-api at `addr`, in plain HTTP on loopback or a private link.
+pub(crate) fn admin_peer(addr: SocketAddr, server: &Server) -> HttpPeer {
+    let mut peer = HttpPeer::new(addr, false, String::new());
+    options(&mut peer, server);
+    peer
+}
+
+/// The connection options every peer gets (suppliers and admin-api alike).
+pub(crate) fn options(peer: &mut HttpPeer, server: &Server) {
+    peer.options.connection_timeout =
+        Some(Duration::from_millis(server.upstream_connect_timeout_ms));
+    peer.options.read_timeout = Some(Duration::from_millis(server.upstream_read_timeout_ms));
+    peer.options.write_timeout = Some(Duration::from_millis(server.upstream_read_timeout_ms));
+    peer.options.verify_cert = true;
+    peer.options.verify_hostname = true;
 }
 
 /// A header value hidden from `Debug` output. Settings validation guarantees visible ASCII, so the

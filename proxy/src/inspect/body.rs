@@ -1,0 +1,82 @@
+//! Reading the request body: once, bounded, replayable on every upstream attempt; and the top-level
+//! scan of a JSON body.
+//!
+//! Pingora 0.9 has no supported way to read a body before choosing the upstream and still forward
+//! it. We use its retry buffer (64 KiB, hard-coded): the body is read here with the buffer enabled
+//! only for its last <= 64 KiB, so the buffer is never truncated and the proxy replays it on every
+//! upstream attempt through `request_body_filter`, where the full (possibly rewritten) body is
+//! substituted (see `upstream::rewrite::substitute_body` and docs/ARCHITECTURE.md §4).
+//! Consequences, tested in the integration suite: bodies over 64 KiB need `Content-Length` (else
+//! 411); bodies over `server.max_body_bytes` answer 413 before being read.
+//!
+//! Parsing touches only the top level of the JSON object: values are borrowed raw slices, so a
+//! 3 MB conversation is scanned once and never re-encoded unless a field must change.
+
+use crate::errors::GatewayError;
+use bytes::{Bytes, BytesMut};
+use indexmap::IndexMap;
+use pingora::proxy::Session;
+use serde_json::value::RawValue;
+
+/// Pingora's retry buffer size (`BODY_BUF_LIMIT`, not configurable in 0.9.1).
+const RETRY_BUFFER_LIMIT: usize = 64 * 1024;
+
+/// Reads the whole request body, at most `max` bytes.
+pub(crate) async fn read_body(session: &mut Session, max: usize) -> Result<Bytes, GatewayError> {
+    let declared = session
+        .req_header()
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return Err(GatewayError::BodyTooLarge { limit: max });
+    }
+    let mut buf = BytesMut::with_capacity(declared.unwrap_or(0).min(max));
+    let mut buffering = false;
+    loop {
+        let remaining = declared.map(|n| n.saturating_sub(buf.len()));
+        if !buffering && remaining.is_none_or(|r| r <= RETRY_BUFFER_LIMIT) {
+            session.as_mut().enable_retry_buffering();
+            buffering = true;
+        }
+        let chunk = session.read_request_body().await.map_err(|e| {
+            tracing::debug!(error = %e, "reading the request body failed");
+            GatewayError::InvalidBody {
+                message: "the request body could not be read".into(),
+                param: None,
+            }
+        })?;
+        match chunk {
+            Some(c) => {
+                if buf.len() + c.len() > max {
+                    return Err(GatewayError::BodyTooLarge { limit: max });
+                }
+                buf.extend_from_slice(&c);
+            }
+            None => break,
+        }
+    }
+    if session.as_ref().retry_buffer_truncated() {
+        return Err(GatewayError::LengthRequired);
+    }
+    if !buf.is_empty() && session.as_ref().get_retry_buffer().is_none() {
+        tracing::error!(
+            "request body read but pingora kept no retry buffer: it would never be forwarded"
+        );
+        return Err(GatewayError::Internal);
+    }
+    Ok(buf.freeze())
+}
+
+/// The top level of a JSON object body, values left raw.
+pub(crate) type TopLevel<'a> = IndexMap<String, &'a RawValue>;
+
+/// Parses the top level of a JSON object body.
+pub(crate) fn top_level(body: &[u8]) -> Result<TopLevel<'_>, GatewayError> {
+    if body.is_empty() {
+        return Err(GatewayError::invalid("a JSON body is required", None));
+    }
+    serde_json::from_slice::<TopLevel<'_>>(body)
+        .map_err(|e| GatewayError::invalid(format!("the body is not a JSON object: {e}"), None))
+}

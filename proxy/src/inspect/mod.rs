@@ -1,0 +1,185 @@
+//! Phase 2, inspection: what the call asks for, learned once from its headers and its body.
+//!
+//! [`body`] reads the body (bounded, replayable) and scans a JSON body's top level; [`form`] reads
+//! a multipart form. [`work`] turns route, headers and body into one typed [`Work`] value that the
+//! rest of the request only reads: the body's fields in the client's wire format, the session
+//! signal and the attribution headers, each computed here and nowhere else.
+
+pub(crate) mod body;
+pub(crate) mod form;
+
+use crate::classify::Route;
+use crate::errors::GatewayError;
+use crate::wire;
+use body::TopLevel;
+use bytes::Bytes;
+use pingora::http::RequestHeader;
+
+/// What inspection learned from a generation call.
+pub(crate) struct Work<'a> {
+    pub kind: Kind<'a>,
+    /// The session signal (see [`session_signal`]), when the call carries one.
+    pub session: Option<String>,
+    /// Attribution headers (`x-tollgate-project`, `x-tollgate-workflow`).
+    pub project: Option<String>,
+    pub workflow: Option<String>,
+    /// The client asked never to be downgraded (`x-tollgate-downgrade: never`).
+    pub no_downgrade: bool,
+    /// Size of the client's body in bytes (feeds the estimates).
+    pub body_bytes: usize,
+}
+
+/// The body of a generation call, per kind of body.
+pub(crate) enum Kind<'a> {
+    /// A JSON call (chat completions, responses): its top-level fields and what they ask.
+    Text {
+        fields: TopLevel<'a>,
+        call: wire::CallBody,
+    },
+    /// A multipart audio transcription and the duration of its file (seconds, see `form`).
+    Audio { form: form::AudioForm, seconds: u64 },
+}
+
+impl Work<'_> {
+    /// The model id exactly as the client sent it.
+    pub fn model(&self) -> &str {
+        match &self.kind {
+            Kind::Text { call, .. } => &call.model,
+            Kind::Audio { form, .. } => &form.model,
+        }
+    }
+
+    /// Audio calls: the duration read from the file (seconds); `None` for other calls.
+    pub fn audio_seconds(&self) -> Option<u64> {
+        match &self.kind {
+            Kind::Text { .. } => None,
+            Kind::Audio { seconds, .. } => Some(*seconds),
+        }
+    }
+
+    /// Whether the client asked for a stream.
+    pub fn stream(&self) -> bool {
+        match &self.kind {
+            Kind::Text { call, .. } => call.stream,
+            Kind::Audio { form, .. } => form.stream,
+        }
+    }
+}
+
+/// Inspects a generation call on `route` whose body is `original`.
+pub(crate) fn work<'a>(
+    route: Route,
+    header: &RequestHeader,
+    original: &'a Bytes,
+) -> Result<Work<'a>, GatewayError> {
+    let (project, workflow) = attribution(header)?;
+    let kind = match route {
+        Route::AudioTranscriptions => {
+            let content_type = header
+                .headers
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok());
+            let form = form::audio_form(original, content_type)?;
+            let (seconds, _exact) = form::audio_seconds(form.file(original));
+            Kind::Audio { form, seconds }
+        }
+        _ => {
+            let fields = body::top_level(original)?;
+            let call = wire::openai::call_body(route, &fields)?;
+            Kind::Text { fields, call }
+        }
+    };
+    let no_fields = TopLevel::new();
+    let fields = match &kind {
+        Kind::Text { fields, .. } => fields,
+        Kind::Audio { .. } => &no_fields,
+    };
+    let session = session_signal(header, fields);
+    let no_downgrade = header
+        .headers
+        .get("x-tollgate-downgrade")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("never"));
+    Ok(Work {
+        kind,
+        session,
+        project,
+        workflow,
+        no_downgrade,
+        body_bytes: original.len(),
+    })
+}
+
+/// Attribution headers: a project and a workflow the client names for reporting. At most 64
+/// visible ASCII characters each; anything else is refused (it would be reported as sent).
+fn attribution(req: &RequestHeader) -> Result<(Option<String>, Option<String>), GatewayError> {
+    let read = |name: &'static str| -> Result<Option<String>, GatewayError> {
+        let mut values = req.headers.get_all(name).iter();
+        match (values.next(), values.next()) {
+            (None, _) => Ok(None),
+            (Some(v), None) => {
+                let s = v.to_str().unwrap_or_default().trim();
+                if s.is_empty() || s.len() > 64 || !s.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+                    return Err(GatewayError::invalid(
+                        format!("header {name} must be 1 to 64 visible ASCII characters"),
+                        Some(name),
+                    ));
+                }
+                Ok(Some(s.to_string()))
+            }
+            _ => Err(GatewayError::invalid(
+                format!("header {name} may appear once"),
+                Some(name),
+            )),
+        }
+    };
+    Ok((read("x-tollgate-project")?, read("x-tollgate-workflow")?))
+}
+
+/// The session signal of a call, in this precedence: header `x-session-id`, header `session_id`,
+/// body `session_id`, body `conversation_id`, body `prompt_cache_key` (the first present, non-empty
+/// string of at most 256 characters). Requests with the same signal prefer the same account.
+fn session_signal(req: &RequestHeader, fields: &TopLevel<'_>) -> Option<String> {
+    let usable = |s: &str| {
+        let s = s.trim();
+        (!s.is_empty() && s.len() <= 256).then(|| s.to_string())
+    };
+    for name in ["x-session-id", "session_id"] {
+        if let Some(v) = req
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(usable)
+        {
+            return Some(v);
+        }
+    }
+    for field in ["session_id", "conversation_id", "prompt_cache_key"] {
+        if let Some(v) = fields
+            .get(field)
+            .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
+            .and_then(|s| usable(&s))
+        {
+            return Some(v);
+        }
+    }
+    None
+}
+
+impl Work<'_> {
+    /// The body to forward for a call served by `served_model`: the original when nothing changes,
+    /// else a copy rewritten in the client's wire format (see `wire::openai::forward_body`).
+    pub fn forward_body(
+        &self,
+        route: Route,
+        original: &Bytes,
+        served_model: &str,
+    ) -> Result<Bytes, GatewayError> {
+        match &self.kind {
+            Kind::Text { fields, call } => {
+                wire::openai::forward_body(route, original, fields, call, served_model)
+            }
+            Kind::Audio { form, .. } => Ok(form.forward_body(original, served_model)),
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! Admission (phase 3b): before any supplier is contacted, reserve the call's worst-case cost from
+//! the organization's wallet, in one atomic step of the wallet mirror.
+//!
+//! Worst case = input estimate + output cap, at the model's price × the key's retail multiplier:
+//! - input estimate: ceil(request body bytes / 2) tokens (no tokenizer produces more than one
+//!   token per two bytes of JSON in practice; a supplier reporting more is settled under the excess
+//!   policy);
+//! - output cap: the request's `max_tokens`, `max_completion_tokens` or `max_output_tokens`, else
+//!   `money.default_output_tokens` (4096).
+//!
+//! Audio transcriptions: the duration read from the file (exact for WAV, else a 16 kbit/s bound;
+//! see `form`) at the model's per-minute price.
+//!
+//! Refusals happen here, never after a supplier was contacted: not enough available balance → 402
+//! `insufficient_quota`; a wallet the store does not have (lost, not rebuilt) → 503, fail closed.
+
+use crate::classify::Route;
+use crate::errors::GatewayError;
+use crate::inspect::{Kind, Work};
+use crate::money::price;
+use crate::wire::Usage;
+use opstate::{HoldMeta, KeyRecord, Reservation, Wallets};
+use settings::{Model, ModelPrices, NanoUsd};
+
+/// An open hold on an organization's wallet, to be settled exactly once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a hold must be settled or released"]
+pub(crate) struct Hold {
+    pub org: i64,
+    pub id: String,
+    pub amount: NanoUsd,
+    pub rate_ppm: i64,
+}
+
+/// What admission reserves for one call: the worst-case amount at the caller's rate, and the
+/// hold's description (what the reconciler charges when the gateway dies before settling).
+#[derive(Debug, Clone)]
+pub(crate) struct HoldPlan {
+    pub amount: NanoUsd,
+    pub rate_ppm: i64,
+    pub meta: HoldMeta,
+}
+
+/// The hold for `work` on `route`, served by `served`, for `caller` (see the module's rules).
+/// Refuses (503 `price_unavailable`) when the caller's rate or the model's price is unknown.
+pub(crate) fn hold_for(
+    work: &Work<'_>,
+    route: Route,
+    served: &Model,
+    caller: &KeyRecord,
+    money: &settings::Money,
+    started_at_ms: u64,
+) -> Result<HoldPlan, GatewayError> {
+    let rate = caller.rate_ppm.ok_or(GatewayError::PriceUnavailable)?;
+    let prices = &served.prices;
+    let (amount, input_tokens, input_cost, audio_seconds) = match &work.kind {
+        Kind::Text { call, .. } => {
+            let input = input_tokens(work.body_bytes);
+            let output = call.output_cap.unwrap_or(money.default_output_tokens);
+            let amount = priced(price::cost(prices, usage(input, output), rate))?;
+            let input_cost = priced(price::cost(prices, usage(input, 0), rate))?;
+            (amount, input, input_cost, 0)
+        }
+        // All of an audio call's cost is its input: a dead gateway's hold is charged in full.
+        Kind::Audio { seconds, .. } => {
+            let amount = priced(price::audio_cost(prices, *seconds, rate))?;
+            (amount, 0, amount, *seconds)
+        }
+    };
+    Ok(HoldPlan {
+        amount,
+        rate_ppm: rate,
+        meta: HoldMeta {
+            key_id: caller.key_id,
+            group_id: caller.group_id,
+            route: route.label().to_string(),
+            model_requested: work.model().to_string(),
+            model_served: served.id.clone(),
+            stream: work.stream(),
+            started_at_ms,
+            input_tokens,
+            input_cost_nanos: input_cost.0,
+            audio_seconds,
+        },
+    })
+}
+
+/// The input estimate of a JSON body: ceil(bytes / 2) tokens.
+fn input_tokens(request_bytes: usize) -> u64 {
+    (request_bytes as u64).div_ceil(2)
+}
+
+fn usage(input: u64, output: u64) -> Usage {
+    Usage {
+        input,
+        output,
+        cached: 0,
+    }
+}
+
+fn priced(cost: Result<NanoUsd, price::PriceError>) -> Result<NanoUsd, GatewayError> {
+    cost.map_err(|e| {
+        tracing::error!(error = %e, "cannot price the call");
+        GatewayError::PriceUnavailable
+    })
+}
+
+/// The worst-case cost of a JSON call of `request_bytes` with `output_cap` (the default output
+/// when `None`) at `rate_ppm`: what [`hold_for`] reserves. Public for tests that predict holds.
+pub fn worst_case(
+    prices: &ModelPrices,
+    rate_ppm: Option<i64>,
+    request_bytes: usize,
+    output_cap: Option<u64>,
+    default_output: u64,
+) -> Result<(NanoUsd, i64), GatewayError> {
+    let rate = rate_ppm.ok_or(GatewayError::PriceUnavailable)?;
+    let output = output_cap.unwrap_or(default_output);
+    let amount = priced(price::cost(
+        prices,
+        usage(input_tokens(request_bytes), output),
+        rate,
+    ))?;
+    Ok((amount, rate))
+}
+
+/// Reserves `plan` for the call `hold_id` of `org`, held for `ttl_ms` at most.
+pub(crate) async fn reserve(
+    wallets: &dyn Wallets,
+    org: i64,
+    hold_id: &str,
+    plan: &HoldPlan,
+    ttl_ms: u64,
+) -> Result<Hold, GatewayError> {
+    let meta = serde_json::to_string(&plan.meta).map_err(|e| {
+        tracing::error!(error = %e, "cannot describe the hold");
+        GatewayError::Internal
+    })?;
+    let amount = plan.amount;
+    match wallets.reserve(org, hold_id, amount.0, ttl_ms, &meta).await {
+        Ok(Reservation::Held { .. } | Reservation::AlreadyHeld) => Ok(Hold {
+            org,
+            id: hold_id.to_string(),
+            amount,
+            rate_ppm: plan.rate_ppm,
+        }),
+        Ok(Reservation::Insufficient { available }) => Err(GatewayError::InsufficientBalance {
+            needed: amount,
+            available: NanoUsd(available),
+        }),
+        Ok(Reservation::Missing) => Err(GatewayError::WalletUnavailable),
+        Err(e) => {
+            tracing::error!(error = %e, org, "wallet reservation failed");
+            Err(GatewayError::WalletUnavailable)
+        }
+    }
+}

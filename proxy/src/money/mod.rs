@@ -1,0 +1,7 @@
+//! The money path of one request: [`price`] (what usage costs, exactly), [`admit`] (reserve the
+//! worst case before any supplier is contacted) and [`settle`] (close the hold once, at the price
+//! of what was served, and emit the usage event).
+
+pub mod admit;
+pub(crate) mod price;
+pub(crate) mod settle;

@@ -1,0 +1,232 @@
+//! Phase 7, settlement: runs once in `logging`, after the request ended on any path.
+//!
+//! Takes the finished request as plain data ([`Finished`]) and the two store capabilities it
+//! writes: the wallet (the hold) and the usage stream.
+//!
+//! Turns the meter's result into one usage event per metered request (a request that reached at
+//! least one supplier account), appends it to the usage stream, and records metrics and one
+//! structured log line. Requests the gateway refused before contacting a supplier produce no usage
+//! event: nothing was served.
+//!
+//! An append that fails is retried a few times; if the store stays down, the event is written to
+//! the error log in full (so it can be replayed) and counted in `usage_events_lost_total`.
+
+use crate::classify::Route;
+use crate::ctx::Call;
+use crate::meter::Meter;
+use crate::metrics::Metrics;
+use crate::money::admit::Hold;
+use crate::money::price;
+use crate::wire::Usage;
+use opstate::{KeyRecord, Measurement, Settlement, UsageEvent, UsageStream, Wallets};
+use settings::NanoUsd;
+use std::time::Duration;
+
+/// Attempts to append a usage event before giving up.
+const APPEND_ATTEMPTS: u32 = 3;
+
+/// A finished request, as settlement sees it.
+pub(crate) struct Finished<'a> {
+    pub request_id: &'a str,
+    pub route: Option<Route>,
+    /// What the client received (0: nothing was sent).
+    pub status: u16,
+    pub caller: Option<&'a KeyRecord>,
+    pub call: Option<&'a Call>,
+    /// The account tried last (the one that answered, if any did).
+    pub account: Option<&'a str>,
+    pub meter: Option<&'a Meter>,
+    pub started_at_ms: u64,
+    pub latency: Duration,
+    pub ttfb: Option<Duration>,
+    pub attempts: u32,
+    /// The bounded label of the error the gateway answered with, if it answered itself.
+    pub refusal: Option<&'static str>,
+}
+
+/// Settles a finished request: closes its hold (if any) at the price of what was served, appends
+/// its usage event (every request that reached a supplier account), and writes one log line.
+pub(crate) async fn settle(
+    f: Finished<'_>,
+    hold: Option<Hold>,
+    wallets: &dyn Wallets,
+    usage: &dyn UsageStream,
+    metrics: &Metrics,
+) {
+    let route = f.route.map(|r| r.label()).unwrap_or("unknown");
+    let mut event = usage_event(&f);
+    if let Some(hold) = hold {
+        settle_hold(wallets, metrics, &f, hold, event.as_mut()).await;
+    }
+    let latency_ms = elapsed_ms(f.latency);
+    let status = f.status;
+    match &event {
+        Some(e) => tracing::info!(
+            request_id = %f.request_id,
+            route,
+            status,
+            model = %e.model_served,
+            account = %e.account_id,
+            org_id = e.org_id,
+            key_id = e.key_id,
+            input_tokens = e.input_tokens,
+            output_tokens = e.output_tokens,
+            measurement = ?e.measurement,
+            attempts = e.attempts,
+            latency_ms,
+            "request settled"
+        ),
+        None => tracing::info!(
+            request_id = %f.request_id,
+            route,
+            status,
+            refusal = f.refusal.unwrap_or("-"),
+            latency_ms,
+            "request answered by the gateway"
+        ),
+    }
+    if let Some(event) = event {
+        metrics.record_tokens(&event);
+        append(usage, metrics, &event).await;
+    }
+}
+
+/// Closes the request's hold exactly once: charges the price of what was served (zero when nothing
+/// was), and records cost, charge and excess on the usage event.
+async fn settle_hold(
+    wallets: &dyn Wallets,
+    metrics: &Metrics,
+    f: &Finished<'_>,
+    hold: Hold,
+    event: Option<&mut UsageEvent>,
+) {
+    let cost = match (&event, f.call) {
+        (Some(e), Some(call)) => {
+            let usage = Usage {
+                input: e.input_tokens,
+                output: e.output_tokens,
+                cached: e.cached_tokens,
+            };
+            let prices = &call.model.model.prices;
+            let priced = match call.audio_seconds {
+                Some(_) => price::audio_cost(prices, e.audio_seconds, hold.rate_ppm),
+                None => price::cost(prices, usage, hold.rate_ppm),
+            };
+            match priced {
+                Ok(c) => c,
+                Err(err) => {
+                    tracing::error!(request_id = %f.request_id, error = %err, "cannot price the usage; charging the hold");
+                    hold.amount
+                }
+            }
+        }
+        _ => NanoUsd::ZERO,
+    };
+    let outcome = wallets.settle(hold.org, &hold.id, cost.0).await;
+    let (charged, excess) = match outcome {
+        Ok(Settlement::Settled { charged, excess }) => (charged, excess),
+        Ok(Settlement::Unknown | Settlement::Missing) => {
+            // The hold is gone (resolved by the reconciler after its deadline, or the store lost
+            // it): the usage event still carries the cost; the settler books it.
+            tracing::warn!(request_id = %f.request_id, org = hold.org, "hold already resolved or lost at settlement");
+            metrics.settlements_unresolved.inc();
+            (0, cost.0)
+        }
+        Err(e) => {
+            tracing::error!(request_id = %f.request_id, error = %e, "settlement failed; the reconciler resolves the hold after its deadline");
+            metrics.settlements_unresolved.inc();
+            (0, cost.0)
+        }
+    };
+    if excess > 0 {
+        tracing::warn!(request_id = %f.request_id, org = hold.org, excess, "usage cost exceeded what the wallet could pay");
+    }
+    if let Some(e) = event {
+        e.cost_nanos = cost.0;
+        e.charged_nanos = charged;
+        e.excess_nanos = excess;
+        e.hold_nanos = hold.amount.0;
+    }
+}
+
+/// The usage event of a request that reached a supplier account; `None` for one the gateway
+/// answered itself.
+fn usage_event(f: &Finished<'_>) -> Option<UsageEvent> {
+    let call = f.call?;
+    let caller = f.caller?;
+    let account = f.account?;
+    let nothing = (Usage::default(), Measurement::Exact, 0);
+    let (usage, measurement, audio_seconds) = match (f.meter, call.audio_seconds) {
+        // An error answer without usage (a refusal, a rate limit) served nothing.
+        (Some(m), _) if f.status >= 400 && !m.has_usage() => nothing,
+        // Audio: the duration the supplier reported, else the one read from the file.
+        (Some(m), Some(estimate)) => match m.audio_seconds() {
+            Some(seconds) => (
+                m.reported().unwrap_or_default(),
+                Measurement::Exact,
+                seconds,
+            ),
+            None => (Usage::default(), Measurement::Estimated, estimate),
+        },
+        (Some(m), None) => {
+            let (usage, measurement) = m.outcome(call.request_bytes);
+            (usage, measurement, 0)
+        }
+        // The supplier never answered with a body, or refused: nothing was served.
+        (None, _) => nothing,
+    };
+    Some(UsageEvent {
+        request_id: f.request_id.to_string(),
+        key_id: caller.key_id,
+        org_id: caller.org_id,
+        group_id: caller.group_id,
+        route: f.route.map(|r| r.label()).unwrap_or("unknown").to_string(),
+        model_requested: call.requested_model.clone(),
+        model_served: call.model.model.id.clone(),
+        account_id: account.to_string(),
+        input_tokens: usage.input,
+        output_tokens: usage.output,
+        cached_tokens: usage.cached,
+        measurement,
+        status: f.status,
+        stream: call.stream,
+        started_at_ms: f.started_at_ms,
+        latency_ms: elapsed_ms(f.latency),
+        ttfb_ms: f.ttfb.map(elapsed_ms),
+        attempts: f.attempts,
+        cost_nanos: 0,
+        charged_nanos: 0,
+        excess_nanos: 0,
+        hold_nanos: 0,
+        project: call.project.clone(),
+        workflow: call.workflow.clone(),
+        audio_seconds,
+    })
+}
+
+/// Appends `event`, retrying a few times; if the store stays down, the event is logged in full
+/// (so it can be replayed) and counted as lost.
+async fn append(usage: &dyn UsageStream, metrics: &Metrics, event: &UsageEvent) {
+    let mut last_error = None;
+    for attempt in 0..APPEND_ATTEMPTS {
+        match usage.append(event).await {
+            Ok(()) => return,
+            Err(e) => {
+                last_error = Some(e);
+                tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt + 1))).await;
+            }
+        }
+    }
+    metrics.usage_events_lost.inc();
+    let json = serde_json::to_string(event).unwrap_or_default();
+    tracing::error!(
+        request_id = %event.request_id,
+        error = ?last_error,
+        usage_event = %json,
+        "usage event could not be appended to the usage stream"
+    );
+}
+
+pub(crate) fn elapsed_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,127 @@
+//! Phase 3, the routing decision, made here and only here ([`decide`]): the model that serves the
+//! call (after a downgrade under pressure), the session, and the accounts to try in order, the
+//! first holding a capacity slot. The rest of the request only follows the [`Decision`]: failover
+//! takes the next account of its order.
+//!
+//! The parts, each in its own module: [`models`] (which configured model, which accounts could
+//! serve it), [`downgrade`] (a cheaper model under pressure), [`select`] (rendezvous order, session
+//! memory), [`cooldown`] (what a supplier's answer means for its account; cooling accounts are
+//! left out), [`capacity`] (slots and the wait queue). See docs/ARCHITECTURE.md §3.
+
+pub(crate) mod capacity;
+pub(crate) mod cooldown;
+pub(crate) mod downgrade;
+pub(crate) mod models;
+pub(crate) mod select;
+
+use crate::classify::Route;
+use crate::errors::GatewayError;
+use crate::inspect::Work;
+use crate::metrics::Metrics;
+use crate::upstream::Accounts;
+use models::{ModelRoute, Router};
+use opstate::{Cooldowns, Sessions, Slots};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The routing decision for one call.
+pub(crate) struct Decision {
+    /// The model that serves the call (the downgrade target when it was downgraded).
+    pub model: Arc<ModelRoute>,
+    /// The model the call asked for, when it was downgraded.
+    pub downgraded_from: Option<String>,
+    /// The session key (a hash of the session signal), when the call carries one.
+    pub session: Option<String>,
+    /// Accounts to try, in order; the first holds the call's capacity slot.
+    pub order: Vec<usize>,
+}
+
+/// What the decision reads: the tables built at start-up, this proxy's wait queue, and the three
+/// store capabilities routing shares with the fleet.
+pub(crate) struct Routing<'a> {
+    pub router: &'a Router,
+    pub accounts: &'a Accounts,
+    pub settings: &'a settings::Routing,
+    pub queue: &'a capacity::Queue,
+    pub metrics: &'a Metrics,
+    pub sessions: &'a dyn Sessions,
+    pub cooldowns: &'a dyn Cooldowns,
+    pub slots: &'a dyn Slots,
+}
+
+/// The caller as routing sees it.
+pub(crate) struct Caller<'a> {
+    pub org_id: i64,
+    pub group_id: i64,
+    /// The request id: the capacity slot's id, and the rendezvous seed of a call without session.
+    pub request_id: &'a str,
+}
+
+impl Caller<'_> {
+    pub fn of<'a>(key: &opstate::KeyRecord, request_id: &'a str) -> Caller<'a> {
+        Caller {
+            org_id: key.org_id,
+            group_id: key.group_id,
+            request_id,
+        }
+    }
+}
+
+/// Decides how `work` on `route` is served: the model (resolved for the caller's group, maybe
+/// downgraded), the accounts in rendezvous order of the session (else the request) with the
+/// session's sticky account first and cooling accounts out, and a capacity slot on the first
+/// account with room (else a bounded wait).
+pub(crate) async fn decide(
+    r: &Routing<'_>,
+    work: &Work<'_>,
+    route: Route,
+    caller: Caller<'_>,
+) -> Result<Decision, GatewayError> {
+    let mut downgraded_from = None;
+    let mut model = r.router.resolve(work.model(), caller.group_id, route)?;
+    if let Some(target) = downgrade::target(r, work, &model, caller.group_id, route).await {
+        r.metrics
+            .downgrades
+            .with_label_values(&[model.model.id.as_str(), target.model.id.as_str()])
+            .inc();
+        downgraded_from = Some(model.model.id.clone());
+        model = target;
+    }
+    let seed = match &work.session {
+        Some(signal) => format!("{}:{signal}", caller.org_id),
+        None => caller.request_id.to_string(),
+    };
+    let session = work.session.as_deref().map(select::session_key);
+    let ids = r.accounts.ids();
+    let mut ordered = select::order(&model.accounts, &ids, &seed);
+    if let Some(key) = &session
+        && let Some(account) = select::sticky(r.sessions, caller.org_id, key).await?
+    {
+        // The account this conversation moved to (after a failover) keeps it while alive.
+        select::prefer(&mut ordered, &ids, &account);
+    }
+    let mut order = cooldown::open(r.cooldowns, &ordered, &ids).await?;
+    let waited = Instant::now();
+    let taken = capacity::take(
+        r.slots,
+        r.accounts.all(),
+        &order,
+        caller.request_id,
+        r.queue,
+        capacity::Limits {
+            slot_ttl: Duration::from_millis(r.settings.slot_ttl_ms),
+            depth: r.settings.queue_depth,
+            max_wait: Duration::from_millis(r.settings.queue_wait_ms),
+        },
+    )
+    .await;
+    r.metrics.queue_wait.observe(waited.elapsed().as_secs_f64());
+    let chosen = order.remove(taken?);
+    order.insert(0, chosen);
+    Ok(Decision {
+        model,
+        downgraded_from,
+        session,
+        order,
+    })
+}

@@ -1,0 +1,170 @@
+//! State shared by every request of one gateway: the configuration and the tables built from it,
+//! the stores, the metrics, this proxy's wait queue.
+//!
+//! Built once at start-up. The phases never receive it whole: the gateway hands each one the plain
+//! data and the store capability it needs (see [`Shared::routing`]).
+
+use crate::ctx::RequestCtx;
+use crate::metrics::Metrics;
+use crate::route::capacity::{self, Queue};
+use crate::route::models::Router;
+use crate::route::{Routing, cooldown, select};
+use crate::upstream::Accounts;
+use credentials::{Env, KeyHasher};
+use opstate::Stores;
+use settings::{Environment, Settings};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub(crate) struct Shared {
+    pub settings: Arc<Settings>,
+    pub env: Env,
+    pub hasher: KeyHasher,
+    /// The stores created at start-up (on the background runtime, shared with an embedded
+    /// admin-api). See [`Shared::stores`].
+    startup_stores: Stores,
+    /// The gateway's own Redis stores, connected from the proxy's runtime on the first request.
+    local_stores: tokio::sync::OnceCell<Option<Stores>>,
+    pub accounts: Accounts,
+    pub router: Router,
+    pub metrics: Arc<Metrics>,
+    /// Where admin-api answers (`/partner/v1`, `/api/v1`, `/invitations`); `None`: not served.
+    pub admin: Option<std::net::SocketAddr>,
+    /// Requests waiting for capacity in this proxy.
+    pub queue: Queue,
+}
+
+impl Shared {
+    pub fn new(
+        settings: Arc<Settings>,
+        stores: Stores,
+        metrics: Arc<Metrics>,
+        admin: Option<std::net::SocketAddr>,
+    ) -> Shared {
+        let accounts = Accounts::new(&settings.accounts);
+        let router = Router::new(&settings, accounts.all());
+        let env = match settings.server.environment {
+            Environment::Production => Env::Live,
+            Environment::Development => Env::Dev,
+        };
+        Shared {
+            hasher: KeyHasher::new(&settings.security.key_pepper),
+            env,
+            startup_stores: stores,
+            local_stores: tokio::sync::OnceCell::new(),
+            accounts,
+            router,
+            metrics,
+            settings,
+            admin,
+            queue: Queue::default(),
+        }
+    }
+
+    /// The operational stores the request path uses: the gateway's own Redis connection once it
+    /// exists, else the start-up ones (always, with the in-memory store).
+    ///
+    /// Decision (README "Performance"): a Redis connection's I/O task runs on the runtime that
+    /// opened it. Opened at start-up it runs on the background runtime, so every store round trip
+    /// of a request hopped between threads twice; the benchmark showed the background thread
+    /// taking more CPU than the proxy thread. The gateway therefore opens its own connection from
+    /// the proxy's runtime on its first request ([`Shared::open_local_stores`]).
+    pub fn stores(&self) -> &Stores {
+        self.local_stores
+            .get()
+            .and_then(Option::as_ref)
+            .unwrap_or(&self.startup_stores)
+    }
+
+    /// Opens the gateway's own Redis connection once (see [`Shared::stores`]); on failure the
+    /// start-up stores stay in use. Cheap after the first call.
+    pub async fn open_local_stores(&self) {
+        if self.local_stores.get().is_some() {
+            return;
+        }
+        let Some(redis) = &self.settings.redis else {
+            return;
+        };
+        self.local_stores
+            .get_or_init(|| async {
+                match Stores::redis(&redis.url, &redis.key_prefix).await {
+                    Ok(stores) => Some(stores),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the gateway's own redis connection failed; using the start-up one");
+                        None
+                    }
+                }
+            })
+            .await;
+    }
+
+    /// Writes the cooldowns `ctx` decided so far (see `cooldown::apply`).
+    pub async fn cool(&self, ctx: &mut RequestCtx) {
+        if ctx.to_cool.is_empty() {
+            return;
+        }
+        let stores = self.stores();
+        let cooling = std::mem::take(&mut ctx.to_cool);
+        let (counters, cooldowns) = (stores.counters.as_ref(), stores.cooldowns.as_ref());
+        let (accounts, metrics) = (&self.accounts, self.metrics.as_ref());
+        cooldown::apply(
+            cooling,
+            accounts,
+            counters,
+            cooldowns,
+            metrics,
+            &ctx.request_id,
+        )
+        .await;
+    }
+
+    /// Moves `ctx`'s capacity slot to account `i` (a failover). `false`: `i` is full.
+    pub async fn move_slot(&self, ctx: &mut RequestCtx, i: usize) -> bool {
+        let Some(to) = self.accounts.get(i) else {
+            return false;
+        };
+        let from = ctx.slot.and_then(|o| self.accounts.get(o));
+        let ttl = Duration::from_millis(self.settings.routing.slot_ttl_ms);
+        let slots = self.stores().slots.as_ref();
+        let moved = capacity::move_to(slots, from, to, &ctx.request_id, ttl).await;
+        if moved {
+            ctx.slot = Some(i);
+        }
+        moved
+    }
+
+    /// Gives `ctx`'s capacity slot back (once) and updates the queue's depth gauge.
+    pub async fn release_slot(&self, ctx: &mut RequestCtx) {
+        if let Some(id) = ctx.slot.take().and_then(|i| self.accounts.id(i)) {
+            capacity::release(self.stores().slots.as_ref(), id, &ctx.request_id).await;
+        }
+        let depth = i64::try_from(self.queue.depth()).unwrap_or(i64::MAX);
+        self.metrics.queue_depth.set(depth);
+    }
+
+    /// Records that `ctx`'s session succeeded on account `i` (see `select::remember`).
+    pub async fn remember_session(&self, ctx: &RequestCtx, i: usize) {
+        let (Some(key), Some(caller), Some(id)) = (&ctx.session, &ctx.caller, self.accounts.id(i))
+        else {
+            return;
+        };
+        let ttl = Duration::from_millis(self.settings.routing.session_ttl_ms);
+        let sessions = self.stores().sessions.as_ref();
+        select::remember(sessions, caller.org_id, key, id, ttl).await;
+    }
+
+    /// What the routing decision reads.
+    pub fn routing(&self) -> Routing<'_> {
+        let stores = self.stores();
+        Routing {
+            router: &self.router,
+            accounts: &self.accounts,
+            settings: &self.settings.routing,
+            queue: &self.queue,
+            metrics: &self.metrics,
+            sessions: stores.sessions.as_ref(),
+            cooldowns: stores.cooldowns.as_ref(),
+            slots: stores.slots.as_ref(),
+        }
+    }
+}

@@ -1,0 +1,351 @@
+//! The OpenAI wire format (chat completions, responses, audio transcriptions): the request fields
+//! the gateway reads, the body rewrite for an account, and where usage sits in a response.
+//!
+//! Rewrite: the model id becomes the supplier's bare id, and a chat stream is asked to report
+//! usage (`stream_options.include_usage = true`) so it can be metered exactly. Every other byte of
+//! the body is forwarded as received; when nothing must change the original buffer is reused.
+//! Decision (docs/ARCHITECTURE.md): when the gateway adds `include_usage`, the client sees the
+//! supplier's final usage chunk (`choices: []`) too. OpenAI clients accept it, and streams stay
+//! byte-for-byte what the supplier sent.
+
+use super::{CallBody, Usage};
+use crate::classify::Route;
+use crate::errors::GatewayError;
+use crate::inspect::body::TopLevel;
+use bytes::Bytes;
+use serde::Deserialize;
+
+/// Token counts above this are implausible and ignored (the call is then estimated).
+const PLAUSIBLE_MAX: u64 = 100_000_000;
+
+/// Whether one SSE event's data carries generated text: a chat delta with content, or a responses
+/// text delta. Role-only and finish chunks do not count (see `meter`'s estimate).
+pub(crate) fn event_has_text(data: &[u8]) -> bool {
+    has_text(data, b"\"content\":\"") || has_text(data, b"\"delta\":\"")
+}
+
+/// Whether `key` (ending in an opening quote) is followed by a non-empty string: a chat delta
+/// with content, or a responses text delta. Role-only and finish chunks do not count.
+fn has_text(hay: &[u8], key: &[u8]) -> bool {
+    hay.windows(key.len())
+        .enumerate()
+        .any(|(i, w)| w == key && hay.get(i + key.len()).is_some_and(|&b| b != b'"'))
+}
+
+/// What a generation call asks for, read from its body.
+
+#[derive(Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
+}
+
+/// Reads the fields the gateway needs from a chat-completions or responses body.
+pub(crate) fn call_body(route: Route, fields: &TopLevel<'_>) -> Result<CallBody, GatewayError> {
+    let model = match fields.get("model") {
+        None => return Err(GatewayError::invalid("'model' is required", Some("model"))),
+        Some(raw) => serde_json::from_str::<String>(raw.get())
+            .map_err(|_| GatewayError::invalid("'model' must be a string", Some("model")))?,
+    };
+    if model.is_empty() {
+        return Err(GatewayError::invalid(
+            "'model' must not be empty",
+            Some("model"),
+        ));
+    }
+    let stream = match fields.get("stream") {
+        None => false,
+        Some(raw) => match raw.get() {
+            "true" => true,
+            "false" | "null" => false,
+            _ => {
+                return Err(GatewayError::invalid(
+                    "'stream' must be a boolean",
+                    Some("stream"),
+                ));
+            }
+        },
+    };
+    match route {
+        Route::ChatCompletions => match fields.get("messages").map(|r| r.get().trim_start()) {
+            Some(v) if v.starts_with('[') => {}
+            Some(_) => {
+                return Err(GatewayError::invalid(
+                    "'messages' must be an array",
+                    Some("messages"),
+                ));
+            }
+            None => {
+                return Err(GatewayError::invalid(
+                    "'messages' is required",
+                    Some("messages"),
+                ));
+            }
+        },
+        Route::Responses => {
+            if !fields.contains_key("input") {
+                return Err(GatewayError::invalid("'input' is required", Some("input")));
+            }
+        }
+        Route::Models | Route::Admin | Route::AudioTranscriptions => {}
+    }
+    let include_usage = match fields.get("stream_options") {
+        None => false,
+        Some(raw) if raw.get() == "null" => false,
+        Some(raw) => {
+            serde_json::from_str::<StreamOptions>(raw.get())
+                .map_err(|_| {
+                    GatewayError::invalid(
+                        "'stream_options' must be an object",
+                        Some("stream_options"),
+                    )
+                })?
+                .include_usage
+        }
+    };
+    let mut output_cap = None;
+    for field in ["max_tokens", "max_completion_tokens", "max_output_tokens"] {
+        match fields.get(field).map(|r| r.get()) {
+            None | Some("null") => {}
+            Some(raw) => {
+                let n: u64 = raw.parse().map_err(|_| {
+                    GatewayError::invalid(format!("'{field}' must be a non-negative integer"), None)
+                })?;
+                output_cap = Some(output_cap.map_or(n, |c: u64| c.min(n)));
+            }
+        }
+    }
+    Ok(CallBody {
+        model,
+        stream,
+        include_usage,
+        output_cap,
+    })
+}
+
+/// The body to forward: the original when nothing changes, else a rewritten copy.
+pub(crate) fn forward_body(
+    route: Route,
+    original: &Bytes,
+    fields: &TopLevel<'_>,
+    call: &CallBody,
+    upstream_model: &str,
+) -> Result<Bytes, GatewayError> {
+    let rename = call.model != upstream_model;
+    let ask_usage = route == Route::ChatCompletions && call.stream && !call.include_usage;
+    if !rename && !ask_usage {
+        return Ok(original.clone());
+    }
+    let mut out = Vec::with_capacity(original.len() + 48);
+    out.push(b'{');
+    let mut first = true;
+    let mut push = |out: &mut Vec<u8>, key: &str, value: &str| -> Result<(), GatewayError> {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        serde_json::to_writer(&mut *out, key).map_err(|_| GatewayError::Internal)?;
+        out.push(b':');
+        out.extend_from_slice(value.as_bytes());
+        Ok(())
+    };
+    let model_json = serde_json::to_string(upstream_model).map_err(|_| GatewayError::Internal)?;
+    let mut saw_options = false;
+    for (key, value) in fields {
+        match key.as_str() {
+            "model" => push(&mut out, key, &model_json)?,
+            "stream_options" if ask_usage => {
+                saw_options = true;
+                let mut options: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_str(value.get()).unwrap_or_default();
+                options.insert("include_usage".into(), serde_json::Value::Bool(true));
+                let json = serde_json::to_string(&options).map_err(|_| GatewayError::Internal)?;
+                push(&mut out, key, &json)?;
+            }
+            _ => push(&mut out, key, value.get())?,
+        }
+    }
+    if ask_usage && !saw_options {
+        push(&mut out, "stream_options", r#"{"include_usage":true}"#)?;
+    }
+    out.push(b'}');
+    Ok(Bytes::from(out))
+}
+
+#[derive(Deserialize)]
+struct Carrier {
+    usage: Option<RawUsage>,
+    response: Option<ResponseCarrier>,
+}
+
+#[derive(Deserialize)]
+struct ResponseCarrier {
+    usage: Option<RawUsage>,
+}
+
+#[derive(Deserialize)]
+struct RawUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    prompt_tokens_details: Option<Details>,
+    input_tokens_details: Option<Details>,
+}
+
+#[derive(Deserialize)]
+struct Details {
+    cached_tokens: Option<u64>,
+}
+
+/// Usage from one JSON document (a whole body or one SSE event), if it carries plausible usage.
+pub(crate) fn usage(json: &[u8]) -> Option<Usage> {
+    let carrier: Carrier = serde_json::from_slice(json).ok()?;
+    let raw = carrier.usage.or(carrier.response.and_then(|r| r.usage))?;
+    let input = raw.prompt_tokens.or(raw.input_tokens)?;
+    let output = raw.completion_tokens.or(raw.output_tokens)?;
+    let cached = raw
+        .prompt_tokens_details
+        .or(raw.input_tokens_details)
+        .and_then(|d| d.cached_tokens)
+        .unwrap_or(0);
+    if input > PLAUSIBLE_MAX || output > PLAUSIBLE_MAX || cached > input {
+        return None;
+    }
+    Some(Usage {
+        input,
+        output,
+        cached,
+    })
+}
+
+#[derive(Deserialize)]
+struct AudioCarrier {
+    usage: Option<AudioUsage>,
+    duration: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct AudioUsage {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    seconds: Option<f64>,
+}
+
+/// Seconds of audio from a transcription body: `usage: {type: "duration", seconds}` or the
+/// `duration` of a verbose answer, rounded up to whole seconds; implausible values are ignored.
+pub(crate) fn audio_seconds(json: &[u8]) -> Option<u64> {
+    let carrier: AudioCarrier = serde_json::from_slice(json).ok()?;
+    let seconds = carrier
+        .usage
+        .filter(|u| u.kind.as_deref().is_none_or(|k| k == "duration"))
+        .and_then(|u| u.seconds)
+        .or(carrier.duration)?;
+    (seconds.is_finite() && (0.0..=PLAUSIBLE_AUDIO_SECONDS).contains(&seconds))
+        .then(|| seconds.ceil() as u64)
+}
+
+/// Longest plausible transcription (a week of audio); beyond it the duration is estimated.
+const PLAUSIBLE_AUDIO_SECONDS: f64 = 604_800.0;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inspect::body::top_level;
+
+    fn parse(route: Route, body: &str) -> Result<CallBody, GatewayError> {
+        call_body(route, &top_level(body.as_bytes())?)
+    }
+
+    #[test]
+    fn reads_model_and_stream() {
+        let c = parse(
+            Route::ChatCompletions,
+            r#"{"model":"openai/gpt-4o-mini","messages":[],"stream":true}"#,
+        )
+        .unwrap();
+        assert_eq!(c.model, "openai/gpt-4o-mini");
+        assert!(c.stream && !c.include_usage);
+        let c = parse(Route::Responses, r#"{"model":"m","input":"hi"}"#).unwrap();
+        assert!(!c.stream);
+    }
+
+    #[test]
+    fn refuses_bad_shapes() {
+        for (route, body, param) in [
+            (Route::ChatCompletions, r#"{"messages":[]}"#, Some("model")),
+            (
+                Route::ChatCompletions,
+                r#"{"model":1,"messages":[]}"#,
+                Some("model"),
+            ),
+            (
+                Route::ChatCompletions,
+                r#"{"model":"m","messages":"x"}"#,
+                Some("messages"),
+            ),
+            (Route::ChatCompletions, r#"{"model":"m"}"#, Some("messages")),
+            (
+                Route::ChatCompletions,
+                r#"{"model":"m","messages":[],"stream":"yes"}"#,
+                Some("stream"),
+            ),
+            (Route::Responses, r#"{"model":"m"}"#, Some("input")),
+            (Route::Responses, r#"[1,2]"#, None),
+            (Route::Responses, r#"{"model":"m""#, None),
+            (Route::Responses, "", None),
+        ] {
+            match parse(route, body) {
+                Err(GatewayError::InvalidBody { param: p, .. }) => assert_eq!(p, param, "{body}"),
+                other => panic!("{body}: {other:?}"),
+            }
+        }
+    }
+
+    fn rewrite(route: Route, body: &str, upstream_model: &str) -> String {
+        let bytes = Bytes::from(body.to_string());
+        let fields = top_level(&bytes).unwrap();
+        let call = call_body(route, &fields).unwrap();
+        let out = forward_body(route, &bytes, &fields, &call, upstream_model).unwrap();
+        String::from_utf8(out.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn untouched_when_nothing_changes() {
+        let body = r#"{ "model" : "m", "messages":[{"role":"user","content":"hi"}] }"#;
+        assert_eq!(rewrite(Route::ChatCompletions, body, "m"), body);
+    }
+
+    #[test]
+    fn renames_model_keeps_everything_else() {
+        let body = r#"{"messages":[{"role":"user","content":"h\u00e9"}],"model":"openai/m","temperature":0.5}"#;
+        assert_eq!(
+            rewrite(Route::ChatCompletions, body, "m"),
+            r#"{"messages":[{"role":"user","content":"h\u00e9"}],"model":"m","temperature":0.5}"#
+        );
+    }
+
+    #[test]
+    fn chat_streams_ask_for_usage() {
+        let out = rewrite(
+            Route::ChatCompletions,
+            r#"{"model":"m","messages":[],"stream":true}"#,
+            "m",
+        );
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        let out = rewrite(
+            Route::ChatCompletions,
+            r#"{"model":"m","messages":[],"stream":true,"stream_options":{"x":1}}"#,
+            "m",
+        );
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            v["stream_options"],
+            serde_json::json!({"x":1,"include_usage":true})
+        );
+        // Responses streams report usage in response.completed already.
+        let body = r#"{"model":"m","input":"x","stream":true}"#;
+        assert_eq!(rewrite(Route::Responses, body, "m"), body);
+    }
+}
