@@ -9,6 +9,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use tollgate::{App, Role};
 
 #[derive(Parser)]
 #[command(
@@ -84,12 +85,7 @@ enum PartnerAction {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sea_orm_migration=warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    tollgate::logging::init("info,sea_orm_migration=warn");
     let settings = match Settings::load(&cli.config) {
         Ok(s) => Arc::new(s),
         Err(e) => {
@@ -121,21 +117,27 @@ fn print(v: &serde_json::Value) -> Result<(), String> {
     writeln!(std::io::stdout(), "{text}").map_err(|e| e.to_string())
 }
 
-async fn stores(settings: &Settings) -> Result<Stores, String> {
-    match &settings.redis {
-        Some(r) => Stores::redis(&r.url, &r.key_prefix)
-            .await
-            .map_err(|e| format!("redis.url: {e}")),
-        None => Ok(Stores::memory()),
-    }
-}
-
 async fn run(settings: Arc<Settings>, command: Option<Command>) -> Result<(), String> {
     settings.require_database().map_err(|e| e.to_string())?;
     if let Some(Command::Check) = command {
         return print(&serde_json::json!({"configuration": "ok"}));
     }
-    let state: AppState = runtime::state(settings.clone(), stores(&settings).await?).await?;
+    if command.is_none() {
+        // The service: partner and billing APIs, settler, reconciler, key-directory keeper.
+        let app = App::build(settings, Role::AdminApi)
+            .await
+            .map_err(|e| e.to_string())?;
+        let listen = app.addresses().admin;
+        tracing::info!(listen = ?listen, "admin-api listening");
+        return app.run_until_stopped().await.map_err(|e| e.to_string());
+    }
+    let stores = match &settings.redis {
+        Some(r) => Stores::redis(&r.url, &r.key_prefix)
+            .await
+            .map_err(|e| format!("redis.url: {e}"))?,
+        None => Stores::memory(),
+    };
+    let state: AppState = runtime::state(settings.clone(), stores).await?;
     match command {
         Some(Command::Check) => Ok(()),
         Some(Command::Partner {
@@ -181,21 +183,6 @@ async fn run(settings: Arc<Settings>, command: Option<Command>) -> Result<(), St
             .map_err(|e| e.to_string())?;
             print(&serde_json::to_value(&key).map_err(|e| e.to_string())?)
         }
-        None => {
-            let listen = settings
-                .admin
-                .listen
-                .ok_or("admin.listen: required to run admin-api as its own process")?;
-            let listener = tokio::net::TcpListener::bind(listen)
-                .await
-                .map_err(|e| format!("admin.listen {listen}: {e}"))?;
-            let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-            let mut tasks = tokio::task::JoinSet::new();
-            let loaded = runtime::start_background(&state, &mut tasks, stop_rx.clone()).await?;
-            tracing::info!(%listen, keys = loaded, "admin-api listening");
-            admin_api::serve(listener, state, stop_rx)
-                .await
-                .map_err(|e| e.to_string())
-        }
+        None => Ok(()),
     }
 }

@@ -1,0 +1,287 @@
+//! Tollgate's composition: one place that turns validated [`Settings`] into a running deployment.
+//!
+//! The `proxy` binary runs [`run_proxy`] (the gateway on Pingora's server, with admin-api hosted
+//! in-process when `admin.embedded`); the `admin-api` binary runs an [`App`] of
+//! [`Role::AdminApi`]. Tests build the same deployments in-process with [`App::build`] (listeners on
+//! port 0, the gateway served on the test's runtime) and stop them with [`Stop`].
+//!
+//! Owns: the stores chosen by the configuration (Redis when `[redis]` is set, else in-memory), the
+//! embedded/split decision, the listeners, the background runtime of the production proxy, the
+//! tracked tasks, and start-up failures as one typed [`StartError`]. Owns no request or money rule.
+
+pub mod logging;
+
+use admin_api::AppState;
+use opstate::Stores;
+use proxy::{Gateway, Metrics};
+use settings::Settings;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// Why a deployment could not start. The message names the configuration key at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The tokio runtime could not be created.
+    #[error("cannot start the background runtime: {0}")]
+    Runtime(std::io::Error),
+    /// The metrics registry refused a collector (a programming error).
+    #[error("metrics: {0}")]
+    Metrics(String),
+    /// Redis did not answer at `redis.url`.
+    #[error("redis.url: {0}")]
+    Redis(String),
+    /// admin-api could not start: database, migrations, wallet mirrors, key directory or mailer.
+    #[error("{0}")]
+    AdminApi(String),
+    /// admin-api runs as its own process but `admin.listen` is not set.
+    #[error("admin.listen: required to run admin-api as its own process")]
+    AdminListenMissing,
+    /// A listener could not be bound.
+    #[error("{key} {addr}: {source}")]
+    Bind {
+        key: &'static str,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    /// A served listener stopped with an error.
+    #[error("{0}")]
+    Serve(String),
+}
+
+/// Which process a deployment is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The gateway (`proxy`): hosts admin-api and the settler too when `admin.embedded`.
+    Proxy,
+    /// admin-api on its own (`admin-api`): partner and billing APIs, settler, reconciler, keeper.
+    AdminApi,
+}
+
+/// Where a started deployment answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Addresses {
+    /// The gateway's public base address (role [`Role::Proxy`] built in-process).
+    pub gateway: Option<SocketAddr>,
+    /// admin-api: hosted here (embedded, or role [`Role::AdminApi`]) or where the gateway forwards.
+    pub admin: Option<SocketAddr>,
+    /// The Prometheus endpoint (`[metrics] listen`).
+    pub metrics: Option<SocketAddr>,
+}
+
+/// Stops a deployment's listeners and tasks (dropping it does too).
+#[derive(Clone)]
+pub struct Stop(Arc<watch::Sender<bool>>);
+
+impl Stop {
+    pub fn stop(&self) {
+        let _ = self.0.send(true);
+    }
+}
+
+/// A deployment, built and bound, not yet serving.
+pub struct App {
+    role: Role,
+    settings: Arc<Settings>,
+    stores: Stores,
+    metrics: Arc<Metrics>,
+    admin: Option<(TcpListener, AppState)>,
+    metrics_listener: Option<TcpListener>,
+    gateway_listener: Option<TcpListener>,
+    addresses: Addresses,
+    tasks: JoinSet<()>,
+    stop: Stop,
+    stop_rx: watch::Receiver<bool>,
+}
+
+impl App {
+    /// Builds the deployment `role` of `settings` on the current runtime, in-process: stores
+    /// connected, admin-api's database migrated and its background work started (wallet mirrors
+    /// reloaded and the key directory rebuilt before this returns), every listener bound
+    /// (`server.listen`, `admin.listen`, `[metrics] listen`; port 0 picks a free port). Serve with
+    /// [`App::run_until_stopped`].
+    pub async fn build(settings: Arc<Settings>, role: Role) -> Result<App, StartError> {
+        let mut app = App::assemble(settings, role).await?;
+        if role == Role::Proxy {
+            let listen = app.settings.server.listen;
+            let listener = bind("server.listen", listen).await?;
+            app.addresses.gateway = Some(local_addr("server.listen", &listener)?);
+            app.gateway_listener = Some(listener);
+        }
+        Ok(app)
+    }
+
+    /// Everything but the gateway's listener (which the production proxy leaves to Pingora).
+    async fn assemble(settings: Arc<Settings>, role: Role) -> Result<App, StartError> {
+        let metrics = Arc::new(Metrics::new().map_err(|e| StartError::Metrics(e.to_string()))?);
+        let stores = match &settings.redis {
+            Some(r) => Stores::redis(&r.url, &r.key_prefix)
+                .await
+                .map_err(|e| StartError::Redis(e.to_string()))?,
+            None => Stores::memory(),
+        };
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut tasks = JoinSet::new();
+        let hosts_admin = role == Role::AdminApi || settings.admin.embedded;
+        let (admin, admin_addr) = if hosts_admin {
+            let bind_at = match (role, settings.admin.listen) {
+                (_, Some(listen)) => listen,
+                (Role::AdminApi, None) => return Err(StartError::AdminListenMissing),
+                // Embedded without an address: loopback, a free port.
+                (Role::Proxy, None) => SocketAddr::from(([127, 0, 0, 1], 0)),
+            };
+            let state = admin_api::runtime::state(settings.clone(), stores.clone())
+                .await
+                .map_err(StartError::AdminApi)?;
+            let loaded = admin_api::runtime::start_background(&state, &mut tasks, stop_rx.clone())
+                .await
+                .map_err(StartError::AdminApi)?;
+            let listener = bind("admin.listen", bind_at).await?;
+            let addr = local_addr("admin.listen", &listener)?;
+            tracing::info!(admin = %addr, keys = loaded, "admin-api ready");
+            (Some((listener, state)), Some(addr))
+        } else {
+            (None, settings.admin.listen)
+        };
+        let metrics_listener = match (&settings.metrics, role) {
+            (Some(m), Role::Proxy) => Some(bind("metrics.listen", m.listen).await?),
+            _ => None,
+        };
+        let metrics_addr = match &metrics_listener {
+            Some(l) => Some(local_addr("metrics.listen", l)?),
+            None => None,
+        };
+        Ok(App {
+            role,
+            settings,
+            stores,
+            metrics,
+            admin,
+            metrics_listener,
+            gateway_listener: None,
+            addresses: Addresses {
+                gateway: None,
+                admin: admin_addr,
+                metrics: metrics_addr,
+            },
+            tasks,
+            stop: Stop(Arc::new(stop_tx)),
+            stop_rx,
+        })
+    }
+
+    /// Where this deployment answers.
+    pub fn addresses(&self) -> Addresses {
+        self.addresses
+    }
+
+    /// The operational store this deployment uses (shared with its admin-api).
+    pub fn stores(&self) -> &Stores {
+        &self.stores
+    }
+
+    /// The gateway's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// admin-api's state, when this deployment hosts admin-api.
+    pub fn admin_state(&self) -> Option<&AppState> {
+        self.admin.as_ref().map(|(_, state)| state)
+    }
+
+    /// The handle that stops this deployment.
+    pub fn stop_handle(&self) -> Stop {
+        self.stop.clone()
+    }
+
+    /// The gateway over this deployment's stores, forwarding admin routes to admin-api.
+    fn gateway(&self) -> Gateway {
+        let (settings, stores) = (self.settings.clone(), self.stores.clone());
+        Gateway::with_admin(settings, stores, self.metrics.clone(), self.addresses.admin)
+    }
+
+    /// Serves admin-api and metrics on the current runtime (not the gateway).
+    fn serve_sidecars(&mut self) {
+        if let Some((listener, state)) = self.admin.take() {
+            let stop = self.stop_rx.clone();
+            self.tasks.spawn(async move {
+                if let Err(e) = admin_api::serve(listener, state, stop).await {
+                    tracing::error!(error = %e, "admin-api stopped");
+                }
+            });
+        }
+        if let Some(listener) = self.metrics_listener.take() {
+            let (metrics, stop) = (self.metrics.clone(), self.stop_rx.clone());
+            self.tasks
+                .spawn(proxy::serve_metrics(listener, metrics, stop));
+        }
+    }
+
+    /// Serves everything on the current runtime until [`Stop::stop`] is called (or every task
+    /// ended), then waits for the tracked tasks to finish.
+    pub async fn run_until_stopped(mut self) -> Result<(), StartError> {
+        if self.role == Role::Proxy {
+            tracing::info!(
+                listen = ?self.addresses.gateway,
+                store = if self.settings.redis.is_some() { "redis" } else { "memory" },
+                "gateway starting"
+            );
+        }
+        self.serve_sidecars();
+        if let Some(listener) = self.gateway_listener.take() {
+            let gateway = self.gateway();
+            let stop = self.stop_rx.clone();
+            self.tasks
+                .spawn(proxy::serve_listener(listener, gateway, stop));
+        }
+        let mut stop = self.stop_rx.clone();
+        tokio::select! {
+            _ = stop.wait_for(|stopped| *stopped) => {}
+            _ = async { while self.tasks.join_next().await.is_some() {} } => {}
+        }
+        self.stop.stop();
+        while self.tasks.join_next().await.is_some() {}
+        Ok(())
+    }
+}
+
+/// The `proxy` process: the deployment is built on a one-thread background runtime (stores,
+/// embedded admin-api and settler, metrics), then Pingora's server runs the gateway on
+/// `server.listen` with `server.threads` workers on the calling thread, until the process ends.
+pub fn run_proxy(settings: Arc<Settings>) -> Result<(), StartError> {
+    let background = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("tollgate-bg")
+        .enable_all()
+        .build()
+        .map_err(StartError::Runtime)?;
+    let mut app = background.block_on(App::assemble(settings.clone(), Role::Proxy))?;
+    background.block_on(async { app.serve_sidecars() });
+    tracing::info!(
+        listen = %settings.server.listen,
+        base_url = %settings.server.public_base_url,
+        store = if settings.redis.is_some() { "redis" } else { "memory" },
+        "gateway starting"
+    );
+    let server = proxy::build_server(&settings, app.gateway());
+    // run_forever never returns; the runtime and the app's tasks live as long as the process.
+    let _keep = (app, background);
+    server.run_forever()
+}
+
+async fn bind(key: &'static str, addr: SocketAddr) -> Result<TcpListener, StartError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Bind { key, addr, source })
+}
+
+fn local_addr(key: &'static str, listener: &TcpListener) -> Result<SocketAddr, StartError> {
+    listener.local_addr().map_err(|source| StartError::Bind {
+        key,
+        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        source,
+    })
+}

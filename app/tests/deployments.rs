@@ -1,0 +1,635 @@
+//! Deployments as operators run them: the real `proxy` binary (`--check`, killed mid-stream, two
+//! processes on one Redis) next to an admin-api deployment built in this process by [`App`].
+
+#![allow(
+    clippy::panic,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: failing loudly is the point"
+)]
+
+use futures_util::StreamExt;
+use mock_supplier::{MockConfig, MockSupplier};
+use opstate::Stores;
+use serde_json::{Value, json};
+use settings::Settings;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::task::JoinSet;
+use tollgate::{App, Role, Stop};
+
+const PEPPER: &str = "test-pepper-0123456789";
+const NANOS: i64 = 1_000_000_000;
+
+/// admin-api (ledger, settler, reconciler, key-directory keeper) built by [`App`] in this process
+/// and served on this test's runtime until dropped.
+struct AdminApi {
+    state: admin_api::AppState,
+    stores: Stores,
+    stop: Stop,
+    _serving: tokio::task::JoinHandle<()>,
+}
+
+impl AdminApi {
+    async fn start(settings: Arc<Settings>) -> AdminApi {
+        let app = App::build(settings, Role::AdminApi).await.unwrap();
+        let state = app.admin_state().unwrap().clone();
+        let stores = app.stores().clone();
+        let stop = app.stop_handle();
+        #[allow(
+            clippy::disallowed_methods,
+            reason = "the handle is kept and the task stopped on drop"
+        )]
+        let serving = tokio::spawn(async move { app.run_until_stopped().await.unwrap() });
+        AdminApi {
+            state,
+            stores,
+            stop,
+            _serving: serving,
+        }
+    }
+
+    /// A fresh customer key of the demo organization (group 1), its wallet mirror loaded (the
+    /// deployment started before the organization existed).
+    async fn demo_key(&self) -> admin_api::demo::DemoKey {
+        let s = &self.state;
+        let key = admin_api::demo::demo_key(&s.db, s.stores.keys.as_ref(), &s.hasher, s.env, 1)
+            .await
+            .unwrap();
+        admin_api::services::wallets::reload(s, key.organization_id)
+            .await
+            .unwrap();
+        key
+    }
+}
+
+impl Drop for AdminApi {
+    fn drop(&mut self) {
+        self.stop.stop();
+    }
+}
+
+/// The gateway's test configuration: two accounts, the second unreachable, a text group.
+fn config(mock_url: &str, dead_url: &str) -> String {
+    format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+environment = "development"
+max_body_bytes = 4194304
+[admin]
+embedded = true
+[database]
+url = "sqlite::memory:"
+[security]
+key_pepper = "{PEPPER}"
+
+[[models]]
+id = "gpt-4o-mini"
+family = "gpt-4o"
+kind = "text"
+input_per_mtok = 0.15
+output_per_mtok = 0.6
+
+[[models]]
+id = "dead-model"
+family = "dead"
+kind = "text"
+input_per_mtok = 1
+output_per_mtok = 1
+
+[[accounts]]
+id = "mock"
+provider = "openai"
+base_url = "{mock_url}"
+api_key = "sk-mock-supplier"
+models = ["gpt-4o-mini"]
+
+[[accounts]]
+id = "dead"
+provider = "openai"
+base_url = "{dead_url}"
+api_key = "sk-dead"
+models = ["dead-model"]
+
+[[groups]]
+id = 1
+name = "Standard"
+product_code = "std"
+models = ["gpt-4o-mini", "dead-model"]
+wholesale_rate_multiplier = 1
+"#
+    )
+}
+
+/// Runs the real `proxy` binary with `--check` on `text`; returns (exit code, stdout, stderr).
+fn check_config(text: &str, env: &[(&str, &str)]) -> (i32, String, String) {
+    let dir = std::env::temp_dir().join(format!("tollgate-check-{}", uuid_like()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config.toml");
+    std::fs::write(&path, text).unwrap();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_proxy"));
+    cmd.arg("--config").arg(&path).arg("--check").env_clear();
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn check_flag_validates_and_names_the_bad_key() {
+    let good = config("http://127.0.0.1:9/v1", "http://127.0.0.1:8/v1");
+    let (code, stdout, _) = check_config(&good, &[]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("configuration OK"), "{stdout}");
+
+    let misspelled = good.replace("max_body_bytes", "max_body_byte");
+    let (code, _, stderr) = check_config(&misspelled, &[]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("server.max_body_byte"), "{stderr}");
+
+    let bad_ref = good.replace(r#"models = ["dead-model"]"#, r#"models = ["ghost"]"#);
+    let (code, _, stderr) = check_config(&bad_ref, &[]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("accounts[1].models[0]") && stderr.contains("ghost"),
+        "{stderr}"
+    );
+
+    let example = include_str!("../../conf/example.toml");
+    let (code, _, stderr) = check_config(example, &[]);
+    assert_eq!(code, 2, "secrets from unset variables are refused");
+    assert!(
+        stderr.contains("database.url") && stderr.contains("DATABASE_URL"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = check_config(
+        example,
+        &[
+            ("DATABASE_URL", "postgres://postgres@127.0.0.1/test"),
+            ("REDIS_URL", "redis://127.0.0.1:6379"),
+            ("TOLLGATE_KEY_PEPPER", "a-long-enough-pepper"),
+            ("OPENAI_KEY_PRIMARY", "sk-1"),
+            ("OPENAI_KEY_SECONDARY", "sk-2"),
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+}
+
+/// A real `proxy` process killed with SIGKILL mid-stream leaves its hold behind; the reconciler
+/// (admin-api, in this test process) settles it exactly once after its deadline, the settler books
+/// it, and the organization's balance is reconciled with a balanced ledger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_proxy_leaves_a_hold_the_reconciler_resolves_once() {
+    let Ok(redis_url) = std::env::var("REDIS_URL") else {
+        eprintln!("REDIS_URL not set: crash scenario skipped");
+        return;
+    };
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let prefix = format!("crash:{}:", std::process::id());
+    let port = free_port();
+    let text = redis_deployment(&redis_url, &prefix, port, &mock.base_url());
+    // admin-api in this process: ledger, settler, reconciler, keeper.
+    let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
+    let admin = AdminApi::start(settings).await;
+    let (state, stores) = (admin.state.clone(), admin.stores.clone());
+    let demo = admin.demo_key().await;
+    let org = demo.organization_id;
+
+    // The gateway as its own process.
+    let mut proxy = spawn_proxy(&text, port, "crash").await;
+    let base = format!("http://127.0.0.1:{port}");
+
+    // A slow stream: 20 events, 300 ms apart.
+    let resp = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(format!("{base}/compat/v1/chat/completions"))
+        .bearer_auth(&demo.api_key)
+        .header("x-mock-events", "20")
+        .header("x-mock-delay-ms", "300")
+        .body(chat("gpt-4o-mini", true).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut stream = resp.bytes_stream();
+    stream.next().await.unwrap().unwrap();
+    let held = stores.wallets.snapshot(org).await.unwrap().unwrap();
+    assert!(held.reserved > 0, "the call holds money: {held:?}");
+
+    // SIGKILL mid-stream: nothing settles.
+    proxy.0.kill().unwrap();
+    proxy.0.wait().unwrap();
+    drop(stream);
+
+    // After the deadline the reconciler settles the hold once, and the settler books it.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        use sea_orm::{EntityTrait, PaginatorTrait};
+        let w = stores.wallets.snapshot(org).await.unwrap().unwrap();
+        let records = entities::usage_records::Entity::find()
+            .count(&state.db)
+            .await
+            .unwrap();
+        if w.reserved == 0 && records == 1 && w.pending == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not reconciled: {w:?}, {records} records"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    use sea_orm::EntityTrait;
+    let records = entities::usage_records::Entity::find()
+        .all(&state.db)
+        .await
+        .unwrap();
+    assert_eq!(records[0].measurement, "estimated");
+    assert!(
+        records[0].charged_nanos > 0,
+        "the input estimate is charged"
+    );
+    let book = admin_api::ledger::balance(
+        &state.db,
+        &admin_api::ledger::AccountRef::org_wallet(org).code,
+    )
+    .await
+    .unwrap();
+    let w = stores.wallets.snapshot(org).await.unwrap().unwrap();
+    assert_eq!(w.balance + w.pending, book.0, "mirror and ledger agree");
+    assert_eq!(
+        book.0,
+        100 * NANOS - records[0].charged_nanos,
+        "charged exactly once"
+    );
+    assert_eq!(admin_api::ledger::imbalance(&state.db).await.unwrap(), 0);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while stores.slots.in_use(&["mock"]).await.unwrap() != vec![0] {
+        assert!(
+            Instant::now() < deadline,
+            "the dead proxy's slot never stopped counting"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A distributed deployment's configuration: proxies on Redis, holds of 1 s, a fast reconciler.
+fn redis_deployment(redis_url: &str, prefix: &str, port: u16, mock_url: &str) -> String {
+    format!(
+        r#"
+[server]
+listen = "127.0.0.1:{port}"
+environment = "development"
+[admin]
+listen = "127.0.0.1:0"
+[database]
+url = "sqlite::memory:"
+[redis]
+url = "{redis_url}"
+key_prefix = "{prefix}"
+[security]
+key_pepper = "{PEPPER}"
+[money]
+hold_ttl_ms = 1000
+reconcile_interval_ms = 100
+[routing]
+slot_ttl_ms = 1000
+[mail]
+outbox_dir = "{}"
+[[models]]
+id = "gpt-4o-mini"
+family = "gpt-4o"
+kind = "text"
+input_per_mtok = 0.15
+output_per_mtok = 0.6
+[[accounts]]
+id = "mock"
+provider = "openai"
+base_url = "{}"
+api_key = "sk-mock"
+models = ["gpt-4o-mini"]
+max_concurrency = 1000
+[[groups]]
+id = 1
+name = "Standard"
+product_code = "std"
+models = ["gpt-4o-mini"]
+wholesale_rate_multiplier = 1
+"#,
+        std::env::temp_dir().join("tollgate-crash-outbox").display(),
+        mock_url
+    )
+}
+
+/// Starts a real `proxy` process on `text` and waits until it listens on `port`.
+async fn spawn_proxy(text: &str, port: u16, name: &str) -> KillOnDrop {
+    let dir = std::env::temp_dir().join(format!("tollgate-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("proxy.toml");
+    std::fs::write(&config, text).unwrap();
+    let child = KillOnDrop(
+        std::process::Command::new(env!("CARGO_BIN_EXE_proxy"))
+            .arg("--config")
+            .arg(&config)
+            .env_remove("DATABASE_URL")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "proxy did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    child
+}
+
+/// Two proxy processes sharing one Redis: 200 concurrent calls against a balance that covers
+/// about 20 never overdraw, and every refused call is refused before reaching the supplier.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_proxies_on_one_redis_never_overdraw() {
+    let Ok(redis_url) = std::env::var("REDIS_URL") else {
+        eprintln!("REDIS_URL not set: two-proxy scenario skipped");
+        return;
+    };
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let prefix = format!("two:{}:", std::process::id());
+    let ports = [free_port(), free_port()];
+    let texts: Vec<String> = ports
+        .iter()
+        .map(|p| redis_deployment(&redis_url, &prefix, *p, &mock.base_url()))
+        .collect();
+    let settings = Arc::new(Settings::parse(&texts[0], &|_| None).unwrap());
+    let admin = AdminApi::start(settings.clone()).await;
+    let (state, stores) = (admin.state.clone(), admin.stores.clone());
+    let demo = admin.demo_key().await;
+    let org = demo.organization_id;
+    let _a = spawn_proxy(&texts[0], ports[0], "two-a").await;
+    let _b = spawn_proxy(&texts[1], ports[1], "two-b").await;
+
+    let mut body = chat("gpt-4o-mini", false);
+    body["max_tokens"] = json!(1000);
+    let (hold, _) = proxy::worst_case(
+        &settings.model("gpt-4o-mini").unwrap().prices,
+        Some(1_000_000),
+        body.to_string().len(),
+        Some(1000),
+        4096,
+    )
+    .unwrap();
+    // Leave about 20 holds' worth in the wallet (the mirror and the ledger together).
+    let book = admin_api::ledger::balance(
+        &state.db,
+        &admin_api::ledger::AccountRef::org_wallet(org).code,
+    )
+    .await
+    .unwrap();
+    let keep = hold.0 * 20 + hold.0 / 2;
+    assert_eq!(
+        stores
+            .wallets
+            .adjust(org, keep - book.0, "test:shrink")
+            .await
+            .unwrap(),
+        opstate::Adjustment::Applied { balance: keep }
+    );
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(64)
+        .build()
+        .unwrap();
+    let mut calls = JoinSet::new();
+    for i in 0..200 {
+        let (http, body, key) = (http.clone(), body.clone(), demo.api_key.clone());
+        let port = ports[i % 2];
+        calls.spawn(async move {
+            let resp = http
+                .post(format!(
+                    "http://127.0.0.1:{port}/compat/v1/chat/completions"
+                ))
+                .bearer_auth(key)
+                .header("x-mock-usage", "prompt=50,completion=1000")
+                .header("x-mock-delay-ms", "20")
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            resp.bytes().await.unwrap();
+            status
+        });
+    }
+    let (mut ok, mut refused) = (0, 0);
+    while let Some(r) = calls.join_next().await {
+        match r.unwrap() {
+            200 => ok += 1,
+            402 => refused += 1,
+            other => panic!("unexpected status {other}"),
+        }
+    }
+    assert_eq!(ok + refused, 200);
+    assert!(ok >= 20, "the covered calls succeed ({ok})");
+    assert_eq!(
+        mock.request_count(),
+        ok,
+        "refused calls never reached the supplier"
+    );
+    let w = settled_wallet(&stores, org).await;
+    assert!(
+        w.balance >= 0 && w.reserved == 0,
+        "never overdrawn, every hold closed: {w:?}"
+    );
+}
+
+/// Kills the child process when dropped (a failing test never leaves a proxy behind).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// The wallet once every hold has closed (settlement runs after the last byte reached the
+/// client), or as it is after 5 s.
+async fn settled_wallet(stores: &Stores, org: i64) -> opstate::WalletSnapshot {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let w = stores.wallets.snapshot(org).await.unwrap().unwrap();
+        if w.reserved == 0 || Instant::now() > deadline {
+            return w;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn uuid_like() -> String {
+    format!("{}-{:?}", std::process::id(), std::thread::current().id()).replace(['(', ')'], "")
+}
+
+fn chat(model: &str, stream: bool) -> Value {
+    json!({"model": model, "messages": [{"role": "user", "content": "Say hello"}], "stream": stream})
+}
+
+#[test]
+fn operator_cli_prints_json() {
+    let dir = std::env::temp_dir().join(format!("tollgate-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("cli.db");
+    let path = dir.join("config.toml");
+    std::fs::write(
+        &path,
+        config("http://127.0.0.1:9/v1", "http://127.0.0.1:8/v1")
+            .replace(
+                "sqlite::memory:",
+                &format!("sqlite://{}?mode=rwc", db.display()),
+            )
+            .replace(
+                "[security]",
+                &format!(
+                    "[mail]\noutbox_dir = \"{}\"\n[security]",
+                    dir.join("outbox").display()
+                ),
+            ),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_admin-api"))
+            .arg("--config")
+            .arg(&path)
+            .args(args)
+            .env_remove("DATABASE_URL")
+            .env_remove("TOLLGATE_DATABASE_URL")
+            .env_remove("TOLLGATE_REDIS_URL")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = run(&[
+        "partner",
+        "create",
+        "--name",
+        "Acme",
+        "--min-rate-multiplier",
+        "1.1",
+        "--funding-usd",
+        "250",
+        "--role",
+        "owner",
+        "--scope",
+        "partner:read,partner:write",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let created: Value = serde_json::from_str(&out).unwrap();
+    assert!(created["token"].as_str().unwrap().starts_with("tgp_dev_"));
+    assert_eq!(created["available_funding_usd"], 250);
+    assert_eq!(created["scopes"], json!(["partner:read", "partner:write"]));
+    let id = created["partner_id"].as_i64().unwrap().to_string();
+    let (code, out, _) = run(&[
+        "partner",
+        "fund",
+        "--partner",
+        &id,
+        "--amount-usd",
+        "50",
+        "--reference",
+        "pay-1",
+    ]);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["available_funding_usd"],
+        300
+    );
+    let (code, out, _) = run(&[
+        "partner",
+        "fund",
+        "--partner",
+        &id,
+        "--amount-usd",
+        "50",
+        "--reference",
+        "pay-1",
+    ]);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["already_posted"],
+        true
+    );
+    let (code, out, _) = run(&[
+        "partner",
+        "token",
+        "--partner",
+        &id,
+        "--scope",
+        "partner:read",
+    ]);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["revoked_tokens"],
+        1
+    );
+    for bad in [
+        vec![
+            "partner",
+            "create",
+            "--name",
+            "X",
+            "--min-rate-multiplier",
+            "abc",
+            "--scope",
+            "partner:read",
+        ],
+        vec![
+            "partner",
+            "create",
+            "--name",
+            "X",
+            "--min-rate-multiplier",
+            "1",
+            "--role",
+            "king",
+            "--scope",
+            "partner:read",
+        ],
+        vec![
+            "partner",
+            "create",
+            "--name",
+            "X",
+            "--min-rate-multiplier",
+            "1",
+            "--scope",
+            "admin:all",
+        ],
+        vec!["partner", "fund", "--partner", "999", "--amount-usd", "5"],
+        vec!["billing-token", "create", "--org", "999"],
+    ] {
+        let (code, out, err) = run(&bad);
+        assert_eq!(code, Some(1), "{bad:?}: {out}");
+        assert!(!err.is_empty());
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
