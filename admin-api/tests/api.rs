@@ -22,31 +22,6 @@ use tokio::task::JoinSet;
 
 const PEPPER: &str = "api-test-pepper-0123456789";
 
-async fn fresh_database_url() -> String {
-    match std::env::var("DATABASE_URL") {
-        Ok(url) if url.starts_with("postgres") => {
-            use sea_orm::ConnectionTrait;
-            let name = format!("tollgate_api_{}", uuid::Uuid::new_v4().simple());
-            let admin = sea_orm::Database::connect(url.as_str())
-                .await
-                .expect("DATABASE_URL unusable");
-            admin
-                .execute_unprepared(&format!("CREATE DATABASE {name}"))
-                .await
-                .unwrap();
-            let base = url.rsplit_once('/').map(|(b, _)| b).unwrap_or(url.as_str());
-            format!("{base}/{name}")
-        }
-        _ => {
-            assert!(
-                std::env::var("TOLLGATE_REQUIRE_SERVICES").as_deref() != Ok("1"),
-                "TOLLGATE_REQUIRE_SERVICES=1 but DATABASE_URL is not set"
-            );
-            "sqlite::memory:".to_string()
-        }
-    }
-}
-
 fn config(db_url: &str, outbox: &str) -> String {
     format!(
         r#"
@@ -110,7 +85,10 @@ impl Api {
     async fn start() -> Api {
         let outbox =
             std::env::temp_dir().join(format!("tollgate-outbox-{}", uuid::Uuid::new_v4().simple()));
-        let text = config(&fresh_database_url().await, outbox.to_str().unwrap());
+        let text = config(
+            &testkit::fresh_database_url().await,
+            outbox.to_str().unwrap(),
+        );
         let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
         let state = admin_api::runtime::state(settings, Stores::memory())
             .await

@@ -248,6 +248,57 @@ impl App {
     }
 }
 
+/// A deployment serving on the runtime that started it (see [`App::start`]); stopped when
+/// dropped.
+pub struct Running {
+    addresses: Addresses,
+    stop: Stop,
+    task: JoinSet<Result<(), StartError>>,
+}
+
+impl Running {
+    /// Where the deployment answers.
+    pub fn addresses(&self) -> Addresses {
+        self.addresses
+    }
+
+    /// The gateway's base URL (`http://127.0.0.1:PORT`), when this deployment serves one.
+    pub fn base_url(&self) -> Option<String> {
+        self.addresses.gateway.map(|a| format!("http://{a}"))
+    }
+
+    /// Stops the deployment and waits for its tasks to finish.
+    pub async fn stop(mut self) -> Result<(), StartError> {
+        self.stop.stop();
+        match self.task.join_next().await {
+            Some(Ok(result)) => result,
+            Some(Err(e)) => Err(StartError::Serve(e.to_string())),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.stop();
+    }
+}
+
+impl App {
+    /// Serves this deployment in a task of the current runtime (tests, embedding) until the
+    /// returned [`Running`] is stopped or dropped.
+    pub fn start(self) -> Running {
+        let (addresses, stop) = (self.addresses, self.stop.clone());
+        let mut task = JoinSet::new();
+        task.spawn(self.run_until_stopped());
+        Running {
+            addresses,
+            stop,
+            task,
+        }
+    }
+}
+
 /// The `proxy` process: the deployment is built on a one-thread background runtime (stores,
 /// embedded admin-api and settler, metrics), then Pingora's server runs the gateway on
 /// `server.listen` with `server.threads` workers on the calling thread, until the process ends.

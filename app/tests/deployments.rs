@@ -15,10 +15,42 @@ use serde_json::{Value, json};
 use settings::Settings;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use testkit::{Account, Group, KillOnDrop, Model, TestConfig, free_port};
 use tokio::task::JoinSet;
 use tollgate::{App, Role, Stop};
 
-const PEPPER: &str = "test-pepper-0123456789";
+/// The gateway's test configuration: two accounts, the second unreachable, a text group.
+fn config(mock_url: &str, dead_url: &str) -> String {
+    config_builder(mock_url, dead_url).toml()
+}
+
+fn config_builder(mock_url: &str, dead_url: &str) -> TestConfig {
+    TestConfig::embedded()
+        .set("server", "max_body_bytes", 4_194_304u64)
+        .model(Model::gpt_4o_mini())
+        .model(Model::text("dead-model", 1.0, 1.0))
+        .account(Account::openai("mock", mock_url, &["gpt-4o-mini"]))
+        .account(Account::openai("dead", dead_url, &["dead-model"]))
+        .group(Group::new(1, &["gpt-4o-mini", "dead-model"]))
+}
+
+/// A distributed deployment's configuration: proxies on Redis at `port`, holds of 1 s, a fast
+/// reconciler; admin-api (on port 0) in the test process.
+fn redis_deployment(redis_url: &str, prefix: &str, port: u16, mock_url: &str) -> String {
+    TestConfig::embedded()
+        .set("server", "listen", format!("127.0.0.1:{port}"))
+        .set("admin", "embedded", false)
+        .set("admin", "listen", "127.0.0.1:0")
+        .redis(redis_url, prefix)
+        .set("money", "hold_ttl_ms", 1000u64)
+        .set("money", "reconcile_interval_ms", 100u64)
+        .set("routing", "slot_ttl_ms", 1000u64)
+        .model(Model::gpt_4o_mini())
+        .account(Account::openai("mock", mock_url, &["gpt-4o-mini"]).max_concurrency(1000))
+        .group(Group::new(1, &["gpt-4o-mini"]))
+        .toml()
+}
+
 const NANOS: i64 = 1_000_000_000;
 
 /// admin-api (ledger, settler, reconciler, key-directory keeper) built by [`App`] in this process
@@ -67,59 +99,6 @@ impl Drop for AdminApi {
     fn drop(&mut self) {
         self.stop.stop();
     }
-}
-
-/// The gateway's test configuration: two accounts, the second unreachable, a text group.
-fn config(mock_url: &str, dead_url: &str) -> String {
-    format!(
-        r#"
-[server]
-listen = "127.0.0.1:0"
-environment = "development"
-max_body_bytes = 4194304
-[admin]
-embedded = true
-[database]
-url = "sqlite::memory:"
-[security]
-key_pepper = "{PEPPER}"
-
-[[models]]
-id = "gpt-4o-mini"
-family = "gpt-4o"
-kind = "text"
-input_per_mtok = 0.15
-output_per_mtok = 0.6
-
-[[models]]
-id = "dead-model"
-family = "dead"
-kind = "text"
-input_per_mtok = 1
-output_per_mtok = 1
-
-[[accounts]]
-id = "mock"
-provider = "openai"
-base_url = "{mock_url}"
-api_key = "sk-mock-supplier"
-models = ["gpt-4o-mini"]
-
-[[accounts]]
-id = "dead"
-provider = "openai"
-base_url = "{dead_url}"
-api_key = "sk-dead"
-models = ["dead-model"]
-
-[[groups]]
-id = 1
-name = "Standard"
-product_code = "std"
-models = ["gpt-4o-mini", "dead-model"]
-wholesale_rate_multiplier = 1
-"#
-    )
 }
 
 /// Runs the real `proxy` binary with `--check` on `text`; returns (exit code, stdout, stderr).
@@ -187,7 +166,7 @@ fn check_flag_validates_and_names_the_bad_key() {
 /// it, and the organization's balance is reconciled with a balanced ledger.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_proxy_leaves_a_hold_the_reconciler_resolves_once() {
-    let Ok(redis_url) = std::env::var("REDIS_URL") else {
+    let Some(redis_url) = testkit::redis_url() else {
         eprintln!("REDIS_URL not set: crash scenario skipped");
         return;
     };
@@ -282,54 +261,6 @@ async fn a_killed_proxy_leaves_a_hold_the_reconciler_resolves_once() {
     }
 }
 
-/// A distributed deployment's configuration: proxies on Redis, holds of 1 s, a fast reconciler.
-fn redis_deployment(redis_url: &str, prefix: &str, port: u16, mock_url: &str) -> String {
-    format!(
-        r#"
-[server]
-listen = "127.0.0.1:{port}"
-environment = "development"
-[admin]
-listen = "127.0.0.1:0"
-[database]
-url = "sqlite::memory:"
-[redis]
-url = "{redis_url}"
-key_prefix = "{prefix}"
-[security]
-key_pepper = "{PEPPER}"
-[money]
-hold_ttl_ms = 1000
-reconcile_interval_ms = 100
-[routing]
-slot_ttl_ms = 1000
-[mail]
-outbox_dir = "{}"
-[[models]]
-id = "gpt-4o-mini"
-family = "gpt-4o"
-kind = "text"
-input_per_mtok = 0.15
-output_per_mtok = 0.6
-[[accounts]]
-id = "mock"
-provider = "openai"
-base_url = "{}"
-api_key = "sk-mock"
-models = ["gpt-4o-mini"]
-max_concurrency = 1000
-[[groups]]
-id = 1
-name = "Standard"
-product_code = "std"
-models = ["gpt-4o-mini"]
-wholesale_rate_multiplier = 1
-"#,
-        std::env::temp_dir().join("tollgate-crash-outbox").display(),
-        mock_url
-    )
-}
-
 /// Starts a real `proxy` process on `text` and waits until it listens on `port`.
 async fn spawn_proxy(text: &str, port: u16, name: &str) -> KillOnDrop {
     let dir = std::env::temp_dir().join(format!("tollgate-{name}-{}", std::process::id()));
@@ -361,7 +292,7 @@ async fn spawn_proxy(text: &str, port: u16, name: &str) -> KillOnDrop {
 /// about 20 never overdraw, and every refused call is refused before reaching the supplier.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_proxies_on_one_redis_never_overdraw() {
-    let Ok(redis_url) = std::env::var("REDIS_URL") else {
+    let Some(redis_url) = testkit::redis_url() else {
         eprintln!("REDIS_URL not set: two-proxy scenario skipped");
         return;
     };
@@ -454,21 +385,6 @@ async fn two_proxies_on_one_redis_never_overdraw() {
     );
 }
 
-/// Kills the child process when dropped (a failing test never leaves a proxy behind).
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
 /// The wallet once every hold has closed (settlement runs after the last byte reached the
 /// client), or as it is after 5 s.
 async fn settled_wallet(stores: &Stores, org: i64) -> opstate::WalletSnapshot {
@@ -492,24 +408,14 @@ fn chat(model: &str, stream: bool) -> Value {
 
 #[test]
 fn operator_cli_prints_json() {
-    let dir = std::env::temp_dir().join(format!("tollgate-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = testkit::temp_dir("cli");
     let db = dir.join("cli.db");
     let path = dir.join("config.toml");
     std::fs::write(
         &path,
-        config("http://127.0.0.1:9/v1", "http://127.0.0.1:8/v1")
-            .replace(
-                "sqlite::memory:",
-                &format!("sqlite://{}?mode=rwc", db.display()),
-            )
-            .replace(
-                "[security]",
-                &format!(
-                    "[mail]\noutbox_dir = \"{}\"\n[security]",
-                    dir.join("outbox").display()
-                ),
-            ),
+        config_builder("http://127.0.0.1:9/v1", "http://127.0.0.1:8/v1")
+            .database(&format!("sqlite://{}?mode=rwc", db.display()))
+            .toml(),
     )
     .unwrap();
     let run = |args: &[&str]| {

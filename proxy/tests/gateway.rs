@@ -1747,7 +1747,7 @@ async fn no_retry_once_bytes_reached_the_client() {
 
 #[tokio::test]
 async fn two_instances_share_stickiness_and_cooldowns() {
-    let Ok(redis_url) = std::env::var("REDIS_URL") else {
+    let Some(redis_url) = testkit::redis_url() else {
         eprintln!("REDIS_URL not set: shared-routing scenario skipped");
         return;
     };

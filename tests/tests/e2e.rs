@@ -1,7 +1,6 @@
-//! End-to-end: keys created through admin-api's services land in the ledger database, the key
-//! directory is rebuilt from it exactly as an embedded gateway does at start, and the gateway
-//! serves the key against the mock supplier. Runs on PostgreSQL when `DATABASE_URL` is set, else
-//! on SQLite; on Redis as well when `REDIS_URL` is set.
+//! End-to-end: whole deployments built by `tollgate::App` (the binaries' wiring) against the mock
+//! supplier. Runs on PostgreSQL when `DATABASE_URL` is set, else on SQLite files; on Redis as well
+//! when `REDIS_URL` is set.
 
 #![allow(
     clippy::panic,
@@ -13,95 +12,41 @@
 use credentials::{Env, KeyHasher};
 use mock_supplier::{MockConfig, MockSupplier};
 use opstate::Stores;
-use proxy::{Gateway, Metrics};
-use settings::Settings;
-use std::sync::Arc;
-use tokio::task::JoinSet;
-
-const PEPPER: &str = "e2e-pepper-0123456789";
-
-async fn stores_under_test() -> Vec<(&'static str, Stores)> {
-    let mut out = vec![("memory", Stores::memory())];
-    if let Ok(url) = std::env::var("REDIS_URL") {
-        let prefix = format!("e2e:{}:", uuid::Uuid::new_v4().simple());
-        out.push((
-            "redis",
-            Stores::redis(&url, &prefix)
-                .await
-                .expect("REDIS_URL unusable"),
-        ));
-    }
-    out
-}
+use testkit::{Account, Group, Model, TestConfig};
+use tollgate::{App, Role};
 
 #[tokio::test]
 async fn key_from_the_database_reaches_the_gateway() {
     let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
-    let db_url = tollgate_e2e::fresh_database_url().await;
-    let text = format!(
-        r#"
-[server]
-listen = "127.0.0.1:1"
-[admin]
-embedded = true
-[database]
-url = "{db_url}"
-[security]
-key_pepper = "{PEPPER}"
-[[models]]
-id = "gpt-4o-mini"
-family = "gpt-4o"
-kind = "text"
-input_per_mtok = 0.15
-output_per_mtok = 0.6
-[[accounts]]
-id = "mock"
-provider = "openai"
-base_url = "{}"
-api_key = "sk-mock"
-models = ["gpt-4o-mini"]
-[[groups]]
-id = 1
-name = "Standard"
-product_code = "std"
-models = ["gpt-4o-mini"]
-wholesale_rate_multiplier = 1
-"#,
-        mock.base_url()
-    );
-    let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
+    let db_url = testkit::fresh_database_url().await;
+    let config = TestConfig::embedded()
+        .database(&db_url)
+        .model(Model::gpt_4o_mini())
+        .account(Account::openai("mock", &mock.base_url(), &["gpt-4o-mini"]))
+        .group(Group::new(1, &["gpt-4o-mini"]));
     let db = admin_api::db::connect(&db_url).await.unwrap();
     admin_api::db::migrate(&db).await.unwrap();
     // Minted while no gateway runs: only the database knows it.
     let minted = admin_api::demo::demo_key(
         &db,
         Stores::memory().keys.as_ref(),
-        &KeyHasher::new(PEPPER.as_bytes()),
+        &KeyHasher::new(testkit::PEPPER.as_bytes()),
         Env::Dev,
         1,
     )
     .await
     .unwrap();
 
-    for (name, stores) in stores_under_test().await {
-        assert!(!stores.keys.is_loaded().await.unwrap(), "{name}");
-        let loaded = admin_api::keys::rebuild_directory(&db, stores.keys.as_ref())
-            .await
-            .unwrap();
-        assert_eq!(loaded, 1, "{name}");
-        admin_api::services::wallets::reload_all_into(&db, stores.wallets.as_ref())
-            .await
-            .unwrap();
-        let gateway = Gateway::new(
-            settings.clone(),
-            stores.clone(),
-            Arc::new(Metrics::new().unwrap()),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let (_stop, stop_rx) = tokio::sync::watch::channel(false);
-        let mut tasks = JoinSet::new();
-        tasks.spawn(proxy::serve_listener(listener, gateway, stop_rx));
+    let mut deployments = vec![("memory", config.clone())];
+    if let Some(url) = testkit::redis_url() {
+        deployments.push(("redis", config.redis(&url, &testkit::redis_prefix("e2e"))));
+    }
+    for (name, config) in deployments {
+        // An embedded gateway rebuilds its key directory and wallets from the ledger at start.
+        let app = App::build(config.settings(), Role::Proxy).await.unwrap();
+        assert!(app.stores().keys.is_loaded().await.unwrap(), "{name}");
+        let running = app.start();
+        let base = running.base_url().unwrap();
         let resp = reqwest::Client::builder()
             .no_proxy()
             .build()
@@ -114,23 +59,34 @@ wholesale_rate_multiplier = 1
             .await
             .unwrap();
         assert_eq!(resp.status(), 200, "{name}");
-        let mut event = None;
-        for _ in 0..200 {
-            let got = stores
-                .usage
-                .claim("e2e", 10, std::time::Duration::from_secs(60))
+        let request_id = resp.headers()["x-request-id"].to_str().unwrap().to_string();
+        resp.bytes().await.unwrap();
+        // The embedded settler books the call in the ledger database.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let record = loop {
+            use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+            let found = entities::usage_records::Entity::find()
+                .filter(entities::usage_records::Column::RequestId.eq(request_id.as_str()))
+                .one(&db)
                 .await
                 .unwrap();
-            if let Some(e) = got.into_iter().next() {
-                event = Some(e.event);
-                break;
+            if let Some(r) = found {
+                break r;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-        let event = event.expect("usage event");
-        assert_eq!(event.org_id, minted.organization_id, "{name}");
-        assert_eq!(event.key_id, minted.key_id, "{name}");
-        assert_eq!((event.input_tokens, event.output_tokens), (3, 2), "{name}");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name}: never settled"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        };
+        assert_eq!(record.organization_id, minted.organization_id, "{name}");
+        assert_eq!(record.api_key_id, minted.key_id, "{name}");
+        assert_eq!(
+            (record.input_tokens, record.output_tokens),
+            (3, 2),
+            "{name}"
+        );
+        running.stop().await.unwrap();
     }
 }
 
@@ -141,70 +97,18 @@ wholesale_rate_multiplier = 1
 async fn customer_lifecycle_through_the_proxy() {
     use serde_json::{Value, json};
     let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
-    let db_url = tollgate_e2e::fresh_database_url().await;
-    let outbox =
-        std::env::temp_dir().join(format!("tollgate-e2e-{}", uuid::Uuid::new_v4().simple()));
-    let text = format!(
-        r#"
-[server]
-listen = "127.0.0.1:1"
-[admin]
-embedded = true
-[database]
-url = "{db_url}"
-[security]
-key_pepper = "{PEPPER}"
-[mail]
-outbox_dir = "{}"
-[[models]]
-id = "gpt-4o-mini"
-family = "gpt-4o"
-kind = "text"
-author = "openai"
-input_per_mtok = 0.15
-output_per_mtok = 0.6
-[[accounts]]
-id = "mock"
-provider = "openai"
-base_url = "{}"
-api_key = "sk-mock"
-models = ["gpt-4o-mini"]
-[[groups]]
-id = 1
-name = "Standard"
-product_code = "std"
-models = ["gpt-4o-mini"]
-wholesale_rate_multiplier = 0.5
-"#,
-        outbox.display(),
-        mock.base_url()
-    );
-    let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
-    let stores = stores_under_test().await.pop().unwrap().1;
-    let state = admin_api::runtime::state(settings.clone(), stores.clone())
-        .await
-        .unwrap();
-    let admin_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let admin_addr = admin_listener.local_addr().unwrap();
-    let (_stop, stop_rx) = tokio::sync::watch::channel(false);
-    let mut tasks = JoinSet::new();
-    let s = state.clone();
-    let rx = stop_rx.clone();
-    tasks.spawn(async move {
-        admin_api::serve(admin_listener, s, rx).await.unwrap();
-    });
-    admin_api::runtime::start_background(&state, &mut tasks, stop_rx.clone())
-        .await
-        .unwrap();
-    let gateway = Gateway::with_admin(
-        settings,
-        stores,
-        Arc::new(Metrics::new().unwrap()),
-        Some(admin_addr),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tasks.spawn(proxy::serve_listener(listener, gateway, stop_rx));
+    let mut config = TestConfig::embedded()
+        .database(&testkit::fresh_database_url().await)
+        .model(Model::gpt_4o_mini().author("openai"))
+        .account(Account::openai("mock", &mock.base_url(), &["gpt-4o-mini"]))
+        .group(Group::new(1, &["gpt-4o-mini"]).wholesale(0.5));
+    if let Some(url) = testkit::redis_url() {
+        config = config.redis(&url, &testkit::redis_prefix("lifecycle"));
+    }
+    let app = App::build(config.settings(), Role::Proxy).await.unwrap();
+    let state = app.admin_state().unwrap().clone();
+    let running = app.start();
+    let base = running.base_url().unwrap();
 
     let partner = admin_api::cli::partner_create(
         &state,
@@ -508,81 +412,37 @@ async fn accepted_org(state: &admin_api::AppState, customer_id: i64) -> i64 {
 #[tokio::test]
 async fn redis_flush_fails_closed_then_recovers() {
     use serde_json::Value;
-    let Ok(redis_url) = std::env::var("REDIS_URL") else {
+    let Some(redis_url) = testkit::redis_url() else {
         eprintln!("REDIS_URL not set: flush scenario skipped");
         return;
     };
     let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
-    let db_url = tollgate_e2e::fresh_database_url().await;
-    let prefix = format!("flush:{}:", uuid::Uuid::new_v4().simple());
-    let text = format!(
-        r#"
-[server]
-listen = "127.0.0.1:1"
-[admin]
-embedded = true
-[database]
-url = "{db_url}"
-[redis]
-url = "{redis_url}"
-key_prefix = "{prefix}"
-[security]
-key_pepper = "{PEPPER}"
-[mail]
-outbox_dir = "{}"
-[[models]]
-id = "gpt-4o-mini"
-family = "gpt-4o"
-kind = "text"
-input_per_mtok = 0.15
-output_per_mtok = 0.6
-[[accounts]]
-id = "mock"
-provider = "openai"
-base_url = "{}"
-api_key = "sk-mock"
-models = ["gpt-4o-mini"]
-[[groups]]
-id = 1
-name = "Standard"
-product_code = "std"
-models = ["gpt-4o-mini"]
-wholesale_rate_multiplier = 1
-"#,
-        std::env::temp_dir().join("tollgate-flush-outbox").display(),
-        mock.base_url()
-    );
-    let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
-    let stores = Stores::redis(&redis_url, &prefix).await.unwrap();
-    let state = admin_api::runtime::state(settings.clone(), stores.clone())
+    let prefix = testkit::redis_prefix("flush");
+    let config = TestConfig::embedded()
+        .database(&testkit::fresh_database_url().await)
+        .redis(&redis_url, &prefix)
+        .model(Model::gpt_4o_mini())
+        .account(Account::openai("mock", &mock.base_url(), &["gpt-4o-mini"]))
+        .group(Group::new(1, &["gpt-4o-mini"]));
+    let app = App::build(config.settings(), Role::Proxy).await.unwrap();
+    let state = app.admin_state().unwrap().clone();
+    let demo = admin_api::demo::demo_key(
+        &state.db,
+        state.stores.keys.as_ref(),
+        &state.hasher,
+        state.env,
+        1,
+    )
+    .await
+    .unwrap();
+    admin_api::services::wallets::reload(&state, demo.organization_id)
         .await
         .unwrap();
-    let demo =
-        admin_api::demo::demo_key(&state.db, stores.keys.as_ref(), &state.hasher, state.env, 1)
-            .await
-            .unwrap();
     let billing = admin_api::cli::billing_token(&state, "create", demo.organization_id)
         .await
         .unwrap();
-    let (_stop, stop_rx) = tokio::sync::watch::channel(false);
-    let mut tasks = JoinSet::new();
-    admin_api::runtime::start_background(&state, &mut tasks, stop_rx.clone())
-        .await
-        .unwrap();
-    let admin_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let admin_addr = admin_listener.local_addr().unwrap();
-    let s = state.clone();
-    let rx = stop_rx.clone();
-    tasks.spawn(async move { admin_api::serve(admin_listener, s, rx).await.unwrap() });
-    let gateway = Gateway::with_admin(
-        settings,
-        stores.clone(),
-        Arc::new(Metrics::new().unwrap()),
-        Some(admin_addr),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tasks.spawn(proxy::serve_listener(listener, gateway, stop_rx));
+    let running = app.start();
+    let base = running.base_url().unwrap();
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
     let chat = || {
         http.post(format!("{base}/compat/v1/chat/completions"))

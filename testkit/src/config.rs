@@ -1,0 +1,332 @@
+//! A typed builder of test configurations. It renders the operator's TOML and parses it with the
+//! real loader ([`TestConfig::settings`]), so a test configuration is always a valid file.
+
+use settings::Settings;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+/// One `[[models]]` entry.
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub id: String,
+    pub family: String,
+    pub kind: &'static str,
+    pub author: Option<String>,
+    /// Price keys and their USD values (`input_per_mtok`, `per_minute_audio`, …).
+    pub prices: Vec<(&'static str, f64)>,
+    pub downgrade_to: Option<String>,
+}
+
+impl Model {
+    /// A text model priced per million input and output tokens.
+    pub fn text(id: &str, input_per_mtok: f64, output_per_mtok: f64) -> Model {
+        Model {
+            id: id.into(),
+            family: id.into(),
+            kind: "text",
+            author: None,
+            prices: vec![
+                ("input_per_mtok", input_per_mtok),
+                ("output_per_mtok", output_per_mtok),
+            ],
+            downgrade_to: None,
+        }
+    }
+
+    /// `gpt-4o-mini` at its list price (0.15 / 0.60 USD per million tokens), family `gpt-4o`.
+    pub fn gpt_4o_mini() -> Model {
+        Model::text("gpt-4o-mini", 0.15, 0.6).family("gpt-4o")
+    }
+
+    /// An audio model priced per minute.
+    pub fn audio(id: &str, per_minute: f64) -> Model {
+        Model {
+            id: id.into(),
+            family: id.into(),
+            kind: "audio",
+            author: None,
+            prices: vec![("per_minute_audio", per_minute)],
+            downgrade_to: None,
+        }
+    }
+
+    pub fn family(mut self, family: &str) -> Model {
+        self.family = family.into();
+        self
+    }
+
+    pub fn author(mut self, author: &str) -> Model {
+        self.author = Some(author.into());
+        self
+    }
+
+    pub fn downgrade_to(mut self, id: &str) -> Model {
+        self.downgrade_to = Some(id.into());
+        self
+    }
+}
+
+/// One `[[accounts]]` entry.
+#[derive(Debug, Clone)]
+pub struct Account {
+    pub id: String,
+    pub provider: &'static str,
+    pub base_url: String,
+    pub api_key: String,
+    pub models: Vec<String>,
+    pub capabilities: Vec<String>,
+    pub max_concurrency: Option<u32>,
+}
+
+impl Account {
+    /// An OpenAI-format account at `base_url` serving `models`.
+    pub fn openai(id: &str, base_url: &str, models: &[&str]) -> Account {
+        Account {
+            id: id.into(),
+            provider: "openai",
+            base_url: base_url.into(),
+            api_key: "sk-mock-supplier".into(),
+            models: models.iter().map(|m| m.to_string()).collect(),
+            capabilities: Vec::new(),
+            max_concurrency: None,
+        }
+    }
+
+    pub fn api_key(mut self, key: &str) -> Account {
+        self.api_key = key.into();
+        self
+    }
+
+    pub fn capability(mut self, capability: &str) -> Account {
+        self.capabilities.push(capability.into());
+        self
+    }
+
+    pub fn max_concurrency(mut self, n: u32) -> Account {
+        self.max_concurrency = Some(n);
+        self
+    }
+}
+
+/// One `[[groups]]` entry.
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub id: i64,
+    pub name: String,
+    pub models: Vec<String>,
+    pub wholesale_rate_multiplier: f64,
+}
+
+impl Group {
+    /// Group `id` exposing `models`, wholesale at the official price.
+    pub fn new(id: i64, models: &[&str]) -> Group {
+        Group {
+            id,
+            name: format!("Group {id}"),
+            models: models.iter().map(|m| m.to_string()).collect(),
+            wholesale_rate_multiplier: 1.0,
+        }
+    }
+
+    pub fn wholesale(mut self, multiplier: f64) -> Group {
+        self.wholesale_rate_multiplier = multiplier;
+        self
+    }
+}
+
+/// A whole configuration file.
+#[derive(Debug, Clone)]
+pub struct TestConfig {
+    /// Keys of the scalar sections, in order: (`section`, `key`, TOML value).
+    values: Vec<(&'static str, &'static str, String)>,
+    pub models: Vec<Model>,
+    pub accounts: Vec<Account>,
+    pub groups: Vec<Group>,
+}
+
+impl TestConfig {
+    /// An embedded deployment on loopback port 0: in-memory store, in-memory SQLite, the test
+    /// pepper, invitation mails into a temporary outbox, development keys.
+    pub fn embedded() -> TestConfig {
+        let outbox = crate::temp_dir("outbox");
+        TestConfig {
+            values: Vec::new(),
+            models: Vec::new(),
+            accounts: Vec::new(),
+            groups: Vec::new(),
+        }
+        .set("server", "listen", "127.0.0.1:0")
+        .set("server", "environment", "development")
+        .set("admin", "embedded", true)
+        .set("database", "url", "sqlite::memory:")
+        .set("security", "key_pepper", crate::PEPPER)
+        .set("mail", "outbox_dir", outbox.display().to_string())
+    }
+
+    /// Sets `[section] key = value` (replacing an earlier value of the same key).
+    pub fn set(mut self, section: &'static str, key: &'static str, value: impl TomlValue) -> Self {
+        let value = value.toml();
+        match self
+            .values
+            .iter_mut()
+            .find(|(s, k, _)| *s == section && *k == key)
+        {
+            Some(entry) => entry.2 = value,
+            None => self.values.push((section, key, value)),
+        }
+        self
+    }
+
+    /// Removes `[section] key`.
+    pub fn unset(mut self, section: &'static str, key: &'static str) -> Self {
+        self.values
+            .retain(|(s, k, _)| !(*s == section && *k == key));
+        self
+    }
+
+    /// The ledger database (`[database] url`).
+    pub fn database(self, url: &str) -> Self {
+        self.set("database", "url", url)
+    }
+
+    /// The operational store on Redis under `prefix`.
+    pub fn redis(self, url: &str, prefix: &str) -> Self {
+        self.set("redis", "url", url)
+            .set("redis", "key_prefix", prefix)
+    }
+
+    pub fn model(mut self, model: Model) -> Self {
+        self.models.push(model);
+        self
+    }
+
+    pub fn account(mut self, account: Account) -> Self {
+        self.accounts.push(account);
+        self
+    }
+
+    pub fn group(mut self, group: Group) -> Self {
+        self.groups.push(group);
+        self
+    }
+
+    /// The TOML file.
+    pub fn toml(&self) -> String {
+        let mut out = String::new();
+        let mut sections: Vec<&str> = Vec::new();
+        for (s, _, _) in &self.values {
+            if !sections.contains(s) {
+                sections.push(s);
+            }
+        }
+        for section in sections {
+            let _ = writeln!(out, "[{section}]");
+            for (_, k, v) in self.values.iter().filter(|(s, _, _)| *s == section) {
+                let _ = writeln!(out, "{k} = {v}");
+            }
+        }
+        for m in &self.models {
+            let _ = writeln!(out, "\n[[models]]");
+            let _ = writeln!(out, "id = {}", m.id.toml());
+            let _ = writeln!(out, "family = {}", m.family.toml());
+            let _ = writeln!(out, "kind = {}", m.kind.toml());
+            if let Some(a) = &m.author {
+                let _ = writeln!(out, "author = {}", a.toml());
+            }
+            for (k, v) in &m.prices {
+                let _ = writeln!(out, "{k} = {v}");
+            }
+            if let Some(d) = &m.downgrade_to {
+                let _ = writeln!(out, "downgrade_to = {}", d.toml());
+            }
+        }
+        for a in &self.accounts {
+            let _ = writeln!(out, "\n[[accounts]]");
+            let _ = writeln!(out, "id = {}", a.id.toml());
+            let _ = writeln!(out, "provider = {}", a.provider.toml());
+            let _ = writeln!(out, "base_url = {}", a.base_url.toml());
+            let _ = writeln!(out, "api_key = {}", a.api_key.toml());
+            let _ = writeln!(out, "models = {}", a.models.toml());
+            if !a.capabilities.is_empty() {
+                let _ = writeln!(out, "capabilities = {}", a.capabilities.toml());
+            }
+            if let Some(n) = a.max_concurrency {
+                let _ = writeln!(out, "max_concurrency = {n}");
+            }
+        }
+        for g in &self.groups {
+            let _ = writeln!(out, "\n[[groups]]");
+            let _ = writeln!(out, "id = {}", g.id);
+            let _ = writeln!(out, "name = {}", g.name.toml());
+            let _ = writeln!(out, "product_code = {}", format!("g{}", g.id).toml());
+            let _ = writeln!(out, "models = {}", g.models.toml());
+            let _ = writeln!(
+                out,
+                "wholesale_rate_multiplier = {}",
+                g.wholesale_rate_multiplier
+            );
+        }
+        out
+    }
+
+    /// The validated settings (the file through the real loader; no environment overrides).
+    pub fn settings(&self) -> Arc<Settings> {
+        let text = self.toml();
+        match Settings::parse(&text, &|_| None) {
+            Ok(s) => Arc::new(s),
+            Err(e) => panic!("test configuration refused: {e}\n{text}"),
+        }
+    }
+}
+
+/// A value written into the TOML file.
+pub trait TomlValue {
+    fn toml(&self) -> String;
+}
+
+impl TomlValue for &str {
+    fn toml(&self) -> String {
+        let mut s = String::from("\"");
+        for c in self.chars() {
+            match c {
+                '"' => s.push_str("\\\""),
+                '\\' => s.push_str("\\\\"),
+                '\n' => s.push_str("\\n"),
+                c => s.push(c),
+            }
+        }
+        s.push('"');
+        s
+    }
+}
+
+impl TomlValue for String {
+    fn toml(&self) -> String {
+        self.as_str().toml()
+    }
+}
+
+impl TomlValue for bool {
+    fn toml(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl TomlValue for u64 {
+    fn toml(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl TomlValue for f64 {
+    fn toml(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl TomlValue for Vec<String> {
+    fn toml(&self) -> String {
+        let items: Vec<String> = self.iter().map(TomlValue::toml).collect();
+        format!("[{}]", items.join(", "))
+    }
+}

@@ -1,0 +1,107 @@
+//! Test support shared by every crate's suites.
+//!
+//! - Services: [`fresh_database_url`] (a database no other test uses) and [`redis_url`]; with
+//!   `TOLLGATE_REQUIRE_SERVICES=1` (CI) a missing service fails the test instead of skipping it.
+//! - Configuration: [`TestConfig`], a typed builder of the one TOML file (rendered, then parsed by
+//!   the real loader, so tests exercise the operator's format).
+//! - Processes and ports: [`free_port`], [`KillOnDrop`], [`temp_dir`].
+//!
+//! A leaf crate (only `settings` of the workspace): every crate may dev-depend on it.
+
+#![allow(
+    clippy::panic,
+    clippy::expect_used,
+    reason = "test support: a broken test environment must stop the test"
+)]
+
+mod config;
+
+pub use config::{Account, Group, Model, TestConfig};
+
+/// The pepper every test configuration uses.
+pub const PEPPER: &str = "test-pepper-0123456789";
+
+/// Whether the run demands the services (`TOLLGATE_REQUIRE_SERVICES=1`, set by CI).
+pub fn services_required() -> bool {
+    std::env::var("TOLLGATE_REQUIRE_SERVICES").as_deref() == Ok("1")
+}
+
+/// The Redis server under test (`REDIS_URL`). `None` lets a test skip its Redis part; when the
+/// services are required, a missing `REDIS_URL` fails the calling test instead.
+pub fn redis_url() -> Option<String> {
+    match std::env::var("REDIS_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                !services_required(),
+                "TOLLGATE_REQUIRE_SERVICES=1 but REDIS_URL is not set"
+            );
+            None
+        }
+    }
+}
+
+/// A key prefix no other test uses on a shared Redis.
+pub fn redis_prefix(name: &str) -> String {
+    format!("test:{name}:{}:", uuid::Uuid::new_v4().simple())
+}
+
+/// A database URL no other test uses: with `DATABASE_URL` set (CI), a new PostgreSQL database on
+/// that server; without it, a new SQLite file in a temporary directory (so that several
+/// connections, e.g. a test's and a deployment's, see the same database).
+pub async fn fresh_database_url() -> String {
+    match std::env::var("DATABASE_URL") {
+        Ok(url) if url.starts_with("postgres") => {
+            use sea_orm::ConnectionTrait;
+            let name = format!("tollgate_test_{}", uuid::Uuid::new_v4().simple());
+            let server = sea_orm::Database::connect(url.as_str())
+                .await
+                .unwrap_or_else(|e| panic!("DATABASE_URL={url} is set but unusable: {e}"));
+            server
+                .execute_unprepared(&format!("CREATE DATABASE {name}"))
+                .await
+                .unwrap_or_else(|e| panic!("cannot create database {name}: {e}"));
+            let base = url.rsplit_once('/').map(|(b, _)| b).unwrap_or(url.as_str());
+            format!("{base}/{name}")
+        }
+        _ => {
+            assert!(
+                !services_required(),
+                "TOLLGATE_REQUIRE_SERVICES=1 but DATABASE_URL is not set"
+            );
+            format!(
+                "sqlite://{}?mode=rwc",
+                temp_dir("db").join("ledger.db").display()
+            )
+        }
+    }
+}
+
+/// A new, empty temporary directory named for `what`.
+pub fn temp_dir(what: &str) -> std::path::PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("tollgate-{what}-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    dir
+}
+
+/// A loopback port free right now (for a process that binds it itself).
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("loopback port");
+    l.local_addr().expect("bound address").port()
+}
+
+/// A loopback base URL where nothing listens.
+pub fn closed_url() -> String {
+    format!("http://127.0.0.1:{}/v1", free_port())
+}
+
+/// Kills the child process when dropped (a failing test never leaves a process behind).
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
