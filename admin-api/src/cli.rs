@@ -8,9 +8,9 @@ use crate::state::AppState;
 use chrono::Utc;
 use credentials::Kind;
 use entities::{partner_tokens, partners};
+use money::{NanoUsd, RateMultiplier};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 use serde_json::{Value, json};
-use settings::{NanoUsd, RateMultiplier};
 use std::str::FromStr;
 
 fn decimal(s: &str, what: &str) -> Result<rust_decimal::Decimal, String> {
@@ -41,7 +41,7 @@ impl NewPartner {
         let min_rate = RateMultiplier::from_decimal(decimal(min_rate, "--min-rate-multiplier")?)
             .ok_or("--min-rate-multiplier must be positive with at most 6 decimals")?;
         let funding = NanoUsd::from_decimal_usd(decimal(funding, "--funding-usd")?)
-            .filter(|n| n.0 >= 0)
+            .filter(|n| !n.is_negative())
             .ok_or("--funding-usd must be a non-negative amount with at most 9 decimals")?;
         if !matches!(role, "owner" | "admin" | "operator" | "viewer") {
             return Err("--role must be owner, admin, operator or viewer".into());
@@ -106,7 +106,7 @@ pub async fn partner_create(state: &AppState, new: NewPartner) -> Result<Value, 
     let txn = begin(&state.db).await.map_err(|e| e.to_string())?;
     let partner = partners::ActiveModel {
         name: Set(new.name),
-        min_rate_multiplier_ppm: Set(new.min_rate.0),
+        min_rate_multiplier_ppm: Set(new.min_rate.ppm()),
         role: Set(new.role),
         created_at: Set(Utc::now()),
         ..Default::default()
@@ -118,7 +118,7 @@ pub async fn partner_create(state: &AppState, new: NewPartner) -> Result<Value, 
     ledger::account(&txn, &ledger::AccountRef::partner_available(partner.id))
         .await
         .map_err(|e| e.to_string())?;
-    if new.funding.0 > 0 {
+    if new.funding.is_positive() {
         funding::fund(
             &txn,
             partner.id,
@@ -182,7 +182,7 @@ pub async fn partner_fund(
     reference: Option<&str>,
 ) -> Result<Value, String> {
     let amount = NanoUsd::from_decimal_usd(decimal(amount, "--amount-usd")?)
-        .filter(|n| n.0 > 0)
+        .filter(|n| n.is_positive())
         .ok_or("--amount-usd must be a positive amount with at most 9 decimals")?;
     let reference = match reference {
         Some(r) => format!("partner:{partner_id}:fund:{r}"),

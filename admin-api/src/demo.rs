@@ -56,7 +56,7 @@ pub async fn demo_key(
         "demo_credit",
         &crate::ledger::AccountRef::external(),
         &crate::ledger::AccountRef::org_wallet(org.id),
-        settings::NanoUsd(DEMO_CREDIT_USD * settings::money::NANOS_PER_USD),
+        money::NanoUsd::from_nanos(DEMO_CREDIT_USD * money::NANOS_PER_USD),
     )
     .await
     .map_err(|e| KeyError::Database(sea_orm::DbErr::Custom(e.to_string())))?;

@@ -5,9 +5,9 @@
 //! any amount with at most 15 significant digits round-trips exactly; inside, money is always
 //! integer nano-USD.
 
+use money::{NanoUsd, RateMultiplier};
 use rust_decimal::Decimal;
 use serde_json::Value;
-use settings::{NanoUsd, RateMultiplier};
 use std::str::FromStr;
 
 /// A nano-USD amount as a JSON number of USD.
@@ -59,14 +59,23 @@ mod tests {
 
     #[test]
     fn amounts_round_trip() {
-        assert_eq!(usd_of(&json!(10)), Some(NanoUsd(10_000_000_000)));
-        assert_eq!(usd_of(&json!(0.1)), Some(NanoUsd(100_000_000)));
+        assert_eq!(
+            usd_of(&json!(10)),
+            Some(NanoUsd::from_nanos(10_000_000_000))
+        );
+        assert_eq!(usd_of(&json!(0.1)), Some(NanoUsd::from_nanos(100_000_000)));
         assert_eq!(usd_of(&json!("1")), None);
         assert_eq!(usd_of(&json!(1e-10)), None);
-        assert_eq!(usd_json(NanoUsd(100_000_000)), json!(0.1));
-        assert_eq!(usd_json(NanoUsd(10_000_000_000)), json!(10));
-        assert_eq!(multiplier_of(&json!(1.25)), Some(RateMultiplier(1_250_000)));
+        assert_eq!(usd_json(NanoUsd::from_nanos(100_000_000)), json!(0.1));
+        assert_eq!(usd_json(NanoUsd::from_nanos(10_000_000_000)), json!(10));
+        assert_eq!(
+            multiplier_of(&json!(1.25)),
+            RateMultiplier::from_ppm(1_250_000)
+        );
         assert_eq!(multiplier_of(&json!(0)), None);
-        assert_eq!(multiplier_json(RateMultiplier(1_250_000)), json!(1.25));
+        assert_eq!(
+            multiplier_json(RateMultiplier::from_ppm(1_250_000).unwrap()),
+            json!(1.25)
+        );
     }
 }

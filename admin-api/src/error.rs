@@ -6,8 +6,8 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use money::{NanoUsd, RateMultiplier};
 use serde_json::{Value, json};
-use settings::{NanoUsd, RateMultiplier};
 
 /// A partner-API or billing-API failure.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -174,7 +174,7 @@ impl ApiError {
                 available,
                 required,
             } => {
-                let shortfall = NanoUsd(required.0.saturating_sub(available.0).max(0));
+                let shortfall = required.remaining_after(*available);
                 (
                     StatusCode::FORBIDDEN,
                     Some("PARTNER_FUNDING_INSUFFICIENT"),

@@ -642,7 +642,7 @@ async fn top_up_page(State(state): State<AppState>, Path(token): Path<String>) -
             "Partner top-up",
             &format!(
                 "<p>Top-up of <strong>{} USD</strong> for partner {} ({}).</p><p>Payments are settled by the operator; this page confirms the request.</p>",
-                settings::NanoUsd(s.amount_nanos).to_decimal_usd(),
+                money::NanoUsd::from_nanos(s.amount_nanos).to_decimal_usd(),
                 s.partner_id,
                 escape(&s.status)
             ),

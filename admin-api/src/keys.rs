@@ -8,6 +8,7 @@
 use chrono::Utc;
 use credentials::{Env, KeyHasher, Kind, Secret};
 use entities::customer_api_keys;
+use money::RateMultiplier;
 use opstate::{KeyDirectory, KeyPermissions, KeyRecord, StoreError};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set,
@@ -29,32 +30,33 @@ pub struct CreatedKey {
     pub secret: Secret,
 }
 
-/// The retail multiplier (millionths) a key of `group_id` pays in `organization_id`: its
-/// customer's group price, or the official price (1.0) for organizations no partner resells.
-/// `None` when the organization is a partner's customer without that group.
+/// The retail multiplier a key of `group_id` pays in `organization_id`: its customer's group
+/// price, or the official price (1.0) for organizations no partner resells. `None` when the
+/// organization is a partner's customer without that group (or a stored price that is not a
+/// positive multiplier): the gateway then refuses to price, never serves free.
 pub async fn rate_of(
     db: &impl ConnectionTrait,
     organization_id: i64,
     group_id: i64,
-) -> Result<Option<i64>, DbErr> {
+) -> Result<Option<RateMultiplier>, DbErr> {
     use entities::{customer_groups, customers};
     let Some(customer) = customers::Entity::find()
         .filter(customers::Column::OrganizationId.eq(organization_id))
         .one(db)
         .await?
     else {
-        return Ok(Some(settings::money::PPM));
+        return Ok(Some(RateMultiplier::ONE));
     };
     Ok(customer_groups::Entity::find()
         .filter(customer_groups::Column::CustomerId.eq(customer.id))
         .filter(customer_groups::Column::GroupId.eq(group_id))
         .one(db)
         .await?
-        .map(|g| g.retail_rate_multiplier_ppm))
+        .and_then(|g| RateMultiplier::from_ppm(g.retail_rate_multiplier_ppm)))
 }
 
-/// The directory record of a key row priced at `rate_ppm`.
-pub fn record_of(row: &customer_api_keys::Model, rate_ppm: Option<i64>) -> KeyRecord {
+/// The directory record of a key row priced at `rate`.
+pub fn record_of(row: &customer_api_keys::Model, rate: Option<RateMultiplier>) -> KeyRecord {
     KeyRecord {
         key_id: row.id,
         org_id: row.organization_id,
@@ -64,7 +66,7 @@ pub fn record_of(row: &customer_api_keys::Model, rate_ppm: Option<i64>) -> KeyRe
             gemini: row.allow_gemini,
             anthropic: row.allow_anthropic,
         },
-        rate_ppm,
+        rate,
     }
 }
 
@@ -138,18 +140,24 @@ pub async fn rebuild_directory(
         .into_iter()
         .map(|c| (c.organization_id, c.id))
         .collect();
-    let price: HashMap<(i64, i64), i64> = entities::customer_groups::Entity::find()
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|g| ((g.customer_id, g.group_id), g.retail_rate_multiplier_ppm))
-        .collect();
+    let price: HashMap<(i64, i64), Option<RateMultiplier>> =
+        entities::customer_groups::Entity::find()
+            .all(db)
+            .await?
+            .into_iter()
+            .map(|g| {
+                (
+                    (g.customer_id, g.group_id),
+                    RateMultiplier::from_ppm(g.retail_rate_multiplier_ppm),
+                )
+            })
+            .collect();
     let entries: Vec<(String, KeyRecord)> = rows
         .iter()
         .map(|r| {
             let rate = match customer_of.get(&r.organization_id) {
-                None => Some(settings::money::PPM),
-                Some(customer) => price.get(&(*customer, r.group_id)).copied(),
+                None => Some(RateMultiplier::ONE),
+                Some(customer) => price.get(&(*customer, r.group_id)).copied().flatten(),
             };
             (r.key_hash.clone(), record_of(r, rate))
         })

@@ -13,13 +13,13 @@
 
 use chrono::Utc;
 use entities::{ledger_accounts, ledger_entries, ledger_transactions};
+use money::NanoUsd;
 use sea_orm::ExprTrait;
 use sea_orm::sea_query::{Expr, Func, OnConflict};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbErr, EntityTrait, FromQueryResult, QueryFilter, QuerySelect,
     Set,
 };
-use settings::NanoUsd;
 
 /// What an account is, for queries by kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,6 +124,9 @@ pub enum LedgerError {
     Database(#[from] DbErr),
     #[error("unbalanced transaction {0}")]
     Unbalanced(String),
+    /// An amount that does not fit in 64-bit nano-USD.
+    #[error("amount overflow")]
+    Overflow,
 }
 
 /// Finds an account by code, opening it when it does not exist yet.
@@ -174,11 +177,12 @@ pub async fn transfer(
     to: &AccountRef,
     amount: NanoUsd,
 ) -> Result<Posted, LedgerError> {
-    if amount.0 == 0 {
+    if amount.is_zero() {
         return Ok(Posted::AlreadyPosted);
     }
-    let (from, to, amount) = if amount.0 < 0 {
-        (to, from, NanoUsd(-amount.0))
+    let (from, to, amount) = if amount.is_negative() {
+        let reversed = amount.checked_neg().ok_or(LedgerError::Overflow)?;
+        (to, from, reversed)
     } else {
         (from, to, amount)
     };
@@ -188,22 +192,24 @@ pub async fn transfer(
         db,
         reference,
         kind,
-        &[(from_id, -amount.0), (to_id, amount.0)],
+        &[(from_id, reversed_of(amount)?), (to_id, amount)],
     )
     .await
 }
 
-/// Posts a transaction whose legs sum to zero, once per `reference`.
+fn reversed_of(amount: NanoUsd) -> Result<NanoUsd, LedgerError> {
+    amount.checked_neg().ok_or(LedgerError::Overflow)
+}
+
+/// Posts a transaction whose legs (account id, amount) sum to zero, once per `reference`.
 pub async fn post(
     db: &impl ConnectionTrait,
     reference: &str,
     kind: &str,
-    legs: &[(i64, i64)],
+    legs: &[(i64, NanoUsd)],
 ) -> Result<Posted, LedgerError> {
-    let sum = legs
-        .iter()
-        .try_fold(0i64, |acc, (_, a)| acc.checked_add(*a));
-    if sum != Some(0) || legs.len() < 2 {
+    let sum = NanoUsd::checked_sum(legs.iter().map(|(_, a)| *a));
+    if sum != Some(NanoUsd::ZERO) || legs.len() < 2 {
         return Err(LedgerError::Unbalanced(reference.into()));
     }
     let now = Utc::now();
@@ -233,7 +239,7 @@ pub async fn post(
         ledger_entries::ActiveModel {
             transaction_id: Set(tx.id),
             account_id: Set(*account_id),
-            amount_nanos: Set(*amount),
+            amount_nanos: Set(amount.nanos()),
             created_at: Set(now),
             ..Default::default()
         }
@@ -322,10 +328,10 @@ async fn sum_entries(db: &impl ConnectionTrait, filter: Expr) -> Result<NanoUsd,
         .into_model::<Sum>()
         .one(db)
         .await?;
-    Ok(NanoUsd(row.and_then(|r| r.total).unwrap_or(0)))
+    Ok(NanoUsd::from_nanos(row.and_then(|r| r.total).unwrap_or(0)))
 }
 
 /// Σ of every entry of the ledger: zero when the ledger is balanced.
-pub async fn imbalance(db: &impl ConnectionTrait) -> Result<i64, DbErr> {
-    Ok(sum_entries(db, Expr::val(1).eq(Expr::val(1))).await?.0)
+pub async fn imbalance(db: &impl ConnectionTrait) -> Result<NanoUsd, DbErr> {
+    sum_entries(db, Expr::val(1).eq(Expr::val(1))).await
 }

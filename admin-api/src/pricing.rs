@@ -4,7 +4,7 @@
 //! - Funding a customer with X reserves X × wholesale / retail from partner funding, using the
 //!   highest such ratio across the customer's groups, rounded up to the nano-USD.
 
-use settings::{NanoUsd, RateMultiplier};
+use money::{NanoUsd, RateMultiplier};
 
 /// The lowest retail multiplier a partner may set on a group.
 pub fn retail_floor(
@@ -19,10 +19,7 @@ pub fn retail_floor(
 pub fn reservation(cap: NanoUsd, groups: &[(RateMultiplier, RateMultiplier)]) -> Option<NanoUsd> {
     let mut best: Option<(i128, i128)> = None;
     for &(w, r) in groups {
-        if r.0 <= 0 {
-            return None;
-        }
-        let (w, r) = (i128::from(w.0), i128::from(r.0));
+        let (w, r) = (i128::from(w.ppm()), i128::from(r.ppm()));
         best = match best {
             Some((bw, br)) if bw * r >= w * br => Some((bw, br)),
             _ => Some((w, r)),
@@ -31,17 +28,16 @@ pub fn reservation(cap: NanoUsd, groups: &[(RateMultiplier, RateMultiplier)]) ->
     let Some((w, r)) = best else {
         return Some(NanoUsd::ZERO);
     };
-    let numerator = i128::from(cap.0).checked_mul(w)?;
-    let value = numerator.div_euclid(r) + i128::from(numerator.rem_euclid(r) != 0);
-    i64::try_from(value).ok().map(NanoUsd)
+    let numerator = i128::from(cap.nanos()).checked_mul(w)?;
+    NanoUsd::ceil_div(numerator, r)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const fn m(ppm: i64) -> RateMultiplier {
-        RateMultiplier(ppm)
+    fn m(ppm: i64) -> RateMultiplier {
+        RateMultiplier::from_ppm(ppm).unwrap()
     }
 
     #[test]
@@ -49,15 +45,18 @@ mod tests {
         let groups = [(m(800_000), m(1_000_000)), (m(900_000), m(1_500_000))];
         // 100 USD × 0.8 / 1.0 = 80 USD.
         assert_eq!(
-            reservation(NanoUsd(100_000_000_000), &groups),
-            Some(NanoUsd(80_000_000_000))
+            reservation(NanoUsd::from_nanos(100_000_000_000), &groups),
+            Some(NanoUsd::from_nanos(80_000_000_000))
         );
         // 1 nano × 1/3 rounds up to 1 nano.
         assert_eq!(
-            reservation(NanoUsd(1), &[(m(1_000_000), m(3_000_000))]),
-            Some(NanoUsd(1))
+            reservation(NanoUsd::from_nanos(1), &[(m(1_000_000), m(3_000_000))]),
+            Some(NanoUsd::from_nanos(1))
         );
-        assert_eq!(reservation(NanoUsd(5), &[]), Some(NanoUsd::ZERO));
+        assert_eq!(
+            reservation(NanoUsd::from_nanos(5), &[]),
+            Some(NanoUsd::ZERO)
+        );
         assert_eq!(reservation(NanoUsd::ZERO, &groups), Some(NanoUsd::ZERO));
     }
 

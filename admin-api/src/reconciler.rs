@@ -39,14 +39,14 @@ pub async fn reconcile_once(state: &AppState) -> Result<usize, opstate::StoreErr
                 }
                 continue;
             };
-            let estimate = meta.input_cost_nanos.max(0);
+            let estimate = meta.input_cost_nanos.max(money::NanoUsd::ZERO);
             let (charged, excess) = match wallets.settle(org, &hold.hold_id, estimate).await? {
                 Settlement::Settled { charged, excess } => (charged, excess),
                 // Settled by its gateway in the meantime, or the wallet is being rebuilt.
                 Settlement::Unknown | Settlement::Missing => continue,
             };
             resolved += 1;
-            tracing::warn!(org, hold = %hold.hold_id, charged, "expired hold settled at its estimate (its gateway died)");
+            tracing::warn!(org, hold = %hold.hold_id, charged = %charged, "expired hold settled at its estimate (its gateway died)");
             let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
             let event = UsageEvent {
                 request_id: hold.hold_id.clone(),

@@ -25,10 +25,10 @@ use crate::partner::idempotency::begin;
 use crate::state::AppState;
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use entities::usage_records;
+use money::NanoUsd;
 use opstate::{Measurement, UsageEvent};
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, EntityTrait, Set, Statement};
-use settings::NanoUsd;
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -111,8 +111,8 @@ pub async fn drain_once(state: &AppState, consumer: &str) -> Result<usize, Settl
 /// What one new event of a batch is charged, and what it could not be.
 struct Charge<'a> {
     event: &'a UsageEvent,
-    charged: i64,
-    excess: i64,
+    charged: NanoUsd,
+    excess: NanoUsd,
 }
 
 /// Usage records inserted per statement (23 values each, under SQLite's 999-parameter limit).
@@ -124,7 +124,7 @@ const RECORDS_PER_INSERT: usize = 40;
 async fn settle_batch<'a>(
     state: &AppState,
     events: &[&'a UsageEvent],
-) -> Result<Option<Vec<(&'a UsageEvent, i64)>>, SettleError> {
+) -> Result<Option<Vec<(&'a UsageEvent, NanoUsd)>>, SettleError> {
     use sea_orm::{ColumnTrait, QueryFilter, QuerySelect};
     use std::collections::{BTreeMap, HashMap, HashSet};
     let txn = begin(&state.db).await?;
@@ -143,37 +143,42 @@ async fn settle_batch<'a>(
     let mut seen = HashSet::new();
     let mut fresh: Vec<Charge<'a>> = Vec::new();
     // Ledger wallet balances, loaded when an unresolved event needs one, less this batch's charges.
-    let mut wallets: HashMap<i64, i64> = HashMap::new();
-    let mut spent: HashMap<i64, i64> = HashMap::new();
+    let mut wallets: HashMap<i64, NanoUsd> = HashMap::new();
+    let mut spent: HashMap<i64, NanoUsd> = HashMap::new();
     for &e in events {
         if let Some(&charged) = recorded.get(&e.request_id) {
             // Settled before (a redelivery): the mirror may still need the confirmation.
-            confirmations.push((e, charged));
+            confirmations.push((e, NanoUsd::from_nanos(charged)));
             continue;
         }
         if !seen.insert(e.request_id.as_str()) {
             // The same request twice in one batch (its gateway and the reconciler): the first wins.
             continue;
         }
-        let mut charged = e.charged_nanos.max(0);
-        let mut excess = e.excess_nanos.max(0);
-        if charged == 0 && e.cost_nanos > 0 {
+        let mut charged = e.charged_nanos.max(NanoUsd::ZERO);
+        let mut excess = e.excess_nanos.max(NanoUsd::ZERO);
+        if charged.is_zero() && e.cost_nanos.is_positive() {
             // The hold was gone at settlement: charge from the ledger wallet what it can pay.
             let balance = match wallets.get(&e.org_id) {
                 Some(b) => *b,
                 None => {
-                    let b = ledger::balance(&txn, &AccountRef::org_wallet(e.org_id).code)
-                        .await?
-                        .0;
+                    let b = ledger::balance(&txn, &AccountRef::org_wallet(e.org_id).code).await?;
                     wallets.insert(e.org_id, b);
                     b
                 }
             };
-            let left = balance - spent.get(&e.org_id).copied().unwrap_or(0);
-            charged = e.cost_nanos.min(left.max(0));
-            excess = e.cost_nanos - charged;
+            let spent_so_far = spent.get(&e.org_id).copied().unwrap_or(NanoUsd::ZERO);
+            let left = balance.remaining_after(spent_so_far);
+            charged = e.cost_nanos.min(left);
+            excess = e
+                .cost_nanos
+                .checked_sub(charged)
+                .ok_or(ledger::LedgerError::Overflow)?;
         }
-        *spent.entry(e.org_id).or_default() += charged;
+        let total = spent.entry(e.org_id).or_default();
+        *total = total
+            .checked_add(charged)
+            .ok_or(ledger::LedgerError::Overflow)?;
         confirmations.push((e, charged));
         fresh.push(Charge {
             event: e,
@@ -219,7 +224,8 @@ async fn settle_batch<'a>(
         by_org.entry(c.event.org_id).or_default().push(c);
     }
     for (org, charges) in by_org {
-        let total: i64 = charges.iter().map(|c| c.charged).sum();
+        let total = NanoUsd::checked_sum(charges.iter().map(|c| c.charged))
+            .ok_or(ledger::LedgerError::Overflow)?;
         let Some(first) = charges.first() else {
             continue;
         };
@@ -230,7 +236,7 @@ async fn settle_batch<'a>(
             "spend",
             &AccountRef::org_wallet(org),
             &AccountRef::org_spend(org),
-            NanoUsd(total),
+            total,
         )
         .await?;
         book_partner_usage_batch(&txn, state, org, &charges, &reference).await?;
@@ -258,7 +264,7 @@ impl Bucket {
         self.output = self.output.saturating_add(tokens(e.output_tokens));
         self.cached = self.cached.saturating_add(tokens(e.cached_tokens));
         self.estimated += i64::from(e.measurement == Measurement::Estimated);
-        self.cost = self.cost.saturating_add(e.cost_nanos);
+        self.cost = self.cost.saturating_add(e.cost_nanos.nanos());
     }
 }
 
@@ -271,8 +277,8 @@ fn once_per_request() -> OnConflict {
 
 fn record(
     e: &UsageEvent,
-    charged: i64,
-    excess: i64,
+    charged: NanoUsd,
+    excess: NanoUsd,
     now: DateTime<Utc>,
 ) -> usage_records::ActiveModel {
     usage_records::ActiveModel {
@@ -293,9 +299,9 @@ fn record(
         }),
         status: Set(i32::from(e.status)),
         stream: Set(e.stream),
-        cost_nanos: Set(e.cost_nanos),
-        charged_nanos: Set(charged),
-        excess_nanos: Set(excess),
+        cost_nanos: Set(e.cost_nanos.nanos()),
+        charged_nanos: Set(charged.nanos()),
+        excess_nanos: Set(excess.nanos()),
         started_at: Set(at_ms(e.started_at_ms)),
         settled_at: Set(now),
         project: Set(e.project.clone()),
@@ -314,7 +320,7 @@ fn at_ms(ms: u64) -> DateTime<Utc> {
 async fn settle_alone<'a>(
     state: &AppState,
     e: &'a UsageEvent,
-) -> Result<Vec<(&'a UsageEvent, i64)>, SettleError> {
+) -> Result<Vec<(&'a UsageEvent, NanoUsd)>, SettleError> {
     for _ in 0..2 {
         if let Some(confirmations) = settle_batch(state, &[e]).await? {
             return Ok(confirmations);
@@ -340,7 +346,7 @@ async fn book_partner_usage_batch(
 ) -> Result<(), SettleError> {
     use entities::{customer_groups, customers};
     use sea_orm::{ColumnTrait, QueryFilter};
-    if charges.iter().all(|c| c.charged <= 0) {
+    if charges.iter().all(|c| !c.charged.is_positive()) {
         return Ok(());
     }
     let Some(customer) = customers::Entity::find()
@@ -352,7 +358,7 @@ async fn book_partner_usage_batch(
     };
     let mut retail_of: std::collections::HashMap<i64, Option<i64>> = Default::default();
     let mut cost: i128 = 0;
-    for c in charges.iter().filter(|c| c.charged > 0) {
+    for c in charges.iter().filter(|c| c.charged.is_positive()) {
         let group = c.event.group_id;
         let retail = match retail_of.get(&group) {
             Some(r) => *r,
@@ -370,12 +376,12 @@ async fn book_partner_usage_batch(
         let wholesale = state
             .settings
             .group(group)
-            .map(|g| g.wholesale_rate_multiplier.0);
+            .map(|g| g.wholesale_rate_multiplier.ppm());
         let (Some(retail), Some(wholesale)) = (retail, wholesale) else {
             continue;
         };
-        cost +=
-            (i128::from(c.charged) * i128::from(wholesale)).div_euclid(i128::from(retail.max(1)));
+        cost += (i128::from(c.charged.nanos()) * i128::from(wholesale))
+            .div_euclid(i128::from(retail.max(1)));
     }
     let payable = AccountRef {
         code: format!("partner:{}:usage_payable", customer.partner_id),
@@ -389,14 +395,14 @@ async fn book_partner_usage_batch(
         "wholesale_usage",
         &payable,
         &AccountRef::partner_outstanding_usage(customer.partner_id),
-        NanoUsd(i64::try_from(cost).unwrap_or(i64::MAX)),
+        NanoUsd::from_nanos(i64::try_from(cost).unwrap_or(i64::MAX)),
     )
     .await?;
     Ok(())
 }
 
-async fn confirm(state: &AppState, e: &UsageEvent, charged: i64) -> Result<(), SettleError> {
-    if charged > 0
+async fn confirm(state: &AppState, e: &UsageEvent, charged: NanoUsd) -> Result<(), SettleError> {
+    if charged.is_positive()
         && state
             .stores
             .wallets

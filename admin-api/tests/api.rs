@@ -12,6 +12,7 @@
 
 use admin_api::AppState;
 use admin_api::partner::gate::Caller;
+use money::NanoUsd;
 use opstate::Stores;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -19,6 +20,11 @@ use settings::Settings;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::task::JoinSet;
+
+/// An amount of nano-USD.
+fn nano(nanos: i64) -> NanoUsd {
+    NanoUsd::from_nanos(nanos)
+}
 
 const PEPPER: &str = "api-test-pepper-0123456789";
 
@@ -1634,8 +1640,8 @@ mod funding_properties {
     use super::*;
     use admin_api::partner::idempotency::begin;
     use admin_api::services::{customers, funding};
+    use money::{NanoUsd, RateMultiplier};
     use proptest::prelude::*;
-    use settings::{NanoUsd, RateMultiplier};
 
     #[derive(Debug, Clone)]
     enum Op {
@@ -1682,26 +1688,33 @@ mod funding_properties {
         )
         .await
         .unwrap();
-        assert!(available.0 >= 0, "step {step}: available {available:?} < 0");
+        assert!(
+            !available.is_negative(),
+            "step {step}: available {available:?} < 0"
+        );
         assert_eq!(
-            available.0 + reserved.0,
+            available.nanos() + reserved.nanos(),
             FUNDING_USD * 1_000_000_000,
             "step {step}: funding conserved"
         );
         let mut formula = 0i64;
         for c in entities::customers::Entity::find().all(db).await.unwrap() {
             let pairs = customers::price_pairs(db, &api.state, c.id).await.unwrap();
-            formula += admin_api::pricing::reservation(NanoUsd(c.allocation_cap_nanos), &pairs)
-                .unwrap()
-                .0;
+            formula += admin_api::pricing::reservation(
+                NanoUsd::from_nanos(c.allocation_cap_nanos),
+                &pairs,
+            )
+            .unwrap()
+            .nanos();
         }
         assert_eq!(
-            reserved.0, formula,
+            reserved.nanos(),
+            formula,
             "step {step}: reserved equals the formula"
         );
         assert_eq!(
             admin_api::ledger::imbalance(db).await.unwrap(),
-            0,
+            NanoUsd::ZERO,
             "step {step}: ledger balanced"
         );
         let _ = caller;
@@ -1717,7 +1730,7 @@ mod funding_properties {
             token_preview: String::new(),
             scopes: vec!["partner:write".into()],
             role: "owner".into(),
-            min_rate: RateMultiplier(1_000_000),
+            min_rate: RateMultiplier::ONE,
         };
         let mut ids: Vec<(i64, String)> = Vec::new();
         for (step, op) in ops.into_iter().enumerate() {
@@ -1734,8 +1747,11 @@ mod funding_properties {
                         slug: format!("org-{step}"),
                         contact_email: format!("o{step}@x.example"),
                         billing_email: None,
-                        initial_allocation: NanoUsd(i64::from(allocation_usd) * 1_000_000_000),
-                        retail_rate: RateMultiplier(i64::from(rate_tenths) * 100_000),
+                        initial_allocation: NanoUsd::from_nanos(
+                            i64::from(allocation_usd) * 1_000_000_000,
+                        ),
+                        retail_rate: RateMultiplier::from_ppm(i64::from(rate_tenths) * 100_000)
+                            .unwrap(),
                     };
                     customers::create(
                         &txn,
@@ -1779,7 +1795,7 @@ mod funding_properties {
                 }
                 Op::Increase(i, a) | Op::Decrease(i, a) | Op::SetLimit(i, a) => match pick(i) {
                     Some((id, _)) => {
-                        let amount = NanoUsd(i64::from(a) * 1_000_000_000);
+                        let amount = NanoUsd::from_nanos(i64::from(a) * 1_000_000_000);
                         let change = match op {
                             Op::Increase(..) => funding::Allocation::Increase(amount),
                             Op::Decrease(..) => funding::Allocation::Decrease(amount),
@@ -2060,7 +2076,7 @@ async fn held_money_cannot_be_taken_back() {
         .state
         .stores
         .wallets
-        .reserve(org, "req-1", 25_000_000_000, 60_000, "")
+        .reserve(org, "req-1", nano(25_000_000_000), 60_000, "")
         .await
         .unwrap();
     assert!(matches!(held, opstate::Reservation::Held { .. }));
@@ -2102,7 +2118,7 @@ async fn held_money_cannot_be_taken_back() {
         .unwrap();
     assert_eq!(
         (snap.balance, snap.reserved),
-        (30_000_000_000, 25_000_000_000)
+        (nano(30_000_000_000), nano(25_000_000_000))
     );
     // The billing balance shows the hold.
     let token = admin_api::cli::billing_token(&api.state, "create", org)
@@ -2143,7 +2159,7 @@ async fn held_money_cannot_be_taken_back() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(snap.balance, 26_000_000_000);
+    assert_eq!(snap.balance, nano(26_000_000_000));
     // An increase credits the mirror after the commit.
     let (s, _) = api
         .write(
@@ -2162,7 +2178,7 @@ async fn held_money_cannot_be_taken_back() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(snap.balance, 36_000_000_000);
+    assert_eq!(snap.balance, nano(36_000_000_000));
     let b: Value = api
         .http
         .get(format!("{}/api/v1/organization/billing/balance", api.base))
@@ -2249,7 +2265,7 @@ async fn a_dead_gateways_hold_is_settled_once_at_its_estimate() {
         stream: true,
         started_at_ms: 1_700_000_000_000,
         input_tokens: 1_000,
-        input_cost_nanos: 150_000,
+        input_cost_nanos: nano(150_000),
         audio_seconds: 0,
     };
     // A gateway reserved, then died: its hold is past its deadline at once.
@@ -2257,14 +2273,14 @@ async fn a_dead_gateways_hold_is_settled_once_at_its_estimate() {
         .reserve(
             org,
             "req-dead",
-            2_000_000,
+            nano(2_000_000),
             0,
             &serde_json::to_string(&meta).unwrap(),
         )
         .await
         .unwrap();
     wallets
-        .reserve(org, "req-alive", 2_000_000, 600_000, "")
+        .reserve(org, "req-alive", nano(2_000_000), 600_000, "")
         .await
         .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -2284,12 +2300,12 @@ async fn a_dead_gateways_hold_is_settled_once_at_its_estimate() {
     let snap = wallets.snapshot(org).await.unwrap().unwrap();
     assert_eq!(
         (snap.reserved, snap.pending),
-        (2_000_000, 150_000),
+        (nano(2_000_000), nano(150_000)),
         "the live hold stays"
     );
     // The late settlement of the dead gateway finds nothing.
     assert_eq!(
-        wallets.settle(org, "req-dead", 999).await.unwrap(),
+        wallets.settle(org, "req-dead", nano(999)).await.unwrap(),
         opstate::Settlement::Unknown
     );
     // The settler books the estimate like any call.
@@ -2315,16 +2331,16 @@ async fn a_dead_gateways_hold_is_settled_once_at_its_estimate() {
     )
     .await
     .unwrap();
-    assert_eq!(book.0, 10_000_000_000 - 150_000);
+    assert_eq!(book, nano(10_000_000_000 - 150_000));
     let snap = wallets.snapshot(org).await.unwrap().unwrap();
     assert_eq!(
-        (snap.balance + snap.pending, snap.pending),
-        (book.0, 0),
+        (snap.balance.checked_add(snap.pending), snap.pending),
+        (Some(book), NanoUsd::ZERO),
         "reconciled"
     );
     assert_eq!(
         admin_api::ledger::imbalance(&api.state.db).await.unwrap(),
-        0
+        NanoUsd::ZERO
     );
 }
 
@@ -2334,14 +2350,14 @@ async fn settlement_is_idempotent_under_redelivery() {
     let owner = api.owner("100").await;
     let (_, org) = api.active_customer(&owner, "redeliver", 10.0, 1.0).await;
     let w = api.state.stores.wallets.clone();
-    w.reserve(org, "req-1", 1_000_000, 600_000, "")
+    w.reserve(org, "req-1", nano(1_000_000), 600_000, "")
         .await
         .unwrap();
     assert_eq!(
-        w.settle(org, "req-1", 400_000).await.unwrap(),
+        w.settle(org, "req-1", nano(400_000)).await.unwrap(),
         opstate::Settlement::Settled {
-            charged: 400_000,
-            excess: 0
+            charged: nano(400_000),
+            excess: nano(0)
         }
     );
     let event = settled_event(
@@ -2376,9 +2392,12 @@ async fn settlement_is_idempotent_under_redelivery() {
     )
     .await
     .unwrap();
-    assert_eq!(spend.0, 400_000, "charged once");
+    assert_eq!(spend, nano(400_000), "charged once");
     let snap = w.snapshot(org).await.unwrap().unwrap();
-    assert_eq!((snap.balance, snap.pending), (10_000_000_000 - 400_000, 0));
+    assert_eq!(
+        (snap.balance, snap.pending),
+        (nano(10_000_000_000 - 400_000), NanoUsd::ZERO)
+    );
     let buckets = entities::usage_hourly::Entity::find()
         .all(&api.state.db)
         .await
@@ -2416,10 +2435,10 @@ fn settled_event(
         latency_ms: 5,
         ttfb_ms: Some(1),
         attempts: 1,
-        cost_nanos: cost,
-        charged_nanos: charged,
-        excess_nanos: 0,
-        hold_nanos: cost,
+        cost_nanos: nano(cost),
+        charged_nanos: nano(charged),
+        excess_nanos: nano(0),
+        hold_nanos: nano(cost),
         project: None,
         workflow: None,
         audio_seconds: 0,
@@ -2449,8 +2468,10 @@ async fn one_batch_settles_many_requests_of_many_organizations_exactly() {
     .enumerate()
     {
         let id = format!("rich-{i}");
-        w.reserve(rich, &id, 200_000, 600_000, "").await.unwrap();
-        w.settle(rich, &id, 100_000).await.unwrap();
+        w.reserve(rich, &id, nano(200_000), 600_000, "")
+            .await
+            .unwrap();
+        w.settle(rich, &id, nano(100_000)).await.unwrap();
         events.push(settled_event(&id, rich, model, at, 100_000, 100_000));
     }
     api.state.stores.usage.append(&events[0]).await.unwrap();
@@ -2481,7 +2502,7 @@ async fn one_batch_settles_many_requests_of_many_organizations_exactly() {
             admin_api::ledger::balance(&db, &admin_api::ledger::AccountRef::org_spend(org).code)
                 .await
                 .unwrap()
-                .0
+                .nanos()
         }
     };
     assert_eq!(spend(rich).await, 500_000, "each rich call charged once");
@@ -2502,11 +2523,14 @@ async fn one_batch_settles_many_requests_of_many_organizations_exactly() {
         .collect();
     assert_eq!(charged, [(700_000, 0), (300_000, 400_000)]);
     let poor_wallet = w.snapshot(poor).await.unwrap().unwrap();
-    assert_eq!((poor_wallet.balance, poor_wallet.pending), (0, 0));
+    assert_eq!(
+        (poor_wallet.balance, poor_wallet.pending),
+        (NanoUsd::ZERO, NanoUsd::ZERO)
+    );
     let rich_wallet = w.snapshot(rich).await.unwrap().unwrap();
     assert_eq!(
         (rich_wallet.balance, rich_wallet.pending),
-        (10_000_000_000 - 500_000, 0)
+        (nano(10_000_000_000 - 500_000), NanoUsd::ZERO)
     );
     let buckets: Vec<(String, i64, i64)> = entities::usage_hourly::Entity::find()
         .filter(entities::usage_hourly::Column::OrganizationId.eq(rich))
@@ -2574,10 +2598,10 @@ async fn daily_usage_breaks_down_by_project_and_workflow() {
             latency_ms: 1,
             ttfb_ms: None,
             attempts: 1,
-            cost_nanos: 1_000,
-            charged_nanos: 0,
-            excess_nanos: 0,
-            hold_nanos: 0,
+            cost_nanos: nano(1_000),
+            charged_nanos: nano(0),
+            excess_nanos: nano(0),
+            hold_nanos: nano(0),
             project: project.map(str::to_string),
             workflow: None,
             audio_seconds: 0,

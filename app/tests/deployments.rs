@@ -202,7 +202,10 @@ async fn a_killed_proxy_leaves_a_hold_the_reconciler_resolves_once() {
     let mut stream = resp.bytes_stream();
     stream.next().await.unwrap().unwrap();
     let held = stores.wallets.snapshot(org).await.unwrap().unwrap();
-    assert!(held.reserved > 0, "the call holds money: {held:?}");
+    assert!(
+        held.reserved.is_positive(),
+        "the call holds money: {held:?}"
+    );
 
     // SIGKILL mid-stream: nothing settles.
     proxy.0.kill().unwrap();
@@ -218,7 +221,7 @@ async fn a_killed_proxy_leaves_a_hold_the_reconciler_resolves_once() {
             .count(&state.db)
             .await
             .unwrap();
-        if w.reserved == 0 && records == 1 && w.pending == 0 {
+        if w.reserved.is_zero() && records == 1 && w.pending.is_zero() {
             break;
         }
         assert!(
@@ -244,13 +247,20 @@ async fn a_killed_proxy_leaves_a_hold_the_reconciler_resolves_once() {
     .await
     .unwrap();
     let w = stores.wallets.snapshot(org).await.unwrap().unwrap();
-    assert_eq!(w.balance + w.pending, book.0, "mirror and ledger agree");
     assert_eq!(
-        book.0,
+        w.balance.checked_add(w.pending),
+        Some(book),
+        "mirror and ledger agree"
+    );
+    assert_eq!(
+        book.nanos(),
         100 * NANOS - records[0].charged_nanos,
         "charged exactly once"
     );
-    assert_eq!(admin_api::ledger::imbalance(&state.db).await.unwrap(), 0);
+    assert_eq!(
+        admin_api::ledger::imbalance(&state.db).await.unwrap(),
+        money::NanoUsd::ZERO
+    );
     let deadline = Instant::now() + Duration::from_secs(5);
     while stores.slots.in_use(&["mock"]).await.unwrap() != vec![0] {
         assert!(
@@ -315,7 +325,7 @@ async fn two_proxies_on_one_redis_never_overdraw() {
     body["max_tokens"] = json!(1000);
     let (hold, _) = proxy::worst_case(
         &settings.model("gpt-4o-mini").unwrap().prices,
-        Some(1_000_000),
+        Some(money::RateMultiplier::ONE),
         body.to_string().len(),
         Some(1000),
         4096,
@@ -328,11 +338,11 @@ async fn two_proxies_on_one_redis_never_overdraw() {
     )
     .await
     .unwrap();
-    let keep = hold.0 * 20 + hold.0 / 2;
+    let keep = money::NanoUsd::from_nanos(hold.nanos() * 20 + hold.nanos() / 2);
     assert_eq!(
         stores
             .wallets
-            .adjust(org, keep - book.0, "test:shrink")
+            .adjust(org, keep.checked_sub(book).unwrap(), "test:shrink")
             .await
             .unwrap(),
         opstate::Adjustment::Applied { balance: keep }
@@ -380,7 +390,7 @@ async fn two_proxies_on_one_redis_never_overdraw() {
     );
     let w = settled_wallet(&stores, org).await;
     assert!(
-        w.balance >= 0 && w.reserved == 0,
+        !w.balance.is_negative() && w.reserved.is_zero(),
         "never overdrawn, every hold closed: {w:?}"
     );
 }
@@ -391,7 +401,7 @@ async fn settled_wallet(stores: &Stores, org: i64) -> opstate::WalletSnapshot {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let w = stores.wallets.snapshot(org).await.unwrap().unwrap();
-        if w.reserved == 0 || Instant::now() > deadline {
+        if w.reserved.is_zero() || Instant::now() > deadline {
             return w;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

@@ -7,6 +7,7 @@
 
 use crate::error::StoreResult;
 use async_trait::async_trait;
+use money::RateMultiplier;
 use serde::{Deserialize, Serialize};
 
 /// Which gateway surfaces a key may use.
@@ -46,10 +47,19 @@ pub struct KeyRecord {
     pub group_id: i64,
     #[serde(default)]
     pub permissions: KeyPermissions,
-    /// The retail multiplier of the key's group for its organization, in millionths of the
-    /// official price. `None`: unknown, and the gateway refuses to price (never free).
-    #[serde(default)]
-    pub rate_ppm: Option<i64>,
+    /// The retail multiplier of the key's group for its organization (stored as millionths of
+    /// the official price under `rate_ppm`). `None`: unknown, or a stored value that is not a
+    /// positive multiplier; the gateway then refuses to price (never free).
+    #[serde(default, rename = "rate_ppm", deserialize_with = "positive_rate")]
+    pub rate: Option<RateMultiplier>,
+}
+
+/// A stored `rate_ppm`: a positive integer is a multiplier; anything else is unknown.
+fn positive_rate<'de, D: serde::Deserializer<'de>>(
+    de: D,
+) -> Result<Option<RateMultiplier>, D::Error> {
+    let ppm: Option<i64> = Option::deserialize(de)?;
+    Ok(ppm.and_then(RateMultiplier::from_ppm))
 }
 
 /// The directory of usable customer keys.

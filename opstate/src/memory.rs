@@ -12,6 +12,7 @@ use crate::wallets::{
     Adjustment, Confirmation, ExpiredHold, Reservation, Settlement, WalletSnapshot, Wallets,
 };
 use async_trait::async_trait;
+use money::NanoUsd;
 use std::collections::HashSet;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, RwLock};
@@ -35,15 +36,15 @@ pub struct MemoryStore {
 #[derive(Default)]
 struct WalletState {
     present: bool,
-    balance: i64,
+    balance: NanoUsd,
     /// hold id → (amount, deadline)
-    holds: HashMap<String, (i64, Instant)>,
+    holds: HashMap<String, (NanoUsd, Instant)>,
     /// hold id → the gateway's description of the call
     meta: HashMap<String, String>,
     adjusted: HashSet<String>,
-    pending: i64,
+    pending: NanoUsd,
     /// Holds charged in this incarnation and not yet confirmed: hold id → amount.
-    charged: HashMap<String, i64>,
+    charged: HashMap<String, NanoUsd>,
     /// Confirmed charges and when: a confirmation redelivered within [`CONFIRMED_RETENTION`] is
     /// recognised as a duplicate; older ids are forgotten, so the map stays bounded by the
     /// traffic of that window instead of growing with every request the process ever served.
@@ -71,8 +72,15 @@ impl WalletState {
 }
 
 impl WalletState {
-    fn reserved(&self) -> i64 {
-        self.holds.values().map(|(a, _)| a).sum()
+    fn reserved(&self) -> StoreResult<NanoUsd> {
+        NanoUsd::checked_sum(self.holds.values().map(|(a, _)| *a)).ok_or_else(overflow)
+    }
+
+    /// Balance minus open holds.
+    fn available(&self) -> StoreResult<NanoUsd> {
+        self.balance
+            .checked_sub(self.reserved()?)
+            .ok_or_else(overflow)
     }
 }
 
@@ -99,6 +107,11 @@ impl MemoryStore {
             .lock()
             .map_err(|_| StoreError::Unavailable("usage stream lock poisoned".into()))
     }
+}
+
+/// An amount outside 64-bit nano-USD: the mirror is broken, never wrapped.
+fn overflow() -> StoreError {
+    StoreError::Corrupt("wallet amount overflow".into())
 }
 
 fn poisoned<T>(_: T) -> StoreError {
@@ -244,17 +257,17 @@ impl MemoryStore {
 
 #[async_trait]
 impl Wallets for MemoryStore {
-    async fn load(&self, org: i64, balance: i64) -> StoreResult<()> {
+    async fn load(&self, org: i64, balance: NanoUsd) -> StoreResult<()> {
         let mut w = self.wallets()?;
         let wallet = w.entry(org).or_default();
         wallet.present = true;
         wallet.balance = balance;
-        wallet.pending = 0;
+        wallet.pending = NanoUsd::ZERO;
         wallet.charged.clear();
         Ok(())
     }
 
-    async fn adjust(&self, org: i64, delta: i64, reference: &str) -> StoreResult<Adjustment> {
+    async fn adjust(&self, org: i64, delta: NanoUsd, reference: &str) -> StoreResult<Adjustment> {
         let mut w = self.wallets()?;
         let Some(wallet) = w.get_mut(&org).filter(|w| w.present) else {
             return Ok(Adjustment::Missing);
@@ -262,12 +275,14 @@ impl Wallets for MemoryStore {
         if wallet.adjusted.contains(reference) {
             return Ok(Adjustment::Duplicate);
         }
-        let available = wallet.balance - wallet.reserved();
-        if delta < 0 && available + delta < 0 {
+        let available = wallet.available()?;
+        let after = available.checked_add(delta).ok_or_else(overflow)?;
+        if delta.is_negative() && after.is_negative() {
             return Ok(Adjustment::Insufficient { available });
         }
+        let balance = wallet.balance.checked_add(delta).ok_or_else(overflow)?;
         wallet.adjusted.insert(reference.to_string());
-        wallet.balance += delta;
+        wallet.balance = balance;
         Ok(Adjustment::Applied {
             balance: wallet.balance,
         })
@@ -277,11 +292,11 @@ impl Wallets for MemoryStore {
         &self,
         org: i64,
         hold_id: &str,
-        amount: i64,
+        amount: NanoUsd,
         ttl_ms: u64,
         meta: &str,
     ) -> StoreResult<Reservation> {
-        if amount < 0 {
+        if amount.is_negative() {
             return Err(StoreError::Corrupt("negative hold amount".into()));
         }
         if let Ok(mut h) = self.holding.lock() {
@@ -294,7 +309,7 @@ impl Wallets for MemoryStore {
         if wallet.holds.contains_key(hold_id) {
             return Ok(Reservation::AlreadyHeld);
         }
-        let available = wallet.balance - wallet.reserved();
+        let available = wallet.available()?;
         if amount > available {
             return Ok(Reservation::Insufficient { available });
         }
@@ -304,11 +319,11 @@ impl Wallets for MemoryStore {
             wallet.meta.insert(hold_id.to_string(), meta.to_string());
         }
         Ok(Reservation::Held {
-            available: available - amount,
+            available: available.checked_sub(amount).ok_or_else(overflow)?,
         })
     }
 
-    async fn settle(&self, org: i64, hold_id: &str, actual: i64) -> StoreResult<Settlement> {
+    async fn settle(&self, org: i64, hold_id: &str, actual: NanoUsd) -> StoreResult<Settlement> {
         let mut w = self.wallets()?;
         let Some(wallet) = w.get_mut(&org).filter(|w| w.present) else {
             return Ok(Settlement::Missing);
@@ -317,18 +332,16 @@ impl Wallets for MemoryStore {
             return Ok(Settlement::Unknown);
         }
         wallet.meta.remove(hold_id);
-        let actual = actual.max(0);
-        let payable = wallet.balance - wallet.reserved();
-        let charged = actual.min(payable);
-        wallet.balance -= charged;
-        if charged > 0 {
-            wallet.pending += charged;
+        let actual = actual.max(NanoUsd::ZERO);
+        let payable = wallet.available()?;
+        let charged = actual.min(payable).max(NanoUsd::ZERO);
+        let excess = actual.checked_sub(charged).ok_or_else(overflow)?;
+        wallet.balance = wallet.balance.checked_sub(charged).ok_or_else(overflow)?;
+        if charged.is_positive() {
+            wallet.pending = wallet.pending.checked_add(charged).ok_or_else(overflow)?;
             wallet.charged.insert(hold_id.to_string(), charged);
         }
-        Ok(Settlement::Settled {
-            charged,
-            excess: actual - charged,
-        })
+        Ok(Settlement::Settled { charged, excess })
     }
 
     async fn release(&self, org: i64, hold_id: &str) -> StoreResult<bool> {
@@ -339,20 +352,20 @@ impl Wallets for MemoryStore {
         }))
     }
 
-    async fn confirm(&self, org: i64, hold_id: &str, amount: i64) -> StoreResult<Confirmation> {
+    async fn confirm(&self, org: i64, hold_id: &str, amount: NanoUsd) -> StoreResult<Confirmation> {
         let mut w = self.wallets()?;
         let Some(wallet) = w.get_mut(&org).filter(|w| w.present) else {
             return Ok(Confirmation::Missing);
         };
         if wallet.charged.remove(hold_id).is_some() {
-            wallet.pending -= amount;
+            wallet.pending = wallet.pending.checked_sub(amount).ok_or_else(overflow)?;
             wallet.remember_confirmed(hold_id);
             return Ok(Confirmation::Confirmed);
         }
         if !wallet.remember_confirmed(hold_id) {
             return Ok(Confirmation::Duplicate);
         }
-        wallet.balance -= amount;
+        wallet.balance = wallet.balance.checked_sub(amount).ok_or_else(overflow)?;
         Ok(Confirmation::Applied)
     }
 
@@ -381,13 +394,16 @@ impl Wallets for MemoryStore {
 
     async fn snapshot(&self, org: i64) -> StoreResult<Option<WalletSnapshot>> {
         let w = self.wallets()?;
-        Ok(w.get(&org)
+        w.get(&org)
             .filter(|w| w.present)
-            .map(|wallet| WalletSnapshot {
-                balance: wallet.balance,
-                reserved: wallet.reserved(),
-                pending: wallet.pending,
-            }))
+            .map(|wallet| {
+                Ok(WalletSnapshot {
+                    balance: wallet.balance,
+                    reserved: wallet.reserved()?,
+                    pending: wallet.pending,
+                })
+            })
+            .transpose()
     }
 
     async fn holding_orgs(&self) -> StoreResult<Vec<i64>> {

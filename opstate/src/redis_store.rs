@@ -16,6 +16,7 @@ use crate::wallets::{
     Adjustment, Confirmation, ExpiredHold, Reservation, Settlement, WalletSnapshot, Wallets,
 };
 use async_trait::async_trait;
+use money::NanoUsd;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::streams::{StreamAutoClaimReply, StreamReadReply};
 use redis::{AsyncCommands, Script};
@@ -286,25 +287,31 @@ fn int(v: Option<&String>) -> StoreResult<i64> {
         .ok_or_else(|| StoreError::Corrupt("wallet script reply".into()))
 }
 
+/// An amount in a wallet script reply (integer nano-USD).
+fn usd(v: Option<&String>) -> StoreResult<NanoUsd> {
+    int(v).map(NanoUsd::from_nanos)
+}
+
 #[async_trait]
 impl Wallets for RedisStore {
-    async fn load(&self, org: i64, balance: i64) -> StoreResult<()> {
-        self.wallet(org, &["load", &balance.to_string()]).await?;
+    async fn load(&self, org: i64, balance: NanoUsd) -> StoreResult<()> {
+        self.wallet(org, &["load", &balance.nanos().to_string()])
+            .await?;
         Ok(())
     }
 
-    async fn adjust(&self, org: i64, delta: i64, reference: &str) -> StoreResult<Adjustment> {
+    async fn adjust(&self, org: i64, delta: NanoUsd, reference: &str) -> StoreResult<Adjustment> {
         let r = self
-            .wallet(org, &["adjust", &delta.to_string(), reference])
+            .wallet(org, &["adjust", &delta.nanos().to_string(), reference])
             .await?;
         Ok(match int(r.first())? {
             -1 => Adjustment::Missing,
             2 => Adjustment::Duplicate,
             0 => Adjustment::Insufficient {
-                available: int(r.get(1))?,
+                available: usd(r.get(1))?,
             },
             _ => Adjustment::Applied {
-                balance: int(r.get(1))?,
+                balance: usd(r.get(1))?,
             },
         })
     }
@@ -313,7 +320,7 @@ impl Wallets for RedisStore {
         &self,
         org: i64,
         hold_id: &str,
-        amount: i64,
+        amount: NanoUsd,
         ttl_ms: u64,
         meta: &str,
     ) -> StoreResult<Reservation> {
@@ -326,7 +333,7 @@ impl Wallets for RedisStore {
                 &[
                     "reserve",
                     hold_id,
-                    &amount.to_string(),
+                    &amount.nanos().to_string(),
                     &ttl_ms.to_string(),
                     meta,
                 ],
@@ -336,24 +343,24 @@ impl Wallets for RedisStore {
             -1 => Reservation::Missing,
             2 => Reservation::AlreadyHeld,
             0 => Reservation::Insufficient {
-                available: int(r.get(1))?,
+                available: usd(r.get(1))?,
             },
             _ => Reservation::Held {
-                available: int(r.get(1))?,
+                available: usd(r.get(1))?,
             },
         })
     }
 
-    async fn settle(&self, org: i64, hold_id: &str, actual: i64) -> StoreResult<Settlement> {
+    async fn settle(&self, org: i64, hold_id: &str, actual: NanoUsd) -> StoreResult<Settlement> {
         let r = self
-            .wallet(org, &["settle", hold_id, &actual.to_string()])
+            .wallet(org, &["settle", hold_id, &actual.nanos().to_string()])
             .await?;
         Ok(match int(r.first())? {
             -1 => Settlement::Missing,
             0 => Settlement::Unknown,
             _ => Settlement::Settled {
-                charged: int(r.get(1))?,
-                excess: int(r.get(2))?,
+                charged: usd(r.get(1))?,
+                excess: usd(r.get(2))?,
             },
         })
     }
@@ -363,9 +370,9 @@ impl Wallets for RedisStore {
         Ok(int(r.first())? == 1)
     }
 
-    async fn confirm(&self, org: i64, hold_id: &str, amount: i64) -> StoreResult<Confirmation> {
+    async fn confirm(&self, org: i64, hold_id: &str, amount: NanoUsd) -> StoreResult<Confirmation> {
         let r = self
-            .wallet(org, &["confirm", &amount.to_string(), hold_id])
+            .wallet(org, &["confirm", &amount.nanos().to_string(), hold_id])
             .await?;
         Ok(match int(r.first())? {
             -1 => Confirmation::Missing,
@@ -381,7 +388,7 @@ impl Wallets for RedisStore {
             .map(|triple| {
                 Ok(ExpiredHold {
                     hold_id: triple[0].clone(),
-                    amount: int(triple.get(1))?,
+                    amount: usd(triple.get(1))?,
                     meta: triple.get(2).cloned().unwrap_or_default(),
                 })
             })
@@ -393,9 +400,9 @@ impl Wallets for RedisStore {
         Ok(match int(r.first())? {
             -1 => None,
             _ => Some(WalletSnapshot {
-                balance: int(r.get(1))?,
-                reserved: int(r.get(2))?,
-                pending: int(r.get(3))?,
+                balance: usd(r.get(1))?,
+                reserved: usd(r.get(2))?,
+                pending: usd(r.get(3))?,
             }),
         })
     }

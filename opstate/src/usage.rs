@@ -7,6 +7,7 @@
 
 use crate::error::StoreResult;
 use async_trait::async_trait;
+use money::NanoUsd;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -48,16 +49,16 @@ pub struct UsageEvent {
     pub attempts: u32,
     /// Price of the usage (official price × the key's retail multiplier), nano-USD.
     #[serde(default)]
-    pub cost_nanos: i64,
+    pub cost_nanos: NanoUsd,
     /// What the wallet was actually charged at settlement (≤ cost when the wallet ran short).
     #[serde(default)]
-    pub charged_nanos: i64,
+    pub charged_nanos: NanoUsd,
     /// Cost that could not be charged (the supplier exceeded the hold and the wallet ran out).
     #[serde(default)]
-    pub excess_nanos: i64,
+    pub excess_nanos: NanoUsd,
     /// The hold this request settled.
     #[serde(default)]
-    pub hold_nanos: i64,
+    pub hold_nanos: NanoUsd,
     /// Attribution sent by the client (`x-tollgate-project`), if any.
     #[serde(default)]
     pub project: Option<String>,

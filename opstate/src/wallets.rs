@@ -16,22 +16,24 @@
 
 use crate::error::StoreResult;
 use async_trait::async_trait;
+use money::NanoUsd;
 
 /// A wallet's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WalletSnapshot {
     /// Spendable book balance, nano-USD.
-    pub balance: i64,
+    pub balance: NanoUsd,
     /// Sum of open holds, nano-USD.
-    pub reserved: i64,
+    pub reserved: NanoUsd,
     /// Charged here and not yet confirmed by the ledger, nano-USD: the ledger's wallet balance
     /// equals `balance + pending` when mirror and ledger agree.
-    pub pending: i64,
+    pub pending: NanoUsd,
 }
 
 impl WalletSnapshot {
-    pub fn available(&self) -> i64 {
-        self.balance - self.reserved
+    /// Balance minus open holds (`None` only for a corrupt snapshot that overflows).
+    pub fn available(&self) -> Option<NanoUsd> {
+        self.balance.checked_sub(self.reserved)
     }
 }
 
@@ -39,11 +41,11 @@ impl WalletSnapshot {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reservation {
     /// Held; `available` is what remains spendable.
-    Held { available: i64 },
+    Held { available: NanoUsd },
     /// A hold with this id is already open (an idempotent retry): nothing changed.
     AlreadyHeld,
     /// Not enough available balance: nothing changed.
-    Insufficient { available: i64 },
+    Insufficient { available: NanoUsd },
     /// No mirror for this organization (store lost it, or never loaded): fail closed.
     Missing,
 }
@@ -53,8 +55,8 @@ pub enum Reservation {
 pub enum Settlement {
     /// The hold is closed; `charged` left the balance; `excess` could not be charged.
     Settled {
-        charged: i64,
-        excess: i64,
+        charged: NanoUsd,
+        excess: NanoUsd,
     },
     /// No such open hold (already settled, released or expired): nothing changed.
     Unknown,
@@ -65,13 +67,13 @@ pub enum Settlement {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Adjustment {
     Applied {
-        balance: i64,
+        balance: NanoUsd,
     },
     /// This reference was applied before: nothing changed.
     Duplicate,
     /// A debit larger than the available balance (holds cannot be taken back): nothing changed.
     Insufficient {
-        available: i64,
+        available: NanoUsd,
     },
     Missing,
 }
@@ -90,7 +92,7 @@ pub struct HoldMeta {
     /// Input tokens estimated at admission.
     pub input_tokens: u64,
     /// Price of that input (for audio: of the estimated duration), nano-USD.
-    pub input_cost_nanos: i64,
+    pub input_cost_nanos: NanoUsd,
     /// Seconds of audio estimated at admission (audio transcriptions; 0 otherwise).
     #[serde(default)]
     pub audio_seconds: u64,
@@ -112,7 +114,7 @@ pub enum Confirmation {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExpiredHold {
     pub hold_id: String,
-    pub amount: i64,
+    pub amount: NanoUsd,
     /// What the gateway wrote when it reserved (empty when nothing).
     pub meta: String,
 }
@@ -121,11 +123,11 @@ pub struct ExpiredHold {
 #[async_trait]
 pub trait Wallets: Send + Sync {
     /// Sets the mirror's balance from the ledger (open holds are kept) and marks it present.
-    async fn load(&self, org: i64, balance: i64) -> StoreResult<()>;
+    async fn load(&self, org: i64, balance: NanoUsd) -> StoreResult<()>;
 
     /// Moves the balance by `delta` once per `reference`; a debit may not exceed the available
     /// balance.
-    async fn adjust(&self, org: i64, delta: i64, reference: &str) -> StoreResult<Adjustment>;
+    async fn adjust(&self, org: i64, delta: NanoUsd, reference: &str) -> StoreResult<Adjustment>;
 
     /// Reserves `amount` under `hold_id` until `ttl_ms` from now. `meta` describes the call (the
     /// reconciler settles a hold past its deadline from it); it goes when the hold goes.
@@ -133,13 +135,13 @@ pub trait Wallets: Send + Sync {
         &self,
         org: i64,
         hold_id: &str,
-        amount: i64,
+        amount: NanoUsd,
         ttl_ms: u64,
         meta: &str,
     ) -> StoreResult<Reservation>;
 
     /// Closes a hold, charging `actual` (see the settlement policy above).
-    async fn settle(&self, org: i64, hold_id: &str, actual: i64) -> StoreResult<Settlement>;
+    async fn settle(&self, org: i64, hold_id: &str, actual: NanoUsd) -> StoreResult<Settlement>;
 
     /// Closes a hold without charging. `true` when an open hold was released.
     async fn release(&self, org: i64, hold_id: &str) -> StoreResult<bool>;
@@ -147,7 +149,7 @@ pub trait Wallets: Send + Sync {
     /// The ledger now holds the charge of `hold_id` (`amount`): it stops being pending, or, when
     /// the mirror was reloaded before the ledger had it, the mirror takes the debit now. Once per
     /// hold.
-    async fn confirm(&self, org: i64, hold_id: &str, amount: i64) -> StoreResult<Confirmation>;
+    async fn confirm(&self, org: i64, hold_id: &str, amount: NanoUsd) -> StoreResult<Confirmation>;
 
     /// Open holds past their deadline (they stay open until settled or released).
     async fn expired(&self, org: i64) -> StoreResult<Vec<ExpiredHold>>;

@@ -15,6 +15,11 @@ use opstate::{KeyPermissions, KeyRecord, Measurement, RedisStore, Stores, UsageE
 use std::collections::HashSet;
 use std::time::Duration;
 
+/// An amount of nano-USD.
+fn nano(nanos: i64) -> money::NanoUsd {
+    money::NanoUsd::from_nanos(nanos)
+}
+
 async fn backends() -> Vec<(&'static str, Stores)> {
     let mut out = vec![("memory", Stores::memory())];
     match testkit::redis_url() {
@@ -36,7 +41,7 @@ fn record(key_id: i64) -> KeyRecord {
         org_id: 42,
         group_id: 1,
         permissions: KeyPermissions::default(),
-        rate_ppm: Some(1_000_000),
+        rate: money::RateMultiplier::from_ppm(1_000_000),
     }
 }
 
@@ -60,10 +65,10 @@ fn event(n: u64) -> UsageEvent {
         latency_ms: 12,
         ttfb_ms: Some(3),
         attempts: 1,
-        cost_nanos: 4_500,
-        charged_nanos: 4_500,
-        excess_nanos: 0,
-        hold_nanos: 9_000,
+        cost_nanos: nano(4_500),
+        charged_nanos: nano(4_500),
+        excess_nanos: nano(0),
+        hold_nanos: nano(9_000),
         project: None,
         workflow: None,
         audio_seconds: 0,
@@ -366,17 +371,17 @@ mod wallets {
             let w = &s.wallets;
             assert_eq!(w.snapshot(7).await.unwrap(), None, "{name}");
             assert_eq!(
-                w.reserve(7, "h", 1, 60_000, "").await.unwrap(),
+                w.reserve(7, "h", nano(1), 60_000, "").await.unwrap(),
                 Reservation::Missing,
                 "{name}"
             );
             assert_eq!(
-                w.adjust(7, 5, "r").await.unwrap(),
+                w.adjust(7, nano(5), "r").await.unwrap(),
                 Adjustment::Missing,
                 "{name}"
             );
             assert_eq!(
-                w.settle(7, "h", 1).await.unwrap(),
+                w.settle(7, "h", nano(1)).await.unwrap(),
                 Settlement::Missing,
                 "{name}"
             );
@@ -391,58 +396,64 @@ mod wallets {
             let w = &s.wallets;
             // A balance over 1e14 nano-USD (100 000 USD) stays exact.
             let big = 123_456_789_012_345_i64;
-            w.load(1, big).await.unwrap();
+            w.load(1, nano(big)).await.unwrap();
             assert_eq!(
                 w.snapshot(1).await.unwrap(),
                 Some(WalletSnapshot {
-                    balance: big,
-                    reserved: 0,
-                    pending: 0
+                    balance: nano(big),
+                    reserved: nano(0),
+                    pending: nano(0)
                 }),
                 "{name}"
             );
-            w.load(1, 1_000).await.unwrap();
+            w.load(1, nano(1_000)).await.unwrap();
             assert_eq!(
-                w.reserve(1, "a", 600, 60_000, "").await.unwrap(),
-                Reservation::Held { available: 400 },
-                "{name}"
-            );
-            assert_eq!(
-                w.reserve(1, "a", 600, 60_000, "").await.unwrap(),
-                Reservation::AlreadyHeld,
-                "{name}"
-            );
-            assert_eq!(
-                w.reserve(1, "b", 500, 60_000, "").await.unwrap(),
-                Reservation::Insufficient { available: 400 },
-                "{name}"
-            );
-            // A debit may not take held money.
-            assert_eq!(
-                w.adjust(1, -500, "dec-1").await.unwrap(),
-                Adjustment::Insufficient { available: 400 },
-                "{name}"
-            );
-            assert_eq!(
-                w.adjust(1, -100, "dec-2").await.unwrap(),
-                Adjustment::Applied { balance: 900 },
-                "{name}"
-            );
-            assert_eq!(
-                w.adjust(1, -100, "dec-2").await.unwrap(),
-                Adjustment::Duplicate,
-                "{name}"
-            );
-            assert_eq!(
-                w.settle(1, "a", 250).await.unwrap(),
-                Settlement::Settled {
-                    charged: 250,
-                    excess: 0
+                w.reserve(1, "a", nano(600), 60_000, "").await.unwrap(),
+                Reservation::Held {
+                    available: nano(400)
                 },
                 "{name}"
             );
             assert_eq!(
-                w.settle(1, "a", 250).await.unwrap(),
+                w.reserve(1, "a", nano(600), 60_000, "").await.unwrap(),
+                Reservation::AlreadyHeld,
+                "{name}"
+            );
+            assert_eq!(
+                w.reserve(1, "b", nano(500), 60_000, "").await.unwrap(),
+                Reservation::Insufficient {
+                    available: nano(400)
+                },
+                "{name}"
+            );
+            // A debit may not take held money.
+            assert_eq!(
+                w.adjust(1, nano(-500), "dec-1").await.unwrap(),
+                Adjustment::Insufficient {
+                    available: nano(400)
+                },
+                "{name}"
+            );
+            assert_eq!(
+                w.adjust(1, nano(-100), "dec-2").await.unwrap(),
+                Adjustment::Applied { balance: nano(900) },
+                "{name}"
+            );
+            assert_eq!(
+                w.adjust(1, nano(-100), "dec-2").await.unwrap(),
+                Adjustment::Duplicate,
+                "{name}"
+            );
+            assert_eq!(
+                w.settle(1, "a", nano(250)).await.unwrap(),
+                Settlement::Settled {
+                    charged: nano(250),
+                    excess: nano(0)
+                },
+                "{name}"
+            );
+            assert_eq!(
+                w.settle(1, "a", nano(250)).await.unwrap(),
                 Settlement::Unknown,
                 "{name}: at most once"
             );
@@ -450,36 +461,36 @@ mod wallets {
             assert_eq!(
                 w.snapshot(1).await.unwrap(),
                 Some(WalletSnapshot {
-                    balance: 650,
-                    reserved: 0,
-                    pending: 250
+                    balance: nano(650),
+                    reserved: nano(0),
+                    pending: nano(250)
                 }),
                 "{name}"
             );
             // Excess over what the wallet can pay is returned, never overdrawn.
-            w.reserve(1, "c", 100, 60_000, "").await.unwrap();
-            w.reserve(1, "d", 500, 60_000, "").await.unwrap();
+            w.reserve(1, "c", nano(100), 60_000, "").await.unwrap();
+            w.reserve(1, "d", nano(500), 60_000, "").await.unwrap();
             assert_eq!(
-                w.settle(1, "c", 300).await.unwrap(),
+                w.settle(1, "c", nano(300)).await.unwrap(),
                 Settlement::Settled {
-                    charged: 150,
-                    excess: 150
+                    charged: nano(150),
+                    excess: nano(150)
                 },
                 "{name}"
             );
             assert_eq!(
                 w.snapshot(1).await.unwrap(),
                 Some(WalletSnapshot {
-                    balance: 500,
-                    reserved: 500,
-                    pending: 400
+                    balance: nano(500),
+                    reserved: nano(500),
+                    pending: nano(400)
                 }),
                 "{name}"
             );
             assert!(w.release(1, "d").await.unwrap(), "{name}");
             assert_eq!(
                 w.snapshot(1).await.unwrap().unwrap().available(),
-                500,
+                Some(nano(500)),
                 "{name}"
             );
             assert!(w.holding_orgs().await.unwrap().contains(&1), "{name}");
@@ -490,24 +501,26 @@ mod wallets {
     async fn expired_holds_are_listed_until_resolved() {
         for (name, s) in backends().await {
             let w = &s.wallets;
-            w.load(2, 100).await.unwrap();
-            w.reserve(2, "old", 30, 0, "{\"key_id\":1}").await.unwrap();
-            w.reserve(2, "new", 30, 60_000, "").await.unwrap();
+            w.load(2, nano(100)).await.unwrap();
+            w.reserve(2, "old", nano(30), 0, "{\"key_id\":1}")
+                .await
+                .unwrap();
+            w.reserve(2, "new", nano(30), 60_000, "").await.unwrap();
             tokio::time::sleep(Duration::from_millis(5)).await;
             assert_eq!(
                 w.expired(2).await.unwrap(),
                 vec![ExpiredHold {
                     hold_id: "old".into(),
-                    amount: 30,
+                    amount: nano(30),
                     meta: "{\"key_id\":1}".into()
                 }],
                 "{name}"
             );
             assert_eq!(
-                w.settle(2, "old", 10).await.unwrap(),
+                w.settle(2, "old", nano(10)).await.unwrap(),
                 Settlement::Settled {
-                    charged: 10,
-                    excess: 0
+                    charged: nano(10),
+                    excess: nano(0)
                 },
                 "{name}"
             );
@@ -519,12 +532,12 @@ mod wallets {
     async fn concurrent_reserves_never_overdraw() {
         for (name, s) in backends().await {
             let w = s.wallets.clone();
-            w.load(3, 1_000).await.unwrap();
+            w.load(3, nano(1_000)).await.unwrap();
             let mut tasks = tokio::task::JoinSet::new();
             for i in 0..64 {
                 let w = w.clone();
                 tasks.spawn(async move {
-                    w.reserve(3, &format!("h{i}"), 30, 60_000, "")
+                    w.reserve(3, &format!("h{i}"), nano(30), 60_000, "")
                         .await
                         .unwrap()
                 });
@@ -537,7 +550,11 @@ mod wallets {
             }
             assert_eq!(held, 33, "{name}: exactly floor(1000 / 30) holds");
             let snap = w.snapshot(3).await.unwrap().unwrap();
-            assert_eq!((snap.reserved, snap.available()), (990, 10), "{name}");
+            assert_eq!(
+                (snap.reserved, snap.available()),
+                (nano(990), Some(nano(10))),
+                "{name}"
+            );
         }
     }
 
@@ -588,7 +605,7 @@ mod wallets {
         for (i, op) in ops.into_iter().enumerate() {
             match op {
                 Op::Load(b) => {
-                    s.wallets.load(org, b).await.unwrap();
+                    s.wallets.load(org, nano(b)).await.unwrap();
                     m.present = true;
                     m.balance = b;
                     m.pending = 0;
@@ -596,19 +613,21 @@ mod wallets {
                 }
                 Op::ReserveExpired(h, a) => {
                     let hold = format!("h{h}");
-                    let got = s.wallets.reserve(org, &hold, a, 0, "").await.unwrap();
+                    let got = s.wallets.reserve(org, &hold, nano(a), 0, "").await.unwrap();
                     let available = m.balance - m.holds.values().sum::<i64>();
                     let want = if !m.present {
                         Reservation::Missing
                     } else if m.holds.contains_key(&hold) {
                         Reservation::AlreadyHeld
                     } else if a > available {
-                        Reservation::Insufficient { available }
+                        Reservation::Insufficient {
+                            available: nano(available),
+                        }
                     } else {
                         m.holds.insert(hold.clone(), a);
                         m.expiring.insert(hold);
                         Reservation::Held {
-                            available: available - a,
+                            available: nano(available - a),
                         }
                     };
                     assert_eq!(got, want, "step {i}");
@@ -616,7 +635,7 @@ mod wallets {
                 Op::Confirm(h, amount) => {
                     let hold = format!("h{h}");
                     let amount = m.charged.get(&hold).copied().unwrap_or(amount);
-                    let got = s.wallets.confirm(org, &hold, amount).await.unwrap();
+                    let got = s.wallets.confirm(org, &hold, nano(amount)).await.unwrap();
                     let want = if !m.present {
                         Confirmation::Missing
                     } else if m.charged.remove(&hold).is_some() {
@@ -634,7 +653,7 @@ mod wallets {
                 Op::Adjust(delta, r) => {
                     let got = s
                         .wallets
-                        .adjust(org, delta, &format!("r{r}"))
+                        .adjust(org, nano(delta), &format!("r{r}"))
                         .await
                         .unwrap();
                     let reserved: i64 = m.holds.values().sum();
@@ -644,19 +663,21 @@ mod wallets {
                         Adjustment::Duplicate
                     } else if delta < 0 && m.balance + delta - reserved < 0 {
                         Adjustment::Insufficient {
-                            available: m.balance - reserved,
+                            available: nano(m.balance - reserved),
                         }
                     } else {
                         m.adjusted.insert(format!("r{r}"));
                         m.balance += delta;
-                        Adjustment::Applied { balance: m.balance }
+                        Adjustment::Applied {
+                            balance: nano(m.balance),
+                        }
                     };
                     assert_eq!(got, want, "step {i}");
                 }
                 Op::Reserve(h, a) => {
                     let got = s
                         .wallets
-                        .reserve(org, &format!("h{h}"), a, 60_000, "")
+                        .reserve(org, &format!("h{h}"), nano(a), 60_000, "")
                         .await
                         .unwrap();
                     let available = m.balance - m.holds.values().sum::<i64>();
@@ -668,13 +689,15 @@ mod wallets {
                                 Reservation::AlreadyHeld
                             }
                             std::collections::btree_map::Entry::Vacant(_) if a > available => {
-                                Reservation::Insufficient { available }
+                                Reservation::Insufficient {
+                                    available: nano(available),
+                                }
                             }
                             std::collections::btree_map::Entry::Vacant(slot) => {
                                 m.expiring.remove(slot.key());
                                 slot.insert(a);
                                 Reservation::Held {
-                                    available: available - a,
+                                    available: nano(available - a),
                                 }
                             }
                         }
@@ -684,7 +707,7 @@ mod wallets {
                 Op::Settle(h, actual) => {
                     let got = s
                         .wallets
-                        .settle(org, &format!("h{h}"), actual)
+                        .settle(org, &format!("h{h}"), nano(actual))
                         .await
                         .unwrap();
                     let want = if !m.present {
@@ -700,8 +723,8 @@ mod wallets {
                             m.charged.insert(format!("h{h}"), charged);
                         }
                         Settlement::Settled {
-                            charged,
-                            excess: actual - charged,
+                            charged: nano(charged),
+                            excess: nano(actual - charged),
                         }
                     };
                     assert_eq!(got, want, "step {i}");
@@ -755,11 +778,11 @@ mod wallets {
                     assert!(m.present, "step {i}");
                     assert_eq!(
                         (w.balance, w.reserved, w.pending),
-                        (m.balance, reserved, m.pending),
+                        (nano(m.balance), nano(reserved), nano(m.pending)),
                         "step {i}"
                     );
                     assert!(
-                        w.available() >= 0 || m.balance < reserved,
+                        w.available() >= Some(nano(0)) || m.balance < reserved,
                         "step {i}: available < 0 only if loaded below holds"
                     );
                 }
@@ -915,16 +938,19 @@ async fn redis_confirmed_charges_stay_out_of_the_adjustment_set() {
     let s = Stores::redis(&url, &prefix).await.unwrap();
     let keys = raw.schema().wallet(7);
     let mut conn = raw.connection();
-    s.wallets.load(7, 1_000).await.unwrap();
+    s.wallets.load(7, nano(1_000)).await.unwrap();
     for h in ["a", "b"] {
-        s.wallets.reserve(7, h, 100, 60_000, "").await.unwrap();
-        s.wallets.settle(7, h, 40).await.unwrap();
+        s.wallets
+            .reserve(7, h, nano(100), 60_000, "")
+            .await
+            .unwrap();
+        s.wallets.settle(7, h, nano(40)).await.unwrap();
         assert_eq!(
-            s.wallets.confirm(7, h, 40).await.unwrap(),
+            s.wallets.confirm(7, h, nano(40)).await.unwrap(),
             opstate::Confirmation::Confirmed
         );
         assert_eq!(
-            s.wallets.confirm(7, h, 40).await.unwrap(),
+            s.wallets.confirm(7, h, nano(40)).await.unwrap(),
             opstate::Confirmation::Duplicate
         );
     }
@@ -948,10 +974,10 @@ async fn redis_confirmed_charges_stay_out_of_the_adjustment_set() {
         .await
         .unwrap();
     assert_eq!(
-        s.wallets.confirm(7, "old", 40).await.unwrap(),
+        s.wallets.confirm(7, "old", nano(40)).await.unwrap(),
         opstate::Confirmation::Duplicate
     );
-    s.wallets.load(7, 920).await.unwrap();
+    s.wallets.load(7, nano(920)).await.unwrap();
     let adjusted: Vec<String> = redis::cmd("SMEMBERS")
         .arg(&keys[2])
         .query_async(&mut conn)
@@ -959,5 +985,5 @@ async fn redis_confirmed_charges_stay_out_of_the_adjustment_set() {
         .unwrap();
     assert!(adjusted.is_empty(), "{adjusted:?}");
     let snap = s.wallets.snapshot(7).await.unwrap().unwrap();
-    assert_eq!((snap.balance, snap.pending), (920, 0));
+    assert_eq!((snap.balance, snap.pending), (nano(920), nano(0)));
 }

@@ -54,8 +54,8 @@ pub enum GatewayError {
     /// The organization's available balance does not cover the call's worst case.
     #[error("insufficient balance: this call may cost up to {needed}, {available} is available")]
     InsufficientBalance {
-        needed: settings::NanoUsd,
-        available: settings::NanoUsd,
+        needed: money::NanoUsd,
+        available: money::NanoUsd,
     },
     /// Every account that serves the model is cooling after its supplier's usage limit.
     #[error(

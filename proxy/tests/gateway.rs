@@ -13,6 +13,7 @@
 use credentials::{Env, KeyHasher, Kind};
 use futures_util::StreamExt;
 use mock_supplier::{MockConfig, MockHandle, MockSupplier};
+use money::{NanoUsd, RateMultiplier};
 use opstate::{KeyPermissions, KeyRecord, Measurement, Stores, UsageEvent};
 use proxy::{Gateway, Metrics};
 use serde_json::{Value, json};
@@ -21,6 +22,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+
+/// An amount of nano-USD.
+fn nano(nanos: i64) -> NanoUsd {
+    NanoUsd::from_nanos(nanos)
+}
 
 const PEPPER: &str = "test-pepper-0123456789";
 const MAX_BODY: usize = 4 * 1024 * 1024;
@@ -295,7 +301,7 @@ impl Harness {
         h.stores.keys.load(&[]).await.unwrap();
         h.stores
             .wallets
-            .load(42, 1_000 * 1_000_000_000)
+            .load(42, nano(1_000 * 1_000_000_000))
             .await
             .unwrap();
         h.key = h.add_key(1, KeyPermissions::default()).await;
@@ -309,7 +315,7 @@ impl Harness {
             org_id: 42,
             group_id,
             permissions,
-            rate_ppm: Some(1_000_000),
+            rate: Some(RateMultiplier::ONE),
         };
         self.stores
             .keys
@@ -466,7 +472,7 @@ async fn invalid_keys_get_the_authentication_error() {
                 org_id: 42,
                 group_id: 1,
                 permissions: KeyPermissions::default(),
-                rate_ppm: Some(1_000_000),
+                rate: Some(RateMultiplier::ONE),
             },
         )
         .await
@@ -1046,8 +1052,8 @@ async fn logs_never_contain_credentials() {
 const NANOS: i64 = 1_000_000_000;
 
 /// gpt-4o-mini at 0.15 / 0.60 USD per million tokens, rate 1.0.
-fn mini_cost(input: u64, output: u64) -> i64 {
-    i64::try_from((input * 150_000_000 + output * 600_000_000).div_ceil(1_000_000)).unwrap()
+fn mini_cost(input: u64, output: u64) -> NanoUsd {
+    nano(i64::try_from((input * 150_000_000 + output * 600_000_000).div_ceil(1_000_000)).unwrap())
 }
 
 #[tokio::test]
@@ -1066,12 +1072,15 @@ async fn calls_are_charged_exactly_and_holds_close() {
         let e = h.usage_event().await;
         assert_eq!(e.cost_nanos, mini_cost(1000, 500), "stream={stream}");
         assert_eq!(e.charged_nanos, e.cost_nanos);
-        assert_eq!(e.excess_nanos, 0);
+        assert_eq!(e.excess_nanos, NanoUsd::ZERO);
         assert!(e.hold_nanos >= e.cost_nanos);
     }
     let after = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
-    assert_eq!(before.balance - after.balance, 2 * mini_cost(1000, 500));
-    assert_eq!(after.reserved, 0, "every hold closed");
+    assert_eq!(
+        before.balance.checked_sub(after.balance),
+        mini_cost(1000, 500).checked_add(mini_cost(1000, 500))
+    );
+    assert_eq!(after.reserved, NanoUsd::ZERO, "every hold closed");
     // A call that never reached a supplier costs nothing.
     let (status, _) = json_of(
         h.post("/compat/v1/chat/completions", &chat("dead-model", false))
@@ -1082,7 +1091,10 @@ async fn calls_are_charged_exactly_and_holds_close() {
     .await;
     assert_eq!(status, 502);
     let e = h.usage_event().await;
-    assert_eq!((e.cost_nanos, e.charged_nanos), (0, 0));
+    assert_eq!(
+        (e.cost_nanos, e.charged_nanos),
+        (NanoUsd::ZERO, NanoUsd::ZERO)
+    );
     assert_eq!(h.stores.wallets.snapshot(42).await.unwrap().unwrap(), after);
 }
 
@@ -1090,7 +1102,7 @@ async fn calls_are_charged_exactly_and_holds_close() {
 async fn insufficient_balance_is_refused_before_the_supplier() {
     let h = Harness::start().await;
     // A 100 000-token output cap at 0.60 USD / Mtok needs 0.06 USD; leave 0.01.
-    h.stores.wallets.load(42, NANOS / 100).await.unwrap();
+    h.stores.wallets.load(42, nano(NANOS / 100)).await.unwrap();
     let mut body = chat("gpt-4o-mini", false);
     body["max_tokens"] = json!(100_000);
     let (status, err) = json_of(
@@ -1113,7 +1125,7 @@ async fn insufficient_balance_is_refused_before_the_supplier() {
             .unwrap()
             .unwrap()
             .reserved,
-        0
+        NanoUsd::ZERO
     );
     // A smaller cap fits.
     body["max_tokens"] = json!(100);
@@ -1145,7 +1157,7 @@ async fn missing_wallet_or_price_fails_closed() {
         org_id: 77,
         group_id: 1,
         permissions: KeyPermissions::default(),
-        rate_ppm: Some(1_000_000),
+        rate: Some(RateMultiplier::ONE),
     };
     h.stores
         .keys
@@ -1172,7 +1184,7 @@ async fn missing_wallet_or_price_fails_closed() {
     assert_eq!(err["error"]["code"], "wallet_unavailable");
     // A key without a price for its group is never free.
     record.org_id = 42;
-    record.rate_ppm = None;
+    record.rate = None;
     h.stores
         .keys
         .publish(&h.hasher.hash(secret.expose()), &record)
@@ -1197,7 +1209,7 @@ async fn concurrent_calls_never_overdraw() {
             .model("gpt-4o-mini")
             .unwrap()
             .prices,
-        Some(1_000_000),
+        Some(RateMultiplier::ONE),
         body.to_string().len(),
         Some(1000),
         4096,
@@ -1205,7 +1217,7 @@ async fn concurrent_calls_never_overdraw() {
     .unwrap();
     h.stores
         .wallets
-        .load(42, hold.0 * 20 + hold.0 / 2)
+        .load(42, nano(hold.nanos() * 20 + hold.nanos() / 2))
         .await
         .unwrap();
     let mut tasks = JoinSet::new();
@@ -1241,8 +1253,8 @@ async fn concurrent_calls_never_overdraw() {
         "refused calls never reached the supplier"
     );
     let w = settled_wallet(&h.stores, 42).await;
-    assert!(w.balance >= 0, "never overdrawn: {w:?}");
-    assert_eq!(w.reserved, 0);
+    assert!(!w.balance.is_negative(), "never overdrawn: {w:?}");
+    assert_eq!(w.reserved, NanoUsd::ZERO);
 }
 
 /// The wallet once every hold has closed (settlement runs after the last byte reached the
@@ -1251,7 +1263,7 @@ async fn settled_wallet(stores: &Stores, org: i64) -> opstate::WalletSnapshot {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let w = stores.wallets.snapshot(org).await.unwrap().unwrap();
-        if w.reserved == 0 || Instant::now() > deadline {
+        if w.reserved.is_zero() || Instant::now() > deadline {
             return w;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -1453,7 +1465,7 @@ async fn when_every_account_cools_the_client_gets_usage_limit_reached() {
     let e = h.usage_event().await;
     assert_eq!(
         (e.cost_nanos, e.charged_nanos),
-        (0, 0),
+        (NanoUsd::ZERO, NanoUsd::ZERO),
         "a refused call costs nothing"
     );
     assert_eq!(
@@ -1464,7 +1476,7 @@ async fn when_every_account_cools_the_client_gets_usage_limit_reached() {
             .unwrap()
             .unwrap()
             .reserved,
-        0
+        NanoUsd::ZERO
     );
 }
 
@@ -1774,7 +1786,7 @@ async fn two_instances_share_stickiness_and_cooldowns() {
     let mut tasks = JoinSet::new();
     tasks.spawn(proxy::serve_listener(listener, gateway, stop_rx));
     stores.keys.load(&[]).await.unwrap();
-    stores.wallets.load(42, 1_000 * NANOS).await.unwrap();
+    stores.wallets.load(42, nano(1_000 * NANOS)).await.unwrap();
     let key = one.add_key(2, KeyPermissions::default()).await;
     let post = |base: String, sid: String| {
         let (http, key) = (one.http.clone(), key.clone());
@@ -1943,7 +1955,7 @@ async fn audio_goes_only_to_accounts_with_the_capability() {
         // 3 s at 0.006 USD per minute: 0.0003 USD, held exactly (the WAV header names 3 s).
         assert_eq!(
             (e.cost_nanos, e.charged_nanos, e.hold_nanos),
-            (300_000, 300_000, 300_000)
+            (nano(300_000), nano(300_000), nano(300_000))
         );
     }
     // The capable account fails: the call fails rather than going to the other account.
@@ -1957,7 +1969,7 @@ async fn audio_goes_only_to_accounts_with_the_capability() {
     let e = h.usage_event().await;
     assert_eq!(
         (e.status, e.cost_nanos, e.audio_seconds),
-        (500, 0, 0),
+        (500, NanoUsd::ZERO, 0),
         "a failed call costs nothing"
     );
 }
@@ -1979,7 +1991,7 @@ async fn audio_without_a_reported_duration_is_charged_by_the_file() {
         (e.audio_seconds, e.measurement),
         (2, Measurement::Estimated)
     );
-    assert_eq!(e.cost_nanos, 200_000);
+    assert_eq!(e.cost_nanos, nano(200_000));
     // A verbose answer's duration is what is charged (the supplier says 61 s, rounded up from
     // the file's 1 s hold: the excess is charged as far as the balance goes).
     let body = transcription_form(
@@ -2001,7 +2013,7 @@ async fn audio_without_a_reported_duration_is_charged_by_the_file() {
     assert_eq!((e.audio_seconds, e.measurement), (61, Measurement::Exact));
     assert_eq!(
         (e.hold_nanos, e.cost_nanos, e.charged_nanos),
-        (100_000, 6_100_000, 6_100_000)
+        (nano(100_000), nano(6_100_000), nano(6_100_000))
     );
 }
 
@@ -2087,7 +2099,7 @@ async fn bad_transcription_requests_change_nothing() {
     assert_eq!(h.mock.request_count() + h.mock_b.request_count(), 0);
     h.no_usage_event().await;
     let w = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
-    assert_eq!(w.reserved, 0, "nothing held");
+    assert_eq!(w.reserved, NanoUsd::ZERO, "nothing held");
 }
 
 #[tokio::test]

@@ -13,11 +13,9 @@
 //!
 //! This crate does no I/O besides reading the file and the environment.
 
-pub mod money;
 mod raw;
 mod validate;
 
-pub use money::{NanoUsd, RateMultiplier};
 pub use validate::{
     Account, Admin, Capability, ConfigError, Database, Environment, Group, Mail, Metrics, Model,
     ModelKind, ModelPrices, Money, Provider, Redis, Routing, Security, Server, Settings,

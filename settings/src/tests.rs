@@ -1,6 +1,7 @@
 //! Parsing and validation rules, one error path per rule.
 
 use super::*;
+use money::NanoUsd;
 use std::collections::HashMap;
 
 const VALID: &str = r#"
@@ -73,11 +74,17 @@ fn valid_file_parses_into_exact_types() {
     assert_eq!(s.server.public_base_url.as_str(), "http://127.0.0.1:8080/");
     assert_eq!(s.accounts[0].api_key, "sk-a");
     let mini = s.model("gpt-4o-mini").unwrap();
-    assert_eq!(mini.prices.input_per_mtok, Some(NanoUsd(150_000_000)));
-    assert_eq!(mini.prices.output_per_mtok, Some(NanoUsd(600_000_000)));
+    assert_eq!(
+        mini.prices.input_per_mtok,
+        Some(NanoUsd::from_nanos(150_000_000))
+    );
+    assert_eq!(
+        mini.prices.output_per_mtok,
+        Some(NanoUsd::from_nanos(600_000_000))
+    );
     assert_eq!(
         s.model("gpt-4o").unwrap().prices.output_per_mtok,
-        Some(NanoUsd(10_000_000_000))
+        Some(NanoUsd::from_nanos(10_000_000_000))
     );
     assert_eq!(
         s.group(1).unwrap().wholesale_rate_multiplier.to_string(),

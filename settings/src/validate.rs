@@ -4,8 +4,8 @@
 //! models, `downgrade_to` must stay inside the model's family and kind, the in-memory store is only
 //! valid with `admin.embedded = true`, ids are unique.
 
-use crate::money::{NanoUsd, RateMultiplier};
 use crate::raw::{RawAccount, RawConfig, RawGroup, RawModel, RawPrice};
+use money::{NanoUsd, RateMultiplier};
 use rust_decimal::Decimal;
 use std::collections::{HashMap, HashSet};
 use std::fmt;

@@ -374,10 +374,14 @@ async fn customer_lifecycle_through_the_proxy() {
     .await
     .unwrap();
     assert_eq!(
-        spend.0, 810_000,
+        spend.nanos(),
+        810_000,
         "the ledger moved by exactly price × multiplier × tokens"
     );
-    assert_eq!(admin_api::ledger::imbalance(&state.db).await.unwrap(), 0);
+    assert_eq!(
+        admin_api::ledger::imbalance(&state.db).await.unwrap(),
+        money::NanoUsd::ZERO
+    );
     // The partner owes the wholesale cost: 0.00081 × 0.5 / 1.5.
     let (s, funding) = call(reqwest::Method::GET, "/partner/v1/funding", None).await;
     assert_eq!(s, 200);
@@ -528,5 +532,8 @@ async fn redis_flush_fails_closed_then_recovers() {
         serde_json::json!(100.0 - 2.0 * 0.00075),
         "{b}"
     );
-    assert_eq!(admin_api::ledger::imbalance(&state.db).await.unwrap(), 0);
+    assert_eq!(
+        admin_api::ledger::imbalance(&state.db).await.unwrap(),
+        money::NanoUsd::ZERO
+    );
 }

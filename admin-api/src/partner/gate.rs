@@ -20,8 +20,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use credentials::Kind;
 use entities::{partner_tokens, partners};
+use money::RateMultiplier;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
-use settings::RateMultiplier;
 use std::time::Duration;
 
 /// Reads per token per window.
@@ -127,6 +127,7 @@ async fn authorize(
         token_preview: row.preview,
         scopes,
         role: partner.role,
-        min_rate: RateMultiplier(partner.min_rate_multiplier_ppm),
+        min_rate: RateMultiplier::from_ppm(partner.min_rate_multiplier_ppm)
+            .ok_or(ApiError::Internal)?,
     })
 }

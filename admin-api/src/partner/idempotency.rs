@@ -122,7 +122,7 @@ pub enum Effect {
     /// Credit an organization's wallet mirror with money the ledger just credited.
     CreditWallet {
         org: i64,
-        amount: i64,
+        amount: money::NanoUsd,
         reference: String,
     },
     /// Nothing after a commit; if the commit fails, the organization's wallet mirror (already

@@ -7,9 +7,9 @@ use crate::state::AppState;
 use chrono::{DateTime, NaiveDate, SecondsFormat, TimeDelta, Utc};
 use credentials::{Kind, Secret};
 use entities::{org_billing_tokens, organizations, usage_hourly, usage_records};
+use money::NanoUsd;
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use serde_json::{Value, json};
-use settings::NanoUsd;
 use std::collections::BTreeMap;
 
 /// The organization a billing token belongs to. Missing, malformed, unknown, rotated, revoked, or
@@ -48,7 +48,7 @@ pub async fn balance(state: &AppState, org: &organizations::Model) -> Result<Val
         "organization_id": org.id,
         "balance_usd": usd_json(balance),
         "reserved_usd": usd_json(reserved),
-        "available_usd": usd_json(NanoUsd(balance.0 - reserved.0)),
+        "available_usd": usd_json(balance.checked_sub(reserved).ok_or(ApiError::Internal)?),
         "status": "reconciled",
     }))
 }
@@ -101,7 +101,7 @@ impl Agg {
             "input_tokens": self.input,
             "output_tokens": self.output,
             "cache_tokens": self.cached,
-            "cost_usd": usd_json(NanoUsd(self.cost)),
+            "cost_usd": usd_json(NanoUsd::from_nanos(self.cost)),
         })
     }
 }
@@ -151,7 +151,7 @@ pub async fn daily(
     }
     let mut total_json = totals.json();
     total_json["actual_cost_usd"] = usd_json(spend);
-    total_json["usage_cost_usd"] = usd_json(NanoUsd(totals.cost));
+    total_json["usage_cost_usd"] = usd_json(NanoUsd::from_nanos(totals.cost));
     let exact = totals.requests - estimated;
     Ok(json!({
         "organization_id": org.id,
@@ -202,7 +202,7 @@ fn attributed(
                     "input_tokens": input,
                     "output_tokens": output,
                     "cache_tokens": cached,
-                    "cost_usd": usd_json(NanoUsd(cost)),
+                    "cost_usd": usd_json(NanoUsd::from_nanos(cost)),
                 })
             })
             .collect(),

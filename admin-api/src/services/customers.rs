@@ -9,13 +9,13 @@ use crate::pricing;
 use crate::state::AppState;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use entities::{customer_groups, customers, invitations, organizations, partners};
+use money::{NanoUsd, RateMultiplier};
 use rand::Rng;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
     QuerySelect, Set,
 };
 use serde_json::{Value, json};
-use settings::{NanoUsd, RateMultiplier};
 
 /// Invitations are valid this long.
 pub const INVITATION_DAYS: i64 = 14;
@@ -130,7 +130,7 @@ impl NewCustomer {
         let initial_allocation = map
             .get("initial_allocation_usd")
             .and_then(usd_of)
-            .filter(|n| n.0 >= 0)
+            .filter(|n| !n.is_negative())
             .ok_or(ApiError::InvalidInitialAllocation)?;
         let retail_rate = map
             .get("retail_rate_multiplier")
@@ -245,7 +245,7 @@ pub async fn create(
         contact_email: Set(new.contact_email.clone()),
         billing_mode: Set("prepaid".into()),
         billing_allocation_mode: Set("partner_funded".into()),
-        allocation_cap_nanos: Set(new.initial_allocation.0),
+        allocation_cap_nanos: Set(new.initial_allocation.nanos()),
         created_at: Set(now),
         ..Default::default()
     }
@@ -255,7 +255,7 @@ pub async fn create(
         customer_groups::ActiveModel {
             customer_id: Set(customer.id),
             group_id: Set(group_id),
-            retail_rate_multiplier_ppm: Set(new.retail_rate.0),
+            retail_rate_multiplier_ppm: Set(new.retail_rate.ppm()),
             status: Set("active".into()),
             created_at: Set(now),
             updated_at: Set(now),
@@ -372,12 +372,12 @@ pub async fn view(
         .one(db)
         .await?
         .ok_or(ApiError::Internal)?;
-    let cap = NanoUsd(customer.allocation_cap_nanos);
+    let cap = NanoUsd::from_nanos(customer.allocation_cap_nanos);
     let used = used(db, org.id).await?;
     let balance = ledger::balance(db, &AccountRef::org_wallet(org.id).code).await?;
     // Money held by requests in flight is not available; without a mirror nothing is.
     let available = match state.stores.wallets.snapshot(org.id).await? {
-        Some(w) => NanoUsd(balance.0 - w.reserved).max(NanoUsd::ZERO),
+        Some(w) => balance.remaining_after(w.reserved),
         None => NanoUsd::ZERO,
     };
     let inv = invitation(db, customer.id).await?;
@@ -408,7 +408,7 @@ pub async fn view(
             "billing_allocation_mode": customer.billing_allocation_mode,
             "partner_allocation_cap_usd": usd_json(cap),
             "partner_allocation_used_usd": usd_json(used),
-            "partner_allocation_remaining_usd": usd_json(NanoUsd(cap.0.saturating_sub(used.0).max(0))),
+            "partner_allocation_remaining_usd": usd_json(cap.remaining_after(used)),
             "organization_balance_usd": usd_json(balance),
             "organization_available_usd": usd_json(available),
             "status": org.status,
@@ -473,22 +473,22 @@ pub async fn groups(
         .order_by_asc(customer_groups::Column::GroupId)
         .all(db)
         .await?;
-    let list: Vec<Value> = rows
-        .iter()
-        .filter_map(|row| {
-            let g = state.settings.group(row.group_id)?;
-            Some(json!({
-                "id": g.id,
-                "name": g.name,
-                "description": g.description,
-                "product_code": g.product_code,
-                "rate_multiplier": multiplier_json(RateMultiplier(row.retail_rate_multiplier_ppm)),
-                "status": row.status,
-                "wholesale_rate_multiplier": multiplier_json(g.wholesale_rate_multiplier),
-                "retail_floor_rate_multiplier": multiplier_json(pricing::retail_floor(caller.min_rate, g.wholesale_rate_multiplier)),
-            }))
-        })
-        .collect();
+    let mut list = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let Some(g) = state.settings.group(row.group_id) else {
+            continue;
+        };
+        list.push(json!({
+            "id": g.id,
+            "name": g.name,
+            "description": g.description,
+            "product_code": g.product_code,
+            "rate_multiplier": multiplier_json(stored_rate(row.retail_rate_multiplier_ppm)?),
+            "status": row.status,
+            "wholesale_rate_multiplier": multiplier_json(g.wholesale_rate_multiplier),
+            "retail_floor_rate_multiplier": multiplier_json(pricing::retail_floor(caller.min_rate, g.wholesale_rate_multiplier)),
+        }));
+    }
     Ok(Value::Array(list))
 }
 
@@ -502,16 +502,25 @@ pub async fn price_pairs(
         .filter(customer_groups::Column::CustomerId.eq(customer_id))
         .all(db)
         .await?;
-    Ok(rows
-        .iter()
-        .filter_map(|r| {
-            let g = state.settings.group(r.group_id)?;
-            Some((
+    let mut pairs = Vec::with_capacity(rows.len());
+    for r in &rows {
+        if let Some(g) = state.settings.group(r.group_id) {
+            pairs.push((
                 g.wholesale_rate_multiplier,
-                RateMultiplier(r.retail_rate_multiplier_ppm),
-            ))
-        })
-        .collect())
+                stored_rate(r.retail_rate_multiplier_ppm)?,
+            ));
+        }
+    }
+    Ok(pairs)
+}
+
+/// A multiplier read from the ledger database, where it was written validated: one that is not
+/// positive is a broken row, an internal error (never a free price).
+pub fn stored_rate(ppm: i64) -> Result<RateMultiplier, ApiError> {
+    RateMultiplier::from_ppm(ppm).ok_or_else(|| {
+        tracing::error!(ppm, "stored rate multiplier is not positive");
+        ApiError::Internal
+    })
 }
 
 /// Brings the partner funding reserved for a customer to the formula's value; refuses with
@@ -530,8 +539,8 @@ pub async fn rebalance_reservation(
         &AccountRef::partner_reserved(partner_id, customer_id).code,
     )
     .await?;
-    let delta = NanoUsd(target.0 - current.0);
-    if delta.0 > 0 {
+    let delta = target.checked_sub(current).ok_or(ApiError::Internal)?;
+    if delta.is_positive() {
         let available =
             ledger::balance(txn, &AccountRef::partner_available(partner_id).code).await?;
         if delta > available {

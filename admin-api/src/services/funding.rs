@@ -10,11 +10,11 @@ use crate::services::customers;
 use crate::state::AppState;
 use chrono::Utc;
 use entities::{customer_groups, customers as customer_rows, top_up_sessions};
+use money::NanoUsd;
 use opstate::Adjustment;
 use rand::Rng;
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use serde_json::{Value, json};
-use settings::NanoUsd;
 
 /// `GET /me`.
 pub fn me(caller: &Caller) -> Value {
@@ -58,13 +58,13 @@ fn base(state: &AppState) -> String {
 }
 
 /// Largest single top-up accepted (1 million USD).
-const MAX_TOP_UP: NanoUsd = NanoUsd(1_000_000 * 1_000_000_000);
+const MAX_TOP_UP: NanoUsd = NanoUsd::from_nanos(1_000_000 * 1_000_000_000);
 
 /// Validates a top-up body.
 pub fn top_up_amount(body: &Value) -> Result<NanoUsd, ApiError> {
     body.get("amount_usd")
         .and_then(usd_of)
-        .filter(|n| n.0 > 0 && *n <= MAX_TOP_UP)
+        .filter(|n| n.is_positive() && *n <= MAX_TOP_UP)
         .ok_or(ApiError::InvalidTopUpAmount)
 }
 
@@ -86,7 +86,7 @@ pub async fn create_top_up(
     let row = top_up_sessions::ActiveModel {
         partner_id: Set(caller.partner_id),
         token_hash: Set(state.hasher.hash(&token)),
-        amount_nanos: Set(amount.0),
+        amount_nanos: Set(amount.nanos()),
         status: Set("open".into()),
         created_at: Set(Utc::now()),
         paid_at: Set(None),
@@ -138,7 +138,7 @@ impl Allocation {
         let amount = || {
             body.get("amount_usd")
                 .and_then(usd_of)
-                .filter(|n| n.0 > 0 && *n <= MAX_TOP_UP)
+                .filter(|n| n.is_positive() && *n <= MAX_TOP_UP)
                 .ok_or(ApiError::InvalidAllocationAmount)
         };
         match body.get("action").and_then(Value::as_str) {
@@ -147,7 +147,7 @@ impl Allocation {
             Some("set_limit") => body
                 .get("limit_usd")
                 .and_then(usd_of)
-                .filter(|n| n.0 >= 0 && *n <= MAX_TOP_UP)
+                .filter(|n| !n.is_negative() && *n <= MAX_TOP_UP)
                 .map(Allocation::SetLimit)
                 .ok_or(ApiError::InvalidAllocationLimit),
             _ => Err(ApiError::InvalidAllocationAction),
@@ -168,7 +168,7 @@ pub async fn allocate(
     customers::lock_partner(txn, caller.partner_id).await?;
     let customer = customers::find(txn, caller, customer_id).await?;
     let org = customers::require_active(txn, &customer).await?;
-    let cap = NanoUsd(customer.allocation_cap_nanos);
+    let cap = NanoUsd::from_nanos(customer.allocation_cap_nanos);
     let new_cap = match change {
         Allocation::Increase(a) => cap.checked_add(a),
         Allocation::Decrease(a) => cap.checked_sub(a),
@@ -176,10 +176,12 @@ pub async fn allocate(
     }
     .ok_or(ApiError::InvalidAllocationAmount)?;
     let used = customers::used(txn, org.id).await?;
-    if new_cap < used || new_cap.0 < 0 {
+    if new_cap < used || new_cap.is_negative() {
         return Err(ApiError::AllocationLimitBelowUsed { used });
     }
-    let delta = NanoUsd(new_cap.0 - cap.0);
+    let delta = new_cap
+        .checked_sub(cap)
+        .ok_or(ApiError::InvalidAllocationAmount)?;
     let pairs = customers::price_pairs(txn, state, customer.id).await?;
     customers::rebalance_reservation(
         txn,
@@ -200,28 +202,26 @@ pub async fn allocate(
     )
     .await?;
     let mut row: customer_rows::ActiveModel = customer.clone().into();
-    row.allocation_cap_nanos = Set(new_cap.0);
+    row.allocation_cap_nanos = Set(new_cap.nanos());
     let customer = row.update(txn).await?;
     let wallet_ref = format!("{op}:wallet");
     let data = customers::view(txn, state, &customer, None, None).await?;
     let mut effects = Vec::new();
-    if delta.0 < 0 {
+    if delta.is_negative() {
         // The last step before the commit: the mirror refuses, atomically, to take back money
         // held by requests in flight. Should the commit then fail, the mirror is below the ledger
         // (the safe direction) and is reloaded from it.
         match state
             .stores
             .wallets
-            .adjust(org.id, delta.0, &wallet_ref)
+            .adjust(org.id, delta, &wallet_ref)
             .await?
         {
             Adjustment::Applied { .. } | Adjustment::Duplicate => {
                 effects.push(Effect::ReloadWalletIfAborted { org: org.id });
             }
             Adjustment::Insufficient { available } => {
-                return Err(ApiError::BalanceReserved {
-                    available: NanoUsd(available),
-                });
+                return Err(ApiError::BalanceReserved { available });
             }
             // Without the mirror the holds are unknown: refuse until it is rebuilt.
             Adjustment::Missing => {
@@ -229,10 +229,10 @@ pub async fn allocate(
                 return Err(ApiError::Unavailable);
             }
         }
-    } else if delta.0 > 0 {
+    } else if delta.is_positive() {
         effects.push(Effect::CreditWallet {
             org: org.id,
-            amount: delta.0,
+            amount: delta,
             reference: wallet_ref,
         });
     }
@@ -278,7 +278,7 @@ pub async fn set_rate(
         return Err(ApiError::RetailRateBelowFloor { floor });
     }
     let mut active: customer_groups::ActiveModel = row.into();
-    active.retail_rate_multiplier_ppm = Set(rate.0);
+    active.retail_rate_multiplier_ppm = Set(rate.ppm());
     active.updated_at = Set(Utc::now());
     active.update(txn).await?;
     let pairs = customers::price_pairs(txn, state, customer.id).await?;
@@ -286,7 +286,7 @@ pub async fn set_rate(
         txn,
         caller.partner_id,
         customer.id,
-        NanoUsd(customer.allocation_cap_nanos),
+        NanoUsd::from_nanos(customer.allocation_cap_nanos),
         &pairs,
         &format!("{op}:reserve"),
     )
@@ -302,7 +302,7 @@ pub async fn set_rate(
         .iter()
         .map(|k| Effect::PublishKey {
             hash: k.key_hash.clone(),
-            record: crate::keys::record_of(k, Some(rate.0)),
+            record: crate::keys::record_of(k, Some(rate)),
         })
         .collect();
     let data = customers::groups(txn, state, caller, &customer).await?;

@@ -10,8 +10,8 @@ use crate::services::customers;
 use crate::state::AppState;
 use chrono::Utc;
 use entities::{customers as customer_rows, invitations, organizations};
+use money::NanoUsd;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
-use settings::NanoUsd;
 
 /// Why an acceptance was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -129,7 +129,7 @@ pub async fn accept(state: &AppState, token: &str, email: &str) -> Result<i64, I
         "allocation",
         &AccountRef::partner_allocations(customer.partner_id),
         &AccountRef::org_wallet(org_id),
-        NanoUsd(customer.allocation_cap_nanos),
+        NanoUsd::from_nanos(customer.allocation_cap_nanos),
     )
     .await
     .map_err(|e| {

@@ -80,7 +80,7 @@ pub async fn create(
         .one(txn)
         .await?
         .ok_or(ApiError::CustomerNotFound)
-        .map(|g| g.retail_rate_multiplier_ppm)?;
+        .and_then(|g| customers::stored_rate(g.retail_rate_multiplier_ppm))?;
     let key_store::CreatedKey { row, secret } = key_store::insert_key(
         txn,
         &state.hasher,

@@ -10,9 +10,9 @@ use crate::dto::usd_json;
 use crate::error::ApiError;
 use chrono::{DateTime, Duration, DurationRound, SecondsFormat, TimeDelta, Utc};
 use entities::usage_hourly;
+use money::NanoUsd;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
-use settings::NanoUsd;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Bucket size.
@@ -137,7 +137,7 @@ pub async fn buckets(
             json!({
                 "start_time": ts(start),
                 "end_time": ts((start + step).min(w.end)),
-                "burn_usd": usd_json(NanoUsd(b.cost)),
+                "burn_usd": usd_json(NanoUsd::from_nanos(b.cost)),
                 "requests": b.requests,
                 "total_tokens": b.tokens,
                 "active_api_keys": b.keys.len(),

@@ -9,9 +9,9 @@ use crate::error::ApiError;
 use crate::ledger::{self, AccountKind, AccountRef};
 use crate::state::AppState;
 use entities::ledger_accounts;
+use money::NanoUsd;
 use opstate::Wallets;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
-use settings::NanoUsd;
 
 /// Loads one organization's mirror from its ledger wallet (no wallet account: nothing to load).
 pub async fn reload(state: &AppState, org: i64) -> Result<bool, ApiError> {
@@ -29,7 +29,7 @@ pub async fn reload_into(
         return Ok(false);
     }
     let balance = ledger::balance(db, &code).await?;
-    wallets.load(org, balance.0).await?;
+    wallets.load(org, balance).await?;
     Ok(true)
 }
 
@@ -76,11 +76,8 @@ pub async fn reconciled(
         };
         let book = ledger::balance(&state.db, &code).await?;
         // Charges settled by a gateway and not yet posted by the settler are pending in the mirror.
-        if snapshot.balance + snapshot.pending == book.0 {
-            return Ok(Some((
-                NanoUsd(snapshot.balance),
-                NanoUsd(snapshot.reserved),
-            )));
+        if snapshot.balance.checked_add(snapshot.pending) == Some(book) {
+            return Ok(Some((snapshot.balance, snapshot.reserved)));
         }
         if attempt + 1 < RECONCILE_READS {
             tokio::time::sleep(std::time::Duration::from_millis(25)).await;

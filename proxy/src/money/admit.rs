@@ -19,8 +19,9 @@ use crate::errors::GatewayError;
 use crate::inspect::{Kind, Work};
 use crate::money::price;
 use crate::wire::Usage;
+use money::{NanoUsd, RateMultiplier};
 use opstate::{HoldMeta, KeyRecord, Reservation, Wallets};
-use settings::{Model, ModelPrices, NanoUsd};
+use settings::{Model, ModelPrices};
 
 /// An open hold on an organization's wallet, to be settled exactly once.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,7 +30,7 @@ pub(crate) struct Hold {
     pub org: i64,
     pub id: String,
     pub amount: NanoUsd,
-    pub rate_ppm: i64,
+    pub rate: RateMultiplier,
 }
 
 /// What admission reserves for one call: the worst-case amount at the caller's rate, and the
@@ -37,7 +38,7 @@ pub(crate) struct Hold {
 #[derive(Debug, Clone)]
 pub(crate) struct HoldPlan {
     pub amount: NanoUsd,
-    pub rate_ppm: i64,
+    pub rate: RateMultiplier,
     pub meta: HoldMeta,
 }
 
@@ -51,7 +52,7 @@ pub(crate) fn hold_for(
     money: &settings::Money,
     started_at_ms: u64,
 ) -> Result<HoldPlan, GatewayError> {
-    let rate = caller.rate_ppm.ok_or(GatewayError::PriceUnavailable)?;
+    let rate = caller.rate.ok_or(GatewayError::PriceUnavailable)?;
     let prices = &served.prices;
     let (amount, input_tokens, input_cost, audio_seconds) = match &work.kind {
         Kind::Text { call, .. } => {
@@ -69,7 +70,7 @@ pub(crate) fn hold_for(
     };
     Ok(HoldPlan {
         amount,
-        rate_ppm: rate,
+        rate,
         meta: HoldMeta {
             key_id: caller.key_id,
             group_id: caller.group_id,
@@ -79,7 +80,7 @@ pub(crate) fn hold_for(
             stream: work.stream(),
             started_at_ms,
             input_tokens,
-            input_cost_nanos: input_cost.0,
+            input_cost_nanos: input_cost,
             audio_seconds,
         },
     })
@@ -106,15 +107,15 @@ fn priced(cost: Result<NanoUsd, price::PriceError>) -> Result<NanoUsd, GatewayEr
 }
 
 /// The worst-case cost of a JSON call of `request_bytes` with `output_cap` (the default output
-/// when `None`) at `rate_ppm`: what [`hold_for`] reserves. Public for tests that predict holds.
+/// when `None`) at `rate`: what [`hold_for`] reserves. Public for tests that predict holds.
 pub fn worst_case(
     prices: &ModelPrices,
-    rate_ppm: Option<i64>,
+    rate: Option<RateMultiplier>,
     request_bytes: usize,
     output_cap: Option<u64>,
     default_output: u64,
-) -> Result<(NanoUsd, i64), GatewayError> {
-    let rate = rate_ppm.ok_or(GatewayError::PriceUnavailable)?;
+) -> Result<(NanoUsd, RateMultiplier), GatewayError> {
+    let rate = rate.ok_or(GatewayError::PriceUnavailable)?;
     let output = output_cap.unwrap_or(default_output);
     let amount = priced(price::cost(
         prices,
@@ -137,16 +138,16 @@ pub(crate) async fn reserve(
         GatewayError::Internal
     })?;
     let amount = plan.amount;
-    match wallets.reserve(org, hold_id, amount.0, ttl_ms, &meta).await {
+    match wallets.reserve(org, hold_id, amount, ttl_ms, &meta).await {
         Ok(Reservation::Held { .. } | Reservation::AlreadyHeld) => Ok(Hold {
             org,
             id: hold_id.to_string(),
             amount,
-            rate_ppm: plan.rate_ppm,
+            rate: plan.rate,
         }),
         Ok(Reservation::Insufficient { available }) => Err(GatewayError::InsufficientBalance {
             needed: amount,
-            available: NanoUsd(available),
+            available,
         }),
         Ok(Reservation::Missing) => Err(GatewayError::WalletUnavailable),
         Err(e) => {

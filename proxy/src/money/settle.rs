@@ -18,8 +18,8 @@ use crate::metrics::Metrics;
 use crate::money::admit::Hold;
 use crate::money::price;
 use crate::wire::Usage;
+use money::NanoUsd;
 use opstate::{KeyRecord, Measurement, Settlement, UsageEvent, UsageStream, Wallets};
-use settings::NanoUsd;
 use std::time::Duration;
 
 /// Attempts to append a usage event before giving up.
@@ -109,8 +109,8 @@ async fn settle_hold(
             };
             let prices = &call.model.model.prices;
             let priced = match call.audio_seconds {
-                Some(_) => price::audio_cost(prices, e.audio_seconds, hold.rate_ppm),
-                None => price::cost(prices, usage, hold.rate_ppm),
+                Some(_) => price::audio_cost(prices, e.audio_seconds, hold.rate),
+                None => price::cost(prices, usage, hold.rate),
             };
             match priced {
                 Ok(c) => c,
@@ -122,7 +122,7 @@ async fn settle_hold(
         }
         _ => NanoUsd::ZERO,
     };
-    let outcome = wallets.settle(hold.org, &hold.id, cost.0).await;
+    let outcome = wallets.settle(hold.org, &hold.id, cost).await;
     let (charged, excess) = match outcome {
         Ok(Settlement::Settled { charged, excess }) => (charged, excess),
         Ok(Settlement::Unknown | Settlement::Missing) => {
@@ -130,22 +130,22 @@ async fn settle_hold(
             // it): the usage event still carries the cost; the settler books it.
             tracing::warn!(request_id = %f.request_id, org = hold.org, "hold already resolved or lost at settlement");
             metrics.settlements_unresolved.inc();
-            (0, cost.0)
+            (NanoUsd::ZERO, cost)
         }
         Err(e) => {
             tracing::error!(request_id = %f.request_id, error = %e, "settlement failed; the reconciler resolves the hold after its deadline");
             metrics.settlements_unresolved.inc();
-            (0, cost.0)
+            (NanoUsd::ZERO, cost)
         }
     };
-    if excess > 0 {
-        tracing::warn!(request_id = %f.request_id, org = hold.org, excess, "usage cost exceeded what the wallet could pay");
+    if excess.is_positive() {
+        tracing::warn!(request_id = %f.request_id, org = hold.org, excess = excess.nanos(), "usage cost exceeded what the wallet could pay");
     }
     if let Some(e) = event {
-        e.cost_nanos = cost.0;
+        e.cost_nanos = cost;
         e.charged_nanos = charged;
         e.excess_nanos = excess;
-        e.hold_nanos = hold.amount.0;
+        e.hold_nanos = hold.amount;
     }
 }
 
@@ -194,10 +194,10 @@ fn usage_event(f: &Finished<'_>) -> Option<UsageEvent> {
         latency_ms: elapsed_ms(f.latency),
         ttfb_ms: f.ttfb.map(elapsed_ms),
         attempts: f.attempts,
-        cost_nanos: 0,
-        charged_nanos: 0,
-        excess_nanos: 0,
-        hold_nanos: 0,
+        cost_nanos: NanoUsd::ZERO,
+        charged_nanos: NanoUsd::ZERO,
+        excess_nanos: NanoUsd::ZERO,
+        hold_nanos: NanoUsd::ZERO,
         project: call.project.clone(),
         workflow: call.workflow.clone(),
         audio_seconds,
