@@ -1,8 +1,8 @@
 //! Operator commands (the partner dashboard and organization console are outside this service).
 //! Each prints one JSON document on stdout.
 
+use crate::db::begin;
 use crate::ledger;
-use crate::partner::idempotency::begin;
 use crate::services::{billing, funding};
 use crate::state::AppState;
 use chrono::Utc;

@@ -1,7 +1,11 @@
-//! Connecting to the ledger database and bringing its schema up to date.
+//! Connecting to the ledger database, bringing its schema up to date, and starting write
+//! transactions.
 
 use migrations::{Migrator, MigratorTrait};
-use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbErr};
+use sea_orm::{
+    ConnectOptions, Database, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr,
+    TransactionTrait,
+};
 use std::time::Duration;
 
 /// Connects to `url` (`sqlite:` or `postgres://`). SQLite gets WAL, a busy timeout and a pool that
@@ -49,5 +53,21 @@ pub fn prepare_sqlite_path(url: &str) -> std::io::Result<()> {
     match std::path::Path::new(path).parent() {
         Some(parent) if !parent.as_os_str().is_empty() => std::fs::create_dir_all(parent),
         _ => Ok(()),
+    }
+}
+
+/// Starts a write transaction. On SQLite it takes the write lock at once (IMMEDIATE), so
+/// read-then-write transactions never fail with "database is locked" halfway.
+pub async fn begin(
+    db: &sea_orm::DatabaseConnection,
+) -> Result<DatabaseTransaction, sea_orm::DbErr> {
+    if db.get_database_backend() == DbBackend::Sqlite {
+        db.begin_with_options(sea_orm::TransactionOptions {
+            sqlite_transaction_mode: Some(sea_orm::SqliteTransactionMode::Immediate),
+            ..Default::default()
+        })
+        .await
+    } else {
+        db.begin().await
     }
 }

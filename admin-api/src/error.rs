@@ -4,6 +4,8 @@
 //! only where the spec says so), message and `metadata`. The match has no wildcard arm, so a new
 //! variant cannot ship without a decided answer. Clients branch on `reason`, never on `message`.
 
+use crate::dto::ErrorEnvelope;
+use crate::services::invitations::InvitationError;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use money::{NanoUsd, RateMultiplier};
@@ -313,17 +315,47 @@ impl ApiError {
     }
 
     /// The envelope body: `{code, reason, message, metadata}`.
-    pub fn body(&self) -> Value {
+    pub fn body(&self) -> ErrorEnvelope {
         let (status, reason, metadata) = self.parts();
-        let mut body = json!({
-            "code": status.as_u16(),
-            "message": self.to_string(),
-            "metadata": metadata,
-        });
-        if let Some(reason) = reason {
-            body["reason"] = json!(reason);
+        ErrorEnvelope {
+            code: status.as_u16(),
+            reason,
+            message: self.to_string(),
+            metadata,
         }
-        body
+    }
+}
+
+impl InvitationError {
+    /// The HTTP status of a refused acceptance (page or JSON).
+    pub fn status(&self) -> StatusCode {
+        use InvitationError::*;
+        match self {
+            NotFound => StatusCode::NOT_FOUND,
+            Expired | Revoked => StatusCode::GONE,
+            AlreadyAccepted => StatusCode::CONFLICT,
+            EmailMismatch => StatusCode::FORBIDDEN,
+            Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The JSON answer of a refused acceptance, in the partner envelope.
+    pub fn body(&self) -> ErrorEnvelope {
+        use InvitationError::*;
+        let reason = match self {
+            NotFound => "INVITATION_NOT_FOUND",
+            Expired => "INVITATION_EXPIRED",
+            AlreadyAccepted => "INVITATION_ALREADY_ACCEPTED",
+            Revoked => "INVITATION_REVOKED",
+            EmailMismatch => "INVITATION_EMAIL_MISMATCH",
+            Unavailable => "SERVICE_UNAVAILABLE",
+        };
+        ErrorEnvelope {
+            code: self.status().as_u16(),
+            reason: Some(reason),
+            message: self.to_string(),
+            metadata: json!({}),
+        }
     }
 }
 
@@ -359,9 +391,4 @@ impl IntoResponse for ApiError {
         }
         response
     }
-}
-
-/// The success envelope: `{code: 0, message: "ok", data}`.
-pub fn ok(data: Value) -> Value {
-    json!({"code": 0, "message": "ok", "data": data})
 }

@@ -1,9 +1,17 @@
 //! admin-api: the partner API, the organization billing API, invitations, the settler and the
 //! operator CLI, over the ledger of record (sea-orm on PostgreSQL or SQLite).
 //!
-//! Layers: `http` handlers extract and map → services (`keys`, `demo`) hold the rules and take a
-//! connection → `entities`. DTOs are never entity models.
+//! Layers (handler → service → entity):
+//! - [`http`]: one file per resource; handlers extract and map, partner writes go through one
+//!   idempotent-write path;
+//! - [`services`]: the rules; they take a connection or transaction and return [`dto`] types;
+//! - [`dto`]: the wire types (also the OpenAPI schemas), never entity models;
+//! - [`workers`]: the settler, the reconciler and the key-directory keeper;
+//! - neutral pieces every layer shares: [`caller`] (who calls), [`auth`] (presented tokens),
+//!   [`db`] (connections and write transactions), [`ledger`], [`keys`], [`pricing`], [`error`].
 
+pub mod auth;
+pub mod caller;
 pub mod cli;
 pub mod db;
 pub mod demo;
@@ -16,11 +24,9 @@ pub mod mail;
 pub mod openapi;
 pub mod partner;
 pub mod pricing;
-pub mod reconciler;
-pub mod runtime;
 pub mod services;
-pub mod settler;
 pub mod state;
+pub mod workers;
 
 pub use http::{router, serve};
 pub use state::AppState;

@@ -1,5 +1,6 @@
 //! What every admin-api handler shares.
 
+use crate::db;
 use crate::mail::Mailer;
 use credentials::{Env, KeyHasher};
 use opstate::Stores;
@@ -23,6 +24,20 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// Connects and migrates the database and builds the shared state over `stores`.
+    pub async fn connect(settings: Arc<Settings>, stores: Stores) -> Result<AppState, String> {
+        let url = &settings.require_database().map_err(|e| e.to_string())?.url;
+        db::prepare_sqlite_path(url).map_err(|e| format!("database.url: {e}"))?;
+        let conn = db::connect(url)
+            .await
+            .map_err(|e| format!("database.url: {e}"))?;
+        db::migrate(&conn)
+            .await
+            .map_err(|e| format!("migrations: {e}"))?;
+        let mailer = Mailer::from_settings(&settings.mail).map_err(|e| e.to_string())?;
+        Ok(AppState::new(conn, stores, settings, mailer))
+    }
+
     pub fn new(
         db: DatabaseConnection,
         stores: Stores,

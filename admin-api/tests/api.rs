@@ -11,7 +11,7 @@
 )]
 
 use admin_api::AppState;
-use admin_api::partner::gate::Caller;
+use admin_api::caller::Caller;
 use money::NanoUsd;
 use opstate::Stores;
 use reqwest::{Method, StatusCode};
@@ -96,7 +96,7 @@ impl Api {
             outbox.to_str().unwrap(),
         );
         let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
-        let state = admin_api::runtime::state(settings, Stores::memory())
+        let state = admin_api::AppState::connect(settings, Stores::memory())
             .await
             .unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -1617,7 +1617,7 @@ async fn the_key_directory_is_rebuilt_when_the_store_loses_it() {
     assert_eq!(state.stores.keys.lookup(&hash).await.unwrap(), None);
     let (stop, rx) = tokio::sync::watch::channel(false);
     let mut keeper = JoinSet::new();
-    keeper.spawn(admin_api::keys::keep_directory(
+    keeper.spawn(admin_api::workers::directory::run(
         state.clone(),
         std::time::Duration::from_millis(50),
         rx,
@@ -1638,7 +1638,7 @@ mod funding_properties {
     //! and the ledger balanced.
 
     use super::*;
-    use admin_api::partner::idempotency::begin;
+    use admin_api::db::begin;
     use admin_api::services::{customers, funding};
     use money::{NanoUsd, RateMultiplier};
     use proptest::prelude::*;
@@ -1763,10 +1763,7 @@ mod funding_properties {
                     )
                     .await
                     .map(|s| {
-                        ids.push((
-                            s.data["customer"]["id"].as_i64().unwrap(),
-                            format!("o{step}@x.example"),
-                        ));
+                        ids.push((s.data.customer.id, format!("o{step}@x.example")));
                     })
                 }
                 Op::Activate(i) => {
@@ -1822,7 +1819,7 @@ mod funding_properties {
                         &reference,
                         &id.to_string(),
                         &group.to_string(),
-                        &json!({"retail_rate_multiplier": f64::from(tenths) / 10.0}),
+                        money::RateMultiplier::from_ppm(i64::from(tenths) * 100_000).unwrap(),
                     )
                     .await
                     .map(|_| ()),
@@ -1846,18 +1843,42 @@ mod funding_properties {
     }
 }
 
+/// The properties and required names of a schema, merged through `allOf` parts and `$ref`s.
+fn schema_fields(doc: &Value, schema: &Value) -> (serde_json::Map<String, Value>, Vec<String>) {
+    if let Some(r) = schema["$ref"].as_str() {
+        let name = r.rsplit('/').next().unwrap();
+        return schema_fields(doc, &doc["components"]["schemas"][name]);
+    }
+    let mut props = schema["properties"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    let mut required: Vec<String> = schema["required"]
+        .as_array()
+        .map(|r| {
+            r.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    for part in schema["allOf"].as_array().into_iter().flatten() {
+        let (p, r) = schema_fields(doc, part);
+        props.extend(p);
+        required.extend(r);
+    }
+    (props, required)
+}
+
 /// Every property of `value` is documented in schema `name` and every required documented
-/// property is present, recursively through `$ref`s and arrays.
+/// property is present, recursively through `$ref`s, arrays and `allOf` compositions (a DTO that
+/// flattens another).
 fn assert_documented(doc: &Value, name: &str, value: &Value) {
     let schema = &doc["components"]["schemas"][name];
     assert!(schema.is_object(), "schema {name} missing");
-    let props = schema["properties"]
-        .as_object()
-        .unwrap_or_else(|| panic!("{name} has no properties"));
-    let required: Vec<&str> = schema["required"]
-        .as_array()
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+    let (props, required) = schema_fields(doc, schema);
+    assert!(!props.is_empty(), "{name} has no properties");
+    let props = &props;
     let obj = value
         .as_object()
         .unwrap_or_else(|| panic!("{name}: not an object: {value}"));
@@ -1867,9 +1888,9 @@ fn assert_documented(doc: &Value, name: &str, value: &Value) {
             "{name}: served field {key:?} is not documented"
         );
     }
-    for key in required {
+    for key in &required {
         assert!(
-            obj.contains_key(key),
+            obj.contains_key(key.as_str()),
             "{name}: documented required field {key:?} is not served"
         );
     }
@@ -2231,7 +2252,7 @@ async fn lost_wallet_mirror_answers_503_until_reloaded() {
     assert_eq!(v["reason"], "ORG_BALANCE_RECONCILIATION_REQUIRED");
     assert!(v.get("data").is_none(), "never a zero balance");
     // The keeper notices the loss and reloads the mirror from the ledger.
-    tasks.spawn(admin_api::keys::keep_directory(
+    tasks.spawn(admin_api::workers::directory::run(
         state.clone(),
         std::time::Duration::from_millis(50),
         rx,
@@ -2285,13 +2306,13 @@ async fn a_dead_gateways_hold_is_settled_once_at_its_estimate() {
         .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     assert_eq!(
-        admin_api::reconciler::reconcile_once(&api.state)
+        admin_api::workers::reconciler::reconcile_once(&api.state)
             .await
             .unwrap(),
         1
     );
     assert_eq!(
-        admin_api::reconciler::reconcile_once(&api.state)
+        admin_api::workers::reconciler::reconcile_once(&api.state)
             .await
             .unwrap(),
         0,
@@ -2310,7 +2331,7 @@ async fn a_dead_gateways_hold_is_settled_once_at_its_estimate() {
     );
     // The settler books the estimate like any call.
     assert_eq!(
-        admin_api::settler::drain_once(&api.state, "t")
+        admin_api::workers::settler::drain_once(&api.state, "t")
             .await
             .unwrap(),
         1
@@ -2373,7 +2394,7 @@ async fn settlement_is_idempotent_under_redelivery() {
         api.state.stores.usage.append(&event).await.unwrap();
     }
     assert_eq!(
-        admin_api::settler::drain_once(&api.state, "t")
+        admin_api::workers::settler::drain_once(&api.state, "t")
             .await
             .unwrap(),
         3
@@ -2476,7 +2497,7 @@ async fn one_batch_settles_many_requests_of_many_organizations_exactly() {
     }
     api.state.stores.usage.append(&events[0]).await.unwrap();
     assert_eq!(
-        admin_api::settler::drain_once(&api.state, "t")
+        admin_api::workers::settler::drain_once(&api.state, "t")
             .await
             .unwrap(),
         1
@@ -2489,7 +2510,7 @@ async fn one_batch_settles_many_requests_of_many_organizations_exactly() {
         api.state.stores.usage.append(e).await.unwrap();
     }
     assert_eq!(
-        admin_api::settler::drain_once(&api.state, "t")
+        admin_api::workers::settler::drain_once(&api.state, "t")
             .await
             .unwrap(),
         7
@@ -2608,7 +2629,7 @@ async fn daily_usage_breaks_down_by_project_and_workflow() {
         };
         api.state.stores.usage.append(&event).await.unwrap();
     }
-    admin_api::settler::drain_once(&api.state, "t")
+    admin_api::workers::settler::drain_once(&api.state, "t")
         .await
         .unwrap();
     let v: Value = api

@@ -132,10 +132,10 @@ impl App {
                 // Embedded without an address: loopback, a free port.
                 (Role::Proxy, None) => SocketAddr::from(([127, 0, 0, 1], 0)),
             };
-            let state = admin_api::runtime::state(settings.clone(), stores.clone())
+            let state = admin_api::AppState::connect(settings.clone(), stores.clone())
                 .await
                 .map_err(StartError::AdminApi)?;
-            let loaded = admin_api::runtime::start_background(&state, &mut tasks, stop_rx.clone())
+            let loaded = admin_api::workers::start(&state, &mut tasks, stop_rx.clone())
                 .await
                 .map_err(StartError::AdminApi)?;
             let listener = bind("admin.listen", bind_at).await?;

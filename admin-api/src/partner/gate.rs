@@ -12,13 +12,14 @@
 //!    `PARTNER_API_SCOPE_REQUIRED`. Writes also need a role other than `viewer` → else 403
 //!    `PARTNER_ACCESS_REQUIRED`.
 
+use crate::auth::{TokenKind, bearer, token_hash};
+use crate::caller::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
 use axum::extract::{Request, State};
-use axum::http::{Method, header};
+use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use credentials::Kind;
 use entities::{partner_tokens, partners};
 use money::RateMultiplier;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
@@ -30,18 +31,6 @@ pub const READ_LIMIT: u64 = 60;
 pub const WRITE_LIMIT: u64 = 30;
 /// The fixed window.
 pub const WINDOW: Duration = Duration::from_secs(60);
-
-/// The authenticated partner of a request.
-#[derive(Debug, Clone)]
-pub struct Caller {
-    pub partner_id: i64,
-    pub partner_name: String,
-    pub token_id: i64,
-    pub token_preview: String,
-    pub scopes: Vec<String>,
-    pub role: String,
-    pub min_rate: RateMultiplier,
-}
 
 /// The middleware: authorizes, then hands the request on with its [`Caller`].
 pub async fn gate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
@@ -55,28 +44,16 @@ pub async fn gate(State(state): State<AppState>, mut req: Request, next: Next) -
     }
 }
 
-/// The bearer token of a request, if any.
-pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
-    headers
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .trim()
-        .split_once(' ')
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| token.trim())
-        .filter(|t| !t.is_empty())
-}
-
 async fn authorize(
     state: &AppState,
     headers: &axum::http::HeaderMap,
     method: &Method,
 ) -> Result<Caller, ApiError> {
     let token = bearer(headers).ok_or(ApiError::AuthenticationRequired)?;
-    credentials::check(token, Kind::PartnerToken, state.env).map_err(|_| ApiError::TokenInvalid)?;
+    let hash = token_hash(&state.hasher, state.env, TokenKind::Partner, token)
+        .ok_or(ApiError::TokenInvalid)?;
     let row = partner_tokens::Entity::find()
-        .filter(partner_tokens::Column::TokenHash.eq(state.hasher.hash(token)))
+        .filter(partner_tokens::Column::TokenHash.eq(hash))
         .filter(partner_tokens::Column::Status.eq("active"))
         .one(&state.db)
         .await?

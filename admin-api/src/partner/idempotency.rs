@@ -17,8 +17,10 @@
 //!   leave an effect without its record (and thus execute twice).
 //! - Records are kept 24 hours; after that the key is new again.
 
-use crate::error::{ApiError, ok};
-use crate::partner::gate::Caller;
+use crate::caller::Caller;
+use crate::db::begin;
+use crate::dto::Envelope;
+use crate::error::ApiError;
 use crate::state::AppState;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -28,9 +30,10 @@ use futures_util::future::BoxFuture;
 use rust_decimal::Decimal;
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, DbBackend, EntityTrait,
-    QueryFilter, Set, TransactionTrait,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter,
+    Set,
 };
+use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::str::FromStr;
@@ -131,21 +134,26 @@ pub enum Effect {
 }
 
 /// A successful write: the full response, the stored (secret-free) one, and follow-up effects.
-pub struct Success {
+pub struct Success<T> {
     pub status: StatusCode,
-    pub data: Value,
-    pub stored: Value,
+    pub data: T,
+    pub stored: T,
     pub effects: Vec<Effect>,
 }
 
-impl Success {
+impl<T: Clone> Success<T> {
     /// A success with nothing secret in it.
-    pub fn plain(data: Value) -> Success {
+    pub fn plain(data: T) -> Success<T> {
+        Success::with_effects(data, Vec::new())
+    }
+
+    /// A success with nothing secret in it and `effects` to apply after the commit.
+    pub fn with_effects(data: T, effects: Vec<Effect>) -> Success<T> {
         Success {
             status: StatusCode::OK,
             stored: data.clone(),
             data,
-            effects: Vec::new(),
+            effects,
         }
     }
 }
@@ -154,8 +162,11 @@ impl Success {
 /// reference, unique per claimed execution (partner, idempotency record id and claim time): ledger
 /// postings derive their references from it, so a retried execution can never post twice and a
 /// key reused after the retention period can never collide with an old posting.
-pub type Work<'a> = Box<
-    dyn for<'t> FnOnce(&'t DatabaseTransaction, String) -> BoxFuture<'t, Result<Success, ApiError>>
+pub type Work<'a, T> = Box<
+    dyn for<'t> FnOnce(
+            &'t DatabaseTransaction,
+            String,
+        ) -> BoxFuture<'t, Result<Success<T>, ApiError>>
         + Send
         + 'a,
 >;
@@ -166,18 +177,23 @@ enum Claim {
 }
 
 /// Runs `work` at most once per (partner, key), replaying its stored outcome afterwards.
-pub async fn execute(state: &AppState, caller: &Caller, req: Request, work: Work<'_>) -> Response {
+pub async fn execute<T: Serialize>(
+    state: &AppState,
+    caller: &Caller,
+    req: Request,
+    work: Work<'_, T>,
+) -> Response {
     match run(state, caller, req, work).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
 }
 
-async fn run(
+async fn run<T: Serialize>(
     state: &AppState,
     caller: &Caller,
     req: Request,
-    work: Work<'_>,
+    work: Work<'_, T>,
 ) -> Result<Response, ApiError> {
     let (record_id, op) = match claim(state, caller.partner_id, &req).await? {
         Claim::Claimed(id, op) => (id, op),
@@ -186,7 +202,10 @@ async fn run(
     let txn = begin(&state.db).await?;
     match work(&txn, op).await {
         Ok(success) => {
-            let stored = ok(success.stored.clone()).to_string();
+            let stored = serde_json::to_string(&Envelope::ok(&success.stored)).map_err(|e| {
+                tracing::error!(error = %e, "cannot serialize a write's response");
+                ApiError::Internal
+            })?;
             complete(&txn, record_id, success.status.as_u16(), &stored).await?;
             if let Err(e) = txn.commit().await {
                 for effect in &success.effects {
@@ -197,12 +216,13 @@ async fn run(
                 return Err(e.into());
             }
             apply(state, success.effects).await;
-            Ok((success.status, axum::Json(ok(success.data))).into_response())
+            Ok((success.status, axum::Json(Envelope::ok(success.data))).into_response())
         }
         Err(e) if e.is_business_outcome() => {
             txn.rollback().await?;
             let (status, _, _) = e.parts();
-            complete(&state.db, record_id, status.as_u16(), &e.body().to_string()).await?;
+            let body = serde_json::to_string(&e.body()).map_err(|_| ApiError::Internal)?;
+            complete(&state.db, record_id, status.as_u16(), &body).await?;
             Ok(e.into_response())
         }
         Err(e) => {
@@ -210,22 +230,6 @@ async fn run(
             rec::Entity::delete_by_id(record_id).exec(&state.db).await?;
             Err(e)
         }
-    }
-}
-
-/// Starts a write transaction. On SQLite it takes the write lock at once (IMMEDIATE), so
-/// read-then-write transactions never fail with "database is locked" halfway.
-pub async fn begin(
-    db: &sea_orm::DatabaseConnection,
-) -> Result<DatabaseTransaction, sea_orm::DbErr> {
-    if db.get_database_backend() == DbBackend::Sqlite {
-        db.begin_with_options(sea_orm::TransactionOptions {
-            sqlite_transaction_mode: Some(sea_orm::SqliteTransactionMode::Immediate),
-            ..Default::default()
-        })
-        .await
-    } else {
-        db.begin().await
     }
 }
 

@@ -1,6 +1,10 @@
 //! The organization billing API (read only) and the operator's billing-token commands.
 
-use crate::dto::usd_json;
+use crate::auth::{TokenKind, token_hash};
+use crate::dto::{
+    DailyTotals, DailyUsage, KeyUsage, ModelUsage, OrganizationBalance, ProjectUsage, Ratio,
+    UsageCoverage, UsageTotals, Usd, WalletSpend, WorkflowUsage,
+};
 use crate::error::ApiError;
 use crate::ledger::AccountRef;
 use crate::state::AppState;
@@ -9,7 +13,6 @@ use credentials::{Kind, Secret};
 use entities::{org_billing_tokens, organizations, usage_hourly, usage_records};
 use money::NanoUsd;
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
-use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 /// The organization a billing token belongs to. Missing, malformed, unknown, rotated, revoked, or
@@ -19,10 +22,10 @@ pub async fn authenticate(
     presented: Option<&str>,
 ) -> Result<organizations::Model, ApiError> {
     let token = presented.ok_or(ApiError::BillingTokenInvalid)?;
-    credentials::check(token, Kind::BillingToken, state.env)
-        .map_err(|_| ApiError::BillingTokenInvalid)?;
+    let hash = token_hash(&state.hasher, state.env, TokenKind::Billing, token)
+        .ok_or(ApiError::BillingTokenInvalid)?;
     let row = org_billing_tokens::Entity::find()
-        .filter(org_billing_tokens::Column::TokenHash.eq(state.hasher.hash(token)))
+        .filter(org_billing_tokens::Column::TokenHash.eq(hash))
         .filter(org_billing_tokens::Column::Status.eq("active"))
         .one(&state.db)
         .await?
@@ -39,18 +42,21 @@ pub async fn authenticate(
 
 /// `GET /api/v1/organization/billing/balance`. A wallet that does not exist is never a zero
 /// balance: 503 `ORG_BALANCE_RECONCILIATION_REQUIRED`.
-pub async fn balance(state: &AppState, org: &organizations::Model) -> Result<Value, ApiError> {
+pub async fn balance(
+    state: &AppState,
+    org: &organizations::Model,
+) -> Result<OrganizationBalance, ApiError> {
     let Some((balance, reserved)) = crate::services::wallets::reconciled(state, org.id).await?
     else {
         return Err(ApiError::ReconciliationRequired);
     };
-    Ok(json!({
-        "organization_id": org.id,
-        "balance_usd": usd_json(balance),
-        "reserved_usd": usd_json(reserved),
-        "available_usd": usd_json(balance.checked_sub(reserved).ok_or(ApiError::Internal)?),
-        "status": "reconciled",
-    }))
+    Ok(OrganizationBalance {
+        organization_id: org.id,
+        balance_usd: Usd(balance),
+        reserved_usd: Usd(reserved),
+        available_usd: Usd(balance.checked_sub(reserved).ok_or(ApiError::Internal)?),
+        status: "reconciled",
+    })
 }
 
 /// Parses `date=YYYY-MM-DD` strictly (one parameter, zero-padded, a real date); absent = today.
@@ -95,14 +101,14 @@ impl Agg {
         self.cached += r.cached_tokens;
         self.cost += r.cost_nanos;
     }
-    fn json(&self) -> Value {
-        json!({
-            "requests": self.requests,
-            "input_tokens": self.input,
-            "output_tokens": self.output,
-            "cache_tokens": self.cached,
-            "cost_usd": usd_json(NanoUsd::from_nanos(self.cost)),
-        })
+    fn totals(&self) -> UsageTotals {
+        UsageTotals {
+            requests: self.requests,
+            input_tokens: self.input,
+            output_tokens: self.output,
+            cache_tokens: self.cached,
+            cost_usd: Usd(NanoUsd::from_nanos(self.cost)),
+        }
     }
 }
 
@@ -111,7 +117,7 @@ pub async fn daily(
     state: &AppState,
     org: &organizations::Model,
     date: NaiveDate,
-) -> Result<Value, ApiError> {
+) -> Result<DailyUsage, ApiError> {
     let from = date
         .and_hms_opt(0, 0, 0)
         .ok_or(ApiError::InvalidDate)?
@@ -140,8 +146,8 @@ pub async fn daily(
         .filter(usage_records::Column::StartedAt.lt(to))
         .all(&state.db)
         .await?;
-    let projects = attributed(&records, |r| r.project.clone(), "project");
-    let workflows = attributed(&records, |r| r.workflow.clone(), "workflow");
+    let projects = attributed(&records, |r| r.project.clone());
+    let workflows = attributed(&records, |r| r.workflow.clone());
     let mut unavailable = Vec::new();
     if projects.is_none() {
         unavailable.push("projects");
@@ -149,28 +155,56 @@ pub async fn daily(
     if workflows.is_none() {
         unavailable.push("workflows");
     }
-    let mut total_json = totals.json();
-    total_json["actual_cost_usd"] = usd_json(spend);
-    total_json["usage_cost_usd"] = usd_json(NanoUsd::from_nanos(totals.cost));
     let exact = totals.requests - estimated;
-    Ok(json!({
-        "organization_id": org.id,
-        "from": ts(from),
-        "to": ts(to),
-        "totals": total_json,
-        "projects": projects.unwrap_or_default(),
-        "api_keys": by_key.iter().map(|(k, a)| { let mut v = a.json(); v["api_key_id"] = json!(k); v }).collect::<Vec<_>>(),
-        "models": by_model.iter().map(|(m, a)| { let mut v = a.json(); v["model"] = json!(m); v }).collect::<Vec<_>>(),
-        "workflows": workflows.unwrap_or_default(),
-        "unavailable_dimensions": unavailable,
-        "wallet_spend": {"amount_usd": usd_json(spend), "currency": "USD"},
-        "usage_coverage": {
-            "requests": totals.requests,
-            "exact_requests": exact,
-            "estimated_requests": estimated,
-            "exact_ratio": if totals.requests == 0 { json!(1) } else { json!((exact as f64) / (totals.requests as f64)) },
+    Ok(DailyUsage {
+        organization_id: org.id,
+        from: ts(from),
+        to: ts(to),
+        totals: DailyTotals {
+            usage: totals.totals(),
+            actual_cost_usd: Usd(spend),
+            usage_cost_usd: Usd(NanoUsd::from_nanos(totals.cost)),
         },
-    }))
+        projects: projects
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(project, usage)| ProjectUsage { project, usage })
+            .collect(),
+        api_keys: by_key
+            .iter()
+            .map(|(k, a)| KeyUsage {
+                api_key_id: *k,
+                usage: a.totals(),
+            })
+            .collect(),
+        models: by_model
+            .iter()
+            .map(|(m, a)| ModelUsage {
+                model: m.clone(),
+                usage: a.totals(),
+            })
+            .collect(),
+        workflows: workflows
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(workflow, usage)| WorkflowUsage { workflow, usage })
+            .collect(),
+        unavailable_dimensions: unavailable,
+        wallet_spend: WalletSpend {
+            amount_usd: Usd(spend),
+            currency: "USD",
+        },
+        usage_coverage: UsageCoverage {
+            requests: totals.requests,
+            exact_requests: exact,
+            estimated_requests: estimated,
+            exact_ratio: if totals.requests == 0 {
+                Ratio::Whole(1)
+            } else {
+                Ratio::Fraction((exact as f64) / (totals.requests as f64))
+            },
+        },
+    })
 }
 
 /// A breakdown by an attribution dimension (requests without it are grouped under `null`), or
@@ -178,8 +212,7 @@ pub async fn daily(
 fn attributed(
     records: &[usage_records::Model],
     key: impl Fn(&usage_records::Model) -> Option<String>,
-    name: &str,
-) -> Option<Vec<Value>> {
+) -> Option<Vec<(Option<String>, UsageTotals)>> {
     if records.iter().all(|r| key(r).is_none()) {
         return None;
     }
@@ -196,14 +229,14 @@ fn attributed(
         groups
             .into_iter()
             .map(|(k, (requests, input, output, cached, cost))| {
-                json!({
-                    name: k,
-                    "requests": requests,
-                    "input_tokens": input,
-                    "output_tokens": output,
-                    "cache_tokens": cached,
-                    "cost_usd": usd_json(NanoUsd::from_nanos(cost)),
-                })
+                let usage = UsageTotals {
+                    requests,
+                    input_tokens: input,
+                    output_tokens: output,
+                    cache_tokens: cached,
+                    cost_usd: Usd(NanoUsd::from_nanos(cost)),
+                };
+                (k, usage)
             })
             .collect(),
     )
@@ -229,7 +262,7 @@ pub enum TokenChange {
 /// `billing-token create|rotate`: at most one active token per organization; rotating revokes the
 /// previous one at once. `create` on an organization that already has one is refused.
 pub async fn issue_token(state: &AppState, org_id: i64, rotate: bool) -> Result<Secret, String> {
-    let txn = crate::partner::idempotency::begin(&state.db)
+    let txn = crate::db::begin(&state.db)
         .await
         .map_err(|e| e.to_string())?;
     organizations::Entity::find_by_id(org_id)

@@ -1,9 +1,12 @@
 //! Customers: creation (with its invitation and funding reservation), reads, activation state.
 
-use crate::dto::{multiplier_json, multiplier_of, usd_json, usd_of};
+use crate::caller::Caller;
+use crate::dto::{
+    Activation, CreateCustomerRequest, Customer, CustomerBalance, CustomerData, Group, Multiplier,
+    Usd, multiplier_of, usd_of,
+};
 use crate::error::ApiError;
 use crate::ledger::{self, AccountRef};
-use crate::partner::gate::Caller;
 use crate::partner::idempotency::{Effect, Success};
 use crate::pricing;
 use crate::state::AppState;
@@ -15,7 +18,7 @@ use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
     QuerySelect, Set,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Invitations are valid this long.
 pub const INVITATION_DAYS: i64 = 14;
@@ -75,29 +78,15 @@ pub fn slugify(name: &str) -> Option<String> {
     (!out.is_empty()).then_some(out)
 }
 
-const CREATE_FIELDS: [&str; 6] = [
-    "name",
-    "slug",
-    "contact_email",
-    "billing_email",
-    "initial_allocation_usd",
-    "retail_rate_multiplier",
-];
-
 impl NewCustomer {
     /// Validates a create body, in the order of the spec's error table.
-    pub fn parse(body: &Value) -> Result<NewCustomer, ApiError> {
-        let Value::Object(map) = body else {
-            return Err(ApiError::InvalidCustomer(
-                "the body must be a JSON object".into(),
-            ));
-        };
-        if let Some(unknown) = map.keys().find(|k| !CREATE_FIELDS.contains(&k.as_str())) {
+    pub fn parse(body: CreateCustomerRequest) -> Result<NewCustomer, ApiError> {
+        if let Some(unknown) = body.unknown.keys().next() {
             return Err(ApiError::InvalidCustomer(format!(
                 "unknown field {unknown:?}"
             )));
         }
-        let name = match map.get("name") {
+        let name = match &body.name {
             Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= 200 => {
                 s.trim().to_string()
             }
@@ -107,7 +96,7 @@ impl NewCustomer {
                 ));
             }
         };
-        let slug = match map.get("slug") {
+        let slug = match &body.slug {
             None | Some(Value::Null) => slugify(&name).ok_or_else(|| {
                 ApiError::InvalidCustomer("no slug can be derived from name; send slug".into())
             })?,
@@ -118,22 +107,24 @@ impl NewCustomer {
                 ));
             }
         };
-        let contact_email = match map.get("contact_email") {
+        let contact_email = match &body.contact_email {
             Some(Value::String(s)) if valid_email(s.trim()) => s.trim().to_ascii_lowercase(),
             _ => return Err(ApiError::InvalidCustomerContact),
         };
-        let billing_email = match map.get("billing_email") {
+        let billing_email = match &body.billing_email {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) if valid_email(s.trim()) => Some(s.trim().to_ascii_lowercase()),
             Some(_) => return Err(ApiError::InvalidCustomerContact),
         };
-        let initial_allocation = map
-            .get("initial_allocation_usd")
+        let initial_allocation = body
+            .initial_allocation_usd
+            .as_ref()
             .and_then(usd_of)
             .filter(|n| !n.is_negative())
             .ok_or(ApiError::InvalidInitialAllocation)?;
-        let retail_rate = map
-            .get("retail_rate_multiplier")
+        let retail_rate = body
+            .retail_rate_multiplier
+            .as_ref()
             .and_then(multiplier_of)
             .ok_or(ApiError::InvalidRetailRate)?;
         Ok(NewCustomer {
@@ -185,7 +176,7 @@ pub async fn create(
     op: &str,
     external: &str,
     new: NewCustomer,
-) -> Result<Success, ApiError> {
+) -> Result<Success<CustomerData>, ApiError> {
     let floor = highest_floor(state, caller.min_rate);
     if new.retail_rate < floor {
         return Err(ApiError::RetailRateBelowFloor { floor });
@@ -296,8 +287,8 @@ pub async fn create(
             .as_str()
             .trim_end_matches('/')
     );
-    let stored = view(txn, state, &customer, Some(true), None).await?;
     let data = view(txn, state, &customer, Some(true), Some(&invite_url)).await?;
+    let stored = data.without_secrets();
     let email = Effect::Email {
         to: new.contact_email.clone(),
         subject: format!(
@@ -367,7 +358,7 @@ pub async fn view(
     customer: &customers::Model,
     created: Option<bool>,
     invite_url: Option<&str>,
-) -> Result<Value, ApiError> {
+) -> Result<CustomerData, ApiError> {
     let org = organizations::Entity::find_by_id(customer.organization_id)
         .one(db)
         .await?
@@ -381,45 +372,60 @@ pub async fn view(
         None => NanoUsd::ZERO,
     };
     let inv = invitation(db, customer.id).await?;
-    let mut activation =
-        json!({"method": "email_invitation", "invited_email": customer.contact_email});
-    if let Some((i, status)) = &inv {
-        activation["invitation_status"] = json!(status);
-        activation["invitation_expires_at"] = json!(ts(i.expires_at));
-    }
-    if let Some(url) = invite_url {
-        activation["invite_url"] = json!(url);
-    }
+    let activation = Activation {
+        method: "email_invitation",
+        invited_email: customer.contact_email.clone(),
+        invitation_status: inv.as_ref().map(|(_, status)| status.clone()),
+        invitation_expires_at: inv.as_ref().map(|(i, _)| ts(i.expires_at)),
+        invite_url: invite_url.map(str::to_string),
+    };
     let hint = match (org.status.as_str(), inv.as_ref().map(|(_, s)| s.as_str())) {
         ("active", _) => "The customer is active: fund it with allocations and create API keys for its model groups.".to_string(),
         (_, Some("expired")) => "The invitation expired; the customer cannot activate until a new invitation is issued outside the API.".to_string(),
         _ => format!("Waiting for {} to accept the invitation sent by email; until then the customer cannot be funded, keyed or used.", customer.contact_email),
     };
-    let mut data = json!({
-        "external_customer_id": customer.external_id,
-        "status": org.status,
-        "customer": {
-            "id": customer.id,
-            "organization_name": org.name,
-            "organization_slug": org.slug,
-            "display_name": customer.display_name,
-            "email": customer.contact_email,
-            "billing_mode": customer.billing_mode,
-            "billing_allocation_mode": customer.billing_allocation_mode,
-            "partner_allocation_cap_usd": usd_json(cap),
-            "partner_allocation_used_usd": usd_json(used),
-            "partner_allocation_remaining_usd": usd_json(cap.remaining_after(used)),
-            "organization_balance_usd": usd_json(balance),
-            "organization_available_usd": usd_json(available),
-            "status": org.status,
+    Ok(CustomerData {
+        external_customer_id: customer.external_id.clone(),
+        created,
+        status: org.status.clone(),
+        customer: Customer {
+            id: customer.id,
+            organization_name: org.name,
+            organization_slug: org.slug,
+            display_name: customer.display_name.clone(),
+            email: customer.contact_email.clone(),
+            billing_mode: customer.billing_mode.clone(),
+            billing_allocation_mode: customer.billing_allocation_mode.clone(),
+            partner_allocation_cap_usd: Usd(cap),
+            partner_allocation_used_usd: Usd(used),
+            partner_allocation_remaining_usd: Usd(cap.remaining_after(used)),
+            organization_balance_usd: Usd(balance),
+            organization_available_usd: Usd(available),
+            status: org.status,
         },
-        "activation": activation,
-        "activation_hint": hint,
-    });
-    if let Some(created) = created {
-        data["created"] = json!(created);
-    }
-    Ok(data)
+        activation,
+        activation_hint: hint,
+    })
+}
+
+/// `GET /customers/{id}/balance`: the organization's balance and the allocation, for an active
+/// customer.
+pub async fn balance(
+    db: &impl ConnectionTrait,
+    state: &AppState,
+    customer: &customers::Model,
+) -> Result<CustomerBalance, ApiError> {
+    require_active(db, customer).await?;
+    let c = view(db, state, customer, None, None).await?.customer;
+    Ok(CustomerBalance {
+        customer_id: customer.id,
+        organization_id: customer.organization_id,
+        organization_balance_usd: c.organization_balance_usd,
+        organization_available_usd: c.organization_available_usd,
+        partner_allocation_cap_usd: c.partner_allocation_cap_usd,
+        partner_allocation_used_usd: c.partner_allocation_used_usd,
+        partner_allocation_remaining_usd: c.partner_allocation_remaining_usd,
+    })
 }
 
 /// A customer of the caller's partner; another partner's customer reads as not found.
@@ -467,7 +473,7 @@ pub async fn groups(
     state: &AppState,
     caller: &Caller,
     customer: &customers::Model,
-) -> Result<Value, ApiError> {
+) -> Result<Vec<Group>, ApiError> {
     let rows = customer_groups::Entity::find()
         .filter(customer_groups::Column::CustomerId.eq(customer.id))
         .order_by_asc(customer_groups::Column::GroupId)
@@ -478,18 +484,21 @@ pub async fn groups(
         let Some(g) = state.settings.group(row.group_id) else {
             continue;
         };
-        list.push(json!({
-            "id": g.id,
-            "name": g.name,
-            "description": g.description,
-            "product_code": g.product_code,
-            "rate_multiplier": multiplier_json(stored_rate(row.retail_rate_multiplier_ppm)?),
-            "status": row.status,
-            "wholesale_rate_multiplier": multiplier_json(g.wholesale_rate_multiplier),
-            "retail_floor_rate_multiplier": multiplier_json(pricing::retail_floor(caller.min_rate, g.wholesale_rate_multiplier)),
-        }));
+        list.push(Group {
+            id: g.id,
+            name: g.name.clone(),
+            description: g.description.clone(),
+            product_code: g.product_code.clone(),
+            rate_multiplier: Multiplier(stored_rate(row.retail_rate_multiplier_ppm)?),
+            status: row.status.clone(),
+            wholesale_rate_multiplier: Multiplier(g.wholesale_rate_multiplier),
+            retail_floor_rate_multiplier: Multiplier(pricing::retail_floor(
+                caller.min_rate,
+                g.wholesale_rate_multiplier,
+            )),
+        });
     }
-    Ok(Value::Array(list))
+    Ok(list)
 }
 
 /// The customer's groups as (wholesale, retail) pairs, for reservations.

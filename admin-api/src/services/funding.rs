@@ -1,31 +1,38 @@
 //! Partner funding: identity, the funding view, top-ups, allocations and group prices.
 
-use crate::dto::{multiplier_of, usd_json, usd_of};
+use crate::caller::Caller;
+use crate::dto::{
+    AllocationRequest, CustomerData, Funding, Group, GroupRateRequest, Multiplier, PartnerIdentity,
+    TokenInfo, TopUpRequest, TopUpSession, Usd, multiplier_of, usd_of,
+};
 use crate::error::ApiError;
 use crate::ledger::{self, AccountKind, AccountRef};
-use crate::partner::gate::Caller;
 use crate::partner::idempotency::{Effect, Success};
 use crate::pricing;
 use crate::services::customers;
 use crate::state::AppState;
 use chrono::Utc;
 use entities::{customer_groups, customers as customer_rows, top_up_sessions};
-use money::NanoUsd;
+use money::{NanoUsd, RateMultiplier};
 use opstate::Adjustment;
 use rand::Rng;
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// `GET /me`.
-pub fn me(caller: &Caller) -> Value {
-    json!({
-        "partner_id": caller.partner_id,
-        "reseller_id": caller.partner_id,
-        "name": caller.partner_name,
-        "role": caller.role,
-        "token": {"id": caller.token_id, "preview": caller.token_preview, "scopes": caller.scopes},
-        "agreement_minimum_rate_multiplier": crate::dto::multiplier_json(caller.min_rate),
-    })
+pub fn me(caller: &Caller) -> PartnerIdentity {
+    PartnerIdentity {
+        partner_id: caller.partner_id,
+        reseller_id: caller.partner_id,
+        name: caller.partner_name.clone(),
+        role: caller.role.clone(),
+        token: TokenInfo {
+            id: caller.token_id,
+            preview: caller.token_preview.clone(),
+            scopes: caller.scopes.clone(),
+        },
+        agreement_minimum_rate_multiplier: Multiplier(caller.min_rate),
+    }
 }
 
 /// `GET /funding`.
@@ -33,18 +40,18 @@ pub async fn view(
     db: &impl ConnectionTrait,
     state: &AppState,
     caller: &Caller,
-) -> Result<Value, ApiError> {
+) -> Result<Funding, ApiError> {
     let p = caller.partner_id;
     let available = ledger::balance(db, &AccountRef::partner_available(p).code).await?;
     let reserved = ledger::partner_total(db, p, AccountKind::PartnerReserved).await?;
     let outstanding = ledger::balance(db, &AccountRef::partner_outstanding_usage(p).code).await?;
-    Ok(json!({
-        "reseller_id": p,
-        "available_funding_usd": usd_json(available),
-        "reserved_allocations_usd": usd_json(reserved),
-        "outstanding_usage_usd": usd_json(outstanding),
-        "top_up_url": format!("{}/partner/v1/funding/top-up-sessions", base(state)),
-    }))
+    Ok(Funding {
+        reseller_id: p,
+        available_funding_usd: Usd(available),
+        reserved_allocations_usd: Usd(reserved),
+        outstanding_usage_usd: Usd(outstanding),
+        top_up_url: format!("{}/partner/v1/funding/top-up-sessions", base(state)),
+    })
 }
 
 fn base(state: &AppState) -> String {
@@ -61,8 +68,9 @@ fn base(state: &AppState) -> String {
 const MAX_TOP_UP: NanoUsd = NanoUsd::from_nanos(1_000_000 * 1_000_000_000);
 
 /// Validates a top-up body.
-pub fn top_up_amount(body: &Value) -> Result<NanoUsd, ApiError> {
-    body.get("amount_usd")
+pub fn top_up_amount(body: TopUpRequest) -> Result<NanoUsd, ApiError> {
+    body.amount_usd
+        .as_ref()
         .and_then(usd_of)
         .filter(|n| n.is_positive() && *n <= MAX_TOP_UP)
         .ok_or(ApiError::InvalidTopUpAmount)
@@ -75,7 +83,7 @@ pub async fn create_top_up(
     state: &AppState,
     caller: &Caller,
     amount: NanoUsd,
-) -> Result<Success, ApiError> {
+) -> Result<Success<TopUpSession>, ApiError> {
     const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     let token: String = {
         let mut rng = rand::rng();
@@ -94,13 +102,12 @@ pub async fn create_top_up(
     }
     .insert(txn)
     .await?;
-    let data = json!({
-        "id": row.id,
-        "amount_usd": usd_json(amount),
-        "status": row.status,
-        "url": format!("{}/billing/top-up/{token}", base(state)),
-    });
-    Ok(Success::plain(data))
+    Ok(Success::plain(TopUpSession {
+        id: row.id,
+        amount_usd: Usd(amount),
+        status: row.status,
+        url: format!("{}/billing/top-up/{token}", base(state)),
+    }))
 }
 
 /// The operator's `partner fund`: credits partner funding (what a paid top-up does), once per
@@ -134,18 +141,20 @@ pub enum Allocation {
 
 impl Allocation {
     /// Validates an allocations body.
-    pub fn parse(body: &Value) -> Result<Allocation, ApiError> {
+    pub fn parse(body: AllocationRequest) -> Result<Allocation, ApiError> {
         let amount = || {
-            body.get("amount_usd")
+            body.amount_usd
+                .as_ref()
                 .and_then(usd_of)
                 .filter(|n| n.is_positive() && *n <= MAX_TOP_UP)
                 .ok_or(ApiError::InvalidAllocationAmount)
         };
-        match body.get("action").and_then(Value::as_str) {
+        match body.action.as_ref().and_then(Value::as_str) {
             Some("increase") => Ok(Allocation::Increase(amount()?)),
             Some("decrease") => Ok(Allocation::Decrease(amount()?)),
             Some("set_limit") => body
-                .get("limit_usd")
+                .limit_usd
+                .as_ref()
                 .and_then(usd_of)
                 .filter(|n| !n.is_negative() && *n <= MAX_TOP_UP)
                 .map(Allocation::SetLimit)
@@ -164,7 +173,7 @@ pub async fn allocate(
     op: &str,
     customer_id: &str,
     change: Allocation,
-) -> Result<Success, ApiError> {
+) -> Result<Success<CustomerData>, ApiError> {
     customers::lock_partner(txn, caller.partner_id).await?;
     let customer = customers::find(txn, caller, customer_id).await?;
     let org = customers::require_active(txn, &customer).await?;
@@ -236,12 +245,7 @@ pub async fn allocate(
             reference: wallet_ref,
         });
     }
-    Ok(Success {
-        status: axum::http::StatusCode::OK,
-        stored: data.clone(),
-        data,
-        effects,
-    })
+    Ok(Success::with_effects(data, effects))
 }
 
 /// `PUT /customers/{id}/groups/{group}/rate`.
@@ -252,13 +256,8 @@ pub async fn set_rate(
     op: &str,
     customer_id: &str,
     group_id: &str,
-    body: &Value,
-) -> Result<Success, ApiError> {
-    let rate = match body {
-        Value::Object(m) if m.len() == 1 => m.get("retail_rate_multiplier").and_then(multiplier_of),
-        _ => None,
-    }
-    .ok_or(ApiError::InvalidGroupRate)?;
+    rate: RateMultiplier,
+) -> Result<Success<Vec<Group>>, ApiError> {
     customers::lock_partner(txn, caller.partner_id).await?;
     let customer = customers::find(txn, caller, customer_id).await?;
     customers::require_active(txn, &customer).await?;
@@ -306,10 +305,17 @@ pub async fn set_rate(
         })
         .collect();
     let data = customers::groups(txn, state, caller, &customer).await?;
-    Ok(Success {
-        status: axum::http::StatusCode::OK,
-        stored: data.clone(),
-        data,
-        effects,
-    })
+    Ok(Success::with_effects(data, effects))
+}
+
+/// Validates a group-rate body: exactly `retail_rate_multiplier`, a positive number with at most
+/// six decimals.
+pub fn group_rate(body: GroupRateRequest) -> Result<RateMultiplier, ApiError> {
+    if !body.unknown.is_empty() {
+        return Err(ApiError::InvalidGroupRate);
+    }
+    body.retail_rate_multiplier
+        .as_ref()
+        .and_then(multiplier_of)
+        .ok_or(ApiError::InvalidGroupRate)
 }

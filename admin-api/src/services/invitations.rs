@@ -4,8 +4,10 @@
 //! as owner, and the organization balance opens with the allocation set so far (a ledger transfer
 //! from the partner's allocations; zero for an unfunded customer, which still opens the wallet).
 
+use crate::auth::{TokenKind, token_hash};
+use crate::db::begin;
+use crate::dto::InvitationAccepted;
 use crate::ledger::{self, AccountRef};
-use crate::partner::idempotency::begin;
 use crate::services::customers;
 use crate::state::AppState;
 use chrono::Utc;
@@ -49,11 +51,10 @@ async fn find(
     db: &impl sea_orm::ConnectionTrait,
     token: &str,
 ) -> Result<invitations::Model, InvitationError> {
-    if token.is_empty() || token.len() > 100 {
-        return Err(InvitationError::NotFound);
-    }
+    let hash = token_hash(&state.hasher, state.env, TokenKind::Invitation, token)
+        .ok_or(InvitationError::NotFound)?;
     invitations::Entity::find()
-        .filter(invitations::Column::TokenHash.eq(state.hasher.hash(token)))
+        .filter(invitations::Column::TokenHash.eq(hash))
         .one(db)
         .await?
         .ok_or(InvitationError::NotFound)
@@ -87,8 +88,12 @@ pub async fn view(state: &AppState, token: &str) -> Result<InvitationView, Invit
     })
 }
 
-/// Accepts the invitation for `email`; returns the organization id.
-pub async fn accept(state: &AppState, token: &str, email: &str) -> Result<i64, InvitationError> {
+/// Accepts the invitation for `email`: the organization is active from now on.
+pub async fn accept(
+    state: &AppState,
+    token: &str,
+    email: &str,
+) -> Result<InvitationAccepted, InvitationError> {
     let txn = begin(&state.db).await?;
     let inv = find(state, &txn, token).await?;
     match effective_status(&inv) {
@@ -148,5 +153,8 @@ pub async fn accept(state: &AppState, token: &str, email: &str) -> Result<i64, I
         customer_id = customer.id,
         "customer activated"
     );
-    Ok(org_id)
+    Ok(InvitationAccepted {
+        organization_id: org_id,
+        status: "active",
+    })
 }

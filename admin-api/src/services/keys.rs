@@ -1,8 +1,9 @@
 //! Customer API keys through the partner API: create (secret once), list (previews), disable.
 
+use crate::caller::Caller;
+use crate::dto::{CreateKeyRequest, KeyPreview};
 use crate::error::ApiError;
 use crate::keys as key_store;
-use crate::partner::gate::Caller;
 use crate::partner::idempotency::{Effect, Success};
 use crate::services::customers;
 use crate::state::AppState;
@@ -11,19 +12,22 @@ use entities::{customer_api_keys, customer_groups};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The preview of a key (never the secret).
-pub fn preview(row: &customer_api_keys::Model) -> Value {
-    json!({
-        "api_key_id": row.id,
-        "name": row.name,
-        "group_id": row.group_id,
-        "preview": row.preview,
-        "status": row.status,
-        "created_at": row.created_at.to_rfc3339_opts(SecondsFormat::Secs, true),
-        "disabled_at": row.disabled_at.map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true)),
-    })
+pub fn preview(row: &customer_api_keys::Model) -> KeyPreview {
+    KeyPreview {
+        api_key_id: row.id,
+        name: row.name.clone(),
+        group_id: row.group_id,
+        preview: row.preview.clone(),
+        status: row.status.clone(),
+        created_at: row.created_at.to_rfc3339_opts(SecondsFormat::Secs, true),
+        disabled_at: row
+            .disabled_at
+            .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true)),
+        key: None,
+    }
 }
 
 /// A validated create-key body.
@@ -33,19 +37,11 @@ pub struct NewKey {
 }
 
 impl NewKey {
-    pub fn parse(body: &Value) -> Result<NewKey, ApiError> {
-        let Value::Object(m) = body else {
-            return Err(ApiError::InvalidApiKey(
-                "the body must be a JSON object".into(),
-            ));
-        };
-        if let Some(k) = m
-            .keys()
-            .find(|k| !matches!(k.as_str(), "name" | "group_id"))
-        {
+    pub fn parse(body: CreateKeyRequest) -> Result<NewKey, ApiError> {
+        if let Some(k) = body.unknown.keys().next() {
             return Err(ApiError::InvalidApiKey(format!("unknown field {k:?}")));
         }
-        let name = match m.get("name") {
+        let name = match &body.name {
             Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= 100 => {
                 s.trim().to_string()
             }
@@ -55,8 +51,9 @@ impl NewKey {
                 ));
             }
         };
-        let group_id = m
-            .get("group_id")
+        let group_id = body
+            .group_id
+            .as_ref()
             .and_then(Value::as_i64)
             .filter(|g| *g > 0)
             .ok_or_else(|| ApiError::InvalidApiKey("group_id must be a positive integer".into()))?;
@@ -71,7 +68,7 @@ pub async fn create(
     caller: &Caller,
     customer_id: &str,
     new: NewKey,
-) -> Result<Success, ApiError> {
+) -> Result<Success<KeyPreview>, ApiError> {
     let customer = customers::find(txn, caller, customer_id).await?;
     let org = customers::require_active(txn, &customer).await?;
     let rate = customer_groups::Entity::find()
@@ -93,9 +90,11 @@ pub async fn create(
         },
     )
     .await?;
-    let stored = preview(&row);
-    let mut data = stored.clone();
-    data["key"] = json!(secret.expose());
+    let data = KeyPreview {
+        key: Some(secret.expose().to_string()),
+        ..preview(&row)
+    };
+    let stored = data.without_secrets();
     Ok(Success {
         status: axum::http::StatusCode::OK,
         data,
@@ -112,14 +111,14 @@ pub async fn list(
     db: &impl ConnectionTrait,
     caller: &Caller,
     customer_id: &str,
-) -> Result<Value, ApiError> {
+) -> Result<Vec<KeyPreview>, ApiError> {
     let customer = customers::find(db, caller, customer_id).await?;
     let rows = customer_api_keys::Entity::find()
         .filter(customer_api_keys::Column::OrganizationId.eq(customer.organization_id))
         .order_by_asc(customer_api_keys::Column::Id)
         .all(db)
         .await?;
-    Ok(Value::Array(rows.iter().map(preview).collect()))
+    Ok(rows.iter().map(preview).collect())
 }
 
 /// A key of the customer (disabled ones included); anything else reads as not found.
@@ -150,7 +149,7 @@ pub async fn disable(
     caller: &Caller,
     customer_id: &str,
     key_id: &str,
-) -> Result<Success, ApiError> {
+) -> Result<Success<KeyPreview>, ApiError> {
     let (_, key) = find(txn, caller, customer_id, key_id).await?;
     if key.status == "disabled" {
         return Ok(Success::plain(preview(&key)));

@@ -6,13 +6,12 @@
 //! an offset other than `Z` is accepted and converted to UTC. `end_time` defaults to now,
 //! `start_time` to `end_time` minus the default window; `end_time` must be after `start_time`.
 
-use crate::dto::usd_json;
+use crate::dto::{UsageBucket, UsageBuckets, Usd};
 use crate::error::ApiError;
 use chrono::{DateTime, Duration, DurationRound, SecondsFormat, TimeDelta, Utc};
 use entities::usage_hourly;
 use money::NanoUsd;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
-use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Bucket size.
@@ -105,7 +104,7 @@ pub async fn buckets(
     organization_id: i64,
     api_key_id: Option<i64>,
     w: Window,
-) -> Result<Value, ApiError> {
+) -> Result<UsageBuckets, ApiError> {
     let mut q = usage_hourly::Entity::find()
         .filter(usage_hourly::Column::OrganizationId.eq(organization_id))
         .filter(usage_hourly::Column::HourStart.gte(w.start))
@@ -131,25 +130,26 @@ pub async fn buckets(
             b.keys.insert(r.api_key_id);
         }
     }
-    let list: Vec<Value> = map
+    let buckets = map
         .into_iter()
-        .map(|(start, b)| {
-            json!({
-                "start_time": ts(start),
-                "end_time": ts((start + step).min(w.end)),
-                "burn_usd": usd_json(NanoUsd::from_nanos(b.cost)),
-                "requests": b.requests,
-                "total_tokens": b.tokens,
-                "active_api_keys": b.keys.len(),
-            })
+        .map(|(start, b)| UsageBucket {
+            start_time: ts(start),
+            end_time: ts((start + step).min(w.end)),
+            burn_usd: Usd(NanoUsd::from_nanos(b.cost)),
+            requests: b.requests,
+            total_tokens: b.tokens,
+            active_api_keys: b.keys.len(),
         })
         .collect();
-    Ok(json!({
-        "granularity": match w.granularity { Granularity::Day => "day", Granularity::Hour => "hour" },
-        "start_time": ts(w.start),
-        "end_time": ts(w.end),
-        "buckets": list,
-    }))
+    Ok(UsageBuckets {
+        granularity: match w.granularity {
+            Granularity::Day => "day",
+            Granularity::Hour => "hour",
+        },
+        start_time: ts(w.start),
+        end_time: ts(w.end),
+        buckets,
+    })
 }
 
 #[cfg(test)]

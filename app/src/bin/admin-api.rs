@@ -1,7 +1,7 @@
 //! `admin-api --config FILE [COMMAND]`: run the admin service, or an operator command (JSON on
 //! stdout, exit 1 with a message on failure).
 
-use admin_api::{AppState, cli, demo, runtime};
+use admin_api::{AppState, cli, demo};
 use clap::{Parser, Subcommand};
 use opstate::Stores;
 use settings::Settings;
@@ -137,7 +137,7 @@ async fn run(settings: Arc<Settings>, command: Option<Command>) -> Result<(), St
             .map_err(|e| format!("redis.url: {e}"))?,
         None => Stores::memory(),
     };
-    let state: AppState = runtime::state(settings.clone(), stores).await?;
+    let state: AppState = AppState::connect(settings.clone(), stores).await?;
     match command {
         Some(Command::Check) => Ok(()),
         Some(Command::Partner {

@@ -20,8 +20,8 @@
 //! most the wallet's balance, and the mirror takes the debit on confirmation. Cost that could not be
 //! charged stays recorded as `excess_nanos` on the usage record (a loss, visible in reports).
 
+use crate::db::begin;
 use crate::ledger::{self, AccountRef};
-use crate::partner::idempotency::begin;
 use crate::state::AppState;
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use entities::usage_records;

@@ -1,0 +1,119 @@
+//! What the organization billing API answers (`data` of the success envelope).
+
+use super::Usd;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// `GET /api/v1/organization/billing/balance`: only ever a reconciled balance.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct OrganizationBalance {
+    pub organization_id: i64,
+    #[schema(value_type = f64)]
+    pub balance_usd: Usd,
+    #[schema(value_type = f64)]
+    pub reserved_usd: Usd,
+    #[schema(value_type = f64)]
+    pub available_usd: Usd,
+    /// `reconciled`.
+    pub status: &'static str,
+}
+
+/// `GET /api/v1/organization/billing/usage/daily`: one UTC day.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DailyUsage {
+    pub organization_id: i64,
+    pub from: String,
+    pub to: String,
+    pub totals: DailyTotals,
+    /// Empty when no request of the day carries a project (see `unavailable_dimensions`).
+    pub projects: Vec<ProjectUsage>,
+    pub api_keys: Vec<KeyUsage>,
+    pub models: Vec<ModelUsage>,
+    /// Empty when no request of the day carries a workflow (see `unavailable_dimensions`).
+    pub workflows: Vec<WorkflowUsage>,
+    /// Breakdowns that cannot be computed for the day (`projects`, `workflows`).
+    pub unavailable_dimensions: Vec<&'static str>,
+    pub wallet_spend: WalletSpend,
+    pub usage_coverage: UsageCoverage,
+}
+
+/// Requests, tokens and their usage cost.
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+pub struct UsageTotals {
+    pub requests: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cache_tokens: i64,
+    #[schema(value_type = f64)]
+    pub cost_usd: Usd,
+}
+
+/// The day's totals, with the money that actually left the wallet.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DailyTotals {
+    #[serde(flatten)]
+    pub usage: UsageTotals,
+    /// Debited from the wallet (the ledger's spend postings of the day).
+    #[schema(value_type = f64)]
+    pub actual_cost_usd: Usd,
+    /// Σ of the usage records' costs.
+    #[schema(value_type = f64)]
+    pub usage_cost_usd: Usd,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct KeyUsage {
+    pub api_key_id: i64,
+    #[serde(flatten)]
+    pub usage: UsageTotals,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ModelUsage {
+    pub model: String,
+    #[serde(flatten)]
+    pub usage: UsageTotals,
+}
+
+/// Usage of one project (`null`: requests without one).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ProjectUsage {
+    pub project: Option<String>,
+    #[serde(flatten)]
+    pub usage: UsageTotals,
+}
+
+/// Usage of one workflow (`null`: requests without one).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct WorkflowUsage {
+    pub workflow: Option<String>,
+    #[serde(flatten)]
+    pub usage: UsageTotals,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct WalletSpend {
+    #[schema(value_type = f64)]
+    pub amount_usd: Usd,
+    /// `USD`.
+    pub currency: &'static str,
+}
+
+/// How much of the day's usage was measured exactly (the rest is a documented estimate).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct UsageCoverage {
+    pub requests: i64,
+    pub exact_requests: i64,
+    pub estimated_requests: i64,
+    /// `exact_requests / requests`; 1 for a day without requests.
+    #[schema(value_type = f64)]
+    pub exact_ratio: Ratio,
+}
+
+/// A ratio on the wire: the integer 1 for "no requests, nothing estimated", else a fraction.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Ratio {
+    Whole(i64),
+    Fraction(f64),
+}

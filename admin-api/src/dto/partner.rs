@@ -1,0 +1,199 @@
+//! What the partner API answers (`data` of the success envelope).
+
+use super::{Multiplier, Usd};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// `GET /me`: the calling partner and its token.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct PartnerIdentity {
+    pub partner_id: i64,
+    pub reseller_id: i64,
+    pub name: String,
+    pub role: String,
+    pub token: TokenInfo,
+    #[schema(value_type = f64)]
+    pub agreement_minimum_rate_multiplier: Multiplier,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TokenInfo {
+    pub id: i64,
+    pub preview: String,
+    pub scopes: Vec<String>,
+}
+
+/// `GET /funding`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Funding {
+    pub reseller_id: i64,
+    #[schema(value_type = f64)]
+    pub available_funding_usd: Usd,
+    #[schema(value_type = f64)]
+    pub reserved_allocations_usd: Usd,
+    #[schema(value_type = f64)]
+    pub outstanding_usage_usd: Usd,
+    pub top_up_url: String,
+}
+
+/// `POST /funding/top-up-sessions`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TopUpSession {
+    pub id: i64,
+    #[schema(value_type = f64)]
+    pub amount_usd: Usd,
+    pub status: String,
+    /// The hosted link to pay the top-up.
+    pub url: String,
+}
+
+/// A customer as the create and read routes answer it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CustomerData {
+    pub external_customer_id: String,
+    /// Create route only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created: Option<bool>,
+    /// `pending_activation` or `active`.
+    pub status: String,
+    pub customer: Customer,
+    pub activation: Activation,
+    pub activation_hint: String,
+}
+
+impl CustomerData {
+    /// The same data without the invitation link (what an idempotency record stores).
+    pub fn without_secrets(&self) -> CustomerData {
+        let mut stored = self.clone();
+        stored.activation.invite_url = None;
+        stored
+    }
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Customer {
+    pub id: i64,
+    pub organization_name: String,
+    pub organization_slug: String,
+    pub display_name: String,
+    pub email: String,
+    /// `prepaid`.
+    pub billing_mode: String,
+    /// `partner_funded`.
+    pub billing_allocation_mode: String,
+    #[schema(value_type = f64)]
+    pub partner_allocation_cap_usd: Usd,
+    #[schema(value_type = f64)]
+    pub partner_allocation_used_usd: Usd,
+    #[schema(value_type = f64)]
+    pub partner_allocation_remaining_usd: Usd,
+    #[schema(value_type = f64)]
+    pub organization_balance_usd: Usd,
+    #[schema(value_type = f64)]
+    pub organization_available_usd: Usd,
+    /// `pending_activation` or `active`.
+    pub status: String,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Activation {
+    /// `email_invitation`.
+    pub method: &'static str,
+    pub invited_email: String,
+    /// `pending`, `accepted`, `expired`, `revoked` (absent when the customer has no invitation).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invitation_status: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invitation_expires_at: Option<String>,
+    /// Only on the response that created the customer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invite_url: Option<String>,
+}
+
+/// `GET /customers/{id}/balance`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CustomerBalance {
+    pub customer_id: i64,
+    pub organization_id: i64,
+    #[schema(value_type = f64)]
+    pub organization_balance_usd: Usd,
+    #[schema(value_type = f64)]
+    pub organization_available_usd: Usd,
+    #[schema(value_type = f64)]
+    pub partner_allocation_cap_usd: Usd,
+    #[schema(value_type = f64)]
+    pub partner_allocation_used_usd: Usd,
+    #[schema(value_type = f64)]
+    pub partner_allocation_remaining_usd: Usd,
+}
+
+/// A model group of a customer with its prices.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Group {
+    pub id: i64,
+    pub name: String,
+    pub description: String,
+    pub product_code: String,
+    #[schema(value_type = f64)]
+    pub rate_multiplier: Multiplier,
+    pub status: String,
+    #[schema(value_type = f64)]
+    pub wholesale_rate_multiplier: Multiplier,
+    #[schema(value_type = f64)]
+    pub retail_floor_rate_multiplier: Multiplier,
+}
+
+/// A customer API key: its preview, never its secret (except `key`, once).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct KeyPreview {
+    pub api_key_id: i64,
+    pub name: String,
+    pub group_id: i64,
+    pub preview: String,
+    /// `active` or `disabled`.
+    pub status: String,
+    pub created_at: String,
+    pub disabled_at: Option<String>,
+    /// The full secret: in the first successful create response only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+impl KeyPreview {
+    /// The same preview without the secret (what an idempotency record stores).
+    pub fn without_secrets(&self) -> KeyPreview {
+        KeyPreview {
+            key: None,
+            ..self.clone()
+        }
+    }
+}
+
+/// `POST /invitations/{token}/accept` answered in JSON.
+#[derive(Debug, Clone, Serialize)]
+pub struct InvitationAccepted {
+    pub organization_id: i64,
+    /// `active`.
+    pub status: &'static str,
+}
+
+/// Usage of a customer (or one key) over a window, every period listed.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct UsageBuckets {
+    /// `day` or `hour`.
+    pub granularity: &'static str,
+    pub start_time: String,
+    pub end_time: String,
+    pub buckets: Vec<UsageBucket>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct UsageBucket {
+    pub start_time: String,
+    pub end_time: String,
+    #[schema(value_type = f64)]
+    pub burn_usd: Usd,
+    pub requests: i64,
+    pub total_tokens: i64,
+    pub active_api_keys: usize,
+}

@@ -1,0 +1,76 @@
+//! What partner write bodies deserialize into. Fields keep their raw JSON (`Option<Value>`):
+//! the service validates each into its own type in the order of the spec's error table, so a field
+//! of the wrong type gets the route's reason. Routes that refuse unknown fields collect them in
+//! `unknown` (never documented).
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+/// `PUT /customers/by-external-id/{external_customer_id}`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct CreateCustomerRequest {
+    #[schema(value_type = String)]
+    pub name: Option<Value>,
+    /// Derived from `name` when omitted: lowercase letters, digits and single dashes.
+    #[schema(value_type = Option<String>)]
+    pub slug: Option<Value>,
+    #[schema(value_type = String)]
+    pub contact_email: Option<Value>,
+    #[schema(value_type = Option<String>)]
+    pub billing_email: Option<Value>,
+    /// ≥ 0; 0 creates an unfunded customer.
+    #[schema(value_type = f64)]
+    pub initial_allocation_usd: Option<Value>,
+    /// Positive; at or above the highest retail floor of the partner's groups.
+    #[schema(value_type = f64)]
+    pub retail_rate_multiplier: Option<Value>,
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: Map<String, Value>,
+}
+
+/// `POST /funding/top-up-sessions`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct TopUpRequest {
+    #[schema(value_type = f64)]
+    pub amount_usd: Option<Value>,
+}
+
+/// `POST /customers/{customer_id}/allocations`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct AllocationRequest {
+    /// `increase`, `decrease` or `set_limit`.
+    #[schema(value_type = String)]
+    pub action: Option<Value>,
+    /// With `increase` and `decrease`.
+    #[schema(value_type = Option<f64>)]
+    pub amount_usd: Option<Value>,
+    /// With `set_limit`.
+    #[schema(value_type = Option<f64>)]
+    pub limit_usd: Option<Value>,
+}
+
+/// `PUT /customers/{customer_id}/groups/{group_id}/rate`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct GroupRateRequest {
+    #[schema(value_type = f64)]
+    pub retail_rate_multiplier: Option<Value>,
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: Map<String, Value>,
+}
+
+/// `POST /customers/{customer_id}/api-keys`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct CreateKeyRequest {
+    /// 1 to 100 characters.
+    #[schema(value_type = String)]
+    pub name: Option<Value>,
+    /// A group of the customer.
+    #[schema(value_type = i64)]
+    pub group_id: Option<Value>,
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: Map<String, Value>,
+}

@@ -1,0 +1,134 @@
+//! admin-api's HTTP surface: handlers extract and map, services hold the rules. One file per
+//! resource; partner writes go through [`write`] (key, body, identity, then the idempotent run).
+//!
+//! - `/partner/v1/*`: the partner API behind the gate; unknown paths answer 404 with the plain
+//!   text `page not found` (before authentication).
+//! - `/api/v1/organization/billing/*`: the organization billing API (read only).
+//! - `/invitations/{token}`: the acceptance page and its form.
+//! - `/billing/top-up/{token}`: the hosted top-up page.
+//! - `/healthz`.
+
+pub(crate) mod billing;
+pub(crate) mod customers;
+mod form;
+pub(crate) mod funding;
+mod invitations;
+pub(crate) mod keys;
+mod pages;
+mod top_up;
+pub(crate) mod usage;
+mod write;
+
+use crate::dto::Envelope;
+use crate::error::ApiError;
+use crate::partner::gate::gate;
+use crate::state::AppState;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::middleware::from_fn_with_state;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post, put};
+use serde::Serialize;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// The admin-api router.
+pub fn router(state: AppState) -> Router {
+    let partner = Router::new()
+        .route("/me", get(funding::me))
+        .route("/funding", get(funding::view))
+        .route("/funding/top-up-sessions", post(funding::top_up))
+        .route(
+            "/customers/by-external-id/{external_customer_id}",
+            get(customers::by_external_id).put(customers::create),
+        )
+        .route("/customers/{customer_id}", get(customers::by_id))
+        .route("/customers/{customer_id}/balance", get(customers::balance))
+        .route(
+            "/customers/{customer_id}/allocations",
+            post(customers::allocations),
+        )
+        .route("/customers/{customer_id}/groups", get(customers::groups))
+        .route(
+            "/customers/{customer_id}/groups/{group_id}/rate",
+            put(customers::group_rate),
+        )
+        .route(
+            "/customers/{customer_id}/api-keys",
+            get(keys::list).post(keys::create),
+        )
+        .route(
+            "/customers/{customer_id}/api-keys/{api_key_id}",
+            delete(keys::disable),
+        )
+        .route("/customers/{customer_id}/usage", get(usage::customer))
+        .route(
+            "/customers/{customer_id}/api-keys/{api_key_id}/usage",
+            get(usage::key),
+        )
+        .route_layer(from_fn_with_state(state.clone(), gate))
+        .route("/openapi.json", get(openapi_json))
+        .fallback(page_not_found);
+    Router::new()
+        .route("/healthz", get(health))
+        .nest("/partner/v1", partner)
+        .route(
+            "/api/v1/organization/billing/balance",
+            get(billing::balance),
+        )
+        .route(
+            "/api/v1/organization/billing/usage/daily",
+            get(billing::daily),
+        )
+        .route("/invitations/{token}", get(invitations::show))
+        .route("/invitations/{token}/accept", post(invitations::accept))
+        .route("/billing/top-up/{token}", get(top_up::show))
+        .with_state(state)
+}
+
+/// Serves `router(state)` on `listener` until `shutdown` turns true.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    mut shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let stop = async move {
+        let _ = shutdown.wait_for(|s| *s).await;
+    };
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(stop)
+        .await
+}
+
+/// `GET /partner/v1/openapi.json`: the generated description of the partner and billing APIs.
+async fn openapi_json() -> Response {
+    axum::Json(crate::openapi::document()).into_response()
+}
+
+async fn health(State(state): State<AppState>) -> (StatusCode, &'static str) {
+    match state.db.ping().await {
+        Ok(()) => (StatusCode::OK, "ok"),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "database unavailable"),
+    }
+}
+
+async fn page_not_found() -> (
+    StatusCode,
+    [(header::HeaderName, &'static str); 1],
+    &'static str,
+) {
+    (
+        StatusCode::NOT_FOUND,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "page not found",
+    )
+}
+
+/// A read's answer: the success envelope around `data`, or the error envelope.
+fn respond<T: Serialize>(result: Result<T, ApiError>) -> Response {
+    match result {
+        Ok(data) => axum::Json(Envelope::ok(data)).into_response(),
+        Err(e) => e.into_response(),
+    }
+}

@@ -1,0 +1,39 @@
+//! The hosted top-up page a top-up session links to.
+
+use super::pages::{escape, page};
+use crate::state::AppState;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use money::NanoUsd;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+
+/// `GET /billing/top-up/{token}`.
+pub(super) async fn show(State(state): State<AppState>, Path(token): Path<String>) -> Response {
+    let row = entities::top_up_sessions::Entity::find()
+        .filter(entities::top_up_sessions::Column::TokenHash.eq(state.hasher.hash(&token)))
+        .one(&state.db)
+        .await;
+    match row {
+        Ok(Some(s)) => page(
+            "Partner top-up",
+            &format!(
+                "<p>Top-up of <strong>{} USD</strong> for partner {} ({}).</p><p>Payments are settled by the operator; this page confirms the request.</p>",
+                NanoUsd::from_nanos(s.amount_nanos).to_decimal_usd(),
+                s.partner_id,
+                escape(&s.status)
+            ),
+        )
+        .into_response(),
+        Ok(None) => (
+            StatusCode::NOT_FOUND,
+            page("Partner top-up", "<p>No such top-up session.</p>"),
+        )
+            .into_response(),
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            page("Partner top-up", "<p>Please try again later.</p>"),
+        )
+            .into_response(),
+    }
+}

@@ -1,0 +1,51 @@
+//! admin-api's background work, each a task tracked by the caller's `JoinSet` that stops when
+//! shutdown turns true: the settler (usage stream → ledger), the reconciler (holds of dead
+//! gateways), and the key-directory keeper (directory and wallet mirrors follow the ledger).
+//! Used by the `admin-api` binary and by an embedded proxy.
+
+pub mod directory;
+pub mod reconciler;
+pub mod settler;
+
+use crate::state::AppState;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// How long the settler rests when the usage stream is empty.
+pub const SETTLER_IDLE: Duration = Duration::from_millis(250);
+
+/// How often the key directory is checked against the database.
+pub const DIRECTORY_TICK: Duration = Duration::from_secs(2);
+
+/// Reloads the wallet mirrors and rebuilds the key directory now (before a gateway serves), then
+/// keeps both in a tracked task, and starts the settler.
+pub async fn start(
+    state: &AppState,
+    tasks: &mut JoinSet<()>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<usize, String> {
+    crate::services::wallets::reload_all(state)
+        .await
+        .map_err(|e| format!("wallet mirrors: {e}"))?;
+    let loaded = crate::keys::rebuild_directory(&state.db, state.stores.keys.as_ref())
+        .await
+        .map_err(|e| format!("key directory: {e}"))?;
+    tasks.spawn(directory::run(
+        state.clone(),
+        DIRECTORY_TICK,
+        shutdown.clone(),
+    ));
+    tasks.spawn(reconciler::run(
+        state.clone(),
+        Duration::from_millis(state.settings.money.reconcile_interval_ms),
+        shutdown.clone(),
+    ));
+    tasks.spawn(settler::run(
+        state.clone(),
+        format!("settler-{}", std::process::id()),
+        SETTLER_IDLE,
+        shutdown,
+    ));
+    Ok(loaded)
+}
