@@ -7,6 +7,7 @@ use crate::services::{billing, funding};
 use crate::state::AppState;
 use chrono::Utc;
 use credentials::Kind;
+use entities::status::TokenStatus;
 use entities::{partner_tokens, partners};
 use money::{NanoUsd, RateMultiplier};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
@@ -90,7 +91,7 @@ async fn mint_token(
         token_hash: Set(state.hasher.hash(secret.expose())),
         preview: Set(credentials::preview(secret.expose())),
         scopes: Set(scopes.join(" ")),
-        status: Set("active".into()),
+        status: Set(TokenStatus::Active),
         created_at: Set(Utc::now()),
         revoked_at: Set(None),
         ..Default::default()
@@ -155,14 +156,14 @@ pub async fn partner_token(
         .ok_or(format!("partner {partner_id} does not exist"))?;
     let old = partner_tokens::Entity::find()
         .filter(partner_tokens::Column::PartnerId.eq(partner_id))
-        .filter(partner_tokens::Column::Status.eq("active"))
+        .filter(partner_tokens::Column::Status.eq(TokenStatus::Active))
         .all(&txn)
         .await
         .map_err(|e| e.to_string())?;
     let revoked = old.len();
     for t in old {
         let mut row: partner_tokens::ActiveModel = t.into();
-        row.status = Set("revoked".into());
+        row.status = Set(TokenStatus::Revoked);
         row.revoked_at = Set(Some(Utc::now()));
         row.update(&txn).await.map_err(|e| e.to_string())?;
     }

@@ -6,6 +6,7 @@ use crate::keys::{self, KeyError};
 use chrono::Utc;
 use credentials::{Env, KeyHasher};
 use entities::organizations;
+use entities::status::OrganizationStatus;
 use opstate::{KeyDirectory, KeyPermissions};
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use serde::Serialize;
@@ -41,7 +42,7 @@ pub async fn demo_key(
             organizations::ActiveModel {
                 name: Set("Demo organization".into()),
                 slug: Set(DEMO_SLUG.into()),
-                status: Set("active".into()),
+                status: Set(OrganizationStatus::Active),
                 created_at: Set(Utc::now()),
                 ..Default::default()
             }

@@ -8,6 +8,7 @@
 use chrono::Utc;
 use credentials::{Env, KeyHasher, Kind, Secret};
 use entities::customer_api_keys;
+use entities::status::KeyStatus;
 use money::RateMultiplier;
 use opstate::{KeyDirectory, KeyPermissions, KeyRecord, StoreError};
 use sea_orm::{
@@ -93,7 +94,7 @@ pub async fn insert_key(
         name: Set(new.name.to_string()),
         key_hash: Set(hasher.hash(secret.expose())),
         preview: Set(credentials::preview(secret.expose())),
-        status: Set("active".into()),
+        status: Set(KeyStatus::Active),
         allow_openai: Set(new.permissions.openai),
         allow_gemini: Set(new.permissions.gemini),
         allow_anthropic: Set(new.permissions.anthropic),
@@ -130,7 +131,7 @@ pub async fn rebuild_directory(
     directory: &dyn KeyDirectory,
 ) -> Result<usize, KeyError> {
     let rows = customer_api_keys::Entity::find()
-        .filter(customer_api_keys::Column::Status.eq("active"))
+        .filter(customer_api_keys::Column::Status.eq(KeyStatus::Active))
         .all(db)
         .await?;
     // Two queries for every price instead of two per key: the same answer as `rate_of`.
@@ -174,7 +175,7 @@ pub async fn revoke_disabled_since(
     since: chrono::DateTime<Utc>,
 ) -> Result<usize, KeyError> {
     let rows = customer_api_keys::Entity::find()
-        .filter(customer_api_keys::Column::Status.eq("disabled"))
+        .filter(customer_api_keys::Column::Status.eq(KeyStatus::Disabled))
         .filter(customer_api_keys::Column::DisabledAt.gte(since))
         .all(db)
         .await?;

@@ -1520,7 +1520,7 @@ async fn a_running_write_answers_in_progress_and_a_dead_one_is_taken_over() {
         method: Set("POST".into()),
         path: Set("/partner/v1/funding/top-up-sessions".into()),
         fingerprint: Set(fingerprint),
-        state: Set("in_progress".into()),
+        state: Set(entities::status::RecordState::InProgress),
         response_status: Set(None),
         response_body: Set(None),
         created_at: Set(now),

@@ -15,7 +15,7 @@ pub struct Model {
     pub key_hash: String,
     pub preview: String,
     /// `active` or `disabled` (permanent).
-    pub status: String,
+    pub status: crate::status::KeyStatus,
     pub allow_openai: bool,
     pub allow_gemini: bool,
     pub allow_anthropic: bool,

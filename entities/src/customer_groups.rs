@@ -10,7 +10,7 @@ pub struct Model {
     pub customer_id: i64,
     pub group_id: i64,
     pub retail_rate_multiplier_ppm: i64,
-    pub status: String,
+    pub status: crate::status::GroupStatus,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

@@ -13,7 +13,7 @@ pub struct Model {
     pub path: String,
     pub fingerprint: String,
     /// `in_progress` or `completed`.
-    pub state: String,
+    pub state: crate::status::RecordState,
     pub response_status: Option<i32>,
     /// The response body with secrets removed.
     pub response_body: Option<String>,

@@ -12,7 +12,7 @@ pub struct Model {
     pub token_hash: String,
     pub email: String,
     /// `pending`, `accepted`, `expired` or `revoked` (expiry is also derived from `expires_at`).
-    pub status: String,
+    pub status: crate::status::InvitationStatus,
     pub expires_at: DateTimeUtc,
     pub accepted_at: Option<DateTimeUtc>,
     pub created_at: DateTimeUtc,

@@ -13,6 +13,7 @@ pub mod org_billing_tokens;
 pub mod organizations;
 pub mod partner_tokens;
 pub mod partners;
+pub mod status;
 pub mod top_up_sessions;
 pub mod usage_hourly;
 pub mod usage_records;

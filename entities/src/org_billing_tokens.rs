@@ -12,7 +12,7 @@ pub struct Model {
     pub token_hash: String,
     pub preview: String,
     /// `active`, `rotated` or `revoked`.
-    pub status: String,
+    pub status: crate::status::TokenStatus,
     pub created_at: DateTimeUtc,
     pub revoked_at: Option<DateTimeUtc>,
 }

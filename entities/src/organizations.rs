@@ -11,7 +11,7 @@ pub struct Model {
     #[sea_orm(unique)]
     pub slug: String,
     /// `pending_activation` or `active`.
-    pub status: String,
+    pub status: crate::status::OrganizationStatus,
     pub created_at: DateTimeUtc,
     /// The person who accepted the invitation (the owner).
     pub owner_email: Option<String>,

@@ -14,7 +14,7 @@ pub struct Model {
     /// Space-separated scopes (`partner:read`, `partner:write`).
     pub scopes: String,
     /// `active` or `revoked`.
-    pub status: String,
+    pub status: crate::status::TokenStatus,
     pub created_at: DateTimeUtc,
     pub revoked_at: Option<DateTimeUtc>,
 }

@@ -12,7 +12,7 @@ pub struct Model {
     pub token_hash: String,
     pub amount_nanos: i64,
     /// `open` or `paid`.
-    pub status: String,
+    pub status: crate::status::TopUpStatus,
     pub created_at: DateTimeUtc,
     pub paid_at: Option<DateTimeUtc>,
 }

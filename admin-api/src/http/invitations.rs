@@ -11,12 +11,13 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use entities::status::InvitationStatus;
 use serde_json::Value;
 
 /// `GET /invitations/{token}`.
 pub(super) async fn show(State(state): State<AppState>, Path(token): Path<String>) -> Response {
     match invitations::view(&state, &token).await {
-        Ok(v) if v.status == "pending" => page(
+        Ok(v) if v.status == InvitationStatus::Pending => page(
             &format!("Join {}", v.organization_name),
             &format!(
                 "<p>You were invited to activate <strong>{org}</strong>. Confirm the email address the invitation was sent to ({hint}).</p>\
@@ -28,10 +29,14 @@ pub(super) async fn show(State(state): State<AppState>, Path(token): Path<String
         )
         .into_response(),
         Ok(v) => {
-            let message = match v.status.as_str() {
-                "accepted" => "This invitation was already accepted.",
-                "expired" => "This invitation has expired; ask your provider for a new one.",
-                _ => "This invitation is no longer valid.",
+            let message = match v.status {
+                InvitationStatus::Accepted => "This invitation was already accepted.",
+                InvitationStatus::Expired => {
+                    "This invitation has expired; ask your provider for a new one."
+                }
+                InvitationStatus::Pending | InvitationStatus::Revoked => {
+                    "This invitation is no longer valid."
+                }
             };
             (StatusCode::GONE, page("Invitation", &format!("<p>{message}</p>"))).into_response()
         }

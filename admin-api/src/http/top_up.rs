@@ -6,6 +6,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use money::NanoUsd;
+use sea_orm::ActiveEnum;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
 /// `GET /billing/top-up/{token}`.
@@ -21,7 +22,7 @@ pub(super) async fn show(State(state): State<AppState>, Path(token): Path<String
                 "<p>Top-up of <strong>{} USD</strong> for partner {} ({}).</p><p>Payments are settled by the operator; this page confirms the request.</p>",
                 NanoUsd::from_nanos(s.amount_nanos).to_decimal_usd(),
                 s.partner_id,
-                escape(&s.status)
+                escape(&s.status.to_value())
             ),
         )
         .into_response(),

@@ -20,6 +20,7 @@ use axum::extract::{Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use entities::status::TokenStatus;
 use entities::{partner_tokens, partners};
 use money::RateMultiplier;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
@@ -54,7 +55,7 @@ async fn authorize(
         .ok_or(ApiError::TokenInvalid)?;
     let row = partner_tokens::Entity::find()
         .filter(partner_tokens::Column::TokenHash.eq(hash))
-        .filter(partner_tokens::Column::Status.eq("active"))
+        .filter(partner_tokens::Column::Status.eq(TokenStatus::Active))
         .one(&state.db)
         .await?
         .ok_or(ApiError::TokenInvalid)?;

@@ -26,6 +26,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::{Duration as ChronoDuration, Utc};
 use entities::idempotency_records as rec;
+use entities::status::RecordState;
 use futures_util::future::BoxFuture;
 use rust_decimal::Decimal;
 use sea_orm::sea_query::OnConflict;
@@ -256,7 +257,7 @@ async fn claim(state: &AppState, partner_id: i64, req: &Request) -> Result<Claim
             method: Set(req.method.clone()),
             path: Set(req.path.clone()),
             fingerprint: Set(req.fingerprint.clone()),
-            state: Set("in_progress".into()),
+            state: Set(RecordState::InProgress),
             response_status: Set(None),
             response_body: Set(None),
             created_at: Set(now),
@@ -291,7 +292,7 @@ async fn claim(state: &AppState, partner_id: i64, req: &Request) -> Result<Claim
         if existing.fingerprint != req.fingerprint {
             return Err(ApiError::IdempotencyKeyConflict);
         }
-        if existing.state == "completed" {
+        if existing.state == RecordState::Completed {
             let status = existing.response_status.unwrap_or(200);
             let body = existing.response_body.unwrap_or_default();
             return Ok(Claim::Replay(u16::try_from(status).unwrap_or(200), body));
@@ -304,7 +305,7 @@ async fn claim(state: &AppState, partner_id: i64, req: &Request) -> Result<Claim
             .col_expr(rec::Column::LockedAt, sea_orm::sea_query::Expr::value(now))
             .filter(rec::Column::Id.eq(existing.id))
             .filter(rec::Column::LockedAt.eq(existing.locked_at))
-            .filter(rec::Column::State.eq("in_progress"))
+            .filter(rec::Column::State.eq(RecordState::InProgress))
             .exec(&state.db)
             .await?;
         return if taken.rows_affected == 1 {
@@ -335,7 +336,7 @@ async fn complete(
 ) -> Result<(), ApiError> {
     rec::ActiveModel {
         id: Set(id),
-        state: Set("completed".into()),
+        state: Set(RecordState::Completed),
         response_status: Set(Some(i32::from(status))),
         response_body: Set(Some(body.to_string())),
         ..Default::default()

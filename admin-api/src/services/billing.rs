@@ -10,6 +10,7 @@ use crate::ledger::AccountRef;
 use crate::state::AppState;
 use chrono::{DateTime, NaiveDate, SecondsFormat, TimeDelta, Utc};
 use credentials::{Kind, Secret};
+use entities::status::{OrganizationStatus, TokenStatus};
 use entities::{org_billing_tokens, organizations, usage_hourly, usage_records};
 use money::NanoUsd;
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
@@ -26,7 +27,7 @@ pub async fn authenticate(
         .ok_or(ApiError::BillingTokenInvalid)?;
     let row = org_billing_tokens::Entity::find()
         .filter(org_billing_tokens::Column::TokenHash.eq(hash))
-        .filter(org_billing_tokens::Column::Status.eq("active"))
+        .filter(org_billing_tokens::Column::Status.eq(TokenStatus::Active))
         .one(&state.db)
         .await?
         .ok_or(ApiError::BillingTokenInvalid)?;
@@ -34,7 +35,7 @@ pub async fn authenticate(
         .one(&state.db)
         .await?
         .ok_or(ApiError::BillingTokenInvalid)?;
-    if org.status != "active" {
+    if org.status != OrganizationStatus::Active {
         return Err(ApiError::BillingTokenInvalid);
     }
     Ok(org)
@@ -272,7 +273,7 @@ pub async fn issue_token(state: &AppState, org_id: i64, rotate: bool) -> Result<
         .ok_or(format!("organization {org_id} does not exist"))?;
     let active = org_billing_tokens::Entity::find()
         .filter(org_billing_tokens::Column::OrganizationId.eq(org_id))
-        .filter(org_billing_tokens::Column::Status.eq("active"))
+        .filter(org_billing_tokens::Column::Status.eq(TokenStatus::Active))
         .all(&txn)
         .await
         .map_err(|e| e.to_string())?;
@@ -288,7 +289,7 @@ pub async fn issue_token(state: &AppState, org_id: i64, rotate: bool) -> Result<
     }
     for t in active {
         let mut row: org_billing_tokens::ActiveModel = t.into();
-        row.status = Set("rotated".into());
+        row.status = Set(TokenStatus::Rotated);
         row.revoked_at = Set(Some(Utc::now()));
         row.update(&txn).await.map_err(|e| e.to_string())?;
     }
@@ -297,7 +298,7 @@ pub async fn issue_token(state: &AppState, org_id: i64, rotate: bool) -> Result<
         organization_id: Set(org_id),
         token_hash: Set(state.hasher.hash(secret.expose())),
         preview: Set(credentials::preview(secret.expose())),
-        status: Set("active".into()),
+        status: Set(TokenStatus::Active),
         created_at: Set(Utc::now()),
         revoked_at: Set(None),
         ..Default::default()
@@ -313,14 +314,14 @@ pub async fn issue_token(state: &AppState, org_id: i64, rotate: bool) -> Result<
 pub async fn revoke_token(state: &AppState, org_id: i64) -> Result<usize, String> {
     let rows = org_billing_tokens::Entity::find()
         .filter(org_billing_tokens::Column::OrganizationId.eq(org_id))
-        .filter(org_billing_tokens::Column::Status.eq("active"))
+        .filter(org_billing_tokens::Column::Status.eq(TokenStatus::Active))
         .all(&state.db)
         .await
         .map_err(|e| e.to_string())?;
     let n = rows.len();
     for t in rows {
         let mut row: org_billing_tokens::ActiveModel = t.into();
-        row.status = Set("revoked".into());
+        row.status = Set(TokenStatus::Revoked);
         row.revoked_at = Set(Some(Utc::now()));
         row.update(&state.db).await.map_err(|e| e.to_string())?;
     }

@@ -11,9 +11,11 @@ use crate::partner::idempotency::{Effect, Success};
 use crate::pricing;
 use crate::state::AppState;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use entities::status::{GroupStatus, InvitationStatus, OrganizationStatus};
 use entities::{customer_groups, customers, invitations, organizations, partners};
 use money::{NanoUsd, RateMultiplier};
 use rand::Rng;
+use sea_orm::ActiveEnum;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
     QuerySelect, Set,
@@ -221,7 +223,7 @@ pub async fn create(
     let org = organizations::ActiveModel {
         name: Set(new.name.clone()),
         slug: Set(new.slug.clone()),
-        status: Set("pending_activation".into()),
+        status: Set(OrganizationStatus::PendingActivation),
         created_at: Set(now),
         billing_email: Set(new.billing_email.clone()),
         ..Default::default()
@@ -247,7 +249,7 @@ pub async fn create(
             customer_id: Set(customer.id),
             group_id: Set(group_id),
             retail_rate_multiplier_ppm: Set(new.retail_rate.ppm()),
-            status: Set("active".into()),
+            status: Set(GroupStatus::Active),
             created_at: Set(now),
             updated_at: Set(now),
             ..Default::default()
@@ -270,7 +272,7 @@ pub async fn create(
         customer_id: Set(customer.id),
         token_hash: Set(state.hasher.hash(&token)),
         email: Set(new.contact_email.clone()),
-        status: Set("pending".into()),
+        status: Set(InvitationStatus::Pending),
         expires_at: Set(now + Duration::days(INVITATION_DAYS)),
         accepted_at: Set(None),
         created_at: Set(now),
@@ -335,10 +337,10 @@ pub async fn invitation(
         .one(db)
         .await?;
     Ok(inv.map(|i| {
-        let status = if i.status == "pending" && i.expires_at <= Utc::now() {
-            "expired".to_string()
+        let status = if i.status == InvitationStatus::Pending && i.expires_at <= Utc::now() {
+            InvitationStatus::Expired.to_value()
         } else {
-            i.status.clone()
+            i.status.to_value()
         };
         (i, status)
     }))
@@ -379,15 +381,15 @@ pub async fn view(
         invitation_expires_at: inv.as_ref().map(|(i, _)| ts(i.expires_at)),
         invite_url: invite_url.map(str::to_string),
     };
-    let hint = match (org.status.as_str(), inv.as_ref().map(|(_, s)| s.as_str())) {
-        ("active", _) => "The customer is active: fund it with allocations and create API keys for its model groups.".to_string(),
+    let hint = match (org.status, inv.as_ref().map(|(_, s)| s.as_str())) {
+        (OrganizationStatus::Active, _) => "The customer is active: fund it with allocations and create API keys for its model groups.".to_string(),
         (_, Some("expired")) => "The invitation expired; the customer cannot activate until a new invitation is issued outside the API.".to_string(),
         _ => format!("Waiting for {} to accept the invitation sent by email; until then the customer cannot be funded, keyed or used.", customer.contact_email),
     };
     Ok(CustomerData {
         external_customer_id: customer.external_id.clone(),
         created,
-        status: org.status.clone(),
+        status: org.status.to_value(),
         customer: Customer {
             id: customer.id,
             organization_name: org.name,
@@ -401,7 +403,7 @@ pub async fn view(
             partner_allocation_remaining_usd: Usd(cap.remaining_after(used)),
             organization_balance_usd: Usd(balance),
             organization_available_usd: Usd(available),
-            status: org.status,
+            status: org.status.to_value(),
         },
         activation,
         activation_hint: hint,
@@ -453,7 +455,7 @@ pub async fn require_active(
         .one(db)
         .await?
         .ok_or(ApiError::Internal)?;
-    if org.status == "active" {
+    if org.status == OrganizationStatus::Active {
         return Ok(org);
     }
     let (expires_at, status) = match invitation(db, customer.id).await? {
@@ -490,7 +492,7 @@ pub async fn groups(
             description: g.description.clone(),
             product_code: g.product_code.clone(),
             rate_multiplier: Multiplier(stored_rate(row.retail_rate_multiplier_ppm)?),
-            status: row.status.clone(),
+            status: row.status.to_value(),
             wholesale_rate_multiplier: Multiplier(g.wholesale_rate_multiplier),
             retail_floor_rate_multiplier: Multiplier(pricing::retail_floor(
                 caller.min_rate,

@@ -12,10 +12,12 @@ use crate::pricing;
 use crate::services::customers;
 use crate::state::AppState;
 use chrono::Utc;
+use entities::status::{KeyStatus, TopUpStatus};
 use entities::{customer_groups, customers as customer_rows, top_up_sessions};
 use money::{NanoUsd, RateMultiplier};
 use opstate::Adjustment;
 use rand::Rng;
+use sea_orm::ActiveEnum;
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use serde_json::Value;
 
@@ -95,7 +97,7 @@ pub async fn create_top_up(
         partner_id: Set(caller.partner_id),
         token_hash: Set(state.hasher.hash(&token)),
         amount_nanos: Set(amount.nanos()),
-        status: Set("open".into()),
+        status: Set(TopUpStatus::Open),
         created_at: Set(Utc::now()),
         paid_at: Set(None),
         ..Default::default()
@@ -105,7 +107,7 @@ pub async fn create_top_up(
     Ok(Success::plain(TopUpSession {
         id: row.id,
         amount_usd: Usd(amount),
-        status: row.status,
+        status: row.status.to_value(),
         url: format!("{}/billing/top-up/{token}", base(state)),
     }))
 }
@@ -294,7 +296,7 @@ pub async fn set_rate(
     let keys = entities::customer_api_keys::Entity::find()
         .filter(entities::customer_api_keys::Column::OrganizationId.eq(customer.organization_id))
         .filter(entities::customer_api_keys::Column::GroupId.eq(group_id))
-        .filter(entities::customer_api_keys::Column::Status.eq("active"))
+        .filter(entities::customer_api_keys::Column::Status.eq(KeyStatus::Active))
         .all(txn)
         .await?;
     let effects = keys

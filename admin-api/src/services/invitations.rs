@@ -11,6 +11,7 @@ use crate::ledger::{self, AccountRef};
 use crate::services::customers;
 use crate::state::AppState;
 use chrono::Utc;
+use entities::status::{InvitationStatus, OrganizationStatus};
 use entities::{customers as customer_rows, invitations, organizations};
 use money::NanoUsd;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
@@ -43,7 +44,7 @@ impl From<sea_orm::DbErr> for InvitationError {
 pub struct InvitationView {
     pub organization_name: String,
     pub email_hint: String,
-    pub status: String,
+    pub status: InvitationStatus,
 }
 
 async fn find(
@@ -60,11 +61,12 @@ async fn find(
         .ok_or(InvitationError::NotFound)
 }
 
-fn effective_status(inv: &invitations::Model) -> &str {
-    if inv.status == "pending" && inv.expires_at <= Utc::now() {
-        "expired"
+/// The status an invitation has now: a pending one past its expiry is expired.
+fn effective_status(inv: &invitations::Model) -> InvitationStatus {
+    if inv.status == InvitationStatus::Pending && inv.expires_at <= Utc::now() {
+        InvitationStatus::Expired
     } else {
-        inv.status.as_str()
+        inv.status
     }
 }
 
@@ -84,7 +86,7 @@ pub async fn view(state: &AppState, token: &str) -> Result<InvitationView, Invit
     Ok(InvitationView {
         organization_name: org.name,
         email_hint: hint,
-        status: effective_status(&inv).to_string(),
+        status: effective_status(&inv),
     })
 }
 
@@ -97,10 +99,10 @@ pub async fn accept(
     let txn = begin(&state.db).await?;
     let inv = find(state, &txn, token).await?;
     match effective_status(&inv) {
-        "pending" => {}
-        "accepted" => return Err(InvitationError::AlreadyAccepted),
-        "expired" => return Err(InvitationError::Expired),
-        _ => return Err(InvitationError::Revoked),
+        InvitationStatus::Pending => {}
+        InvitationStatus::Accepted => return Err(InvitationError::AlreadyAccepted),
+        InvitationStatus::Expired => return Err(InvitationError::Expired),
+        InvitationStatus::Revoked => return Err(InvitationError::Revoked),
     }
     if !inv.email.eq_ignore_ascii_case(email.trim()) {
         return Err(InvitationError::EmailMismatch);
@@ -118,12 +120,12 @@ pub async fn accept(
         .ok_or(InvitationError::NotFound)?;
     let now = Utc::now();
     let mut i: invitations::ActiveModel = inv.into();
-    i.status = Set("accepted".into());
+    i.status = Set(InvitationStatus::Accepted);
     i.accepted_at = Set(Some(now));
     i.update(&txn).await?;
     let org_id = org.id;
     let mut o: organizations::ActiveModel = org.into();
-    o.status = Set("active".into());
+    o.status = Set(OrganizationStatus::Active);
     o.owner_email = Set(Some(email.trim().to_ascii_lowercase()));
     o.activated_at = Set(Some(now));
     o.update(&txn).await?;

@@ -8,7 +8,9 @@ use crate::partner::idempotency::{Effect, Success};
 use crate::services::customers;
 use crate::state::AppState;
 use chrono::{SecondsFormat, Utc};
+use entities::status::KeyStatus;
 use entities::{customer_api_keys, customer_groups};
+use sea_orm::ActiveEnum;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
 };
@@ -21,7 +23,7 @@ pub fn preview(row: &customer_api_keys::Model) -> KeyPreview {
         name: row.name.clone(),
         group_id: row.group_id,
         preview: row.preview.clone(),
-        status: row.status.clone(),
+        status: row.status.to_value(),
         created_at: row.created_at.to_rfc3339_opts(SecondsFormat::Secs, true),
         disabled_at: row
             .disabled_at
@@ -151,12 +153,12 @@ pub async fn disable(
     key_id: &str,
 ) -> Result<Success<KeyPreview>, ApiError> {
     let (_, key) = find(txn, caller, customer_id, key_id).await?;
-    if key.status == "disabled" {
+    if key.status == KeyStatus::Disabled {
         return Ok(Success::plain(preview(&key)));
     }
     state.stores.keys.revoke(&key.key_hash).await?;
     let mut row: customer_api_keys::ActiveModel = key.into();
-    row.status = Set("disabled".into());
+    row.status = Set(KeyStatus::Disabled);
     row.disabled_at = Set(Some(Utc::now()));
     let key = row.update(txn).await?;
     Ok(Success::plain(preview(&key)))
