@@ -13,6 +13,7 @@
 //! Redis rules (see [`schema`]): every key carries the configured prefix; every multi-step
 //! operation is one versioned Lua script; no `SCAN` and no read-modify-write across round trips.
 
+mod clock;
 mod cooldowns;
 mod counters;
 mod error;
@@ -25,6 +26,7 @@ mod slots;
 mod usage;
 mod wallets;
 
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use cooldowns::Cooldowns;
 pub use counters::{WindowCounters, WindowHit};
 pub use error::{StoreError, StoreResult};
@@ -56,7 +58,12 @@ pub struct Stores {
 impl Stores {
     /// A fresh in-memory store (single process; lost on restart).
     pub fn memory() -> Stores {
-        let m = Arc::new(MemoryStore::new());
+        Stores::memory_with_clock(Arc::new(SystemClock))
+    }
+
+    /// A fresh in-memory store whose deadlines run on `clock` (tests).
+    pub fn memory_with_clock(clock: Arc<dyn Clock>) -> Stores {
+        let m = Arc::new(MemoryStore::with_clock(clock));
         Stores {
             keys: m.clone(),
             usage: m.clone(),

@@ -1,6 +1,7 @@
 //! The in-memory backend: one process, lost on restart. Used by the embedded default and tests.
 //! Mutexes are held only for map operations, never across an `.await`.
 
+use crate::clock::{Clock, StoreClock};
 use crate::cooldowns::Cooldowns;
 use crate::counters::{WindowCounters, WindowHit};
 use crate::error::{StoreError, StoreResult};
@@ -15,12 +16,13 @@ use async_trait::async_trait;
 use money::NanoUsd;
 use std::collections::HashSet;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
 /// In-memory implementation of every store capability.
 #[derive(Default)]
 pub struct MemoryStore {
+    clock: StoreClock,
     keys: RwLock<KeyState>,
     usage: Mutex<UsageState>,
     /// Counter name → (window index, count).
@@ -60,8 +62,7 @@ const CONFIRMED_RETENTION: Duration = Duration::from_secs(600);
 
 impl WalletState {
     /// Records a confirmed charge; `false` when it was confirmed before.
-    fn remember_confirmed(&mut self, hold_id: &str) -> bool {
-        let now = Instant::now();
+    fn remember_confirmed(&mut self, hold_id: &str, now: Instant) -> bool {
         if self.confirmed.len() >= self.confirmed_prune_at.max(1024) {
             self.confirmed
                 .retain(|_, at| now.duration_since(*at) < CONFIRMED_RETENTION);
@@ -100,6 +101,18 @@ struct UsageState {
 impl MemoryStore {
     pub fn new() -> MemoryStore {
         MemoryStore::default()
+    }
+
+    /// A store whose deadlines run on `clock` (tests advance a [`crate::ManualClock`]).
+    pub fn with_clock(clock: Arc<dyn Clock>) -> MemoryStore {
+        MemoryStore {
+            clock: StoreClock(clock),
+            ..MemoryStore::default()
+        }
+    }
+
+    fn now(&self) -> Instant {
+        self.clock.0.now()
     }
 
     fn usage(&self) -> StoreResult<MutexGuard<'_, UsageState>> {
@@ -178,7 +191,7 @@ impl UsageStream for MemoryStore {
         max: usize,
         min_idle: Duration,
     ) -> StoreResult<Vec<StreamEntry>> {
-        let now = Instant::now();
+        let now = self.now();
         let mut u = self.usage()?;
         let mut out = Vec::new();
         // Stale deliveries first, then never-delivered entries, each in stream order.
@@ -313,7 +326,7 @@ impl Wallets for MemoryStore {
         if amount > available {
             return Ok(Reservation::Insufficient { available });
         }
-        let deadline = Instant::now() + Duration::from_millis(ttl_ms);
+        let deadline = self.now() + Duration::from_millis(ttl_ms);
         wallet.holds.insert(hold_id.to_string(), (amount, deadline));
         if !meta.is_empty() {
             wallet.meta.insert(hold_id.to_string(), meta.to_string());
@@ -359,10 +372,10 @@ impl Wallets for MemoryStore {
         };
         if wallet.charged.remove(hold_id).is_some() {
             wallet.pending = wallet.pending.checked_sub(amount).ok_or_else(overflow)?;
-            wallet.remember_confirmed(hold_id);
+            wallet.remember_confirmed(hold_id, self.now());
             return Ok(Confirmation::Confirmed);
         }
-        if !wallet.remember_confirmed(hold_id) {
+        if !wallet.remember_confirmed(hold_id, self.now()) {
             return Ok(Confirmation::Duplicate);
         }
         wallet.balance = wallet.balance.checked_sub(amount).ok_or_else(overflow)?;
@@ -370,7 +383,7 @@ impl Wallets for MemoryStore {
     }
 
     async fn expired(&self, org: i64) -> StoreResult<Vec<ExpiredHold>> {
-        let now = Instant::now();
+        let now = self.now();
         let w = self.wallets()?;
         let mut out: Vec<ExpiredHold> = w
             .get(&org)
@@ -420,7 +433,7 @@ impl Wallets for MemoryStore {
 #[async_trait]
 impl Cooldowns for MemoryStore {
     async fn cool(&self, account: &str, duration: Duration) -> StoreResult<()> {
-        let until = Instant::now() + duration;
+        let until = self.now() + duration;
         let mut c = self
             .cooldowns
             .lock()
@@ -433,7 +446,7 @@ impl Cooldowns for MemoryStore {
     }
 
     async fn remaining(&self, accounts: &[&str]) -> StoreResult<Vec<Option<Duration>>> {
-        let now = Instant::now();
+        let now = self.now();
         let c = self
             .cooldowns
             .lock()
@@ -457,7 +470,7 @@ impl Sessions for MemoryStore {
             .lock()
             .map_err(|_| StoreError::Unavailable("session lock poisoned".into()))?;
         Ok(s.get(&(org, session.to_string()))
-            .filter(|(_, until)| *until > Instant::now())
+            .filter(|(_, until)| *until > self.now())
             .map(|(a, _)| a.clone()))
     }
 
@@ -472,7 +485,7 @@ impl Sessions for MemoryStore {
             .sessions
             .lock()
             .map_err(|_| StoreError::Unavailable("session lock poisoned".into()))?;
-        let now = Instant::now();
+        let now = self.now();
         if s.len() > 100_000 {
             s.retain(|_, (_, until)| *until > now);
         }
@@ -490,7 +503,7 @@ impl Slots for MemoryStore {
         max: u32,
         ttl: Duration,
     ) -> StoreResult<bool> {
-        let now = Instant::now();
+        let now = self.now();
         let mut s = self
             .slots
             .lock()
@@ -519,7 +532,7 @@ impl Slots for MemoryStore {
     }
 
     async fn in_use(&self, accounts: &[&str]) -> StoreResult<Vec<u32>> {
-        let now = Instant::now();
+        let now = self.now();
         let s = self
             .slots
             .lock()

@@ -14,7 +14,7 @@ use credentials::{Env, KeyHasher, Kind};
 use futures_util::StreamExt;
 use mock_supplier::{MockConfig, MockHandle, MockSupplier};
 use money::{NanoUsd, RateMultiplier};
-use opstate::{KeyPermissions, KeyRecord, Measurement, Stores, UsageEvent};
+use opstate::{KeyPermissions, KeyRecord, ManualClock, Measurement, Stores, UsageEvent};
 use proxy::{Gateway, Metrics};
 use serde_json::{Value, json};
 use settings::Settings;
@@ -245,6 +245,13 @@ impl Harness {
     /// A gateway over `stores` exactly as given (nothing loaded, no wallets, no key).
     async fn start_with_stores(stores: Stores) -> Harness {
         Harness::build(300_000, stores, false).await
+    }
+
+    /// A gateway whose store runs on a clock that moves only when the test advances it.
+    async fn start_with_clock() -> (Harness, Arc<ManualClock>) {
+        let clock = ManualClock::new();
+        let stores = Stores::memory_with_clock(clock.clone());
+        (Harness::build(300_000, stores, true).await, clock)
     }
 
     async fn start_with(read_timeout_ms: u64) -> Harness {
@@ -1385,7 +1392,7 @@ async fn sessions_stick_to_one_account() {
 
 #[tokio::test]
 async fn a_429_fails_over_and_cools_the_account_until_its_reset() {
-    let h = Harness::start().await;
+    let (h, clock) = Harness::start_with_clock().await;
     let sid = session_preferring(0);
     h.mock
         .set_fault(Some("status=429;retry_after=2".parse().unwrap()));
@@ -1426,7 +1433,7 @@ async fn a_429_fails_over_and_cools_the_account_until_its_reset() {
     // After the reset the account serves again (a new conversation that prefers it; the first one
     // stays where it moved).
     h.mock.set_fault(None);
-    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    clock.advance(Duration::from_millis(2_100));
     let fresh = (0..1000)
         .map(|i| format!("fresh-{i}"))
         .find(|sid| {
@@ -1498,7 +1505,7 @@ async fn a_5xx_fails_over_but_a_request_error_does_not() {
 
 #[tokio::test]
 async fn a_session_stays_where_it_moved_after_a_failover() {
-    let h = Harness::start().await;
+    let (h, clock) = Harness::start_with_clock().await;
     let sid = session_preferring(0);
     h.mock
         .set_fault(Some("status=429;retry_after=1".parse().unwrap()));
@@ -1506,7 +1513,7 @@ async fn a_session_stays_where_it_moved_after_a_failover() {
     assert_eq!(status, 200);
     assert_eq!((h.mock.request_count(), h.mock_b.request_count()), (1, 1));
     h.mock.set_fault(None);
-    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    clock.advance(Duration::from_millis(1_100));
     // Its first choice recovered, but the conversation (and its prompt cache) stays on mock-b.
     for _ in 0..3 {
         let (status, _, _) = premium(&h, &sid, &[]).await;
@@ -2104,7 +2111,7 @@ async fn bad_transcription_requests_change_nothing() {
 
 #[tokio::test]
 async fn a_rate_limit_reset_named_only_in_the_body_is_honoured() {
-    let h = Harness::start().await;
+    let (h, clock) = Harness::start_with_clock().await;
     let key = h.add_key(2, KeyPermissions::default()).await;
     // narrow-model has one account; its 429 names the reset only in the message, not in headers.
     h.mock_b
@@ -2135,7 +2142,7 @@ async fn a_rate_limit_reset_named_only_in_the_body_is_honoured() {
         "cooled until the body's reset (2 s), not the 30 s default: {resets}"
     );
     assert_eq!(h.mock_b.request_count(), 1);
-    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    clock.advance(Duration::from_millis(2_100));
     let (status, body) = json_of(call().await.unwrap()).await;
     assert_eq!(status, 200, "served again after the reset: {body}");
 }
