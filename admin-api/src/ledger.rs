@@ -9,7 +9,7 @@
 //! - partner funding, in wholesale USD: `external:payments` → `partner:P:available` (top-ups), and
 //!   `partner:P:available` ↔ `partner:P:reserved:C` (funding reserved for customer C's allocation);
 //! - organization money, in retail USD: `partner:P:allocations` ↔ `org:O:wallet` (allocations),
-//!   `org:O:wallet` → `org:O:spend` (settled usage, issue 4).
+//!   `org:O:wallet` → `org:O:spend` (settled usage).
 
 use chrono::Utc;
 use entities::{ledger_accounts, ledger_entries, ledger_transactions};

@@ -1,7 +1,7 @@
 //! The Redis backend, for fleets of proxies sharing one operational store.
 //!
 //! One multiplexed [`ConnectionManager`] per process, with short timeouts so a Redis outage
-//! fails calls in a fraction of a second instead of blocking for seconds (notes/data.md §E3); the
+//! fails calls in a fraction of a second instead of blocking for seconds; the
 //! manager reconnects by itself. Key names come from [`KeySchema`].
 
 use crate::cooldowns::Cooldowns;

@@ -107,7 +107,7 @@ fn priced(cost: Result<NanoUsd, price::PriceError>) -> Result<NanoUsd, GatewayEr
 }
 
 /// The worst-case cost of a JSON call of `request_bytes` with `output_cap` (the default output
-/// when `None`) at `rate`: what [`hold_for`] reserves. Public for tests that predict holds.
+/// when `None`) at `rate`: what admission (`hold_for`) reserves. Public for tests that predict holds.
 pub fn worst_case(
     prices: &ModelPrices,
     rate: Option<RateMultiplier>,
