@@ -9,7 +9,6 @@ use crate::services::{customers, funding};
 use crate::state::AppState;
 use axum::extract::{Extension, Path, State};
 use axum::response::Response;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
 #[utoipa::path(put, path = "/partner/v1/customers/by-external-id/{external_customer_id}", tag = "partner", security(("partner_token" = [])), params(("external_customer_id" = String, Path, description = "letters, digits, . _ : -; at most 128"), ("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters; replays answer with Idempotent-Replayed: true")), request_body = crate::dto::CreateCustomerRequest, responses((status = 200, description = "data (created true or false)", body = crate::dto::CustomerData), (status = 400, description = "INVALID_PARTNER_EXTERNAL_CUSTOMER_ID, INVALID_PARTNER_CUSTOMER, INVALID_PARTNER_CUSTOMER_CONTACT, INVALID_PARTNER_INITIAL_ALLOCATION, INVALID_PARTNER_RETAIL_RATE, PARTNER_RETAIL_RATE_BELOW_FLOOR, IDEMPOTENCY_KEY_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 403, description = "PARTNER_FUNDING_INSUFFICIENT", body = crate::dto::ErrorEnvelope), (status = 409, description = "PARTNER_EXTERNAL_CUSTOMER_CONFLICT, PARTNER_CUSTOMER_SLUG_EXISTS, IDEMPOTENCY_KEY_CONFLICT, IDEMPOTENCY_IN_PROGRESS", body = crate::dto::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::dto::ErrorEnvelope)))]
 pub(crate) async fn create(
@@ -40,13 +39,7 @@ pub(crate) async fn by_external_id(
     Path(external): Path<String>,
 ) -> Response {
     let result = async {
-        let external = customers::external_id(&external)?;
-        let customer = entities::customers::Entity::find()
-            .filter(entities::customers::Column::PartnerId.eq(caller.partner_id))
-            .filter(entities::customers::Column::ExternalId.eq(external))
-            .one(&state.db)
-            .await?
-            .ok_or(ApiError::CustomerNotFound)?;
+        let customer = customers::find_by_external_id(&state.db, &caller, &external).await?;
         customers::view(&state.db, &state, &customer, None, None).await
     }
     .await;

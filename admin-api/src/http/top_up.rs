@@ -1,28 +1,23 @@
 //! The hosted top-up page a top-up session links to.
 
 use super::pages::{escape, page};
+use crate::services::funding;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use money::NanoUsd;
-use sea_orm::ActiveEnum;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
 /// `GET /billing/top-up/{token}`.
 pub(super) async fn show(State(state): State<AppState>, Path(token): Path<String>) -> Response {
-    let row = entities::top_up_sessions::Entity::find()
-        .filter(entities::top_up_sessions::Column::TokenHash.eq(state.hasher.hash(&token)))
-        .one(&state.db)
-        .await;
+    let row = funding::top_up_page(&state, &token).await;
     match row {
         Ok(Some(s)) => page(
             "Partner top-up",
             &format!(
                 "<p>Top-up of <strong>{} USD</strong> for partner {} ({}).</p><p>Payments are settled by the operator; this page confirms the request.</p>",
-                NanoUsd::from_nanos(s.amount_nanos).to_decimal_usd(),
+                s.amount.to_decimal_usd(),
                 s.partner_id,
-                escape(&s.status.to_value())
+                escape(&s.status)
             ),
         )
         .into_response(),

@@ -430,6 +430,22 @@ pub async fn balance(
     })
 }
 
+/// A customer of the caller's partner by its external id (validated here); another partner's
+/// customer reads as not found.
+pub async fn find_by_external_id(
+    db: &impl ConnectionTrait,
+    caller: &Caller,
+    external: &str,
+) -> Result<customers::Model, ApiError> {
+    let external = external_id(external)?;
+    customers::Entity::find()
+        .filter(customers::Column::PartnerId.eq(caller.partner_id))
+        .filter(customers::Column::ExternalId.eq(external))
+        .one(db)
+        .await?
+        .ok_or(ApiError::CustomerNotFound)
+}
+
 /// A customer of the caller's partner; another partner's customer reads as not found.
 pub async fn find(
     db: &impl ConnectionTrait,

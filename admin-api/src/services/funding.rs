@@ -112,6 +112,26 @@ pub async fn create_top_up(
     }))
 }
 
+/// What the hosted top-up page shows.
+pub struct TopUpPage {
+    pub amount: NanoUsd,
+    pub partner_id: i64,
+    pub status: String,
+}
+
+/// The top-up session behind a page token (`None`: no such session).
+pub async fn top_up_page(state: &AppState, token: &str) -> Result<Option<TopUpPage>, ApiError> {
+    let row = top_up_sessions::Entity::find()
+        .filter(top_up_sessions::Column::TokenHash.eq(state.hasher.hash(token)))
+        .one(&state.db)
+        .await?;
+    Ok(row.map(|s| TopUpPage {
+        amount: NanoUsd::from_nanos(s.amount_nanos),
+        partner_id: s.partner_id,
+        status: s.status.to_value(),
+    }))
+}
+
 /// The operator's `partner fund`: credits partner funding (what a paid top-up does), once per
 /// `reference`.
 pub async fn fund(
