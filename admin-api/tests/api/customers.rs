@@ -1,0 +1,293 @@
+//! Customers: creation's validation and business errors (each creating nothing), and the lifecycle
+//! from pending activation to active.
+
+use super::*;
+
+#[tokio::test]
+async fn create_customer_validation_errors_create_nothing() {
+    let api = Api::start().await;
+    let owner = api
+        .partner("owner", &["partner:write"], "1000", "1.1")
+        .await;
+    let good = json!({"name": "Globex", "contact_email": "ann@globex.example", "initial_allocation_usd": 10, "retail_rate_multiplier": 1.5});
+    let with = |k: &str, v: Value| {
+        let mut b = good.clone();
+        if v.is_null() {
+            b.as_object_mut().unwrap().remove(k);
+        } else {
+            b[k] = v;
+        }
+        b
+    };
+    let long = "x".repeat(129);
+    for external in ["a%2Fb", "sp%20ace", long.as_str(), "caf%C3%A9", "a..b%2F"] {
+        let (s, v) = api
+            .write(
+                &owner,
+                Method::PUT,
+                &format!("/customers/by-external-id/{external}"),
+                Some(&good),
+            )
+            .await;
+        assert_error(s, &v, 400, "INVALID_PARTNER_EXTERNAL_CUSTOMER_ID");
+    }
+    let cases: Vec<(Value, &str)> = vec![
+        (with("name", Value::Null), "INVALID_PARTNER_CUSTOMER"),
+        (with("name", json!("!!!")), "INVALID_PARTNER_CUSTOMER"),
+        (with("status", json!("active")), "INVALID_PARTNER_CUSTOMER"),
+        (
+            with("contact_email", json!("not-an-email")),
+            "INVALID_PARTNER_CUSTOMER_CONTACT",
+        ),
+        (
+            with("contact_email", Value::Null),
+            "INVALID_PARTNER_CUSTOMER_CONTACT",
+        ),
+        (
+            with("initial_allocation_usd", json!(-0.01)),
+            "INVALID_PARTNER_INITIAL_ALLOCATION",
+        ),
+        (
+            with("initial_allocation_usd", json!("10")),
+            "INVALID_PARTNER_INITIAL_ALLOCATION",
+        ),
+        (
+            with("retail_rate_multiplier", Value::Null),
+            "INVALID_PARTNER_RETAIL_RATE",
+        ),
+        (
+            with("retail_rate_multiplier", json!(0)),
+            "INVALID_PARTNER_RETAIL_RATE",
+        ),
+        (
+            with("retail_rate_multiplier", json!(-1)),
+            "INVALID_PARTNER_RETAIL_RATE",
+        ),
+        (
+            with("retail_rate_multiplier", json!("1.5")),
+            "INVALID_PARTNER_RETAIL_RATE",
+        ),
+        (
+            with("retail_rate_multiplier", json!(1.05)),
+            "PARTNER_RETAIL_RATE_BELOW_FLOOR",
+        ),
+    ];
+    for (body, reason) in cases {
+        let (s, v) = api
+            .write(
+                &owner,
+                Method::PUT,
+                "/customers/by-external-id/ok-id",
+                Some(&body),
+            )
+            .await;
+        assert_error(s, &v, 400, reason);
+        if reason == "PARTNER_RETAIL_RATE_BELOW_FLOOR" {
+            assert_eq!(v["metadata"]["retail_floor_rate_multiplier"], 1.1);
+        }
+    }
+    let ok_id = "A-z_0.9:".to_string() + &"x".repeat(120);
+    assert_eq!(ok_id.len(), 128);
+    let f = api.funding(&owner).await;
+    assert_eq!(f["available_funding_usd"], 1000);
+    assert_eq!(f["reserved_allocations_usd"], 0);
+    assert_eq!(api.count("customers").await, 0);
+    assert_eq!(api.count("organizations").await, 0);
+    assert!(
+        std::fs::read_dir(&api.outbox)
+            .map(|d| d.count())
+            .unwrap_or(0)
+            == 0,
+        "no email was sent"
+    );
+    let (s, v) = api
+        .write(
+            &owner,
+            Method::PUT,
+            &format!("/customers/by-external-id/{ok_id}"),
+            Some(&good),
+        )
+        .await;
+    assert_eq!(
+        s, 200,
+        "a 128-character id of the allowed characters is fine: {v}"
+    );
+}
+
+#[tokio::test]
+async fn create_customer_business_errors() {
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    // 200 USD at retail 1.0 over wholesale max 0.9 reserves 180 > 100.
+    let (s, v) = api.create(&owner, "big", 200.0, 1.0).await;
+    assert_error(s, &v, 403, "PARTNER_FUNDING_INSUFFICIENT");
+    assert_eq!(
+        v["metadata"],
+        json!({"available_funding_usd": 100, "required_usd": 180, "shortfall_usd": 80, "next_action": "top_up_partner_balance"})
+    );
+    assert_eq!(api.count("customers").await, 0);
+    assert_eq!(api.funding(&owner).await["available_funding_usd"], 100);
+    // Never for an unfunded customer, even without funding.
+    let broke = api.owner("0").await;
+    let (s, v) = api.create(&broke, "free", 0.0, 1.0).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["created"], true);
+    // The same external id again: the existing customer, created false, no invite_url, no email.
+    let mails = std::fs::read_dir(&api.outbox).unwrap().count();
+    let (s, again) = api.create(&broke, "free", 0.0, 1.0).await;
+    assert_eq!(s, 200);
+    assert_eq!(again["data"]["created"], false);
+    assert!(again["data"]["activation"].get("invite_url").is_none());
+    assert_eq!(std::fs::read_dir(&api.outbox).unwrap().count(), mails);
+    // The same external id for a different contact: conflict.
+    let (s, v) = api
+        .write(&broke, Method::PUT, "/customers/by-external-id/free", Some(&json!({"name": "Other", "contact_email": "x@other.example", "initial_allocation_usd": 0, "retail_rate_multiplier": 1.0})))
+        .await;
+    assert_error(s, &v, 409, "PARTNER_EXTERNAL_CUSTOMER_CONFLICT");
+    // A taken slug (organization slugs are global).
+    let (s, v) = api
+        .write(&owner, Method::PUT, "/customers/by-external-id/other", Some(&json!({"name": "Org free", "contact_email": "y@y.example", "initial_allocation_usd": 0, "retail_rate_multiplier": 1.0})))
+        .await;
+    assert_error(s, &v, 409, "PARTNER_CUSTOMER_SLUG_EXISTS");
+    assert_eq!(api.count("customers").await, 1);
+}
+
+#[tokio::test]
+async fn lifecycle_pending_then_active() {
+    let api = Api::start().await;
+    let owner = api.owner("1000").await;
+    let (s, created) = api.create(&owner, "acme-1", 100.0, 1.25).await;
+    assert_eq!(s, 200, "{created}");
+    let d = &created["data"];
+    assert_eq!(d["created"], true);
+    assert_eq!(d["status"], "pending_activation");
+    assert_eq!(d["external_customer_id"], "acme-1");
+    assert_eq!(d["customer"]["organization_slug"], "org-acme-1");
+    assert_eq!(d["customer"]["partner_allocation_cap_usd"], 100);
+    assert_eq!(d["activation"]["invitation_status"], "pending");
+    assert!(d["activation_hint"].is_string());
+    let invite = d["activation"]["invite_url"].as_str().unwrap();
+    assert!(
+        invite.starts_with("https://gw.example.test/invitations/"),
+        "{invite}"
+    );
+    // 100 × 0.9 / 1.25 = 72 reserved.
+    let f = api.funding(&owner).await;
+    assert_eq!(
+        (
+            f["available_funding_usd"].clone(),
+            f["reserved_allocations_usd"].clone()
+        ),
+        (json!(928), json!(72))
+    );
+    // The invitation email went out with the link.
+    let mail: String = std::fs::read_dir(&api.outbox)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    let unfolded = mail.replace("=\r\n", "").replace("=\n", "");
+    assert!(
+        unfolded.contains(invite),
+        "the email carries the invite link"
+    );
+    let id = d["customer"]["id"].as_i64().unwrap();
+
+    // Pending: every route that needs an active customer answers 409 with the spec's metadata.
+    for (method, path, body) in [
+        (Method::GET, format!("/customers/{id}/balance"), None),
+        (
+            Method::POST,
+            format!("/customers/{id}/allocations"),
+            Some(json!({"action": "increase", "amount_usd": 1})),
+        ),
+        (Method::GET, format!("/customers/{id}/groups"), None),
+        (
+            Method::PUT,
+            format!("/customers/{id}/groups/1/rate"),
+            Some(json!({"retail_rate_multiplier": 2})),
+        ),
+        (
+            Method::POST,
+            format!("/customers/{id}/api-keys"),
+            Some(json!({"name": "k", "group_id": 1})),
+        ),
+        (Method::GET, format!("/customers/{id}/usage"), None),
+    ] {
+        let (s, v) = if method == Method::GET {
+            api.get(&owner, &path).await
+        } else {
+            api.write(&owner, method, &path, body.as_ref()).await
+        };
+        assert_error(s, &v, 409, "PARTNER_CUSTOMER_PENDING_ACTIVATION");
+        assert_eq!(v["metadata"]["invited_email"], "owner@acme-1.example");
+        assert_eq!(v["metadata"]["invitation_status"], "pending");
+        assert_eq!(
+            v["metadata"]["invitation_expires_at"],
+            d["activation"]["invitation_expires_at"]
+        );
+        assert_eq!(v["metadata"]["next_action"], "accept_invitation");
+    }
+    // Reads by id and external id omit created and invite_url.
+    for path in [
+        format!("/customers/{id}"),
+        "/customers/by-external-id/acme-1".to_string(),
+    ] {
+        let (s, v) = api.get(&owner, &path).await;
+        assert_eq!(s, 200);
+        assert!(v["data"].get("created").is_none());
+        assert!(v["data"]["activation"].get("invite_url").is_none());
+    }
+    // The invitation page, a wrong email, then the right one.
+    let token = invite.rsplit('/').next().unwrap();
+    let (s, _, _, html) = api
+        .call(
+            Method::GET,
+            None,
+            &format!("/invitations/{token}"),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(s, 200);
+    assert!(html.contains("<form") && html.contains("Org acme-1"));
+    let (s, _, v, _) = api
+        .call(
+            Method::POST,
+            None,
+            &format!("/invitations/{token}/accept"),
+            Some(&json!({"email": "eve@evil.example"})),
+            None,
+        )
+        .await;
+    assert_eq!(s, 403, "{v}");
+    let resp = api
+        .http
+        .post(format!("{}/invitations/{token}/accept", api.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("email=Owner%40acme-1.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.text().await.unwrap().contains("active"));
+    let (s, _, _, _) = api
+        .call(
+            Method::POST,
+            None,
+            &format!("/invitations/{token}/accept"),
+            Some(&json!({"email": "owner@acme-1.example"})),
+            None,
+        )
+        .await;
+    assert_eq!(s, 409, "accepting twice is refused");
+
+    let (s, v) = api.get(&owner, &format!("/customers/{id}/balance")).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v["data"]["organization_balance_usd"], 100,
+        "the balance opens with the allocation"
+    );
+    let (_, v) = api.get(&owner, &format!("/customers/{id}")).await;
+    assert_eq!(v["data"]["status"], "active");
+    assert_eq!(v["data"]["activation"]["invitation_status"], "accepted");
+}

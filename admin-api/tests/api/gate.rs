@@ -1,0 +1,247 @@
+//! The partner API's gate: authentication, scopes and roles, plain-text 404s for unknown paths,
+//! another partner's objects, per-token rate limits, and failing closed while the operational store
+//! is down.
+
+use super::*;
+use admin_api::caller::Caller;
+
+#[tokio::test]
+async fn authentication_scope_and_role() {
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let (s, _, v, _) = api
+        .call(Method::GET, None, "/partner/v1/me", None, None)
+        .await;
+    assert_error(s, &v, 401, "PARTNER_API_AUTHENTICATION_REQUIRED");
+    for bad in ["nope", "tgp_dev_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"] {
+        let (s, _, v, _) = api
+            .call(Method::GET, Some(bad), "/partner/v1/me", None, None)
+            .await;
+        assert_error(s, &v, 401, "PARTNER_API_TOKEN_INVALID");
+    }
+    // A customer key or a billing token is not a partner token.
+    let key = credentials::generate(credentials::Kind::CustomerKey, credentials::Env::Dev);
+    let (s, _, v, _) = api
+        .call(
+            Method::GET,
+            Some(key.expose()),
+            "/partner/v1/me",
+            None,
+            None,
+        )
+        .await;
+    assert_error(s, &v, 401, "PARTNER_API_TOKEN_INVALID");
+    // A rotated token stops working.
+    let rotated =
+        admin_api::cli::partner_token(&api.state, owner.id, &["partner:write".to_string()])
+            .await
+            .unwrap();
+    let (s, _, v, _) = api
+        .call(
+            Method::GET,
+            Some(&owner.token),
+            "/partner/v1/me",
+            None,
+            None,
+        )
+        .await;
+    assert_error(s, &v, 401, "PARTNER_API_TOKEN_INVALID");
+    let fresh = Partner {
+        id: owner.id,
+        token: rotated["token"].as_str().unwrap().into(),
+    };
+    let (s, v) = api.get(&fresh, "/me").await;
+    assert_eq!(s, 200);
+    assert_eq!(v["data"]["partner_id"], owner.id);
+    assert_eq!(v["data"]["token"]["scopes"], json!(["partner:write"]));
+
+    let reader = api.partner("owner", &["partner:read"], "100", "1.0").await;
+    let (s, v) = api.get(&reader, "/funding").await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = api.create(&reader, "c1", 10.0, 1.5).await;
+    assert_error(s, &v, 403, "PARTNER_API_SCOPE_REQUIRED");
+    let viewer = api
+        .partner("viewer", &["partner:write"], "100", "1.0")
+        .await;
+    let (s, v) = api.get(&viewer, "/me").await;
+    assert_eq!(s, 200, "a viewer reads");
+    let (s, v2) = api.create(&viewer, "c1", 10.0, 1.5).await;
+    assert_error(s, &v2, 403, "PARTNER_ACCESS_REQUIRED");
+    assert_eq!(api.count("customers").await, 0, "{v}");
+}
+
+#[tokio::test]
+async fn unknown_partner_paths_are_plain_text_404() {
+    let api = Api::start().await;
+    let owner = api.owner("0").await;
+    for path in [
+        "/balance",
+        "/customers",
+        "/models",
+        "/pricing",
+        "/pricing/models",
+        "/nope",
+    ] {
+        for token in [Some(owner.token.as_str()), None] {
+            let (s, headers, _, text) = api
+                .call(
+                    Method::GET,
+                    token,
+                    &format!("/partner/v1{path}"),
+                    None,
+                    None,
+                )
+                .await;
+            assert_eq!(s, 404, "{path}");
+            assert_eq!(text, "page not found", "{path}");
+            assert!(
+                headers["content-type"]
+                    .to_str()
+                    .unwrap()
+                    .starts_with("text/plain")
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn another_partners_objects_are_not_found() {
+    let api = Api::start().await;
+    let a = api.owner("100").await;
+    let b = api.owner("100").await;
+    let (id, _) = api.active_customer(&a, "mine", 10.0, 1.0).await;
+    for path in [
+        format!("/customers/{id}"),
+        format!("/customers/{id}/balance"),
+        format!("/customers/{id}/groups"),
+        format!("/customers/{id}/api-keys"),
+        format!("/customers/{id}/usage"),
+        "/customers/by-external-id/mine".into(),
+        "/customers/abc".into(),
+    ] {
+        let (s, v) = api.get(&b, &path).await;
+        assert_error(s, &v, 404, "PARTNER_CUSTOMER_NOT_FOUND");
+    }
+    let (s, v) = api
+        .write(
+            &b,
+            Method::POST,
+            &format!("/customers/{id}/allocations"),
+            Some(&json!({"action": "increase", "amount_usd": 1})),
+        )
+        .await;
+    assert_error(s, &v, 404, "PARTNER_CUSTOMER_NOT_FOUND");
+    let (s, v) = api.get(&a, "/customers/by-external-id/bad%20id").await;
+    assert_error(s, &v, 400, "INVALID_PARTNER_EXTERNAL_CUSTOMER_ID");
+}
+
+#[tokio::test]
+async fn rate_limits_per_token_reads_and_writes() {
+    let api = Api::start().await;
+    let owner = api.owner("0").await;
+    for i in 0..60 {
+        let (s, v) = api.get(&owner, "/me").await;
+        assert_eq!(s, 200, "read {i}: {v}");
+    }
+    let (s, headers, v, _) = api
+        .call(
+            Method::GET,
+            Some(&owner.token),
+            "/partner/v1/me",
+            None,
+            None,
+        )
+        .await;
+    assert_error(s, &v, 429, "PARTNER_RATE_LIMITED");
+    let retry: u64 = headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+    // Writes count separately.
+    for i in 0..30 {
+        let (s, v) = api
+            .write(
+                &owner,
+                Method::POST,
+                "/funding/top-up-sessions",
+                Some(&json!({"amount_usd": 1})),
+            )
+            .await;
+        assert_eq!(s, 200, "write {i}: {v}");
+    }
+    let (s, v) = api
+        .write(
+            &owner,
+            Method::POST,
+            "/funding/top-up-sessions",
+            Some(&json!({"amount_usd": 1})),
+        )
+        .await;
+    assert_error(s, &v, 429, "PARTNER_RATE_LIMITED");
+    // Another token of the same partner has its own budget.
+    let second =
+        admin_api::cli::partner_token(&api.state, owner.id, &["partner:write".into()]).await;
+    // (Rotation revokes the first token; a fresh partner shows independence without rotation.)
+    let other = api.owner("0").await;
+    let (s, _) = api.get(&other, "/me").await;
+    assert_eq!(s, 200);
+    let rotated = Partner {
+        id: owner.id,
+        token: second.unwrap()["token"].as_str().unwrap().into(),
+    };
+    let (s, _) = api.get(&rotated, "/me").await;
+    assert_eq!(s, 200, "a new token starts with a fresh window");
+}
+
+#[test]
+fn caller_type_is_public() {
+    // The gate's caller type is what services take; keep it constructible for service-level tests.
+    let _ = std::mem::size_of::<Caller>();
+}
+
+/// Window counters that never answer, as when Redis is down.
+struct DownCounters;
+
+#[async_trait::async_trait]
+impl opstate::WindowCounters for DownCounters {
+    async fn hit(
+        &self,
+        _key: &str,
+        _window: std::time::Duration,
+    ) -> opstate::StoreResult<opstate::WindowHit> {
+        Err(opstate::StoreError::Unavailable(
+            "connection refused".into(),
+        ))
+    }
+}
+
+/// The operational store down: the partner API fails closed with 503 `SERVICE_UNAVAILABLE` (never
+/// an authentication error, never unlimited), and nothing was written.
+#[tokio::test]
+async fn store_down_answers_503_service_unavailable() {
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let mut state = api.state.clone();
+    state.stores.counters = Arc::new(DownCounters);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (_stop, rx) = tokio::sync::watch::channel(false);
+    let mut tasks = JoinSet::new();
+    tasks.spawn(async move { admin_api::serve(listener, state, rx).await.unwrap() });
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let reads = http
+        .get(format!("{base}/partner/v1/me"))
+        .bearer_auth(&owner.token);
+    let writes = http
+        .put(format!("{base}/partner/v1/customers/by-external-id/down"))
+        .bearer_auth(&owner.token)
+        .header("idempotency-key", "down-1")
+        .json(&json!({"display_name": "Down", "contact_email": "o@down.example"}));
+    for req in [reads, writes] {
+        let r = req.send().await.unwrap();
+        let status = r.status();
+        let v: Value = r.json().await.unwrap();
+        assert_error(status, &v, 503, "SERVICE_UNAVAILABLE");
+    }
+    // The write never ran: the customer does not exist through the healthy API.
+    let (s, v) = api.get(&owner, "/customers/by-external-id/down").await;
+    assert_error(s, &v, 404, "PARTNER_CUSTOMER_NOT_FOUND");
+}

@@ -1,0 +1,160 @@
+//! Customer API keys: the secret shown once, previews, disabling, and the gateway's key directory
+//! rebuilt when the store loses it.
+
+use super::*;
+
+#[tokio::test]
+async fn keys_secret_once_previews_disable() {
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let (id, org) = api.active_customer(&owner, "keys", 10.0, 1.0).await;
+    let path = format!("/customers/{id}/api-keys");
+    for body in [
+        json!({"group_id": 1}),
+        json!({"name": "k", "group_id": "1"}),
+        json!({"name": "k"}),
+        json!({"name": "k", "group_id": 1, "x": 2}),
+    ] {
+        let (s, v) = api.write(&owner, Method::POST, &path, Some(&body)).await;
+        assert_error(s, &v, 400, "INVALID_PARTNER_CUSTOMER_API_KEY");
+    }
+    let (s, v) = api
+        .write(
+            &owner,
+            Method::POST,
+            &path,
+            Some(&json!({"name": "k", "group_id": 7})),
+        )
+        .await;
+    assert_error(s, &v, 404, "PARTNER_CUSTOMER_NOT_FOUND");
+    let key = "key-create-1";
+    let body = json!({"name": "prod", "group_id": 1});
+    let (s, _, first, _) = api
+        .call(
+            Method::POST,
+            Some(&owner.token),
+            &format!("/partner/v1{path}"),
+            Some(&body),
+            Some(key),
+        )
+        .await;
+    assert_eq!(s, 200, "{first}");
+    let secret = first["data"]["key"].as_str().unwrap().to_string();
+    assert!(secret.starts_with("tgk_dev_"));
+    let key_id = first["data"]["api_key_id"].as_i64().unwrap();
+    // The gateway's directory knows it.
+    let record = api
+        .state
+        .stores
+        .keys
+        .lookup(&api.state.hasher.hash(&secret))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (record.org_id, record.group_id, record.key_id),
+        (org, 1, key_id)
+    );
+    // A replay has the preview, never the secret.
+    let (s, headers, replay, text) = api
+        .call(
+            Method::POST,
+            Some(&owner.token),
+            &format!("/partner/v1{path}"),
+            Some(&body),
+            Some(key),
+        )
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(headers["idempotent-replayed"], "true");
+    assert!(replay["data"].get("key").is_none());
+    assert!(!text.contains(&secret));
+    assert_eq!(replay["data"]["preview"], first["data"]["preview"]);
+    let (_, list) = api.get(&owner, &path).await;
+    assert_eq!(list["data"].as_array().unwrap().len(), 1);
+    assert!(!list.to_string().contains(&secret));
+    // Disable: gone from the directory when the DELETE returns.
+    let (s, v) = api
+        .write(&owner, Method::DELETE, &format!("{path}/abc"), None)
+        .await;
+    assert_error(s, &v, 400, "INVALID_PARTNER_CUSTOMER_API_KEY");
+    let (s, v) = api
+        .write(&owner, Method::DELETE, &format!("{path}/999"), None)
+        .await;
+    assert_error(s, &v, 404, "PARTNER_CUSTOMER_API_KEY_NOT_FOUND");
+    let (s, v) = api
+        .write(&owner, Method::DELETE, &format!("{path}/{key_id}"), None)
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["status"], "disabled");
+    assert_eq!(
+        api.state
+            .stores
+            .keys
+            .lookup(&api.state.hasher.hash(&secret))
+            .await
+            .unwrap(),
+        None
+    );
+    // Disabled keys still answer their usage route; another customer's key is not found.
+    let (s, v) = api.get(&owner, &format!("{path}/{key_id}/usage")).await;
+    assert_eq!(s, 200, "{v}");
+    let (other, _) = api.active_customer(&owner, "other", 0.0, 1.0).await;
+    let (s, v) = api
+        .get(
+            &owner,
+            &format!("/customers/{other}/api-keys/{key_id}/usage"),
+        )
+        .await;
+    assert_error(s, &v, 404, "PARTNER_CUSTOMER_API_KEY_NOT_FOUND");
+    // No secret is stored anywhere in the database's idempotency records.
+    use sea_orm::EntityTrait;
+    let records = entities::idempotency_records::Entity::find()
+        .all(&api.state.db)
+        .await
+        .unwrap();
+    assert!(records.iter().all(|r| {
+        !r.response_body
+            .clone()
+            .unwrap_or_default()
+            .contains(&secret)
+    }));
+}
+
+#[tokio::test]
+async fn the_key_directory_is_rebuilt_when_the_store_loses_it() {
+    let api = Api::start().await;
+    let owner = api.owner("10").await;
+    let (id, _) = api.active_customer(&owner, "keeper", 1.0, 1.0).await;
+    let (_, created) = api
+        .write(
+            &owner,
+            Method::POST,
+            &format!("/customers/{id}/api-keys"),
+            Some(&json!({"name": "k", "group_id": 1})),
+        )
+        .await;
+    let hash = api
+        .state
+        .hasher
+        .hash(created["data"]["key"].as_str().unwrap());
+    // The store restarts empty (a Redis flush; here: a fresh in-memory store over the same database).
+    let mut state = api.state.clone();
+    state.stores = Stores::memory();
+    assert_eq!(state.stores.keys.lookup(&hash).await.unwrap(), None);
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let mut keeper = JoinSet::new();
+    keeper.spawn(admin_api::workers::directory::run(
+        state.clone(),
+        std::time::Duration::from_millis(50),
+        rx,
+    ));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while state.stores.keys.lookup(&hash).await.unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "not rebuilt");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(state.stores.keys.is_loaded().await.unwrap());
+    stop.send(true).unwrap();
+    keeper.join_next().await.unwrap().unwrap();
+}

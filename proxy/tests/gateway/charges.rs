@@ -1,0 +1,223 @@
+//! Money: exact charges with every hold closed, refusal before the supplier on an insufficient
+//! balance, failing closed without a wallet or a price, and no overdraft under concurrency.
+
+use super::*;
+
+/// gpt-4o-mini at 0.15 / 0.60 USD per million tokens, rate 1.0.
+fn mini_cost(input: u64, output: u64) -> NanoUsd {
+    nano(i64::try_from((input * 150_000_000 + output * 600_000_000).div_ceil(1_000_000)).unwrap())
+}
+
+#[tokio::test]
+async fn calls_are_charged_exactly_and_holds_close() {
+    let h = Harness::start().await;
+    let before = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    for stream in [false, true] {
+        let resp = h
+            .post("/compat/v1/chat/completions", &chat("gpt-4o-mini", stream))
+            .header("x-mock-usage", "prompt=1000,completion=500")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        resp.bytes().await.unwrap();
+        let e = h.usage_event().await;
+        assert_eq!(e.cost_nanos, mini_cost(1000, 500), "stream={stream}");
+        assert_eq!(e.charged_nanos, e.cost_nanos);
+        assert_eq!(e.excess_nanos, NanoUsd::ZERO);
+        assert!(e.hold_nanos >= e.cost_nanos);
+    }
+    let after = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    assert_eq!(
+        before.balance.checked_sub(after.balance),
+        mini_cost(1000, 500).checked_add(mini_cost(1000, 500))
+    );
+    assert_eq!(after.reserved, NanoUsd::ZERO, "every hold closed");
+    // A call that never reached a supplier costs nothing.
+    let (status, _) = json_of(
+        h.post("/compat/v1/chat/completions", &chat("dead-model", false))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 502);
+    let e = h.usage_event().await;
+    assert_eq!(
+        (e.cost_nanos, e.charged_nanos),
+        (NanoUsd::ZERO, NanoUsd::ZERO)
+    );
+    assert_eq!(h.stores.wallets.snapshot(42).await.unwrap().unwrap(), after);
+}
+
+#[tokio::test]
+async fn insufficient_balance_is_refused_before_the_supplier() {
+    let h = Harness::start().await;
+    // A 100 000-token output cap at 0.60 USD / Mtok needs 0.06 USD; leave 0.01.
+    h.stores.wallets.load(42, nano(NANOS / 100)).await.unwrap();
+    let mut body = chat("gpt-4o-mini", false);
+    body["max_tokens"] = json!(100_000);
+    let (status, err) = json_of(
+        h.post("/compat/v1/chat/completions", &body)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 402, "{err}");
+    assert_eq!(err["error"]["type"], "insufficient_quota");
+    assert_eq!(err["error"]["code"], "insufficient_balance");
+    assert_eq!(h.mock.request_count(), 0, "refused before any supplier");
+    h.no_usage_event().await;
+    assert_eq!(
+        h.stores
+            .wallets
+            .snapshot(42)
+            .await
+            .unwrap()
+            .unwrap()
+            .reserved,
+        NanoUsd::ZERO
+    );
+    // A smaller cap fits.
+    body["max_tokens"] = json!(100);
+    let resp = h
+        .post("/compat/v1/chat/completions", &body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    // A non-integer cap is a bad request.
+    body["max_tokens"] = json!("lots");
+    let (status, err) = json_of(
+        h.post("/compat/v1/chat/completions", &body)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 400, "{err}");
+}
+
+#[tokio::test]
+async fn missing_wallet_or_price_fails_closed() {
+    let h = Harness::start().await;
+    // Another organization whose wallet the store does not have.
+    let secret = credentials::generate(Kind::CustomerKey, Env::Dev);
+    let mut record = KeyRecord {
+        key_id: 7,
+        org_id: 77,
+        group_id: 1,
+        permissions: KeyPermissions::default(),
+        rate: Some(RateMultiplier::ONE),
+    };
+    h.stores
+        .keys
+        .publish(&h.hasher.hash(secret.expose()), &record)
+        .await
+        .unwrap();
+    let call = |key: String| {
+        let h = &h;
+        async move {
+            json_of(
+                h.http
+                    .post(h.url("/compat/v1/chat/completions"))
+                    .bearer_auth(key)
+                    .body(chat("gpt-4o-mini", false).to_string())
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await
+        }
+    };
+    let (status, err) = call(secret.expose().to_string()).await;
+    assert_eq!(status, 503, "{err}");
+    assert_eq!(err["error"]["code"], "wallet_unavailable");
+    // A key without a price for its group is never free.
+    record.org_id = 42;
+    record.rate = None;
+    h.stores
+        .keys
+        .publish(&h.hasher.hash(secret.expose()), &record)
+        .await
+        .unwrap();
+    let (status, err) = call(secret.expose().to_string()).await;
+    assert_eq!(status, 503, "{err}");
+    assert_eq!(err["error"]["code"], "price_unavailable");
+    assert_eq!(h.mock.request_count(), 0);
+}
+
+#[tokio::test]
+async fn concurrent_calls_never_overdraw() {
+    let h = Arc::new(Harness::start().await);
+    // Each call reserves (body ≈ 100 bytes → 50 input tokens) + 1000 output tokens ≈ 0.0006 USD;
+    // the balance covers about 20 of them.
+    let mut body = chat("gpt-4o-mini", false);
+    body["max_tokens"] = json!(1000);
+    let (hold, _) = proxy::worst_case(
+        &Settings::parse(&config("http://x/v1", "http://y/v1"), &|_| None)
+            .unwrap()
+            .model("gpt-4o-mini")
+            .unwrap()
+            .prices,
+        Some(RateMultiplier::ONE),
+        body.to_string().len(),
+        Some(1000),
+        4096,
+    )
+    .unwrap();
+    h.stores
+        .wallets
+        .load(42, nano(hold.nanos() * 20 + hold.nanos() / 2))
+        .await
+        .unwrap();
+    let mut tasks = JoinSet::new();
+    for _ in 0..200 {
+        let (h, body) = (h.clone(), body.clone());
+        tasks.spawn(async move {
+            let resp = h
+                .post("/compat/v1/chat/completions", &body)
+                .header("x-mock-usage", "prompt=50,completion=1000")
+                .header("x-mock-delay-ms", "20")
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            resp.bytes().await.unwrap();
+            status
+        });
+    }
+    let mut ok = 0;
+    let mut refused = 0;
+    while let Some(r) = tasks.join_next().await {
+        match r.unwrap() {
+            200 => ok += 1,
+            402 => refused += 1,
+            other => panic!("unexpected status {other}"),
+        }
+    }
+    assert_eq!(ok + refused, 200);
+    assert!(ok >= 20, "at least the covered calls succeed ({ok})");
+    assert_eq!(
+        h.mock.request_count(),
+        ok,
+        "refused calls never reached the supplier"
+    );
+    let w = settled_wallet(&h.stores, 42).await;
+    assert!(!w.balance.is_negative(), "never overdrawn: {w:?}");
+    assert_eq!(w.reserved, NanoUsd::ZERO);
+}
+
+/// The wallet once every hold has closed (settlement runs after the last byte reached the
+/// client), or as it is after 5 s.
+async fn settled_wallet(stores: &Stores, org: i64) -> opstate::WalletSnapshot {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let w = stores.wallets.snapshot(org).await.unwrap().unwrap();
+        if w.reserved.is_zero() || Instant::now() > deadline {
+            return w;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
