@@ -332,8 +332,7 @@ impl ProxyHttp for Gateway {
         e
     }
 
-    /// The request failed: answer with a JSON error in the route's shape, if the client can
-    /// still receive one.
+    /// The request failed: answer with a JSON error in the route's shape, if still possible.
     async fn fail_to_proxy(
         &self,
         session: &mut Session,
@@ -353,6 +352,9 @@ impl ProxyHttp for Gateway {
             (None, Some(failure)) => {
                 tracing::warn!(request_id = %ctx.request_id, error = %e, "request failed");
                 let surface = ctx.route.map(Route::surface).unwrap_or(Surface::OpenAi);
+                // Pingora 0.9 closes the client connection after a proxy failure whatever
+                // `can_reuse_downstream` says: the answer must say `Connection: close`.
+                session.set_keepalive(None);
                 match respond::error(session, surface, &failure, &ctx.request_id).await {
                     Ok(label) => ctx.refusal = Some(label),
                     Err(write) => {

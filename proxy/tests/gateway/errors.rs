@@ -129,3 +129,162 @@ async fn admin_routes_without_admin_api_answer_503() {
     assert_eq!(h.mock.request_count(), 0);
     h.no_usage_event().await;
 }
+
+/// A supplier that answers every connection with bytes that are not HTTP, then closes it.
+async fn garbage_supplier(tasks: &mut JoinSet<()>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tasks.spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let mut buf = [0u8; 4096];
+            let _ = sock.read(&mut buf).await;
+            let _ = sock
+                .write_all(b"SSH-2.0-OpenSSH_9.6 not http at all\r\n\r\n")
+                .await;
+        }
+    });
+    url
+}
+
+/// One HTTP/1.1 exchange on a raw connection: the status, the lowercase headers and the body
+/// (Content-Length or chunked framing). `None` when the connection was reset or closed before a
+/// whole response arrived.
+async fn exchange(
+    sock: &mut tokio::net::TcpStream,
+    request: &[u8],
+) -> Option<(u16, Vec<(String, String)>, Vec<u8>)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    sock.write_all(request).await.ok()?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = sock.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let mut body = buf[head_end..].to_vec();
+    if let Some(len) = header("content-length") {
+        let len: usize = len.parse().ok()?;
+        while body.len() < len {
+            let n = sock.read(&mut chunk).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+        body.truncate(len);
+    } else if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+        while !body.windows(5).any(|w| w == b"0\r\n\r\n") {
+            let n = sock.read(&mut chunk).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+    }
+    Some((status, headers, body))
+}
+
+fn raw_post(path: &str, key: Option<&str>, body: &str) -> Vec<u8> {
+    let auth = key
+        .map(|k| format!("authorization: Bearer {k}\r\n"))
+        .unwrap_or_default();
+    format!(
+        "POST {path} HTTP/1.1\r\nhost: gateway\r\n{auth}content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Every error the gateway writes either leaves the connection usable or says
+/// `Connection: close`: a pooled client sends its next request on the same connection and is
+/// never reset (a 502 or 504 announced keep-alive and then closed the socket).
+#[tokio::test]
+async fn every_error_keeps_the_connection_usable_or_says_close() {
+    let mut tasks = JoinSet::new();
+    let garbage = garbage_supplier(&mut tasks).await;
+    let good = |key: &str| {
+        raw_post(
+            "/compat/v1/chat/completions",
+            Some(key),
+            &chat("gpt-4o-mini", false).to_string(),
+        )
+    };
+    for round in 0..3 {
+        // Fresh gateways each round: a failed account cools, and this test is about connections.
+        let closed = Harness::start_with(300).await;
+        let broken = Harness::start_with_dead(300, &garbage).await;
+        for (h, case) in [
+            (&closed, "unreachable"),
+            (&broken, "invalid_response"),
+            (&closed, "timeout"),
+            (&closed, "unknown_route"),
+            (&closed, "bad_json"),
+            (&closed, "no_key"),
+        ] {
+            let addr = h.base.trim_start_matches("http://").to_string();
+            let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            let request = match case {
+                "unreachable" | "invalid_response" => raw_post(
+                    "/compat/v1/chat/completions",
+                    Some(&h.key),
+                    &chat("dead-model", false).to_string(),
+                ),
+                "timeout" => {
+                    h.mock.set_fault(Some("stall_ms=1500".parse().unwrap()));
+                    good(&h.key)
+                }
+                "unknown_route" => raw_post("/compat/v1/nope", Some(&h.key), "{}"),
+                "bad_json" => raw_post("/compat/v1/chat/completions", Some(&h.key), "{not json"),
+                _ => raw_post("/compat/v1/chat/completions", None, "{}"),
+            };
+            let (status, headers, _) = exchange(&mut sock, &request)
+                .await
+                .unwrap_or_else(|| panic!("round {round} {case}: no whole error response"));
+            h.mock.set_fault(None);
+            let expected = match case {
+                "unreachable" | "invalid_response" => 502,
+                "timeout" => 504,
+                "unknown_route" => 404,
+                "bad_json" => 400,
+                _ => 401,
+            };
+            assert_eq!(status, expected, "round {round} {case}");
+            let close = headers
+                .iter()
+                .any(|(k, v)| k == "connection" && v.eq_ignore_ascii_case("close"));
+            if close {
+                // The client opens a new connection, as a pooled client does.
+                sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            }
+            let (status, _, body) = exchange(&mut sock, &good(&h.key)).await.unwrap_or_else(|| {
+                panic!("round {round} {case}: the connection was reset after a {expected} (close announced: {close})")
+            });
+            assert_eq!(
+                status,
+                200,
+                "round {round} {case}: {}",
+                String::from_utf8_lossy(&body)
+            );
+        }
+    }
+}

@@ -267,7 +267,22 @@ impl Harness {
         Harness::build(read_timeout_ms, Stores::memory(), true).await
     }
 
+    /// A gateway whose `dead` account (serving `dead-model`) is at `dead_url` instead of a closed
+    /// port.
+    async fn start_with_dead(read_timeout_ms: u64, dead_url: &str) -> Harness {
+        Harness::build_with(read_timeout_ms, Stores::memory(), true, Some(dead_url)).await
+    }
+
     async fn build(read_timeout_ms: u64, stores: Stores, prepare: bool) -> Harness {
+        Harness::build_with(read_timeout_ms, stores, prepare, None).await
+    }
+
+    async fn build_with(
+        read_timeout_ms: u64,
+        stores: Stores,
+        prepare: bool,
+        dead_url: Option<&str>,
+    ) -> Harness {
         captured_logs();
         let mock = MockSupplier::start(MockConfig {
             api_key: Some("sk-mock-supplier".into()),
@@ -281,9 +296,13 @@ impl Harness {
         })
         .await
         .unwrap();
+        let dead_url = match dead_url {
+            Some(url) => url.to_string(),
+            None => closed_port_url().await,
+        };
         let text = config_with(
             &mock.base_url(),
-            &closed_port_url().await,
+            &dead_url,
             &mock_b.base_url(),
             read_timeout_ms,
         );
