@@ -291,3 +291,52 @@ async fn lifecycle_pending_then_active() {
     assert_eq!(v["data"]["status"], "active");
     assert_eq!(v["data"]["activation"]["invitation_status"], "accepted");
 }
+
+/// A body nested deeper than JSON parsers allow (128 levels) is refused with the route's reason,
+/// and nothing is created or stored under the idempotency key.
+#[tokio::test]
+async fn deeply_nested_bodies_are_refused_with_the_route_reason() {
+    use sea_orm::EntityTrait;
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let deep = format!(
+        r#"{{"name":"Deep","contact_email":"d@example.com","initial_allocation_usd":1,"retail_rate_multiplier":1,"x":{}{}}}"#,
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    for (path, reason) in [
+        ("/customers/by-external-id/deep", "INVALID_PARTNER_CUSTOMER"),
+        ("/funding/top-up-sessions", "INVALID_PARTNER_TOP_UP_AMOUNT"),
+    ] {
+        let method = if path.starts_with("/customers") {
+            Method::PUT
+        } else {
+            Method::POST
+        };
+        let resp = api
+            .http
+            .request(method, format!("{}/partner/v1{path}", api.base))
+            .bearer_auth(&owner.token)
+            .header("idempotency-key", "deep-1")
+            .header("content-type", "application/json")
+            .body(deep.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 400, "{path}");
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["reason"], reason, "{path}: {body}");
+        assert_eq!(body["code"], 400);
+    }
+    let (status, _) = api.get(&owner, "/customers/by-external-id/deep").await;
+    assert_eq!(status, 404, "nothing was created");
+    assert_eq!(
+        entities::idempotency_records::Entity::find()
+            .all(&api.state.db)
+            .await
+            .unwrap()
+            .len(),
+        0,
+        "nothing was stored under the key"
+    );
+}

@@ -90,3 +90,69 @@ async fn malformed_bodies_are_refused_before_the_supplier() {
     }
     assert_eq!(h.mock.request_count(), 0);
 }
+
+/// A body nested deeper than the documented limit (128 levels) never reaches a supplier: one
+/// customer must not be able to make an account fail (and cool) for every tenant.
+#[tokio::test]
+async fn deeply_nested_json_is_refused_before_the_supplier() {
+    let h = Harness::start().await;
+    let levels = 100_000;
+    let arrays = format!("{}{}", "[".repeat(levels), "]".repeat(levels));
+    let objects = format!("{}1{}", r#"{"a":"#.repeat(levels), "}".repeat(levels));
+    let bodies = [
+        (
+            "/compat/v1/chat/completions",
+            format!(r#"{{"model":"gpt-4o-mini","messages":{arrays}}}"#),
+        ),
+        (
+            "/compat/v1/responses",
+            format!(r#"{{"model":"gpt-4o-mini","input":{arrays}}}"#),
+        ),
+        (
+            "/compat/v1/chat/completions",
+            format!(
+                r#"{{"model":"gpt-4o-mini","messages":[{{"role":"user","content":"hi"}}],"extra":{objects}}}"#
+            ),
+        ),
+    ];
+    for (path, body) in bodies {
+        let (status, err) = json_of(
+            h.http
+                .post(h.url(path))
+                .bearer_auth(&h.key)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, 400, "{path}: {err}");
+        assert_eq!(err["error"]["type"], "invalid_request_error", "{path}");
+        assert!(
+            err["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("128 levels"),
+            "{err}"
+        );
+    }
+    assert_eq!(h.mock.request_count(), 0, "nothing reached the supplier");
+    h.no_usage_event().await;
+    // At the limit, the body is forwarded.
+    let nested = format!("{}{}", "[".repeat(120), "]".repeat(120));
+    let body = format!(
+        r#"{{"model":"gpt-4o-mini","messages":[{{"role":"user","content":"hi"}}],"extra":{nested}}}"#
+    );
+    let resp = h
+        .http
+        .post(h.url("/compat/v1/chat/completions"))
+        .bearer_auth(&h.key)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(h.mock.request_count(), 1);
+}
