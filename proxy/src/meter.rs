@@ -16,8 +16,9 @@
 //! An error response (status ≥ 400) without usage served nothing and is recorded with zero tokens.
 //! When no usage arrives otherwise (stream cut, malformed body, oversized JSON) the result is an
 //! **estimate**, flagged as such: input = ceil(request body bytes / 4), output = the number of
-//! events carrying non-empty text seen (suppliers stream about one token per event), cached = 0. The estimate is
-//! documented in docs/ARCHITECTURE.md.
+//! events carrying non-empty text seen (suppliers stream about one token per event), or for a JSON
+//! body ceil(body bytes / 4); cached = 0. A supplier that sent no body byte at all served nothing:
+//! zero tokens. The estimate is documented in docs/ARCHITECTURE.md.
 
 use crate::wire::{Usage, Wire};
 use opstate::Measurement;
@@ -43,6 +44,8 @@ pub(crate) struct Meter {
     json_overflow: bool,
     usage: Option<Usage>,
     content_events: u64,
+    /// Body bytes the supplier sent (all of them, also past the caps).
+    bytes: u64,
     /// Audio calls: read the duration the supplier reports.
     audio: bool,
     audio_seconds: Option<u64>,
@@ -64,6 +67,7 @@ impl Meter {
             json_overflow: false,
             usage: None,
             content_events: 0,
+            bytes: 0,
             audio: false,
             audio_seconds: None,
             watch_reset: false,
@@ -87,6 +91,7 @@ impl Meter {
 
     /// Feeds one chunk of the response body, as it passes to the client.
     pub fn observe(&mut self, chunk: &[u8]) {
+        self.bytes = self.bytes.saturating_add(chunk.len() as u64);
         match self.mode {
             Mode::Json => {
                 if self.json.len() + chunk.len() > JSON_CAP {
@@ -168,14 +173,29 @@ impl Meter {
         self.reset_hint
     }
 
+    /// Whether the supplier sent any body byte at all.
+    pub fn served_bytes(&self) -> bool {
+        self.bytes > 0
+    }
+
     /// The usage of the call and how it was obtained. `request_bytes` feeds the estimate.
+    ///
+    /// - Reported usage is exact.
+    /// - No body byte at all (the supplier stalled after its headers, or closed): nothing was
+    ///   served, zero tokens.
+    /// - Otherwise an estimate: input = ⌈request bytes / 4⌉; output = the events carrying text
+    ///   (streams), or ⌈response body bytes / 4⌉ (a JSON body without `usage`).
     pub fn outcome(&self, request_bytes: usize) -> (Usage, Measurement) {
         match self.usage {
             Some(u) => (u, Measurement::Exact),
+            None if self.bytes == 0 => (Usage::default(), Measurement::Exact),
             None => (
                 Usage {
                     input: (request_bytes as u64).div_ceil(4),
-                    output: self.content_events,
+                    output: match self.mode {
+                        Mode::Sse => self.content_events,
+                        Mode::Json => self.bytes.div_ceil(4),
+                    },
                     cached: 0,
                 },
                 Measurement::Estimated,

@@ -157,8 +157,10 @@ fn usage_event(f: &Finished<'_>) -> Option<UsageEvent> {
     let account = f.account?;
     let nothing = (Usage::default(), Measurement::Exact, 0);
     let (usage, measurement, audio_seconds) = match (f.meter, call.audio_seconds) {
-        // An error answer without usage (a refusal, a rate limit) served nothing.
+        // An error answer without usage (a refusal, a rate limit) served nothing; so did a
+        // supplier that sent no body byte (stalled after its headers, or closed).
         (Some(m), _) if f.status >= 400 && !m.has_usage() => nothing,
+        (Some(m), _) if !m.served_bytes() && !m.has_usage() => nothing,
         // Audio: the duration the supplier reported, else the one read from the file.
         (Some(m), Some(estimate)) => match m.audio_seconds() {
             Some(seconds) => (

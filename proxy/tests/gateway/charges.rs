@@ -2,6 +2,7 @@
 //! balance, failing closed without a wallet or a price, and no overdraft under concurrency.
 
 use super::*;
+use opstate::Measurement;
 
 /// gpt-4o-mini at 0.15 / 0.60 USD per million tokens, rate 1.0.
 fn mini_cost(input: u64, output: u64) -> NanoUsd {
@@ -220,4 +221,80 @@ async fn settled_wallet(stores: &Stores, org: i64) -> opstate::WalletSnapshot {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A supplier that sends its headers and then nothing until the read timeout served nothing: the
+/// call is recorded with zero tokens and charged nothing, JSON and stream alike.
+#[tokio::test]
+async fn headers_without_a_body_cost_nothing() {
+    for (stream, reply) in [
+        (
+            false,
+            &b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 500\r\n\r\n"[..],
+        ),
+        (
+            true,
+            &b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"[..],
+        ),
+    ] {
+        let mut tasks = JoinSet::new();
+        let stalled = raw_supplier(&mut tasks, reply, Duration::from_secs(3)).await;
+        let h = Harness::start_with_dead(300, &stalled).await;
+        let before = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+        let resp = h
+            .post("/compat/v1/chat/completions", &chat("dead-model", stream))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "stream={stream}");
+        let body = resp.bytes().await;
+        assert!(
+            body.as_ref().map_or(true, |b| b.is_empty()),
+            "stream={stream}: no byte reached the client"
+        );
+        let e = h.usage_event().await;
+        assert_eq!(
+            (e.input_tokens, e.output_tokens, e.cost_nanos, e.charged_nanos),
+            (0, 0, NanoUsd::ZERO, NanoUsd::ZERO),
+            "stream={stream}: {e:?}"
+        );
+        assert_eq!(e.measurement, Measurement::Exact, "stream={stream}");
+        let after = settled_wallet(&h.stores, 42).await;
+        assert_eq!(after.balance, before.balance, "stream={stream}: nothing charged");
+    }
+}
+
+/// A non-streaming 200 without `usage` is charged the documented estimate (input ⌈request bytes
+/// / 4⌉, output ⌈response bytes / 4⌉), flagged estimated; never zero output.
+#[tokio::test]
+async fn a_json_answer_without_usage_is_charged_an_estimate() {
+    const BODY: &str = r#"{"id":"chatcmpl-1","object":"chat.completion","model":"dead-model","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there, this answer reports no usage."},"finish_reason":"stop"}]}"#;
+    static REPLY: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    let reply = REPLY.get_or_init(|| {
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{BODY}",
+            BODY.len()
+        )
+        .into_bytes()
+    });
+    let mut tasks = JoinSet::new();
+    let supplier = raw_supplier(&mut tasks, reply, Duration::ZERO).await;
+    let h = Harness::start_with_dead(300_000, &supplier).await;
+    let request = chat("dead-model", false);
+    let (status, body) = json_of(
+        h.post("/compat/v1/chat/completions", &request)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let e = h.usage_event().await;
+    assert_eq!(e.measurement, Measurement::Estimated);
+    assert_eq!(e.output_tokens, (BODY.len() as u64).div_ceil(4));
+    assert_eq!(
+        e.input_tokens,
+        (request.to_string().len() as u64).div_ceil(4)
+    );
+    assert!(e.cost_nanos.is_positive(), "{e:?}");
 }

@@ -130,23 +130,6 @@ async fn admin_routes_without_admin_api_answer_503() {
     h.no_usage_event().await;
 }
 
-/// A supplier that answers every connection with bytes that are not HTTP, then closes it.
-async fn garbage_supplier(tasks: &mut JoinSet<()>) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    tasks.spawn(async move {
-        while let Ok((mut sock, _)) = listener.accept().await {
-            let mut buf = [0u8; 4096];
-            let _ = sock.read(&mut buf).await;
-            let _ = sock
-                .write_all(b"SSH-2.0-OpenSSH_9.6 not http at all\r\n\r\n")
-                .await;
-        }
-    });
-    url
-}
-
 /// One HTTP/1.1 exchange on a raw connection: the status, the lowercase headers and the body
 /// (Content-Length or chunked framing). `None` when the connection was reset or closed before a
 /// whole response arrived.
@@ -221,7 +204,12 @@ fn raw_post(path: &str, key: Option<&str>, body: &str) -> Vec<u8> {
 #[tokio::test]
 async fn every_error_keeps_the_connection_usable_or_says_close() {
     let mut tasks = JoinSet::new();
-    let garbage = garbage_supplier(&mut tasks).await;
+    let garbage = raw_supplier(
+        &mut tasks,
+        b"SSH-2.0-OpenSSH_9.6 not http at all\r\n\r\n",
+        Duration::ZERO,
+    )
+    .await;
     let good = |key: &str| {
         raw_post(
             "/compat/v1/chat/completions",

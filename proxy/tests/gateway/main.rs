@@ -238,6 +238,26 @@ wholesale_rate_multiplier = 1
     )
 }
 
+/// A supplier that answers every connection with `reply` (raw bytes, HTTP or not), keeps the
+/// connection open for `hold`, then closes it. Returns its base URL.
+async fn raw_supplier(tasks: &mut JoinSet<()>, reply: &'static [u8], hold: Duration) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tasks.spawn(async move {
+        let mut conns = JoinSet::new();
+        while let Ok((mut sock, _)) = listener.accept().await {
+            conns.spawn(async move {
+                let mut buf = [0u8; 65536];
+                let _ = sock.read(&mut buf).await;
+                let _ = sock.write_all(reply).await;
+                tokio::time::sleep(hold).await;
+            });
+        }
+    });
+    url
+}
+
 /// A loopback address where nothing listens.
 async fn closed_port_url() -> String {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
