@@ -2,12 +2,13 @@
 //! request order, read by `logging` to settle.
 
 use crate::classify::Route;
+use crate::errors::Surface;
 use crate::inspect::Work;
 use crate::meter::Meter;
 use crate::money::admit::Hold;
 use crate::money::settle::Finished;
 use crate::route::Decision;
-use crate::route::cooldown::Cooling;
+use crate::route::cooldown::{Cooling, UsageLimit};
 use crate::route::models::ModelRoute;
 use crate::upstream::Accounts;
 use bytes::Bytes;
@@ -41,9 +42,8 @@ pub struct RequestCtx {
     /// Set by `upstream_response_filter` when a supplier status moves the request to another
     /// account; read once by `error_while_proxy`.
     pub(crate) status_failover: bool,
-    /// A rate-limited answer without a reset header that reaches the client: the account and the
-    /// default cooldown, cooled at the end by the reset hint its body names, if any.
-    pub(crate) rate_limited_answer: Option<(usize, std::time::Duration)>,
+    /// The last account answered 429: answered in SPEC's shape, cooled at the end.
+    pub(crate) usage_limit: Option<UsageLimit>,
     /// Accounts to cool (a connection failure is noticed in a synchronous hook).
     pub(crate) to_cool: Vec<Cooling>,
     /// Metering.
@@ -88,6 +88,11 @@ impl Call {
 }
 
 impl RequestCtx {
+    /// The surface whose error shape this request answers in.
+    pub(crate) fn surface(&self) -> Surface {
+        self.route.map(Route::surface).unwrap_or(Surface::OpenAi)
+    }
+
     /// Follows a routing decision: its order, its slot, its session and downgrade.
     pub(crate) fn follow(&mut self, decision: Decision) {
         self.slot = decision.order.first().copied();
@@ -116,7 +121,7 @@ impl RequestCtx {
             downgraded_from: None,
             session: None,
             status_failover: false,
-            rate_limited_answer: None,
+            usage_limit: None,
             to_cool: Vec::new(),
             meter: None,
             ttfb: None,

@@ -8,11 +8,11 @@
 
 use crate::classify::Route;
 use crate::ctx::{Call, RequestCtx};
-use crate::errors::{GatewayError, Surface};
+use crate::errors::GatewayError;
 use crate::meter::Meter;
 use crate::metrics::Metrics;
 use crate::money::{admit, settle};
-use crate::route::cooldown::{self, Cooling, Reason};
+use crate::route::cooldown::{self, Cooling, Reason, UsageLimit};
 use crate::route::{self, select};
 use crate::shared::Shared;
 use crate::upstream::{accounts, rewrite};
@@ -121,7 +121,7 @@ impl ProxyHttp for Gateway {
         match self.prepare(session, ctx).await {
             Ok(answered) => Ok(answered),
             Err(e) => {
-                let surface = ctx.route.map(Route::surface).unwrap_or(Surface::OpenAi);
+                let surface = ctx.surface();
                 ctx.refusal = Some(respond::error(session, surface, &e, &ctx.request_id).await?);
                 Ok(true)
             }
@@ -237,10 +237,11 @@ impl ProxyHttp for Gateway {
             return Ok(());
         };
         if !ctx.may_retry(self.shared.settings.routing.max_attempts) {
-            // No account left: the supplier's answer reaches the client as it is. A rate limit
-            // without a reset header is cooled when the request ends, by the hint in its body.
-            if reason == Reason::RateLimited && cooldown::reset_hint(upstream_response).is_none() {
-                ctx.rate_limited_answer = Some((account, duration));
+            // No account left: a rate limit is answered in SPEC's shape (and cooled at the end);
+            // a server error reaches the client as the supplier sent it.
+            if reason == Reason::RateLimited {
+                let limit = UsageLimit::take_over(upstream_response, account, duration)?;
+                ctx.usage_limit = Some(limit);
             } else {
                 ctx.to_cool.push(Cooling::new(account, reason, duration));
                 s.cool(ctx).await;
@@ -281,10 +282,7 @@ impl ProxyHttp for Gateway {
         }
         let content_type = upstream_response.headers.get(http::header::CONTENT_TYPE);
         let content_type = content_type.and_then(|v| v.to_str().ok());
-        let (audio, watch_reset) = (
-            call.audio_seconds.is_some(),
-            ctx.rate_limited_answer.is_some(),
-        );
+        let (audio, watch_reset) = (call.audio_seconds.is_some(), ctx.usage_limit.is_some());
         ctx.meter = Some(Meter::for_response(
             Wire::OpenAi,
             content_type,
@@ -310,6 +308,13 @@ impl ProxyHttp for Gateway {
         }
         if end_of_stream && let Some(m) = ctx.meter.as_mut() {
             m.finish();
+        }
+        if let Some(limit) = &ctx.usage_limit {
+            let (hint, surface) = (
+                ctx.meter.as_ref().and_then(Meter::reset_hint),
+                ctx.surface(),
+            );
+            *body = end_of_stream.then(|| limit.body(surface, hint));
         }
         Ok(None)
     }
@@ -351,7 +356,7 @@ impl ProxyHttp for Gateway {
             (None, None) => 0,
             (None, Some(failure)) => {
                 tracing::warn!(request_id = %ctx.request_id, error = %e, "request failed");
-                let surface = ctx.route.map(Route::surface).unwrap_or(Surface::OpenAi);
+                let surface = ctx.surface();
                 // Pingora 0.9 closes the client connection after a proxy failure whatever
                 // `can_reuse_downstream` says: the answer must say `Connection: close`.
                 session.set_keepalive(None);
@@ -373,16 +378,11 @@ impl ProxyHttp for Gateway {
     /// Settle exactly once, on success and on failure.
     async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
         let s = &self.shared;
-        // Cooldowns not yet written: the last account's connection failure, and a rate-limited
-        // answer cooled by the reset its body named.
-        if let Some((account, default)) = ctx.rate_limited_answer.take() {
-            let duration = ctx
-                .meter
-                .as_ref()
-                .and_then(Meter::reset_hint)
-                .unwrap_or(default);
-            let reason = Reason::RateLimited;
-            ctx.to_cool.push(Cooling::new(account, reason, duration));
+        // Cooldowns not yet written: the last account's connection failure or usage limit.
+        if let Some(limit) = ctx.usage_limit.take() {
+            let reset = limit.reset(ctx.meter.as_ref().and_then(Meter::reset_hint));
+            ctx.to_cool
+                .push(Cooling::new(limit.account, Reason::RateLimited, reset));
         }
         s.cool(ctx).await;
         let status = session.response_written().map_or(0, |h| h.status.as_u16());

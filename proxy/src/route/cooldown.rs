@@ -3,9 +3,10 @@
 //! - 429: the account is cooled until the reset time the supplier named (`Retry-After` in seconds
 //!   or as an HTTP date, `x-ratelimit-reset-requests` / `x-ratelimit-reset-tokens` such as `12s`,
 //!   `1m30s`, `250ms`), else for `routing.default_cooldown_ms`; the request moves to another account.
-//!   A rate-limited answer without such a header that reaches the client (no account left to try)
-//!   is cooled when the request ends, until the reset its body names (see [`body_hint`]); when the
-//!   request moves on, the body is never read and the header rules apply.
+//!   When no account is left to try, the client gets SPEC's `usage_limit_reached` body instead of
+//!   the supplier's ([`UsageLimit`]), with the reset the supplier named in a header or in its body
+//!   (see [`body_hint`]), else the cooldown; the account is cooled until that reset when the
+//!   request ends. When the request moves on, the body is never read and the header rules apply.
 //! - 5xx, or no connection: the account is cooled for `routing.error_cooldown_ms`, doubled for each
 //!   earlier failure in the last minute (at most ×32: a growing ejection); the request moves.
 //! - anything else (2xx, 4xx request-shape errors): passed through, no retry.
@@ -13,12 +14,70 @@
 //! Moving only happens before any response byte reached the client, never to an account already
 //! tried in this request, and within `routing.max_attempts`.
 
-use crate::errors::GatewayError;
+use crate::errors::{GatewayError, Surface};
 use crate::metrics::Metrics;
 use crate::upstream::Accounts;
+use bytes::Bytes;
 use opstate::{Cooldowns, WindowCounters};
 use pingora::http::ResponseHeader;
 use std::time::{Duration, SystemTime};
+
+/// The last account of a request answered 429: the client gets SPEC's
+/// `{error: {type: usage_limit_reached, message, resets_in_seconds}}` instead of the supplier's
+/// body (which is still read for a reset hint), and the account cools until that reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct UsageLimit {
+    pub account: usize,
+    /// The reset a response header named.
+    header_reset: Option<Duration>,
+    /// The cooldown when the supplier named no reset.
+    default: Duration,
+}
+
+impl UsageLimit {
+    /// Takes over the supplier's 429 `header` (the body will be the gateway's, JSON, chunked).
+    pub(crate) fn take_over(
+        header: &mut ResponseHeader,
+        account: usize,
+        default: Duration,
+    ) -> pingora::Result<UsageLimit> {
+        let header_reset = reset_hint(header);
+        for name in [
+            http::header::CONTENT_LENGTH,
+            http::header::CONTENT_ENCODING,
+            http::header::CONTENT_TYPE,
+        ] {
+            header.remove_header(&name);
+        }
+        header.insert_header(http::header::CONTENT_TYPE, "application/json")?;
+        header.insert_header(http::header::TRANSFER_ENCODING, "chunked")?;
+        Ok(UsageLimit {
+            account,
+            header_reset,
+            default,
+        })
+    }
+
+    /// The reset: a header's, else the body's, else the default cooldown.
+    pub(crate) fn reset(&self, body_hint: Option<Duration>) -> Duration {
+        self.header_reset.or(body_hint).unwrap_or(self.default)
+    }
+
+    /// The gateway's body, in the shape of the surface the client called.
+    pub(crate) fn body(&self, surface: Surface, body_hint: Option<Duration>) -> Bytes {
+        let resets_in_seconds = whole_seconds(self.reset(body_hint));
+        GatewayError::UsageLimitReached { resets_in_seconds }
+            .reply(surface)
+            .body
+    }
+}
+
+/// A wait in whole seconds, rounded up, at least 1.
+pub(crate) fn whole_seconds(d: Duration) -> u64 {
+    u64::try_from(d.as_millis().div_ceil(1000))
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
 
 /// An account a request decided to cool: its index, why, and for how long (before ejection).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

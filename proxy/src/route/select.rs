@@ -67,12 +67,7 @@ pub fn available(
         .copied()
         .unwrap_or_default();
     Err(GatewayError::UsageLimitReached {
-        resets_in_seconds: shortest
-            .as_millis()
-            .div_ceil(1000)
-            .try_into()
-            .unwrap_or(u64::MAX)
-            .max(1),
+        resets_in_seconds: super::cooldown::whole_seconds(shortest),
     })
 }
 

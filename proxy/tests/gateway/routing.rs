@@ -125,10 +125,13 @@ async fn when_every_account_cools_the_client_gets_usage_limit_reached() {
         .set_fault(Some("status=429;retry_after=5".parse().unwrap()));
     h.mock_b
         .set_fault(Some("status=429;retry_after=3".parse().unwrap()));
-    // Both refuse: the last 429 passes through as the supplier sent it.
-    let (status, _, bytes) = premium(&h, &sid, &[]).await;
-    assert_eq!(status, 429);
-    assert_eq!(bytes, h.mock_b.requests()[0].response_body.to_vec());
+    // Both refuse: the last 429 is answered in SPEC's shape, with the reset its supplier named
+    // (Retry-After: 3), never the supplier's own body.
+    let (status, body, _) = premium(&h, &sid, &[]).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["type"], "usage_limit_reached", "{body}");
+    assert_eq!(body["error"]["resets_in_seconds"], 3, "{body}");
+    assert!(body["error"]["message"].is_string());
     // Now both are cooling: answered at once, no supplier contacted.
     let (status, body, _) = premium(&h, &sid, &[]).await;
     assert_eq!(status, 429, "{body}");
@@ -352,15 +355,11 @@ async fn a_rate_limit_reset_named_only_in_the_body_is_honoured() {
             .body(chat("narrow-model", false).to_string())
             .send()
     };
+    // The client gets SPEC's shape with the reset the supplier's body named.
     let (status, body) = json_of(call().await.unwrap()).await;
     assert_eq!(status, 429);
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("try again in 2s"),
-        "{body}"
-    );
+    assert_eq!(body["error"]["type"], "usage_limit_reached", "{body}");
+    assert_eq!(body["error"]["resets_in_seconds"], 2, "{body}");
     h.mock_b.set_fault(None);
     let (status, body) = json_of(call().await.unwrap()).await;
     assert_eq!(status, 429, "{body}");
