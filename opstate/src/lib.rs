@@ -27,7 +27,7 @@ mod usage;
 mod wallets;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use cooldowns::Cooldowns;
+pub use cooldowns::{CoolCause, Cooldown, Cooldowns};
 pub use counters::{WindowCounters, WindowHit};
 pub use error::{StoreError, StoreResult};
 pub use keys::{KeyDirectory, KeyPermissions, KeyRecord};

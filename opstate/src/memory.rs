@@ -2,7 +2,7 @@
 //! Mutexes are held only for map operations, never across an `.await`.
 
 use crate::clock::{Clock, StoreClock};
-use crate::cooldowns::Cooldowns;
+use crate::cooldowns::{CoolCause, Cooldown, Cooldowns};
 use crate::counters::{WindowCounters, WindowHit};
 use crate::error::{StoreError, StoreResult};
 use crate::keys::{KeyDirectory, KeyRecord};
@@ -29,7 +29,7 @@ pub struct MemoryStore {
     counters: Mutex<HashMap<String, (u64, u64)>>,
     wallets: Mutex<HashMap<i64, WalletState>>,
     holding: Mutex<HashSet<i64>>,
-    cooldowns: Mutex<HashMap<String, Instant>>,
+    cooldowns: Mutex<HashMap<String, (Instant, CoolCause)>>,
     sessions: Mutex<HashMap<(i64, String), (String, Instant)>>,
     /// account → slot id → expiry
     slots: Mutex<HashMap<String, HashMap<String, Instant>>>,
@@ -432,20 +432,20 @@ impl Wallets for MemoryStore {
 
 #[async_trait]
 impl Cooldowns for MemoryStore {
-    async fn cool(&self, account: &str, duration: Duration) -> StoreResult<()> {
+    async fn cool(&self, account: &str, duration: Duration, cause: CoolCause) -> StoreResult<()> {
         let until = self.now() + duration;
         let mut c = self
             .cooldowns
             .lock()
             .map_err(|_| StoreError::Unavailable("cooldown lock poisoned".into()))?;
-        let entry = c.entry(account.to_string()).or_insert(until);
-        if *entry < until {
-            *entry = until;
+        let entry = c.entry(account.to_string()).or_insert((until, cause));
+        if entry.0 < until {
+            *entry = (until, cause);
         }
         Ok(())
     }
 
-    async fn remaining(&self, accounts: &[&str]) -> StoreResult<Vec<Option<Duration>>> {
+    async fn remaining(&self, accounts: &[&str]) -> StoreResult<Vec<Option<Cooldown>>> {
         let now = self.now();
         let c = self
             .cooldowns
@@ -454,9 +454,12 @@ impl Cooldowns for MemoryStore {
         Ok(accounts
             .iter()
             .map(|a| {
-                c.get(*a)
-                    .and_then(|until| until.checked_duration_since(now))
-                    .filter(|d| !d.is_zero())
+                let (until, cause) = c.get(*a)?;
+                let left = until.checked_duration_since(now).filter(|d| !d.is_zero())?;
+                Some(Cooldown {
+                    left,
+                    cause: *cause,
+                })
             })
             .collect())
     }

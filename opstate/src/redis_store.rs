@@ -4,7 +4,7 @@
 //! fails calls in a fraction of a second instead of blocking for seconds; the
 //! manager reconnects by itself. Key names come from [`KeySchema`].
 
-use crate::cooldowns::Cooldowns;
+use crate::cooldowns::{CoolCause, Cooldown, Cooldowns};
 use crate::counters::{WindowCounters, WindowHit};
 use crate::error::{StoreError, StoreResult};
 use crate::keys::{KeyDirectory, KeyRecord};
@@ -30,7 +30,7 @@ static WINDOW_HIT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/window_hit.v1.lua")));
 
 static COOLDOWN: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/cooldown.v1.lua")));
+    LazyLock::new(|| Script::new(include_str!("lua/cooldown.v2.lua")));
 
 static SLOT_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/slot_acquire.v1.lua")));
@@ -416,7 +416,7 @@ impl Wallets for RedisStore {
 
 #[async_trait]
 impl Cooldowns for RedisStore {
-    async fn cool(&self, account: &str, duration: Duration) -> StoreResult<()> {
+    async fn cool(&self, account: &str, duration: Duration, cause: CoolCause) -> StoreResult<()> {
         let mut conn = self.conn.clone();
         let ms = u64::try_from(duration.as_millis())
             .unwrap_or(u64::MAX)
@@ -424,28 +424,32 @@ impl Cooldowns for RedisStore {
         let _: i64 = COOLDOWN
             .key(self.schema.cooldown(account))
             .arg(ms)
+            .arg(cause.as_str())
             .invoke_async(&mut conn)
             .await?;
         Ok(())
     }
 
-    async fn remaining(&self, accounts: &[&str]) -> StoreResult<Vec<Option<Duration>>> {
+    async fn remaining(&self, accounts: &[&str]) -> StoreResult<Vec<Option<Cooldown>>> {
         if accounts.is_empty() {
             return Ok(Vec::new());
         }
         let mut conn = self.conn.clone();
         let mut pipe = redis::pipe();
         for a in accounts {
-            pipe.cmd("PTTL").arg(self.schema.cooldown(a));
+            let key = self.schema.cooldown(a);
+            pipe.cmd("PTTL").arg(&key).cmd("GET").arg(&key);
         }
-        let ttls: Vec<i64> = pipe.query_async(&mut conn).await?;
-        Ok(ttls
+        let replies: Vec<(i64, Option<String>)> = pipe.query_async(&mut conn).await?;
+        Ok(replies
             .into_iter()
-            .map(|ms| {
-                u64::try_from(ms)
+            .map(|(ms, cause)| {
+                let left = u64::try_from(ms)
                     .ok()
                     .filter(|ms| *ms > 0)
-                    .map(Duration::from_millis)
+                    .map(Duration::from_millis)?;
+                let cause = CoolCause::parse(cause.as_deref().unwrap_or_default());
+                Some(Cooldown { left, cause })
             })
             .collect())
     }

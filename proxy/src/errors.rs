@@ -62,6 +62,10 @@ pub enum GatewayError {
         "every account serving this model reached its usage limit; retry in {resets_in_seconds} s"
     )]
     UsageLimitReached { resets_in_seconds: u64 },
+    /// Every account serving the model is cooling after failures (server errors, no connection),
+    /// none after a usage limit: candidates were planned but none is serving.
+    #[error("no account serving this model is available right now; retry in {retry_after_secs} s")]
+    AccountsFailing { retry_after_secs: u64 },
     /// Every account is at capacity and the wait queue is full, or the wait ran out.
     #[error("all capacity for this model is in use; retry shortly")]
     CapacityQueueFull,
@@ -145,6 +149,15 @@ pub struct Reply {
 }
 
 impl GatewayError {
+    /// The `Retry-After` seconds this answer carries, when waiting is the remedy.
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            GatewayError::UsageLimitReached { resets_in_seconds } => Some(*resets_in_seconds),
+            GatewayError::AccountsFailing { retry_after_secs } => Some(*retry_after_secs),
+            _ => None,
+        }
+    }
+
     /// Status, body and label of this error on `surface`.
     pub fn reply(&self, surface: Surface) -> Reply {
         let message = self.to_string();
@@ -233,6 +246,16 @@ impl GatewayError {
                 429,
                 "usage_limit_reached",
                 json!({"error": {"type": "usage_limit_reached", "message": message, "resets_in_seconds": resets_in_seconds}}),
+            ),
+            GatewayError::AccountsFailing { .. } => (
+                503,
+                "accounts_failing",
+                openai(
+                    &message,
+                    "service_unavailable",
+                    Some("upstream_unavailable"),
+                    None,
+                ),
             ),
             GatewayError::CapacityQueueFull => (
                 429,

@@ -12,10 +12,24 @@ pub async fn json(
     body: Bytes,
     request_id: &str,
 ) -> pingora::Result<()> {
-    let mut header = ResponseHeader::build(status, Some(3))?;
+    json_with(session, status, body, request_id, None).await
+}
+
+/// Writes a complete JSON response, with `Retry-After` when given.
+async fn json_with(
+    session: &mut Session,
+    status: u16,
+    body: Bytes,
+    request_id: &str,
+    retry_after: Option<u64>,
+) -> pingora::Result<()> {
+    let mut header = ResponseHeader::build(status, Some(4))?;
     header.insert_header(http::header::CONTENT_TYPE, "application/json")?;
     header.insert_header(http::header::CONTENT_LENGTH, body.len().to_string())?;
     header.insert_header("x-request-id", request_id)?;
+    if let Some(secs) = retry_after {
+        header.insert_header(http::header::RETRY_AFTER, secs.to_string())?;
+    }
     session
         .write_response_header(Box::new(header), false)
         .await?;
@@ -34,6 +48,7 @@ pub async fn error(
     if !session.is_body_done() {
         session.set_keepalive(None);
     }
-    json(session, reply.status, reply.body, request_id).await?;
+    let retry_after = error.retry_after();
+    json_with(session, reply.status, reply.body, request_id, retry_after).await?;
     Ok(reply.label)
 }

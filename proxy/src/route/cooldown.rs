@@ -18,7 +18,7 @@ use crate::errors::{GatewayError, Surface};
 use crate::metrics::Metrics;
 use crate::upstream::Accounts;
 use bytes::Bytes;
-use opstate::{Cooldowns, WindowCounters};
+use opstate::{CoolCause, Cooldowns, WindowCounters};
 use pingora::http::ResponseHeader;
 use std::time::{Duration, SystemTime};
 
@@ -98,7 +98,8 @@ impl Cooling {
 }
 
 /// The accounts of `ordered` that are not cooling, in order (one store round trip); `ids[i]` is
-/// account `i`'s id. When every one is cooling: 429 `usage_limit_reached` with the shortest wait.
+/// account `i`'s id. When every one is cooling: 429 `usage_limit_reached` (a usage limit among
+/// them) or 503 (all failed), with the shortest wait.
 pub(crate) async fn open(
     cooldowns: &dyn Cooldowns,
     ordered: &[usize],
@@ -147,7 +148,11 @@ pub(crate) async fn apply(
         };
         metrics.cooldowns.with_label_values(&[reason.label()]).inc();
         tracing::warn!(%request_id, account = %id, reason = reason.label(), cooldown_ms = duration.as_millis() as u64, "account cooling");
-        if let Err(e) = cooldowns.cool(id, duration).await {
+        let cause = match reason {
+            Reason::RateLimited => CoolCause::UsageLimit,
+            Reason::ServerError | Reason::Unreachable => CoolCause::Failure,
+        };
+        if let Err(e) = cooldowns.cool(id, duration, cause).await {
             tracing::error!(error = %e, "cooldown not stored");
         }
     }

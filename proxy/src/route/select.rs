@@ -6,7 +6,7 @@
 //! moves the calls that preferred it. An account is never tried twice in one request.
 
 use crate::errors::GatewayError;
-use opstate::Sessions;
+use opstate::{CoolCause, Cooldown, Sessions};
 use std::time::Duration;
 
 /// Orders `plan` (account indexes) for `seed`; `ids[i]` is the id of account `i`.
@@ -45,30 +45,42 @@ pub(crate) async fn remember(
     }
 }
 
-/// The accounts of `ordered` that are not cooling (`remaining[i]` is account `ordered[i]`'s
-/// cooldown left). When every one is cooling: `usage_limit_reached` with the shortest wait.
+/// The accounts of `ordered` that are not cooling (`cooling[i]` is account `ordered[i]`'s cooldown
+/// in progress). When every one is cooling: 429 `usage_limit_reached` if one of them cools after a
+/// usage limit, else 503 (they failed); both name the shortest wait.
 pub fn available(
     ordered: &[usize],
-    remaining: &[Option<std::time::Duration>],
+    cooling: &[Option<Cooldown>],
 ) -> Result<Vec<usize>, GatewayError> {
     let open: Vec<usize> = ordered
         .iter()
-        .zip(remaining)
-        .filter(|(_, r)| r.is_none())
+        .zip(cooling)
+        .filter(|(_, c)| c.is_none())
         .map(|(i, _)| *i)
         .collect();
     if !open.is_empty() || ordered.is_empty() {
         return Ok(open);
     }
-    let shortest = remaining
+    let shortest = cooling
         .iter()
         .flatten()
+        .map(|c| c.left)
         .min()
-        .copied()
         .unwrap_or_default();
-    Err(GatewayError::UsageLimitReached {
-        resets_in_seconds: super::cooldown::whole_seconds(shortest),
-    })
+    let wait = super::cooldown::whole_seconds(shortest);
+    if cooling
+        .iter()
+        .flatten()
+        .any(|c| c.cause == CoolCause::UsageLimit)
+    {
+        Err(GatewayError::UsageLimitReached {
+            resets_in_seconds: wait,
+        })
+    } else {
+        Err(GatewayError::AccountsFailing {
+            retry_after_secs: wait,
+        })
+    }
 }
 
 /// Moves `account` (by id) to the front of `ordered` when it is there.
@@ -110,6 +122,35 @@ fn score(seed: &str, account: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cooling(secs: u64, cause: CoolCause) -> Option<Cooldown> {
+        Some(Cooldown {
+            left: Duration::from_millis(secs * 1000 - 10),
+            cause,
+        })
+    }
+
+    #[test]
+    fn all_cooling_is_a_usage_limit_only_when_one_hit_a_limit() {
+        use CoolCause::{Failure, UsageLimit};
+        assert_eq!(
+            available(&[0, 1], &[None, cooling(3, Failure)]),
+            Ok(vec![0])
+        );
+        assert_eq!(
+            available(&[0, 1], &[cooling(5, Failure), cooling(3, Failure)]),
+            Err(GatewayError::AccountsFailing {
+                retry_after_secs: 3
+            })
+        );
+        assert_eq!(
+            available(&[0, 1], &[cooling(5, UsageLimit), cooling(3, Failure)]),
+            Err(GatewayError::UsageLimitReached {
+                resets_in_seconds: 3
+            })
+        );
+        assert_eq!(available(&[], &[]), Ok(vec![]));
+    }
 
     #[test]
     fn stable_and_spread() {

@@ -110,9 +110,10 @@ async fn audio_goes_only_to_accounts_with_the_capability() {
     h.mock_b.set_fault(Some("status=500".parse().unwrap()));
     let resp = h.transcribe(&key, "audio-0", body.clone()).await;
     assert_eq!(resp.status(), 500);
+    // It cools after a server error, which is not a usage limit: 503, not 429.
     let (status, reply) = json_of(h.transcribe(&key, "audio-1", body.clone()).await).await;
-    assert_eq!(status, 429, "the only capable account is cooling: {reply}");
-    assert_eq!(reply["error"]["type"], "usage_limit_reached");
+    assert_eq!(status, 503, "the only capable account is cooling: {reply}");
+    assert_eq!(reply["error"]["code"], "upstream_unavailable");
     assert_eq!(h.mock.request_count(), 0);
     let e = h.usage_event().await;
     assert_eq!(

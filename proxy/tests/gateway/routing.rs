@@ -374,3 +374,57 @@ async fn a_rate_limit_reset_named_only_in_the_body_is_honoured() {
     let (status, body) = json_of(call().await.unwrap()).await;
     assert_eq!(status, 200, "served again after the reset: {body}");
 }
+
+/// Accounts cooling after server errors or refused connections are not a usage limit: the client
+/// gets 503 with `Retry-After`; as soon as one cooling account cools for a usage limit, 429
+/// `usage_limit_reached`.
+#[tokio::test]
+async fn accounts_cooling_after_failures_answer_503_not_a_usage_limit() {
+    let h = Harness::start().await;
+    let sid = session_preferring(0);
+    h.mock.set_fault(Some("status=500".parse().unwrap()));
+    h.mock_b.set_fault(Some("status=503".parse().unwrap()));
+    let (status, _, _) = premium(&h, &sid, &[]).await;
+    assert_eq!(status, 503, "the last supplier's own 5xx");
+    let key = h.add_key(2, KeyPermissions::default()).await;
+    let resp = h
+        .http
+        .post(h.url("/compat/v1/chat/completions"))
+        .bearer_auth(&key)
+        .body(chat("gpt-4o", false).to_string())
+        .send()
+        .await
+        .unwrap();
+    let retry_after: u64 = resp.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (status, body) = json_of(resp).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["type"], "service_unavailable", "{body}");
+    assert_eq!(body["error"]["code"], "upstream_unavailable", "{body}");
+    assert!((1..=5).contains(&retry_after), "{retry_after}");
+    assert_eq!(
+        h.mock.request_count() + h.mock_b.request_count(),
+        2,
+        "no supplier contacted"
+    );
+    // One account now cools for a usage limit (longer than its failure cooldown): 429.
+    h.stores
+        .cooldowns
+        .cool(
+            "mock-b",
+            Duration::from_secs(20),
+            opstate::CoolCause::UsageLimit,
+        )
+        .await
+        .unwrap();
+    let (status, body, _) = premium(&h, &sid, &[]).await;
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["type"], "usage_limit_reached", "{body}");
+    assert!(
+        body["error"]["resets_in_seconds"].as_u64().unwrap() <= 5,
+        "the shortest wait: {body}"
+    );
+}
