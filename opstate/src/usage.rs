@@ -7,7 +7,7 @@
 
 use crate::error::StoreResult;
 use async_trait::async_trait;
-use money::NanoUsd;
+use money::{NanoUsd, RateMultiplier};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -68,6 +68,13 @@ pub struct UsageEvent {
     /// Seconds of audio served (audio transcriptions, priced per minute; 0 for other calls).
     #[serde(default)]
     pub audio_seconds: u64,
+    /// The retail multiplier the call was priced at (absent in events of older gateways).
+    #[serde(default)]
+    pub retail_rate: Option<RateMultiplier>,
+    /// The group's wholesale multiplier when the call was priced: what the partner owes is
+    /// priced from these two, never from rates changed since.
+    #[serde(default)]
+    pub wholesale_rate: Option<RateMultiplier>,
 }
 
 /// A claimed stream entry: acknowledge `id` once the event is durably recorded.

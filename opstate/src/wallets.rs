@@ -96,6 +96,12 @@ pub struct HoldMeta {
     /// Seconds of audio estimated at admission (audio transcriptions; 0 otherwise).
     #[serde(default)]
     pub audio_seconds: u64,
+    /// The retail multiplier the call was priced at.
+    #[serde(default)]
+    pub retail_rate: Option<money::RateMultiplier>,
+    /// The group's wholesale multiplier at admission.
+    #[serde(default)]
+    pub wholesale_rate: Option<money::RateMultiplier>,
 }
 
 /// Outcome of a confirmation.

@@ -72,6 +72,8 @@ fn event(n: u64) -> UsageEvent {
         project: None,
         workflow: None,
         audio_seconds: 0,
+        retail_rate: None,
+        wholesale_rate: None,
     }
 }
 

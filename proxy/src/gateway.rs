@@ -91,11 +91,10 @@ impl Gateway {
         // From here on the request holds a capacity slot: `logging` gives it back on every path.
         let served = decision.model.clone();
         ctx.follow(decision);
-        let money = &s.settings.money;
         let (model, at) = (&served.model, ctx.started_at_ms);
-        let plan = admit::hold_for(&work, route, model, &caller, money, at)?;
+        let plan = admit::hold_for(&work, route, model, &caller, &s.settings, at)?;
         let wallets = s.stores().wallets.as_ref();
-        let (org, ttl) = (caller.org_id, money.hold_ttl_ms);
+        let (org, ttl) = (caller.org_id, s.settings.money.hold_ttl_ms);
         let hold = admit::reserve(wallets, org, &ctx.request_id, &plan, ttl).await;
         ctx.hold = Some(hold?);
         let body = work.forward_body(route, &original, &served.model.id)?;

@@ -356,13 +356,16 @@ async fn book_partner_usage_batch(
     else {
         return Ok(());
     };
+    // Each charge is priced at the rates it was charged at (carried by its event); only events of
+    // older gateways fall back to today's rates.
     let mut retail_of: std::collections::HashMap<i64, Option<i64>> = Default::default();
     let mut cost: i128 = 0;
     for c in charges.iter().filter(|c| c.charged.is_positive()) {
         let group = c.event.group_id;
-        let retail = match retail_of.get(&group) {
-            Some(r) => *r,
-            None => {
+        let retail = match (c.event.retail_rate, retail_of.get(&group)) {
+            (Some(r), _) => Some(r.ppm()),
+            (None, Some(r)) => *r,
+            (None, None) => {
                 let r = customer_groups::Entity::find()
                     .filter(customer_groups::Column::CustomerId.eq(customer.id))
                     .filter(customer_groups::Column::GroupId.eq(group))
@@ -373,10 +376,12 @@ async fn book_partner_usage_batch(
                 r
             }
         };
-        let wholesale = state
-            .settings
-            .group(group)
-            .map(|g| g.wholesale_rate_multiplier.ppm());
+        let wholesale = c.event.wholesale_rate.map(|w| w.ppm()).or_else(|| {
+            state
+                .settings
+                .group(group)
+                .map(|g| g.wholesale_rate_multiplier.ppm())
+        });
         let (Some(retail), Some(wholesale)) = (retail, wholesale) else {
             continue;
         };

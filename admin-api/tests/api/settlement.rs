@@ -21,6 +21,8 @@ async fn a_dead_gateways_hold_is_settled_once_at_its_estimate() {
         input_tokens: 1_000,
         input_cost_nanos: nano(150_000),
         audio_seconds: 0,
+        retail_rate: None,
+        wholesale_rate: None,
     };
     // A gateway reserved, then died: its hold is past its deadline at once.
     wallets
@@ -196,6 +198,8 @@ fn settled_event(
         project: None,
         workflow: None,
         audio_seconds: 0,
+        retail_rate: None,
+        wholesale_rate: None,
     }
 }
 
@@ -303,5 +307,54 @@ async fn one_batch_settles_many_requests_of_many_organizations_exactly() {
             ("gpt-4o-mini".to_string(), 2, 200_000),
             ("gpt-4o-mini".to_string(), 2, 200_000),
         ]
+    );
+}
+
+/// What a partner owes for a call is priced at the rates the call was charged at (carried by its
+/// usage event), not at a group rate changed between the call and its settlement.
+#[tokio::test]
+async fn wholesale_accrual_uses_the_rates_the_call_was_priced_at() {
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let (id, org) = api.active_customer(&owner, "rates", 10.0, 2.0).await;
+    let w = api.state.stores.wallets.clone();
+    w.reserve(org, "req-r", nano(1_000_000), 600_000, "")
+        .await
+        .unwrap();
+    w.settle(org, "req-r", nano(400_000)).await.unwrap();
+    let mut event = settled_event(
+        "req-r",
+        org,
+        "gpt-4o-mini",
+        1_700_000_000_000,
+        400_000,
+        400_000,
+    );
+    event.retail_rate = money::RateMultiplier::from_ppm(2_000_000);
+    event.wholesale_rate = Some(money::RateMultiplier::ONE);
+    // The partner reprices the group before the settler books the call.
+    let (status, body) = api
+        .write(
+            &owner,
+            Method::PUT,
+            &format!("/customers/{id}/groups/1/rate"),
+            Some(&json!({"retail_rate_multiplier": 4})),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    api.state.stores.usage.append(&event).await.unwrap();
+    admin_api::workers::settler::drain_once(&api.state, "t")
+        .await
+        .unwrap();
+    let owed = admin_api::ledger::balance(
+        &api.state.db,
+        &admin_api::ledger::AccountRef::partner_outstanding_usage(owner.id).code,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        owed,
+        nano(200_000),
+        "0.0004 USD charged at 2.0 retail, 1.0 wholesale"
     );
 }

@@ -31,6 +31,8 @@ pub(crate) struct Hold {
     pub id: String,
     pub amount: NanoUsd,
     pub rate: RateMultiplier,
+    /// The group's wholesale multiplier at admission (what the partner owes is priced from it).
+    pub wholesale: Option<RateMultiplier>,
 }
 
 /// What admission reserves for one call: the worst-case amount at the caller's rate, and the
@@ -49,9 +51,13 @@ pub(crate) fn hold_for(
     route: Route,
     served: &Model,
     caller: &KeyRecord,
-    money: &settings::Money,
+    settings: &settings::Settings,
     started_at_ms: u64,
 ) -> Result<HoldPlan, GatewayError> {
+    let money = &settings.money;
+    let wholesale = settings
+        .group(caller.group_id)
+        .map(|g| g.wholesale_rate_multiplier);
     let rate = caller.rate.ok_or(GatewayError::PriceUnavailable)?;
     let prices = &served.prices;
     let (amount, input_tokens, input_cost, audio_seconds) = match &work.kind {
@@ -82,6 +88,8 @@ pub(crate) fn hold_for(
             input_tokens,
             input_cost_nanos: input_cost,
             audio_seconds,
+            retail_rate: Some(rate),
+            wholesale_rate: wholesale,
         },
     })
 }
@@ -144,6 +152,7 @@ pub(crate) async fn reserve(
             id: hold_id.to_string(),
             amount,
             rate: plan.rate,
+            wholesale: plan.meta.wholesale_rate,
         }),
         Ok(Reservation::Insufficient { available }) => Err(GatewayError::InsufficientBalance {
             needed: amount,

@@ -146,6 +146,8 @@ async fn settle_hold(
         e.charged_nanos = charged;
         e.excess_nanos = excess;
         e.hold_nanos = hold.amount;
+        e.retail_rate = Some(hold.rate);
+        e.wholesale_rate = hold.wholesale;
     }
 }
 
@@ -203,6 +205,8 @@ fn usage_event(f: &Finished<'_>) -> Option<UsageEvent> {
         project: call.project.clone(),
         workflow: call.workflow.clone(),
         audio_seconds,
+        retail_rate: None,
+        wholesale_rate: None,
     })
 }
 

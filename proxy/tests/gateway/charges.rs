@@ -297,4 +297,9 @@ async fn a_json_answer_without_usage_is_charged_an_estimate() {
         (request.to_string().len() as u64).div_ceil(4)
     );
     assert!(e.cost_nanos.is_positive(), "{e:?}");
+    // The event carries the rates it was priced at (the partner's side is priced from them).
+    assert_eq!(
+        (e.retail_rate, e.wholesale_rate),
+        (Some(RateMultiplier::ONE), Some(RateMultiplier::ONE))
+    );
 }
