@@ -1,5 +1,6 @@
 //! Customers: creation, reads, balance, allocations, groups and their prices.
 
+use super::params::{Seg, Segs};
 use super::respond;
 use super::write::Write;
 use crate::caller::Caller;
@@ -7,13 +8,13 @@ use crate::dto::CreateCustomerRequest;
 use crate::error::ApiError;
 use crate::services::{customers, funding};
 use crate::state::AppState;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, State};
 use axum::response::Response;
 
 #[utoipa::path(put, path = "/partner/v1/customers/by-external-id/{external_customer_id}", tag = "partner", security(("partner_token" = [])), params(("external_customer_id" = String, Path, description = "letters, digits, . _ : -; at most 128"), ("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters; replays answer with Idempotent-Replayed: true")), request_body = crate::dto::CreateCustomerRequest, responses((status = 200, description = "data (created true or false)", body = crate::dto::CustomerData), (status = 400, description = "INVALID_PARTNER_EXTERNAL_CUSTOMER_ID, INVALID_PARTNER_CUSTOMER, INVALID_PARTNER_CUSTOMER_CONTACT, INVALID_PARTNER_INITIAL_ALLOCATION, INVALID_PARTNER_RETAIL_RATE, PARTNER_RETAIL_RATE_BELOW_FLOOR, IDEMPOTENCY_KEY_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 403, description = "PARTNER_FUNDING_INSUFFICIENT", body = crate::dto::ErrorEnvelope), (status = 409, description = "PARTNER_EXTERNAL_CUSTOMER_CONFLICT, PARTNER_CUSTOMER_SLUG_EXISTS, IDEMPOTENCY_KEY_CONFLICT, IDEMPOTENCY_IN_PROGRESS", body = crate::dto::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::dto::ErrorEnvelope)))]
 pub(crate) async fn create(
     State(state): State<AppState>,
-    Path(external): Path<String>,
+    Seg(external): Seg,
     write: Write,
 ) -> Response {
     let invalid = ApiError::InvalidCustomer("the body must be a JSON object".into());
@@ -36,7 +37,7 @@ pub(crate) async fn create(
 pub(crate) async fn by_external_id(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path(external): Path<String>,
+    Seg(external): Seg,
 ) -> Response {
     let result = async {
         let customer = customers::find_by_external_id(&state.db, &caller, &external).await?;
@@ -50,7 +51,7 @@ pub(crate) async fn by_external_id(
 pub(crate) async fn by_id(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    Seg(id): Seg,
 ) -> Response {
     let result = async {
         let customer = customers::find(&state.db, &caller, &id).await?;
@@ -64,7 +65,7 @@ pub(crate) async fn by_id(
 pub(crate) async fn balance(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    Seg(id): Seg,
 ) -> Response {
     let result = async {
         let customer = customers::find(&state.db, &caller, &id).await?;
@@ -77,7 +78,7 @@ pub(crate) async fn balance(
 #[utoipa::path(post, path = "/partner/v1/customers/{customer_id}/allocations", tag = "partner", security(("partner_token" = [])), params(("customer_id" = i64, Path), ("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters; replays answer with Idempotent-Replayed: true")), request_body = crate::dto::AllocationRequest, responses((status = 200, description = "data", body = crate::dto::CustomerData), (status = 400, description = "INVALID_PARTNER_ALLOCATION_ACTION, INVALID_PARTNER_ALLOCATION_AMOUNT, INVALID_PARTNER_ALLOCATION_LIMIT, PARTNER_ALLOCATION_LIMIT_BELOW_USED", body = crate::dto::ErrorEnvelope), (status = 403, description = "PARTNER_FUNDING_INSUFFICIENT", body = crate::dto::ErrorEnvelope), (status = 404, description = "PARTNER_CUSTOMER_NOT_FOUND", body = crate::dto::ErrorEnvelope), (status = 409, description = "PARTNER_CUSTOMER_PENDING_ACTIVATION, PARTNER_CUSTOMER_BALANCE_RESERVED", body = crate::dto::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::dto::ErrorEnvelope)))]
 pub(crate) async fn allocations(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Seg(id): Seg,
     write: Write,
 ) -> Response {
     write
@@ -98,7 +99,7 @@ pub(crate) async fn allocations(
 pub(crate) async fn groups(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    Seg(id): Seg,
 ) -> Response {
     let result = async {
         let customer = customers::find(&state.db, &caller, &id).await?;
@@ -112,7 +113,7 @@ pub(crate) async fn groups(
 #[utoipa::path(put, path = "/partner/v1/customers/{customer_id}/groups/{group_id}/rate", tag = "partner", security(("partner_token" = [])), params(("customer_id" = i64, Path), ("group_id" = i64, Path), ("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters; replays answer with Idempotent-Replayed: true")), request_body = crate::dto::GroupRateRequest, responses((status = 200, description = "data", body = [crate::dto::Group]), (status = 400, description = "INVALID_PARTNER_CUSTOMER_GROUP_RATE, PARTNER_RETAIL_RATE_BELOW_FLOOR", body = crate::dto::ErrorEnvelope), (status = 403, description = "PARTNER_FUNDING_INSUFFICIENT", body = crate::dto::ErrorEnvelope), (status = 404, description = "PARTNER_CUSTOMER_NOT_FOUND, PARTNER_CUSTOMER_GROUP_NOT_FOUND", body = crate::dto::ErrorEnvelope), (status = 400, description = "IDEMPOTENCY_KEY_REQUIRED and validation reasons", body = crate::dto::ErrorEnvelope), (status = 409, description = "IDEMPOTENCY_KEY_CONFLICT, IDEMPOTENCY_IN_PROGRESS, PARTNER_CUSTOMER_PENDING_ACTIVATION", body = crate::dto::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::dto::ErrorEnvelope)))]
 pub(crate) async fn group_rate(
     State(state): State<AppState>,
-    Path((id, group)): Path<(String, String)>,
+    Segs(id, group): Segs,
     write: Write,
 ) -> Response {
     write

@@ -3,19 +3,20 @@
 
 use super::form;
 use super::pages::{escape, page};
+use super::params::Seg;
 use crate::dto::{Envelope, InvitationAccepted};
 use crate::services::customers::valid_email;
 use crate::services::invitations::{self, InvitationError};
 use crate::state::AppState;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use entities::status::InvitationStatus;
 use serde_json::Value;
 
 /// `GET /invitations/{token}`.
-pub(super) async fn show(State(state): State<AppState>, Path(token): Path<String>) -> Response {
+pub(super) async fn show(State(state): State<AppState>, Seg(token): Seg) -> Response {
     match invitations::view(&state, &token).await {
         Ok(v) if v.status == InvitationStatus::Pending => page(
             &format!("Join {}", v.organization_name),
@@ -48,7 +49,7 @@ pub(super) async fn show(State(state): State<AppState>, Path(token): Path<String
 /// as a form (answered with a page).
 pub(super) async fn accept(
     State(state): State<AppState>,
-    Path(token): Path<String>,
+    Seg(token): Seg,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {

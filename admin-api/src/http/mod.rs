@@ -15,6 +15,7 @@ pub(crate) mod funding;
 mod invitations;
 pub(crate) mod keys;
 mod pages;
+mod params;
 mod top_up;
 pub(crate) mod usage;
 mod write;

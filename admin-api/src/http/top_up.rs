@@ -1,14 +1,15 @@
 //! The hosted top-up page a top-up session links to.
 
 use super::pages::{escape, page};
+use super::params::Seg;
 use crate::services::funding;
 use crate::state::AppState;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 /// `GET /billing/top-up/{token}`.
-pub(super) async fn show(State(state): State<AppState>, Path(token): Path<String>) -> Response {
+pub(super) async fn show(State(state): State<AppState>, Seg(token): Seg) -> Response {
     let row = funding::top_up_page(&state, &token).await;
     match row {
         Ok(Some(s)) => page(

@@ -1,10 +1,11 @@
 //! Usage of a customer and of one of its keys, in day or hour buckets.
 
+use super::params::{Seg, Segs};
 use super::respond;
 use crate::caller::Caller;
 use crate::services::{customers, keys, usage};
 use crate::state::AppState;
-use axum::extract::{Extension, Path, Query, State};
+use axum::extract::{Extension, Query, State};
 use axum::response::Response;
 use std::collections::HashMap;
 
@@ -12,7 +13,7 @@ use std::collections::HashMap;
 pub(crate) async fn customer(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    Seg(id): Seg,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let result = async {
@@ -29,7 +30,7 @@ pub(crate) async fn customer(
 pub(crate) async fn key(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Path((id, key)): Path<(String, String)>,
+    Segs(id, key): Segs,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let result = async {

@@ -36,9 +36,12 @@ pub struct NewCustomer {
     pub retail_rate: RateMultiplier,
 }
 
-/// Validates an external customer id (path parameter).
+/// Validates an external customer id (path parameter). `.` and `..` are refused: HTTP clients
+/// remove such path segments, so a customer created with one could never be addressed.
 pub fn external_id(raw: &str) -> Result<String, ApiError> {
     let ok = !raw.is_empty()
+        && raw != "."
+        && raw != ".."
         && raw.len() <= 128
         && raw
             .bytes()
@@ -62,6 +65,12 @@ pub fn valid_email(s: &str) -> bool {
         && !domain.starts_with('.')
         && !domain.ends_with('.')
         && s.chars().all(|c| c.is_ascii_graphic())
+}
+
+/// A display text: 1 to `max` bytes once trimmed, no control characters (a NUL is refused the
+/// same way on every database; PostgreSQL cannot store it in text).
+pub fn plain_text(s: &str, max: usize) -> bool {
+    !s.trim().is_empty() && s.len() <= max && !s.chars().any(char::is_control)
 }
 
 /// Derives an organization slug: lowercase ASCII letters and digits, runs of anything else as
@@ -89,12 +98,10 @@ impl NewCustomer {
             )));
         }
         let name = match &body.name {
-            Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= 200 => {
-                s.trim().to_string()
-            }
+            Some(Value::String(s)) if plain_text(s, 200) => s.trim().to_string(),
             _ => {
                 return Err(ApiError::InvalidCustomer(
-                    "name is required (1 to 200 characters)".into(),
+                    "name is required (1 to 200 characters, no control characters)".into(),
                 ));
             }
         };

@@ -44,12 +44,10 @@ impl NewKey {
             return Err(ApiError::InvalidApiKey(format!("unknown field {k:?}")));
         }
         let name = match &body.name {
-            Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= 100 => {
-                s.trim().to_string()
-            }
+            Some(Value::String(s)) if customers::plain_text(s, 100) => s.trim().to_string(),
             _ => {
                 return Err(ApiError::InvalidApiKey(
-                    "name is required (1 to 100 characters)".into(),
+                    "name is required (1 to 100 characters, no control characters)".into(),
                 ));
             }
         };

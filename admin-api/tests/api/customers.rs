@@ -340,3 +340,115 @@ async fn deeply_nested_bodies_are_refused_with_the_route_reason() {
         "nothing was stored under the key"
     );
 }
+
+/// Path and text edge cases answer the route's envelope the same way on every database: an
+/// external id that is not UTF-8, the dot segments `.` and `..` (clients remove them, so such a
+/// customer could never be addressed), and a NUL inside a name (PostgreSQL cannot store it).
+#[tokio::test]
+async fn partner_edge_cases_get_the_routes_reasons() {
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let body = json!({"name": "Acme", "contact_email": "a@acme.example", "initial_allocation_usd": 0, "retail_rate_multiplier": 1});
+    // Raw paths (reqwest would normalize dot segments).
+    for (n, path) in ["%ff%fe", ".", "..", "%2e", "%2E%2e"]
+        .into_iter()
+        .enumerate()
+    {
+        let target = format!("/partner/v1/customers/by-external-id/{path}");
+        for method in ["PUT", "GET"] {
+            let (status, headers, body) = raw_call(
+                &api,
+                method,
+                &target,
+                &owner.token,
+                &format!("edge-{n}"),
+                &body.to_string(),
+            )
+            .await;
+            assert_eq!(status, 400, "{method} {path}: {body}");
+            assert!(
+                headers.contains("application/json"),
+                "{method} {path}: {headers}"
+            );
+            let v: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(
+                v["reason"], "INVALID_PARTNER_EXTERNAL_CUSTOMER_ID",
+                "{method} {path}"
+            );
+        }
+    }
+    // A non-UTF-8 customer id is an unknown customer.
+    let (status, _, body) = raw_call(
+        &api,
+        "GET",
+        "/partner/v1/customers/%ff/balance",
+        &owner.token,
+        "x",
+        "",
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["reason"], "PARTNER_CUSTOMER_NOT_FOUND");
+    // A NUL in a name: 400 with the route's reason, on SQLite and PostgreSQL alike.
+    let (status, v) = api
+        .write(
+            &owner,
+            Method::PUT,
+            "/customers/by-external-id/nul",
+            Some(&json!({"name": "Acme\u{0}Corp", "contact_email": "a@nul.example", "initial_allocation_usd": 0, "retail_rate_multiplier": 1})),
+        )
+        .await;
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["reason"], "INVALID_PARTNER_CUSTOMER");
+    let (id, _) = api.active_customer(&owner, "nulkey", 1.0, 1.0).await;
+    let (status, v) = api
+        .write(
+            &owner,
+            Method::POST,
+            &format!("/customers/{id}/api-keys"),
+            Some(&json!({"name": "k\u{0}1", "group_id": 1})),
+        )
+        .await;
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["reason"], "INVALID_PARTNER_CUSTOMER_API_KEY");
+    let (_, keys) = api.get(&owner, &format!("/customers/{id}/api-keys")).await;
+    assert_eq!(
+        keys["data"].as_array().unwrap().len(),
+        0,
+        "no key was created"
+    );
+}
+
+/// One request on a raw connection (the path exactly as given): status, headers as text, body.
+async fn raw_call(
+    api: &Api,
+    method: &str,
+    path: &str,
+    token: &str,
+    idem: &str,
+    body: &str,
+) -> (u16, String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = api.base.trim_start_matches("http://");
+    let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {token}\r\nidempotency-key: {idem}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    sock.write_all(request.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    sock.read_to_end(&mut out).await.unwrap();
+    let text = String::from_utf8_lossy(&out).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body.split("\r\n").nth(1).unwrap_or_default().to_string()
+    } else {
+        body.to_string()
+    };
+    (status, head.to_ascii_lowercase(), body)
+}
