@@ -3,7 +3,6 @@
 //! is down.
 
 use super::*;
-use admin_api::caller::Caller;
 
 #[tokio::test]
 async fn authentication_scope_and_role() {
@@ -176,25 +175,54 @@ async fn rate_limits_per_token_reads_and_writes() {
         )
         .await;
     assert_error(s, &v, 429, "PARTNER_RATE_LIMITED");
-    // Another token of the same partner has its own budget.
-    let second =
-        admin_api::cli::partner_token(&api.state, owner.id, &["partner:write".into()]).await;
-    // (Rotation revokes the first token; a fresh partner shows independence without rotation.)
-    let other = api.owner("0").await;
-    let (s, _) = api.get(&other, "/me").await;
-    assert_eq!(s, 200);
-    let rotated = Partner {
+    // A second live token of the same partner (both active at once) has its own budgets: the
+    // exhausted first token stays limited while the second reads and writes.
+    let second = Partner {
         id: owner.id,
-        token: second.unwrap()["token"].as_str().unwrap().into(),
+        token: live_token(&api, owner.id).await,
     };
-    let (s, _) = api.get(&rotated, "/me").await;
-    assert_eq!(s, 200, "a new token starts with a fresh window");
+    let (s, v) = api.get(&second, "/me").await;
+    assert_eq!(s, 200, "the second token's read budget is its own: {v}");
+    let (s, v) = api
+        .write(
+            &second,
+            Method::POST,
+            "/funding/top-up-sessions",
+            Some(&json!({"amount_usd": 1})),
+        )
+        .await;
+    assert_eq!(s, 200, "the second token's write budget is its own: {v}");
+    let (s, _, v, _) = api
+        .call(
+            Method::GET,
+            Some(&owner.token),
+            "/partner/v1/me",
+            None,
+            None,
+        )
+        .await;
+    assert_error(s, &v, 429, "PARTNER_RATE_LIMITED");
 }
 
-#[test]
-fn caller_type_is_public() {
-    // The gate's caller type is what services take; keep it constructible for service-level tests.
-    let _ = std::mem::size_of::<Caller>();
+/// Mints another active token for `partner` next to the ones it has (as a dashboard issuing a
+/// second integration token would), straight into the database.
+async fn live_token(api: &Api, partner: i64) -> String {
+    use sea_orm::ActiveModelTrait;
+    let secret = credentials::generate(credentials::Kind::PartnerToken, api.state.env);
+    entities::partner_tokens::ActiveModel {
+        partner_id: sea_orm::Set(partner),
+        token_hash: sea_orm::Set(api.state.hasher.hash(secret.expose())),
+        preview: sea_orm::Set(credentials::preview(secret.expose())),
+        scopes: sea_orm::Set("partner:read partner:write".into()),
+        status: sea_orm::Set(entities::status::TokenStatus::Active),
+        created_at: sea_orm::Set(chrono::Utc::now()),
+        revoked_at: sea_orm::Set(None),
+        ..Default::default()
+    }
+    .insert(&api.state.db)
+    .await
+    .unwrap();
+    secret.expose().to_string()
 }
 
 /// Window counters that never answer, as when Redis is down.
