@@ -347,7 +347,7 @@ impl Wallets for MemoryStore {
         wallet.meta.remove(hold_id);
         let actual = actual.max(NanoUsd::ZERO);
         let payable = wallet.available()?;
-        let charged = actual.min(payable).max(NanoUsd::ZERO);
+        let charged = actual.min(payable);
         let excess = actual.checked_sub(charged).ok_or_else(overflow)?;
         wallet.balance = wallet.balance.checked_sub(charged).ok_or_else(overflow)?;
         if charged.is_positive() {

@@ -36,6 +36,9 @@ pub enum GatewayError {
     /// The request body is larger than `server.max_body_bytes`.
     #[error("request body exceeds {limit} bytes")]
     BodyTooLarge { limit: usize },
+    /// The client stopped sending its request body for `server.request_body_timeout_ms`.
+    #[error("the request body was not received in time")]
+    RequestTimeout,
     /// A body over 64 KiB without `Content-Length` (see docs/ARCHITECTURE.md, body handling).
     #[error("request bodies over 64 KiB need a Content-Length header")]
     LengthRequired,
@@ -194,6 +197,16 @@ impl GatewayError {
                     &message,
                     "invalid_request_error",
                     Some("request_too_large"),
+                    None,
+                ),
+            ),
+            GatewayError::RequestTimeout => (
+                408,
+                "request_timeout",
+                openai(
+                    &message,
+                    "invalid_request_error",
+                    Some("request_timeout"),
                     None,
                 ),
             ),

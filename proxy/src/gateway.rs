@@ -84,7 +84,9 @@ impl Gateway {
             return written.map(|()| true).map_err(|_| GatewayError::Internal);
         }
 
-        let original = inspect::body::read_body(session, s.settings.server.max_body_bytes).await?;
+        let server = &s.settings.server;
+        let idle = Duration::from_millis(server.request_body_timeout_ms);
+        let original = inspect::body::read_body(session, server.max_body_bytes, idle).await?;
         let work = inspect::work(route, session.req_header(), &original)?;
         let who = route::Caller::of(&caller, &ctx.request_id);
         let decision = route::decide(&s.routing(), &work, route, who).await?;

@@ -41,6 +41,7 @@ pub struct RawServer {
     pub threads: Option<usize>,
     pub upstream_connect_timeout_ms: Option<u64>,
     pub upstream_read_timeout_ms: Option<u64>,
+    pub request_body_timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -140,6 +141,8 @@ pub struct RawAccount {
     #[serde(default)]
     pub capabilities: Vec<String>,
     pub max_concurrency: Option<u32>,
+    #[serde(default)]
+    pub forward_headers: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -218,3 +218,26 @@ fn shipped_configuration_files_are_valid() {
         }
     }
 }
+
+#[test]
+fn forwarded_headers_are_names_and_never_credentials() {
+    let with = |list: &str| {
+        VALID.replace(
+            "models = [\"gpt-4o-mini\"]\n\n[[groups]]",
+            &format!("models = [\"gpt-4o-mini\"]\nforward_headers = {list}\n\n[[groups]]"),
+        )
+    };
+    let s = Settings::parse(&with("[\"X-Route\"]"), &env(&[("KEY_A", "sk-a")])).unwrap();
+    assert_eq!(s.accounts[0].forward_headers, vec!["x-route".to_string()]);
+    let e = error_of(&with("[\"ok\", \"Authorization\"]"));
+    assert_eq!(e.path, "accounts[0].forward_headers[1]");
+    assert!(e.message.contains("never forwarded"), "{e}");
+    let e = error_of(&with("[\"bad header\"]"));
+    assert_eq!(e.path, "accounts[0].forward_headers[0]");
+    assert!(e.message.contains("not a header name"), "{e}");
+    let e = error_of(&VALID.replace(
+        "listen = \"127.0.0.1:8080\"",
+        "listen = \"127.0.0.1:8080\"\nrequest_body_timeout_ms = 0",
+    ));
+    assert_eq!(e.path, "server.request_body_timeout_ms");
+}

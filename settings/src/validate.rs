@@ -58,6 +58,9 @@ pub struct Server {
     pub upstream_connect_timeout_ms: u64,
     /// Longest silence between two reads from a supplier (an SSE gap must be shorter).
     pub upstream_read_timeout_ms: u64,
+    /// Longest silence between two reads of a client's request body (a stalled upload answers
+    /// 408 and releases everything).
+    pub request_body_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -208,6 +211,9 @@ pub struct Account {
     pub models: Vec<String>,
     pub capabilities: Vec<Capability>,
     pub max_concurrency: u32,
+    /// Client request headers forwarded to this account besides its provider's own (lowercase
+    /// names; e.g. a self-hosted supplier's routing header). Credentials never are.
+    pub forward_headers: Vec<String>,
 }
 
 impl fmt::Debug for Account {
@@ -220,6 +226,7 @@ impl fmt::Debug for Account {
             .field("models", &self.models)
             .field("capabilities", &self.capabilities)
             .field("max_concurrency", &self.max_concurrency)
+            .field("forward_headers", &self.forward_headers)
             .finish()
     }
 }
@@ -598,6 +605,10 @@ fn validate_server(raw: &RawConfig) -> Result<Server, ConfigError> {
     if read == 0 {
         return Err(err("server.upstream_read_timeout_ms", "must be positive"));
     }
+    let body_timeout = s.request_body_timeout_ms.unwrap_or(30_000);
+    if body_timeout == 0 {
+        return Err(err("server.request_body_timeout_ms", "must be positive"));
+    }
     Ok(Server {
         listen,
         public_base_url,
@@ -607,6 +618,7 @@ fn validate_server(raw: &RawConfig) -> Result<Server, ConfigError> {
         threads,
         upstream_connect_timeout_ms: connect,
         upstream_read_timeout_ms: read,
+        request_body_timeout_ms: body_timeout,
     })
 }
 
@@ -775,6 +787,27 @@ fn validate_account(
     if max_concurrency == 0 {
         return Err(err(p("max_concurrency"), "must be at least 1"));
     }
+    let mut forward_headers = Vec::with_capacity(a.forward_headers.len());
+    for (j, h) in a.forward_headers.iter().enumerate() {
+        let name = h.to_ascii_lowercase();
+        let token = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !token {
+            return Err(err(
+                format!("accounts[{i}].forward_headers[{j}]"),
+                format!("{h:?} is not a header name"),
+            ));
+        }
+        if NEVER_FORWARDED.contains(&name.as_str()) {
+            return Err(err(
+                format!("accounts[{i}].forward_headers[{j}]"),
+                format!("{h:?} carries credentials or framing and is never forwarded"),
+            ));
+        }
+        forward_headers.push(name);
+    }
     Ok(Account {
         id: a.id.clone(),
         provider,
@@ -783,8 +816,28 @@ fn validate_account(
         models: a.models.clone(),
         capabilities,
         max_concurrency,
+        forward_headers,
     })
 }
+
+/// Headers an account may never have forwarded: the customer's credentials and cookies, and what
+/// the gateway sets itself (host, framing, connection management).
+const NEVER_FORWARDED: [&str; 14] = [
+    "authorization",
+    "x-api-key",
+    "x-alt-api-key",
+    "x-goog-api-key",
+    "proxy-authorization",
+    "cookie",
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "te",
+    "upgrade",
+    "accept-encoding",
+];
 
 fn validate_group(g: &RawGroup, i: usize, model_ids: &HashSet<&str>) -> Result<Group, ConfigError> {
     let p = |field: &str| format!("groups[{i}].{field}");

@@ -66,6 +66,14 @@ impl Model {
     }
 }
 
+/// The request headers that steer the mock supplier (`mock-supplier`'s crate docs).
+pub const MOCK_CONTROL_HEADERS: [&str; 4] = [
+    "x-mock-usage",
+    "x-mock-events",
+    "x-mock-delay-ms",
+    "x-mock-audio-seconds",
+];
+
 /// One `[[accounts]]` entry.
 #[derive(Debug, Clone)]
 pub struct Account {
@@ -76,6 +84,9 @@ pub struct Account {
     pub models: Vec<String>,
     pub capabilities: Vec<String>,
     pub max_concurrency: Option<u32>,
+    /// `forward_headers`: by default the mock supplier's control headers, so a test can steer the
+    /// mock through the gateway (which forwards only an allowlist).
+    pub forward_headers: Vec<String>,
 }
 
 impl Account {
@@ -89,6 +100,7 @@ impl Account {
             models: models.iter().map(|m| m.to_string()).collect(),
             capabilities: Vec::new(),
             max_concurrency: None,
+            forward_headers: MOCK_CONTROL_HEADERS.iter().map(|h| h.to_string()).collect(),
         }
     }
 
@@ -249,6 +261,9 @@ impl TestConfig {
             let _ = writeln!(out, "models = {}", a.models.toml());
             if !a.capabilities.is_empty() {
                 let _ = writeln!(out, "capabilities = {}", a.capabilities.toml());
+            }
+            if !a.forward_headers.is_empty() {
+                let _ = writeln!(out, "forward_headers = {}", a.forward_headers.toml());
             }
             if let Some(n) = a.max_concurrency {
                 let _ = writeln!(out, "max_concurrency = {n}");

@@ -21,8 +21,13 @@ use serde_json::value::RawValue;
 /// Pingora's retry buffer size (`BODY_BUF_LIMIT`, not configurable in 0.9.1).
 const RETRY_BUFFER_LIMIT: usize = 64 * 1024;
 
-/// Reads the whole request body, at most `max` bytes.
-pub(crate) async fn read_body(session: &mut Session, max: usize) -> Result<Bytes, GatewayError> {
+/// Reads the whole request body, at most `max` bytes, each read within `idle` (a client that
+/// stops sending gets 408; its connection is not reused).
+pub(crate) async fn read_body(
+    session: &mut Session,
+    max: usize,
+    idle: std::time::Duration,
+) -> Result<Bytes, GatewayError> {
     let declared = session
         .req_header()
         .headers
@@ -40,13 +45,16 @@ pub(crate) async fn read_body(session: &mut Session, max: usize) -> Result<Bytes
             session.as_mut().enable_retry_buffering();
             buffering = true;
         }
-        let chunk = session.read_request_body().await.map_err(|e| {
-            tracing::debug!(error = %e, "reading the request body failed");
-            GatewayError::InvalidBody {
-                message: "the request body could not be read".into(),
-                param: None,
-            }
-        })?;
+        let read = tokio::time::timeout(idle, session.read_request_body()).await;
+        let chunk = read
+            .map_err(|_| GatewayError::RequestTimeout)?
+            .map_err(|e| {
+                tracing::debug!(error = %e, "reading the request body failed");
+                GatewayError::InvalidBody {
+                    message: "the request body could not be read".into(),
+                    param: None,
+                }
+            })?;
         match chunk {
             Some(c) => {
                 if buf.len() + c.len() > max {

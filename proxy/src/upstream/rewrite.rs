@@ -1,7 +1,7 @@
 //! Phase 5, rewriting the headers: the customer's request header becomes the supplier's, and the
 //! supplier's response header is cleaned for the customer.
 //!
-//! The customer's credential and every hop-by-hop or internal header are removed, the account's
+//! Only an allowlist of the customer's headers is forwarded ([`FORWARD_REQUEST`]); the account's
 //! credential, `Host` and the body's `Content-Length` are set, and `Accept-Encoding` is forced to
 //! `identity` so the meter can read the supplier's answer. The body itself is the wire format's
 //! (`wire`): the rewritten body is substituted on every attempt by [`substitute_body`].
@@ -11,29 +11,12 @@ use crate::upstream::Upstream;
 use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
 
-/// Request headers never forwarded to a supplier.
-const STRIP_REQUEST: [&str; 20] = [
-    "x-tollgate-downgrade",
-    "x-tollgate-project",
-    "x-tollgate-workflow",
-    "authorization",
-    "x-api-key",
-    "x-alt-api-key",
-    "x-organization-billing-token",
-    "proxy-authorization",
-    "cookie",
-    "connection",
-    "keep-alive",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "forwarded",
-    "x-forwarded-for",
-    "x-forwarded-host",
-    "x-forwarded-proto",
-    "x-real-ip",
-];
+/// The client request headers a supplier account receives (OpenAI wire format): what the body
+/// means (`content-type`), what the client accepts (`accept`) and the API's opt-in features
+/// (`openai-beta`), plus the account's own `forward_headers`. Everything else a client sends (its credential, cookies, attribution, SDK
+/// telemetry, hop-by-hop and forwarding headers, anything unknown) stays at the gateway; the
+/// gateway adds the account's credential, `Host`, `Accept-Encoding` and `Content-Length`.
+const FORWARD_REQUEST: [&str; 3] = ["content-type", "accept", "openai-beta"];
 
 /// Supplier response headers never shown to customers (they identify the supplier account).
 const STRIP_RESPONSE: [&str; 3] = ["openai-organization", "openai-project", "set-cookie"];
@@ -45,8 +28,18 @@ pub(crate) fn upstream_request(
     route: Route,
     body_len: usize,
 ) -> pingora::Result<()> {
-    for name in STRIP_REQUEST {
-        req.remove_header(name);
+    let unwanted: Vec<http::HeaderName> = req
+        .headers
+        .keys()
+        .filter(|name| {
+            let name = name.as_str();
+            !FORWARD_REQUEST.contains(&name)
+                && !upstream.account.forward_headers.iter().any(|h| h == name)
+        })
+        .cloned()
+        .collect();
+    for name in unwanted {
+        req.remove_header(&name);
     }
     let path = upstream.path(route.upstream_suffix());
     let uri = http::Uri::builder()

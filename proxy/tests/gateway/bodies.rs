@@ -156,3 +156,101 @@ async fn deeply_nested_json_is_refused_before_the_supplier() {
     assert_eq!(resp.status(), 200);
     assert_eq!(h.mock.request_count(), 1);
 }
+
+/// A client that stops sending its body gets 408 after `server.request_body_timeout_ms` (1 s
+/// here), with `Connection: close`; nothing reached a supplier, nothing was held or charged.
+#[tokio::test]
+async fn a_stalled_request_body_answers_408() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let h = Harness::start().await;
+    let before = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    let addr = h.base.trim_start_matches("http://").to_string();
+    let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /compat/v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\ncontent-type: application/json\r\ncontent-length: 500\r\n\r\n{{\"model\":\"gpt-4o-mini\",",
+        h.key
+    );
+    sock.write_all(head.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), sock.read_to_end(&mut out))
+        .await
+        .expect("the gateway answered and closed")
+        .unwrap();
+    let text = String::from_utf8_lossy(&out).to_ascii_lowercase();
+    assert!(text.starts_with("http/1.1 408"), "{text}");
+    assert!(text.contains("connection: close"), "{text}");
+    assert!(text.contains("request_timeout"), "{text}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "waited for the timeout"
+    );
+    assert_eq!(h.mock.request_count(), 0);
+    h.no_usage_event().await;
+    let after = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    assert_eq!(
+        (after.balance, after.reserved),
+        (before.balance, before.reserved)
+    );
+}
+
+/// Only the headers a supplier needs reach it: an unused 64 KiB client header, cookies,
+/// attribution, SDK telemetry and forwarding headers stay at the gateway.
+#[tokio::test]
+async fn only_allowlisted_client_headers_reach_the_supplier() {
+    let h = Harness::start().await;
+    let resp = h
+        .post("/compat/v1/chat/completions", &chat("gpt-4o-mini", false))
+        .header("x-padding", "p".repeat(60 * 1024))
+        .header("cookie", "session=secret")
+        .header("x-tollgate-project", "alpha")
+        .header("x-stainless-lang", "python")
+        .header("x-forwarded-for", "10.0.0.1")
+        .header("openai-beta", "assistants=v2")
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let names: Vec<String> = h.mock.requests()[0]
+        .headers
+        .iter()
+        .map(|(k, _)| k.clone())
+        .collect();
+    for absent in [
+        "x-padding",
+        "cookie",
+        "x-tollgate-project",
+        "x-stainless-lang",
+        "x-forwarded-for",
+    ] {
+        assert!(
+            !names.iter().any(|n| n == absent),
+            "{absent} reached the supplier: {names:?}"
+        );
+    }
+    for present in [
+        "openai-beta",
+        "accept",
+        "content-type",
+        "authorization",
+        "host",
+        "content-length",
+    ] {
+        assert!(
+            names.iter().any(|n| n == present),
+            "{present} missing: {names:?}"
+        );
+    }
+    let recorded = h.mock.requests();
+    let auth = &recorded[0]
+        .headers
+        .iter()
+        .find(|(k, _)| k == "authorization")
+        .unwrap()
+        .1;
+    assert_eq!(
+        auth, "Bearer sk-mock-supplier",
+        "the account's credential, never the customer's"
+    );
+}

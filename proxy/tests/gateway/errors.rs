@@ -73,9 +73,9 @@ async fn unreachable_supplier_gets_a_json_error() {
 #[tokio::test]
 async fn supplier_errors_pass_through_unchanged() {
     let h = Harness::start().await;
+    h.mock.set_fault(Some("status=400".parse().unwrap()));
     let resp = h
         .post("/compat/v1/chat/completions", &chat("gpt-4o-mini", false))
-        .header("x-mock-fault", "status=400")
         .send()
         .await
         .unwrap();
@@ -87,9 +87,9 @@ async fn supplier_errors_pass_through_unchanged() {
 #[tokio::test]
 async fn stalled_supplier_times_out_with_a_json_error() {
     let h = Harness::start_with(300).await;
+    h.mock.set_fault(Some("stall_ms=2000".parse().unwrap()));
     let (status, body) = json_of(
         h.post("/compat/v1/chat/completions", &chat("gpt-4o-mini", false))
-            .header("x-mock-fault", "stall_ms=2000")
             .send()
             .await
             .unwrap(),

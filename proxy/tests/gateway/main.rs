@@ -96,6 +96,7 @@ listen = "127.0.0.1:1"
 environment = "development"
 max_body_bytes = {MAX_BODY}
 upstream_read_timeout_ms = {read_timeout_ms}
+request_body_timeout_ms = 1000
 
 [admin]
 embedded = true
@@ -184,6 +185,7 @@ provider = "openai"
 base_url = "{mock_url}"
 api_key = "sk-mock-supplier"
 models = ["gpt-4o-mini", "gpt-4o", "small-model", "twin-model", "whisper-1", "whisper-2"]
+forward_headers = ["x-mock-usage", "x-mock-events", "x-mock-delay-ms", "x-mock-audio-seconds"]
 max_concurrency = 1000
 
 [[accounts]]
@@ -199,6 +201,7 @@ provider = "openai"
 base_url = "{mock_b_url}"
 api_key = "sk-mock-supplier"
 models = ["gpt-4o", "narrow-model", "big-model", "whisper-1"]
+forward_headers = ["x-mock-usage", "x-mock-events", "x-mock-delay-ms", "x-mock-audio-seconds"]
 capabilities = ["audio_transcription"]
 max_concurrency = 2
 

@@ -144,9 +144,9 @@ async fn responses_pass_through_and_are_metered_streaming_or_not() {
 #[tokio::test]
 async fn cut_stream_is_settled_from_an_estimate() {
     let h = Harness::start().await;
+    h.mock.set_fault(Some("cut_after=3".parse().unwrap()));
     let resp = h
         .post("/compat/v1/chat/completions", &chat("gpt-4o-mini", true))
-        .header("x-mock-fault", "cut_after=3")
         .send()
         .await
         .unwrap();
@@ -178,9 +178,9 @@ async fn cut_stream_is_settled_from_an_estimate() {
 #[tokio::test]
 async fn malformed_sse_passes_through_and_is_estimated() {
     let h = Harness::start().await;
+    h.mock.set_fault(Some("malformed_sse".parse().unwrap()));
     let resp = h
         .post("/compat/v1/chat/completions", &chat("gpt-4o-mini", true))
-        .header("x-mock-fault", "malformed_sse")
         .send()
         .await
         .unwrap();

@@ -171,7 +171,8 @@ async fn a_5xx_fails_over_but_a_request_error_does_not() {
     assert_eq!((h.mock.request_count(), h.mock_b.request_count()), (1, 1));
     // A request-shape error is the client's: passed through, never retried elsewhere.
     let other = session_preferring(2);
-    let (status, _, _) = premium(&h, &other, &[("x-mock-fault", "status=400")]).await;
+    h.mock_b.set_fault(Some("status=400".parse().unwrap()));
+    let (status, _, _) = premium(&h, &other, &[]).await;
     assert_eq!(status, 400);
     assert_eq!(h.mock_b.request_count(), 2);
     assert_eq!(h.mock.request_count(), 1, "no retry on a 400");
@@ -242,12 +243,12 @@ async fn no_retry_once_bytes_reached_the_client() {
     let h = Harness::start().await;
     let sid = session_preferring(0);
     let key = h.add_key(2, KeyPermissions::default()).await;
+    h.mock.set_fault(Some("cut_after=2".parse().unwrap()));
     let resp = h
         .http
         .post(h.url("/compat/v1/chat/completions"))
         .bearer_auth(&key)
         .header("x-session-id", &sid)
-        .header("x-mock-fault", "cut_after=2")
         .body(chat("gpt-4o", true).to_string())
         .send()
         .await
