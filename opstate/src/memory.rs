@@ -357,6 +357,16 @@ impl Wallets for MemoryStore {
         Ok(Settlement::Settled { charged, excess })
     }
 
+    async fn extend(&self, org: i64, hold_id: &str, ttl_ms: u64) -> StoreResult<bool> {
+        let deadline = self.now() + Duration::from_millis(ttl_ms);
+        let mut w = self.wallets()?;
+        Ok(w.get_mut(&org)
+            .filter(|w| w.present)
+            .and_then(|wallet| wallet.holds.get_mut(hold_id))
+            .map(|(_, at)| *at = deadline)
+            .is_some())
+    }
+
     async fn release(&self, org: i64, hold_id: &str) -> StoreResult<bool> {
         let mut w = self.wallets()?;
         Ok(w.get_mut(&org).filter(|w| w.present).is_some_and(|wallet| {

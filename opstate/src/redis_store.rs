@@ -35,7 +35,7 @@ static COOLDOWN: LazyLock<Script> =
 static SLOT_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/slot_acquire.v1.lua")));
 
-static WALLET: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/wallet.v2.lua")));
+static WALLET: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/wallet.v3.lua")));
 
 /// Entries written per round trip when loading the key directory.
 const LOAD_BATCH: usize = 500;
@@ -367,6 +367,13 @@ impl Wallets for RedisStore {
 
     async fn release(&self, org: i64, hold_id: &str) -> StoreResult<bool> {
         let r = self.wallet(org, &["release", hold_id]).await?;
+        Ok(int(r.first())? == 1)
+    }
+
+    async fn extend(&self, org: i64, hold_id: &str, ttl_ms: u64) -> StoreResult<bool> {
+        let r = self
+            .wallet(org, &["extend", hold_id, &ttl_ms.to_string()])
+            .await?;
         Ok(int(r.first())? == 1)
     }
 

@@ -152,6 +152,10 @@ pub trait Wallets: Send + Sync {
     /// Closes a hold without charging. `true` when an open hold was released.
     async fn release(&self, org: i64, hold_id: &str) -> StoreResult<bool>;
 
+    /// Moves an open hold's deadline to `ttl_ms` from now (a call still in progress keeps its
+    /// hold away from the reconciler). `false` when no such hold is open.
+    async fn extend(&self, org: i64, hold_id: &str, ttl_ms: u64) -> StoreResult<bool>;
+
     /// The ledger now holds the charge of `hold_id` (`amount`): it stops being pending, or, when
     /// the mirror was reloaded before the ledger had it, the mirror takes the debit now. Once per
     /// hold.

@@ -368,6 +368,41 @@ mod wallets {
     use proptest::prelude::*;
 
     #[tokio::test]
+    async fn an_open_hold_can_be_extended_past_its_deadline() {
+        for (name, s) in backends().await {
+            let w = &s.wallets;
+            w.load(5, nano(1_000)).await.unwrap();
+            w.reserve(5, "long", nano(100), 0, "{}").await.unwrap();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            assert_eq!(
+                w.expired(5).await.unwrap().len(),
+                1,
+                "{name}: past its deadline"
+            );
+            assert!(w.extend(5, "long", 60_000).await.unwrap(), "{name}");
+            assert!(w.expired(5).await.unwrap().is_empty(), "{name}: extended");
+            let snap = w.snapshot(5).await.unwrap().unwrap();
+            assert_eq!(snap.reserved, nano(100), "{name}: the amount stays");
+            assert!(
+                !w.extend(5, "nope", 60_000).await.unwrap(),
+                "{name}: no such hold"
+            );
+            assert!(
+                !w.extend(6, "long", 60_000).await.unwrap(),
+                "{name}: no such wallet"
+            );
+            assert_eq!(
+                w.settle(5, "long", nano(40)).await.unwrap(),
+                Settlement::Settled {
+                    charged: nano(40),
+                    excess: nano(0)
+                },
+                "{name}: settled as usual"
+            );
+        }
+    }
+
+    #[tokio::test]
     async fn missing_wallet_fails_closed() {
         for (name, s) in backends().await {
             let w = &s.wallets;

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 /// The Pingora application. Cheap to clone.
 #[derive(Clone)]
 pub struct Gateway {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl Gateway {
@@ -97,8 +97,9 @@ impl Gateway {
         let plan = admit::hold_for(&work, route, model, &caller, &s.settings, at)?;
         let wallets = s.stores().wallets.as_ref();
         let (org, ttl) = (caller.org_id, s.settings.money.hold_ttl_ms);
-        let hold = admit::reserve(wallets, org, &ctx.request_id, &plan, ttl).await;
-        ctx.hold = Some(hold?);
+        let hold = admit::reserve(wallets, org, &ctx.request_id, &plan, ttl).await?;
+        s.live_holds.insert(&hold.id, org);
+        ctx.hold = Some(hold);
         let body = work.forward_body(route, &original, &served.model.id)?;
         ctx.call = Some(Call::new(work, body, served));
         Ok(false)
@@ -389,6 +390,7 @@ impl ProxyHttp for Gateway {
         let status = session.response_written().map_or(0, |h| h.status.as_u16());
         s.release_slot(ctx).await;
         let hold = ctx.hold.take();
+        hold.iter().for_each(|h| s.live_holds.remove(&h.id));
         let finished = ctx.finished(status, &s.accounts);
         s.metrics.finished(&finished);
         let stores = s.stores();

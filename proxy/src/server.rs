@@ -3,10 +3,14 @@
 
 use crate::gateway::Gateway;
 use crate::metrics::Metrics;
+use crate::money::renew;
+use async_trait::async_trait;
 use pingora::apps::ServerApp;
 use pingora::proxy::{http_proxy, http_proxy_service};
 use pingora::server::Server;
+use pingora::server::ShutdownWatch;
 use pingora::server::configuration::ServerConf;
+use pingora::services::background::{BackgroundService, background_service};
 use settings::Settings;
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -28,10 +32,30 @@ pub fn build_server(settings: &Settings, gateway: Gateway) -> Server {
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
+    let renewer = background_service("hold renewal", HoldRenewer(gateway.clone()));
     let mut service = http_proxy_service(&server.configuration, gateway);
     service.add_tcp(&settings.server.listen.to_string());
     server.add_service(service);
+    server.add_service(renewer);
     server
+}
+
+/// Keeps the holds of this gateway's calls in progress open past their deadline until
+/// `shutdown` turns true (see `money::renew`). Runs beside the gateway: a Pingora background
+/// service in production, a tracked task of [`serve_listener`] in tests.
+pub async fn renew_holds(gateway: Gateway, shutdown: watch::Receiver<bool>) {
+    let s = gateway.shared;
+    let ttl = s.settings.money.hold_ttl_ms;
+    renew::run(&s.live_holds, || s.stores().wallets.clone(), ttl, shutdown).await;
+}
+
+struct HoldRenewer(Gateway);
+
+#[async_trait]
+impl BackgroundService for HoldRenewer {
+    async fn start(&self, shutdown: ShutdownWatch) {
+        renew_holds(self.0.clone(), shutdown).await;
+    }
 }
 
 /// Serves the gateway on an already bound listener, on the caller's runtime, until `shutdown`
@@ -41,8 +65,9 @@ pub async fn serve_listener(
     gateway: Gateway,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let app = Arc::new(http_proxy(&Arc::new(ServerConf::default()), gateway));
     let mut connections = JoinSet::new();
+    connections.spawn(renew_holds(gateway.clone(), shutdown.clone()));
+    let app = Arc::new(http_proxy(&Arc::new(ServerConf::default()), gateway));
     loop {
         tokio::select! {
             _ = shutdown.changed() => break,

@@ -6,6 +6,7 @@
 
 use crate::ctx::RequestCtx;
 use crate::metrics::Metrics;
+use crate::money::renew::LiveHolds;
 use crate::route::capacity::{self, Queue};
 use crate::route::models::Router;
 use crate::route::{Routing, cooldown, select};
@@ -32,6 +33,8 @@ pub(crate) struct Shared {
     pub admin: Option<std::net::SocketAddr>,
     /// Requests waiting for capacity in this proxy.
     pub queue: Queue,
+    /// Holds of the calls in progress in this proxy, renewed until settled.
+    pub live_holds: LiveHolds,
 }
 
 impl Shared {
@@ -58,6 +61,7 @@ impl Shared {
             settings,
             admin,
             queue: Queue::default(),
+            live_holds: LiveHolds::default(),
         }
     }
 

@@ -303,3 +303,41 @@ async fn a_json_answer_without_usage_is_charged_an_estimate() {
         (Some(RateMultiplier::ONE), Some(RateMultiplier::ONE))
     );
 }
+
+/// A stream that outlives its hold's deadline keeps its hold: the gateway renews it while the call
+/// is in progress (so the reconciler never takes it for a dead gateway's), and the call is charged
+/// its exact price once, at the end.
+#[tokio::test]
+async fn a_stream_longer_than_its_hold_keeps_the_hold_and_pays_exactly() {
+    let h = Harness::start_with_config(|t| format!("{t}\n[money]\nhold_ttl_ms = 1000\n")).await;
+    let before = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    let resp = h
+        .post("/compat/v1/chat/completions", &chat("gpt-4o-mini", true))
+        .header("x-mock-events", "12")
+        .header("x-mock-delay-ms", "250")
+        .header("x-mock-usage", "prompt=1000,completion=500")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut reading = JoinSet::new();
+    reading.spawn(async move { resp.bytes().await.unwrap() });
+    // Past twice the TTL, the call still holds its money and nothing is overdue.
+    tokio::time::sleep(Duration::from_millis(2_200)).await;
+    let w = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    assert!(w.reserved.is_positive(), "the hold is open: {w:?}");
+    assert!(
+        h.stores.wallets.expired(42).await.unwrap().is_empty(),
+        "a live call's hold is renewed, never overdue"
+    );
+    reading.join_next().await.unwrap().unwrap();
+    let e = h.usage_event().await;
+    assert_eq!(e.measurement, Measurement::Exact);
+    assert_eq!(e.charged_nanos, mini_cost(1000, 500), "{e:?}");
+    let after = settled_wallet(&h.stores, 42).await;
+    assert_eq!(
+        before.balance.checked_sub(after.balance),
+        Some(mini_cost(1000, 500))
+    );
+    assert!(h.stores.wallets.expired(42).await.unwrap().is_empty());
+}

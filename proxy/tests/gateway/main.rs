@@ -300,11 +300,26 @@ impl Harness {
         Harness::build_with(read_timeout_ms, stores, prepare, None).await
     }
 
+    /// A gateway whose configuration text is edited by `edit` first.
+    async fn start_with_config(edit: impl Fn(String) -> String) -> Harness {
+        Harness::build_full(300_000, Stores::memory(), true, None, &edit).await
+    }
+
     async fn build_with(
         read_timeout_ms: u64,
         stores: Stores,
         prepare: bool,
         dead_url: Option<&str>,
+    ) -> Harness {
+        Harness::build_full(read_timeout_ms, stores, prepare, dead_url, &|t| t).await
+    }
+
+    async fn build_full(
+        read_timeout_ms: u64,
+        stores: Stores,
+        prepare: bool,
+        dead_url: Option<&str>,
+        edit: &dyn Fn(String) -> String,
     ) -> Harness {
         captured_logs();
         let mock = MockSupplier::start(MockConfig {
@@ -329,7 +344,7 @@ impl Harness {
             &mock_b.base_url(),
             read_timeout_ms,
         );
-        let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
+        let settings = Arc::new(Settings::parse(&edit(text), &|_| None).unwrap());
         let metrics = Arc::new(Metrics::new().unwrap());
         let gateway = Gateway::new(settings, stores.clone(), metrics.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -1,5 +1,6 @@
--- wallet v2: every wallet operation, one atomic script. (v2: confirmed charges moved from the
--- adjusted set, where they were never removed, to a sorted set pruned after ten minutes.)
+-- wallet v3: every wallet operation, one atomic script. (v2: confirmed charges moved from the
+-- adjusted set, where they were never removed, to a sorted set pruned after ten minutes. v3: the
+-- 'extend' operation moves an open hold's deadline, for calls that outlive it.)
 -- KEYS[1] = wallet hash {prefix}{org:N}:wallet  (fields: balance, reserved)
 -- KEYS[2] = holds hash  {prefix}{org:N}:holds   (hold id -> "amount:deadline_ms")
 -- KEYS[3] = applied adjustment references {prefix}{org:N}:adjusted (set); settled hold ids are
@@ -69,6 +70,13 @@ elseif op == 'reserve' then
   if ARGV[5] and ARGV[5] ~= '' then redis.call('HSET', KEYS[4], ARGV[2], ARGV[5]) end
   redis.call('HSET', KEYS[1], 'reserved', s(reserved + amount))
   return {1, s(available - amount)}
+elseif op == 'extend' then
+  -- ARGV[2] = hold id, ARGV[3] = ttl ms from now. The amount and the description stay.
+  local hold = redis.call('HGET', KEYS[2], ARGV[2])
+  if not hold then return {0} end
+  local amount = string.match(hold, '^(%-?%d+)')
+  redis.call('HSET', KEYS[2], ARGV[2], amount .. ':' .. s(now_ms() + tonumber(ARGV[3])))
+  return {1}
 elseif op == 'settle' or op == 'release' then
   local hold = redis.call('HGET', KEYS[2], ARGV[2])
   if not hold then return {0} end
