@@ -368,4 +368,48 @@ mod tests {
         assert_eq!(m.reset_hint(), Some(std::time::Duration::from_secs(20)));
         assert!(!m.has_usage());
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Splits `bytes` at the sorted, deduplicated `cuts`.
+        fn split<'a>(bytes: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
+            let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
+            cuts.sort_unstable();
+            cuts.dedup();
+            let mut out = Vec::new();
+            let mut from = 0;
+            for c in cuts {
+                out.push(&bytes[from..c]);
+                from = c;
+            }
+            out.push(&bytes[from..]);
+            out
+        }
+
+        proptest! {
+            /// The usage found in a stream never depends on where the chunks split.
+            #[test]
+            fn sse_usage_is_independent_of_chunking(cuts in proptest::collection::vec(0usize..400, 0..40)) {
+                let whole = run("text/event-stream", &[CHAT]);
+                prop_assert_eq!(run("text/event-stream", &split(CHAT, &cuts)), whole);
+            }
+
+            /// Arbitrary bytes, streamed or not, in any chunking: no panic, and without usage
+            /// the outcome is the estimate or (no byte) nothing.
+            #[test]
+            fn arbitrary_bytes_never_panic(
+                bytes in proptest::collection::vec(any::<u8>(), 0..2000),
+                cuts in proptest::collection::vec(0usize..2000, 0..20),
+                sse in any::<bool>(),
+            ) {
+                let ct = if sse { "text/event-stream" } else { "application/json" };
+                let (usage, measurement) = run(ct, &split(&bytes, &cuts));
+                if bytes.is_empty() {
+                    prop_assert_eq!((usage, measurement), (Usage::default(), Measurement::Exact));
+                }
+            }
+        }
+    }
 }

@@ -241,3 +241,23 @@ fn forwarded_headers_are_names_and_never_credentials() {
     ));
     assert_eq!(e.path, "server.request_body_timeout_ms");
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Arbitrary text never panics the loader: settings or an error naming a key path.
+        #[test]
+        fn arbitrary_configuration_text(text in ".{0,400}") {
+            let _ = Settings::parse(&text, &|_| None);
+        }
+
+        /// A valid file with one value replaced by arbitrary text: no panic.
+        #[test]
+        fn valid_file_with_an_arbitrary_value(value in "[ -~]{0,20}") {
+            let text = VALID.replace("0.15", &value);
+            let _ = Settings::parse(&text, &env(&[("KEY_A", "sk-a")]));
+        }
+    }
+}

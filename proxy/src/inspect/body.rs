@@ -144,4 +144,31 @@ mod tests {
         let ok = format!("{}{}", "[".repeat(128), "]".repeat(128));
         assert!(nesting_within(ok.as_bytes(), MAX_JSON_DEPTH));
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// Arbitrary bytes never panic the top-level scan: a JSON object or a clear error.
+            #[test]
+            fn top_level_of_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..4000)) {
+                let _ = top_level(&bytes);
+            }
+
+            /// Nesting is measured exactly for bracket-only documents.
+            #[test]
+            fn nesting_depth_is_exact(depth in 0usize..300) {
+                let doc = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+                prop_assert_eq!(nesting_within(doc.as_bytes(), MAX_JSON_DEPTH), depth <= MAX_JSON_DEPTH);
+            }
+
+            /// Huge numbers and duplicate keys are the parser's business, never a panic.
+            #[test]
+            fn odd_but_valid_json(n in any::<u64>(), key in "[a-z]{1,8}") {
+                let doc = format!(r#"{{"{key}":{n}e400,"{key}":1,"model":"m"}}"#);
+                let _ = top_level(doc.as_bytes());
+            }
+        }
+    }
 }

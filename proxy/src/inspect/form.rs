@@ -404,4 +404,25 @@ mod tests {
         broken[28..32].copy_from_slice(&0u32.to_le_bytes());
         assert_eq!(audio_seconds(&broken), (17, false));
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// Arbitrary bodies never panic the form reader, and a truncated valid form is a clear
+            /// error or a form, never a panic; the audio duration reader likewise.
+            #[test]
+            fn arbitrary_and_truncated_forms(
+                bytes in proptest::collection::vec(any::<u8>(), 0..2000),
+                cut in 0usize..400,
+            ) {
+                let _ = audio_form(&bytes, Some(CT));
+                let valid = form(&[("model", b"whisper-1"), ("file", &wav(1))]);
+                let cut = cut.min(valid.len());
+                let _ = audio_form(&valid[..cut], Some(CT));
+                let _ = audio_seconds(&bytes);
+            }
+        }
+    }
 }

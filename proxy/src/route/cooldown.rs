@@ -333,6 +333,21 @@ fn httpdate(v: &str) -> Option<Duration> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Reset hints in arbitrary text and bodies never panic, and are capped at one day.
+        #[test]
+        fn reset_hints_of_arbitrary_input(text in ".{0,64}", body in proptest::collection::vec(any::<u8>(), 0..512)) {
+            if let Some(d) = duration_text(&text) {
+                prop_assert!(d <= Duration::from_secs(86_400 * 366));
+            }
+            if let Some(d) = body_hint(&body) {
+                prop_assert!(d <= Duration::from_secs(86_400));
+            }
+        }
+    }
+
     use super::*;
 
     fn resp(status: u16, headers: &[(&str, &str)]) -> ResponseHeader {
