@@ -75,6 +75,10 @@ pub struct UsageEvent {
     /// priced from these two, never from rates changed since.
     #[serde(default)]
     pub wholesale_rate: Option<RateMultiplier>,
+    /// Appended again by its gateway after the store lost its data (see the proxy's `resend`):
+    /// booked once like any event, but never confirmed to a wallet mirror if already booked.
+    #[serde(default)]
+    pub resent: bool,
 }
 
 /// A claimed stream entry: acknowledge `id` once the event is durably recorded.

@@ -74,6 +74,7 @@ fn event(n: u64) -> UsageEvent {
         audio_seconds: 0,
         retail_rate: None,
         wholesale_rate: None,
+        resent: false,
     }
 }
 

@@ -395,6 +395,7 @@ impl ProxyHttp for Gateway {
         s.metrics.finished(&finished);
         let stores = s.stores();
         let (wallets, usage) = (stores.wallets.as_ref(), stores.usage.as_ref());
-        settle::settle(finished, hold, wallets, usage, &s.metrics).await;
+        s.recent
+            .keep(settle::settle(finished, hold, wallets, usage, &s.metrics).await);
     }
 }

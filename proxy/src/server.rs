@@ -3,7 +3,7 @@
 
 use crate::gateway::Gateway;
 use crate::metrics::Metrics;
-use crate::money::renew;
+use crate::money::{renew, resend};
 use async_trait::async_trait;
 use pingora::apps::ServerApp;
 use pingora::proxy::{http_proxy, http_proxy_service};
@@ -40,13 +40,23 @@ pub fn build_server(settings: &Settings, gateway: Gateway) -> Server {
     server
 }
 
-/// Keeps the holds of this gateway's calls in progress open past their deadline until
-/// `shutdown` turns true (see `money::renew`). Runs beside the gateway: a Pingora background
+/// The gateway's own background work until `shutdown` turns true: keeping the holds of its calls
+/// in progress open past their deadline (`money::renew`) and re-sending its recent usage events
+/// when the store lost them (`money::resend`). Runs beside the gateway: a Pingora background
 /// service in production, a tracked task of [`serve_listener`] in tests.
 pub async fn renew_holds(gateway: Gateway, shutdown: watch::Receiver<bool>) {
     let s = gateway.shared;
     let ttl = s.settings.money.hold_ttl_ms;
-    renew::run(&s.live_holds, || s.stores().wallets.clone(), ttl, shutdown).await;
+    let proxy = format!("{}-{}", std::process::id(), uuid::Uuid::new_v4().simple());
+    tokio::join!(
+        renew::run(
+            &s.live_holds,
+            || s.stores().wallets.clone(),
+            ttl,
+            shutdown.clone()
+        ),
+        resend::run(&s.recent, || s.stores().clone(), &proxy, shutdown),
+    );
 }
 
 struct HoldRenewer(Gateway);

@@ -7,6 +7,7 @@
 use crate::ctx::RequestCtx;
 use crate::metrics::Metrics;
 use crate::money::renew::LiveHolds;
+use crate::money::resend::RecentEvents;
 use crate::route::capacity::{self, Queue};
 use crate::route::models::Router;
 use crate::route::{Routing, cooldown, select};
@@ -35,6 +36,8 @@ pub(crate) struct Shared {
     pub queue: Queue,
     /// Holds of the calls in progress in this proxy, renewed until settled.
     pub live_holds: LiveHolds,
+    /// Usage events appended recently, re-sent if the store loses them.
+    pub recent: RecentEvents,
 }
 
 impl Shared {
@@ -62,6 +65,7 @@ impl Shared {
             admin,
             queue: Queue::default(),
             live_holds: LiveHolds::default(),
+            recent: RecentEvents::default(),
         }
     }
 

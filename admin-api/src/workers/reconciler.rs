@@ -76,6 +76,7 @@ pub async fn reconcile_once(state: &AppState) -> Result<usize, opstate::StoreErr
                 audio_seconds: meta.audio_seconds,
                 retail_rate: meta.retail_rate,
                 wholesale_rate: meta.wholesale_rate,
+                resent: false,
             };
             state.stores.usage.append(&event).await?;
         }

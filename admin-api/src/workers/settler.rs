@@ -147,8 +147,12 @@ async fn settle_batch<'a>(
     let mut spent: HashMap<i64, NanoUsd> = HashMap::new();
     for &e in events {
         if let Some(&charged) = recorded.get(&e.request_id) {
-            // Settled before (a redelivery): the mirror may still need the confirmation.
-            confirmations.push((e, NanoUsd::from_nanos(charged)));
+            // Settled before (a redelivery): the mirror may still need the confirmation, unless
+            // the event was re-sent after the store lost its data (the mirror was reloaded from
+            // the ledger, which has the charge).
+            if !e.resent {
+                confirmations.push((e, NanoUsd::from_nanos(charged)));
+            }
             continue;
         }
         if !seen.insert(e.request_id.as_str()) {

@@ -200,6 +200,7 @@ fn settled_event(
         audio_seconds: 0,
         retail_rate: None,
         wholesale_rate: None,
+        resent: false,
     }
 }
 

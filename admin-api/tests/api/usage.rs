@@ -93,6 +93,7 @@ async fn daily_usage_breaks_down_by_project_and_workflow() {
             audio_seconds: 0,
             retail_rate: None,
             wholesale_rate: None,
+            resent: false,
         };
         api.state.stores.usage.append(&event).await.unwrap();
     }

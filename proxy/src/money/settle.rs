@@ -52,7 +52,7 @@ pub(crate) async fn settle(
     wallets: &dyn Wallets,
     usage: &dyn UsageStream,
     metrics: &Metrics,
-) {
+) -> Option<UsageEvent> {
     let route = f.route.map(|r| r.label()).unwrap_or("unknown");
     let mut event = usage_event(&f);
     if let Some(hold) = hold {
@@ -85,10 +85,11 @@ pub(crate) async fn settle(
             "request answered by the gateway"
         ),
     }
-    if let Some(event) = event {
-        metrics.record_tokens(&event);
-        append(usage, metrics, &event).await;
+    if let Some(event) = &event {
+        metrics.record_tokens(event);
+        append(usage, metrics, event).await;
     }
+    event
 }
 
 /// Closes the request's hold exactly once: charges the price of what was served (zero when nothing
@@ -207,6 +208,7 @@ fn usage_event(f: &Finished<'_>) -> Option<UsageEvent> {
         audio_seconds,
         retail_rate: None,
         wholesale_rate: None,
+        resent: false,
     })
 }
 

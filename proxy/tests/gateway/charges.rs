@@ -341,3 +341,56 @@ async fn a_stream_longer_than_its_hold_keeps_the_hold_and_pays_exactly() {
     );
     assert!(h.stores.wallets.expired(42).await.unwrap().is_empty());
 }
+
+/// Redis loses its data (a flush, a failover without persistence) before the settler drained a
+/// call's usage event: the gateway notices within a second or two and appends the event again,
+/// flagged `resent`, so the call is never free.
+#[tokio::test]
+async fn usage_events_are_re_sent_after_the_store_lost_them() {
+    let Some(redis_url) = testkit::redis_url() else {
+        return;
+    };
+    let prefix = testkit::redis_prefix("resend");
+    let stores = Stores::redis(&redis_url, &prefix).await.unwrap();
+    let h = Harness::build(300_000, stores.clone(), true).await;
+    // Let the gateway set its marker in the store.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let resp = h
+        .post("/compat/v1/chat/completions", &chat("gpt-4o-mini", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let request_id = resp.headers()["x-request-id"].to_str().unwrap().to_string();
+    resp.bytes().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The flush: every key of this gateway's store, its undrained usage stream included.
+    let client = redis::Client::open(redis_url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!keys.is_empty());
+    let _: () = redis::cmd("DEL")
+        .arg(&keys)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let event = loop {
+        let got = stores
+            .usage
+            .claim("test", 10, Duration::from_secs(60))
+            .await
+            .unwrap();
+        if let Some(entry) = got.into_iter().find(|e| e.event.request_id == request_id) {
+            break entry.event;
+        }
+        assert!(Instant::now() < deadline, "the event was not re-sent");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(event.resent);
+    assert!(event.cost_nanos.is_positive());
+}
