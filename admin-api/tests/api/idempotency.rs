@@ -247,3 +247,81 @@ async fn a_running_write_answers_in_progress_and_a_dead_one_is_taken_over() {
     assert_eq!(s, 200, "{v}");
     assert_eq!(api.count("top_up_sessions").await, 1);
 }
+
+/// Bad bodies on every partner write: 400 with the route's reason, nothing created and nothing
+/// stored under the idempotency key (the key can be retried with a corrected body).
+#[tokio::test]
+async fn bad_bodies_on_every_write_change_nothing() {
+    use sea_orm::{EntityTrait, PaginatorTrait};
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let (id, _) = api.active_customer(&owner, "bad-bodies", 5.0, 1.0).await;
+    let records_before = entities::idempotency_records::Entity::find()
+        .count(&api.state.db)
+        .await
+        .unwrap();
+    let routes: Vec<(&str, String, &str)> = vec![
+        (
+            "PUT",
+            "/partner/v1/customers/by-external-id/new-one".into(),
+            "INVALID_PARTNER_CUSTOMER",
+        ),
+        (
+            "POST",
+            "/partner/v1/funding/top-up-sessions".into(),
+            "INVALID_PARTNER_TOP_UP_AMOUNT",
+        ),
+        (
+            "POST",
+            format!("/partner/v1/customers/{id}/allocations"),
+            "INVALID_PARTNER_ALLOCATION_ACTION",
+        ),
+        (
+            "PUT",
+            format!("/partner/v1/customers/{id}/groups/1/rate"),
+            "INVALID_PARTNER_CUSTOMER_GROUP_RATE",
+        ),
+        (
+            "POST",
+            format!("/partner/v1/customers/{id}/api-keys"),
+            "INVALID_PARTNER_CUSTOMER_API_KEY",
+        ),
+    ];
+    let bodies: [&[u8]; 5] = [
+        b"{\"name\":",
+        b"[1,2,3]",
+        b"{\"name\":\"x\xff\xfe\"}",
+        b"\"just a string\"",
+        b"{\"amount_usd\":1e400,\"retail_rate_multiplier\":1e400,\"action\":5,\"name\":7}",
+    ];
+    for (method, path, reason) in &routes {
+        for (n, body) in bodies.iter().enumerate() {
+            let resp = api
+                .http
+                .request(method.parse().unwrap(), format!("{}{path}", api.base))
+                .bearer_auth(&owner.token)
+                .header("idempotency-key", format!("bad-{n}"))
+                .header("content-type", "application/json")
+                .body(body.to_vec())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 400, "{method} {path} body {n}");
+            let v: Value = resp.json().await.unwrap();
+            assert_eq!(v["reason"], *reason, "{method} {path} body {n}: {v}");
+            assert_eq!(v["code"], 400);
+        }
+    }
+    assert_eq!(
+        entities::idempotency_records::Entity::find()
+            .count(&api.state.db)
+            .await
+            .unwrap(),
+        records_before,
+        "no key was claimed"
+    );
+    let (status, _) = api.get(&owner, "/customers/by-external-id/new-one").await;
+    assert_eq!(status, 404, "nothing was created");
+    let (_, keys) = api.get(&owner, &format!("/customers/{id}/api-keys")).await;
+    assert_eq!(keys["data"].as_array().unwrap().len(), 0);
+}

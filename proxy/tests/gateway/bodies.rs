@@ -254,3 +254,154 @@ async fn only_allowlisted_client_headers_reach_the_supplier() {
         "the account's credential, never the customer's"
     );
 }
+
+/// Bad input on every gateway route: each answer is a 4xx in the route's error shape (or a closed
+/// connection for framing errors), nothing reaches a supplier, nothing is held or charged, and
+/// the next request on a fresh connection is served.
+#[tokio::test]
+async fn bad_input_on_every_route_changes_nothing() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let h = Harness::start().await;
+    let before = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    let addr = h.base.trim_start_matches("http://").to_string();
+    let form_ct = "multipart/form-data; boundary=XyZ";
+    let bodies: Vec<(&str, &str, &str, Vec<u8>)> = vec![
+        (
+            "malformed json",
+            "/compat/v1/chat/completions",
+            "application/json",
+            b"{\"model\":".to_vec(),
+        ),
+        (
+            "not an object",
+            "/compat/v1/chat/completions",
+            "application/json",
+            b"[1,2,3]".to_vec(),
+        ),
+        (
+            "model a number",
+            "/compat/v1/chat/completions",
+            "application/json",
+            br#"{"model":5,"messages":[]}"#.to_vec(),
+        ),
+        (
+            "stream a string",
+            "/compat/v1/chat/completions",
+            "application/json",
+            br#"{"model":"gpt-4o-mini","stream":"yes","messages":[]}"#.to_vec(),
+        ),
+        (
+            "huge max_tokens",
+            "/compat/v1/chat/completions",
+            "application/json",
+            br#"{"model":"gpt-4o-mini","max_tokens":1e400,"messages":[]}"#.to_vec(),
+        ),
+        (
+            "negative max_tokens",
+            "/compat/v1/chat/completions",
+            "application/json",
+            br#"{"model":"gpt-4o-mini","max_tokens":-5,"messages":[]}"#.to_vec(),
+        ),
+        (
+            "invalid utf-8",
+            "/compat/v1/chat/completions",
+            "application/json",
+            b"{\"model\":\"gpt-4o-mini\xff\xfe\"}".to_vec(),
+        ),
+        (
+            "empty body",
+            "/compat/v1/responses",
+            "application/json",
+            Vec::new(),
+        ),
+        (
+            "responses wrong model type",
+            "/compat/v1/responses",
+            "application/json",
+            br#"{"model":["gpt-4o-mini"],"input":"x"}"#.to_vec(),
+        ),
+        (
+            "empty multipart",
+            "/compat/v1/audio/transcriptions",
+            form_ct,
+            Vec::new(),
+        ),
+        (
+            "truncated multipart",
+            "/compat/v1/audio/transcriptions",
+            form_ct,
+            b"--XyZ\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper-1".to_vec(),
+        ),
+        (
+            "json on the form route",
+            "/compat/v1/audio/transcriptions",
+            "application/json",
+            br#"{"model":"whisper-1"}"#.to_vec(),
+        ),
+    ];
+    for (name, path, ct, body) in bodies {
+        let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let mut request = format!(
+            "POST {path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\ncontent-type: {ct}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            h.key,
+            body.len()
+        )
+        .into_bytes();
+        request.extend_from_slice(&body);
+        sock.write_all(&request).await.unwrap();
+        let mut out = Vec::new();
+        sock.read_to_end(&mut out).await.unwrap();
+        let text = String::from_utf8_lossy(&out).to_string();
+        let status: u16 = text.split(' ').nth(1).unwrap_or("0").parse().unwrap_or(0);
+        assert!((400..500).contains(&status), "{name}: {text}");
+        let json = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b)
+            .unwrap_or_default();
+        let v: Value =
+            serde_json::from_str(json).unwrap_or_else(|_| panic!("{name}: not JSON: {text}"));
+        assert!(v["error"]["message"].is_string(), "{name}: {v}");
+        assert!(v["error"]["type"].is_string(), "{name}: {v}");
+    }
+    // Framing errors (both Content-Length and Transfer-Encoding: 400 and the connection closes) and
+    // a 200 KiB header (accepted by the HTTP layer, refused by the route, never forwarded).
+    for (name, request) in [
+        (
+            "length and chunked",
+            format!(
+                "POST /compat/v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\ncontent-length: 5\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n",
+                h.key
+            ),
+        ),
+        (
+            "oversized header",
+            format!(
+                "POST /compat/v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\nx-big: {}\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{{}}",
+                h.key,
+                "b".repeat(200 * 1024)
+            ),
+        ),
+    ] {
+        let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let _ = sock.write_all(request.as_bytes()).await;
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), sock.read_to_end(&mut out)).await;
+        let text = String::from_utf8_lossy(&out).to_string();
+        let status: u16 = text.split(' ').nth(1).unwrap_or("0").parse().unwrap_or(0);
+        assert!((400..500).contains(&status), "{name}: {text}");
+    }
+    assert_eq!(h.mock.request_count(), 0, "nothing reached a supplier");
+    h.no_usage_event().await;
+    let after = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    assert_eq!(
+        (after.balance, after.reserved),
+        (before.balance, before.reserved)
+    );
+    // The next request on a fresh connection is served.
+    let resp = h
+        .post("/compat/v1/chat/completions", &chat("gpt-4o-mini", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+}
