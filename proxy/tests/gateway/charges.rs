@@ -394,3 +394,59 @@ async fn usage_events_are_re_sent_after_the_store_lost_them() {
     assert!(event.resent);
     assert!(event.cost_nanos.is_positive());
 }
+
+/// Supplier misbehaviour after a 200: a body that is not JSON, a body cut mid-way, a 16 MiB body.
+/// The client gets what the supplier sent (or a cut), the call is charged the documented estimate
+/// (something was served), and the gateway keeps serving.
+#[tokio::test]
+async fn misbehaving_suppliers_are_charged_an_estimate_and_the_gateway_stays_up() {
+    static BIG: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    let big = BIG.get_or_init(|| {
+        let body = format!(r#"{{"choices":[{{"message":{{"content":"{}"}}}}]}}"#, "x".repeat(16 * 1024 * 1024));
+        let mut r = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        r.extend_from_slice(body.as_bytes());
+        r
+    });
+    let cases: [(&str, &'static [u8], bool); 3] = [
+        (
+            "garbage",
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 16\r\nconnection: close\r\n\r\nthis is not json",
+            true,
+        ),
+        (
+            "cut mid-body",
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000\r\nconnection: close\r\n\r\n{\"choices\":[{\"message\":{\"content\":\"partial",
+            false,
+        ),
+        ("16 MiB", big.as_slice(), true),
+    ];
+    for (name, reply, whole) in cases {
+        let mut tasks = JoinSet::new();
+        let supplier = raw_supplier(&mut tasks, reply, Duration::ZERO).await;
+        let h = Harness::start_with_dead(5_000, &supplier).await;
+        let resp = h
+            .post("/compat/v1/chat/completions", &chat("dead-model", false))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{name}");
+        let body = resp.bytes().await;
+        assert_eq!(body.is_ok(), whole, "{name}: whole body or a cut");
+        let e = h.usage_event().await;
+        assert_eq!(e.measurement, Measurement::Estimated, "{name}");
+        assert!(
+            e.output_tokens > 0 && e.cost_nanos.is_positive(),
+            "{name}: {e:?}"
+        );
+        let ok = h
+            .post("/compat/v1/chat/completions", &chat("gpt-4o-mini", false))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(ok.status(), 200, "{name}: the gateway keeps serving");
+    }
+}
