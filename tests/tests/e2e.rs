@@ -537,3 +537,146 @@ async fn redis_flush_fails_closed_then_recovers() {
         money::NanoUsd::ZERO
     );
 }
+
+/// A Redis of its own (a `redis-server` process on a free port), stopped with SIGKILL and started
+/// again empty: while it is down the gateway answers 503 (never 401, never a free call); once it
+/// is back, the deployment recovers without a restart (keys and wallets rebuilt from the ledger),
+/// and the ledger stays balanced with exactly the calls that were served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stopped_and_restarted_recovers_without_a_restart() {
+    let Some(server) = redis_server_binary() else {
+        return;
+    };
+    let port = testkit::free_port();
+    let start_redis = || {
+        testkit::KillOnDrop(
+            std::process::Command::new(&server)
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("redis-server starts"),
+        )
+    };
+    let url = format!("redis://127.0.0.1:{port}");
+    let wait_up = |url: String| async move {
+        for _ in 0..100 {
+            if let Ok(c) = redis::Client::open(url.as_str())
+                && c.get_multiplexed_async_connection().await.is_ok()
+            {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("redis-server did not come up");
+    };
+    let mut redis = start_redis();
+    wait_up(url.clone()).await;
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let config = TestConfig::embedded()
+        .database(&testkit::fresh_database_url().await)
+        .redis(&url, "outage:")
+        .model(Model::gpt_4o_mini())
+        .account(Account::openai("mock", &mock.base_url(), &["gpt-4o-mini"]))
+        .group(Group::new(1, &["gpt-4o-mini"]));
+    let app = App::build(config.settings(), Role::Proxy).await.unwrap();
+    let state = app.admin_state().unwrap().clone();
+    let demo = admin_api::demo::demo_key(
+        &state.db,
+        state.stores.keys.as_ref(),
+        &state.hasher,
+        state.env,
+        1,
+    )
+    .await
+    .unwrap();
+    admin_api::services::wallets::reload(&state, demo.organization_id)
+        .await
+        .unwrap();
+    let running = app.start();
+    let base = running.base_url().unwrap();
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let call = || {
+        http.post(format!("{base}/compat/v1/chat/completions"))
+            .bearer_auth(&demo.api_key)
+            .body(r#"{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}"#)
+            .send()
+    };
+    let r = call().await.unwrap();
+    assert_eq!(r.status(), 200);
+    r.bytes().await.unwrap();
+    let served_before = mock.request_count();
+
+    // Redis dies.
+    drop(redis);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    for _ in 0..3 {
+        let r = call().await.unwrap();
+        assert_eq!(r.status(), 503, "fails closed while the store is down");
+    }
+    assert_eq!(
+        mock.request_count(),
+        served_before,
+        "nothing served while down"
+    );
+
+    // Redis comes back, empty.
+    redis = start_redis();
+    wait_up(url.clone()).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let r = call().await.unwrap();
+        let status = r.status();
+        r.bytes().await.unwrap();
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 503, "never 401 or a free call while recovering");
+        assert!(std::time::Instant::now() < deadline, "did not recover");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    // Both served calls are booked once; the ledger is balanced.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        use sea_orm::{EntityTrait, PaginatorTrait};
+        let n = entities::usage_records::Entity::find()
+            .count(&state.db)
+            .await
+            .unwrap();
+        if n >= 2 {
+            assert_eq!(n, 2);
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "not settled");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        admin_api::ledger::imbalance(&state.db).await.unwrap(),
+        money::NanoUsd::ZERO
+    );
+    running.stop().await.unwrap();
+    drop(redis);
+}
+
+/// The `redis-server` binary for tests that need a Redis of their own; with
+/// `TOLLGATE_REQUIRE_SERVICES=1` its absence fails the test.
+fn redis_server_binary() -> Option<std::path::PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join("redis-server"))
+            .find(|p| p.is_file())
+    });
+    assert!(
+        found.is_some() || !testkit::services_required(),
+        "TOLLGATE_REQUIRE_SERVICES=1 but redis-server is not installed"
+    );
+    found
+}
