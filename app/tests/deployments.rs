@@ -549,3 +549,177 @@ fn operator_cli_prints_json() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The `admin-api` process killed with SIGKILL while its settler books a backlog, then started
+/// again: every usage event is booked exactly once (one record each, the spend posted once), the
+/// ledger stays balanced, and the wallet mirror agrees with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_admin_api_loses_no_usage_and_posts_nothing_twice() {
+    let Some(redis_url) = testkit::redis_url() else {
+        return;
+    };
+    let db_url = testkit::fresh_database_url().await;
+    let prefix = testkit::redis_prefix("settler-crash");
+    let admin_port = free_port();
+    let text = TestConfig::embedded()
+        .set("admin", "embedded", false)
+        .set("admin", "listen", format!("127.0.0.1:{admin_port}"))
+        .database(&db_url)
+        .redis(&redis_url, &prefix)
+        .model(Model::gpt_4o_mini())
+        .account(Account::openai(
+            "mock",
+            "http://127.0.0.1:9/v1",
+            &["gpt-4o-mini"],
+        ))
+        .group(Group::new(1, &["gpt-4o-mini"]))
+        .toml();
+    let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
+    // The organization, its key and wallet, through a state of our own on the same stores.
+    let stores = Stores::redis(&redis_url, &prefix).await.unwrap();
+    let state = admin_api::AppState::connect(settings.clone(), stores.clone())
+        .await
+        .unwrap();
+    let demo =
+        admin_api::demo::demo_key(&state.db, stores.keys.as_ref(), &state.hasher, state.env, 1)
+            .await
+            .unwrap();
+    let org = demo.organization_id;
+    admin_api::services::wallets::reload(&state, org)
+        .await
+        .unwrap();
+    let before = admin_api::ledger::balance(
+        &state.db,
+        &admin_api::ledger::AccountRef::org_wallet(org).code,
+    )
+    .await
+    .unwrap();
+    // A backlog of 300 settled calls, as gateways leave it in the usage stream.
+    const CALLS: i64 = 300;
+    const COST: i64 = 1_000;
+    for i in 0..CALLS {
+        let id = format!("req-{i}");
+        let amount = money::NanoUsd::from_nanos(COST);
+        stores
+            .wallets
+            .reserve(org, &id, amount, 600_000, "")
+            .await
+            .unwrap();
+        stores.wallets.settle(org, &id, amount).await.unwrap();
+        stores
+            .usage
+            .append(&opstate::UsageEvent {
+                request_id: id,
+                key_id: demo.key_id,
+                org_id: org,
+                group_id: 1,
+                route: "chat_completions".into(),
+                model_requested: "gpt-4o-mini".into(),
+                model_served: "gpt-4o-mini".into(),
+                account_id: "mock".into(),
+                input_tokens: 1,
+                output_tokens: 1,
+                cached_tokens: 0,
+                measurement: opstate::Measurement::Exact,
+                status: 200,
+                stream: false,
+                started_at_ms: 1_700_000_000_000 + i as u64,
+                latency_ms: 1,
+                ttfb_ms: None,
+                attempts: 1,
+                cost_nanos: amount,
+                charged_nanos: amount,
+                excess_nanos: money::NanoUsd::ZERO,
+                hold_nanos: amount,
+                project: None,
+                workflow: None,
+                audio_seconds: 0,
+                retail_rate: None,
+                wholesale_rate: None,
+                resent: false,
+            })
+            .await
+            .unwrap();
+    }
+    let dir = testkit::temp_dir("settler-crash");
+    let path = dir.join("config.toml");
+    std::fs::write(&path, &text).unwrap();
+    let spawn = || {
+        KillOnDrop(
+            std::process::Command::new(env!("CARGO_BIN_EXE_admin-api"))
+                .arg("--config")
+                .arg(&path)
+                .env_remove("DATABASE_URL")
+                .env_remove("TOLLGATE_DATABASE_URL")
+                .env_remove("TOLLGATE_REDIS_URL")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let records = || {
+        let db = state.db.clone();
+        async move {
+            use sea_orm::{EntityTrait, PaginatorTrait};
+            entities::usage_records::Entity::find()
+                .count(&db)
+                .await
+                .unwrap()
+        }
+    };
+    // Killed as soon as its settler has booked something.
+    let mut first = spawn();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while records().await == 0 {
+        assert!(Instant::now() < deadline, "the settler never booked");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    first.0.kill().unwrap();
+    first.0.wait().unwrap();
+    let booked_at_kill = records().await;
+    // Started again: it takes the rest over (claims of the dead consumer included).
+    let _second = spawn();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while records().await < CALLS as u64 {
+        assert!(
+            Instant::now() < deadline,
+            "usage lost: {} of {CALLS}",
+            records().await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(records().await, CALLS as u64, "one record per call");
+    let spend = admin_api::ledger::balance(
+        &state.db,
+        &admin_api::ledger::AccountRef::org_spend(org).code,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        spend.nanos(),
+        CALLS * COST,
+        "spend posted once (killed after {booked_at_kill})"
+    );
+    assert_eq!(
+        admin_api::ledger::imbalance(&state.db).await.unwrap(),
+        money::NanoUsd::ZERO
+    );
+    let book = admin_api::ledger::balance(
+        &state.db,
+        &admin_api::ledger::AccountRef::org_wallet(org).code,
+    )
+    .await
+    .unwrap();
+    assert_eq!(book.nanos(), before.nanos() - CALLS * COST);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let w = stores.wallets.snapshot(org).await.unwrap().unwrap();
+        if w.pending.is_zero() {
+            assert_eq!(w.balance, book, "mirror and ledger agree");
+            break;
+        }
+        assert!(Instant::now() < deadline, "confirmations missing: {w:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
