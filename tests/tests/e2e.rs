@@ -680,3 +680,153 @@ fn redis_server_binary() -> Option<std::path::PathBuf> {
     );
     found
 }
+
+/// A TCP forwarder in front of PostgreSQL that the test can cut (every connection closed, new
+/// ones refused) and restore: a database outage without stopping the shared server.
+struct Cuttable {
+    port: u16,
+    down: tokio::sync::watch::Sender<bool>,
+    _tasks: tokio::task::JoinSet<()>,
+}
+
+impl Cuttable {
+    async fn start(target: String) -> Cuttable {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (down, watch) = tokio::sync::watch::channel(false);
+        let mut tasks = tokio::task::JoinSet::new();
+        tasks.spawn(async move {
+            let mut conns = tokio::task::JoinSet::new();
+            while let Ok((mut client, _)) = listener.accept().await {
+                if *watch.borrow() {
+                    continue;
+                }
+                let target = target.clone();
+                let mut cut = watch.clone();
+                conns.spawn(async move {
+                    let Ok(mut server) = tokio::net::TcpStream::connect(&target).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = cut.wait_for(|d| *d) => {}
+                    }
+                });
+            }
+        });
+        Cuttable {
+            port,
+            down,
+            _tasks: tasks,
+        }
+    }
+
+    fn set_down(&self, down: bool) {
+        let _ = self.down.send(down);
+    }
+}
+
+/// PostgreSQL unreachable: the partner and billing APIs answer 503, the gateway keeps serving from
+/// the operational store, and settlement catches up once the database is back (every call booked
+/// once, ledger balanced).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_outage_keeps_the_gateway_serving() {
+    let db_url = testkit::fresh_database_url().await;
+    let Some(rest) = db_url.strip_prefix("postgres://") else {
+        return; // the outage is PostgreSQL's (the SQLite pass runs the rest of the suite)
+    };
+    let (userinfo_host, dbname) = rest.split_once('/').unwrap();
+    let (userinfo, host) = userinfo_host
+        .rsplit_once('@')
+        .map_or(("", userinfo_host), |(u, h)| (u, h));
+    let cut = Cuttable::start(host.to_string()).await;
+    let at = if userinfo.is_empty() {
+        String::new()
+    } else {
+        format!("{userinfo}@")
+    };
+    let via = format!("postgres://{at}127.0.0.1:{}/{dbname}", cut.port);
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let config = TestConfig::embedded()
+        .database(&via)
+        .model(Model::gpt_4o_mini())
+        .account(Account::openai("mock", &mock.base_url(), &["gpt-4o-mini"]))
+        .group(Group::new(1, &["gpt-4o-mini"]));
+    let app = App::build(config.settings(), Role::Proxy).await.unwrap();
+    let state = app.admin_state().unwrap().clone();
+    let demo = admin_api::demo::demo_key(
+        &state.db,
+        state.stores.keys.as_ref(),
+        &state.hasher,
+        state.env,
+        1,
+    )
+    .await
+    .unwrap();
+    admin_api::services::wallets::reload(&state, demo.organization_id)
+        .await
+        .unwrap();
+    let billing = admin_api::cli::billing_token(&state, "create", demo.organization_id)
+        .await
+        .unwrap();
+    let billing = billing["token"].as_str().unwrap().to_string();
+    let running = app.start();
+    let base = running.base_url().unwrap();
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let call = || {
+        http.post(format!("{base}/compat/v1/chat/completions"))
+            .bearer_auth(&demo.api_key)
+            .body(r#"{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}"#)
+            .send()
+    };
+    let direct = admin_api::db::connect(&db_url).await.unwrap();
+    let records = || {
+        let db = direct.clone();
+        async move {
+            use sea_orm::{EntityTrait, PaginatorTrait};
+            entities::usage_records::Entity::find()
+                .count(&db)
+                .await
+                .unwrap()
+        }
+    };
+    let r = call().await.unwrap();
+    assert_eq!(r.status(), 200);
+    r.bytes().await.unwrap();
+
+    cut.set_down(true);
+    for _ in 0..3 {
+        let r = call().await.unwrap();
+        assert_eq!(
+            r.status(),
+            200,
+            "the gateway serves from the operational store"
+        );
+        r.bytes().await.unwrap();
+    }
+    let r = http
+        .get(format!("{base}/api/v1/organization/billing/balance"))
+        .bearer_auth(&billing)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["reason"], "SERVICE_UNAVAILABLE", "{v}");
+
+    cut.set_down(false);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while records().await < 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "settlement did not catch up"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(records().await, 4, "every call booked once");
+    assert_eq!(
+        admin_api::ledger::imbalance(&direct).await.unwrap(),
+        money::NanoUsd::ZERO
+    );
+    running.stop().await.unwrap();
+}
