@@ -5,6 +5,7 @@
 //! - Configuration: [`TestConfig`], a typed builder of the one TOML file (rendered, then parsed by
 //!   the real loader, so tests exercise the operator's format).
 //! - Processes and ports: [`free_port`], [`KillOnDrop`], [`temp_dir`].
+//! - Logs: [`captured_logs`] (every log line of the test binary, for credential checks).
 //!
 //! A leaf crate (only `settings` of the workspace): every crate may dev-depend on it.
 
@@ -15,8 +16,10 @@
 )]
 
 mod config;
+mod logs;
 
 pub use config::{Account, Group, Model, TestConfig};
+pub use logs::{captured_logs, captured_text};
 
 /// The pepper every test configuration uses.
 pub const PEPPER: &str = "test-pepper-0123456789";

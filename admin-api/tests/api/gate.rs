@@ -273,3 +273,74 @@ async fn store_down_answers_503_service_unavailable() {
     let (s, v) = api.get(&owner, "/customers/by-external-id/down").await;
     assert_error(s, &v, 404, "PARTNER_CUSTOMER_NOT_FOUND");
 }
+
+/// No partner token, billing token, customer key secret or invitation link appears in any log
+/// line (debug level) or in an error body, after a partner flow that creates and uses each of them.
+#[tokio::test]
+async fn secrets_never_reach_logs_or_error_bodies() {
+    testkit::captured_logs();
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let (status, created) = api.create(&owner, "secrets", 5.0, 1.0).await;
+    assert_eq!(status, 200, "{created}");
+    let invite = created["data"]["activation"]["invite_url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (id, org) = api.active_customer(&owner, "secrets2", 5.0, 1.0).await;
+    let (_, key) = api
+        .write(
+            &owner,
+            Method::POST,
+            &format!("/customers/{id}/api-keys"),
+            Some(&json!({"name": "k", "group_id": 1})),
+        )
+        .await;
+    let secret = key["data"]["key"].as_str().unwrap().to_string();
+    let billing = admin_api::cli::billing_token(&api.state, "create", org)
+        .await
+        .unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Refusals that see each secret: a wrong route for the partner token, the billing token on the
+    // partner API, the customer key as a partner token.
+    let mut bodies = Vec::new();
+    for token in [&owner.token, &billing, &secret] {
+        let (_, _, _, text) = api
+            .call(
+                Method::GET,
+                Some(token),
+                "/partner/v1/customers/999",
+                None,
+                None,
+            )
+            .await;
+        bodies.push(text);
+        let resp = api
+            .http
+            .get(format!("{}/api/v1/organization/billing/balance", api.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        bodies.push(resp.text().await.unwrap());
+    }
+    let logs = testkit::captured_text();
+    assert!(logs.contains("customer activated"), "the capture works");
+    let token_of_invite = invite.rsplit('/').next().unwrap().to_string();
+    for (what, s) in [
+        ("partner token", &owner.token),
+        ("billing token", &billing),
+        ("customer key", &secret),
+        ("invitation token", &token_of_invite),
+    ] {
+        assert!(!logs.contains(s.as_str()), "{what} in the logs");
+        for body in &bodies {
+            assert!(
+                !body.contains(s.as_str()),
+                "{what} in an error body: {body}"
+            );
+        }
+    }
+}

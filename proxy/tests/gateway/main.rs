@@ -17,8 +17,9 @@ use opstate::{KeyPermissions, KeyRecord, ManualClock, Stores, UsageEvent};
 use proxy::{Gateway, Metrics};
 use serde_json::{Value, json};
 use settings::Settings;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use testkit::captured_logs;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -51,35 +52,6 @@ struct Harness {
     http: reqwest::Client,
     _stop: watch::Sender<bool>,
     _tasks: JoinSet<()>,
-}
-
-/// Every log line of this test binary (debug level, Pingora's `log` output included), so tests
-/// can check that no credential is ever logged.
-fn captured_logs() -> Arc<Mutex<Vec<u8>>> {
-    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    LOGS.get_or_init(|| {
-        let buf = Arc::new(Mutex::new(Vec::new()));
-        let sink = buf.clone();
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter("debug")
-            .with_ansi(false)
-            .with_writer(move || LogSink(sink.clone()))
-            .try_init();
-        buf
-    })
-    .clone()
-}
-
-struct LogSink(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for LogSink {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(data);
-        Ok(data.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 fn config(mock_url: &str, dead_url: &str) -> String {
