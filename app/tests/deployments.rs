@@ -723,3 +723,131 @@ async fn a_killed_admin_api_loses_no_usage_and_posts_nothing_twice() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A usage event re-sent by its gateway after Redis lost its data, for a call the settler had
+/// already booked, is neither booked again nor confirmed again: the wallet mirror, reloaded from
+/// the ledger after the loss, already has the charge.
+#[tokio::test]
+async fn a_re_sent_event_already_booked_changes_nothing() {
+    let Some(redis_url) = testkit::redis_url() else {
+        return;
+    };
+    let db_url = testkit::fresh_database_url().await;
+    let prefix = testkit::redis_prefix("resent");
+    let text = TestConfig::embedded()
+        .database(&db_url)
+        .redis(&redis_url, &prefix)
+        .model(Model::gpt_4o_mini())
+        .account(Account::openai(
+            "mock",
+            "http://127.0.0.1:9/v1",
+            &["gpt-4o-mini"],
+        ))
+        .group(Group::new(1, &["gpt-4o-mini"]))
+        .toml();
+    let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
+    let stores = Stores::redis(&redis_url, &prefix).await.unwrap();
+    let state = admin_api::AppState::connect(settings, stores.clone())
+        .await
+        .unwrap();
+    let demo =
+        admin_api::demo::demo_key(&state.db, stores.keys.as_ref(), &state.hasher, state.env, 1)
+            .await
+            .unwrap();
+    let org = demo.organization_id;
+    admin_api::services::wallets::reload(&state, org)
+        .await
+        .unwrap();
+    let amount = money::NanoUsd::from_nanos(7_000);
+    stores
+        .wallets
+        .reserve(org, "req-x", amount, 600_000, "")
+        .await
+        .unwrap();
+    stores.wallets.settle(org, "req-x", amount).await.unwrap();
+    let mut event = opstate::UsageEvent {
+        request_id: "req-x".into(),
+        key_id: demo.key_id,
+        org_id: org,
+        group_id: 1,
+        route: "chat_completions".into(),
+        model_requested: "gpt-4o-mini".into(),
+        model_served: "gpt-4o-mini".into(),
+        account_id: "mock".into(),
+        input_tokens: 1,
+        output_tokens: 1,
+        cached_tokens: 0,
+        measurement: opstate::Measurement::Exact,
+        status: 200,
+        stream: false,
+        started_at_ms: 1_700_000_000_000,
+        latency_ms: 1,
+        ttfb_ms: None,
+        attempts: 1,
+        cost_nanos: amount,
+        charged_nanos: amount,
+        excess_nanos: money::NanoUsd::ZERO,
+        hold_nanos: amount,
+        project: None,
+        workflow: None,
+        audio_seconds: 0,
+        retail_rate: None,
+        wholesale_rate: None,
+        resent: false,
+    };
+    stores.usage.append(&event).await.unwrap();
+    admin_api::workers::settler::drain_once(&state, "t")
+        .await
+        .unwrap();
+    // Redis loses everything; the mirror is rebuilt from the ledger (which has the charge).
+    let mut conn = redis::Client::open(redis_url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(&keys)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    admin_api::services::wallets::reload(&state, org)
+        .await
+        .unwrap();
+    let book = admin_api::ledger::balance(
+        &state.db,
+        &admin_api::ledger::AccountRef::org_wallet(org).code,
+    )
+    .await
+    .unwrap();
+    // The gateway re-sends the event.
+    event.resent = true;
+    stores.usage.append(&event).await.unwrap();
+    admin_api::workers::settler::drain_once(&state, "t")
+        .await
+        .unwrap();
+    let w = stores.wallets.snapshot(org).await.unwrap().unwrap();
+    assert_eq!(w.balance, book, "the mirror is not debited a second time");
+    use sea_orm::{EntityTrait, PaginatorTrait};
+    assert_eq!(
+        entities::usage_records::Entity::find()
+            .count(&state.db)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        admin_api::ledger::balance(
+            &state.db,
+            &admin_api::ledger::AccountRef::org_wallet(org).code
+        )
+        .await
+        .unwrap(),
+        book,
+        "the ledger is not debited a second time"
+    );
+}
