@@ -30,7 +30,18 @@ pub async fn connect(url: &str) -> Result<DatabaseConnection, DbErr> {
     } else {
         options.max_connections(16).min_connections(1);
     }
-    Database::connect(options).await
+    // Switching a new SQLite file to WAL takes an exclusive lock that the busy timeout does not
+    // cover: a connection opened at the same moment gets "database is locked". Retry briefly.
+    let mut attempt = 0;
+    loop {
+        match Database::connect(options.clone()).await {
+            Err(e) if attempt < 5 && e.to_string().contains("database is locked") => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
+            }
+            result => return result,
+        }
+    }
 }
 
 /// Applies every pending migration.

@@ -7,7 +7,7 @@
 use crate::ctx::RequestCtx;
 use crate::metrics::Metrics;
 use crate::money::renew::LiveHolds;
-use crate::money::resend::RecentEvents;
+use crate::money::resend::{RecentEvents, Spool};
 use crate::route::capacity::{self, Queue};
 use crate::route::models::Router;
 use crate::route::{Routing, cooldown, select};
@@ -53,6 +53,7 @@ impl Shared {
             Environment::Production => Env::Live,
             Environment::Development => Env::Dev,
         };
+        let recent = RecentEvents::with_spool(spool(&settings));
         Shared {
             hasher: KeyHasher::new(&settings.security.key_pepper),
             env,
@@ -65,7 +66,7 @@ impl Shared {
             admin,
             queue: Queue::default(),
             live_holds: LiveHolds::default(),
-            recent: RecentEvents::default(),
+            recent,
         }
     }
 
@@ -175,4 +176,15 @@ impl Shared {
             slots: stores.slots.as_ref(),
         }
     }
+}
+
+/// The usage spool of `server.usage_spool_dir`, if configured and usable (an unusable one is
+/// logged; events are then kept in memory only).
+fn spool(settings: &Settings) -> Option<Spool> {
+    let dir = settings.server.usage_spool_dir.as_deref()?;
+    Spool::open(dir)
+        .map_err(|e| {
+            tracing::error!(error = %e, dir = %dir.display(), "usage spool unusable: events kept in memory only");
+        })
+        .ok()
 }

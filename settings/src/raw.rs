@@ -42,6 +42,7 @@ pub struct RawServer {
     pub upstream_connect_timeout_ms: Option<u64>,
     pub upstream_read_timeout_ms: Option<u64>,
     pub request_body_timeout_ms: Option<u64>,
+    pub usage_spool_dir: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -61,6 +61,9 @@ pub struct Server {
     /// Longest silence between two reads of a client's request body (a stalled upload answers
     /// 408 and releases everything).
     pub request_body_timeout_ms: u64,
+    /// Where the gateway keeps its recent usage events on disk (append-only files), so that they
+    /// are re-sent after a restart; `None`: in memory only.
+    pub usage_spool_dir: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone)]
@@ -619,6 +622,11 @@ fn validate_server(raw: &RawConfig) -> Result<Server, ConfigError> {
         upstream_connect_timeout_ms: connect,
         upstream_read_timeout_ms: read,
         request_body_timeout_ms: body_timeout,
+        usage_spool_dir: s
+            .usage_spool_dir
+            .as_deref()
+            .filter(|d| !d.trim().is_empty())
+            .map(std::path::PathBuf::from),
     })
 }
 
