@@ -4,23 +4,35 @@
 
 use crate::Format;
 
+/// What the client-side encoder needs besides the supplier's events.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// The model id the client sees in the response.
+    pub model: String,
+    /// The gateway's request id: the response ids the encoder writes derive from it
+    /// (`chatcmpl-…`, `resp_…`, `msg_…`), so they are unique per call.
+    pub request_id: String,
+    /// Unix seconds for `created` / `created_at`.
+    pub created: u64,
+}
+
 /// Translates one response body from the supplier's format to the client's.
 pub struct Translator {
     supplier: Format,
     client: Format,
     stream: bool,
-    model: String,
+    context: Context,
 }
 
 impl Translator {
     /// A translator for a successful (2xx) response. `stream`: the body is SSE (the client asked
-    /// for a stream, and the supplier was asked for one). `model`: the model id the client sees.
-    pub fn new(supplier: Format, client: Format, stream: bool, model: &str) -> Translator {
+    /// for a stream, and the supplier was asked for one).
+    pub fn new(supplier: Format, client: Format, stream: bool, context: Context) -> Translator {
         Translator {
             supplier,
             client,
             stream,
-            model: model.to_string(),
+            context,
         }
     }
 
@@ -36,7 +48,7 @@ impl Translator {
     /// Feeds the next chunk of the supplier's body; returns the client bytes ready to send now
     /// (possibly empty).
     pub fn feed(&mut self, chunk: &[u8]) -> Vec<u8> {
-        let _ = (chunk, self.supplier, self.client, &self.model);
+        let _ = (chunk, self.supplier, self.client, &self.context);
         Vec::new()
     }
 
