@@ -1,6 +1,8 @@
 //! Phase 1, authentication: who is calling.
 //!
-//! Reads the customer key from `Authorization: Bearer`, `x-api-key` or `x-alt-api-key`, checks its
+//! Reads the customer key from `Authorization: Bearer`, `x-api-key` or `x-alt-api-key` (and on the
+//! Gemini-style native surface also `x-goog-api-key` and the `key` query parameter, which the
+//! `google-genai` SDK and Google's REST clients use), checks its
 //! format, kind and environment offline (see the `credentials` crate), and looks up its keyed hash
 //! in the key directory. Never logs or stores the presented value. Fails closed: a store error is
 //! an error, never an anonymous pass.
@@ -14,10 +16,29 @@ use tracing::debug;
 
 /// The headers a customer key may arrive in.
 const KEY_HEADERS: [&str; 2] = ["x-api-key", "x-alt-api-key"];
+/// The native surface's header.
+const GOOGLE_KEY_HEADER: &str = "x-goog-api-key";
 
-/// The credential presented, if any. Several headers carrying *different* values are refused:
-/// the gateway never picks one silently.
-pub fn presented_key(req: &RequestHeader) -> Result<Option<&str>, GatewayError> {
+/// The credential presented on the OpenAI-style surface (see [`presented_key_on`]).
+#[cfg(test)]
+fn presented_key(req: &RequestHeader) -> Result<Option<&str>, GatewayError> {
+    presented_key_on(req, Surface::OpenAi)
+}
+
+/// The `key` query parameter of a native-surface request (Google's REST form).
+fn query_key(req: &RequestHeader) -> Option<&str> {
+    req.uri
+        .query()?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("key="))
+}
+
+/// The credential presented on `surface`, if any. Several headers carrying *different* values are
+/// refused: the gateway never picks one silently.
+pub fn presented_key_on(
+    req: &RequestHeader,
+    surface: Surface,
+) -> Result<Option<&str>, GatewayError> {
     let mut found: Option<&str> = None;
     let bearer = req
         .headers
@@ -28,11 +49,18 @@ pub fn presented_key(req: &RequestHeader) -> Result<Option<&str>, GatewayError> 
             let (scheme, rest) = v.trim().split_once(' ')?;
             scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
         });
+    let native = surface == Surface::Gemini;
+    let google = native
+        .then(|| req.headers.get_all(GOOGLE_KEY_HEADER).iter())
+        .into_iter()
+        .flatten();
     let others = KEY_HEADERS
         .iter()
         .flat_map(|h| req.headers.get_all(*h).iter())
+        .chain(google)
         .filter_map(|v| v.to_str().ok())
-        .map(str::trim);
+        .map(str::trim)
+        .chain(native.then(|| query_key(req)).flatten());
     for value in bearer.chain(others).filter(|v| !v.is_empty()) {
         match found {
             None => found = Some(value),
@@ -46,11 +74,12 @@ pub fn presented_key(req: &RequestHeader) -> Result<Option<&str>, GatewayError> 
 /// Authenticates a request: the key record of its customer key.
 pub async fn authenticate(
     req: &RequestHeader,
+    surface: Surface,
     env: Env,
     hasher: &KeyHasher,
     directory: &dyn KeyDirectory,
 ) -> Result<KeyRecord, GatewayError> {
-    let presented = presented_key(req)?.ok_or(GatewayError::MissingKey)?;
+    let presented = presented_key_on(req, surface)?.ok_or(GatewayError::MissingKey)?;
     if let Err(reason) = credentials::check(presented, Kind::CustomerKey, env) {
         debug!(%reason, "refused credential before lookup");
         return Err(GatewayError::InvalidKey);
@@ -75,10 +104,14 @@ pub async fn authenticate(
     }
 }
 
-/// Whether `caller`'s key may use `route`'s surface (403 `permission_denied` when not).
+/// Whether `caller`'s key may use `route`'s surface (403 `permission_denied` when not): the key
+/// record's `openai` flag for `/compat/v1`, `anthropic` for the Messages surface, `gemini` for the
+/// native surface.
 pub fn permit(caller: &KeyRecord, route: Route) -> Result<(), GatewayError> {
     let allowed = match route.surface() {
         Surface::OpenAi => caller.permissions.openai,
+        Surface::Anthropic => caller.permissions.anthropic,
+        Surface::Gemini => caller.permissions.gemini,
         // Admin routes are authenticated by admin-api, never with a customer key.
         Surface::Admin => false,
     };
@@ -132,6 +165,28 @@ mod tests {
                 ("authorization", "Bearer abc"),
                 ("x-api-key", "def")
             ])),
+            Err(GatewayError::InvalidKey)
+        );
+    }
+
+    #[test]
+    fn native_surface_also_reads_google_forms() {
+        let goog = req(&[("x-goog-api-key", "abc")]);
+        assert_eq!(presented_key_on(&goog, Surface::Gemini), Ok(Some("abc")));
+        assert_eq!(presented_key_on(&goog, Surface::OpenAi), Ok(None));
+        let q = RequestHeader::build(
+            "POST",
+            b"/v1beta/models/g:generateContent?alt=sse&key=abc",
+            None,
+        )
+        .unwrap();
+        assert_eq!(presented_key_on(&q, Surface::Gemini), Ok(Some("abc")));
+        assert_eq!(presented_key_on(&q, Surface::Anthropic), Ok(None));
+        let mut both =
+            RequestHeader::build("POST", b"/v1beta/models/g:countTokens?key=abc", None).unwrap();
+        both.append_header("x-goog-api-key", "def").unwrap();
+        assert_eq!(
+            presented_key_on(&both, Surface::Gemini),
             Err(GatewayError::InvalidKey)
         );
     }

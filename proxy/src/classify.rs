@@ -6,6 +6,7 @@
 use crate::errors::Surface;
 use http::Method;
 use settings::ModelKind;
+use translate::Format;
 
 /// A gateway route the proxy serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +20,22 @@ pub enum Route {
     /// `POST /compat/v1/audio/transcriptions` (multipart), only to accounts with the
     /// `audio_transcription` capability.
     AudioTranscriptions,
+    /// `POST /v1/messages`: the Anthropic-style Messages surface.
+    Messages,
+    /// `POST /v1/messages/count_tokens`.
+    MessagesCountTokens,
+    /// `GET /v1/models`: the model list in Anthropic's shape, answered locally.
+    MessagesModels,
+    /// `POST /v1beta/models/{model}:generateContent` (also under `/v1/models/…`).
+    NativeGenerate,
+    /// `POST /v1beta/models/{model}:streamGenerateContent` (`?alt=sse`).
+    NativeStream,
+    /// `POST /v1beta/models/{model}:countTokens`.
+    NativeCountTokens,
+    /// `GET /v1beta/models`: the native model list, answered locally.
+    NativeModels,
+    /// `GET /v1beta/models/{model}`: one native model, answered locally.
+    NativeModel,
     /// `/partner/v1/*`, `/api/v1/*`, `/invitations/*`, `/billing/top-up/*`: forwarded to
     /// admin-api untouched (it authenticates and answers them).
     Admin,
@@ -32,6 +49,10 @@ const ADMIN_PREFIXES: [&str; 4] = [
     "/billing/top-up/",
 ];
 
+/// The roots of the native surface's model paths (`google-genai` uses `v1beta` by default; some
+/// releases and clients use `v1`).
+const NATIVE_ROOTS: [&str; 2] = ["/v1beta/models/", "/v1/models/"];
+
 impl Route {
     /// The route of a request, or `None` when the gateway has no such route. Only the exact paths
     /// count: `/responses` without the compat segment is not a route.
@@ -40,13 +61,44 @@ impl Route {
             return Some(Route::Admin);
         }
         let path = path.strip_suffix('/').unwrap_or(path);
-        match (method, path) {
-            (&Method::GET, "/compat/v1/models") => Some(Route::Models),
-            (&Method::POST, "/compat/v1/chat/completions") => Some(Route::ChatCompletions),
-            (&Method::POST, "/compat/v1/responses") => Some(Route::Responses),
-            (&Method::POST, "/compat/v1/audio/transcriptions") => Some(Route::AudioTranscriptions),
+        let route = match (method, path) {
+            (&Method::GET, "/compat/v1/models") => Route::Models,
+            (&Method::POST, "/compat/v1/chat/completions") => Route::ChatCompletions,
+            (&Method::POST, "/compat/v1/responses") => Route::Responses,
+            (&Method::POST, "/compat/v1/audio/transcriptions") => Route::AudioTranscriptions,
+            (&Method::POST, "/v1/messages") => Route::Messages,
+            (&Method::POST, "/v1/messages/count_tokens") => Route::MessagesCountTokens,
+            (&Method::GET, "/v1/models") => Route::MessagesModels,
+            (&Method::GET, "/v1beta/models") => Route::NativeModels,
+            (method, path) => return Route::native(method, path),
+        };
+        Some(route)
+    }
+
+    /// A native model route: `{root}{model}:{action}` (POST) or `{root}{model}` (GET).
+    fn native(method: &Method, path: &str) -> Option<Route> {
+        let rest = NATIVE_ROOTS.iter().find_map(|r| path.strip_prefix(r))?;
+        match (method, rest.rsplit_once(':')) {
+            (&Method::POST, Some((model, action))) if !model.is_empty() => match action {
+                "generateContent" => Some(Route::NativeGenerate),
+                "streamGenerateContent" => Some(Route::NativeStream),
+                "countTokens" => Some(Route::NativeCountTokens),
+                _ => None,
+            },
+            (&Method::GET, None) if path.starts_with("/v1beta/") && !rest.is_empty() => {
+                Some(Route::NativeModel)
+            }
             _ => None,
         }
+    }
+
+    /// The model id a native route names in its path (`gemini-2.5-flash`, or with an author
+    /// prefix `google/gemini-2.5-flash`), percent-decoding nothing: ids are plain ASCII.
+    pub fn native_model(path: &str) -> Option<&str> {
+        let rest = NATIVE_ROOTS.iter().find_map(|r| path.strip_prefix(r))?;
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        let model = rest.rsplit_once(':').map_or(rest, |(m, _)| m);
+        (!model.is_empty()).then_some(model)
     }
 
     /// The route of a request header; an unknown route is the client's error (404).
@@ -60,6 +112,17 @@ impl Route {
         })
     }
 
+    /// The surface an unknown path would have belonged to, for the shape of its 404.
+    pub fn surface_of_path(path: &str) -> Surface {
+        if path.starts_with("/v1beta/") || path.contains(':') {
+            Surface::Gemini
+        } else if path.starts_with("/v1/") {
+            Surface::Anthropic
+        } else {
+            Surface::OpenAi
+        }
+    }
+
     /// Bounded label for metrics, logs and usage events.
     pub fn label(self) -> &'static str {
         match self {
@@ -67,16 +130,33 @@ impl Route {
             Route::ChatCompletions => "chat_completions",
             Route::Responses => "responses",
             Route::AudioTranscriptions => "audio_transcriptions",
+            Route::Messages => "messages",
+            Route::MessagesCountTokens => "messages_count_tokens",
+            Route::MessagesModels => "messages_models",
+            Route::NativeGenerate => "native_generate",
+            Route::NativeStream => "native_stream",
+            Route::NativeCountTokens => "native_count_tokens",
+            Route::NativeModels => "native_models",
+            Route::NativeModel => "native_model",
             Route::Admin => "admin",
         }
     }
 
+    /// The API family the route belongs to: its key permission and its error shape.
     pub fn surface(self) -> Surface {
         match self {
             Route::Models
             | Route::ChatCompletions
             | Route::Responses
             | Route::AudioTranscriptions => Surface::OpenAi,
+            Route::Messages | Route::MessagesCountTokens | Route::MessagesModels => {
+                Surface::Anthropic
+            }
+            Route::NativeGenerate
+            | Route::NativeStream
+            | Route::NativeCountTokens
+            | Route::NativeModels
+            | Route::NativeModel => Surface::Gemini,
             Route::Admin => Surface::Admin,
         }
     }
@@ -84,21 +164,52 @@ impl Route {
     /// The kind of model a generation route serves (`None`: not a generation route).
     pub fn model_kind(self) -> Option<ModelKind> {
         match self {
-            Route::ChatCompletions | Route::Responses => Some(ModelKind::Text),
+            Route::ChatCompletions
+            | Route::Responses
+            | Route::Messages
+            | Route::MessagesCountTokens
+            | Route::NativeGenerate
+            | Route::NativeStream
+            | Route::NativeCountTokens => Some(ModelKind::Text),
             Route::AudioTranscriptions => Some(ModelKind::Audio),
-            Route::Models | Route::Admin => None,
+            Route::Models
+            | Route::MessagesModels
+            | Route::NativeModels
+            | Route::NativeModel
+            | Route::Admin => None,
         }
     }
 
-    /// The path appended to the account's `base_url` when forwarding.
-    pub fn upstream_suffix(self) -> &'static str {
+    /// The wire format the client speaks on a generation route (`None`: not a JSON generation
+    /// route).
+    pub fn format(self) -> Option<Format> {
         match self {
-            Route::Models => "/models",
-            Route::ChatCompletions => "/chat/completions",
-            Route::Responses => "/responses",
-            Route::AudioTranscriptions => "/audio/transcriptions",
-            Route::Admin => "",
+            Route::ChatCompletions => Some(Format::Chat),
+            Route::Responses => Some(Format::Responses),
+            Route::Messages | Route::MessagesCountTokens => Some(Format::Messages),
+            Route::NativeGenerate | Route::NativeStream | Route::NativeCountTokens => {
+                Some(Format::Gemini)
+            }
+            Route::Models
+            | Route::AudioTranscriptions
+            | Route::MessagesModels
+            | Route::NativeModels
+            | Route::NativeModel
+            | Route::Admin => None,
         }
+    }
+
+    /// Whether the route counts tokens (free: nothing is held or charged).
+    pub fn counts_tokens(self) -> bool {
+        matches!(self, Route::MessagesCountTokens | Route::NativeCountTokens)
+    }
+
+    /// Whether the gateway answers the route itself, without a supplier.
+    pub fn is_local(self) -> bool {
+        matches!(
+            self,
+            Route::Models | Route::MessagesModels | Route::NativeModels | Route::NativeModel
+        )
     }
 }
 
@@ -131,6 +242,50 @@ mod tests {
         );
         assert_eq!(Route::classify(&Method::GET, "/api/v10/x"), None);
         assert_eq!(Route::classify(&Method::POST, "/v1/responses"), None);
+        assert_eq!(
+            Route::classify(&Method::POST, "/v1/messages"),
+            Some(Route::Messages)
+        );
+        assert_eq!(
+            Route::classify(&Method::POST, "/v1/messages/count_tokens"),
+            Some(Route::MessagesCountTokens)
+        );
+        assert_eq!(
+            Route::classify(&Method::GET, "/v1/models"),
+            Some(Route::MessagesModels)
+        );
+        for (path, route) in [
+            ("/v1beta/models/g:generateContent", Route::NativeGenerate),
+            ("/v1/models/g:generateContent", Route::NativeGenerate),
+            (
+                "/v1beta/models/google/g:streamGenerateContent",
+                Route::NativeStream,
+            ),
+            ("/v1beta/models/g:countTokens", Route::NativeCountTokens),
+        ] {
+            assert_eq!(Route::classify(&Method::POST, path), Some(route), "{path}");
+        }
+        assert_eq!(
+            Route::native_model("/v1beta/models/google/g:streamGenerateContent"),
+            Some("google/g")
+        );
+        assert_eq!(Route::native_model("/v1beta/models/g"), Some("g"));
+        assert_eq!(
+            Route::classify(&Method::POST, "/v1beta/models/g:embedContent"),
+            None
+        );
+        assert_eq!(
+            Route::classify(&Method::POST, "/v1beta/models/:generateContent"),
+            None
+        );
+        assert_eq!(
+            Route::classify(&Method::GET, "/v1beta/models/g"),
+            Some(Route::NativeModel)
+        );
+        assert_eq!(
+            Route::classify(&Method::GET, "/v1beta/models"),
+            Some(Route::NativeModels)
+        );
         assert_eq!(
             Route::classify(&Method::GET, "/compat/v1/chat/completions"),
             None

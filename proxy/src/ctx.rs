@@ -11,6 +11,7 @@ use crate::route::Decision;
 use crate::route::cooldown::{Cooling, UsageLimit};
 use crate::route::models::ModelRoute;
 use crate::upstream::Accounts;
+use crate::wire::cells::{Bodies, Reshape};
 use bytes::Bytes;
 use opstate::KeyRecord;
 use std::sync::Arc;
@@ -46,6 +47,13 @@ pub struct RequestCtx {
     pub(crate) usage_limit: Option<UsageLimit>,
     /// Accounts to cool (a connection failure is noticed in a synchronous hook).
     pub(crate) to_cool: Vec<Cooling>,
+    /// The body sent to the account being tried (in its format).
+    pub(crate) sending: Bytes,
+    /// A translated cell: the supplier's answer on its way to the client's format.
+    pub(crate) reshape: Option<Reshape>,
+    /// The surface whose error shape the request answers in (known from the path, before the
+    /// route is).
+    pub(crate) surface: Surface,
     /// Metering.
     pub(crate) meter: Option<Meter>,
     pub(crate) ttfb: Option<Duration>,
@@ -59,8 +67,10 @@ pub(crate) struct Call {
     pub requested_model: String,
     pub model: Arc<ModelRoute>,
     pub stream: bool,
-    /// The body forwarded upstream (the original, or a rewritten copy).
-    pub body: Bytes,
+    /// The client's wire format (`None`: an audio form).
+    pub client: Option<translate::Format>,
+    /// The bodies forwarded upstream, one per format the call's accounts speak.
+    pub bodies: Bodies,
     /// Size of the client's original body (feeds the usage estimate).
     pub request_bytes: usize,
     /// Audio calls: the duration read from the file at admission, in seconds (the charge when the
@@ -73,12 +83,18 @@ pub(crate) struct Call {
 
 impl Call {
     /// The call inspection and routing produced, forwarding `body` to accounts of `model`.
-    pub(crate) fn new(work: Work<'_>, body: Bytes, model: Arc<ModelRoute>) -> Call {
+    pub(crate) fn new(
+        work: Work<'_>,
+        client: Option<translate::Format>,
+        bodies: Bodies,
+        model: Arc<ModelRoute>,
+    ) -> Call {
         Call {
             requested_model: work.model().to_string(),
             model,
             stream: work.stream(),
-            body,
+            client,
+            bodies,
             request_bytes: work.body_bytes,
             audio_seconds: work.audio_seconds(),
             project: work.project,
@@ -90,7 +106,7 @@ impl Call {
 impl RequestCtx {
     /// The surface whose error shape this request answers in.
     pub(crate) fn surface(&self) -> Surface {
-        self.route.map(Route::surface).unwrap_or(Surface::OpenAi)
+        self.route.map(Route::surface).unwrap_or(self.surface)
     }
 
     /// Follows a routing decision: its order, its slot, its session and downgrade.
@@ -123,6 +139,9 @@ impl RequestCtx {
             status_failover: false,
             usage_limit: None,
             to_cool: Vec::new(),
+            sending: Bytes::new(),
+            reshape: None,
+            surface: Surface::OpenAi,
             meter: None,
             ttfb: None,
             refusal: None,

@@ -14,6 +14,12 @@ use serde_json::json;
 pub enum Surface {
     /// OpenAI-style routes under `/compat/v1`.
     OpenAi,
+    /// The Anthropic-style Messages surface (`/v1/messages`, `/v1/models`):
+    /// `{"type":"error","error":{"type","message"}}`.
+    Anthropic,
+    /// The Gemini-style native surface (`/v1beta/models/…`):
+    /// `{"error":{"code","message","status"}}`.
+    Gemini,
     /// Routes forwarded to admin-api: the partner/billing envelope.
     Admin,
 }
@@ -47,6 +53,13 @@ pub enum GatewayError {
     InvalidBody {
         message: String,
         param: Option<&'static str>,
+    },
+    /// The body asks for something the account's wire format cannot express (or is malformed in
+    /// a way only the translation sees); `param` names the field as the client spelled it.
+    #[error("{message}")]
+    Untranslatable {
+        message: String,
+        param: Option<String>,
     },
     /// The model does not exist or is not exposed to this key.
     #[error("model {0:?} does not exist or is not available to this key")]
@@ -178,7 +191,7 @@ impl GatewayError {
             GatewayError::PermissionDenied => (
                 403,
                 "permission_denied",
-                json!({"error": {"message": "This API key is not permitted to use the OpenAI-compatible API.", "type": "permission_denied", "code": "permission_denied"}}),
+                json!({"error": {"message": "This API key is not permitted to use this API surface.", "type": "permission_denied", "code": "permission_denied"}}),
             ),
             GatewayError::UnknownRoute { .. } => (
                 404,
@@ -224,6 +237,11 @@ impl GatewayError {
                 400,
                 "invalid_body",
                 openai(&message, "invalid_request_error", None, *param),
+            ),
+            GatewayError::Untranslatable { param, .. } => (
+                400,
+                "untranslatable",
+                openai(&message, "invalid_request_error", None, param.as_deref()),
             ),
             GatewayError::UnknownModel(_) => (
                 404,
@@ -342,6 +360,16 @@ impl GatewayError {
                 body: Bytes::from(body.to_string()),
                 label,
             },
+            Surface::Anthropic => Reply {
+                status,
+                body: Bytes::from(anthropic(status, &body).to_string()),
+                label,
+            },
+            Surface::Gemini => Reply {
+                status,
+                body: Bytes::from(google(status, &body).to_string()),
+                label,
+            },
             // Only forwarding failures reach the client on admin routes (admin-api authenticates
             // itself): the partner API's envelope of a server-side failure, never an auth error.
             // The gateway's failures concern admin-api, not a model supplier: 503, retry later.
@@ -359,6 +387,103 @@ impl GatewayError {
                 label,
             },
         }
+    }
+}
+
+/// The Anthropic shape of an answer first written in the OpenAI shape: `{"type":"error","error":
+/// {"type","message"}}`, keeping `code`, `param` and `resets_in_seconds`. The error type is
+/// Anthropic's for the status, except where SPEC names one (`authentication_error`,
+/// `permission_denied`, `usage_limit_reached`), so SPEC's shapes still hold on this surface.
+fn anthropic(status: u16, openai: &serde_json::Value) -> serde_json::Value {
+    let (message, code, param, error) = parts(openai);
+    let kind = match (status, error.get("type").and_then(|t| t.as_str())) {
+        (
+            _,
+            Some(spec @ ("authentication_error" | "permission_denied" | "usage_limit_reached")),
+        ) => spec,
+        (413, _) => "request_too_large",
+        (401, _) => "authentication_error",
+        (402, _) => "billing_error",
+        (404, _) => "not_found_error",
+        (429, _) => "rate_limit_error",
+        (503 | 529, _) => "overloaded_error",
+        (500..=599, _) => "api_error",
+        _ => "invalid_request_error",
+    };
+    let mut out = json!({"type": kind, "message": message});
+    extend(&mut out, code, param, error);
+    json!({"type": "error", "error": out})
+}
+
+/// The Google shape of an answer first written in the OpenAI shape: `{"error":{"code","message",
+/// "status"}}` with the google.rpc status of the HTTP status, keeping SPEC's `type` (the native
+/// surface's 400 is `invalid_request_error`), `code` as `reason`, `param` and `resets_in_seconds`.
+fn google(status: u16, openai: &serde_json::Value) -> serde_json::Value {
+    let (message, code, param, error) = parts(openai);
+    let rpc = match status {
+        400 | 411 | 413 => "INVALID_ARGUMENT",
+        401 => "UNAUTHENTICATED",
+        402 => "FAILED_PRECONDITION",
+        403 => "PERMISSION_DENIED",
+        404 => "NOT_FOUND",
+        408 | 504 => "DEADLINE_EXCEEDED",
+        429 => "RESOURCE_EXHAUSTED",
+        502 | 503 => "UNAVAILABLE",
+        _ => "INTERNAL",
+    };
+    let mut out = json!({"code": status, "message": message, "status": rpc});
+    if let Some(kind) = error.get("type").and_then(|t| t.as_str()) {
+        out["type"] = json!(kind);
+    }
+    if let Some(code) = code {
+        out["reason"] = json!(code);
+    }
+    extend(&mut out, None, param, error);
+    json!({ "error": out })
+}
+
+/// Message, code and param of an OpenAI-shaped answer (SPEC's missing-key body has a string
+/// `error` and a top-level `message`), and its error object.
+fn parts(
+    openai: &serde_json::Value,
+) -> (
+    String,
+    Option<serde_json::Value>,
+    Option<serde_json::Value>,
+    serde_json::Value,
+) {
+    let error = match openai.get("error") {
+        Some(e @ serde_json::Value::Object(_)) => e.clone(),
+        Some(serde_json::Value::String(code)) => {
+            json!({"type": "authentication_error", "code": code})
+        }
+        _ => json!({}),
+    };
+    let message = error
+        .get("message")
+        .or_else(|| openai.get("message"))
+        .and_then(|m| m.as_str())
+        .unwrap_or_default()
+        .to_string();
+    let code = error.get("code").cloned();
+    let param = error.get("param").cloned();
+    (message, code, param, error)
+}
+
+fn extend(
+    out: &mut serde_json::Value,
+    code: Option<serde_json::Value>,
+    param: Option<serde_json::Value>,
+    error: serde_json::Value,
+) {
+    if let Some(code) = code {
+        out["code"] = code;
+    }
+    if let Some(param) = param {
+        out["param"] = param;
+    }
+    if let Some(resets) = error.get("resets_in_seconds") {
+        out["resets_in_seconds"] = resets.clone();
     }
 }
 

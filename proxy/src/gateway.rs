@@ -16,7 +16,6 @@ use crate::route::cooldown::{self, Cooling, Reason, UsageLimit};
 use crate::route::{self, select};
 use crate::shared::Shared;
 use crate::upstream::{accounts, rewrite};
-use crate::wire::Wire;
 use crate::{auth, inspect, local, respond};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -63,6 +62,7 @@ impl Gateway {
         let s = &self.shared;
         s.open_local_stores().await;
         let header = session.req_header();
+        ctx.surface = Route::surface_of_path(header.uri.path());
         let route = *ctx.route.insert(Route::of(header)?);
         s.metrics.started(route.label());
         if route == Route::Admin {
@@ -73,15 +73,13 @@ impl Gateway {
                 .ok_or(GatewayError::UpstreamUnreachable);
         }
         let keys = s.stores().keys.as_ref();
-        let caller = ctx
-            .caller
-            .insert(auth::authenticate(header, s.env, &s.hasher, keys).await?);
-        auth::permit(caller, route)?;
-        let caller = caller.clone();
-        if route == Route::Models {
-            let body = local::models_list(&s.router, caller.group_id);
-            let written = respond::json(session, 200, body, &ctx.request_id).await;
-            return written.map(|()| true).map_err(|_| GatewayError::Internal);
+        let surface = route.surface();
+        let caller = auth::authenticate(header, surface, s.env, &s.hasher, keys).await?;
+        let caller = ctx.caller.insert(caller).clone();
+        auth::permit(&caller, route)?;
+        if route.is_local() {
+            let body = local::answer(&s.router, caller.group_id, route, header.uri.path())?;
+            return respond::local(session, body, &ctx.request_id).await;
         }
 
         let server = &s.settings.server;
@@ -93,15 +91,20 @@ impl Gateway {
         // From here on the request holds a capacity slot: `logging` gives it back on every path.
         let served = decision.model.clone();
         ctx.follow(decision);
-        let (model, at) = (&served.model, ctx.started_at_ms);
-        let plan = admit::hold_for(&work, route, model, &caller, &s.settings, at)?;
-        let wallets = s.stores().wallets.as_ref();
-        let (org, ttl) = (caller.org_id, s.settings.money.hold_ttl_ms);
-        let hold = admit::reserve(wallets, org, &ctx.request_id, &plan, ttl).await?;
-        s.live_holds.insert(&hold.id, org);
-        ctx.hold = Some(hold);
-        let body = work.forward_body(route, &original, &served.model.id)?;
-        ctx.call = Some(Call::new(work, body, served));
+        if route.counts_tokens() && !s.keep_counting_accounts(route, &mut ctx.order) {
+            // No account counts tokens in the client's format: the gateway estimates.
+            let body = local::count_estimate(route, original.len());
+            return respond::local(session, body, &ctx.request_id).await;
+        }
+        let targets = s.targets(route, &ctx.order);
+        let default_output = s.settings.money.default_output_tokens;
+        let bodies = work.bodies(route, &original, &served.model.id, targets, default_output)?;
+        if !route.counts_tokens() {
+            let (model, at) = (&served.model, ctx.started_at_ms);
+            let plan = admit::hold_for(&work, route, model, &caller, &s.settings, at)?;
+            ctx.hold = Some(s.reserve(caller.org_id, &ctx.request_id, &plan).await?);
+        }
+        ctx.call = Some(Call::new(work, route.format(), bodies, served));
         Ok(false)
     }
 }
@@ -200,7 +203,8 @@ impl ProxyHttp for Gateway {
         let Some(upstream) = self.shared.accounts.get(i) else {
             return Error::e_explain(ErrorType::InternalError, "unknown account index");
         };
-        rewrite::upstream_request(upstream_request, upstream, route, call.body.len())
+        ctx.sending = rewrite::for_account(upstream_request, upstream, route, call)?;
+        Ok(())
     }
 
     /// Send the full (rewritten) body on every attempt.
@@ -211,8 +215,8 @@ impl ProxyHttp for Gateway {
         end_of_stream: bool,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<()> {
-        if let Some(call) = &ctx.call {
-            rewrite::substitute_body(body, end_of_stream, &call.body);
+        if ctx.call.is_some() {
+            rewrite::substitute_body(body, end_of_stream, &ctx.sending);
         }
         Ok(())
     }
@@ -282,16 +286,7 @@ impl ProxyHttp for Gateway {
             upstream_response
                 .insert_header("x-tollgate-model-served", call.model.model.id.as_str())?;
         }
-        let content_type = upstream_response.headers.get(http::header::CONTENT_TYPE);
-        let content_type = content_type.and_then(|v| v.to_str().ok());
-        let (audio, watch_reset) = (call.audio_seconds.is_some(), ctx.usage_limit.is_some());
-        ctx.meter = Some(Meter::for_response(
-            Wire::OpenAi,
-            content_type,
-            audio,
-            watch_reset,
-        ));
-        Ok(())
+        self.shared.start_answer(ctx, upstream_response)
     }
 
     /// Observe each chunk for usage; bytes pass through untouched.
@@ -317,6 +312,8 @@ impl ProxyHttp for Gateway {
                 ctx.surface(),
             );
             *body = end_of_stream.then(|| limit.body(surface, hint));
+        } else if let Some(reshape) = ctx.reshape.as_mut() {
+            reshape.body(body, end_of_stream);
         }
         Ok(None)
     }

@@ -1,15 +1,95 @@
-//! Routes the gateway answers itself, without a supplier.
+//! Routes the gateway answers itself, without a supplier: the model lists of each surface.
+//!
+//! Each list shows only the models the key's group exposes on that surface (SPEC: "seeing a model
+//! in the list confirms key access only"), in the surface's own shape:
+//! - `GET /compat/v1/models`: `{object: "list", data: [{id, object: "model"}]}` (every model);
+//! - `GET /v1/models`: Anthropic's page `{data: [{id, type: "model", display_name, created_at}],
+//!   has_more: false, first_id, last_id}` (text models, served on Messages whatever the provider);
+//! - `GET /v1beta/models`: Gemini's `{models: [{name: "models/ID", …,
+//!   supportedGenerationMethods}]}` (models with a native serving cell: gemini accounts);
+//!   `GET /v1beta/models/{id}`: one of them, 404 otherwise.
 
+use crate::classify::Route;
+use crate::errors::{GatewayError, Surface};
 use crate::route::models::Router;
 use bytes::Bytes;
-use serde_json::json;
+use serde_json::{Value, json};
+use settings::Model;
 
-/// `GET /compat/v1/models`: the model ids the key's group exposes, nothing else.
-pub fn models_list(router: &Router, group_id: i64) -> Bytes {
-    let data: Vec<_> = router
-        .group_models(group_id)
-        .iter()
-        .map(|id| json!({"id": id, "object": "model"}))
-        .collect();
-    Bytes::from(json!({"object": "list", "data": data}).to_string())
+/// The answer of a local route for a key of `group_id`; `path` names the model of
+/// `GET /v1beta/models/{id}`.
+pub fn answer(
+    router: &Router,
+    group_id: i64,
+    route: Route,
+    path: &str,
+) -> Result<Bytes, GatewayError> {
+    let body = match route {
+        Route::MessagesModels => {
+            let data: Vec<Value> = router
+                .listed(group_id, Surface::Anthropic)
+                .iter()
+                .map(|m| {
+                    json!({
+                        "id": m.id,
+                        "type": "model",
+                        "display_name": m.id,
+                        "created_at": "1970-01-01T00:00:00Z",
+                    })
+                })
+                .collect();
+            let first = data.first().map(|m| m["id"].clone());
+            let last = data.last().map(|m| m["id"].clone());
+            json!({"data": data, "has_more": false, "first_id": first, "last_id": last})
+        }
+        Route::NativeModels => {
+            let models: Vec<Value> = router
+                .listed(group_id, Surface::Gemini)
+                .iter()
+                .map(|m| native(m))
+                .collect();
+            json!({ "models": models })
+        }
+        Route::NativeModel => {
+            let requested = Route::native_model(path).unwrap_or_default();
+            let id = requested.strip_prefix("models/").unwrap_or(requested);
+            let model = router
+                .resolve(id, group_id, Route::NativeGenerate)
+                .map_err(|_| GatewayError::UnknownModel(id.to_string()))?;
+            native(&model.model)
+        }
+        _ => {
+            let data: Vec<Value> = router
+                .listed(group_id, Surface::OpenAi)
+                .iter()
+                .map(|m| json!({"id": m.id, "object": "model"}))
+                .collect();
+            json!({"object": "list", "data": data})
+        }
+    };
+    Ok(Bytes::from(body.to_string()))
+}
+
+/// One model in Gemini's shape.
+fn native(m: &Model) -> Value {
+    json!({
+        "name": format!("models/{}", m.id),
+        "baseModelId": m.id,
+        "version": "001",
+        "displayName": m.id,
+        "description": "",
+        "supportedGenerationMethods": ["generateContent", "streamGenerateContent", "countTokens"],
+    })
+}
+
+/// The answer of a token count that no account of the model can count in the client's format
+/// (`/v1/messages/count_tokens` for a model served by OpenAI- or Gemini-format accounts): an
+/// estimate of ⌈body bytes / 4⌉ input tokens, the gateway's usual input estimate (docs/ARCHITECTURE.md).
+pub fn count_estimate(route: Route, body_bytes: usize) -> Bytes {
+    let tokens = (body_bytes as u64).div_ceil(4);
+    let body = match route {
+        Route::NativeCountTokens => json!({ "totalTokens": tokens }),
+        _ => json!({ "input_tokens": tokens }),
+    };
+    Bytes::from(body.to_string())
 }

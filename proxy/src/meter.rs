@@ -43,6 +43,8 @@ pub(crate) struct Meter {
     json: Vec<u8>,
     json_overflow: bool,
     usage: Option<Usage>,
+    /// Usage fields seen so far (Anthropic reports them across several events).
+    partial: crate::wire::anthropic::Partial,
     content_events: u64,
     /// Body bytes the supplier sent (all of them, also past the caps).
     bytes: u64,
@@ -66,6 +68,7 @@ impl Meter {
             json: Vec::new(),
             json_overflow: false,
             usage: None,
+            partial: Default::default(),
             content_events: 0,
             bytes: 0,
             audio: false,
@@ -133,7 +136,10 @@ impl Meter {
         match self.mode {
             Mode::Json => {
                 if !self.json_overflow && !self.json.is_empty() {
-                    self.usage = self.wire.usage(&self.json).or(self.usage);
+                    self.usage = self
+                        .wire
+                        .usage(&self.json, &mut self.partial)
+                        .or(self.usage);
                     if self.audio {
                         self.audio_seconds = self.wire.audio_seconds(&self.json);
                     }
@@ -213,7 +219,7 @@ impl Meter {
             return;
         }
         if self.wire.may_carry_usage(data)
-            && let Some(u) = self.wire.usage(data)
+            && let Some(u) = self.wire.usage(data, &mut self.partial)
         {
             self.usage = Some(u);
             return;

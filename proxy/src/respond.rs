@@ -15,6 +15,18 @@ pub async fn json(
     json_with(session, status, body, request_id, None).await
 }
 
+/// Answers a local route with `body` (200): `Ok(true)`, the request is answered.
+pub async fn local(
+    session: &mut Session,
+    body: Bytes,
+    request_id: &str,
+) -> Result<bool, GatewayError> {
+    json(session, 200, body, request_id)
+        .await
+        .map(|()| true)
+        .map_err(|_| GatewayError::Internal)
+}
+
 /// Writes a complete JSON response, with `Retry-After` when given.
 async fn json_with(
     session: &mut Session,

@@ -162,6 +162,89 @@ impl Shared {
         select::remember(sessions, caller.org_id, key, id, ttl).await;
     }
 
+    /// The supplier answered: start metering its body (in the supplier's format) and, for a
+    /// translated cell, reshaping it into the client's format. Token counts are neither metered
+    /// nor charged.
+    pub fn start_answer(
+        &self,
+        ctx: &mut RequestCtx,
+        upstream_response: &mut pingora::http::ResponseHeader,
+    ) -> pingora::Result<()> {
+        use crate::classify::Route;
+        use crate::meter::Meter;
+        use crate::upstream::rewrite;
+        use crate::wire::Wire;
+        use crate::wire::cells::{self, Reshape};
+        let Some(call) = &ctx.call else {
+            return Ok(());
+        };
+        if ctx.route.is_some_and(Route::counts_tokens) {
+            return Ok(());
+        }
+        let content_type = upstream_response.headers.get(http::header::CONTENT_TYPE);
+        let content_type = content_type.and_then(|v| v.to_str().ok());
+        let (audio, watch_reset) = (call.audio_seconds.is_some(), ctx.usage_limit.is_some());
+        let provider = ctx.current().and_then(|i| self.accounts.get(i));
+        let supplier =
+            provider.and_then(|u| ctx.route.and_then(|r| cells::target(u.account.provider, r)));
+        let wire = supplier.map_or(Wire::OpenAi, Wire::of);
+        ctx.meter = Some(Meter::for_response(wire, content_type, audio, watch_reset));
+        let status = upstream_response.status.as_u16();
+        let context = translate::response::Context {
+            model: call.model.model.id.clone(),
+            request_id: ctx.request_id.clone(),
+            created: ctx.started_at_ms / 1000,
+        };
+        ctx.reshape = Reshape::new(supplier, call.client, status, call.stream, context);
+        if let Some(reshape) = &ctx.reshape {
+            rewrite::reshaped_response(upstream_response, reshape.content_type())?;
+        }
+        Ok(())
+    }
+
+    /// Reserves `plan` for the call `request_id` of `org` (see `money::admit::reserve`) and
+    /// tracks the hold for renewal until it is settled.
+    pub async fn reserve(
+        &self,
+        org: i64,
+        request_id: &str,
+        plan: &crate::money::admit::HoldPlan,
+    ) -> Result<crate::money::admit::Hold, crate::errors::GatewayError> {
+        let wallets = self.stores().wallets.as_ref();
+        let ttl = self.settings.money.hold_ttl_ms;
+        let hold = crate::money::admit::reserve(wallets, org, request_id, plan, ttl).await?;
+        self.live_holds.insert(&hold.id, org);
+        Ok(hold)
+    }
+
+    /// A token count goes only to accounts that count in the client's format (a count translated
+    /// to another API would be a generation): keeps those in `order`; `false` when none is left.
+    pub fn keep_counting_accounts(
+        &self,
+        route: crate::classify::Route,
+        order: &mut Vec<usize>,
+    ) -> bool {
+        order.retain(|&i| {
+            self.accounts.get(i).is_some_and(|u| {
+                crate::wire::cells::target(u.account.provider, route) == route.format()
+            })
+        });
+        !order.is_empty()
+    }
+
+    /// The formats spoken to the accounts of `order` for a call on `route`, in order.
+    pub fn targets(
+        &self,
+        route: crate::classify::Route,
+        order: &[usize],
+    ) -> Vec<Option<translate::Format>> {
+        order
+            .iter()
+            .filter_map(|&i| self.accounts.get(i))
+            .map(|u| crate::wire::cells::target(u.account.provider, route))
+            .collect()
+    }
+
     /// What the routing decision reads.
     pub fn routing(&self) -> Routing<'_> {
         let stores = self.stores();

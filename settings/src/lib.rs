@@ -17,7 +17,7 @@ mod raw;
 mod validate;
 
 pub use validate::{
-    Account, Admin, Capability, ConfigError, Database, Environment, Group, Mail, Metrics, Model,
+    Account, Admin, Capability, ConfigError, Database, Environment, Group, GroupFeature, Mail, Metrics, Model,
     ModelKind, ModelPrices, Money, Provider, Redis, Routing, Security, Server, Settings,
 };
 

@@ -156,4 +156,6 @@ pub struct RawGroup {
     pub product_code: String,
     pub models: Vec<String>,
     pub wholesale_rate_multiplier: RawPrice,
+    #[serde(default)]
+    pub features: Vec<String>,
 }

@@ -242,6 +242,25 @@ pub struct Group {
     pub product_code: String,
     pub models: Vec<String>,
     pub wholesale_rate_multiplier: RateMultiplier,
+    /// What keys of the group may do besides calling its models (`[[groups]] features`).
+    pub features: Vec<GroupFeature>,
+}
+
+impl Group {
+    pub fn has(&self, feature: GroupFeature) -> bool {
+        self.features.contains(&feature)
+    }
+}
+
+/// A feature a group's keys get (DESIGN §6b).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GroupFeature {
+    /// The video routes.
+    Video,
+    /// `google/<id>` is accepted for the group's gemini-served models.
+    GoogleAlias,
+    /// Codex-style payload adaptation on the responses route.
+    Codex,
 }
 
 /// The whole validated configuration.
@@ -867,5 +886,19 @@ fn validate_group(g: &RawGroup, i: usize, model_ids: &HashSet<&str>) -> Result<G
             &g.wholesale_rate_multiplier,
             &p("wholesale_rate_multiplier"),
         )?,
+        features: g
+            .features
+            .iter()
+            .enumerate()
+            .map(|(j, f)| match f.as_str() {
+                "video" => Ok(GroupFeature::Video),
+                "google_alias" => Ok(GroupFeature::GoogleAlias),
+                "codex" => Ok(GroupFeature::Codex),
+                other => Err(err(
+                    format!("groups[{i}].features[{j}]"),
+                    format!("{other:?} is not one of \"video\", \"google_alias\", \"codex\""),
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()?,
     })
 }

@@ -104,6 +104,22 @@ impl Account {
         }
     }
 
+    /// An Anthropic-format account at `base_url` (the mock's root, `http://ADDR`).
+    pub fn anthropic(id: &str, base_url: &str, models: &[&str]) -> Account {
+        Account {
+            provider: "anthropic",
+            ..Account::openai(id, base_url, models)
+        }
+    }
+
+    /// A Gemini-format account at `base_url` (the mock's root, `http://ADDR`).
+    pub fn gemini(id: &str, base_url: &str, models: &[&str]) -> Account {
+        Account {
+            provider: "gemini",
+            ..Account::openai(id, base_url, models)
+        }
+    }
+
     pub fn api_key(mut self, key: &str) -> Account {
         self.api_key = key.into();
         self
@@ -127,6 +143,8 @@ pub struct Group {
     pub name: String,
     pub models: Vec<String>,
     pub wholesale_rate_multiplier: f64,
+    /// `features` (`video`, `google_alias`, `codex`).
+    pub features: Vec<String>,
 }
 
 impl Group {
@@ -137,7 +155,13 @@ impl Group {
             name: format!("Group {id}"),
             models: models.iter().map(|m| m.to_string()).collect(),
             wholesale_rate_multiplier: 1.0,
+            features: Vec::new(),
         }
+    }
+
+    pub fn feature(mut self, feature: &str) -> Group {
+        self.features.push(feature.into());
+        self
     }
 
     pub fn wholesale(mut self, multiplier: f64) -> Group {
@@ -280,6 +304,9 @@ impl TestConfig {
                 "wholesale_rate_multiplier = {}",
                 g.wholesale_rate_multiplier
             );
+            if !g.features.is_empty() {
+                let _ = writeln!(out, "features = {}", g.features.toml());
+            }
         }
         out
     }

@@ -11,9 +11,11 @@ pub(crate) mod form;
 use crate::classify::Route;
 use crate::errors::GatewayError;
 use crate::wire;
+use crate::wire::cells::{self, Bodies};
 use body::TopLevel;
 use bytes::Bytes;
 use pingora::http::RequestHeader;
+use translate::Format;
 
 /// What inspection learned from a generation call.
 pub(crate) struct Work<'a> {
@@ -85,7 +87,14 @@ pub(crate) fn work<'a>(
         }
         _ => {
             let fields = body::top_level(original)?;
-            let call = wire::openai::call_body(route, &fields)?;
+            let call = match route.format() {
+                Some(Format::Messages) => wire::anthropic::call_body(route, &fields)?,
+                Some(Format::Gemini) => {
+                    let model = Route::native_model(header.uri.path()).unwrap_or_default();
+                    wire::gemini::call_body(route, model, &fields)?
+                }
+                _ => wire::openai::call_body(route, &fields)?,
+            };
             Kind::Text { fields, call }
         }
     };
@@ -176,10 +185,42 @@ impl Work<'_> {
         served_model: &str,
     ) -> Result<Bytes, GatewayError> {
         match &self.kind {
-            Kind::Text { fields, call } => {
-                wire::openai::forward_body(route, original, fields, call, served_model)
-            }
+            Kind::Text { fields, call } => match route.format() {
+                Some(Format::Messages) => {
+                    wire::anthropic::forward_body(original, fields, call, served_model)
+                }
+                Some(Format::Gemini) => wire::gemini::forward_body(route, original, fields),
+                _ => wire::openai::forward_body(route, original, fields, call, served_model),
+            },
             Kind::Audio { form, .. } => Ok(form.forward_body(original, served_model)),
         }
+    }
+
+    /// The bodies to send for a call served by `served_model` to accounts speaking `targets`: the
+    /// client's own body (rewritten as [`Work::forward_body`] does) for accounts of the client's
+    /// format, a translation for the others. Computed before any supplier is contacted, so a field
+    /// one of the targets cannot express is refused first (400 naming it).
+    pub fn bodies(
+        &self,
+        route: Route,
+        original: &Bytes,
+        served_model: &str,
+        targets: impl IntoIterator<Item = Option<Format>>,
+        default_max_tokens: u64,
+    ) -> Result<Bodies, GatewayError> {
+        let mut bodies = Bodies::default();
+        for target in targets {
+            if bodies.contains(target) {
+                continue;
+            }
+            let body = match target {
+                Some(t) if Some(t) != route.format() => {
+                    cells::translated(route, t, original, served_model, default_max_tokens)?
+                }
+                _ => self.forward_body(route, original, served_model)?,
+            };
+            bodies.insert(target, body);
+        }
+        Ok(bodies)
     }
 }

@@ -232,7 +232,22 @@ pub(crate) fn reset_hint(resp: &ResponseHeader) -> Option<Duration> {
                 .or_else(|| httpdate(v))
         })
         .or_else(|| header("x-ratelimit-reset-requests").and_then(duration_text))
-        .or_else(|| header("x-ratelimit-reset-tokens").and_then(duration_text))?;
+        .or_else(|| header("x-ratelimit-reset-tokens").and_then(duration_text))
+        .or_else(|| {
+            // Anthropic: one RFC 3339 time per limit. The limits that ran out (`-remaining: 0`)
+            // decide, the latest of them; when none says so, the latest of all.
+            let exhausted: Vec<&str> = ANTHROPIC_RESETS
+                .into_iter()
+                .filter(|name| header(&name.replace("-reset", "-remaining")) == Some("0"))
+                .collect();
+            let latest = |names: &[&str]| {
+                names
+                    .iter()
+                    .filter_map(|name| header(name).and_then(rfc3339))
+                    .max()
+            };
+            latest(&exhausted).or_else(|| latest(&ANTHROPIC_RESETS))
+        })?;
     Some(hint.min(Duration::from_secs(86_400)))
 }
 
@@ -321,6 +336,25 @@ pub(crate) fn duration_text(v: &str) -> Option<Duration> {
     (any && total.is_finite() && total >= 0.0).then(|| Duration::from_secs_f64(total))
 }
 
+/// Anthropic's reset headers (RFC 3339 times), one per limit.
+const ANTHROPIC_RESETS: [&str; 4] = [
+    "anthropic-ratelimit-requests-reset",
+    "anthropic-ratelimit-tokens-reset",
+    "anthropic-ratelimit-input-tokens-reset",
+    "anthropic-ratelimit-output-tokens-reset",
+];
+
+/// The time until an RFC 3339 timestamp (`2026-11-24T10:00:07Z`); zero when it has passed.
+fn rfc3339(v: &str) -> Option<Duration> {
+    let t = chrono::DateTime::parse_from_rfc3339(v).ok()?;
+    let at =
+        SystemTime::UNIX_EPOCH + Duration::from_millis(u64::try_from(t.timestamp_millis()).ok()?);
+    Some(
+        at.duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
 fn httpdate(v: &str) -> Option<Duration> {
     // IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT"
     let t = chrono::DateTime::parse_from_rfc2822(v).ok()?;
@@ -334,6 +368,23 @@ fn httpdate(v: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
+
+    #[test]
+    fn anthropic_reset_times() {
+        use super::*;
+        let soon = chrono::Utc::now() + chrono::Duration::seconds(40);
+        let later = chrono::Utc::now() + chrono::Duration::seconds(90);
+        let mut resp = ResponseHeader::build(429, None).unwrap();
+        resp.insert_header("anthropic-ratelimit-requests-reset", soon.to_rfc3339())
+            .unwrap();
+        resp.insert_header("anthropic-ratelimit-tokens-reset", later.to_rfc3339())
+            .unwrap();
+        let d = reset_hint(&resp).unwrap();
+        assert!(
+            d > Duration::from_secs(80) && d <= Duration::from_secs(90),
+            "{d:?}"
+        );
+    }
 
     proptest! {
         /// Reset hints in arbitrary text and bodies never panic, and are capped at one day.

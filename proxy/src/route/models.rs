@@ -6,18 +6,33 @@
 //! models; text needs none). An account that lists an audio model without the capability never
 //! receives its calls: with no capable account the call fails (503 `no_account_available`) rather
 //! than going to another kind of account. A model is only served on the routes of its kind.
+//!
+//! Serving cells (DESIGN §6b): a text model is served on chat completions, responses and Messages
+//! by all its accounts, whatever their provider (the gateway translates); the native surface
+//! (`/v1beta`) serves a model only through its `gemini` accounts, so a model without one is
+//! unknown there (404). `google/<id>` names a gemini-served model when the key's group has the
+//! `google_alias` feature; otherwise it is an unknown model, like any other wrong prefix.
 
 use crate::classify::Route;
 use crate::errors::GatewayError;
 use crate::upstream::Upstream;
-use settings::{Capability, Model, ModelKind, Settings};
+use settings::{Capability, GroupFeature, Model, ModelKind, Provider, Settings};
 use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The model table, built once from the configuration.
 pub(crate) struct Router {
     models: HashMap<String, Arc<ModelRoute>>,
-    groups: HashMap<i64, Vec<String>>,
+    /// The same models served on the native surface: only their `gemini` accounts (models
+    /// without one are absent).
+    native: HashMap<String, Arc<ModelRoute>>,
+    groups: HashMap<i64, GroupModels>,
+}
+
+/// What a group exposes.
+struct GroupModels {
+    models: Vec<String>,
+    google_alias: bool,
 }
 
 /// A model and the accounts (indexes into the upstream list) that serve it.
@@ -66,19 +81,73 @@ impl Router {
                     }),
                 )
             })
+            .collect::<HashMap<_, _>>();
+        let native = models
+            .iter()
+            .filter_map(|(id, route)| {
+                let gemini: Vec<usize> = route
+                    .accounts
+                    .iter()
+                    .copied()
+                    .filter(|&i| {
+                        upstreams
+                            .get(i)
+                            .is_some_and(|u| u.account.provider == Provider::Gemini)
+                    })
+                    .collect();
+                (!gemini.is_empty()).then(|| {
+                    let route = ModelRoute {
+                        model: route.model.clone(),
+                        accounts: gemini,
+                    };
+                    (id.clone(), Arc::new(route))
+                })
+            })
             .collect();
         let groups = settings
             .groups
             .iter()
-            .map(|g| (g.id, g.models.clone()))
+            .map(|g| {
+                let exposed = GroupModels {
+                    models: g.models.clone(),
+                    google_alias: g.has(GroupFeature::GoogleAlias),
+                };
+                (g.id, exposed)
+            })
             .collect();
-        Router { models, groups }
+        Router {
+            models,
+            native,
+            groups,
+        }
     }
 
     /// The model ids a key of `group_id` may use, in configuration order. An unknown group
     /// exposes nothing.
     pub fn group_models(&self, group_id: i64) -> &[String] {
-        self.groups.get(&group_id).map(Vec::as_slice).unwrap_or(&[])
+        self.groups
+            .get(&group_id)
+            .map(|g| g.models.as_slice())
+            .unwrap_or(&[])
+    }
+
+    /// The models a key of `group_id` may use on `surface`'s model list: every model on the
+    /// OpenAI-style list, text models on the Messages list, models with a native serving cell on
+    /// the native list; in configuration order.
+    pub fn listed(&self, group_id: i64, surface: crate::errors::Surface) -> Vec<&Model> {
+        use crate::errors::Surface;
+        self.group_models(group_id)
+            .iter()
+            .filter_map(|id| match surface {
+                Surface::OpenAi | Surface::Admin => self.models.get(id),
+                Surface::Anthropic => self
+                    .models
+                    .get(id)
+                    .filter(|r| r.model.kind == ModelKind::Text),
+                Surface::Gemini => self.native.get(id),
+            })
+            .map(|r| &r.model)
+            .collect()
     }
 
     /// Resolves a requested id (`gpt-4o-mini` or `openai/gpt-4o-mini`) for a key's group.
@@ -91,22 +160,28 @@ impl Router {
         call_route: Route,
     ) -> Result<Arc<ModelRoute>, GatewayError> {
         let unknown = || GatewayError::UnknownModel(requested.to_string());
-        let route = match self.models.get(requested) {
+        let table = match call_route.surface() {
+            crate::errors::Surface::Gemini => &self.native,
+            _ => &self.models,
+        };
+        let group = self.groups.get(&group_id).ok_or_else(unknown)?;
+        let route = match table.get(requested) {
             Some(r) => r,
             None => {
                 let (author, id) = requested.split_once('/').ok_or_else(unknown)?;
-                let r = self.models.get(id).ok_or_else(unknown)?;
-                if r.model.author.as_deref() != Some(author) {
+                let r = table.get(id).ok_or_else(unknown)?;
+                let allowed = if author == "google" {
+                    group.google_alias && self.native.contains_key(id)
+                } else {
+                    r.model.author.as_deref() == Some(author)
+                };
+                if !allowed {
                     return Err(unknown());
                 }
                 r
             }
         };
-        if !self
-            .group_models(group_id)
-            .iter()
-            .any(|m| m == &route.model.id)
-        {
+        if !group.models.iter().any(|m| m == &route.model.id) {
             return Err(unknown());
         }
         let model = route;
@@ -232,6 +307,53 @@ wholesale_rate_multiplier = 1
             Err(GatewayError::NoAccount(id)) => assert_eq!(id, "whisper-2"),
             other => panic!("{:?}", other.map(|m| m.accounts.clone())),
         }
+    }
+
+    #[test]
+    fn native_cells_and_the_google_alias() {
+        let config = CONFIG.replace(
+            "[[groups]]\nid = 1",
+            "[[accounts]]\nid = \"gem\"\nprovider = \"gemini\"\nbase_url = \"http://127.0.0.1:9\"\napi_key = \"g\"\nmodels = [\"gpt-4o-mini\"]\n\n[[groups]]\nid = 2\nname = \"Alias\"\nproduct_code = \"alias\"\nmodels = [\"gpt-4o-mini\"]\nwholesale_rate_multiplier = 1\nfeatures = [\"google_alias\"]\n\n[[groups]]\nid = 1",
+        );
+        let settings = Settings::parse(&config, &|_| None).unwrap();
+        let accounts = crate::upstream::Accounts::new(&settings.accounts);
+        let r = Router::new(&settings, accounts.all());
+        let every = r.resolve("gpt-4o-mini", 1, Route::Messages).unwrap();
+        assert_eq!(
+            every.accounts,
+            [0, 1, 2],
+            "translated cells use every account"
+        );
+        let native = r.resolve("gpt-4o-mini", 1, Route::NativeGenerate).unwrap();
+        assert_eq!(
+            native.accounts,
+            [2],
+            "the native cell only its gemini account"
+        );
+        assert!(matches!(
+            r.resolve("whisper-1", 1, Route::NativeGenerate),
+            Err(GatewayError::UnknownModel(_))
+        ));
+        // google/ only with the group feature.
+        assert!(
+            r.resolve("google/gpt-4o-mini", 2, Route::NativeGenerate)
+                .is_ok()
+        );
+        assert!(
+            r.resolve("google/gpt-4o-mini", 2, Route::ChatCompletions)
+                .is_ok()
+        );
+        assert!(matches!(
+            r.resolve("google/gpt-4o-mini", 1, Route::NativeGenerate),
+            Err(GatewayError::UnknownModel(_))
+        ));
+        let listed = |surface| -> Vec<String> {
+            r.listed(1, surface).iter().map(|m| m.id.clone()).collect()
+        };
+        use crate::errors::Surface;
+        assert_eq!(listed(Surface::Gemini), ["gpt-4o-mini"]);
+        assert_eq!(listed(Surface::Anthropic), ["gpt-4o-mini"]);
+        assert_eq!(listed(Surface::OpenAi).len(), 3);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! here, asynchronously, and cached for [`DNS_TTL`]. IP literals skip resolution.
 
 use pingora::upstreams::peer::HttpPeer;
-use settings::{Account, Server};
+use settings::{Account, Provider, Server};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -23,9 +23,10 @@ pub(crate) struct Upstream {
     pub base_path: String,
     /// Value of the `Host` header sent upstream.
     pub host_header: String,
-    /// Pre-built `Authorization` value, marked sensitive so no `Debug` output (Pingora logs request
-    /// headers at debug level) ever shows the supplier credential.
-    pub authorization: http::HeaderValue,
+    /// The credential header of the account's provider (`Authorization: Bearer` for openai,
+    /// `x-api-key` for anthropic, `x-goog-api-key` for gemini), its value marked sensitive so no
+    /// `Debug` output (Pingora logs request headers at debug level) ever shows it.
+    pub credential: (http::HeaderName, http::HeaderValue),
     resolved: Mutex<Option<(SocketAddr, Instant)>>,
 }
 
@@ -53,7 +54,7 @@ impl Upstream {
             tls,
             base_path: url.path().trim_end_matches('/').to_string(),
             host_header,
-            authorization: sensitive(&format!("Bearer {}", account.api_key)),
+            credential: credential(account),
             resolved: Mutex::new(None),
         }
     }
@@ -140,6 +141,24 @@ pub(crate) fn options(peer: &mut HttpPeer, server: &Server) {
     peer.options.write_timeout = Some(Duration::from_millis(server.upstream_read_timeout_ms));
     peer.options.verify_cert = true;
     peer.options.verify_hostname = true;
+}
+
+/// The credential header an account's provider expects.
+fn credential(account: &Account) -> (http::HeaderName, http::HeaderValue) {
+    match account.provider {
+        Provider::OpenAi => (
+            http::header::AUTHORIZATION,
+            sensitive(&format!("Bearer {}", account.api_key)),
+        ),
+        Provider::Anthropic => (
+            http::HeaderName::from_static("x-api-key"),
+            sensitive(&account.api_key),
+        ),
+        Provider::Gemini => (
+            http::HeaderName::from_static("x-goog-api-key"),
+            sensitive(&account.api_key),
+        ),
+    }
 }
 
 /// A header value hidden from `Debug` output. Settings validation guarantees visible ASCII, so the

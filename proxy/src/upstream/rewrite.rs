@@ -1,47 +1,112 @@
 //! Phase 5, rewriting the headers: the customer's request header becomes the supplier's, and the
 //! supplier's response header is cleaned for the customer.
 //!
-//! Only an allowlist of the customer's headers is forwarded ([`FORWARD_REQUEST`]); the account's
-//! credential, `Host` and the body's `Content-Length` are set, and `Accept-Encoding` is forced to
-//! `identity` so the meter can read the supplier's answer. The body itself is the wire format's
-//! (`wire`): the rewritten body is substituted on every attempt by [`substitute_body`].
+//! Only an allowlist of the customer's headers is forwarded ([`forwarded`]); the account's
+//! credential (its provider's header), `Host` and the body's `Content-Length` are set, and
+//! `Accept-Encoding` is forced to `identity` so the meter can read the supplier's answer. The body
+//! itself is the wire format's (`wire`): the body for the account's format is substituted on every
+//! attempt by [`substitute_body`].
 
 use crate::classify::Route;
 use crate::upstream::Upstream;
+use crate::wire::cells;
 use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
+use translate::Format;
 
-/// The client request headers a supplier account receives (OpenAI wire format): what the body
-/// means (`content-type`), what the client accepts (`accept`) and the API's opt-in features
-/// (`openai-beta`), plus the account's own `forward_headers`. Everything else a client sends (its credential, cookies, attribution, SDK
+/// The client request headers a supplier account receives: what the body means
+/// (`content-type`), what the client accepts (`accept`) and the opt-in features of the API the
+/// account speaks (`openai-beta`; `anthropic-version`, `anthropic-beta`), plus the account's own
+/// `forward_headers`. Everything else a client sends (its credential, cookies, attribution, SDK
 /// telemetry, hop-by-hop and forwarding headers, anything unknown) stays at the gateway; the
 /// gateway adds the account's credential, `Host`, `Accept-Encoding` and `Content-Length`.
-const FORWARD_REQUEST: [&str; 3] = ["content-type", "accept", "openai-beta"];
+fn forwarded(target: Option<Format>) -> &'static [&'static str] {
+    match target {
+        None | Some(Format::Chat | Format::Responses) => &["content-type", "accept", "openai-beta"],
+        Some(Format::Messages) => &[
+            "content-type",
+            "accept",
+            "anthropic-version",
+            "anthropic-beta",
+        ],
+        Some(Format::Gemini) => &["content-type", "accept"],
+    }
+}
+
+/// The Messages API version sent when the client named none (the one the official SDK sends).
+const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// Supplier response headers never shown to customers (they identify the supplier account).
-const STRIP_RESPONSE: [&str; 3] = ["openai-organization", "openai-project", "set-cookie"];
+const STRIP_RESPONSE: [&str; 4] = [
+    "openai-organization",
+    "openai-project",
+    "anthropic-organization-id",
+    "set-cookie",
+];
+
+/// What the upstream request is for: the client's route, the format spoken to the account, the
+/// supplier's model id, whether it streams, and the body's length.
+pub(crate) struct Target<'a> {
+    pub route: Route,
+    pub format: Option<Format>,
+    pub model: &'a str,
+    pub stream: bool,
+    pub body_len: usize,
+}
+
+/// Rewrites the request header of `call` for `upstream` (see [`upstream_request`]) and returns
+/// the body to send it: the one in the account's format.
+pub(crate) fn for_account(
+    req: &mut RequestHeader,
+    upstream: &Upstream,
+    route: Route,
+    call: &crate::ctx::Call,
+) -> pingora::Result<Bytes> {
+    let format = cells::target(upstream.account.provider, route);
+    let Some(body) = call.bodies.get(format) else {
+        return pingora::Error::e_explain(
+            pingora::ErrorType::InternalError,
+            "no body for the account's format",
+        );
+    };
+    let target = Target {
+        route,
+        format,
+        model: call.model.model.id.as_str(),
+        stream: call.stream,
+        body_len: body.len(),
+    };
+    upstream_request(req, upstream, &target)?;
+    Ok(body.clone())
+}
 
 /// Rewrites the request header for `upstream`: path, credential, host, framing.
 pub(crate) fn upstream_request(
     req: &mut RequestHeader,
     upstream: &Upstream,
-    route: Route,
-    body_len: usize,
+    target: &Target<'_>,
 ) -> pingora::Result<()> {
+    let allowed = forwarded(target.format);
     let unwanted: Vec<http::HeaderName> = req
         .headers
         .keys()
         .filter(|name| {
             let name = name.as_str();
-            !FORWARD_REQUEST.contains(&name)
-                && !upstream.account.forward_headers.iter().any(|h| h == name)
+            !allowed.contains(&name) && !upstream.account.forward_headers.iter().any(|h| h == name)
         })
         .cloned()
         .collect();
     for name in unwanted {
         req.remove_header(&name);
     }
-    let path = upstream.path(route.upstream_suffix());
+    let suffix = cells::upstream_path(
+        target.route,
+        target.format,
+        target.model,
+        target.stream,
+        req.uri.query(),
+    );
+    let path = upstream.path(&suffix);
     let uri = http::Uri::builder()
         .path_and_query(path.as_str())
         .build()
@@ -49,10 +114,14 @@ pub(crate) fn upstream_request(
             pingora::Error::because(pingora::ErrorType::InternalError, "upstream uri", e)
         })?;
     req.set_uri(uri);
-    req.insert_header(http::header::AUTHORIZATION, upstream.authorization.clone())?;
+    let (name, value) = &upstream.credential;
+    req.insert_header(name.clone(), value.clone())?;
+    if target.format == Some(Format::Messages) && req.headers.get("anthropic-version").is_none() {
+        req.insert_header("anthropic-version", ANTHROPIC_VERSION)?;
+    }
     req.insert_header(http::header::HOST, upstream.host_header.as_str())?;
     req.insert_header(http::header::ACCEPT_ENCODING, "identity")?;
-    req.insert_header(http::header::CONTENT_LENGTH, body_len.to_string())?;
+    req.insert_header(http::header::CONTENT_LENGTH, target.body_len.to_string())?;
     Ok(())
 }
 
@@ -66,6 +135,18 @@ pub(crate) fn downstream_response(
         resp.remove_header(name);
     }
     resp.insert_header("x-request-id", request_id)?;
+    Ok(())
+}
+
+/// The response header of a translated answer: the client's content type, and chunked framing
+/// (the translated body's length is not known in advance).
+pub(crate) fn reshaped_response(
+    resp: &mut ResponseHeader,
+    content_type: &str,
+) -> pingora::Result<()> {
+    resp.remove_header(&http::header::CONTENT_LENGTH);
+    resp.insert_header(http::header::CONTENT_TYPE, content_type)?;
+    resp.insert_header(http::header::TRANSFER_ENCODING, "chunked")?;
     Ok(())
 }
 

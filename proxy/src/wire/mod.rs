@@ -1,15 +1,24 @@
 //! Wire formats: everything that depends on how a client or a supplier spells a call.
 //!
-//! One file per format ([`openai`] today). Each owns three things and nothing else:
+//! One file per format ([`openai`]: chat completions and responses; [`anthropic`]: Messages;
+//! [`gemini`]: generateContent). Each owns three things and nothing else:
 //! - **read**: the request fields the gateway needs from a body in that format ([`CallBody`]);
+//! - **rewrite**: the body of a same-format call for an account (model id, usage options, SPEC
+//!   defaults);
 //! - **meter**: where usage and generated text sit in its responses, whole or streamed (the
-//!   [`Wire`] methods the `meter` calls; the meter itself only frames bytes and adds up);
-//! - **translate** (to come with the second supplier format): a request and its response from one
-//!   format to another, event by event for streams.
+//!   [`Wire`] methods the `meter` calls; the meter itself only frames bytes and adds up).
 //!
-//! The rest of the request path never looks inside a body: it asks the format.
+//! Translation between formats (a client's format differs from the account's) is the `translate`
+//! crate's, wired in by [`cells`]. The rest of the request path never looks inside a body: it asks
+//! the format.
 
+pub(crate) mod anthropic;
+pub(crate) mod cells;
+pub(crate) mod gemini;
 pub(crate) mod openai;
+
+/// Token counts above this are implausible and ignored (the call is then estimated).
+pub(crate) const PLAUSIBLE_MAX: u64 = 100_000_000;
 
 /// Token counts of one call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -36,27 +45,49 @@ pub(crate) struct CallBody {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Wire {
     OpenAi,
+    Anthropic,
+    Gemini,
 }
 
 impl Wire {
-    /// Usage carried by one JSON document: a whole body, or the data of one SSE event.
-    pub fn usage(self, json: &[u8]) -> Option<Usage> {
+    /// The meter's reading of a supplier speaking `format`.
+    pub fn of(format: translate::Format) -> Wire {
+        match format {
+            translate::Format::Chat | translate::Format::Responses => Wire::OpenAi,
+            translate::Format::Messages => Wire::Anthropic,
+            translate::Format::Gemini => Wire::Gemini,
+        }
+    }
+
+    /// Usage carried by one JSON document (a whole body, or the data of one SSE event), given
+    /// what earlier documents of the same response carried (`partial`: Anthropic reports its
+    /// counts field by field across events; other formats report whole usage objects).
+    pub fn usage(self, json: &[u8], partial: &mut anthropic::Partial) -> Option<Usage> {
         match self {
             Wire::OpenAi => openai::usage(json),
+            Wire::Anthropic => {
+                *partial = partial.merge(anthropic::partial(json)?);
+                partial.usage()
+            }
+            Wire::Gemini => gemini::usage(json),
         }
     }
 
     /// A cheap pre-check before [`Wire::usage`] parses an SSE event: whether it may carry usage.
     pub fn may_carry_usage(self, data: &[u8]) -> bool {
-        match self {
-            Wire::OpenAi => memchr::memmem::find(data, b"\"usage\"").is_some(),
-        }
+        let key: &[u8] = match self {
+            Wire::OpenAi | Wire::Anthropic => b"\"usage\"",
+            Wire::Gemini => b"\"usageMetadata\"",
+        };
+        memchr::memmem::find(data, key).is_some()
     }
 
     /// Whether one SSE event carries generated text (the unit of the stream estimate).
     pub fn event_has_text(self, data: &[u8]) -> bool {
         match self {
             Wire::OpenAi => openai::event_has_text(data),
+            Wire::Anthropic => anthropic::event_has_text(data),
+            Wire::Gemini => gemini::event_has_text(data),
         }
     }
 
@@ -64,6 +95,7 @@ impl Wire {
     pub fn audio_seconds(self, json: &[u8]) -> Option<u64> {
         match self {
             Wire::OpenAi => openai::audio_seconds(json),
+            Wire::Anthropic | Wire::Gemini => None,
         }
     }
 }

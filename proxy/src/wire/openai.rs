@@ -8,15 +8,12 @@
 //! supplier's final usage chunk (`choices: []`) too. OpenAI clients accept it, and streams stay
 //! byte-for-byte what the supplier sent.
 
-use super::{CallBody, Usage};
+use super::{CallBody, PLAUSIBLE_MAX, Usage};
 use crate::classify::Route;
 use crate::errors::GatewayError;
 use crate::inspect::body::TopLevel;
 use bytes::Bytes;
 use serde::Deserialize;
-
-/// Token counts above this are implausible and ignored (the call is then estimated).
-const PLAUSIBLE_MAX: u64 = 100_000_000;
 
 /// Whether one SSE event's data carries generated text: a chat delta with content, or a responses
 /// text delta. Role-only and finish chunks do not count (see `meter`'s estimate).
@@ -26,7 +23,7 @@ pub(crate) fn event_has_text(data: &[u8]) -> bool {
 
 /// Whether `key` (ending in an opening quote) is followed by a non-empty string: a chat delta
 /// with content, or a responses text delta. Role-only and finish chunks do not count.
-fn has_text(hay: &[u8], key: &[u8]) -> bool {
+pub(crate) fn has_text(hay: &[u8], key: &[u8]) -> bool {
     hay.windows(key.len())
         .enumerate()
         .any(|(i, w)| w == key && hay.get(i + key.len()).is_some_and(|&b| b != b'"'))
@@ -40,32 +37,46 @@ struct StreamOptions {
     include_usage: bool,
 }
 
-/// Reads the fields the gateway needs from a chat-completions or responses body.
-pub(crate) fn call_body(route: Route, fields: &TopLevel<'_>) -> Result<CallBody, GatewayError> {
-    let model = match fields.get("model") {
-        None => return Err(GatewayError::invalid("'model' is required", Some("model"))),
+/// The required, non-empty string field `model`.
+pub(crate) fn string_field(
+    fields: &TopLevel<'_>,
+    name: &'static str,
+) -> Result<String, GatewayError> {
+    let value = match fields.get(name) {
+        None => {
+            return Err(GatewayError::invalid(
+                format!("'{name}' is required"),
+                Some(name),
+            ));
+        }
         Some(raw) => serde_json::from_str::<String>(raw.get())
-            .map_err(|_| GatewayError::invalid("'model' must be a string", Some("model")))?,
+            .map_err(|_| GatewayError::invalid(format!("'{name}' must be a string"), Some(name)))?,
     };
-    if model.is_empty() {
+    if value.is_empty() {
         return Err(GatewayError::invalid(
-            "'model' must not be empty",
-            Some("model"),
+            format!("'{name}' must not be empty"),
+            Some(name),
         ));
     }
-    let stream = match fields.get("stream") {
-        None => false,
-        Some(raw) => match raw.get() {
-            "true" => true,
-            "false" | "null" => false,
-            _ => {
-                return Err(GatewayError::invalid(
-                    "'stream' must be a boolean",
-                    Some("stream"),
-                ));
-            }
-        },
-    };
+    Ok(value)
+}
+
+/// An optional boolean field (absent or `null`: false).
+pub(crate) fn bool_field(fields: &TopLevel<'_>, name: &'static str) -> Result<bool, GatewayError> {
+    match fields.get(name).map(|raw| raw.get()) {
+        None | Some("false" | "null") => Ok(false),
+        Some("true") => Ok(true),
+        Some(_) => Err(GatewayError::invalid(
+            format!("'{name}' must be a boolean"),
+            Some(name),
+        )),
+    }
+}
+
+/// Reads the fields the gateway needs from a chat-completions or responses body.
+pub(crate) fn call_body(route: Route, fields: &TopLevel<'_>) -> Result<CallBody, GatewayError> {
+    let model = string_field(fields, "model")?;
+    let stream = bool_field(fields, "stream")?;
     match route {
         Route::ChatCompletions => match fields.get("messages").map(|r| r.get().trim_start()) {
             Some(v) if v.starts_with('[') => {}
@@ -82,12 +93,10 @@ pub(crate) fn call_body(route: Route, fields: &TopLevel<'_>) -> Result<CallBody,
                 ));
             }
         },
-        Route::Responses => {
-            if !fields.contains_key("input") {
-                return Err(GatewayError::invalid("'input' is required", Some("input")));
-            }
+        Route::Responses if !fields.contains_key("input") => {
+            return Err(GatewayError::invalid("'input' is required", Some("input")));
         }
-        Route::Models | Route::Admin | Route::AudioTranscriptions => {}
+        _ => {}
     }
     let include_usage = match fields.get("stream_options") {
         None => false,
@@ -136,7 +145,29 @@ pub(crate) fn forward_body(
     if !rename && !ask_usage {
         return Ok(original.clone());
     }
-    let mut out = Vec::with_capacity(original.len() + 48);
+    let model_json = serde_json::to_string(upstream_model).map_err(|_| GatewayError::Internal)?;
+    let mut replaced = vec![("model", model_json)];
+    if ask_usage {
+        let mut options: serde_json::Map<String, serde_json::Value> = fields
+            .get("stream_options")
+            .and_then(|v| serde_json::from_str(v.get()).ok())
+            .unwrap_or_default();
+        options.insert("include_usage".into(), serde_json::Value::Bool(true));
+        let json = serde_json::to_string(&options).map_err(|_| GatewayError::Internal)?;
+        replaced.push(("stream_options", json));
+    }
+    rewrite_fields(original.len(), fields, &replaced)
+}
+
+/// A copy of a JSON object with each `(key, JSON value)` of `replaced` written in place of the
+/// original's field of that name (or appended when it had none); every other field's bytes are
+/// kept as received, in order.
+pub(crate) fn rewrite_fields(
+    size_hint: usize,
+    fields: &TopLevel<'_>,
+    replaced: &[(&str, String)],
+) -> Result<Bytes, GatewayError> {
+    let mut out = Vec::with_capacity(size_hint + 64);
     out.push(b'{');
     let mut first = true;
     let mut push = |out: &mut Vec<u8>, key: &str, value: &str| -> Result<(), GatewayError> {
@@ -149,27 +180,37 @@ pub(crate) fn forward_body(
         out.extend_from_slice(value.as_bytes());
         Ok(())
     };
-    let model_json = serde_json::to_string(upstream_model).map_err(|_| GatewayError::Internal)?;
-    let mut saw_options = false;
     for (key, value) in fields {
-        match key.as_str() {
-            "model" => push(&mut out, key, &model_json)?,
-            "stream_options" if ask_usage => {
-                saw_options = true;
-                let mut options: serde_json::Map<String, serde_json::Value> =
-                    serde_json::from_str(value.get()).unwrap_or_default();
-                options.insert("include_usage".into(), serde_json::Value::Bool(true));
-                let json = serde_json::to_string(&options).map_err(|_| GatewayError::Internal)?;
-                push(&mut out, key, &json)?;
-            }
-            _ => push(&mut out, key, value.get())?,
+        match replaced.iter().find(|(k, _)| k == key) {
+            Some((_, new)) => push(&mut out, key, new)?,
+            None => push(&mut out, key, value.get())?,
         }
     }
-    if ask_usage && !saw_options {
-        push(&mut out, "stream_options", r#"{"include_usage":true}"#)?;
+    for (key, new) in replaced {
+        if !fields.contains_key(*key) {
+            push(&mut out, key, new)?;
+        }
     }
     out.push(b'}');
     Ok(Bytes::from(out))
+}
+
+/// A copy of a JSON object with string fields replaced (see [`rewrite_fields`]).
+pub(crate) fn replace_fields(
+    original: &Bytes,
+    fields: &TopLevel<'_>,
+    strings: &[(&str, &str)],
+) -> Result<Bytes, GatewayError> {
+    let replaced = strings
+        .iter()
+        .map(|(k, v)| {
+            Ok((
+                *k,
+                serde_json::to_string(v).map_err(|_| GatewayError::Internal)?,
+            ))
+        })
+        .collect::<Result<Vec<_>, GatewayError>>()?;
+    rewrite_fields(original.len(), fields, &replaced)
 }
 
 #[derive(Deserialize)]
