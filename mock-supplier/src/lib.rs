@@ -36,11 +36,22 @@
 //! # Ok(()) }
 //! ```
 
+mod anthropic;
+mod anthropic_check;
 mod audio;
+mod clock;
 mod fault;
+mod gemini;
+mod openai_tools;
 mod record;
 pub mod reply;
+mod respond;
+mod route_anthropic;
+mod route_gemini;
+mod route_openai;
 mod server;
+mod tools;
+mod usage;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
