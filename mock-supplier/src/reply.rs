@@ -1,5 +1,5 @@
 //! Deterministic reply construction shared by every wire format (the body
-//! hash, ids, reply text, the [`Reply`] inputs) and the exact JSON bodies and
+//! hash, ids, reply text, the `Reply` inputs) and the exact JSON bodies and
 //! SSE events of the OpenAI routes `/v1/models`, `/v1/chat/completions` and
 //! `/v1/responses`. The Anthropic and Gemini bodies, the tool-call replies and
 //! the usage mapping live in sibling modules and follow the rules below.
