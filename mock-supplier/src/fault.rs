@@ -56,8 +56,10 @@ pub enum Fault {
         ms: u64,
     },
     /// Streaming: send this many events (the role chunk / `response.created`
-    /// is event 1), then abort the connection. Non-streaming: send the full
-    /// `content-length` but only the first half of the body, then abort.
+    /// / `message_start` / Gemini chunk 1 is event 1), then abort the
+    /// connection. Non-streaming (Gemini's JSON-array stream included): send
+    /// the full `content-length` but only the first half of the body, then
+    /// abort.
     CutAfter {
         /// Number of events sent before the abort.
         events: usize,

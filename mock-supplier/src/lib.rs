@@ -28,8 +28,9 @@
 //!   require header `anthropic-version` (else 400) and validate like the real
 //!   API: string `model`, integer `max_tokens` ≥ 1 (messages only), `system`
 //!   string or `[{type:"text",text}]`, `messages` non-empty with roles
-//!   `user`/`assistant`, first `user`, content a string or known blocks, no
-//!   empty text (`messages: text content blocks must be non-empty`), every
+//!   `user`/`assistant`, first `user`, content a string or known blocks
+//!   (`tool_use` only from the assistant, `tool_result` only from the user),
+//!   no empty text (`messages: text content blocks must be non-empty`), every
 //!   `tool_use` id answered by a `tool_result` (`tool_use_id`) in the
 //!   immediately following user message and every `tool_result` matching a
 //!   `tool_use` of the message before. Auth: `x-api-key: <key>` exactly, else
