@@ -1,6 +1,7 @@
 //! Fault specifications: the [`Fault`] type, its `x-mock-fault` header syntax
-//! (parsed by [`FromStr`], printed back by [`Display`]) and the error body a
-//! status fault answers with.
+//! (parsed by [`FromStr`], printed back by [`Display`]) and the OpenAI error
+//! `type` a status fault answers with (the Anthropic and Google shapes live in
+//! their format modules).
 //!
 //! # Syntax
 //!
@@ -8,13 +9,13 @@
 //!
 //! | item              | meaning                                                                   |
 //! |-------------------|---------------------------------------------------------------------------|
-//! | `status=CODE`     | answer `CODE` (400..=599) with an OpenAI-style JSON error body            |
+//! | `status=CODE`     | answer `CODE` (400..=599) with a JSON error body in the route's shape (OpenAI, Anthropic or Google) |
 //! | `retry_after=S`   | with `status`: add `Retry-After: S`                                       |
-//! | `reset_header=S`  | with `status`: add `x-ratelimit-reset-requests: Ss`                       |
-//! | `reset_body=S`    | with `status`: message becomes `Rate limit reached. Please try again in Ss.` |
+//! | `reset_header=S`  | with `status`: OpenAI `x-ratelimit-reset-requests: Ss`; Anthropic `anthropic-ratelimit-{requests,tokens}-reset: <RFC 3339 now + S>`; Gemini none |
+//! | `reset_body=S`    | with `status`: OpenAI/Anthropic message `Rate limit reached. Please try again in Ss.`; Gemini `RetryInfo` detail `retryDelay: "Ss"` |
 //! | `stall_ms=N`      | sleep `N` ms before sending response headers (combinable)                 |
 //! | `cut_after=N`     | streaming: send `N` events then abort; non-streaming: half the body, abort |
-//! | `malformed_sse`   | streaming: role event, `data: {not json`, `garbage line`, one content event |
+//! | `malformed_sse`   | streaming: start event, `data: {not json`, `garbage line`, one content event |
 //! | `close`           | drop the connection without any response                                  |
 //!
 //! At most one of `status`, `cut_after`, `malformed_sse`, `close` and at most one
@@ -31,15 +32,21 @@ use std::str::FromStr;
 /// [`MockHandle::set_fault`](crate::MockHandle::set_fault).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Fault {
-    /// Answer with `code` and a JSON error body instead of the normal response.
+    /// Answer with `code` and a JSON error body (in the shape of the route's
+    /// wire format) instead of the normal response.
     Status {
         /// HTTP status, 400..=599.
         code: u16,
         /// Adds `Retry-After: <secs>`.
         retry_after: Option<u64>,
-        /// Adds `x-ratelimit-reset-requests: <secs>s`.
+        /// OpenAI: adds `x-ratelimit-reset-requests: <secs>s`; Anthropic: adds
+        /// `anthropic-ratelimit-requests-reset` and
+        /// `anthropic-ratelimit-tokens-reset` set to the RFC 3339 UTC time
+        /// `<secs>` from now; Gemini: nothing.
         reset_header: Option<u64>,
-        /// Makes the message `Rate limit reached. Please try again in <secs>s.`.
+        /// OpenAI and Anthropic: makes the message `Rate limit reached. Please
+        /// try again in <secs>s.`; Gemini: adds a `google.rpc.RetryInfo`
+        /// detail with `retryDelay: "<secs>s"`.
         reset_body: Option<u64>,
     },
     /// Sleep this many milliseconds before sending the response headers, then
@@ -49,16 +56,20 @@ pub enum Fault {
         ms: u64,
     },
     /// Streaming: send this many events (the role chunk / `response.created`
-    /// is event 1), then abort the connection. Non-streaming: send the full
-    /// `content-length` but only the first half of the body, then abort.
+    /// / `message_start` / Gemini chunk 1 is event 1), then abort the
+    /// connection. Non-streaming (Gemini's JSON-array stream included): send
+    /// the full `content-length` but only the first half of the body, then
+    /// abort.
     CutAfter {
         /// Number of events sent before the abort.
         events: usize,
     },
-    /// Streaming: emit the role event, a `data: {not json` event, a
-    /// `garbage line` without a `data:` prefix, one content event, then end
-    /// normally without usage and without `[DONE]`. No effect on non-streaming
-    /// requests.
+    /// Streaming: emit the start event (chat role chunk, `response.created`,
+    /// Anthropic `message_start`, Gemini chunk 1), a `data: {not json` event,
+    /// a `garbage line` without a `data:` prefix, one content event, then end
+    /// normally without usage and without `[DONE]` / `message_stop` / `STOP`.
+    /// No effect on non-streaming requests (nor on Gemini's JSON-array
+    /// stream).
     MalformedSse,
     /// Drop the connection without sending any response.
     Close,
@@ -105,7 +116,8 @@ impl Fault {
     }
 }
 
-/// The OpenAI error `type` the mock uses for a status fault.
+/// The OpenAI error `type` the mock uses for a status fault (Anthropic's and
+/// Google's live with their formats).
 pub(crate) fn error_type_for(code: u16) -> &'static str {
     match code {
         429 => "rate_limit_exceeded",

@@ -1,7 +1,8 @@
 //! The `mock-supplier` binary: serves one mock instance on a fixed address
 //! (for the quickstart and benchmarks) until SIGINT or SIGTERM. Prints one
 //! line, `mock supplier listening on http://ADDR/v1`, once it accepts
-//! connections. The request log is cleared every second (nothing reads it).
+//! connections (Anthropic and Gemini clients use `http://ADDR`). The request
+//! log is cleared every second (nothing reads it).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -10,14 +11,16 @@ use std::time::Duration;
 use clap::Parser;
 use mock_supplier::{MockConfig, MockSupplier};
 
-/// A fault-injecting OpenAI-style mock supplier.
+/// A fault-injecting mock supplier speaking the OpenAI, Anthropic and Gemini formats.
 #[derive(Debug, Parser)]
 #[command(name = "mock-supplier", version, about)]
 struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:9901")]
     listen: SocketAddr,
-    /// Require `Authorization: Bearer <KEY>`; without it any key is accepted.
+    /// Require the key in each format's auth header (`Authorization: Bearer <KEY>`,
+    /// `x-api-key: <KEY>`, `x-goog-api-key: <KEY>` or `?key=<KEY>`); without it any key is
+    /// accepted.
     #[arg(long)]
     api_key: Option<String>,
     /// Instance name, echoed in the `x-mock-name` response header.

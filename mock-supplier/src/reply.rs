@@ -1,15 +1,22 @@
-//! Deterministic reply construction: ids, reply text, usage and the exact JSON
-//! bodies and SSE events for `/v1/models`, `/v1/chat/completions` and
-//! `/v1/responses`. Nothing here depends on time or randomness, so two
-//! identical requests produce identical bytes.
+//! Deterministic reply construction shared by every wire format (the body
+//! hash, ids, reply text, the `Reply` inputs) and the exact JSON bodies and
+//! SSE events of the OpenAI routes `/v1/models`, `/v1/chat/completions` and
+//! `/v1/responses`. The Anthropic and Gemini bodies, the tool-call replies and
+//! the usage mapping live in sibling modules and follow the rules below.
+//! Nothing here depends on time or randomness, so two identical requests
+//! produce identical bytes.
 //!
 //! # Rules
 //!
 //! * **Hash**: `hash = format!("{:016x}", fnv1a64(request_body))` (see
 //!   [`body_hash_hex`]). Chat `id` = `chatcmpl-<hash>`, responses `id` =
-//!   `resp_<hash>`, the responses message item id = `msg_<hash>`.
+//!   `resp_<hash>`, the responses message item id = `msg_<hash>`; Anthropic
+//!   message id = `msg_<hash>`, Gemini `responseId` = `<hash>`; tool calls:
+//!   `call_<hash>` (chat `id`, responses `call_id`), `fc_<hash>` (responses
+//!   item id), `toolu_<hash>` (Anthropic); Gemini function calls carry no id.
 //! * `created` / `created_at` = [`CREATED`] (1700000000); `model` echoes the
-//!   request's `model`; chat objects carry `system_fingerprint: "fp_mock"`.
+//!   request's `model` (Gemini: the model in the path); chat objects carry
+//!   `system_fingerprint: "fp_mock"`.
 //! * **Pieces**: `n` = header `x-mock-events` (default [`DEFAULT_EVENTS`],
 //!   clamped to [`MAX_EVENTS`]); piece `i` (1-based) is `" w{i}"`.
 //!   Streams send exactly these pieces as content deltas, so the streamed text
@@ -19,11 +26,19 @@
 //!   `"mock reply w1 w2 … wn"` (see [`reply_text`]; `n = 0` gives
 //!   `"mock reply"`).
 //! * **Usage**: prompt = `ceil(request_body_bytes / 4)`, completion = `n`,
-//!   cached = 0; header `x-mock-usage: prompt=P,completion=C,cached=K` (any
-//!   subset) overrides each given value. total = prompt + completion.
+//!   cached = cache_creation = thoughts = 0; header
+//!   `x-mock-usage: prompt=P,completion=C,cached=K,cache_creation=W,thoughts=T`
+//!   (any subset) overrides each given value. total = prompt + completion.
+//!   How each format reports these: [`Usage`].
+//! * **Tool calls**: when the request declares a function tool and the
+//!   conversation does not end with a tool result, the reply calls the first
+//!   declared tool with the arguments [`TOOL_ARGS`] (`{"q":"mock"}`), streamed
+//!   as the two pieces [`TOOL_ARG_PIECES`]; usage as for text.
 
 use bytes::Bytes;
 use serde_json::{Value, json};
+
+pub use crate::usage::{Usage, default_prompt_tokens};
 
 /// The fixed `created` / `created_at` timestamp.
 pub const CREATED: u64 = 1_700_000_000;
@@ -33,6 +48,10 @@ pub const DEFAULT_EVENTS: usize = 5;
 pub const MAX_EVENTS: usize = 10_000;
 /// The `system_fingerprint` of chat objects.
 pub const SYSTEM_FINGERPRINT: &str = "fp_mock";
+/// The arguments of every mock tool call, as a JSON string.
+pub const TOOL_ARGS: &str = r#"{"q":"mock"}"#;
+/// The two pieces [`TOOL_ARGS`] is streamed in.
+pub const TOOL_ARG_PIECES: [&str; 2] = [r#"{"q":"#, r#""mock"}"#];
 /// The models `GET /v1/models` lists, in order.
 pub const MODELS: &[&str] = &["gpt-4o-mini", "gpt-4o", "o3-mini", "whisper-1"];
 
@@ -66,83 +85,6 @@ pub fn reply_text(n: usize) -> String {
     format!("mock reply{}", streamed_text(n))
 }
 
-/// The default prompt token count: `ceil(body_len / 4)`.
-pub fn default_prompt_tokens(body_len: usize) -> u64 {
-    (body_len as u64).div_ceil(4)
-}
-
-/// Token counts reported in a reply's usage object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Usage {
-    /// Prompt / input tokens.
-    pub prompt: u64,
-    /// Completion / output tokens.
-    pub completion: u64,
-    /// Cached prompt tokens.
-    pub cached: u64,
-}
-
-impl Usage {
-    /// The defaults for a request body of `body_len` bytes and `n` pieces.
-    pub fn defaults(body_len: usize, n: usize) -> Usage {
-        Usage {
-            prompt: default_prompt_tokens(body_len),
-            completion: n as u64,
-            cached: 0,
-        }
-    }
-
-    /// Applies an `x-mock-usage` header value (`prompt=11,completion=5,cached=2`,
-    /// any subset, any order) on top of `self`.
-    pub fn with_header(mut self, header: &str) -> Result<Usage, String> {
-        for item in header.split(',') {
-            let item = item.trim();
-            if item.is_empty() {
-                continue;
-            }
-            let (key, value) = item
-                .split_once('=')
-                .ok_or_else(|| format!("x-mock-usage item `{item}` is not key=value"))?;
-            let value: u64 = value
-                .trim()
-                .parse()
-                .map_err(|_| format!("x-mock-usage value in `{item}` is not an integer"))?;
-            match key.trim() {
-                "prompt" => self.prompt = value,
-                "completion" => self.completion = value,
-                "cached" => self.cached = value,
-                other => return Err(format!("x-mock-usage key `{other}` is unknown")),
-            }
-        }
-        Ok(self)
-    }
-
-    /// prompt + completion.
-    pub fn total(&self) -> u64 {
-        self.prompt.saturating_add(self.completion)
-    }
-
-    /// The chat-completions usage object.
-    pub fn chat_json(&self) -> Value {
-        json!({
-            "prompt_tokens": self.prompt,
-            "completion_tokens": self.completion,
-            "total_tokens": self.total(),
-            "prompt_tokens_details": {"cached_tokens": self.cached},
-        })
-    }
-
-    /// The responses-API usage object.
-    pub fn responses_json(&self) -> Value {
-        json!({
-            "input_tokens": self.prompt,
-            "output_tokens": self.completion,
-            "total_tokens": self.total(),
-            "input_tokens_details": {"cached_tokens": self.cached},
-        })
-    }
-}
-
 /// Everything a reply depends on.
 #[derive(Clone, Debug)]
 pub(crate) struct Reply {
@@ -156,17 +98,19 @@ pub(crate) struct Reply {
     pub(crate) usage: Usage,
     /// Chat only: `stream_options.include_usage == true`.
     pub(crate) include_usage: bool,
+    /// The tool to call instead of answering with text (see `tools`).
+    pub(crate) tool: Option<String>,
 }
 
-fn to_bytes(v: &Value) -> Bytes {
+pub(crate) fn to_bytes(v: &Value) -> Bytes {
     Bytes::from(v.to_string())
 }
 
-fn sse_data(v: &Value) -> Bytes {
+pub(crate) fn sse_data(v: &Value) -> Bytes {
     Bytes::from(format!("data: {v}\n\n"))
 }
 
-fn sse_event(ty: &str, v: &Value) -> Bytes {
+pub(crate) fn sse_event(ty: &str, v: &Value) -> Bytes {
     Bytes::from(format!("event: {ty}\ndata: {v}\n\n"))
 }
 
@@ -196,11 +140,11 @@ pub(crate) fn error_body(message: &str, ty: &str, code: Option<&str>) -> Bytes {
 }
 
 impl Reply {
-    fn chat_id(&self) -> String {
+    pub(crate) fn chat_id(&self) -> String {
         format!("chatcmpl-{}", self.hash)
     }
 
-    fn resp_id(&self) -> String {
+    pub(crate) fn resp_id(&self) -> String {
         format!("resp_{}", self.hash)
     }
 
@@ -225,7 +169,7 @@ impl Reply {
         }))
     }
 
-    fn chat_chunk(&self, delta: Value, finish_reason: Option<&str>) -> Bytes {
+    pub(crate) fn chat_chunk(&self, delta: Value, finish_reason: Option<&str>) -> Bytes {
         let mut chunk = json!({
             "id": self.chat_id(),
             "object": "chat.completion.chunk",
@@ -242,7 +186,7 @@ impl Reply {
         sse_data(&chunk)
     }
 
-    fn chat_role_chunk(&self) -> Bytes {
+    pub(crate) fn chat_role_chunk(&self) -> Bytes {
         self.chat_chunk(json!({"role": "assistant", "content": ""}), None)
     }
 
@@ -255,18 +199,23 @@ impl Reply {
         }
         events.push(self.chat_chunk(json!({}), Some("stop")));
         if self.include_usage {
-            events.push(sse_data(&json!({
-                "id": self.chat_id(),
-                "object": "chat.completion.chunk",
-                "created": CREATED,
-                "model": self.model,
-                "system_fingerprint": SYSTEM_FINGERPRINT,
-                "choices": [],
-                "usage": self.usage.chat_json(),
-            })));
+            events.push(self.chat_usage_chunk());
         }
         events.push(Bytes::from_static(DONE));
         events
+    }
+
+    /// The final usage-only chunk of a chat stream with `include_usage`.
+    pub(crate) fn chat_usage_chunk(&self) -> Bytes {
+        sse_data(&json!({
+            "id": self.chat_id(),
+            "object": "chat.completion.chunk",
+            "created": CREATED,
+            "model": self.model,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
+            "choices": [],
+            "usage": self.usage.chat_json(),
+        }))
     }
 
     /// The `malformed_sse` chat stream.
@@ -308,7 +257,7 @@ impl Reply {
         to_bytes(&self.response_object("completed", Some(reply_text(self.n))))
     }
 
-    fn response_created(&self) -> Bytes {
+    pub(crate) fn response_created(&self) -> Bytes {
         sse_event(
             "response.created",
             &json!({
@@ -386,6 +335,7 @@ mod tests {
             n: 3,
             usage: Usage::defaults(9, 3),
             include_usage,
+            tool: None,
         }
     }
 
@@ -408,36 +358,6 @@ mod tests {
         assert_eq!(streamed_text(3), " w1 w2 w3");
         assert_eq!(reply_text(3), "mock reply w1 w2 w3");
         assert_eq!(reply_text(0), "mock reply");
-    }
-
-    #[test]
-    fn usage_defaults_and_header() {
-        assert_eq!(default_prompt_tokens(0), 0);
-        assert_eq!(default_prompt_tokens(8), 2);
-        assert_eq!(default_prompt_tokens(9), 3);
-        let u = Usage::defaults(9, 5)
-            .with_header("cached=2, prompt=11")
-            .unwrap();
-        assert_eq!(
-            u,
-            Usage {
-                prompt: 11,
-                completion: 5,
-                cached: 2
-            }
-        );
-        assert_eq!(u.total(), 16);
-        assert_eq!(
-            u.chat_json(),
-            json!({"prompt_tokens":11,"completion_tokens":5,"total_tokens":16,"prompt_tokens_details":{"cached_tokens":2}})
-        );
-        assert_eq!(
-            u.responses_json(),
-            json!({"input_tokens":11,"output_tokens":5,"total_tokens":16,"input_tokens_details":{"cached_tokens":2}})
-        );
-        assert!(Usage::defaults(1, 1).with_header("prompt=x").is_err());
-        assert!(Usage::defaults(1, 1).with_header("bogus=1").is_err());
-        assert!(Usage::defaults(1, 1).with_header("prompt").is_err());
     }
 
     #[test]
