@@ -17,8 +17,9 @@ mod raw;
 mod validate;
 
 pub use validate::{
-    Account, Admin, Capability, ConfigError, Database, Environment, Group, GroupFeature, Mail, Metrics, Model,
-    ModelKind, ModelPrices, Money, Provider, Redis, Routing, Security, Server, Settings,
+    Account, Admin, Capability, ConfigError, Database, Environment, Group, GroupFeature, Mail,
+    Metrics, Model, ModelKind, ModelPrices, Money, Provider, Redis, Routing, Security, Server,
+    Settings,
 };
 
 use std::path::Path;

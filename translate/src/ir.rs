@@ -51,7 +51,10 @@ pub struct Message {
 pub enum Part {
     Text(String),
     /// An inline image: its media type (`image/png`) and base64 data.
-    Image { media_type: String, data: String },
+    Image {
+        media_type: String,
+        data: String,
+    },
     /// An image by URL (http(s)); formats that only take inline data refuse it.
     ImageUrl(String),
     /// A tool call the assistant made. `arguments` is a JSON object.

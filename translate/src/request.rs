@@ -23,10 +23,14 @@ pub fn translate(
     options: &Options,
 ) -> Result<Vec<u8>, Refusal> {
     let request = decode(client, body)?;
-    encode(supplier, &ir::Request {
-        model: model.to_string(),
-        ..request
-    }, options)
+    encode(
+        supplier,
+        &ir::Request {
+            model: model.to_string(),
+            ..request
+        },
+        options,
+    )
 }
 
 /// Decodes a client body.
@@ -36,7 +40,11 @@ pub fn decode(client: Format, body: &[u8]) -> Result<ir::Request, Refusal> {
 }
 
 /// Encodes a request for a supplier.
-pub fn encode(supplier: Format, request: &ir::Request, options: &Options) -> Result<Vec<u8>, Refusal> {
+pub fn encode(
+    supplier: Format,
+    request: &ir::Request,
+    options: &Options,
+) -> Result<Vec<u8>, Refusal> {
     let _ = (supplier, request, options);
     Err(Refusal::new("translation is not available yet", "model"))
 }

@@ -32,6 +32,7 @@ mod errors;
 mod metering;
 mod observability;
 mod routing;
+mod surfaces;
 
 /// An amount of nano-USD.
 fn nano(nanos: i64) -> NanoUsd {

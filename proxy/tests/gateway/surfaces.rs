@@ -1,0 +1,568 @@
+//! The Anthropic Messages and Gemini native surfaces: pass-through cells to Anthropic- and
+//! Gemini-format accounts (what reached the supplier, what was charged), each surface's key
+//! forms, permissions, error shapes and model lists.
+
+use super::*;
+
+/// Adds `claude-x` (anthropic account `anth`), `gemini-x` (gemini account `gem`) on the first
+/// mock's root, group 5 exposing them with `gpt-4o-mini`, group 6 the same with `google_alias`.
+fn surfaces(text: String) -> String {
+    let start = text.find("base_url = \"").unwrap() + "base_url = \"".len();
+    let url = &text[start..start + text[start..].find('"').unwrap()];
+    let root = url.strip_suffix("/v1").unwrap();
+    format!(
+        r#"{text}
+[[models]]
+id = "claude-x"
+family = "claude"
+kind = "text"
+author = "anthropic"
+input_per_mtok = 3
+output_per_mtok = 15
+cached_input_per_mtok = 0.3
+
+[[models]]
+id = "gemini-x"
+family = "gemini"
+kind = "text"
+input_per_mtok = 1.25
+output_per_mtok = 10
+cached_input_per_mtok = 0.125
+
+[[accounts]]
+id = "anth"
+provider = "anthropic"
+base_url = "{root}"
+api_key = "sk-mock-supplier"
+models = ["claude-x"]
+forward_headers = ["x-mock-usage", "x-mock-events", "x-mock-fault"]
+
+[[accounts]]
+id = "gem"
+provider = "gemini"
+base_url = "{root}"
+api_key = "sk-mock-supplier"
+models = ["gemini-x"]
+forward_headers = ["x-mock-usage", "x-mock-events", "x-mock-fault"]
+
+[[groups]]
+id = 5
+name = "Surfaces"
+product_code = "surfaces"
+models = ["claude-x", "gemini-x", "gpt-4o-mini"]
+wholesale_rate_multiplier = 1
+
+[[groups]]
+id = 6
+name = "Alias"
+product_code = "alias"
+models = ["claude-x", "gemini-x", "gpt-4o-mini"]
+wholesale_rate_multiplier = 1
+features = ["google_alias"]
+"#
+    )
+}
+
+async fn start() -> (Harness, String) {
+    let h = Harness::start_with_config(surfaces).await;
+    let key = h.add_key(5, KeyPermissions::default()).await;
+    (h, key)
+}
+
+fn messages(model: &str, stream: bool) -> Value {
+    json!({"model": model, "max_tokens": 256, "stream": stream,
+           "messages": [{"role": "user", "content": "Say hello"}]})
+}
+
+fn contents() -> Value {
+    json!({"contents": [{"role": "user", "parts": [{"text": "Say hello"}]}]})
+}
+
+impl Harness {
+    /// A Messages call the way the Anthropic SDK sends it (`x-api-key`, `anthropic-version`).
+    fn anthropic(&self, key: &str, path: &str, body: &Value) -> reqwest::RequestBuilder {
+        self.http
+            .post(self.url(path))
+            .header("x-api-key", key)
+            .header("anthropic-version", "2023-06-01")
+            .header("content-type", "application/json")
+            .body(body.to_string())
+    }
+
+    /// A native call the way google-genai sends it (`x-goog-api-key`).
+    fn native(&self, key: &str, path: &str, body: &Value) -> reqwest::RequestBuilder {
+        self.http
+            .post(self.url(path))
+            .header("x-goog-api-key", key)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+    }
+}
+
+/// Nano-USD of a claude-x call: 3 / 0.3 (cached) / 15 USD per million tokens.
+fn claude_cost(input: u64, cached: u64, output: u64) -> NanoUsd {
+    nano(((input - cached) * 3_000 + cached * 300 + output * 15_000) as i64)
+}
+
+/// Nano-USD of a gemini-x call: 1.25 / 0.125 (cached) / 10 USD per million tokens.
+fn gemini_cost(input: u64, cached: u64, output: u64) -> NanoUsd {
+    nano(((input - cached) * 1_250 + cached * 125 + output * 10_000) as i64)
+}
+
+/// The SSE data objects of a body.
+fn sse_data(body: &str) -> Vec<Value> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| d.trim())
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn messages_pass_through_to_anthropic_accounts_and_are_charged_exactly() {
+    let (h, key) = start().await;
+    for stream in [false, true] {
+        h.mock.clear_requests();
+        let resp = h
+            .anthropic(&key, "/v1/messages", &messages("claude-x", stream))
+            .header(
+                "x-mock-usage",
+                "prompt=1000,completion=200,cached=300,cache_creation=100",
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "stream={stream}");
+        let text = resp.text().await.unwrap();
+        if stream {
+            let events = sse_data(&text);
+            assert_eq!(events.first().unwrap()["type"], "message_start");
+            assert_eq!(events.last().unwrap()["type"], "message_stop");
+        } else {
+            let v: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(v["type"], "message");
+            assert!(
+                v["content"][0]["text"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("mock reply")
+            );
+        }
+        let sent = h.mock.requests().pop().unwrap();
+        assert_eq!(sent.path, "/v1/messages");
+        assert_eq!(sent.header("x-api-key"), Some("sk-mock-supplier"));
+        assert_eq!(sent.header("anthropic-version"), Some("2023-06-01"));
+        assert_eq!(sent.header("authorization"), None);
+        assert_eq!(sent.json().unwrap()["model"], "claude-x");
+        let e = h.usage_event().await;
+        assert_eq!(
+            (e.input_tokens, e.cached_tokens, e.output_tokens),
+            (1000, 300, 200),
+            "cache reads and writes are input; the cumulative message_delta is not added"
+        );
+        assert_eq!(e.measurement, opstate::Measurement::Exact);
+        assert_eq!(e.route, "messages");
+        assert_eq!(e.cost_nanos, claude_cost(1000, 300, 200));
+        assert_eq!(e.charged_nanos, e.cost_nanos);
+    }
+    assert_eq!(
+        h.stores
+            .wallets
+            .snapshot(42)
+            .await
+            .unwrap()
+            .unwrap()
+            .reserved,
+        NanoUsd::ZERO
+    );
+}
+
+#[tokio::test]
+async fn native_calls_pass_through_to_gemini_accounts_with_the_default_cap() {
+    let (h, key) = start().await;
+    for (path, stream) in [
+        ("/v1beta/models/gemini-x:generateContent", false),
+        (
+            "/v1beta/models/gemini-x:streamGenerateContent?alt=sse",
+            true,
+        ),
+    ] {
+        h.mock.clear_requests();
+        let resp = h
+            .native(&key, path, &contents())
+            .header(
+                "x-mock-usage",
+                "prompt=400,completion=50,cached=100,thoughts=20",
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{path}");
+        let text = resp.text().await.unwrap();
+        let last = if stream {
+            sse_data(&text).pop().unwrap()
+        } else {
+            serde_json::from_str(&text).unwrap()
+        };
+        assert_eq!(last["candidates"][0]["finishReason"], "STOP");
+        let sent = h.mock.requests().pop().unwrap();
+        assert_eq!(sent.path, path, "the same action, the same alt");
+        assert_eq!(sent.header("x-goog-api-key"), Some("sk-mock-supplier"));
+        assert_eq!(sent.header("authorization"), None);
+        assert_eq!(
+            sent.json().unwrap()["generationConfig"]["maxOutputTokens"],
+            1024,
+            "SPEC: maxOutputTokens defaults to 1024"
+        );
+        let e = h.usage_event().await;
+        assert_eq!(
+            (e.input_tokens, e.cached_tokens, e.output_tokens),
+            (400, 100, 50),
+            "thoughts are output; running chunk usage is never summed"
+        );
+        assert_eq!(e.cost_nanos, gemini_cost(400, 100, 50));
+    }
+    // The key as a query parameter, and the v1 root google-genai may use.
+    let resp = h
+        .http
+        .post(h.url(&format!("/v1/models/gemini-x:generateContent?key={key}")))
+        .header("content-type", "application/json")
+        .body(contents().to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let sent = h.mock.requests().pop().unwrap();
+    assert!(
+        !sent.path.contains(&key),
+        "the customer key never reaches a supplier"
+    );
+    h.usage_event().await;
+}
+
+#[tokio::test]
+async fn token_counts_are_free_and_reach_only_accounts_that_count() {
+    let (h, key) = start().await;
+    let (status, v) = json_of(
+        h.anthropic(
+            &key,
+            "/v1/messages/count_tokens",
+            &messages("claude-x", false),
+        )
+        .header("x-mock-usage", "prompt=77")
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!((status, v["input_tokens"].as_u64()), (200, Some(77)));
+    assert_eq!(
+        h.mock.requests().pop().unwrap().path,
+        "/v1/messages/count_tokens"
+    );
+    let (status, v) = json_of(
+        h.native(&key, "/v1beta/models/gemini-x:countTokens", &contents())
+            .header("x-mock-usage", "prompt=55")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, v["totalTokens"].as_u64()), (200, Some(55)));
+    // A model no Anthropic-format account serves is estimated, never sent as a generation.
+    h.mock.clear_requests();
+    let (status, v) = json_of(
+        h.anthropic(
+            &key,
+            "/v1/messages/count_tokens",
+            &messages("gpt-4o-mini", false),
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(v["input_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(h.mock.request_count(), 0);
+    // Nothing was held or charged.
+    let w = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    assert_eq!(w.reserved, NanoUsd::ZERO);
+    assert_eq!(w.balance, nano(1_000 * NANOS));
+}
+
+#[tokio::test]
+async fn each_surface_answers_errors_in_its_own_shape() {
+    let (h, key) = start().await;
+    let anthropic_shape = |v: &Value, kind: &str| {
+        assert_eq!(v["type"], "error", "{v}");
+        assert_eq!(v["error"]["type"], kind, "{v}");
+        assert!(v["error"]["message"].is_string(), "{v}");
+    };
+    let google_shape = |v: &Value, code: u16, status: &str| {
+        assert_eq!(v["error"]["code"], code, "{v}");
+        assert_eq!(v["error"]["status"], status, "{v}");
+        assert!(v["error"]["message"].is_string(), "{v}");
+    };
+    // 401: no key, a wrong key.
+    let (s, v) = json_of(
+        h.http
+            .post(h.url("/v1/messages"))
+            .body(messages("claude-x", false).to_string())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 401);
+    anthropic_shape(&v, "authentication_error");
+    let (s, v) = json_of(
+        h.native(
+            "nope",
+            "/v1beta/models/gemini-x:generateContent",
+            &contents(),
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 401);
+    google_shape(&v, 401, "UNAUTHENTICATED");
+    // 403: the key lacks the surface's permission (each flag guards its own surface).
+    let no_anthropic = h
+        .add_key(
+            5,
+            KeyPermissions {
+                anthropic: false,
+                ..KeyPermissions::default()
+            },
+        )
+        .await;
+    let (s, v) = json_of(
+        h.anthropic(&no_anthropic, "/v1/messages", &messages("claude-x", false))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 403);
+    anthropic_shape(&v, "permission_denied");
+    assert_eq!(v["error"]["code"], "permission_denied");
+    let (s, _) = json_of(
+        h.native(
+            &no_anthropic,
+            "/v1beta/models/gemini-x:generateContent",
+            &contents(),
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200, "the same key may use the native surface");
+    h.usage_event().await;
+    let no_gemini = h
+        .add_key(
+            5,
+            KeyPermissions {
+                gemini: false,
+                ..KeyPermissions::default()
+            },
+        )
+        .await;
+    let (s, v) = json_of(
+        h.native(
+            &no_gemini,
+            "/v1beta/models/gemini-x:generateContent",
+            &contents(),
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 403);
+    google_shape(&v, 403, "PERMISSION_DENIED");
+    // 404: unknown model; a model with no serving cell on the native surface.
+    let (s, v) = json_of(
+        h.anthropic(&key, "/v1/messages", &messages("nope", false))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 404);
+    anthropic_shape(&v, "not_found_error");
+    for model in ["nope", "claude-x", "gpt-4o-mini"] {
+        let path = format!("/v1beta/models/{model}:generateContent");
+        let (s, v) = json_of(h.native(&key, &path, &contents()).send().await.unwrap()).await;
+        assert_eq!(s, 404, "{model}");
+        google_shape(&v, 404, "NOT_FOUND");
+    }
+    // 400: malformed or protocol-incompatible parameters.
+    let mut no_cap = messages("claude-x", false);
+    no_cap.as_object_mut().unwrap().remove("max_tokens");
+    let (s, v) = json_of(
+        h.anthropic(&key, "/v1/messages", &no_cap)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 400);
+    anthropic_shape(&v, "invalid_request_error");
+    assert_eq!(v["error"]["param"], "max_tokens");
+    let mut thinking = contents();
+    thinking["thinking"] = json!({"type": "enabled", "budget_tokens": 2048});
+    let (s, v) = json_of(
+        h.native(&key, "/v1beta/models/gemini-x:generateContent", &thinking)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 400);
+    google_shape(&v, 400, "INVALID_ARGUMENT");
+    assert_eq!(v["error"]["type"], "invalid_request_error");
+    assert_eq!(v["error"]["param"], "thinking");
+    // Unknown paths of each surface.
+    let (s, v) = json_of(
+        h.native(&key, "/v1beta/models/gemini-x:embedContent", &contents())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 404);
+    google_shape(&v, 404, "NOT_FOUND");
+    // Nothing above reached a supplier except the one allowed call.
+    assert_eq!(
+        h.mock
+            .requests()
+            .iter()
+            .filter(|r| r.path.contains("generateContent"))
+            .count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn google_alias_only_with_the_group_feature() {
+    let (h, key) = start().await;
+    let aliased = h.add_key(6, KeyPermissions::default()).await;
+    let path = "/v1beta/models/google/gemini-x:generateContent";
+    let (s, _) = json_of(h.native(&aliased, path, &contents()).send().await.unwrap()).await;
+    assert_eq!(s, 200);
+    let sent = h.mock.requests().pop().unwrap();
+    assert_eq!(
+        sent.path, "/v1beta/models/gemini-x:generateContent",
+        "the supplier gets its bare id"
+    );
+    let e = h.usage_event().await;
+    assert_eq!(
+        (e.model_requested.as_str(), e.model_served.as_str()),
+        ("google/gemini-x", "gemini-x")
+    );
+    let (s, v) = json_of(h.native(&key, path, &contents()).send().await.unwrap()).await;
+    assert_eq!(s, 404, "{v}");
+}
+
+#[tokio::test]
+async fn model_lists_in_each_shape() {
+    let (h, key) = start().await;
+    let (s, v) = json_of(
+        h.http
+            .get(h.url("/v1/models"))
+            .header("x-api-key", &key)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200);
+    let ids: Vec<&str> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["claude-x", "gemini-x", "gpt-4o-mini"]);
+    assert_eq!(v["data"][0]["type"], "model");
+    assert_eq!(v["has_more"], false);
+    let (s, v) = json_of(
+        h.http
+            .get(h.url("/v1beta/models"))
+            .header("x-goog-api-key", &key)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200);
+    let names: Vec<&str> = v["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["models/gemini-x"],
+        "only models with a native serving cell"
+    );
+    let (s, v) = json_of(
+        h.http
+            .get(h.url("/v1beta/models/gemini-x"))
+            .header("x-goog-api-key", &key)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((s, v["name"].as_str()), (200, Some("models/gemini-x")));
+    let (s, _) = json_of(
+        h.http
+            .get(h.url("/v1beta/models/claude-x"))
+            .header("x-goog-api-key", &key)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 404);
+}
+
+#[tokio::test]
+async fn anthropic_rate_limits_cool_until_the_reset_time() {
+    let (h, key) = start().await;
+    let (s, v) = json_of(
+        h.anthropic(&key, "/v1/messages", &messages("claude-x", false))
+            .header("x-mock-fault", "status=429;reset_header=120")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 429);
+    assert_eq!(v["type"], "error");
+    assert_eq!(v["error"]["type"], "usage_limit_reached");
+    let resets = v["error"]["resets_in_seconds"].as_u64().unwrap();
+    assert!(
+        (100..=120).contains(&resets),
+        "cooled until the RFC 3339 reset: {resets}"
+    );
+    h.usage_event().await;
+    // The account cools: the next call is refused without reaching it.
+    h.mock.clear_requests();
+    let (s, _) = json_of(
+        h.anthropic(&key, "/v1/messages", &messages("claude-x", false))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 429);
+    assert_eq!(h.mock.request_count(), 0);
+}
