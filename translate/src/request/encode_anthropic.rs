@@ -26,8 +26,8 @@ pub(super) fn encode(
         .max_output_tokens
         .unwrap_or(options.default_max_tokens);
     body.insert("max_tokens".into(), json!(max_tokens));
-    if !request.system.is_empty() {
-        body.insert("system".into(), json!(request.system.join("\n\n")));
+    if let Some(system) = shared::system(request) {
+        body.insert("system".into(), json!(system));
     }
     body.insert("messages".into(), Value::Array(messages(request, origin)?));
     if !request.tools.is_empty() {

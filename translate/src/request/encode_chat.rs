@@ -117,8 +117,8 @@ fn reasoning_effort(reasoning: Reasoning) -> Option<&'static str> {
 
 fn messages(request: &Request, origin: &Origin) -> Result<Vec<Value>, Refusal> {
     let mut messages = Vec::new();
-    if !request.system.is_empty() {
-        messages.push(json!({"role": "system", "content": request.system.join("\n\n")}));
+    if let Some(system) = shared::system(request) {
+        messages.push(json!({"role": "system", "content": system}));
     }
     // Chat cannot replay reasoning.
     let turns = shared::turns(request, |_, part| !matches!(part, Part::Thinking { .. }));

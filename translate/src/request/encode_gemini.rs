@@ -19,10 +19,10 @@ const MAX_STOP: usize = 5;
 /// Encodes `request` as a `generateContent` body.
 pub(super) fn encode(request: &Request, origin: &Origin) -> Result<Value, Refusal> {
     let mut body = Map::new();
-    if !request.system.is_empty() {
+    if let Some(system) = shared::system(request) {
         body.insert(
             "systemInstruction".into(),
-            json!({"parts": [{"text": request.system.join("\n\n")}]}),
+            json!({"parts": [{"text": system}]}),
         );
     }
     body.insert("contents".into(), Value::Array(contents(request, origin)?));

@@ -47,6 +47,13 @@ pub(super) fn tool_results_first(turn: &mut Turn<'_>) {
         .sort_by_key(|(_, part)| !matches!(part, Part::ToolResult { .. }));
 }
 
+/// The system prompt as one text (parts joined by a blank line); `None` when it says nothing
+/// (Messages rejects blank text, and an empty instruction means nothing anywhere).
+pub(super) fn system(request: &Request) -> Option<String> {
+    let system = request.system.join("\n\n");
+    (!system.trim().is_empty()).then_some(system)
+}
+
 /// Whether a JSON Schema for tool parameters says nothing (absent or `{}`).
 pub(super) fn empty_schema(schema: &serde_json::Value) -> bool {
     match schema {

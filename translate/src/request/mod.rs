@@ -38,19 +38,20 @@
 //!
 //! | supplier | field | what happens |
 //! |---|---|---|
-//! | chat | `top_k`; reasoning replayed in history (thinking blocks); reasoning switched off | dropped (chat has no field) |
+//! | chat | `top_k`; reasoning replayed in history (thinking blocks); reasoning switched off; a tool result's error flag | dropped (chat has no field) |
 //! | chat | `stop` with more than 4 sequences | refused (`stop` / `stop_sequences`) |
 //! | chat | an image in an assistant turn | refused (the part's path) |
 //! | messages | thinking without a signature; blank text; trailing whitespace of a final assistant text; a JSON schema's `name` and `strict` | dropped |
 //! | messages | `temperature` > 1 | refused (`temperature`; Anthropic's range is 0–1) |
 //! | messages | a thinking budget < 1024 or ≥ the output cap | refused (`thinking.budget_tokens`) |
 //! | messages | a reasoning effort | a budget (minimal/low 1024, medium 4096, high 16384) capped to half the output cap, omitted when that is below 1024 |
-//! | gemini | `user`; `parallel_tool_calls`; reasoning replayed in history; a JSON schema's `name` and `strict`; empty text | dropped (no field) |
+//! | gemini | `user`; `parallel_tool_calls`; reasoning replayed in history; a JSON schema's `name` and `strict`; tool call ids; empty text | dropped (no field) |
 //! | gemini | an image by http(s) URL | refused (the part's path: Gemini takes inline data) |
 //! | gemini | a tool result whose call is not in the conversation (no name) | refused (the part's path) |
 //! | gemini | `stop` with more than 5 sequences | refused |
 //! | gemini | a reasoning effort | `thinkingBudget`: minimal 512 (the smallest every 2.5 model takes; 0 would switch thinking off, which Pro refuses), low 1024, medium 8192, high 24576; reasoning off is 0 |
 //! | all | `tool_choice` and `parallel_tool_calls` without tools | dropped (nothing to choose from; OpenAI and Anthropic reject them) |
+//! | all | a blank system prompt | dropped |
 //! | responses | the whole request | refused: no responses encoder (no account speaks only responses) |
 //!
 //! Every encoder merges consecutive turns of one role. Messages and Gemini put a user turn's tool
