@@ -1,0 +1,249 @@
+//! The OpenAI chat completions decoder: the `chat.completion.chunk` objects of a stream (and its
+//! `[DONE]`), or one `chat.completion` body. Only the choice with index 0 is read (the gateway
+//! never asks for `n > 1`).
+
+use serde_json::Value;
+
+use super::{count, error_message, text};
+use crate::ir::{Event, FinishReason, Usage};
+
+#[derive(Debug, Default)]
+pub(crate) struct Chat {
+    started: bool,
+    /// The supplier's `tool_calls[].index` of each call seen, in order: the position is ours.
+    tools: Vec<u64>,
+    finished: bool,
+    settled: bool,
+}
+
+impl Chat {
+    /// One chunk of a stream (or a whole body: the same fields under `message`).
+    pub fn object(&mut self, value: &Value, out: &mut Vec<Event>) {
+        if let Some(error) = value.get("error").filter(|error| truthy(error)) {
+            out.push(Event::Error {
+                message: error_message(error),
+            });
+            return;
+        }
+        let choices = value.get("choices").and_then(Value::as_array);
+        let usage = value.get("usage").filter(|usage| usage.is_object());
+        if choices.is_none() && usage.is_none() {
+            return;
+        }
+        if !self.started {
+            self.started = true;
+            out.push(Event::Start {
+                id: text(value, "id").unwrap_or_default().to_string(),
+                model: text(value, "model").unwrap_or_default().to_string(),
+            });
+        }
+        let choice = choices.and_then(|choices| {
+            choices
+                .iter()
+                .find(|choice| count(choice, "index") == Some(0))
+                .or(choices.first())
+        });
+        if let Some(choice) = choice
+            && let Some(content) = choice.get("delta").or_else(|| choice.get("message"))
+        {
+            self.content(content, out);
+        }
+        if let Some(usage) = usage {
+            out.push(Event::Usage(usage_of(usage)));
+        }
+        if let Some(reason) = choice.and_then(|choice| text(choice, "finish_reason")) {
+            out.push(Event::Finish(finish_reason(reason)));
+            self.finished = true;
+        }
+        if self.finished && usage.is_some() {
+            self.settled = true;
+        }
+    }
+
+    /// A whole `chat.completion` body; `false` when it is not one.
+    pub fn body(&mut self, body: &Value, out: &mut Vec<Event>) -> bool {
+        let recognised = body.get("choices").is_some_and(Value::is_array)
+            || body.get("error").is_some_and(truthy);
+        if recognised {
+            self.object(body, out);
+        }
+        recognised
+    }
+
+    /// `data: [DONE]`: the stream said everything.
+    pub fn done(&mut self) {
+        self.settled = true;
+    }
+
+    pub fn settled(&self) -> bool {
+        self.settled
+    }
+
+    /// A `delta` (stream) or `message` (body).
+    fn content(&mut self, content: &Value, out: &mut Vec<Event>) {
+        for key in ["reasoning_content", "reasoning"] {
+            if let Some(thinking) = text(content, key).filter(|t| !t.is_empty()) {
+                out.push(Event::Thinking(thinking.to_string()));
+                break;
+            }
+        }
+        for key in ["content", "refusal"] {
+            if let Some(reply) = text(content, key).filter(|t| !t.is_empty()) {
+                out.push(Event::Text(reply.to_string()));
+            }
+        }
+        let calls = content.get("tool_calls").and_then(Value::as_array);
+        for (position, call) in calls.into_iter().flatten().enumerate() {
+            let key = count(call, "index").unwrap_or(position as u64);
+            let function = call.get("function").unwrap_or(&Value::Null);
+            let index = match self.tools.iter().position(|seen| *seen == key) {
+                Some(index) => index,
+                None => {
+                    let index = self.tools.len();
+                    self.tools.push(key);
+                    out.push(Event::ToolCallStart {
+                        index,
+                        id: text(call, "id")
+                            .map(str::to_string)
+                            .unwrap_or_else(|| format!("call_{index}")),
+                        name: text(function, "name").unwrap_or_default().to_string(),
+                    });
+                    index
+                }
+            };
+            if let Some(fragment) = text(function, "arguments").filter(|f| !f.is_empty()) {
+                out.push(Event::ToolCallArgs {
+                    index,
+                    fragment: fragment.to_string(),
+                });
+            }
+        }
+    }
+}
+
+/// A JSON value that counts as present (openai-python raises for any truthy `error`).
+fn truthy(value: &Value) -> bool {
+    !matches!(value, Value::Null | Value::Bool(false))
+}
+
+fn usage_of(usage: &Value) -> Usage {
+    let prompt = usage.get("prompt_tokens_details").unwrap_or(&Value::Null);
+    let completion = usage
+        .get("completion_tokens_details")
+        .unwrap_or(&Value::Null);
+    Usage {
+        input: count(usage, "prompt_tokens").unwrap_or(0),
+        output: count(usage, "completion_tokens").unwrap_or(0),
+        cached: count(prompt, "cached_tokens").unwrap_or(0),
+        cache_creation: count(prompt, "cache_write_tokens").unwrap_or(0),
+        reasoning: count(completion, "reasoning_tokens").unwrap_or(0),
+    }
+}
+
+fn finish_reason(reason: &str) -> FinishReason {
+    match reason {
+        "stop" => FinishReason::Stop,
+        "length" => FinishReason::Length,
+        "tool_calls" | "function_call" => FinishReason::ToolCalls,
+        "content_filter" => FinishReason::ContentFilter,
+        _ => FinishReason::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn decode(chunks: &[Value]) -> (Vec<Event>, bool) {
+        let mut chat = Chat::default();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            chat.object(chunk, &mut out);
+        }
+        (out, chat.settled())
+    }
+
+    #[test]
+    fn parallel_tool_calls_keep_their_own_index() {
+        let (events, settled) = decode(&[
+            json!({"id":"c1","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"f","arguments":""}}]},"finish_reason":null}]}),
+            json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"x\":"}}]},"finish_reason":null}]}),
+            json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"g","arguments":"{}"}}]},"finish_reason":null}]}),
+            json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]},"finish_reason":null}]}),
+            json!({"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}],"usage":null}),
+        ]);
+        assert!(!settled, "the usage chunk is still to come");
+        assert_eq!(
+            events,
+            vec![
+                Event::Start {
+                    id: "c1".into(),
+                    model: "m".into()
+                },
+                Event::ToolCallStart {
+                    index: 0,
+                    id: "call_a".into(),
+                    name: "f".into()
+                },
+                Event::ToolCallArgs {
+                    index: 0,
+                    fragment: "{\"x\":".into()
+                },
+                Event::ToolCallStart {
+                    index: 1,
+                    id: "call_b".into(),
+                    name: "g".into()
+                },
+                Event::ToolCallArgs {
+                    index: 1,
+                    fragment: "{}".into()
+                },
+                Event::ToolCallArgs {
+                    index: 0,
+                    fragment: "1}".into()
+                },
+                Event::Finish(FinishReason::ToolCalls),
+            ]
+        );
+    }
+
+    #[test]
+    fn usage_on_the_finish_chunk_settles_and_comes_first() {
+        let (events, settled) = decode(&[
+            json!({"id":"c","choices":[{"index":0,"delta":{"reasoning_content":"hm","content":"hi"},"finish_reason":"length"}],
+            "usage":{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":2}}}),
+        ]);
+        assert!(settled);
+        assert_eq!(
+            &events[1..],
+            &[
+                Event::Thinking("hm".into()),
+                Event::Text("hi".into()),
+                Event::Usage(Usage {
+                    input: 10,
+                    output: 5,
+                    cached: 4,
+                    cache_creation: 0,
+                    reasoning: 2
+                }),
+                Event::Finish(FinishReason::Length),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_error_object_is_an_error_and_garbage_is_skipped() {
+        let (events, _) = decode(&[
+            json!({"unexpected": true}),
+            json!([1, 2]),
+            json!({"error":{"message":"overloaded","type":"server_error"}}),
+        ]);
+        assert_eq!(
+            events,
+            vec![Event::Error {
+                message: "overloaded".into()
+            }]
+        );
+    }
+}

@@ -1,0 +1,269 @@
+//! The Gemini `generateContent` decoder: each event of a `streamGenerateContent?alt=sse` stream
+//! is a whole `GenerateContentResponse`, and so is a body (a JSON array of them is read in order).
+//!
+//! Only `candidates[0]` is read. Parts: `text` (`thought: true` → thinking), `functionCall`
+//! (whole: a start with a counter index and the id the supplier gave, else a synthesized
+//! `call_<request id>_<index>`, then its `args` as one fragment). Other parts (inline data, code
+//! execution) and `thoughtSignature`s are dropped. `usageMetadata` holds running totals: each
+//! field keeps its last value. There is no terminal marker: the `finishReason` settles the stream.
+
+use serde_json::Value;
+
+use super::{count, error_message, text};
+use crate::ir::{Event, FinishReason, Usage};
+
+#[derive(Debug)]
+pub(crate) struct Gemini {
+    request_id: String,
+    started: bool,
+    tools: usize,
+    usage: Running,
+    settled: bool,
+}
+
+/// Gemini's usage fields, as last reported.
+#[derive(Debug, Default, Clone, Copy)]
+struct Running {
+    prompt: u64,
+    tool_prompt: u64,
+    cached: u64,
+    candidates: u64,
+    thoughts: u64,
+}
+
+impl Gemini {
+    pub fn new(request_id: &str) -> Gemini {
+        Gemini {
+            request_id: request_id.to_string(),
+            started: false,
+            tools: 0,
+            usage: Running::default(),
+            settled: false,
+        }
+    }
+
+    /// One `GenerateContentResponse` (an event of the stream).
+    pub fn response(&mut self, value: &Value, out: &mut Vec<Event>) {
+        if let Some(error) = value.get("error").filter(|error| !error.is_null()) {
+            out.push(Event::Error {
+                message: error_message(error),
+            });
+            return;
+        }
+        if !value.is_object() {
+            return;
+        }
+        if !self.started {
+            self.started = true;
+            out.push(Event::Start {
+                id: text(value, "responseId")
+                    .unwrap_or(&self.request_id)
+                    .to_string(),
+                model: text(value, "modelVersion").unwrap_or_default().to_string(),
+            });
+        }
+        let candidate = value
+            .get("candidates")
+            .and_then(Value::as_array)
+            .and_then(|candidates| candidates.first());
+        let parts = candidate
+            .and_then(|candidate| candidate.get("content"))
+            .and_then(|content| content.get("parts"))
+            .and_then(Value::as_array);
+        for part in parts.into_iter().flatten() {
+            self.part(part, out);
+        }
+        if let Some(usage) = value.get("usageMetadata") {
+            out.push(Event::Usage(self.merge(usage)));
+        }
+        let reason = match candidate {
+            Some(candidate) => text(candidate, "finishReason").map(|reason| self.reason(reason)),
+            None => value
+                .get("promptFeedback")
+                .and_then(|feedback| text(feedback, "blockReason"))
+                .map(|_| FinishReason::ContentFilter),
+        };
+        if let Some(reason) = reason {
+            out.push(Event::Finish(reason));
+            self.settled = true;
+        }
+    }
+
+    /// A whole body; `false` when it is not a `GenerateContentResponse`.
+    pub fn body(&mut self, body: &Value, out: &mut Vec<Event>) -> bool {
+        let responses = match body {
+            Value::Array(responses) => responses.as_slice(),
+            single => std::slice::from_ref(single),
+        };
+        let known = ["candidates", "promptFeedback", "usageMetadata", "error"];
+        let recognised = !responses.is_empty()
+            && responses
+                .iter()
+                .all(|response| known.iter().any(|key| response.get(key).is_some()));
+        if recognised {
+            for response in responses {
+                self.response(response, out);
+            }
+            self.settled = true;
+        }
+        recognised
+    }
+
+    pub fn settled(&self) -> bool {
+        self.settled
+    }
+
+    fn part(&mut self, part: &Value, out: &mut Vec<Event>) {
+        if let Some(call) = part.get("functionCall") {
+            let index = self.tools;
+            self.tools += 1;
+            out.push(Event::ToolCallStart {
+                index,
+                id: text(call, "id")
+                    .filter(|id| !id.is_empty())
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("call_{}_{index}", self.request_id)),
+                name: text(call, "name").unwrap_or_default().to_string(),
+            });
+            let fragment = match call.get("args") {
+                Some(args) if args.is_object() => args.to_string(),
+                _ => "{}".to_string(),
+            };
+            out.push(Event::ToolCallArgs { index, fragment });
+        } else if let Some(reply) = text(part, "text").filter(|t| !t.is_empty()) {
+            if part.get("thought").and_then(Value::as_bool) == Some(true) {
+                out.push(Event::Thinking(reply.to_string()));
+            } else {
+                out.push(Event::Text(reply.to_string()));
+            }
+        }
+    }
+
+    fn reason(&self, reason: &str) -> FinishReason {
+        match reason {
+            "STOP" if self.tools > 0 => FinishReason::ToolCalls,
+            "STOP" => FinishReason::Stop,
+            "MAX_TOKENS" => FinishReason::Length,
+            "SAFETY" | "RECITATION" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" => {
+                FinishReason::ContentFilter
+            }
+            image if image.starts_with("IMAGE_") => FinishReason::ContentFilter,
+            _ => FinishReason::Other,
+        }
+    }
+
+    /// Overwrites the running usage with the fields present; returns it in canonical form.
+    fn merge(&mut self, usage: &Value) -> Usage {
+        let running = &mut self.usage;
+        let fields = [
+            ("promptTokenCount", &mut running.prompt),
+            ("toolUsePromptTokenCount", &mut running.tool_prompt),
+            ("cachedContentTokenCount", &mut running.cached),
+            ("candidatesTokenCount", &mut running.candidates),
+            ("thoughtsTokenCount", &mut running.thoughts),
+        ];
+        for (key, field) in fields {
+            if let Some(value) = count(usage, key) {
+                *field = value;
+            }
+        }
+        Usage {
+            input: running.prompt + running.tool_prompt,
+            output: running.candidates + running.thoughts,
+            cached: running.cached,
+            cache_creation: 0,
+            reasoning: running.thoughts,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn running_usage_last_wins_and_comes_before_finish() {
+        let mut decoder = Gemini::new("r1");
+        let mut out = Vec::new();
+        decoder.response(&json!({"candidates":[{"content":{"role":"model","parts":[{"text":"Hel"}]},"index":0}],
+            "usageMetadata":{"promptTokenCount":12,"totalTokenCount":12},"modelVersion":"gemini-2.5-flash","responseId":"abc"}), &mut out);
+        assert!(!decoder.settled());
+        decoder.response(&json!({"candidates":[{"content":{"role":"model","parts":[{"text":"lo"}]},"finishReason":"STOP","index":0}],
+            "usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":3,"thoughtsTokenCount":5,"cachedContentTokenCount":8,"totalTokenCount":20}}), &mut out);
+        assert!(decoder.settled());
+        assert_eq!(
+            out,
+            vec![
+                Event::Start {
+                    id: "abc".into(),
+                    model: "gemini-2.5-flash".into()
+                },
+                Event::Text("Hel".into()),
+                Event::Usage(Usage {
+                    input: 12,
+                    ..Usage::default()
+                }),
+                Event::Text("lo".into()),
+                Event::Usage(Usage {
+                    input: 12,
+                    output: 8,
+                    cached: 8,
+                    cache_creation: 0,
+                    reasoning: 5
+                }),
+                Event::Finish(FinishReason::Stop),
+            ]
+        );
+    }
+
+    #[test]
+    fn function_calls_get_ids_and_stop_means_tool_calls() {
+        let mut decoder = Gemini::new("r2");
+        let mut out = Vec::new();
+        decoder.response(
+            &json!({"candidates":[{"content":{"role":"model","parts":[
+            {"text":"thinking…","thought":true},
+            {"functionCall":{"name":"f","args":{"q":"x"}}},
+            {"functionCall":{"id":"given","name":"g"}}]},"finishReason":"STOP"}]}),
+            &mut out,
+        );
+        assert_eq!(
+            &out[1..],
+            &[
+                Event::Thinking("thinking…".into()),
+                Event::ToolCallStart {
+                    index: 0,
+                    id: "call_r2_0".into(),
+                    name: "f".into()
+                },
+                Event::ToolCallArgs {
+                    index: 0,
+                    fragment: "{\"q\":\"x\"}".into()
+                },
+                Event::ToolCallStart {
+                    index: 1,
+                    id: "given".into(),
+                    name: "g".into()
+                },
+                Event::ToolCallArgs {
+                    index: 1,
+                    fragment: "{}".into()
+                },
+                Event::Finish(FinishReason::ToolCalls),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_blocked_prompt_is_a_content_filter() {
+        let mut decoder = Gemini::new("r3");
+        let mut out = Vec::new();
+        assert!(decoder.body(&json!({"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":4}}), &mut out));
+        assert_eq!(
+            out.last(),
+            Some(&Event::Finish(FinishReason::ContentFilter))
+        );
+        assert!(!Gemini::new("r").body(&json!({"hello": 1}), &mut out));
+    }
+}

@@ -1,0 +1,353 @@
+//! The translator's promises one by one, on hand-written supplier streams: cumulative usage,
+//! early terminal frames, supplier errors, invalid bodies, and the exact shapes clients parse.
+
+use serde_json::{Value, json};
+
+use super::clients::{check_stream, summary};
+use super::{run, translator};
+use crate::Format;
+use crate::ir::FinishReason;
+
+fn sse(events: &[Value]) -> String {
+    events
+        .iter()
+        .map(|event| format!("data: {event}\n\n"))
+        .collect()
+}
+
+fn named(events: &[Value]) -> String {
+    events
+        .iter()
+        .map(|event| {
+            format!(
+                "event: {}\ndata: {event}\n\n",
+                event["type"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+fn anthropic_text(deltas: &[Value]) -> String {
+    let mut events = vec![
+        json!({"type":"message_start","message":{"id":"msg_x","type":"message","role":"assistant","model":"claude","content":[],"stop_reason":null,"stop_sequence":null,
+            "usage":{"input_tokens":10,"cache_read_input_tokens":5,"cache_creation_input_tokens":0,"output_tokens":1}}}),
+        json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+        json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}),
+        json!({"type":"content_block_stop","index":0}),
+    ];
+    events.extend_from_slice(deltas);
+    events.push(json!({"type":"message_stop"}));
+    named(&events)
+}
+
+fn usage_chunk(out: &[u8]) -> Value {
+    let frames = check_stream(Format::Chat, out);
+    frames
+        .iter()
+        .find(|(_, data)| data["choices"] == json!([]))
+        .expect("a usage chunk")
+        .1["usage"]
+        .clone()
+}
+
+#[test]
+fn anthropic_cumulative_usage_is_never_added() {
+    let stream = anthropic_text(&[
+        json!({"type":"message_delta","delta":{"stop_reason":null,"stop_sequence":null},"usage":{"output_tokens":7}}),
+        json!({"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"input_tokens":10,"output_tokens":12}}),
+    ]);
+    let out = run(Format::Messages, Format::Chat, true, &[stream.as_bytes()]);
+    let usage = usage_chunk(&out);
+    assert_eq!(usage["prompt_tokens"], 15);
+    assert_eq!(
+        usage["completion_tokens"], 12,
+        "the last cumulative count, not 1 + 7 + 12"
+    );
+    assert_eq!(usage["prompt_tokens_details"]["cached_tokens"], 5);
+}
+
+#[test]
+fn gemini_running_usage_last_wins() {
+    let chunk = |text: &str, usage: Value, finish: Option<&str>| {
+        let mut candidate = json!({"content":{"role":"model","parts":[{"text":text}]},"index":0});
+        if let Some(finish) = finish {
+            candidate["finishReason"] = json!(finish);
+        }
+        json!({"candidates":[candidate],"usageMetadata":usage,"modelVersion":"gemini-2.5-pro"})
+    };
+    let stream = sse(&[
+        chunk(
+            "a",
+            json!({"promptTokenCount":9,"candidatesTokenCount":1,"totalTokenCount":10}),
+            None,
+        ),
+        chunk(
+            "b",
+            json!({"promptTokenCount":9,"candidatesTokenCount":2,"totalTokenCount":11}),
+            None,
+        ),
+        chunk(
+            "c",
+            json!({"promptTokenCount":9,"candidatesTokenCount":3,"thoughtsTokenCount":4,"totalTokenCount":16}),
+            Some("MAX_TOKENS"),
+        ),
+    ]);
+    let out = run(Format::Gemini, Format::Messages, true, &[stream.as_bytes()]);
+    let frames = check_stream(Format::Messages, &out);
+    let delta = &frames
+        .iter()
+        .find(|(e, _)| e.as_deref() == Some("message_delta"))
+        .expect("delta")
+        .1;
+    assert_eq!(
+        delta["usage"]["output_tokens"], 7,
+        "candidates + thoughts of the last chunk"
+    );
+    assert_eq!(delta["usage"]["input_tokens"], 9);
+    assert_eq!(delta["delta"]["stop_reason"], "max_tokens");
+}
+
+#[test]
+fn terminal_frames_leave_when_the_supplier_settles() {
+    // Chat: the finish chunk, then the usage chunk settles (before [DONE] and before the end).
+    let chat = sse(&[
+        json!({"id":"c","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}),
+        json!({"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}),
+        json!({"id":"c","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}),
+    ]);
+    let mut translator = translator(Format::Chat, Format::Responses, true);
+    let out = translator.feed(chat.as_bytes());
+    let frames = check_stream(Format::Responses, &out);
+    let (_, last) = frames.last().expect("frames");
+    assert_eq!(last["type"], "response.completed");
+    assert_eq!(last["response"]["usage"]["total_tokens"], 4);
+    assert!(translator.feed(b"data: [DONE]\n\n").is_empty());
+    assert!(translator.finish().is_empty());
+
+    // Anthropic: message_delta with its stop reason settles.
+    let stream = anthropic_text(&[
+        json!({"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":2}}),
+    ]);
+    let cut = stream.find("event: message_stop").expect("message_stop");
+    let mut translator = translator_for(Format::Messages, Format::Chat);
+    let out = String::from_utf8(translator.feed(&stream.as_bytes()[..cut])).expect("UTF-8");
+    assert!(out.ends_with("data: [DONE]\n\n"), "{out}");
+}
+
+fn translator_for(supplier: Format, client: Format) -> crate::response::Translator {
+    translator(supplier, client, true)
+}
+
+#[test]
+fn a_chat_stream_without_usage_ends_cleanly() {
+    let chat = sse(&[
+        json!({"id":"c","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}),
+        json!({"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}),
+    ]) + "data: [DONE]\n\n";
+    let out = run(Format::Chat, Format::Messages, true, &[chat.as_bytes()]);
+    let frames = check_stream(Format::Messages, &out);
+    assert_eq!(frames.last().expect("frames").1["type"], "message_stop");
+    let mut translator = translator(Format::Chat, Format::Messages, true);
+    let early = String::from_utf8(translator.feed(chat.as_bytes())).expect("UTF-8");
+    assert!(early.contains("message_stop"), "[DONE] settles the stream");
+}
+
+#[test]
+fn a_supplier_error_in_the_stream_is_the_clients_error_event() {
+    let stream = named(&[
+        json!({"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":"c","content":[],"usage":{"input_tokens":1,"output_tokens":1}}}),
+        json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+        json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}}),
+        json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}),
+    ]);
+    for client in [Format::Chat, Format::Responses, Format::Gemini] {
+        let mut translator = translator(Format::Messages, client, true);
+        let mut out = translator.feed(stream.as_bytes());
+        let after = translator.finish();
+        assert!(after.is_empty(), "nothing follows an error");
+        out.extend(after);
+        check_stream(client, &out);
+        assert_eq!(
+            summary(client, true, &out).error.as_deref(),
+            Some("Overloaded"),
+            "{client:?}"
+        );
+    }
+    let chat = sse(&[json!({"error":{"message":"The server had an error","type":"server_error"}})]);
+    let out = run(Format::Chat, Format::Messages, true, &[chat.as_bytes()]);
+    let frames = check_stream(Format::Messages, &out);
+    assert_eq!(
+        frames.last().expect("frames").1["error"]["message"],
+        "The server had an error"
+    );
+}
+
+#[test]
+fn an_unusable_body_is_the_clients_error_body() {
+    let cases: [(Format, &[u8], &str); 4] = [
+        (
+            Format::Chat,
+            b"<html>502 Bad Gateway</html>",
+            "the supplier sent an invalid response",
+        ),
+        (
+            Format::Messages,
+            b"{\"id\":\"x\"}",
+            "the supplier sent an invalid response",
+        ),
+        (Format::Gemini, b"", "the supplier sent an invalid response"),
+        (
+            Format::Messages,
+            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            "Overloaded",
+        ),
+    ];
+    for (supplier, body, message) in cases {
+        for client in [
+            Format::Chat,
+            Format::Responses,
+            Format::Messages,
+            Format::Gemini,
+        ] {
+            let out = run(supplier, client, false, &[body]);
+            let value: Value = serde_json::from_slice(&out).expect("JSON");
+            assert_eq!(
+                value["error"]["message"], message,
+                "{supplier:?} → {client:?}"
+            );
+            if client == Format::Messages {
+                assert_eq!(value["type"], "error");
+                assert_eq!(value["error"]["type"], "api_error");
+            }
+        }
+    }
+    let mut translator = translator(Format::Chat, Format::Chat, false);
+    assert_eq!(translator.content_type(), "application/json");
+    let megabyte = vec![b' '; 1 << 20];
+    for _ in 0..9 {
+        assert!(translator.feed(&megabyte).is_empty());
+    }
+    let value: Value = serde_json::from_slice(&translator.finish()).expect("JSON");
+    assert_eq!(value["error"]["type"], "server_error");
+}
+
+#[test]
+fn the_client_shapes_are_exact() {
+    let chat = sse(&[
+        json!({"id":"up","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}),
+    ]);
+    let out = run(Format::Chat, Format::Chat, true, &[chat.as_bytes()]);
+    let frames = check_stream(Format::Chat, &out);
+    assert_eq!(
+        frames[0].1,
+        json!({"id":"chatcmpl-req-1","object":"chat.completion.chunk","created":1_750_000_000u64,"model":"client-model",
+        "choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]})
+    );
+    assert_eq!(frames[1].1["choices"][0]["delta"], json!({"content":"Hi"}));
+    assert_eq!(
+        frames[2].1["choices"][0],
+        json!({"index":0,"delta":{},"finish_reason":"stop"})
+    );
+    assert_eq!(frames[3].1["usage"]["total_tokens"], 4);
+    assert!(out.ends_with(b"data: [DONE]\n\n"));
+
+    let out = run(Format::Chat, Format::Responses, true, &[chat.as_bytes()]);
+    let kinds: Vec<String> = check_stream(Format::Responses, &out)
+        .iter()
+        .map(|(e, _)| e.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.completed"
+        ]
+    );
+    let frames = check_stream(Format::Responses, &out);
+    assert_eq!(frames[2].1["item"]["id"], "msg_req-1_0");
+    assert_eq!(frames[8].1["response"]["id"], "resp_req-1");
+    assert_eq!(
+        frames[8].1["response"]["output"][0]["content"][0]["text"],
+        "Hi"
+    );
+
+    let out = run(Format::Chat, Format::Messages, true, &[chat.as_bytes()]);
+    let kinds: Vec<String> = check_stream(Format::Messages, &out)
+        .iter()
+        .map(|(e, _)| e.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "message_start",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ]
+    );
+    let frames = check_stream(Format::Messages, &out);
+    assert_eq!(frames[0].1["message"]["id"], "msg_req-1");
+    assert_eq!(frames[0].1["message"]["model"], "client-model");
+}
+
+#[test]
+fn a_blocked_gemini_prompt_and_a_missing_start() {
+    let blocked = sse(&[
+        json!({"promptFeedback":{"blockReason":"PROHIBITED_CONTENT"},"usageMetadata":{"promptTokenCount":7,"totalTokenCount":7}}),
+    ]);
+    let out = run(Format::Gemini, Format::Chat, true, &[blocked.as_bytes()]);
+    let got = summary(Format::Chat, true, &out);
+    assert_eq!(got.finish, Some(FinishReason::ContentFilter));
+    assert_eq!(got.usage.map(|usage| usage.input), Some(7));
+
+    // No message_start: the client's preamble still comes first.
+    let headless = named(&[
+        json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+        json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}),
+        json!({"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1}}),
+    ]);
+    let out = run(
+        Format::Messages,
+        Format::Responses,
+        true,
+        &[headless.as_bytes()],
+    );
+    let got = summary(Format::Responses, true, &out);
+    assert_eq!(
+        (got.text.as_str(), got.finish),
+        ("Hi", Some(FinishReason::Stop))
+    );
+}
+
+#[test]
+fn responses_as_a_supplier_never_panics() {
+    let stream = named(&[
+        json!({"type":"response.created","response":{"id":"resp_x","status":"in_progress"}}),
+        json!({"type":"response.output_text.delta","delta":"Hi"}),
+    ]);
+    for client in [
+        Format::Chat,
+        Format::Responses,
+        Format::Messages,
+        Format::Gemini,
+    ] {
+        let out = run(Format::Responses, client, true, &[stream.as_bytes()]);
+        check_stream(client, &out);
+        let out = run(
+            Format::Responses,
+            client,
+            false,
+            &[br#"{"object":"response","output":[]}"#],
+        );
+        let _: Value = serde_json::from_slice(&out).expect("JSON");
+    }
+}
