@@ -115,7 +115,7 @@ pub(crate) fn upstream_path(
 /// The answer of a translated cell on its way back: the supplier's body in the client's format.
 pub(crate) enum Reshape {
     /// A successful answer, translated event by event (a stream) or at the end (JSON).
-    Answer(translate::response::Translator),
+    Answer(Box<translate::response::Translator>),
     /// A supplier error (status ≥ 400): its body is collected and rewritten in the client's error
     /// shape at the end.
     Error {
@@ -153,9 +153,9 @@ impl Reshape {
                 body: Vec::new(),
             }
         } else {
-            Reshape::Answer(translate::response::Translator::new(
+            Reshape::Answer(Box::new(translate::response::Translator::new(
                 supplier, client, stream, context,
-            ))
+            )))
         })
     }
 

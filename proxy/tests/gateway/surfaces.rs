@@ -566,3 +566,130 @@ async fn anthropic_rate_limits_cool_until_the_reset_time() {
     assert_eq!(s, 429);
     assert_eq!(h.mock.request_count(), 0);
 }
+
+/// The translated cells: a client format served by an account of another format, streaming and
+/// not, answered in the client's shape and charged exactly at the served model's price.
+#[tokio::test]
+async fn translated_cells_answer_in_the_clients_format_and_charge_exactly() {
+    let (h, key) = start().await;
+    let usage = "prompt=1000,completion=200,cached=300";
+    // (client path, model, supplier path, price of 1000 in (300 cached) / 200 out)
+    let cells = [
+        (
+            "/compat/v1/chat/completions",
+            "claude-x",
+            "/v1/messages",
+            claude_cost(1000, 300, 200),
+        ),
+        (
+            "/compat/v1/responses",
+            "claude-x",
+            "/v1/messages",
+            claude_cost(1000, 300, 200),
+        ),
+        (
+            "/compat/v1/chat/completions",
+            "gemini-x",
+            "/v1beta/models/gemini-x:",
+            gemini_cost(1000, 300, 200),
+        ),
+        (
+            "/compat/v1/responses",
+            "gemini-x",
+            "/v1beta/models/gemini-x:",
+            gemini_cost(1000, 300, 200),
+        ),
+        (
+            "/v1/messages",
+            "gpt-4o-mini",
+            "/v1/chat/completions",
+            nano(700 * 150 + 300 * 150 + 200 * 600),
+        ),
+        (
+            "/v1/messages",
+            "gemini-x",
+            "/v1beta/models/gemini-x:",
+            gemini_cost(1000, 300, 200),
+        ),
+    ];
+    for (path, model, supplier, cost) in cells {
+        for stream in [false, true] {
+            let body = match path {
+                "/v1/messages" => messages(model, stream),
+                "/compat/v1/responses" => {
+                    json!({"model": model, "input": "Say hello", "stream": stream})
+                }
+                _ => chat(model, stream),
+            };
+            h.mock.clear_requests();
+            let resp = h
+                .http
+                .post(h.url(path))
+                .bearer_auth(&key)
+                .header("content-type", "application/json")
+                .body(body.to_string())
+                .header("x-mock-usage", usage)
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            let content_type = resp.headers()["content-type"].to_str().unwrap().to_string();
+            let text = resp.text().await.unwrap();
+            assert_eq!(status, 200, "{path} {model} stream={stream}: {text}");
+            let sent = h.mock.requests().pop().unwrap();
+            assert!(
+                sent.path.contains(supplier),
+                "{path} {model}: sent to {}",
+                sent.path
+            );
+            if stream {
+                assert!(
+                    content_type.starts_with("text/event-stream"),
+                    "{content_type}"
+                );
+                let events = sse_data(&text);
+                assert!(!events.is_empty());
+                let streamed: String = events
+                    .iter()
+                    .filter_map(|e| {
+                        e["choices"][0]["delta"]["content"]
+                            .as_str()
+                            .or(e["delta"]["text"].as_str())
+                            .or(e["delta"].as_str())
+                    })
+                    .collect();
+                assert!(streamed.contains("w1"), "{path} {model}: {text}");
+            } else {
+                let v: Value = serde_json::from_str(&text).unwrap();
+                let reply = match path {
+                    "/v1/messages" => v["content"][0]["text"].as_str(),
+                    "/compat/v1/responses" => v["output"][0]["content"][0]["text"].as_str(),
+                    _ => v["choices"][0]["message"]["content"].as_str(),
+                };
+                assert!(
+                    reply.unwrap().starts_with("mock reply"),
+                    "{path} {model}: {v}"
+                );
+            }
+            let e = h.usage_event().await;
+            assert_eq!(
+                (e.input_tokens, e.cached_tokens, e.output_tokens),
+                (1000, 300, 200),
+                "{path} {model} stream={stream}"
+            );
+            assert_eq!(e.cost_nanos, cost, "{path} {model} stream={stream}");
+            assert_eq!(e.charged_nanos, cost);
+            assert_eq!(e.model_served, model);
+        }
+    }
+    assert_eq!(
+        h.stores
+            .wallets
+            .snapshot(42)
+            .await
+            .unwrap()
+            .unwrap()
+            .reserved,
+        NanoUsd::ZERO
+    );
+}

@@ -51,7 +51,7 @@ trait Frames {
 pub(super) struct Encoder {
     client: Format,
     stream: bool,
-    frames: Box<dyn Frames + Send>,
+    frames: Box<dyn Frames + Send + Sync>,
     output: Output,
     changes: Vec<Change>,
     begun: bool,
@@ -60,7 +60,7 @@ pub(super) struct Encoder {
 
 impl Encoder {
     pub fn new(client: Format, stream: bool, context: &Context) -> Encoder {
-        let frames: Box<dyn Frames + Send> = match client {
+        let frames: Box<dyn Frames + Send + Sync> = match client {
             Format::Chat => Box::new(chat::Chat::new(context)),
             Format::Responses => Box::new(responses::Responses::new(context)),
             Format::Messages => Box::new(messages::Messages::new(context)),
