@@ -150,9 +150,13 @@ fn block_part(
         if role == expected {
             Ok(())
         } else {
-            Err(json::malformed(
-                &type_path,
-                &format!("allowed here, not `{kind}` in this turn"),
+            let turn = match expected {
+                Role::User => "a user",
+                Role::Assistant => "an assistant",
+            };
+            Err(Refusal::new(
+                format!("`{type_path}`: a `{kind}` block belongs in {turn} turn"),
+                type_path.clone(),
             ))
         }
     };
