@@ -1,12 +1,12 @@
 //! The OpenAI chat completions decoder: a `/v1/chat/completions` body into the canonical request.
 //! Refuses what no other format can carry (see the table in [`super`]); never encodes.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::decode_shared::{self as shared, Conversation};
+use super::decode_shared::{self as shared, Conversation, Nesting};
 use super::json::{self, Object};
 use super::origin::Origin;
-use crate::ir::{Part, Request, ResponseFormat, Role, Tool, ToolChoice};
+use crate::ir::{Part, Request, Role};
 use crate::{Format, Refusal};
 
 /// Decodes a chat completions body.
@@ -18,8 +18,8 @@ pub(super) fn decode(body: &Object) -> Result<(Request, Origin), Refusal> {
         let path = json::index("messages", i);
         decode_message(message, &path, &mut request, &mut conversation)?;
     }
-    request.tools = tools(body)?;
-    request.tool_choice = tool_choice(body)?;
+    request.tools = shared::openai_tools(body, Nesting::Nested)?;
+    request.tool_choice = shared::openai_tool_choice(body, Nesting::Nested)?;
     request.parallel_tool_calls = json::opt_bool(body, "parallel_tool_calls", "")?;
     request.temperature = json::opt_f64(body, "temperature", "")?;
     request.top_p = json::opt_f64(body, "top_p", "")?;
@@ -34,7 +34,10 @@ pub(super) fn decode(body: &Object) -> Result<(Request, Origin), Refusal> {
     if let Some(effort) = json::opt_str(body, "reasoning_effort", "")? {
         request.reasoning = Some(shared::openai_effort(effort, "reasoning_effort")?);
     }
-    request.response_format = response_format(body)?;
+    if let Some(format) = json::opt_object(body, "response_format", "")? {
+        request.response_format =
+            shared::openai_response_format(format, "response_format", Nesting::Nested)?;
+    }
     request.user = json::opt_str(body, "user", "")?.map(str::to_string);
     let origin = conversation.finish(Format::Chat, &mut request);
     Ok((request, origin))
@@ -158,59 +161,35 @@ fn decode_message(
 }
 
 fn user_content(content: &Value, path: &str) -> Result<Vec<(Part, String)>, Refusal> {
-    if let Some(text) = content.as_str() {
-        return Ok(vec![(Part::Text(text.to_string()), path.to_string())]);
-    }
-    let items = json::as_array(content, path)?;
-    let mut parts = Vec::with_capacity(items.len());
-    for (j, item) in items.iter().enumerate() {
-        let part_path = json::index(path, j);
-        let item = json::as_object(item, &part_path)?;
-        let part = match json::req_str(item, "type", &part_path)? {
-            "text" => Part::Text(json::req_str(item, "text", &part_path)?.to_string()),
-            "image_url" => {
-                let image_path = json::at(&part_path, "image_url");
-                let image = json::req_object(item, "image_url", &part_path)?;
-                let url = json::req_str(image, "url", &image_path)?;
-                shared::image_url(url, &json::at(&image_path, "url"))?
-            }
-            _ => {
-                return Err(json::unsupported(
-                    &json::at(&part_path, "type"),
-                    "only text and image_url parts are translated",
-                ));
-            }
-        };
-        parts.push((part, part_path));
-    }
-    Ok(parts)
+    shared::content(content, path, |item, kind, path| match kind {
+        "text" => Ok(Some(Part::Text(
+            json::req_str(item, "text", path)?.to_string(),
+        ))),
+        "image_url" => {
+            let image_path = json::at(path, "image_url");
+            let image = json::req_object(item, "image_url", path)?;
+            let url = json::req_str(image, "url", &image_path)?;
+            shared::image_url(url, &json::at(&image_path, "url")).map(Some)
+        }
+        _ => Err(json::unsupported(
+            &json::at(path, "type"),
+            "only text and image_url parts are translated",
+        )),
+    })
 }
 
 /// Assistant content: text, with `refusal` parts dropped (history the model wrote).
 fn assistant_content(content: &Value, path: &str) -> Result<Vec<(Part, String)>, Refusal> {
-    if let Some(text) = content.as_str() {
-        return Ok(vec![(Part::Text(text.to_string()), path.to_string())]);
-    }
-    let items = json::as_array(content, path)?;
-    let mut parts = Vec::with_capacity(items.len());
-    for (j, item) in items.iter().enumerate() {
-        let part_path = json::index(path, j);
-        let item = json::as_object(item, &part_path)?;
-        match json::req_str(item, "type", &part_path)? {
-            "text" => parts.push((
-                Part::Text(json::req_str(item, "text", &part_path)?.to_string()),
-                part_path,
-            )),
-            "refusal" => {}
-            _ => {
-                return Err(json::unsupported(
-                    &json::at(&part_path, "type"),
-                    "assistant content can only hold text",
-                ));
-            }
-        }
-    }
-    Ok(parts)
+    shared::content(content, path, |item, kind, path| match kind {
+        "text" => Ok(Some(Part::Text(
+            json::req_str(item, "text", path)?.to_string(),
+        ))),
+        "refusal" => Ok(None),
+        _ => Err(json::unsupported(
+            &json::at(path, "type"),
+            "assistant content can only hold text",
+        )),
+    })
 }
 
 fn tool_call(call: &Value, path: &str) -> Result<Part, Refusal> {
@@ -233,51 +212,6 @@ fn tool_call(call: &Value, path: &str) -> Result<Part, Refusal> {
     })
 }
 
-fn tools(body: &Object) -> Result<Vec<Tool>, Refusal> {
-    let mut tools = Vec::new();
-    for (i, tool) in json::opt_array(body, "tools", "")?.iter().enumerate() {
-        let path = json::index("tools", i);
-        let tool = json::as_object(tool, &path)?;
-        if json::req_str(tool, "type", &path)? != "function" {
-            return Err(json::unsupported(
-                &json::at(&path, "type"),
-                "only function tools are translated",
-            ));
-        }
-        let function_path = json::at(&path, "function");
-        let function = json::req_object(tool, "function", &path)?;
-        tools.push(Tool {
-            name: json::req_str(function, "name", &function_path)?.to_string(),
-            description: json::opt_str(function, "description", &function_path)?
-                .map(str::to_string),
-            parameters: match json::opt_object(function, "parameters", &function_path)? {
-                Some(parameters) => Value::Object(parameters.clone()),
-                None => Value::Null,
-            },
-        });
-    }
-    Ok(tools)
-}
-
-fn tool_choice(body: &Object) -> Result<Option<ToolChoice>, Refusal> {
-    let Some(choice) = json::field(body, "tool_choice") else {
-        return Ok(None);
-    };
-    if let Some(mode) = choice.as_str() {
-        return shared::openai_tool_choice_mode(mode, "tool_choice").map(Some);
-    }
-    let choice = json::as_object(choice, "tool_choice")?;
-    if json::req_str(choice, "type", "tool_choice")? != "function" {
-        return Err(json::unsupported(
-            "tool_choice.type",
-            "only function tool choices are translated",
-        ));
-    }
-    let function = json::req_object(choice, "function", "tool_choice")?;
-    let name = json::req_str(function, "name", "tool_choice.function")?;
-    Ok(Some(ToolChoice::Tool(name.to_string())))
-}
-
 fn stop(body: &Object) -> Result<Vec<String>, Refusal> {
     match json::field(body, "stop") {
         None => Ok(Vec::new()),
@@ -288,30 +222,5 @@ fn stop(body: &Object) -> Result<Vec<String>, Refusal> {
             .map(|(i, stop)| json::as_str(stop, &json::index("stop", i)).map(str::to_string))
             .collect(),
         Some(_) => Err(json::malformed("stop", "a string or an array of strings")),
-    }
-}
-
-fn response_format(body: &Object) -> Result<Option<ResponseFormat>, Refusal> {
-    let Some(format) = json::opt_object(body, "response_format", "")? else {
-        return Ok(None);
-    };
-    match json::req_str(format, "type", "response_format")? {
-        "text" => Ok(None),
-        "json_object" => Ok(Some(ResponseFormat::JsonObject)),
-        "json_schema" => {
-            let path = "response_format.json_schema";
-            let schema = json::req_object(format, "json_schema", "response_format")?;
-            Ok(Some(ResponseFormat::JsonSchema {
-                name: json::req_str(schema, "name", path)?.to_string(),
-                schema: json::field(schema, "schema")
-                    .cloned()
-                    .unwrap_or_else(|| Value::Object(Map::new())),
-                strict: json::opt_bool(schema, "strict", path)?,
-            }))
-        }
-        _ => Err(json::unsupported(
-            "response_format.type",
-            "only text, json_object and json_schema are translated",
-        )),
     }
 }

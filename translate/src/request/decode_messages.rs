@@ -118,41 +118,34 @@ fn decode_message(
             ));
         }
     };
-    let content_path = json::at(path, "content");
     let content = json::required(message, "content", path)?;
-    if let Some(text) = content.as_str() {
-        conversation.push(role, vec![(Part::Text(text.to_string()), content_path)]);
-        return Ok(());
-    }
-    let blocks = json::as_array(content, &content_path)?;
-    let mut parts = Vec::with_capacity(blocks.len());
-    for (j, block) in blocks.iter().enumerate() {
-        let block_path = json::index(&content_path, j);
-        if let Some(part) = block_part(block, &block_path, role, conversation)? {
-            parts.push((part, block_path));
-        }
-    }
+    let parts = shared::content(content, &json::at(path, "content"), |block, kind, path| {
+        block_part(block, kind, path, role, conversation)
+    })?;
     conversation.push(role, parts);
     Ok(())
 }
 
 /// One content block; `None` for a block that is dropped (`redacted_thinking`).
 fn block_part(
-    block: &Value,
+    block: &Object,
+    kind: &str,
     path: &str,
     role: Role,
     conversation: &Conversation,
 ) -> Result<Option<Part>, Refusal> {
-    let block = json::as_object(block, path)?;
     let type_path = json::at(path, "type");
-    let kind = json::req_str(block, "type", path)?;
     let misplaced = |expected: Role| {
         if role == expected {
             Ok(())
         } else {
-            Err(json::malformed(
-                &type_path,
-                &format!("allowed here, not `{kind}` in this turn"),
+            let turn = match expected {
+                Role::User => "a user",
+                Role::Assistant => "an assistant",
+            };
+            Err(Refusal::new(
+                format!("`{type_path}`: a `{kind}` block belongs in {turn} turn"),
+                type_path.clone(),
             ))
         }
     };

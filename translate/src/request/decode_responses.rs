@@ -2,12 +2,12 @@
 //! only (SPEC): whatever refers to state kept by OpenAI (`previous_response_id`, `conversation`,
 //! `prompt`, `store: true`, `background`) is refused. Never encodes.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::decode_shared::{self as shared, Conversation};
+use super::decode_shared::{self as shared, Conversation, Nesting};
 use super::json::{self, Object};
 use super::origin::Origin;
-use crate::ir::{Part, Request, ResponseFormat, Role, Tool, ToolChoice};
+use crate::ir::{Part, Request, Role};
 use crate::{Format, Refusal};
 
 const TEXT_TYPES: &[&str] = &["input_text", "output_text"];
@@ -35,8 +35,8 @@ pub(super) fn decode(body: &Object) -> Result<(Request, Origin), Refusal> {
         }
         _ => return Err(json::malformed("input", "a string or an array of items")),
     }
-    request.tools = tools(body)?;
-    request.tool_choice = tool_choice(body)?;
+    request.tools = shared::openai_tools(body, Nesting::Flat)?;
+    request.tool_choice = shared::openai_tool_choice(body, Nesting::Flat)?;
     request.parallel_tool_calls = json::opt_bool(body, "parallel_tool_calls", "")?;
     request.temperature = json::opt_f64(body, "temperature", "")?;
     request.top_p = json::opt_f64(body, "top_p", "")?;
@@ -46,7 +46,12 @@ pub(super) fn decode(body: &Object) -> Result<(Request, Origin), Refusal> {
     {
         request.reasoning = Some(shared::openai_effort(effort, "reasoning.effort")?);
     }
-    request.response_format = response_format(body)?;
+    if let Some(text) = json::opt_object(body, "text", "")?
+        && let Some(format) = json::opt_object(text, "format", "text")?
+    {
+        request.response_format =
+            shared::openai_response_format(format, "text.format", Nesting::Flat)?;
+    }
     request.user = json::opt_str(body, "user", "")?.map(str::to_string);
     let origin = conversation.finish(Format::Responses, &mut request);
     Ok((request, origin))
@@ -145,105 +150,26 @@ fn decode_item(
     Ok(())
 }
 
+/// Message content: text and images; `refusal` parts (history the model wrote) are dropped.
 fn message_content(content: &Value, path: &str) -> Result<Vec<(Part, String)>, Refusal> {
-    if let Some(text) = content.as_str() {
-        return Ok(vec![(Part::Text(text.to_string()), path.to_string())]);
-    }
-    let items = json::as_array(content, path)?;
-    let mut parts = Vec::with_capacity(items.len());
-    for (j, item) in items.iter().enumerate() {
-        let part_path = json::index(path, j);
-        let item = json::as_object(item, &part_path)?;
-        let part = match json::req_str(item, "type", &part_path)? {
-            "input_text" | "output_text" => {
-                Part::Text(json::req_str(item, "text", &part_path)?.to_string())
-            }
-            "input_image" => {
-                if json::field(item, "file_id").is_some() {
-                    return Err(json::unsupported(
-                        &json::at(&part_path, "file_id"),
-                        "uploaded files are not translated; send the image as a data URL",
-                    ));
-                }
-                let url = json::req_str(item, "image_url", &part_path)?;
-                shared::image_url(url, &json::at(&part_path, "image_url"))?
-            }
-            // A refusal the model wrote earlier: history only.
-            "refusal" => continue,
-            _ => {
+    shared::content(content, path, |item, kind, path| match kind {
+        "input_text" | "output_text" => Ok(Some(Part::Text(
+            json::req_str(item, "text", path)?.to_string(),
+        ))),
+        "input_image" => {
+            if json::field(item, "file_id").is_some() {
                 return Err(json::unsupported(
-                    &json::at(&part_path, "type"),
-                    "only input_text, output_text and input_image parts are translated",
+                    &json::at(path, "file_id"),
+                    "uploaded files are not translated; send the image as a data URL",
                 ));
             }
-        };
-        parts.push((part, part_path));
-    }
-    Ok(parts)
-}
-
-fn tools(body: &Object) -> Result<Vec<Tool>, Refusal> {
-    let mut tools = Vec::new();
-    for (i, tool) in json::opt_array(body, "tools", "")?.iter().enumerate() {
-        let path = json::index("tools", i);
-        let tool = json::as_object(tool, &path)?;
-        if json::req_str(tool, "type", &path)? != "function" {
-            return Err(json::unsupported(
-                &json::at(&path, "type"),
-                "only function tools are translated",
-            ));
+            let url = json::req_str(item, "image_url", path)?;
+            shared::image_url(url, &json::at(path, "image_url")).map(Some)
         }
-        tools.push(Tool {
-            name: json::req_str(tool, "name", &path)?.to_string(),
-            description: json::opt_str(tool, "description", &path)?.map(str::to_string),
-            parameters: match json::opt_object(tool, "parameters", &path)? {
-                Some(parameters) => Value::Object(parameters.clone()),
-                None => Value::Null,
-            },
-        });
-    }
-    Ok(tools)
-}
-
-fn tool_choice(body: &Object) -> Result<Option<ToolChoice>, Refusal> {
-    let Some(choice) = json::field(body, "tool_choice") else {
-        return Ok(None);
-    };
-    if let Some(mode) = choice.as_str() {
-        return shared::openai_tool_choice_mode(mode, "tool_choice").map(Some);
-    }
-    let choice = json::as_object(choice, "tool_choice")?;
-    if json::req_str(choice, "type", "tool_choice")? != "function" {
-        return Err(json::unsupported(
-            "tool_choice.type",
-            "only function tool choices are translated",
-        ));
-    }
-    let name = json::req_str(choice, "name", "tool_choice")?;
-    Ok(Some(ToolChoice::Tool(name.to_string())))
-}
-
-fn response_format(body: &Object) -> Result<Option<ResponseFormat>, Refusal> {
-    let Some(text) = json::opt_object(body, "text", "")? else {
-        return Ok(None);
-    };
-    let Some(format) = json::opt_object(text, "format", "text")? else {
-        return Ok(None);
-    };
-    let path = "text.format";
-    match json::req_str(format, "type", path)? {
-        "text" => Ok(None),
-        "json_object" => Ok(Some(ResponseFormat::JsonObject)),
-        "json_schema" => Ok(Some(ResponseFormat::JsonSchema {
-            name: json::req_str(format, "name", path)?.to_string(),
-            schema: json::field(format, "schema")
-                .cloned()
-                .unwrap_or_else(|| Value::Object(Map::new())),
-            strict: json::opt_bool(format, "strict", path)?,
-        })),
+        "refusal" => Ok(None),
         _ => Err(json::unsupported(
-            "text.format.type",
-            "only text, json_object and json_schema are translated",
+            &json::at(path, "type"),
+            "only input_text, output_text and input_image parts are translated",
         )),
-    }
+    })
 }

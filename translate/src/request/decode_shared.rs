@@ -9,7 +9,9 @@ use serde_json::{Map, Value};
 
 use super::json::{self, Object};
 use super::origin::Origin;
-use crate::ir::{Effort, Message, Part, Reasoning, Request, Role};
+use crate::ir::{
+    Effort, Message, Part, Reasoning, Request, ResponseFormat, Role, Tool, ToolChoice,
+};
 use crate::{Format, Refusal};
 
 /// How the texts of one tool result sent as several text parts are joined.
@@ -122,6 +124,32 @@ pub(super) fn openai_effort(text: &str, path: &str) -> Result<Reasoning, Refusal
     })
 }
 
+/// Message content at `path`: a string (one text part), or an array of typed parts, each read
+/// by `part(object, type, path)`, which returns `None` for a part that is dropped. Each part is
+/// paired with its client path.
+pub(super) fn content(
+    value: &Value,
+    path: &str,
+    mut part: impl FnMut(&Object, &str, &str) -> Result<Option<Part>, Refusal>,
+) -> Result<Vec<(Part, String)>, Refusal> {
+    if let Some(text) = value.as_str() {
+        return Ok(vec![(Part::Text(text.to_string()), path.to_string())]);
+    }
+    let items = value
+        .as_array()
+        .ok_or_else(|| json::malformed(path, "a string or an array of parts"))?;
+    let mut parts = Vec::with_capacity(items.len());
+    for (j, item) in items.iter().enumerate() {
+        let item_path = json::index(path, j);
+        let item = json::as_object(item, &item_path)?;
+        let kind = json::req_str(item, "type", &item_path)?;
+        if let Some(decoded) = part(item, kind, &item_path)? {
+            parts.push((decoded, item_path));
+        }
+    }
+    Ok(parts)
+}
+
 /// Text-only content at `path`: a string, or an array of parts whose `type` is one of
 /// `text_types` (each with a string `text`). Any other part is refused naming its `type`.
 pub(super) fn texts(
@@ -151,19 +179,113 @@ pub(super) fn texts(
     Ok(texts)
 }
 
-/// `"auto"`, `"none"`, `"required"` as a canonical tool choice (the OpenAI strings).
-pub(super) fn openai_tool_choice_mode(
-    text: &str,
+/// Where the OpenAI formats keep a function's fields: chat nests them (`tools[i].function.name`,
+/// `tool_choice.function.name`, `response_format.json_schema.name`), responses does not
+/// (`tools[i].name`, `tool_choice.name`, `text.format.name`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Nesting {
+    /// Chat: under `function` / `json_schema`.
+    Nested,
+    /// Responses: on the object itself.
+    Flat,
+}
+
+impl Nesting {
+    /// The object holding the fields inside `object` (at `path`), and its path.
+    fn inner<'a>(
+        self,
+        object: &'a Object,
+        key: &str,
+        path: &str,
+    ) -> Result<(&'a Object, String), Refusal> {
+        match self {
+            Nesting::Nested => Ok((json::req_object(object, key, path)?, json::at(path, key))),
+            Nesting::Flat => Ok((object, path.to_string())),
+        }
+    }
+}
+
+/// OpenAI `tools`: function tools only (hosted and custom tools are refused naming
+/// `tools[i].type`); `strict` is dropped.
+pub(super) fn openai_tools(body: &Object, nesting: Nesting) -> Result<Vec<Tool>, Refusal> {
+    let mut tools = Vec::new();
+    for (i, tool) in json::opt_array(body, "tools", "")?.iter().enumerate() {
+        let path = json::index("tools", i);
+        let tool = json::as_object(tool, &path)?;
+        if json::req_str(tool, "type", &path)? != "function" {
+            return Err(json::unsupported(
+                &json::at(&path, "type"),
+                "only function tools are translated",
+            ));
+        }
+        let (function, path) = nesting.inner(tool, "function", &path)?;
+        tools.push(Tool {
+            name: json::req_str(function, "name", &path)?.to_string(),
+            description: json::opt_str(function, "description", &path)?.map(str::to_string),
+            parameters: match json::opt_object(function, "parameters", &path)? {
+                Some(parameters) => Value::Object(parameters.clone()),
+                None => Value::Null,
+            },
+        });
+    }
+    Ok(tools)
+}
+
+/// OpenAI `tool_choice`: `"auto"`, `"none"`, `"required"`, or a function by name. Other
+/// choices (allowed tools, hosted tools) are refused naming `tool_choice.type`.
+pub(super) fn openai_tool_choice(
+    body: &Object,
+    nesting: Nesting,
+) -> Result<Option<ToolChoice>, Refusal> {
+    let Some(choice) = json::field(body, "tool_choice") else {
+        return Ok(None);
+    };
+    if let Some(mode) = choice.as_str() {
+        return match mode {
+            "auto" => Ok(Some(ToolChoice::Auto)),
+            "none" => Ok(Some(ToolChoice::None)),
+            "required" => Ok(Some(ToolChoice::Required)),
+            _ => Err(json::malformed(
+                "tool_choice",
+                "one of auto, none, required, or a function",
+            )),
+        };
+    }
+    let choice = json::as_object(choice, "tool_choice")?;
+    if json::req_str(choice, "type", "tool_choice")? != "function" {
+        return Err(json::unsupported(
+            "tool_choice.type",
+            "only function tool choices are translated",
+        ));
+    }
+    let (function, path) = nesting.inner(choice, "function", "tool_choice")?;
+    let name = json::req_str(function, "name", &path)?;
+    Ok(Some(ToolChoice::Tool(name.to_string())))
+}
+
+/// An OpenAI output format object found at `path` (chat `response_format`, responses
+/// `text.format`): `text` is no constraint; `json_schema`'s `description` is dropped.
+pub(super) fn openai_response_format(
+    format: &Object,
     path: &str,
-) -> Result<crate::ir::ToolChoice, Refusal> {
-    use crate::ir::ToolChoice;
-    match text {
-        "auto" => Ok(ToolChoice::Auto),
-        "none" => Ok(ToolChoice::None),
-        "required" => Ok(ToolChoice::Required),
-        _ => Err(json::malformed(
-            path,
-            "one of auto, none, required, or a function",
+    nesting: Nesting,
+) -> Result<Option<ResponseFormat>, Refusal> {
+    match json::req_str(format, "type", path)? {
+        "text" => Ok(None),
+        "json_object" => Ok(Some(ResponseFormat::JsonObject)),
+        "json_schema" => {
+            let (schema, path) = nesting.inner(format, "json_schema", path)?;
+            Ok(Some(ResponseFormat::JsonSchema {
+                name: json::req_str(schema, "name", &path)?.to_string(),
+                schema: json::field(schema, "schema")
+                    .cloned()
+                    .unwrap_or_else(|| Value::Object(Map::new())),
+                strict: json::opt_bool(schema, "strict", &path)?,
+            }))
+        }
+        _ => Err(json::unsupported(
+            &json::at(path, "type"),
+            "only text, json_object and json_schema are translated",
         )),
     }
 }

@@ -5,7 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use super::encode_shared::{self as shared, Turn};
-use super::origin::{Field, Origin};
+use super::origin::Origin;
 use crate::Refusal;
 use crate::ir::{Effort, Part, Reasoning, Request, ResponseFormat, Role, ToolChoice};
 
@@ -43,15 +43,8 @@ pub(super) fn encode(request: &Request, origin: &Origin) -> Result<Value, Refusa
     if let Some(top_p) = request.top_p {
         body.insert("top_p".into(), json!(top_p));
     }
-    if request.stop.len() > MAX_STOP {
-        let param = origin.name(Field::Stop);
-        return Err(Refusal::new(
-            format!("`{param}` has more than {MAX_STOP} sequences, the most the supplier accepts"),
-            param,
-        ));
-    }
-    if !request.stop.is_empty() {
-        body.insert("stop".into(), json!(request.stop));
+    if let Some(stop) = shared::stop(request, origin, MAX_STOP)? {
+        body.insert("stop".into(), stop);
     }
     if let Some(max) = request.max_output_tokens {
         body.insert("max_completion_tokens".into(), json!(max));

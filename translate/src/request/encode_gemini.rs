@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::encode_shared as shared;
-use super::origin::{Field, Origin};
+use super::origin::Origin;
 use crate::Refusal;
 use crate::ir::{Effort, Part, Reasoning, Request, ResponseFormat, Role, ToolChoice};
 
@@ -73,15 +73,8 @@ fn generation_config(request: &Request, origin: &Origin) -> Result<Map<String, V
     if let Some(top_k) = request.top_k {
         config.insert("topK".into(), json!(top_k));
     }
-    if request.stop.len() > MAX_STOP {
-        let param = origin.name(Field::Stop);
-        return Err(Refusal::new(
-            format!("`{param}` has more than {MAX_STOP} sequences, the most the supplier accepts"),
-            param,
-        ));
-    }
-    if !request.stop.is_empty() {
-        config.insert("stopSequences".into(), json!(request.stop));
+    if let Some(stop) = shared::stop(request, origin, MAX_STOP)? {
+        config.insert("stopSequences".into(), stop);
     }
     if let Some(max) = request.max_output_tokens {
         config.insert("maxOutputTokens".into(), json!(max));

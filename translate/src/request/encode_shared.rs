@@ -2,6 +2,8 @@
 //! each part keeping the canonical position a refusal names it by.
 
 use super::origin::{Field, Origin};
+use serde_json::Value;
+
 use crate::Refusal;
 use crate::ir::{Part, Request, Role};
 
@@ -47,6 +49,23 @@ pub(super) fn tool_results_first(turn: &mut Turn<'_>) {
         .sort_by_key(|(_, part)| !matches!(part, Part::ToolResult { .. }));
 }
 
+/// The stop sequences as a JSON array (`None` when there are none), refused when there are more
+/// than the supplier's `limit`.
+pub(super) fn stop(
+    request: &Request,
+    origin: &Origin,
+    limit: usize,
+) -> Result<Option<Value>, Refusal> {
+    if request.stop.len() > limit {
+        let param = origin.name(Field::Stop);
+        return Err(Refusal::new(
+            format!("`{param}` has more than {limit} sequences, the most the supplier accepts"),
+            param,
+        ));
+    }
+    Ok((!request.stop.is_empty()).then(|| Value::from(request.stop.clone())))
+}
+
 /// The system prompt as one text (parts joined by a blank line); `None` when it says nothing
 /// (Messages rejects blank text, and an empty instruction means nothing anywhere).
 pub(super) fn system(request: &Request) -> Option<String> {
@@ -55,10 +74,10 @@ pub(super) fn system(request: &Request) -> Option<String> {
 }
 
 /// Whether a JSON Schema for tool parameters says nothing (absent or `{}`).
-pub(super) fn empty_schema(schema: &serde_json::Value) -> bool {
+pub(super) fn empty_schema(schema: &Value) -> bool {
     match schema {
-        serde_json::Value::Null => true,
-        serde_json::Value::Object(map) => map.is_empty(),
+        Value::Null => true,
+        Value::Object(map) => map.is_empty(),
         _ => false,
     }
 }

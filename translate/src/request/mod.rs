@@ -18,13 +18,13 @@
 //! | chat | message `name`, assistant `refusal` (field and `refusal` parts), `image_url.detail`, tool `strict`, `json_schema.description` | dropped |
 //! | chat | `system`/`developer` messages anywhere in `messages` | hoisted, in order, into the system prompt |
 //! | chat | `n` > 1, `logprobs: true`, `top_logprobs`, non-empty `logit_bias`, `audio`, `modalities` other than `text`, `prediction`, `web_search_options`, `functions`, `function_call` | refused, naming the field |
-//! | chat | `messages[i].role: "function"`, `messages[i].function_call`, `messages[i].audio`, `messages[i].content[j].type` other than `text`/`image_url` (user) or `text`/`refusal` (assistant), `messages[i].tool_calls[k].type` other than `function`, `tools[i].type` other than `function`, `tool_choice.type` other than `function`, `response_format.type` other than `text`/`json_object`/`json_schema` | refused |
+//! | chat | non-text parts in `system`/`developer`/`tool` content; `messages[i].role: "function"`, `messages[i].function_call`, `messages[i].audio`, `messages[i].content[j].type` other than `text`/`image_url` (user) or `text`/`refusal` (assistant), `messages[i].tool_calls[k].type` other than `function`, `tools[i].type` other than `function`, `tool_choice.type` other than `function`, `response_format.type` other than `text`/`json_object`/`json_schema` | refused |
 //! | responses | `include`, `truncation`, `metadata`, `service_tier`, `prompt_cache_key`, `safety_identifier`, `stream_options`, `max_tool_calls`, `store: false`, `reasoning.summary`, `text.verbosity`, `input_image.detail`, tool `strict`, item `id`/`status` | dropped |
 //! | responses | `reasoning` input items, assistant `refusal` parts | dropped (history only another supplier cannot read) |
 //! | responses | `store: true`, `background: true`, `previous_response_id`, `conversation`, `prompt` | refused (the gateway is stateless) |
 //! | responses | `top_logprobs`; `input[i].type` other than `message`/`function_call`/`function_call_output`/`reasoning`; `input[i].content[j].type` other than `input_text`/`output_text`/`input_image`/`refusal`; `input_image.file_id`; `tools[i].type` other than `function`; `tool_choice.type` other than `function`; `text.format.type` other than `text`/`json_object`/`json_schema` | refused |
 //! | messages | `cache_control` (anywhere), `citations`, `service_tier`, `thinking.display`, `redacted_thinking` blocks | dropped |
-//! | messages | `container`, `mcp_servers`; `tools[i]` with a `type` other than `custom` (server tools); `messages[i].content[j].type` other than `text`/`image`/`tool_use`/`tool_result`/`thinking`/`redacted_thinking` (documents, search results, server-tool blocks); an image inside a `tool_result`; image `source.type` other than `base64`/`url`; `output_config.format.type` other than `json_schema` | refused |
+//! | messages | `container`, `mcp_servers`; non-text `system` blocks; `tool_use` in a user turn or `tool_result` in an assistant turn; `tools[i]` with a `type` other than `custom` (server tools); `messages[i].content[j].type` other than `text`/`image`/`tool_use`/`tool_result`/`thinking`/`redacted_thinking` (documents, search results, server-tool blocks); an image inside a `tool_result`; image `source.type` other than `base64`/`url`; `output_config.format.type` other than `json_schema` | refused |
 //! | messages | `max_tokens` missing | refused (`max_tokens`) |
 //! | gemini | the whole body | refused: the native Gemini surface passes through untranslated |
 //!
@@ -52,7 +52,7 @@
 //! | gemini | a reasoning effort | `thinkingBudget`: minimal 512 (the smallest every 2.5 model takes; 0 would switch thinking off, which Pro refuses), low 1024, medium 8192, high 24576; reasoning off is 0 |
 //! | all | `tool_choice` and `parallel_tool_calls` without tools | dropped (nothing to choose from; OpenAI and Anthropic reject them) |
 //! | all | a blank system prompt | dropped |
-//! | responses | the whole request | refused: no responses encoder (no account speaks only responses) |
+//! | responses | the whole request | refused: there is no responses encoder |
 //!
 //! Every encoder merges consecutive turns of one role. Messages and Gemini put a user turn's tool
 //! results before its other parts, so the results of parallel calls travel together; chat sends
