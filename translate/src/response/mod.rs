@@ -128,20 +128,16 @@ impl Translator {
             self.encoder.invalid(encode::INVALID, &mut out);
             return out;
         }
-        for event in events {
-            self.encoder.event(event, &mut out);
-        }
+        self.encoder.events(events, &mut out);
         self.encoder.finish(&mut out);
         out
     }
 
     fn translate(&mut self, events: &[sse::Sse], out: &mut Vec<u8>) {
-        let mut decoded: Vec<Event> = Vec::new();
         for event in events {
+            let mut decoded: Vec<Event> = Vec::new();
             self.decoder.sse(event, &mut decoded);
-            for event in decoded.drain(..) {
-                self.encoder.event(event, out);
-            }
+            self.encoder.events(decoded, out);
             if self.decoder.settled() {
                 self.encoder.complete(out);
             }

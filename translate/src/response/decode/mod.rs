@@ -42,7 +42,7 @@ impl Decoder {
         if let Decoder::Chat(chat) = self
             && sse.data.trim_ascii().starts_with(b"[DONE]")
         {
-            chat.done();
+            chat.done(out);
             return;
         }
         let Ok(value) = serde_json::from_slice::<Value>(&sse.data) else {

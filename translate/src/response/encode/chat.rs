@@ -44,7 +44,7 @@ impl Chat {
 }
 
 impl Frames for Chat {
-    fn begin(&mut self, _: &Output, out: &mut Vec<u8>) {
+    fn begin(&mut self, _: Option<&Usage>, out: &mut Vec<u8>) {
         self.chunk(
             json!({"role": "assistant", "content": ""}),
             Value::Null,
