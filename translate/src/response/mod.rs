@@ -1,7 +1,7 @@
 //! Responses: a supplier's body (JSON, or SSE fed chunk by chunk) into the client's format.
 //!
-//! Supplier bytes → [`decode`] (one decoder per supplier format) → [`ir::Event`]s → [`encode`]
-//! (one encoder per client format) → client bytes. A stream is read by [`sse`] and each event
+//! Supplier bytes → `decode` (one decoder per supplier format) → [`ir::Event`]s → `encode`
+//! (one encoder per client format) → client bytes. A stream is read by `sse` and each event
 //! leaves, translated, from the [`Translator::feed`] call that completed it; a non-streaming body
 //! is buffered and goes through the very same decoder and encoder at [`Translator::finish`]. So
 //! each format is written once, whatever the pair and the mode.

@@ -1,4 +1,4 @@
-//! Encoders: [`ir::Event`]s into the client's format, as a stream of frames or collected into one
+//! Encoders: [`Event`]s into the client's format, as a stream of frames or collected into one
 //! JSON body.
 //!
 //! The event logic is written once, in [`Output`] (events → blocks and [`Change`]s) and in this
