@@ -1,7 +1,7 @@
 //! Responses: a supplier's body (JSON, or SSE fed chunk by chunk) into the client's format.
 //!
-//! Supplier bytes → [`decode`] (one decoder per supplier format) → [`ir::Event`]s → [`encode`]
-//! (one encoder per client format) → client bytes. A stream is read by [`sse`] and each event
+//! Supplier bytes → `decode` (one decoder per supplier format) → [`ir::Event`]s → `encode`
+//! (one encoder per client format) → client bytes. A stream is read by `sse` and each event
 //! leaves, translated, from the [`Translator::feed`] call that completed it; a non-streaming body
 //! is buffered and goes through the very same decoder and encoder at [`Translator::finish`]. So
 //! each format is written once, whatever the pair and the mode.
@@ -128,20 +128,16 @@ impl Translator {
             self.encoder.invalid(encode::INVALID, &mut out);
             return out;
         }
-        for event in events {
-            self.encoder.event(event, &mut out);
-        }
+        self.encoder.events(events, &mut out);
         self.encoder.finish(&mut out);
         out
     }
 
     fn translate(&mut self, events: &[sse::Sse], out: &mut Vec<u8>) {
-        let mut decoded: Vec<Event> = Vec::new();
         for event in events {
+            let mut decoded: Vec<Event> = Vec::new();
             self.decoder.sse(event, &mut decoded);
-            for event in decoded.drain(..) {
-                self.encoder.event(event, out);
-            }
+            self.encoder.events(decoded, out);
             if self.decoder.settled() {
                 self.encoder.complete(out);
             }

@@ -1,6 +1,8 @@
 //! The OpenAI chat completions decoder: the `chat.completion.chunk` objects of a stream (and its
 //! `[DONE]`), or one `chat.completion` body. Only the choice with index 0 is read (the gateway
-//! never asks for `n > 1`).
+//! never asks for `n > 1`). Thinking comes from the common `reasoning_content` extension (or
+//! `reasoning`), a `refusal` is shown as text. Settled: the finish reason and the usage both
+//! seen (OpenAI sends the usage chunk after the finish chunk), or `[DONE]`.
 
 use serde_json::Value;
 
@@ -70,8 +72,13 @@ impl Chat {
         recognised
     }
 
-    /// `data: [DONE]`: the stream said everything.
-    pub fn done(&mut self) {
+    /// `data: [DONE]`: the stream said everything. A stream that began but never named its
+    /// finish reason ends here explicitly (not cut): `Other`.
+    pub fn done(&mut self, out: &mut Vec<Event>) {
+        if self.started && !self.finished {
+            self.finished = true;
+            out.push(Event::Finish(FinishReason::Other));
+        }
         self.settled = true;
     }
 

@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use super::{count, error_message, text};
+use super::{error_message, overwrite, text};
 use crate::ir::{Event, FinishReason, Usage};
 
 #[derive(Debug)]
@@ -162,11 +162,7 @@ impl Gemini {
             ("candidatesTokenCount", &mut running.candidates),
             ("thoughtsTokenCount", &mut running.thoughts),
         ];
-        for (key, field) in fields {
-            if let Some(value) = count(usage, key) {
-                *field = value;
-            }
-        }
+        overwrite(usage, fields);
         Usage {
             input: running.prompt + running.tool_prompt,
             output: running.candidates + running.thoughts,

@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use super::{count, error_message, text};
+use super::{count, error_message, overwrite, text};
 use crate::ir::{Event, FinishReason, Usage};
 
 /// What a content block of the stream is, by its index.
@@ -194,11 +194,7 @@ impl Messages {
             ("cache_read_input_tokens", &mut running.cache_read),
             ("cache_creation_input_tokens", &mut running.cache_creation),
         ];
-        for (key, field) in fields {
-            if let Some(value) = count(usage, key) {
-                *field = value;
-            }
-        }
+        overwrite(usage, fields);
         if let Some(thinking) = usage
             .get("output_tokens_details")
             .and_then(|details| count(details, "thinking_tokens"))

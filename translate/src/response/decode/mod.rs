@@ -1,4 +1,4 @@
-//! Decoders: a supplier's response, in its own format, into [`ir::Event`]s.
+//! Decoders: a supplier's response, in its own format, into [`Event`]s.
 //!
 //! One decoder per supplier format, each with two entries that share their logic: [`Decoder::sse`]
 //! for one event of a stream and [`Decoder::body`] for a whole JSON document, so a body decodes to
@@ -42,7 +42,7 @@ impl Decoder {
         if let Decoder::Chat(chat) = self
             && sse.data.trim_ascii().starts_with(b"[DONE]")
         {
-            chat.done();
+            chat.done(out);
             return;
         }
         let Ok(value) = serde_json::from_slice::<Value>(&sse.data) else {
@@ -92,6 +92,16 @@ fn text<'v>(value: &'v Value, key: &str) -> Option<&'v str> {
 /// `value[key]` as a count.
 fn count(value: &Value, key: &str) -> Option<u64> {
     value.get(key).and_then(Value::as_u64)
+}
+
+/// Overwrites each running count with `usage[key]` when present (usage that a supplier reports
+/// as running totals: the last value of each field wins, nothing is added).
+fn overwrite<const N: usize>(usage: &Value, fields: [(&str, &mut u64); N]) {
+    for (key, field) in fields {
+        if let Some(value) = count(usage, key) {
+            *field = value;
+        }
+    }
 }
 
 /// The message of an error object (`{"message": …}`), or the object itself as text.

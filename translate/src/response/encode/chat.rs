@@ -29,22 +29,25 @@ impl Chat {
         }
     }
 
+    /// A `chat.completion.chunk` with these `choices`.
+    fn envelope(&self, choices: Value) -> Value {
+        json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        })
+    }
+
     fn chunk(&self, delta: Value, finish_reason: Value, out: &mut Vec<u8>) {
-        sse::data(
-            out,
-            &json!({
-                "id": self.id,
-                "object": "chat.completion.chunk",
-                "created": self.created,
-                "model": self.model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-            }),
-        );
+        let choice = json!({"index": 0, "delta": delta, "finish_reason": finish_reason});
+        sse::data(out, &self.envelope(json!([choice])));
     }
 }
 
 impl Frames for Chat {
-    fn begin(&mut self, _: &Output, out: &mut Vec<u8>) {
+    fn begin(&mut self, _: Option<&Usage>, out: &mut Vec<u8>) {
         self.chunk(
             json!({"role": "assistant", "content": ""}),
             Value::Null,
@@ -84,17 +87,9 @@ impl Frames for Chat {
 
     fn end(&mut self, output: &Output, out: &mut Vec<u8>) {
         if let Some(usage) = &output.usage {
-            sse::data(
-                out,
-                &json!({
-                    "id": self.id,
-                    "object": "chat.completion.chunk",
-                    "created": self.created,
-                    "model": self.model,
-                    "choices": [],
-                    "usage": usage_json(usage),
-                }),
-            );
+            let mut chunk = self.envelope(json!([]));
+            chunk["usage"] = usage_json(usage);
+            sse::data(out, &chunk);
         }
         out.extend_from_slice(b"data: [DONE]\n\n");
     }

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::output::{Block, Change, Output};
 use super::{Context, Frames, UPSTREAM_STATUS, arguments_object};
 use crate::Format;
-use crate::ir::FinishReason;
+use crate::ir::{FinishReason, Usage};
 use crate::response::errors::client_error;
 
 pub(super) struct Gemini {
@@ -76,7 +76,7 @@ fn finish_reason(reason: Option<FinishReason>) -> &'static str {
 }
 
 impl Frames for Gemini {
-    fn begin(&mut self, _: &Output, _: &mut Vec<u8>) {}
+    fn begin(&mut self, _: Option<&Usage>, _: &mut Vec<u8>) {}
 
     fn change(&mut self, output: &Output, change: &Change, out: &mut Vec<u8>) {
         let part = match (change, output.blocks.get(change_pos(change))) {

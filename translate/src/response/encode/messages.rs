@@ -3,9 +3,9 @@
 //!
 //! Content blocks are numbered by position: thinking → `thinking` block (with `signature_delta`s
 //! when the supplier signed it; `signature` is `""` otherwise), text → `text`, tool call →
-//! `tool_use` with `input_json_delta`s. `message_start` carries zero usage: the input count is
-//! rarely known before the end (OpenAI reports it last), so the real counts are in
-//! `message_delta`, in Anthropic's convention (`input_tokens` excludes the cache reads and
+//! `tool_use` with `input_json_delta`s. `message_start` carries the input usage when the supplier's
+//! first event had it (Gemini's does) and zeros otherwise (OpenAI reports usage last); the final
+//! counts are always repeated in `message_delta`, in Anthropic's convention (`input_tokens` excludes the cache reads and
 //! writes, which have their own fields). Errors are `event: error` with an `api_error`.
 
 use serde_json::{Value, json};
@@ -30,11 +30,12 @@ impl Messages {
 }
 
 impl Frames for Messages {
-    fn begin(&mut self, _: &Output, out: &mut Vec<u8>) {
+    fn begin(&mut self, usage: Option<&Usage>, out: &mut Vec<u8>) {
+        let mut usage = usage_json(&usage.copied().unwrap_or_default());
+        usage["output_tokens"] = json!(0);
         let message = json!({
             "id": self.id, "type": "message", "role": "assistant", "model": self.model,
-            "content": [], "stop_reason": null, "stop_sequence": null,
-            "usage": {"input_tokens": 0, "output_tokens": 0},
+            "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage,
         });
         sse::named(
             out,

@@ -1,4 +1,4 @@
-//! Encoders: [`ir::Event`]s into the client's format, as a stream of frames or collected into one
+//! Encoders: [`Event`]s into the client's format, as a stream of frames or collected into one
 //! JSON body.
 //!
 //! The event logic is written once, in [`Output`] (events → blocks and [`Change`]s) and in this
@@ -35,8 +35,8 @@ const UPSTREAM_STATUS: u16 = 502;
 
 /// How one client format writes a response.
 trait Frames {
-    /// Stream: the frames before any content.
-    fn begin(&mut self, output: &Output, out: &mut Vec<u8>);
+    /// Stream: the frames before any content; `usage` when the supplier's first event had some.
+    fn begin(&mut self, usage: Option<&Usage>, out: &mut Vec<u8>);
     /// Stream: the frames of one change (never `Change::Error`).
     fn change(&mut self, output: &Output, change: &Change, out: &mut Vec<u8>);
     /// Stream: the terminal frames of a complete response (the finish reason is known).
@@ -77,19 +77,29 @@ impl Encoder {
         }
     }
 
-    /// One event; in a stream, writes its frames.
-    pub fn event(&mut self, event: Event, out: &mut Vec<u8>) {
-        if self.done {
+    /// The events of one supplier event (or of a whole body), in order; in a stream, writes their
+    /// frames. The stream's preamble leaves with the first batch and may use its usage.
+    pub fn events(&mut self, events: Vec<Event>, out: &mut Vec<u8>) {
+        if self.done || events.is_empty() {
             return;
         }
         if !self.begun {
             self.begun = true;
             if self.stream {
-                self.frames.begin(&self.output, out);
+                let usage = events.iter().find_map(|event| match event {
+                    Event::Usage(usage) => Some(*usage),
+                    _ => None,
+                });
+                self.frames.begin(usage.as_ref(), out);
             }
         }
-        self.output.apply(event, &mut self.changes);
-        self.flush(out);
+        for event in events {
+            if self.done {
+                break;
+            }
+            self.output.apply(event, &mut self.changes);
+            self.flush(out);
+        }
     }
 
     /// The supplier settled: a stream whose finish reason is known writes its terminal frames now.

@@ -134,7 +134,7 @@ fn text_part(text: &str) -> Value {
 }
 
 impl Frames for Responses {
-    fn begin(&mut self, _: &Output, out: &mut Vec<u8>) {
+    fn begin(&mut self, _: Option<&Usage>, out: &mut Vec<u8>) {
         let response = self.response(None);
         self.emit("response.created", json!({"response": response}), out);
         self.emit("response.in_progress", json!({"response": response}), out);

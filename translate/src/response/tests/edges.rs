@@ -351,3 +351,47 @@ fn responses_as_a_supplier_never_panics() {
         let _: Value = serde_json::from_slice(&out).expect("JSON");
     }
 }
+
+#[test]
+fn the_translator_can_live_in_a_shared_request_context() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<crate::response::Translator>();
+}
+
+#[test]
+fn message_start_has_the_input_usage_when_the_first_event_had_it() {
+    let stream = sse(&[
+        json!({"candidates":[{"content":{"role":"model","parts":[{"text":"Hi"}]},"index":0}],
+            "usageMetadata":{"promptTokenCount":40,"cachedContentTokenCount":30,"totalTokenCount":40}}),
+        json!({"candidates":[{"content":{"role":"model","parts":[{"text":"!"}]},"finishReason":"STOP","index":0}],
+            "usageMetadata":{"promptTokenCount":40,"cachedContentTokenCount":30,"candidatesTokenCount":2,"totalTokenCount":42}}),
+    ]);
+    let out = run(Format::Gemini, Format::Messages, true, &[stream.as_bytes()]);
+    let frames = check_stream(Format::Messages, &out);
+    let usage = &frames[0].1["message"]["usage"];
+    assert_eq!(usage["input_tokens"], 10);
+    assert_eq!(usage["cache_read_input_tokens"], 30);
+    assert_eq!(usage["output_tokens"], 0);
+    let delta = &frames
+        .iter()
+        .find(|(e, _)| e.as_deref() == Some("message_delta"))
+        .expect("delta")
+        .1;
+    assert_eq!(delta["usage"]["output_tokens"], 2);
+}
+
+#[test]
+fn done_without_a_finish_reason_is_an_explicit_end() {
+    let chat = sse(&[
+        json!({"id":"c","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}),
+    ]) + "data: [DONE]\n\n";
+    let out = run(Format::Chat, Format::Responses, true, &[chat.as_bytes()]);
+    let got = summary(Format::Responses, true, &out);
+    assert_eq!(
+        (got.text.as_str(), got.finish, got.error),
+        ("Hi", Some(FinishReason::Stop), None)
+    );
+    // [DONE] alone, with nothing before it, is still a stream that never began.
+    let out = run(Format::Chat, Format::Chat, true, &[b"data: [DONE]\n\n"]);
+    assert!(summary(Format::Chat, true, &out).error.is_some());
+}
