@@ -114,7 +114,9 @@ impl Route {
 
     /// The surface an unknown path would have belonged to, for the shape of its 404.
     pub fn surface_of_path(path: &str) -> Surface {
-        if path.starts_with("/v1beta/") || path.contains(':') {
+        if path.starts_with("/compat/") {
+            Surface::OpenAi
+        } else if path.starts_with("/v1beta/") || path.contains(':') {
             Surface::Gemini
         } else if path.starts_with("/v1/") {
             Surface::Anthropic

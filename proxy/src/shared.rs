@@ -4,7 +4,9 @@
 //! Built once at start-up. The phases never receive it whole: the gateway hands each one the plain
 //! data and the store capability it needs (see [`Shared::routing`]).
 
+use crate::classify::Route;
 use crate::ctx::RequestCtx;
+use crate::meter::Meter;
 use crate::metrics::Metrics;
 use crate::money::renew::LiveHolds;
 use crate::money::resend::{RecentEvents, Spool};
@@ -12,6 +14,9 @@ use crate::route::capacity::{self, Queue};
 use crate::route::models::Router;
 use crate::route::{Routing, cooldown, select};
 use crate::upstream::Accounts;
+use crate::upstream::rewrite;
+use crate::wire::Wire;
+use crate::wire::cells::{self, Reshape};
 use credentials::{Env, KeyHasher};
 use opstate::Stores;
 use settings::{Environment, Settings};
@@ -170,11 +175,6 @@ impl Shared {
         ctx: &mut RequestCtx,
         upstream_response: &mut pingora::http::ResponseHeader,
     ) -> pingora::Result<()> {
-        use crate::classify::Route;
-        use crate::meter::Meter;
-        use crate::upstream::rewrite;
-        use crate::wire::Wire;
-        use crate::wire::cells::{self, Reshape};
         let Some(call) = &ctx.call else {
             return Ok(());
         };
@@ -219,29 +219,21 @@ impl Shared {
 
     /// A token count goes only to accounts that count in the client's format (a count translated
     /// to another API would be a generation): keeps those in `order`; `false` when none is left.
-    pub fn keep_counting_accounts(
-        &self,
-        route: crate::classify::Route,
-        order: &mut Vec<usize>,
-    ) -> bool {
+    pub fn keep_counting_accounts(&self, route: Route, order: &mut Vec<usize>) -> bool {
         order.retain(|&i| {
-            self.accounts.get(i).is_some_and(|u| {
-                crate::wire::cells::target(u.account.provider, route) == route.format()
-            })
+            self.accounts
+                .get(i)
+                .is_some_and(|u| cells::target(u.account.provider, route) == route.format())
         });
         !order.is_empty()
     }
 
     /// The formats spoken to the accounts of `order` for a call on `route`, in order.
-    pub fn targets(
-        &self,
-        route: crate::classify::Route,
-        order: &[usize],
-    ) -> Vec<Option<translate::Format>> {
+    pub fn targets(&self, route: Route, order: &[usize]) -> Vec<Option<translate::Format>> {
         order
             .iter()
             .filter_map(|&i| self.accounts.get(i))
-            .map(|u| crate::wire::cells::target(u.account.provider, route))
+            .map(|u| cells::target(u.account.provider, route))
             .collect()
     }
 

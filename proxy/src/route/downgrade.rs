@@ -5,7 +5,8 @@
 //! - the route policy: the model names a `downgrade_to`, and the client did not send
 //!   `x-tollgate-downgrade: never`;
 //! - the key: its group exposes the target model;
-//! - the work ([`is_simple`]): no tools or functions, no high reasoning effort, a body of at most
+//! - the work ([`is_simple`]): no tools or functions, no high reasoning effort (nor any Anthropic
+//!   `thinking` or Gemini `thinkingConfig`), a body of at most
 //!   16 KiB and an output cap (if any) of at most 2048 tokens;
 //! - the pressure: slots in use / total `max_concurrency` of the model's available accounts ≥
 //!   `routing.downgrade_pressure` (0.8).
@@ -62,12 +63,17 @@ pub(crate) fn is_simple(fields: &TopLevel<'_>, call: &CallBody, body_bytes: usiz
             .get(name)
             .is_some_and(|v| !matches!(v.get().trim(), "null" | "[]"))
     };
+    // Anthropic `thinking` and Gemini `thinkingConfig` ask for reasoning whatever their budget.
     let high_effort = fields
         .get("reasoning_effort")
         .is_some_and(|v| v.get().contains("high"))
         || fields
             .get("reasoning")
-            .is_some_and(|v| v.get().contains("\"high\""));
+            .is_some_and(|v| v.get().contains("\"high\""))
+        || present("thinking")
+        || fields
+            .get("generationConfig")
+            .is_some_and(|v| v.get().contains("\"thinkingConfig\""));
     !present("tools")
         && !present("functions")
         && !high_effort
@@ -110,6 +116,12 @@ mod tests {
             r#"{"model":"m","messages":[],"reasoning_effort":"high"}"#
         ));
         assert!(!simple(r#"{"model":"m","messages":[],"max_tokens":4096}"#));
+        assert!(!simple(
+            r#"{"model":"m","messages":[],"thinking":{"type":"enabled","budget_tokens":1024}}"#
+        ));
+        assert!(!simple(
+            r#"{"model":"m","messages":[],"generationConfig":{"thinkingConfig":{"thinkingBudget":512}}}"#
+        ));
         let long = format!(
             r#"{{"model":"m","messages":[{{"role":"user","content":"{}"}}]}}"#,
             "x".repeat(20_000)
