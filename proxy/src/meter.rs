@@ -189,7 +189,8 @@ impl Meter {
     /// - Reported usage is exact.
     /// - No body byte at all (the supplier stalled after its headers, or closed): nothing was
     ///   served, zero tokens.
-    /// - Otherwise an estimate: input = ⌈request bytes / 4⌉; output = the events carrying text
+    /// - Otherwise an estimate: input = what the stream reported before it ended (Anthropic's
+    ///   `message_start`), else ⌈request bytes / 4⌉; output = the events carrying text
     ///   (streams), or ⌈response body bytes / 4⌉ (a JSON body without `usage`).
     pub fn outcome(&self, request_bytes: usize) -> (Usage, Measurement) {
         match self.usage {
@@ -197,12 +198,16 @@ impl Meter {
             None if self.bytes == 0 => (Usage::default(), Measurement::Exact),
             None => (
                 Usage {
-                    input: (request_bytes as u64).div_ceil(4),
+                    // The input a stream reported before it was cut is exact; else estimated.
+                    input: self
+                        .partial
+                        .input()
+                        .map_or((request_bytes as u64).div_ceil(4), |(input, _)| input),
                     output: match self.mode {
                         Mode::Sse => self.content_events,
                         Mode::Json => self.bytes.div_ceil(4),
                     },
-                    cached: 0,
+                    cached: self.partial.input().map_or(0, |(_, cached)| cached),
                 },
                 Measurement::Estimated,
             ),

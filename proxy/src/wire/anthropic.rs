@@ -79,6 +79,9 @@ pub(crate) struct Partial {
     cache_read: Option<u64>,
     cache_creation: Option<u64>,
     output_tokens: Option<u64>,
+    /// Whether the output count is final: a `message_delta` or a whole message carried it
+    /// (`message_start`'s `output_tokens` is a placeholder).
+    output_final: bool,
 }
 
 impl Partial {
@@ -89,11 +92,26 @@ impl Partial {
             cache_read: later.cache_read.or(self.cache_read),
             cache_creation: later.cache_creation.or(self.cache_creation),
             output_tokens: later.output_tokens.or(self.output_tokens),
+            output_final: self.output_final || later.output_final,
         }
     }
 
-    /// The usage once the input side is known (an output count alone is not a usage report).
+    /// The usage once both sides are reported: the input (an output count alone is not a
+    /// report) and the final output (a stream cut after `message_start` is not exact).
     pub fn usage(self) -> Option<Usage> {
+        if !self.output_final {
+            return None;
+        }
+        self.counted()
+    }
+
+    /// The input side as reported so far (tokens, cached), even when the output is not final:
+    /// a cut stream's estimate starts from it.
+    pub fn input(self) -> Option<(u64, u64)> {
+        self.counted().map(|u| (u.input, u.cached))
+    }
+
+    fn counted(self) -> Option<Usage> {
         let uncached = self.input_tokens?;
         let cached = self.cache_read.unwrap_or(0);
         let input = uncached
@@ -110,6 +128,8 @@ impl Partial {
 
 #[derive(Deserialize)]
 struct Carrier {
+    #[serde(rename = "type")]
+    kind: Option<String>,
     usage: Option<RawUsage>,
     message: Option<MessageCarrier>,
 }
@@ -130,8 +150,10 @@ struct RawUsage {
 /// The usage fields of one JSON document (a whole body, or one SSE event's data).
 pub(crate) fn partial(json: &[u8]) -> Option<Partial> {
     let carrier: Carrier = serde_json::from_slice(json).ok()?;
+    let output_final = matches!(carrier.kind.as_deref(), Some("message_delta" | "message"));
     let raw = carrier.usage.or(carrier.message.and_then(|m| m.usage))?;
     Some(Partial {
+        output_final,
         input_tokens: raw.input_tokens,
         cache_read: raw.cache_read_input_tokens,
         cache_creation: raw.cache_creation_input_tokens,
@@ -159,6 +181,12 @@ mod tests {
         let u = start.merge(delta).merge(again).usage().unwrap();
         assert_eq!((u.input, u.output, u.cached), (15, 7, 4), "never added up");
         assert_eq!(delta.usage(), None, "output alone is not a report");
+        assert_eq!(
+            start.usage(),
+            None,
+            "message_start's output count is a placeholder"
+        );
+        assert_eq!(start.input(), Some((15, 4)));
     }
 
     #[test]

@@ -89,6 +89,19 @@ impl Harness {
             .body(body.to_string())
     }
 
+    /// `GET path` with the key in `header`: status and JSON body.
+    async fn get_json(&self, path: &str, header: &str, key: &str) -> (u16, Value) {
+        json_of(
+            self.http
+                .get(self.url(path))
+                .header(header, key)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
     /// A native call the way google-genai sends it (`x-goog-api-key`).
     fn native(&self, key: &str, path: &str, body: &Value) -> reqwest::RequestBuilder {
         self.http
@@ -472,15 +485,7 @@ async fn google_alias_only_with_the_group_feature() {
 #[tokio::test]
 async fn model_lists_in_each_shape() {
     let (h, key) = start().await;
-    let (s, v) = json_of(
-        h.http
-            .get(h.url("/v1/models"))
-            .header("x-api-key", &key)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (s, v) = h.get_json("/v1/models", "x-api-key", &key).await;
     assert_eq!(s, 200);
     let ids: Vec<&str> = v["data"]
         .as_array()
@@ -491,15 +496,7 @@ async fn model_lists_in_each_shape() {
     assert_eq!(ids, ["claude-x", "gemini-x", "gpt-4o-mini"]);
     assert_eq!(v["data"][0]["type"], "model");
     assert_eq!(v["has_more"], false);
-    let (s, v) = json_of(
-        h.http
-            .get(h.url("/v1beta/models"))
-            .header("x-goog-api-key", &key)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (s, v) = h.get_json("/v1beta/models", "x-goog-api-key", &key).await;
     assert_eq!(s, 200);
     let names: Vec<&str> = v["models"]
         .as_array()
@@ -512,25 +509,13 @@ async fn model_lists_in_each_shape() {
         ["models/gemini-x"],
         "only models with a native serving cell"
     );
-    let (s, v) = json_of(
-        h.http
-            .get(h.url("/v1beta/models/gemini-x"))
-            .header("x-goog-api-key", &key)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (s, v) = h
+        .get_json("/v1beta/models/gemini-x", "x-goog-api-key", &key)
+        .await;
     assert_eq!((s, v["name"].as_str()), (200, Some("models/gemini-x")));
-    let (s, _) = json_of(
-        h.http
-            .get(h.url("/v1beta/models/claude-x"))
-            .header("x-goog-api-key", &key)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (s, _) = h
+        .get_json("/v1beta/models/claude-x", "x-goog-api-key", &key)
+        .await;
     assert_eq!(s, 404);
 }
 
@@ -692,4 +677,81 @@ async fn translated_cells_answer_in_the_clients_format_and_charge_exactly() {
             .reserved,
         NanoUsd::ZERO
     );
+}
+
+/// The edges of translated cells: a field the target cannot express is refused before any
+/// supplier (nothing held or charged); the stateless rule of responses on a gemini-served model;
+/// a supplier's error in the client's shape, charged nothing; a translated stream the supplier
+/// cut ends with the client's error event and is charged the estimate, never zero.
+#[tokio::test]
+async fn translated_cells_at_their_edges() {
+    let (h, key) = start().await;
+    let before = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    let post = |path: &str, body: Value| {
+        h.http
+            .post(h.url(path))
+            .bearer_auth(&key)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+    };
+    let mut two = chat("claude-x", false);
+    two["n"] = json!(2);
+    let (s, v) = json_of(
+        post("/compat/v1/chat/completions", two)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 400, "{v}");
+    assert_eq!(v["error"]["type"], "invalid_request_error");
+    assert_eq!(v["error"]["param"], "n");
+    for field in ["previous_response_id", "conversation", "prompt"] {
+        let body = json!({"model": "gemini-x", "input": "hi", field: "x"});
+        let (s, v) = json_of(post("/compat/v1/responses", body).send().await.unwrap()).await;
+        assert_eq!((s, v["error"]["param"].as_str()), (400, Some(field)), "{v}");
+    }
+    let body = json!({"model": "gemini-x", "input": "hi", "store": true});
+    let (s, v) = json_of(post("/compat/v1/responses", body).send().await.unwrap()).await;
+    assert_eq!(
+        (s, v["error"]["param"].as_str()),
+        (400, Some("store")),
+        "{v}"
+    );
+    assert_eq!(h.mock.request_count(), 0, "refused before any supplier");
+    h.no_usage_event().await;
+    assert_eq!(
+        h.stores.wallets.snapshot(42).await.unwrap().unwrap(),
+        before
+    );
+
+    // An Anthropic-format refusal reaches a chat client in the OpenAI shape.
+    let (s, v) = json_of(
+        post("/compat/v1/chat/completions", chat("claude-x", false))
+            .header("x-mock-fault", "status=400")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 400);
+    assert_eq!(v["error"]["type"], "invalid_request_error", "{v}");
+    assert!(v["error"]["message"].is_string());
+    assert_eq!(h.usage_event().await.cost_nanos, NanoUsd::ZERO);
+
+    // A cut translated stream: the client's error event, the estimate charged.
+    let resp = post("/compat/v1/chat/completions", chat("claude-x", true))
+        .header("x-mock-fault", "cut_after=4")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let text = match resp.text().await {
+        Ok(t) => t,
+        Err(_) => String::new(),
+    };
+    let e = h.usage_event().await;
+    assert_eq!(e.measurement, opstate::Measurement::Estimated, "{text}");
+    assert!(e.cost_nanos.is_positive(), "a cut stream is never free");
+    assert_eq!(e.charged_nanos, e.cost_nanos);
 }
