@@ -746,10 +746,8 @@ async fn translated_cells_at_their_edges() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    let text = match resp.text().await {
-        Ok(t) => t,
-        Err(_) => String::new(),
-    };
+    // The supplier's cut reaches the client as a cut (the body may not complete).
+    let text = resp.text().await.unwrap_or_default();
     let e = h.usage_event().await;
     assert_eq!(e.measurement, opstate::Measurement::Estimated, "{text}");
     assert!(e.cost_nanos.is_positive(), "a cut stream is never free");
