@@ -24,17 +24,23 @@ pub enum Route {
     Messages,
     /// `POST /v1/messages/count_tokens`.
     MessagesCountTokens,
-    /// `GET /v1/models`: the model list in Anthropic's shape, answered locally.
+    /// `GET /v1/models`: the model list in Anthropic's shape, answered locally (in Gemini's
+    /// shape, as [`Route::NativeModels`], when the request carries a Google client's marks).
     MessagesModels,
+    /// `GET /v1/models/{model}`: one model in Anthropic's shape, answered locally (or
+    /// [`Route::NativeModel`] for a Google client).
+    MessagesModel,
     /// `POST /v1beta/models/{model}:generateContent` (also under `/v1/models/…`).
     NativeGenerate,
     /// `POST /v1beta/models/{model}:streamGenerateContent` (`?alt=sse`).
     NativeStream,
     /// `POST /v1beta/models/{model}:countTokens`.
     NativeCountTokens,
-    /// `GET /v1beta/models`: the native model list, answered locally.
+    /// `GET /v1beta/models`: the native model list, answered locally (also `GET /v1/models` from a
+    /// Google client).
     NativeModels,
-    /// `GET /v1beta/models/{model}`: one native model, answered locally.
+    /// `GET /v1beta/models/{model}`: one native model, answered locally (also under `/v1/models/`
+    /// from a Google client).
     NativeModel,
     /// `/partner/v1/*`, `/api/v1/*`, `/invitations/*`, `/billing/top-up/*`: forwarded to
     /// admin-api untouched (it authenticates and answers them).
@@ -85,9 +91,11 @@ impl Route {
                 "countTokens" => Some(Route::NativeCountTokens),
                 _ => None,
             },
-            (&Method::GET, None) if path.starts_with("/v1beta/") && !rest.is_empty() => {
-                Some(Route::NativeModel)
-            }
+            (&Method::GET, None) if !rest.is_empty() => Some(if path.starts_with("/v1beta/") {
+                Route::NativeModel
+            } else {
+                Route::MessagesModel
+            }),
             _ => None,
         }
     }
@@ -102,13 +110,22 @@ impl Route {
     }
 
     /// The route of a request header; an unknown route is the client's error (404).
+    ///
+    /// `GET /v1/models[/{model}]` is both Anthropic's and Gemini's (google-genai's default API
+    /// version is `v1`): it is the native list when the request carries a Google client's marks
+    /// (`x-goog-api-key`, `x-goog-api-client` or a `key` query parameter), else Anthropic's.
     pub fn of(header: &pingora::http::RequestHeader) -> Result<Route, crate::errors::GatewayError> {
         let path = header.uri.path();
-        Route::classify(&header.method, path).ok_or_else(|| {
+        let route = Route::classify(&header.method, path).ok_or_else(|| {
             crate::errors::GatewayError::UnknownRoute {
                 method: header.method.to_string(),
                 path: path.chars().take(200).collect(),
             }
+        })?;
+        Ok(match route {
+            Route::MessagesModels if google_client(header) => Route::NativeModels,
+            Route::MessagesModel if google_client(header) => Route::NativeModel,
+            route => route,
         })
     }
 
@@ -135,6 +152,7 @@ impl Route {
             Route::Messages => "messages",
             Route::MessagesCountTokens => "messages_count_tokens",
             Route::MessagesModels => "messages_models",
+            Route::MessagesModel => "messages_model",
             Route::NativeGenerate => "native_generate",
             Route::NativeStream => "native_stream",
             Route::NativeCountTokens => "native_count_tokens",
@@ -151,9 +169,10 @@ impl Route {
             | Route::ChatCompletions
             | Route::Responses
             | Route::AudioTranscriptions => Surface::OpenAi,
-            Route::Messages | Route::MessagesCountTokens | Route::MessagesModels => {
-                Surface::Anthropic
-            }
+            Route::Messages
+            | Route::MessagesCountTokens
+            | Route::MessagesModels
+            | Route::MessagesModel => Surface::Anthropic,
             Route::NativeGenerate
             | Route::NativeStream
             | Route::NativeCountTokens
@@ -176,6 +195,7 @@ impl Route {
             Route::AudioTranscriptions => Some(ModelKind::Audio),
             Route::Models
             | Route::MessagesModels
+            | Route::MessagesModel
             | Route::NativeModels
             | Route::NativeModel
             | Route::Admin => None,
@@ -195,6 +215,7 @@ impl Route {
             Route::Models
             | Route::AudioTranscriptions
             | Route::MessagesModels
+            | Route::MessagesModel
             | Route::NativeModels
             | Route::NativeModel
             | Route::Admin => None,
@@ -210,9 +231,24 @@ impl Route {
     pub fn is_local(self) -> bool {
         matches!(
             self,
-            Route::Models | Route::MessagesModels | Route::NativeModels | Route::NativeModel
+            Route::Models
+                | Route::MessagesModels
+                | Route::MessagesModel
+                | Route::NativeModels
+                | Route::NativeModel
         )
     }
+}
+
+/// Whether a request carries a Google client's marks: google-genai sends `x-goog-api-key` and
+/// `x-goog-api-client`; REST clients put the key in `?key=`.
+fn google_client(header: &pingora::http::RequestHeader) -> bool {
+    header.headers.contains_key("x-goog-api-key")
+        || header.headers.contains_key("x-goog-api-client")
+        || header
+            .uri
+            .query()
+            .is_some_and(|q| q.split('&').any(|p| p.starts_with("key=")))
 }
 
 #[cfg(test)]
@@ -289,6 +325,10 @@ mod tests {
             Some(Route::NativeModels)
         );
         assert_eq!(
+            Route::classify(&Method::GET, "/v1/models/claude-x"),
+            Some(Route::MessagesModel)
+        );
+        assert_eq!(
             Route::classify(&Method::GET, "/compat/v1/chat/completions"),
             None
         );
@@ -296,5 +336,36 @@ mod tests {
             Route::classify(&Method::GET, "/compat/v1/models/"),
             Some(Route::Models)
         );
+    }
+
+    #[test]
+    fn v1_model_routes_belong_to_google_clients_by_their_marks() {
+        let request = |path: &str, header: Option<(&str, &str)>| {
+            let mut h = pingora::http::RequestHeader::build("GET", path.as_bytes(), None).unwrap();
+            if let Some((k, v)) = header {
+                h.insert_header(k.to_string(), v).unwrap();
+            }
+            Route::of(&h).unwrap()
+        };
+        let anthropic = ("x-api-key", "k");
+        assert_eq!(
+            request("/v1/models", Some(anthropic)),
+            Route::MessagesModels
+        );
+        assert_eq!(request("/v1/models", None), Route::MessagesModels);
+        assert_eq!(
+            request("/v1/models/m", Some(anthropic)),
+            Route::MessagesModel
+        );
+        for google in [("x-goog-api-key", "k"), ("x-goog-api-client", "genai")] {
+            assert_eq!(request("/v1/models", Some(google)), Route::NativeModels);
+            assert_eq!(request("/v1/models/m", Some(google)), Route::NativeModel);
+        }
+        assert_eq!(request("/v1/models?key=k", None), Route::NativeModels);
+        assert_eq!(
+            request("/v1/models?pageSize=5&key=k", None),
+            Route::NativeModels
+        );
+        assert_eq!(request("/v1/models?monkey=1", None), Route::MessagesModels);
     }
 }

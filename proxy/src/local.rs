@@ -5,9 +5,11 @@
 //! - `GET /compat/v1/models`: `{object: "list", data: [{id, object: "model"}]}` (every model);
 //! - `GET /v1/models`: Anthropic's page `{data: [{id, type: "model", display_name, created_at}],
 //!   has_more: false, first_id, last_id}` (text models, served on Messages whatever the provider);
+//!   `GET /v1/models/{id}`: one of them, 404 otherwise;
 //! - `GET /v1beta/models`: Gemini's `{models: [{name: "models/ID", …,
 //!   supportedGenerationMethods}]}` (models with a native serving cell: gemini accounts);
-//!   `GET /v1beta/models/{id}`: one of them, 404 otherwise.
+//!   `GET /v1beta/models/{id}`: one of them, 404 otherwise. From a Google client (google-genai's
+//!   default API version is `v1`), `GET /v1/models[/{id}]` answers these ([`Route::of`]).
 
 use crate::classify::Route;
 use crate::errors::{GatewayError, Surface};
@@ -29,18 +31,21 @@ pub fn answer(
             let data: Vec<Value> = router
                 .listed(group_id, Surface::Anthropic)
                 .iter()
-                .map(|m| {
-                    json!({
-                        "id": m.id,
-                        "type": "model",
-                        "display_name": m.id,
-                        "created_at": "1970-01-01T00:00:00Z",
-                    })
-                })
+                .map(|m| anthropic(m))
                 .collect();
             let first = data.first().map(|m| m["id"].clone());
             let last = data.last().map(|m| m["id"].clone());
             json!({"data": data, "has_more": false, "first_id": first, "last_id": last})
+        }
+        Route::MessagesModel => {
+            let id = path.strip_prefix("/v1/models/").unwrap_or_default();
+            let id = id.strip_suffix('/').unwrap_or(id);
+            router
+                .listed(group_id, Surface::Anthropic)
+                .iter()
+                .find(|m| m.id == id)
+                .map(|m| anthropic(m))
+                .ok_or_else(|| GatewayError::UnknownModel(id.to_string()))?
         }
         Route::NativeModels => {
             let models: Vec<Value> = router
@@ -68,6 +73,16 @@ pub fn answer(
         }
     };
     Ok(Bytes::from(body.to_string()))
+}
+
+/// One model in Anthropic's shape.
+fn anthropic(m: &Model) -> Value {
+    json!({
+        "id": m.id,
+        "type": "model",
+        "display_name": m.id,
+        "created_at": "1970-01-01T00:00:00Z",
+    })
 }
 
 /// One model in Gemini's shape.

@@ -108,3 +108,22 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// The Python of the official-SDK virtual environment (`scripts/sdk-env` makes it at
+/// `target/sdk-venv`; `TOLLGATE_SDK_PYTHON` overrides). `None` lets an SDK test skip on a machine
+/// without it; with `TOLLGATE_REQUIRE_SDKS=1` (set by CI) a missing one fails the calling test.
+pub fn sdk_python() -> Option<std::path::PathBuf> {
+    let path = match std::env::var("TOLLGATE_SDK_PYTHON") {
+        Ok(p) if !p.is_empty() => std::path::PathBuf::from(p),
+        _ => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/sdk-venv/bin/python"),
+    };
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("TOLLGATE_REQUIRE_SDKS").as_deref() != Ok("1"),
+        "TOLLGATE_REQUIRE_SDKS=1 but {} is missing (run scripts/sdk-env)",
+        path.display()
+    );
+    None
+}

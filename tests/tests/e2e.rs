@@ -15,6 +15,9 @@ use opstate::Stores;
 use testkit::{Account, Group, Model, TestConfig};
 use tollgate::{App, Role};
 
+#[path = "e2e/sdk.rs"]
+mod sdk;
+
 #[tokio::test]
 async fn key_from_the_database_reaches_the_gateway() {
     let mock = MockSupplier::start(MockConfig::default()).await.unwrap();

@@ -517,6 +517,38 @@ async fn model_lists_in_each_shape() {
         .get_json("/v1beta/models/claude-x", "x-goog-api-key", &key)
         .await;
     assert_eq!(s, 404);
+    // One model in Anthropic's shape; an unlisted one is a 404 in that shape.
+    let (s, v) = h.get_json("/v1/models/claude-x", "x-api-key", &key).await;
+    assert_eq!(
+        (s, &v["id"], &v["type"]),
+        (200, &json!("claude-x"), &json!("model"))
+    );
+    let (s, v) = h.get_json("/v1/models/nope", "x-api-key", &key).await;
+    assert_eq!(
+        (s, &v["type"], &v["error"]["type"]),
+        (404, &json!("error"), &json!("not_found_error")),
+        "{v}"
+    );
+    // google-genai's default API version is v1: /v1/models from a Google client is the native list.
+    let (s, v) = h.get_json("/v1/models", "x-goog-api-key", &key).await;
+    assert_eq!(
+        (s, &v["models"][0]["name"]),
+        (200, &json!("models/gemini-x")),
+        "{v}"
+    );
+    assert_eq!(v["models"].as_array().unwrap().len(), 1);
+    let (s, v) = h
+        .get_json("/v1/models/gemini-x", "x-goog-api-key", &key)
+        .await;
+    assert_eq!((s, v["name"].as_str()), (200, Some("models/gemini-x")));
+    let (s, v) = h
+        .get_json("/v1/models/claude-x", "x-goog-api-key", &key)
+        .await;
+    assert_eq!(
+        (s, v["error"]["status"].as_str()),
+        (404, Some("NOT_FOUND")),
+        "{v}"
+    );
 }
 
 #[tokio::test]

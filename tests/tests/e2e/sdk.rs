@@ -1,0 +1,363 @@
+//! The official `openai`, `anthropic` and `google-genai` Python SDKs, unmodified, against a whole
+//! deployment: every served cell of client surface × supplier format, streaming and not, plain
+//! calls and tool round trips, each charged exactly once at the served model's price; the SDKs'
+//! own error classes, model lists and token counts. `tests/sdk/matrix.py` makes the calls; this
+//! test starts the deployment and checks what reached the supplier and what was booked.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use credentials::{Env, KeyHasher};
+use mock_supplier::{MockConfig, MockSupplier, RecordedRequest};
+use opstate::Stores;
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+use serde_json::Value;
+use testkit::{Account, Group, Model, TestConfig};
+use tollgate::{App, Role};
+
+/// What the tool returns in every round trip (the script sends it back to the model).
+const TOOL_RESULT: &str = "sunny-42";
+
+/// Nano-USD per token of input and output: the served model's price.
+fn price(model: &str) -> (i64, i64) {
+    match model {
+        "gpt-4o-mini" => (150, 600),
+        "claude-x" => (3_000, 15_000),
+        "gemini-x" => (1_250, 10_000),
+        other => panic!("no price for {other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_sdks_are_served_on_every_cell_and_charged_exactly() {
+    let Some(python) = testkit::sdk_python() else {
+        eprintln!("SDK venv missing (scripts/sdk-env): official SDK matrix skipped");
+        return;
+    };
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let db_url = testkit::fresh_database_url().await;
+    let mut config = TestConfig::embedded()
+        .database(&db_url)
+        .model(Model::gpt_4o_mini())
+        .model(Model::text("claude-x", 3.0, 15.0).family("claude"))
+        .model(Model::text("gemini-x", 1.25, 10.0).family("gemini"))
+        .account(Account::openai("oa", &mock.base_url(), &["gpt-4o-mini"]))
+        .account(Account::anthropic("an", &mock.root_url(), &["claude-x"]))
+        .account(Account::gemini("ge", &mock.root_url(), &["gemini-x"]))
+        .group(Group::new(1, &["gpt-4o-mini", "claude-x", "gemini-x"]));
+    if let Some(url) = testkit::redis_url() {
+        config = config.redis(&url, &testkit::redis_prefix("sdk"));
+    }
+    let db = admin_api::db::connect(&db_url).await.unwrap();
+    admin_api::db::migrate(&db).await.unwrap();
+    let key = admin_api::demo::demo_key(
+        &db,
+        Stores::memory().keys.as_ref(),
+        &KeyHasher::new(testkit::PEPPER.as_bytes()),
+        Env::Dev,
+        1,
+    )
+    .await
+    .unwrap();
+    let running = App::build(config.settings(), Role::Proxy)
+        .await
+        .unwrap()
+        .start();
+    let base = running.base_url().unwrap();
+
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/sdk/matrix.py");
+    let mut cmd = std::process::Command::new(&python);
+    cmd.args([script, base.as_str(), key.api_key.as_str()])
+        .args([
+            "openai=gpt-4o-mini",
+            "anthropic=claude-x",
+            "gemini=gemini-x",
+        ])
+        // The SDKs must reach the loopback gateway, never a proxy of the environment.
+        .env("NO_PROXY", "*")
+        .env_remove("HTTP_PROXY")
+        .env_remove("HTTPS_PROXY")
+        .env_remove("ALL_PROXY");
+    let output = tokio::time::timeout(
+        Duration::from_secs(240),
+        tokio::task::spawn_blocking(move || cmd.output()),
+    )
+    .await
+    .expect("the SDK matrix took more than 240 s")
+    .unwrap()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "matrix.py failed: {}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let errors: Vec<&Value> = lines.iter().filter(|l| l.get("error").is_some()).collect();
+    assert!(
+        errors.is_empty(),
+        "SDK calls failed:\n{}",
+        errors
+            .iter()
+            .map(|e| format!("{}:\n{}", e["id"], e["error"].as_str().unwrap_or_default()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let calls: Vec<&Value> = lines.iter().filter(|l| l.get("client").is_some()).collect();
+    let checks: BTreeMap<&str, &Value> = lines
+        .iter()
+        .filter(|l| l.get("check").is_some())
+        .map(|l| (l["id"].as_str().unwrap(), l))
+        .collect();
+    // chat, responses, messages × 3 suppliers + native × gemini, × {json, stream} × 3 steps.
+    assert_eq!(calls.len(), 10 * 2 * 3, "{stdout}");
+
+    // Every call's usage record: found by its unique prompt count, exactly one, at the served
+    // model's price; what the SDK reported is what the supplier reported.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while entities::usage_records::Entity::find()
+        .count(&db)
+        .await
+        .unwrap()
+        < calls.len() as u64
+    {
+        assert!(Instant::now() < deadline, "not every call was settled");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let supplier_requests = mock.requests();
+    let mut total = 0i64;
+    for call in &calls {
+        let id = call["id"].as_str().unwrap();
+        let (prompt, completion) = (
+            call["prompt"].as_i64().unwrap(),
+            call["completion"].as_i64().unwrap(),
+        );
+        let model = call["model"].as_str().unwrap();
+        assert_eq!(
+            call["usage"],
+            serde_json::json!({"input": prompt, "output": completion}),
+            "{id}: usage the SDK saw"
+        );
+        let records = entities::usage_records::Entity::find()
+            .filter(entities::usage_records::Column::InputTokens.eq(prompt))
+            .all(&db)
+            .await
+            .unwrap();
+        assert_eq!(records.len(), 1, "{id}: charged once");
+        let r = &records[0];
+        let (inp, out) = price(model);
+        let cost = prompt * inp + completion * out;
+        assert_eq!(
+            (
+                r.model_served.as_str(),
+                r.output_tokens,
+                r.measurement.as_str(),
+                r.stream,
+                r.cost_nanos,
+                r.charged_nanos
+            ),
+            (
+                model,
+                completion,
+                "exact",
+                call["stream"].as_bool().unwrap(),
+                cost,
+                cost
+            ),
+            "{id}"
+        );
+        total += cost;
+
+        // The supplier was spoken to in its own format, with the account's credential only.
+        let sent = supplier_request(&supplier_requests, prompt, completion);
+        let (supplier, client) = (
+            call["supplier"].as_str().unwrap(),
+            call["client"].as_str().unwrap(),
+        );
+        let stream = call["stream"].as_bool().unwrap();
+        let path = match (supplier, client, stream) {
+            ("openai", "responses", _) => "/v1/responses",
+            ("openai", _, _) => "/v1/chat/completions",
+            ("anthropic", _, _) => "/v1/messages",
+            (_, _, false) => "/v1beta/models/gemini-x:generateContent",
+            (_, _, true) => "/v1beta/models/gemini-x:streamGenerateContent?alt=sse",
+        };
+        let credential = match supplier {
+            "openai" => ("authorization", "Bearer sk-mock-supplier"),
+            "anthropic" => ("x-api-key", "sk-mock-supplier"),
+            _ => ("x-goog-api-key", "sk-mock-supplier"),
+        };
+        assert_eq!(sent.path, path, "{id}");
+        assert_eq!(sent.header(credential.0), Some(credential.1), "{id}");
+        assert!(
+            !sent.headers.iter().any(|(_, v)| v.contains(&key.api_key)),
+            "{id}: the customer key reached the supplier"
+        );
+
+        let step = call["step"].as_i64().unwrap();
+        let text = call["text"].as_str().unwrap();
+        if step == 2 {
+            assert_eq!(
+                (&call["tool"]["name"], &call["tool"]["args"]),
+                (&Value::from("lookup"), &serde_json::json!({"q": "mock"})),
+                "{id}: the supplier's tool call reached the SDK"
+            );
+        } else {
+            assert!(call["tool"].is_null(), "{id}: {call}");
+            assert!(!text.is_empty(), "{id}: no text");
+        }
+        if step == 3 {
+            let body = sent.json().unwrap();
+            assert!(
+                carries_tool_result(supplier, client, &body),
+                "{id}: the tool result did not reach the supplier in its format: {body}"
+            );
+        }
+    }
+    let wallet = admin_api::ledger::balance(
+        &db,
+        &admin_api::ledger::AccountRef::org_wallet(key.organization_id).code,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        wallet.nanos(),
+        admin_api::demo::DEMO_CREDIT_USD * money::NANOS_PER_USD - total,
+        "the ledger holds exactly the sum of the calls"
+    );
+
+    // The SDKs' own error classes (each surface's error shape parsed by its SDK).
+    for (id, class, status) in [
+        ("openai-unknown-model", "NotFoundError", 404),
+        ("openai-bad-key", "AuthenticationError", 401),
+        ("anthropic-unknown-model", "NotFoundError", 404),
+        ("anthropic-bad-key", "AuthenticationError", 401),
+        ("anthropic-invalid", "BadRequestError", 400),
+        ("native-unknown-model", "ClientError", 404),
+        ("native-not-gemini-served", "ClientError", 404),
+        ("native-bad-key", "ClientError", 401),
+    ] {
+        let c = checks[id];
+        assert_eq!(
+            (c["class"].as_str(), c["status"].as_i64()),
+            (Some(class), Some(status)),
+            "{id}: {c}"
+        );
+    }
+    let all = serde_json::json!(["claude-x", "gemini-x", "gpt-4o-mini"]);
+    assert_eq!(checks["openai-models"]["ids"], all);
+    assert_eq!(checks["anthropic-models"]["ids"], all);
+    assert_eq!(
+        checks["native-models"]["ids"],
+        serde_json::json!(["models/gemini-x"])
+    );
+    for id in ["anthropic-count", "native-count"] {
+        assert!(checks[id]["tokens"].as_i64().unwrap() > 0, "{}", checks[id]);
+    }
+    // Errors and lists left no record; each token count that reached a supplier left its audit
+    // record (every request that reached a supplier does) at no charge.
+    let prompts: Vec<i64> = calls
+        .iter()
+        .map(|c| c["prompt"].as_i64().unwrap())
+        .collect();
+    let others: Vec<_> = entities::usage_records::Entity::find()
+        .all(&db)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| !prompts.contains(&r.input_tokens))
+        .collect();
+    let mut others: Vec<(&str, i64, i64)> = others
+        .iter()
+        .map(|r| (r.route.as_str(), r.cost_nanos, r.charged_nanos))
+        .collect();
+    others.sort();
+    assert_eq!(
+        others,
+        [
+            ("messages_count_tokens", 0, 0),
+            ("native_count_tokens", 0, 0)
+        ],
+        "records of no generation call"
+    );
+    running.stop().await.unwrap();
+}
+
+/// The supplier request of one call, found by the `x-mock-usage` the gateway forwarded.
+fn supplier_request(
+    requests: &[RecordedRequest],
+    prompt: i64,
+    completion: i64,
+) -> &RecordedRequest {
+    let want = format!("prompt={prompt},completion={completion}");
+    let found: Vec<&RecordedRequest> = requests
+        .iter()
+        .filter(|r| r.header("x-mock-usage") == Some(want.as_str()))
+        .collect();
+    assert_eq!(found.len(), 1, "supplier requests with {want}");
+    found[0]
+}
+
+/// Whether `body` (what the supplier received) carries the tool's result in the supplier's own
+/// format, answering the call the supplier made (same id, or same name for Gemini).
+fn carries_tool_result(supplier: &str, client: &str, body: &Value) -> bool {
+    let has = |v: &Value| v.to_string().contains(TOOL_RESULT);
+    let items = |key: &str| body[key].as_array().cloned().unwrap_or_default();
+    match (supplier, client) {
+        ("openai", "responses") => {
+            let call_ids: Vec<Value> = items("input")
+                .iter()
+                .filter(|i| i["type"] == "function_call" && i["name"] == "lookup")
+                .map(|i| i["call_id"].clone())
+                .collect();
+            items("input").iter().any(|i| {
+                i["type"] == "function_call_output"
+                    && has(&i["output"])
+                    && call_ids.contains(&i["call_id"])
+            })
+        }
+        ("openai", _) => {
+            let call_ids: Vec<Value> = items("messages")
+                .iter()
+                .flat_map(|m| m["tool_calls"].as_array().cloned().unwrap_or_default())
+                .filter(|c| c["function"]["name"] == "lookup")
+                .map(|c| c["id"].clone())
+                .collect();
+            items("messages").iter().any(|m| {
+                m["role"] == "tool" && has(&m["content"]) && call_ids.contains(&m["tool_call_id"])
+            })
+        }
+        ("anthropic", _) => {
+            let blocks: Vec<Value> = items("messages")
+                .iter()
+                .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+                .collect();
+            let call_ids: Vec<&Value> = blocks
+                .iter()
+                .filter(|b| b["type"] == "tool_use" && b["name"] == "lookup")
+                .map(|b| &b["id"])
+                .collect();
+            blocks.iter().any(|b| {
+                b["type"] == "tool_result"
+                    && has(&b["content"])
+                    && call_ids.contains(&&b["tool_use_id"])
+            })
+        }
+        ("gemini", _) => {
+            let parts: Vec<Value> = items("contents")
+                .iter()
+                .flat_map(|c| c["parts"].as_array().cloned().unwrap_or_default())
+                .collect();
+            parts.iter().any(|p| p["functionCall"]["name"] == "lookup")
+                && parts.iter().any(|p| {
+                    p["functionResponse"]["name"] == "lookup"
+                        && has(&p["functionResponse"]["response"])
+                })
+        }
+        _ => false,
+    }
+}
