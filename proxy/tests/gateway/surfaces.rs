@@ -785,3 +785,203 @@ async fn translated_cells_at_their_edges() {
     assert!(e.cost_nanos.is_positive(), "a cut stream is never free");
     assert_eq!(e.charged_nanos, e.cost_nanos);
 }
+
+/// [`surfaces`] plus a second account of each provider on the second mock: `anth-b` (claude-x),
+/// `gem-b` (gemini-x). Account indexes: mock 0, dead 1, mock-b 2, anth 3, gem 4, anth-b 5, gem-b 6.
+fn two_of_each(text: String) -> String {
+    let at = text.find("id = \"mock-b\"").unwrap();
+    let start = at + text[at..].find("base_url = \"").unwrap() + "base_url = \"".len();
+    let url = &text[start..start + text[start..].find('"').unwrap()];
+    let root = url.strip_suffix("/v1").unwrap().to_string();
+    let mut text = surfaces(text);
+    for (id, provider, model) in [
+        ("anth-b", "anthropic", "claude-x"),
+        ("gem-b", "gemini", "gemini-x"),
+    ] {
+        text.push_str(&format!(
+            r#"
+[[accounts]]
+id = "{id}"
+provider = "{provider}"
+base_url = "{root}"
+api_key = "sk-mock-supplier"
+models = ["{model}"]
+forward_headers = ["x-mock-usage", "x-mock-events", "x-mock-fault"]
+"#
+        ));
+    }
+    text
+}
+
+/// A session id whose rendezvous order over `candidates` puts `first` first.
+fn session_preferring_account(candidates: &[usize], first: usize) -> String {
+    let ids = ["mock", "dead", "mock-b", "anth", "gem", "anth-b", "gem-b"];
+    (0..1000)
+        .map(|i| format!("s{i}"))
+        .find(|sid| proxy::rendezvous_order(candidates, &ids, &format!("42:{sid}"))[0] == first)
+        .unwrap()
+}
+
+/// Failover, cooldown and 503 on accounts of the Anthropic and Gemini formats: a server error
+/// moves the call to the other account of the model (charged once, at the served account), the
+/// failed account cools and is skipped; with every account cooling after failures each surface
+/// answers 503 in its own shape.
+#[tokio::test]
+async fn anthropic_and_gemini_accounts_fail_over_cool_and_answer_503_in_each_shape() {
+    let h = Harness::start_with_config(two_of_each).await;
+    let key = h.add_key(5, KeyPermissions::default()).await;
+    let claude_sid = session_preferring_account(&[3, 5], 3);
+    let gemini_sid = session_preferring_account(&[4, 6], 4);
+
+    // Messages → claude-x: `anth` (first mock) fails with a 500, `anth-b` serves.
+    h.mock.set_fault(Some("status=500".parse().unwrap()));
+    for (i, stream) in [false, true].into_iter().enumerate() {
+        let resp = h
+            .anthropic(&key, "/v1/messages", &messages("claude-x", stream))
+            .header("x-session-id", &claude_sid)
+            .header("x-mock-usage", "prompt=100,completion=10")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "stream={stream}");
+        resp.bytes().await.unwrap();
+        assert_eq!(
+            (h.mock.request_count(), h.mock_b.request_count()),
+            (1, i + 1),
+            "the failed account cools: tried once, then skipped"
+        );
+        let e = h.usage_event().await;
+        assert_eq!((e.account_id.as_str(), e.status), ("anth-b", 200));
+        assert_eq!(e.cost_nanos, claude_cost(100, 0, 10), "charged once");
+        assert_eq!(e.charged_nanos, e.cost_nanos);
+    }
+    assert_eq!(h.mock.requests()[0].path, "/v1/messages");
+    assert_eq!(h.mock_b.requests()[0].path, "/v1/messages");
+
+    // Native → gemini-x: `gem` (first mock) fails with a 500, `gem-b` serves.
+    h.mock.clear_requests();
+    let resp = h
+        .native(&key, "/v1beta/models/gemini-x:generateContent", &contents())
+        .header("x-session-id", &gemini_sid)
+        .header("x-mock-usage", "prompt=50,completion=5")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    resp.bytes().await.unwrap();
+    assert_eq!(
+        h.mock.requests()[0].path,
+        "/v1beta/models/gemini-x:generateContent"
+    );
+    let e = h.usage_event().await;
+    assert_eq!(e.account_id, "gem-b");
+    assert_eq!(e.cost_nanos, gemini_cost(50, 0, 5));
+
+    // Both accounts of each model cooling: 503 in each surface's shape, no supplier contacted.
+    h.mock_b.set_fault(Some("status=503".parse().unwrap()));
+    for path in ["/v1/messages", "/v1beta/models/gemini-x:generateContent"] {
+        // The second account fails too (its own 503) and cools.
+        let req = if path == "/v1/messages" {
+            h.anthropic(&key, path, &messages("claude-x", false))
+        } else {
+            h.native(&key, path, &contents())
+        };
+        let (s, _) = json_of(req.send().await.unwrap()).await;
+        assert_eq!(s, 503, "{path}");
+        h.usage_event().await;
+    }
+    let before = (h.mock.request_count(), h.mock_b.request_count());
+    let (s, v) = json_of(
+        h.anthropic(&key, "/v1/messages", &messages("claude-x", false))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 503, "{v}");
+    assert_eq!(
+        (&v["type"], &v["error"]["type"]),
+        (&json!("error"), &json!("overloaded_error")),
+        "{v}"
+    );
+    assert!(v["error"]["message"].is_string());
+    let (s, v) = json_of(
+        h.native(
+            &key,
+            "/v1beta/models/gemini-x:streamGenerateContent?alt=sse",
+            &contents(),
+        )
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 503, "{v}");
+    assert_eq!(
+        (&v["error"]["code"], &v["error"]["status"]),
+        (&json!(503), &json!("UNAVAILABLE")),
+        "{v}"
+    );
+    // A chat client of claude-x (translated cell) gets the OpenAI shape.
+    let (s, v) = json_of(
+        h.http
+            .post(h.url("/compat/v1/chat/completions"))
+            .bearer_auth(&key)
+            .body(
+                json!({"model": "claude-x", "messages": [{"role": "user", "content": "hi"}]})
+                    .to_string(),
+            )
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 503, "{v}");
+    assert_eq!(v["error"]["code"], "upstream_unavailable", "{v}");
+    assert_eq!(
+        (h.mock.request_count(), h.mock_b.request_count()),
+        before,
+        "no supplier contacted while every account cools"
+    );
+    h.no_usage_event().await;
+}
+
+/// A Gemini 429 on the last account: the client gets 429 `usage_limit_reached` in Google's shape
+/// and the account cools until the `RetryInfo` delay of the refusal's body (on a failover the body
+/// is not read and the default applies: docs/ARCHITECTURE.md "Reset hints in bodies").
+#[tokio::test]
+async fn gemini_retry_info_cools_the_account_until_its_delay() {
+    let (h, key) = start().await;
+    let (s, v) = json_of(
+        h.native(&key, "/v1beta/models/gemini-x:generateContent", &contents())
+            .header("x-mock-fault", "status=429;reset_body=90")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 429, "{v}");
+    assert_eq!(
+        (&v["error"]["code"], &v["error"]["status"]),
+        (&json!(429), &json!("RESOURCE_EXHAUSTED")),
+        "{v}"
+    );
+    assert_eq!(v["error"]["type"], "usage_limit_reached", "{v}");
+    h.usage_event().await;
+    let cooling = h.stores.cooldowns.remaining(&["gem"]).await.unwrap();
+    let left = cooling[0].as_ref().expect("gem cools").left.as_secs();
+    assert!(
+        (80..=90).contains(&left),
+        "cooled for the RetryInfo delay: {left}"
+    );
+    h.mock.clear_requests();
+    let (s, v) = json_of(
+        h.native(&key, "/v1beta/models/gemini-x:generateContent", &contents())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 429, "{v}");
+    assert_eq!(h.mock.request_count(), 0, "refused while cooling");
+}
