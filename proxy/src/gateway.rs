@@ -97,8 +97,8 @@ impl Gateway {
             return respond::local(session, body, &ctx.request_id).await;
         }
         let targets = s.targets(route, &ctx.order);
-        let default_output = s.settings.money.default_output_tokens;
-        let bodies = work.bodies(route, &original, &served.model.id, targets, default_output)?;
+        let options = s.body_options(&caller);
+        let bodies = work.bodies(route, &original, &served.model.id, targets, options)?;
         if !route.counts_tokens() {
             let (model, at) = (&served.model, ctx.started_at_ms);
             let plan = admit::hold_for(&work, route, model, &caller, &s.settings, at)?;

@@ -194,6 +194,7 @@ impl Shared {
             model: call.model.model.id.clone(),
             request_id: ctx.request_id.clone(),
             created: ctx.started_at_ms / 1000,
+            codex: call.bodies.codex.clone(),
         };
         ctx.reshape = Reshape::new(supplier, call.client, status, call.stream, context);
         if let Some(reshape) = &ctx.reshape {
@@ -235,6 +236,16 @@ impl Shared {
             .filter_map(|&i| self.accounts.get(i))
             .map(|u| cells::target(u.account.provider, route))
             .collect()
+    }
+
+    /// How the bodies of a call of `caller` are made: the output cap a translation adds when the
+    /// target requires one, and whether the key's group adapts Codex-style payloads (`codex`).
+    pub fn body_options(&self, caller: &opstate::KeyRecord) -> cells::BodyOptions {
+        let group = self.settings.group(caller.group_id);
+        cells::BodyOptions {
+            default_max_tokens: self.settings.money.default_output_tokens,
+            codex: group.is_some_and(|g| g.has(settings::GroupFeature::Codex)),
+        }
     }
 
     /// What the routing decision reads.

@@ -17,6 +17,7 @@
 //! The gateway only translates when the client's format and the account's differ; same format in
 //! and out passes through untouched and never enters this crate.
 
+pub mod codex;
 pub mod ir;
 pub mod request;
 pub mod response;

@@ -11,7 +11,7 @@ pub(crate) mod form;
 use crate::classify::Route;
 use crate::errors::GatewayError;
 use crate::wire;
-use crate::wire::cells::{self, Bodies};
+use crate::wire::cells::{self, Bodies, BodyOptions};
 use body::TopLevel;
 use bytes::Bytes;
 use pingora::http::RequestHeader;
@@ -199,23 +199,34 @@ impl Work<'_> {
     /// The bodies to send for a call served by `served_model` to accounts speaking `targets`: the
     /// client's own body (rewritten as [`Work::forward_body`] does) for accounts of the client's
     /// format, a translation for the others. Computed before any supplier is contacted, so a field
-    /// one of the targets cannot express is refused first (400 naming it).
+    /// one of the targets cannot express is refused first (400 naming it). With the `codex`
+    /// feature a responses payload is adapted (`translate::codex`) before it is translated; the
+    /// client's own format gets it as it is (OpenAI's Responses API is the one Codex speaks).
     pub fn bodies(
         &self,
         route: Route,
         original: &Bytes,
         served_model: &str,
         targets: impl IntoIterator<Item = Option<Format>>,
-        default_max_tokens: u64,
+        options: BodyOptions,
     ) -> Result<Bodies, GatewayError> {
         let mut bodies = Bodies::default();
+        let mut adapted: Option<Option<Vec<u8>>> = None;
         for target in targets {
             if bodies.contains(target) {
                 continue;
             }
             let body = match target {
                 Some(t) if Some(t) != route.format() => {
-                    cells::translated(route, t, original, served_model, default_max_tokens)?
+                    let source = adapted.get_or_insert_with(|| {
+                        let codex = options.codex && route == Route::Responses;
+                        let (body, tools) = codex.then(|| translate::codex::adapt(original))??;
+                        bodies.codex = tools;
+                        Some(body)
+                    });
+                    let source = source.as_deref().unwrap_or(original);
+                    let max = options.default_max_tokens;
+                    cells::translated(route, t, source, served_model, max)?
                 }
                 _ => self.forward_body(route, original, served_model)?,
             };

@@ -36,6 +36,19 @@ pub(crate) fn target(provider: Provider, route: Route) -> Option<Format> {
 #[derive(Debug, Default)]
 pub(crate) struct Bodies {
     list: Vec<(Option<Format>, Bytes)>,
+    /// The tools a Codex-style request declared in its own kinds, when its payload was adapted
+    /// (`codex` feature): their calls go back to the client in those kinds.
+    pub codex: translate::codex::CodexTools,
+}
+
+/// How a call's bodies are made.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BodyOptions {
+    /// The output cap a translation sends when the target requires one and the client set none.
+    pub default_max_tokens: u64,
+    /// The key's group has the `codex` feature: a responses payload translated for another
+    /// format is adapted first (`translate::codex`).
+    pub codex: bool,
 }
 
 impl Bodies {

@@ -59,6 +59,14 @@ product_code = "alias"
 models = ["claude-x", "gemini-x", "gpt-4o-mini"]
 wholesale_rate_multiplier = 1
 features = ["google_alias"]
+
+[[groups]]
+id = 7
+name = "Codex"
+product_code = "codex"
+models = ["claude-x", "gemini-x", "gpt-4o-mini"]
+wholesale_rate_multiplier = 1
+features = ["codex"]
 "#
     )
 }
@@ -984,4 +992,174 @@ async fn gemini_retry_info_cools_the_account_until_its_delay() {
     .await;
     assert_eq!(s, 429, "{v}");
     assert_eq!(h.mock.request_count(), 0, "refused while cooling");
+}
+
+/// A Codex-style responses payload: freeform `custom` and `local_shell` tools, a hosted tool,
+/// and the history items they leave.
+fn codex_payload(model: &str, history: bool) -> Value {
+    let mut input = vec![json!({"type": "message", "role": "developer",
+        "content": [{"type": "input_text", "text": "You are in a sandbox."}]})];
+    input.push(json!({"type": "message", "role": "user",
+        "content": [{"type": "input_text", "text": "Fix the bug."}]}));
+    input.push(
+        json!({"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"}),
+    );
+    if history {
+        input.extend([
+            json!({"type": "custom_tool_call", "call_id": "call_p", "name": "apply_patch",
+                   "input": "*** Begin Patch\n*** End Patch"}),
+            json!({"type": "custom_tool_call_output", "call_id": "call_p", "output": "Success."}),
+            json!({"type": "local_shell_call", "call_id": "call_s", "status": "completed",
+                   "action": {"type": "exec", "command": ["cargo", "test"], "env": {}}}),
+            json!({"type": "function_call_output", "call_id": "call_s", "output": "ok"}),
+            json!({"type": "web_search_call", "id": "ws_1", "status": "completed"}),
+        ]);
+    }
+    json!({
+        "model": model, "instructions": "You are Codex.", "input": input, "stream": false,
+        "store": false, "include": ["reasoning.encrypted_content"], "prompt_cache_key": "conv-1",
+        "parallel_tool_calls": false, "tool_choice": "auto",
+        "reasoning": {"effort": "medium", "summary": "auto"},
+        "tools": [
+            {"type": "custom", "name": "apply_patch", "description": "Edits files.",
+             "format": {"type": "grammar", "syntax": "lark", "definition": "start: begin_patch"}},
+            {"type": "local_shell"},
+            {"type": "web_search"},
+            {"type": "function", "name": "view_image", "strict": false,
+             "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}},
+        ],
+    })
+}
+
+/// The `codex` group feature: a Codex-style payload served by an Anthropic account is adapted
+/// (custom and local_shell tools become function tools, hosted ones are dropped, their history
+/// becomes tool calls and results) and the calls come back in Codex's kinds; without the feature
+/// the same payload is refused naming the field; to an OpenAI account it passes as it is.
+#[tokio::test]
+async fn codex_payloads_are_adapted_only_with_the_group_feature() {
+    let (h, plain_key) = start().await;
+    let key = h.add_key(7, KeyPermissions::default()).await;
+    let responses = |key: &str, body: &Value| {
+        h.http
+            .post(h.url("/compat/v1/responses"))
+            .bearer_auth(key)
+            .header("x-mock-usage", "prompt=40,completion=4")
+            .body(body.to_string())
+            .send()
+    };
+    // Without the feature: translated as it is, the freeform tool is refused.
+    let (s, v) = json_of(
+        responses(&plain_key, &codex_payload("claude-x", false))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 400, "{v}");
+    assert_eq!(v["error"]["param"], "tools[0].type", "{v}");
+    assert_eq!(h.mock.request_count(), 0);
+
+    // With it: the model's call of the custom tool comes back as a custom_tool_call.
+    let (s, v) = json_of(
+        responses(&key, &codex_payload("claude-x", false))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    let item = &v["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["type"] != "message")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (&item["type"], &item["name"]),
+        (&json!("custom_tool_call"), &json!("apply_patch")),
+        "{v}"
+    );
+    assert!(item["input"].is_string(), "{item}");
+    let sent = h.mock.requests().pop().unwrap();
+    assert_eq!(sent.path, "/v1/messages");
+    let body = sent.json().unwrap();
+    let tools: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tools,
+        ["apply_patch", "local_shell", "view_image"],
+        "the hosted tool is dropped"
+    );
+    assert_eq!(
+        body["tools"][0]["input_schema"]["required"],
+        json!(["input"])
+    );
+    assert!(
+        body["tools"][0]["description"]
+            .as_str()
+            .unwrap()
+            .contains("start: begin_patch")
+    );
+    let system = body["system"].to_string();
+    assert!(
+        system.contains("You are Codex.") && system.contains("sandbox"),
+        "{system}"
+    );
+    let e = h.usage_event().await;
+    assert_eq!(e.cost_nanos, claude_cost(40, 0, 4));
+
+    // The history of Codex's own tools reaches the supplier as tool calls and results.
+    let (s, v) = json_of(
+        responses(&key, &codex_payload("claude-x", true))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v["output"][0]["type"], "message",
+        "a tool result ends the history: text"
+    );
+    let body = h.mock.requests().pop().unwrap().json().unwrap();
+    let blocks: Vec<Value> = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .collect();
+    let used: Vec<(&str, &str)> = blocks
+        .iter()
+        .filter(|b| b["type"] == "tool_use")
+        .map(|b| (b["id"].as_str().unwrap(), b["name"].as_str().unwrap()))
+        .collect();
+    assert_eq!(used, [("call_p", "apply_patch"), ("call_s", "local_shell")]);
+    assert_eq!(
+        blocks.iter().find(|b| b["id"] == "call_p").unwrap()["input"],
+        json!({"input": "*** Begin Patch\n*** End Patch"})
+    );
+    assert_eq!(
+        blocks.iter().find(|b| b["id"] == "call_s").unwrap()["input"],
+        json!({"command": ["cargo", "test"]})
+    );
+    let results: Vec<&str> = blocks
+        .iter()
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| b["tool_use_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(results, ["call_p", "call_s"]);
+    h.usage_event().await;
+
+    // To an OpenAI-format account (the Responses API Codex speaks) it passes as it is.
+    h.mock.clear_requests();
+    let payload = codex_payload("gpt-4o-mini", true);
+    let (s, _) = json_of(responses(&key, &payload).await.unwrap()).await;
+    assert_eq!(s, 200);
+    let sent = h.mock.requests().pop().unwrap();
+    assert_eq!(sent.path, "/v1/responses");
+    assert_eq!(sent.json().unwrap()["tools"], payload["tools"]);
+    assert_eq!(sent.json().unwrap()["input"], payload["input"]);
+    h.usage_event().await;
 }

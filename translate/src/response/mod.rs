@@ -41,6 +41,10 @@ pub struct Context {
     pub request_id: String,
     /// Unix seconds for `created` / `created_at`.
     pub created: u64,
+    /// Tools a Codex-style request declared in its own kinds (`crate::codex`): their calls go
+    /// back to a responses client as `custom_tool_call` / `local_shell_call` items. Empty unless
+    /// the request was adapted.
+    pub codex: crate::codex::CodexTools,
 }
 
 /// Translates one response body from the supplier's format to the client's.

@@ -4,7 +4,9 @@
 //! Each block is one output item, `output_index` its position: text → a `message` item with one
 //! `output_text` part; thinking → a `reasoning` item whose text is shown as its summary
 //! (`response.reasoning_summary_*` events; signatures are dropped: `encrypted_content` is
-//! OpenAI's own); tool call → a `function_call` item (`call_id` is the supplier's call id). The
+//! OpenAI's own); tool call → a `function_call` item (`call_id` is the supplier's call id), or for
+//! a tool a Codex-style request declared in its own kind (`crate::codex`) a `custom_tool_call`
+//! item (its `input` sent in one delta once the call is complete) or a `local_shell_call`. The
 //! terminal event carries the whole response: `response.completed`, or `response.incomplete` with
 //! `incomplete_details.reason` `max_output_tokens` (Length) or `content_filter`. Errors are
 //! `event: error` (`type: "error"`, `code`, `message`, `param`, `sequence_number`), with the same
@@ -15,6 +17,7 @@ use serde_json::{Value, json};
 
 use super::output::{Block, Change, Output};
 use super::{Context, Frames, total};
+use crate::codex::{self, CodexTools};
 use crate::ir::{FinishReason, Usage};
 use crate::response::sse;
 
@@ -24,6 +27,15 @@ pub(super) struct Responses {
     model: String,
     created: u64,
     sequence: u64,
+    codex: CodexTools,
+}
+
+/// What a tool block is given back as.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Call {
+    Function,
+    Custom,
+    LocalShell,
 }
 
 impl Responses {
@@ -34,6 +46,17 @@ impl Responses {
             model: context.model.clone(),
             created: context.created,
             sequence: 0,
+            codex: context.codex.clone(),
+        }
+    }
+
+    fn call_kind(&self, block: &Block) -> Call {
+        match block {
+            Block::Tool { name, .. } if self.codex.is_custom(name) => Call::Custom,
+            Block::Tool { name, .. } if self.codex.local_shell && name == codex::LOCAL_SHELL => {
+                Call::LocalShell
+            }
+            _ => Call::Function,
         }
     }
 
@@ -50,7 +73,11 @@ impl Responses {
         let prefix = match block {
             Block::Text(_) => "msg",
             Block::Thinking { .. } => "rs",
-            Block::Tool { .. } => "fc",
+            Block::Tool { .. } => match self.call_kind(block) {
+                Call::Function => "fc",
+                Call::Custom => "ctc",
+                Call::LocalShell => "lsh",
+            },
         };
         format!("{prefix}_{}_{pos}", self.request_id)
     }
@@ -73,10 +100,21 @@ impl Responses {
                 name,
                 arguments,
                 ..
-            } => json!({
-                "type": "function_call", "id": id, "call_id": call_id, "name": name,
-                "arguments": if done { arguments.as_str() } else { "" }, "status": status,
-            }),
+            } => match self.call_kind(block) {
+                Call::Function => json!({
+                    "type": "function_call", "id": id, "call_id": call_id, "name": name,
+                    "arguments": if done { arguments.as_str() } else { "" }, "status": status,
+                }),
+                Call::Custom => json!({
+                    "type": "custom_tool_call", "id": id, "call_id": call_id, "name": name,
+                    "input": if done { codex::custom_input(arguments) } else { String::new() },
+                    "status": status,
+                }),
+                Call::LocalShell => json!({
+                    "type": "local_shell_call", "id": id, "call_id": call_id, "status": status,
+                    "action": codex::local_shell_action(if done { arguments } else { "{}" }),
+                }),
+            },
         }
     }
 
@@ -182,7 +220,7 @@ impl Frames for Responses {
                 let delta = json!({"summary_index": 0, "delta": fragment});
                 self.emit("response.reasoning_summary_text.delta", with(delta), out);
             }
-            (Change::Args(..), Block::Tool { .. }) => {
+            (Change::Args(..), Block::Tool { .. }) if self.call_kind(block) == Call::Function => {
                 let delta = json!({"delta": fragment});
                 self.emit("response.function_call_arguments.delta", with(delta), out);
             }
@@ -202,10 +240,20 @@ impl Frames for Responses {
                     }
                     Block::Tool {
                         name, arguments, ..
-                    } => {
-                        let done = json!({"name": name, "arguments": arguments});
-                        self.emit("response.function_call_arguments.done", with(done), out);
-                    }
+                    } => match self.call_kind(block) {
+                        Call::Function => {
+                            let done = json!({"name": name, "arguments": arguments});
+                            self.emit("response.function_call_arguments.done", with(done), out);
+                        }
+                        Call::Custom => {
+                            let input = codex::custom_input(arguments);
+                            let delta = json!({"delta": input});
+                            self.emit("response.custom_tool_call_input.delta", with(delta), out);
+                            let done = json!({"input": input});
+                            self.emit("response.custom_tool_call_input.done", with(done), out);
+                        }
+                        Call::LocalShell => {}
+                    },
                 }
                 let item = self.item(pos, block, true);
                 let done = json!({"output_index": pos, "item": item});

@@ -395,3 +395,94 @@ fn done_without_a_finish_reason_is_an_explicit_end() {
     let out = run(Format::Chat, Format::Chat, true, &[b"data: [DONE]\n\n"]);
     assert!(summary(Format::Chat, true, &out).error.is_some());
 }
+
+/// A Codex-style request's own tool kinds come back as its items: a custom tool's call as a
+/// `custom_tool_call` whose input arrives in one delta once complete (no function-call argument
+/// deltas), `local_shell` as a `local_shell_call` with an `exec` action; other calls unchanged.
+#[test]
+fn codex_tool_kinds_come_back_as_codex_items() {
+    use super::suppliers::{self, Call, Scenario};
+    let scenario = Scenario {
+        calls: vec![
+            Call {
+                id: "call_patch",
+                name: "apply_patch",
+                fragments: vec!["{\"input\":\"*** Begin", " Patch\\n\"}"],
+            },
+            Call {
+                id: "call_shell",
+                name: "local_shell",
+                fragments: vec!["{\"command\":[\"ls\",", "\"-a\"]}"],
+            },
+            Call {
+                id: "call_fn",
+                name: "get_time",
+                fragments: vec!["{}"],
+            },
+        ],
+        ..suppliers::tool()
+    };
+    let context = super::Context {
+        codex: crate::codex::CodexTools {
+            custom: vec!["apply_patch".into()],
+            local_shell: true,
+        },
+        ..super::context()
+    };
+    for supplier in [Format::Chat, Format::Messages, Format::Gemini] {
+        for stream in [false, true] {
+            let mut t =
+                super::Translator::new(supplier, Format::Responses, stream, context.clone());
+            let input = if stream {
+                suppliers::stream(supplier, &scenario)
+            } else {
+                suppliers::body(supplier, &scenario)
+            };
+            let mut out = t.feed(input.as_bytes());
+            out.extend(t.finish());
+            let response = if stream {
+                let frames = check_stream(Format::Responses, &out);
+                let kinds: Vec<&str> = frames.iter().filter_map(|(e, _)| e.as_deref()).collect();
+                assert!(
+                    kinds.contains(&"response.custom_tool_call_input.done"),
+                    "{supplier:?}: {kinds:?}"
+                );
+                let deltas: Vec<&Value> = frames
+                    .iter()
+                    .filter(|(e, _)| e.as_deref() == Some("response.function_call_arguments.delta"))
+                    .map(|(_, v)| v)
+                    .collect();
+                assert!(
+                    deltas
+                        .iter()
+                        .all(|d| d["item_id"].as_str().unwrap().starts_with("fc_")),
+                    "only the function call streams arguments: {deltas:?}"
+                );
+                let delta = frames
+                    .iter()
+                    .find(|(e, _)| e.as_deref() == Some("response.custom_tool_call_input.delta"))
+                    .unwrap();
+                assert_eq!(delta.1["delta"], "*** Begin Patch\n");
+                frames.last().unwrap().1["response"].clone()
+            } else {
+                serde_json::from_slice::<Value>(&out).unwrap()
+            };
+            let output = response["output"].as_array().unwrap();
+            let of = |kind: &str| output.iter().find(|i| i["type"] == kind).unwrap();
+            let custom = of("custom_tool_call");
+            assert_eq!(
+                (&custom["name"], &custom["input"]),
+                (&json!("apply_patch"), &json!("*** Begin Patch\n")),
+                "{supplier:?} stream={stream}"
+            );
+            if supplier != Format::Gemini {
+                // Gemini's calls carry no id: the translator makes one.
+                assert_eq!(custom["call_id"], "call_patch");
+            }
+            let shell = of("local_shell_call");
+            assert_eq!(shell["action"]["type"], "exec");
+            assert_eq!(shell["action"]["command"], json!(["ls", "-a"]));
+            assert_eq!(of("function_call")["name"], "get_time");
+        }
+    }
+}

@@ -25,6 +25,7 @@ pub fn context() -> Context {
         model: "client-model".into(),
         request_id: REQUEST_ID.into(),
         created: 1_750_000_000,
+        codex: Default::default(),
     }
 }
 
