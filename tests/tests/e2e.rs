@@ -18,18 +18,13 @@ use tollgate::{App, Role};
 #[path = "e2e/sdk.rs"]
 mod sdk;
 
-#[tokio::test]
-async fn key_from_the_database_reaches_the_gateway() {
-    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
-    let db_url = testkit::fresh_database_url().await;
-    let config = TestConfig::embedded()
-        .database(&db_url)
-        .model(Model::gpt_4o_mini())
-        .account(Account::openai("mock", &mock.base_url(), &["gpt-4o-mini"]))
-        .group(Group::new(1, &["gpt-4o-mini"]));
-    let db = admin_api::db::connect(&db_url).await.unwrap();
+/// The database at `db_url`, migrated, with a demo key of group 1 (a funded demo organization)
+/// minted in it while no gateway runs: a gateway started afterwards knows it from the ledger only.
+async fn database_with_demo_key(
+    db_url: &str,
+) -> (sea_orm::DatabaseConnection, admin_api::demo::DemoKey) {
+    let db = admin_api::db::connect(db_url).await.unwrap();
     admin_api::db::migrate(&db).await.unwrap();
-    // Minted while no gateway runs: only the database knows it.
     let minted = admin_api::demo::demo_key(
         &db,
         Stores::memory().keys.as_ref(),
@@ -39,6 +34,20 @@ async fn key_from_the_database_reaches_the_gateway() {
     )
     .await
     .unwrap();
+    (db, minted)
+}
+
+#[tokio::test]
+async fn key_from_the_database_reaches_the_gateway() {
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let db_url = testkit::fresh_database_url().await;
+    let config = TestConfig::embedded()
+        .database(&db_url)
+        .model(Model::gpt_4o_mini())
+        .account(Account::openai("mock", &mock.base_url(), &["gpt-4o-mini"]))
+        .group(Group::new(1, &["gpt-4o-mini"]));
+    // Minted while no gateway runs: only the database knows it.
+    let (db, minted) = database_with_demo_key(&db_url).await;
 
     let mut deployments = vec![("memory", config.clone())];
     if let Some(url) = testkit::redis_url() {

@@ -7,9 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use credentials::{Env, KeyHasher};
 use mock_supplier::{MockConfig, MockSupplier, RecordedRequest};
-use opstate::Stores;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::Value;
 use testkit::{Account, Group, Model, TestConfig};
@@ -48,17 +46,7 @@ async fn official_sdks_are_served_on_every_cell_and_charged_exactly() {
     if let Some(url) = testkit::redis_url() {
         config = config.redis(&url, &testkit::redis_prefix("sdk"));
     }
-    let db = admin_api::db::connect(&db_url).await.unwrap();
-    admin_api::db::migrate(&db).await.unwrap();
-    let key = admin_api::demo::demo_key(
-        &db,
-        Stores::memory().keys.as_ref(),
-        &KeyHasher::new(testkit::PEPPER.as_bytes()),
-        Env::Dev,
-        1,
-    )
-    .await
-    .unwrap();
+    let (db, key) = super::database_with_demo_key(&db_url).await;
     let running = App::build(config.settings(), Role::Proxy)
         .await
         .unwrap()
