@@ -26,7 +26,7 @@ fn presented_key(req: &RequestHeader) -> Result<Option<&str>, GatewayError> {
 }
 
 /// The `key` query parameter of a native-surface request (Google's REST form).
-fn query_key(req: &RequestHeader) -> Option<&str> {
+pub(crate) fn query_key(req: &RequestHeader) -> Option<&str> {
     req.uri
         .query()?
         .split('&')

@@ -245,10 +245,7 @@ impl Route {
 fn google_client(header: &pingora::http::RequestHeader) -> bool {
     header.headers.contains_key("x-goog-api-key")
         || header.headers.contains_key("x-goog-api-client")
-        || header
-            .uri
-            .query()
-            .is_some_and(|q| q.split('&').any(|p| p.starts_with("key=")))
+        || crate::auth::query_key(header).is_some()
 }
 
 #[cfg(test)]

@@ -241,10 +241,9 @@ impl Shared {
     /// How the bodies of a call of `caller` are made: the output cap a translation adds when the
     /// target requires one, and whether the key's group adapts Codex-style payloads (`codex`).
     pub fn body_options(&self, caller: &opstate::KeyRecord) -> cells::BodyOptions {
-        let group = self.settings.group(caller.group_id);
         cells::BodyOptions {
             default_max_tokens: self.settings.money.default_output_tokens,
-            codex: group.is_some_and(|g| g.has(settings::GroupFeature::Codex)),
+            codex: self.router.adapts_codex(caller.group_id),
         }
     }
 

@@ -211,20 +211,23 @@ impl Work<'_> {
         options: BodyOptions,
     ) -> Result<Bodies, GatewayError> {
         let mut bodies = Bodies::default();
-        let mut adapted: Option<Option<Vec<u8>>> = None;
+        let adapts = options.codex && route == Route::Responses;
+        // The Codex adaptation, made at the first translated target only (a call served only
+        // by OpenAI-format accounts never parses its body for it).
+        let mut adapted: Option<Vec<u8>> = None;
         for target in targets {
             if bodies.contains(target) {
                 continue;
             }
             let body = match target {
                 Some(t) if Some(t) != route.format() => {
-                    let source = adapted.get_or_insert_with(|| {
-                        let codex = options.codex && route == Route::Responses;
-                        let (body, tools) = codex.then(|| translate::codex::adapt(original))??;
+                    if adapts && adapted.is_none() {
+                        let (body, tools) = translate::codex::adapt(original)
+                            .unwrap_or_else(|| (original.to_vec(), Default::default()));
                         bodies.codex = tools;
-                        Some(body)
-                    });
-                    let source = source.as_deref().unwrap_or(original);
+                        adapted = Some(body);
+                    }
+                    let source = adapted.as_deref().unwrap_or(original);
                     let max = options.default_max_tokens;
                     cells::translated(route, t, source, served_model, max)?
                 }

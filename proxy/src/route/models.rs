@@ -33,6 +33,7 @@ pub(crate) struct Router {
 struct GroupModels {
     models: Vec<String>,
     google_alias: bool,
+    codex: bool,
 }
 
 /// A model and the accounts (indexes into the upstream list) that serve it.
@@ -111,6 +112,7 @@ impl Router {
                 let exposed = GroupModels {
                     models: g.models.clone(),
                     google_alias: g.has(GroupFeature::GoogleAlias),
+                    codex: g.has(GroupFeature::Codex),
                 };
                 (g.id, exposed)
             })
@@ -129,6 +131,11 @@ impl Router {
             .get(&group_id)
             .map(|g| g.models.as_slice())
             .unwrap_or(&[])
+    }
+
+    /// Whether keys of `group_id` get Codex-style responses payloads adapted (`codex` feature).
+    pub fn adapts_codex(&self, group_id: i64) -> bool {
+        self.groups.get(&group_id).is_some_and(|g| g.codex)
     }
 
     /// The models a key of `group_id` may use on `surface`'s model list: every model on the
