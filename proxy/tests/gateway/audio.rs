@@ -247,6 +247,6 @@ async fn bad_transcription_requests_change_nothing() {
     );
     assert_eq!(h.mock.request_count() + h.mock_b.request_count(), 0);
     h.no_usage_event().await;
-    let w = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    let w = h.wallet().await;
     assert_eq!(w.reserved, NanoUsd::ZERO, "nothing held");
 }

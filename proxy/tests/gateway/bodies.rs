@@ -163,7 +163,7 @@ async fn deeply_nested_json_is_refused_before_the_supplier() {
 async fn a_stalled_request_body_answers_408() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let h = Harness::start().await;
-    let before = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    let before = h.wallet().await;
     let addr = h.base.trim_start_matches("http://").to_string();
     let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let head = format!(
@@ -187,7 +187,7 @@ async fn a_stalled_request_body_answers_408() {
     );
     assert_eq!(h.mock.request_count(), 0);
     h.no_usage_event().await;
-    let after = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    let after = h.wallet().await;
     assert_eq!(
         (after.balance, after.reserved),
         (before.balance, before.reserved)
@@ -262,7 +262,7 @@ async fn only_allowlisted_client_headers_reach_the_supplier() {
 async fn bad_input_on_every_route_changes_nothing() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let h = Harness::start().await;
-    let before = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    let before = h.wallet().await;
     let addr = h.base.trim_start_matches("http://").to_string();
     let form_ct = "multipart/form-data; boundary=XyZ";
     let bodies: Vec<(&str, &str, &str, Vec<u8>)> = vec![
@@ -392,7 +392,7 @@ async fn bad_input_on_every_route_changes_nothing() {
     }
     assert_eq!(h.mock.request_count(), 0, "nothing reached a supplier");
     h.no_usage_event().await;
-    let after = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    let after = h.wallet().await;
     assert_eq!(
         (after.balance, after.reserved),
         (before.balance, before.reserved)

@@ -12,7 +12,7 @@ fn mini_cost(input: u64, output: u64) -> NanoUsd {
 #[tokio::test]
 async fn calls_are_charged_exactly_and_holds_close() {
     let h = Harness::start().await;
-    let before = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    let before = h.wallet().await;
     for stream in [false, true] {
         let resp = h
             .post("/compat/v1/chat/completions", &chat("gpt-4o-mini", stream))
@@ -28,7 +28,7 @@ async fn calls_are_charged_exactly_and_holds_close() {
         assert_eq!(e.excess_nanos, NanoUsd::ZERO);
         assert!(e.hold_nanos >= e.cost_nanos);
     }
-    let after = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    let after = h.wallet().await;
     assert_eq!(
         before.balance.checked_sub(after.balance),
         mini_cost(1000, 500).checked_add(mini_cost(1000, 500))
@@ -48,7 +48,7 @@ async fn calls_are_charged_exactly_and_holds_close() {
         (e.cost_nanos, e.charged_nanos),
         (NanoUsd::ZERO, NanoUsd::ZERO)
     );
-    assert_eq!(h.stores.wallets.snapshot(42).await.unwrap().unwrap(), after);
+    assert_eq!(h.wallet().await, after);
 }
 
 #[tokio::test]
@@ -70,16 +70,7 @@ async fn insufficient_balance_is_refused_before_the_supplier() {
     assert_eq!(err["error"]["code"], "insufficient_balance");
     assert_eq!(h.mock.request_count(), 0, "refused before any supplier");
     h.no_usage_event().await;
-    assert_eq!(
-        h.stores
-            .wallets
-            .snapshot(42)
-            .await
-            .unwrap()
-            .unwrap()
-            .reserved,
-        NanoUsd::ZERO
-    );
+    assert_eq!(h.wallet().await.reserved, NanoUsd::ZERO);
     // A smaller cap fits.
     body["max_tokens"] = json!(100);
     let resp = h
@@ -240,7 +231,7 @@ async fn headers_without_a_body_cost_nothing() {
         let mut tasks = JoinSet::new();
         let stalled = raw_supplier(&mut tasks, reply, Duration::from_secs(3)).await;
         let h = Harness::start_with_dead(300, &stalled).await;
-        let before = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+        let before = h.wallet().await;
         let resp = h
             .post("/compat/v1/chat/completions", &chat("dead-model", stream))
             .send()
@@ -310,7 +301,7 @@ async fn a_json_answer_without_usage_is_charged_an_estimate() {
 #[tokio::test]
 async fn a_stream_longer_than_its_hold_keeps_the_hold_and_pays_exactly() {
     let h = Harness::start_with_config(|t| format!("{t}\n[money]\nhold_ttl_ms = 1000\n")).await;
-    let before = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    let before = h.wallet().await;
     let resp = h
         .post("/compat/v1/chat/completions", &chat("gpt-4o-mini", true))
         .header("x-mock-events", "12")
@@ -324,7 +315,7 @@ async fn a_stream_longer_than_its_hold_keeps_the_hold_and_pays_exactly() {
     reading.spawn(async move { resp.bytes().await.unwrap() });
     // Past twice the TTL, the call still holds its money and nothing is overdue.
     tokio::time::sleep(Duration::from_millis(2_200)).await;
-    let w = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    let w = h.wallet().await;
     assert!(w.reserved.is_positive(), "the hold is open: {w:?}");
     assert!(
         h.stores.wallets.expired(42).await.unwrap().is_empty(),

@@ -243,6 +243,11 @@ async fn closed_port_url() -> String {
 }
 
 impl Harness {
+    /// The wallet of organization 42, the one every test key belongs to.
+    async fn wallet(&self) -> opstate::WalletSnapshot {
+        self.stores.wallets.snapshot(42).await.unwrap().unwrap()
+    }
+
     async fn start() -> Harness {
         Harness::start_with(300_000).await
     }

@@ -149,16 +149,7 @@ async fn when_every_account_cools_the_client_gets_usage_limit_reached() {
         (NanoUsd::ZERO, NanoUsd::ZERO),
         "a refused call costs nothing"
     );
-    assert_eq!(
-        h.stores
-            .wallets
-            .snapshot(42)
-            .await
-            .unwrap()
-            .unwrap()
-            .reserved,
-        NanoUsd::ZERO
-    );
+    assert_eq!(h.wallet().await.reserved, NanoUsd::ZERO);
 }
 
 #[tokio::test]

@@ -5,11 +5,12 @@
 use super::*;
 
 /// Adds `claude-x` (anthropic account `anth`), `gemini-x` (gemini account `gem`) on the first
-/// mock's root, group 5 exposing them with `gpt-4o-mini`, group 6 the same with `google_alias`.
+/// mock's root, group 5 exposing them with `gpt-4o-mini`, group 6 the same with `google_alias`,
+/// group 7 with `codex`.
 fn surfaces(text: String) -> String {
-    let start = text.find("base_url = \"").unwrap() + "base_url = \"".len();
-    let url = &text[start..start + text[start..].find('"').unwrap()];
-    let root = url.strip_suffix("/v1").unwrap();
+    let root = mock_root(&text, "id = \"mock\"");
+    let accounts = mock_account("anth", "anthropic", &root, "claude-x")
+        + &mock_account("gem", "gemini", &root, "gemini-x");
     format!(
         r#"{text}
 [[models]]
@@ -29,22 +30,7 @@ input_per_mtok = 1.25
 output_per_mtok = 10
 cached_input_per_mtok = 0.125
 
-[[accounts]]
-id = "anth"
-provider = "anthropic"
-base_url = "{root}"
-api_key = "sk-mock-supplier"
-models = ["claude-x"]
-forward_headers = ["x-mock-usage", "x-mock-events", "x-mock-fault"]
-
-[[accounts]]
-id = "gem"
-provider = "gemini"
-base_url = "{root}"
-api_key = "sk-mock-supplier"
-models = ["gemini-x"]
-forward_headers = ["x-mock-usage", "x-mock-events", "x-mock-fault"]
-
+{accounts}
 [[groups]]
 id = 5
 name = "Surfaces"
@@ -187,16 +173,7 @@ async fn messages_pass_through_to_anthropic_accounts_and_are_charged_exactly() {
         assert_eq!(e.cost_nanos, claude_cost(1000, 300, 200));
         assert_eq!(e.charged_nanos, e.cost_nanos);
     }
-    assert_eq!(
-        h.stores
-            .wallets
-            .snapshot(42)
-            .await
-            .unwrap()
-            .unwrap()
-            .reserved,
-        NanoUsd::ZERO
-    );
+    assert_eq!(h.wallet().await.reserved, NanoUsd::ZERO);
 }
 
 #[tokio::test]
@@ -308,7 +285,7 @@ async fn token_counts_are_free_and_reach_only_accounts_that_count() {
     assert!(v["input_tokens"].as_u64().unwrap() > 0);
     assert_eq!(h.mock.request_count(), 0);
     // Nothing was held or charged.
-    let w = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    let w = h.wallet().await;
     assert_eq!(w.reserved, NanoUsd::ZERO);
     assert_eq!(w.balance, nano(1_000 * NANOS));
 }
@@ -707,16 +684,7 @@ async fn translated_cells_answer_in_the_clients_format_and_charge_exactly() {
             assert_eq!(e.model_served, model);
         }
     }
-    assert_eq!(
-        h.stores
-            .wallets
-            .snapshot(42)
-            .await
-            .unwrap()
-            .unwrap()
-            .reserved,
-        NanoUsd::ZERO
-    );
+    assert_eq!(h.wallet().await.reserved, NanoUsd::ZERO);
 }
 
 /// The edges of translated cells: a field the target cannot express is refused before any
@@ -726,7 +694,7 @@ async fn translated_cells_answer_in_the_clients_format_and_charge_exactly() {
 #[tokio::test]
 async fn translated_cells_at_their_edges() {
     let (h, key) = start().await;
-    let before = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    let before = h.wallet().await;
     let post = |path: &str, body: Value| {
         h.http
             .post(h.url(path))
@@ -760,10 +728,7 @@ async fn translated_cells_at_their_edges() {
     );
     assert_eq!(h.mock.request_count(), 0, "refused before any supplier");
     h.no_usage_event().await;
-    assert_eq!(
-        h.stores.wallets.snapshot(42).await.unwrap().unwrap(),
-        before
-    );
+    assert_eq!(h.wallet().await, before);
 
     // An Anthropic-format refusal reaches a chat client in the OpenAI shape.
     let (s, v) = json_of(
@@ -797,17 +762,25 @@ async fn translated_cells_at_their_edges() {
 /// [`surfaces`] plus a second account of each provider on the second mock: `anth-b` (claude-x),
 /// `gem-b` (gemini-x). Account indexes: mock 0, dead 1, mock-b 2, anth 3, gem 4, anth-b 5, gem-b 6.
 fn two_of_each(text: String) -> String {
-    let at = text.find("id = \"mock-b\"").unwrap();
+    let root = mock_root(&text, "id = \"mock-b\"");
+    surfaces(text)
+        + &mock_account("anth-b", "anthropic", &root, "claude-x")
+        + &mock_account("gem-b", "gemini", &root, "gemini-x")
+}
+
+/// The root (`http://ADDR`, without `/v1`) of the `base_url` of the account that `marker` starts.
+fn mock_root(text: &str, marker: &str) -> String {
+    let at = text.find(marker).unwrap();
     let start = at + text[at..].find("base_url = \"").unwrap() + "base_url = \"".len();
     let url = &text[start..start + text[start..].find('"').unwrap()];
-    let root = url.strip_suffix("/v1").unwrap().to_string();
-    let mut text = surfaces(text);
-    for (id, provider, model) in [
-        ("anth-b", "anthropic", "claude-x"),
-        ("gem-b", "gemini", "gemini-x"),
-    ] {
-        text.push_str(&format!(
-            r#"
+    url.strip_suffix("/v1").unwrap().to_string()
+}
+
+/// An `[[accounts]]` entry of `provider` at a mock's `root` serving `model`, steerable through the
+/// mock's control headers.
+fn mock_account(id: &str, provider: &str, root: &str, model: &str) -> String {
+    format!(
+        r#"
 [[accounts]]
 id = "{id}"
 provider = "{provider}"
@@ -816,9 +789,7 @@ api_key = "sk-mock-supplier"
 models = ["{model}"]
 forward_headers = ["x-mock-usage", "x-mock-events", "x-mock-fault"]
 "#
-        ));
-    }
-    text
+    )
 }
 
 /// A session id whose rendezvous order over `candidates` puts `first` first.
