@@ -20,21 +20,7 @@ use serde::Deserialize;
 pub(crate) fn call_body(route: Route, fields: &TopLevel<'_>) -> Result<CallBody, GatewayError> {
     let model = string_field(fields, "model")?;
     let stream = super::openai::bool_field(fields, "stream")?;
-    match fields.get("messages").map(|r| r.get().trim_start()) {
-        Some(v) if v.starts_with('[') => {}
-        Some(_) => {
-            return Err(GatewayError::invalid(
-                "'messages' must be an array",
-                Some("messages"),
-            ));
-        }
-        None => {
-            return Err(GatewayError::invalid(
-                "'messages' is required",
-                Some("messages"),
-            ));
-        }
-    }
+    super::openai::require_array(fields, "messages")?;
     let output_cap = match (route, fields.get("max_tokens").map(|r| r.get())) {
         (Route::MessagesCountTokens, _) => None,
         (_, None | Some("null")) => {

@@ -42,24 +42,11 @@ pub(crate) fn call_body(
             Some("thinking"),
         ));
     }
-    let contents = fields.get("contents").map(|r| r.get().trim_start());
+    // A count may wrap the whole generation request instead of sending `contents`.
     let wrapped =
         route == Route::NativeCountTokens && fields.contains_key("generateContentRequest");
-    match contents {
-        Some(v) if v.starts_with('[') => {}
-        None if wrapped => {}
-        Some(_) => {
-            return Err(GatewayError::invalid(
-                "'contents' must be an array",
-                Some("contents"),
-            ));
-        }
-        None => {
-            return Err(GatewayError::invalid(
-                "'contents' is required",
-                Some("contents"),
-            ));
-        }
+    if !wrapped || fields.contains_key("contents") {
+        super::openai::require_array(fields, "contents")?;
     }
     let output_cap = match route {
         Route::NativeCountTokens => None,

@@ -73,26 +73,27 @@ pub(crate) fn bool_field(fields: &TopLevel<'_>, name: &'static str) -> Result<bo
     }
 }
 
+/// A required array field (`messages`, `contents`): 400 naming it when absent or not an array.
+pub(crate) fn require_array(fields: &TopLevel<'_>, name: &'static str) -> Result<(), GatewayError> {
+    match fields.get(name).map(|r| r.get().trim_start()) {
+        Some(v) if v.starts_with('[') => Ok(()),
+        Some(_) => Err(GatewayError::invalid(
+            format!("'{name}' must be an array"),
+            Some(name),
+        )),
+        None => Err(GatewayError::invalid(
+            format!("'{name}' is required"),
+            Some(name),
+        )),
+    }
+}
+
 /// Reads the fields the gateway needs from a chat-completions or responses body.
 pub(crate) fn call_body(route: Route, fields: &TopLevel<'_>) -> Result<CallBody, GatewayError> {
     let model = string_field(fields, "model")?;
     let stream = bool_field(fields, "stream")?;
     match route {
-        Route::ChatCompletions => match fields.get("messages").map(|r| r.get().trim_start()) {
-            Some(v) if v.starts_with('[') => {}
-            Some(_) => {
-                return Err(GatewayError::invalid(
-                    "'messages' must be an array",
-                    Some("messages"),
-                ));
-            }
-            None => {
-                return Err(GatewayError::invalid(
-                    "'messages' is required",
-                    Some("messages"),
-                ));
-            }
-        },
+        Route::ChatCompletions => require_array(fields, "messages")?,
         Route::Responses if !fields.contains_key("input") => {
             return Err(GatewayError::invalid("'input' is required", Some("input")));
         }
