@@ -27,13 +27,11 @@ pub(crate) fn auth(rec: &Rec, headers: &HeaderMap, key: &str) -> Option<Response
     if header_str(headers, "x-api-key") == Some(key) {
         return None;
     }
-    let body = anthropic::error_body(401, "invalid x-api-key");
-    Some(full(
+    Some(error(
         rec,
+        Wire::Anthropic,
         StatusCode::UNAUTHORIZED,
-        "application/json",
-        body,
-        Vec::new(),
+        "invalid x-api-key",
     ))
 }
 
