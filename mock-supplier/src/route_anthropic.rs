@@ -15,7 +15,7 @@ use crate::anthropic;
 use crate::anthropic_check::{self, Endpoint};
 use crate::clock;
 use crate::reply::{self, Reply};
-use crate::respond::{Extra, Rec, Req, Wire, error, full, header_str, json_ok, params, sse_ok};
+use crate::respond::{Extra, Rec, Req, Wire, error, header_str, json_ok, params, sse_ok};
 use crate::tools::{ToolApi, tool_to_call};
 
 fn bad_request(rec: &Rec, message: &str) -> Response {
