@@ -19,6 +19,8 @@ pub struct Model {
     pub estimated_requests: i64,
     /// Retail cost in nano-USD (what the organization's wallet is charged).
     pub cost_nanos: i64,
+    /// Images served (image calls).
+    pub images: i64,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

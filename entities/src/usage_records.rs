@@ -32,6 +32,8 @@ pub struct Model {
     pub workflow: Option<String>,
     /// Seconds of audio transcribed (audio models; 0 otherwise).
     pub audio_seconds: i64,
+    /// Images served (image calls, priced per image).
+    pub images: i64,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

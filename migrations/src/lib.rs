@@ -13,6 +13,7 @@ mod m20261122_000003_usage;
 mod m20261122_000004_usage_records;
 mod m20261122_000005_usage_attribution;
 mod m20261122_000006_usage_audio_seconds;
+mod m20261124_000007_usage_images;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -27,6 +28,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000004_usage_records::Migration),
             Box::new(m20261122_000005_usage_attribution::Migration),
             Box::new(m20261122_000006_usage_audio_seconds::Migration),
+            Box::new(m20261124_000007_usage_images::Migration),
         ]
     }
 }

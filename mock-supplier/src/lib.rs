@@ -18,8 +18,9 @@
 //!
 //! * **OpenAI** (every path not claimed below): `GET /v1/models`,
 //!   `POST /v1/chat/completions`, `POST /v1/responses`,
-//!   `POST /v1/audio/transcriptions` (multipart; see `audio`); anything else
-//!   404. Auth: `Authorization: Bearer <key>`, else 401
+//!   `POST /v1/audio/transcriptions` (multipart; see `audio`),
+//!   `POST /v1/images/generations` and `GET /files/{name}.png` (no
+//!   credentials needed; see [`images`]); anything else 404. Auth: `Authorization: Bearer <key>`, else 401
 //!   `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`.
 //!   Errors: `{"error":{"message":M,"type":T}}`.
 //! * **Anthropic** (`/v1/messages`, `/v1/messages/…`):
@@ -126,7 +127,8 @@
 //! (pieces, default 5, max 10000), `x-mock-usage`
 //! (`prompt=P,completion=C,cached=K,cache_creation=W,thoughts=T`, any
 //! subset), `x-mock-delay-ms` (pause between stream events, max 60000),
-//! `x-mock-audio-seconds` (the duration a transcription reports).
+//! `x-mock-audio-seconds` (the duration a transcription reports),
+//! `x-mock-images` (images an image answer carries, 0 to 16).
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -145,6 +147,7 @@ mod audio;
 mod clock;
 mod fault;
 mod gemini;
+pub mod images;
 mod openai_tools;
 mod record;
 pub mod reply;

@@ -125,6 +125,20 @@ pub(crate) fn serve(req: &Req<'_>) -> Response {
         let body = reply::to_bytes(&json!({"totalTokens": p.usage.prompt}));
         return json_ok(rec, body, cut);
     }
+    if action == Action::Generate && crate::images::gemini_wants_image(&json) {
+        let count = match crate::respond::numeric_header(
+            req.headers,
+            "x-mock-images",
+            1,
+            crate::images::MAX_IMAGES,
+        ) {
+            Ok(n) => n,
+            Err(msg) => return bad_request(rec, &msg),
+        };
+        let hash = reply::body_hash_hex(req.body);
+        let body = crate::images::gemini_image(model, count, p.usage.prompt, &hash);
+        return json_ok(rec, body, cut);
+    }
     let reply = Reply {
         hash: reply::body_hash_hex(req.body),
         model: model.to_owned(),

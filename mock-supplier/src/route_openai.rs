@@ -77,6 +77,16 @@ pub(crate) fn serve(req: &Req<'_>) -> Response {
         (&Method::POST, "/v1/chat/completions") => Api::Chat,
         (&Method::POST, "/v1/responses") => Api::Responses,
         (&Method::POST, "/v1/audio/transcriptions") => return transcription(req),
+        (&Method::POST, "/v1/images/generations") => return image_generation(req),
+        (&Method::GET, p) if p.starts_with("/files/") && p.ends_with(".png") => {
+            return full(
+                rec,
+                StatusCode::OK,
+                "image/png",
+                Bytes::from_static(crate::images::PNG),
+                Vec::new(),
+            );
+        }
         _ => return error(rec, Wire::OpenAi, StatusCode::NOT_FOUND, "not found"),
     };
 
@@ -137,6 +147,31 @@ pub(crate) fn serve(req: &Req<'_>) -> Response {
         events.truncate(keep);
     }
     sse_ok(rec, events, p.delay, cut)
+}
+
+/// `POST /v1/images/generations` (see `images`).
+fn image_generation(req: &Req<'_>) -> Response {
+    let rec = req.rec;
+    let json: Value = match serde_json::from_slice(req.body) {
+        Ok(v) => v,
+        Err(e) => return bad_request(rec, &format!("request body is not valid JSON: {e}")),
+    };
+    let count = match numeric_header(
+        req.headers,
+        "x-mock-images",
+        u64::MAX,
+        crate::images::MAX_IMAGES,
+    ) {
+        Ok(u64::MAX) => None,
+        Ok(n) => Some(n),
+        Err(msg) => return bad_request(rec, &msg),
+    };
+    let host = header_str(req.headers, "host").unwrap_or("127.0.0.1");
+    let hash = reply::body_hash_hex(req.body);
+    match crate::images::openai_generation(&json, count, host, &hash) {
+        Ok(body) => json_ok(rec, body, req.cut_after.is_some()),
+        Err(msg) => bad_request(rec, &msg),
+    }
 }
 
 /// `POST /v1/audio/transcriptions` (see `audio`).

@@ -191,7 +191,9 @@ async fn handle(State(ctx): State<ConnCtx>, req: Request) -> Response {
     }
 
     let query = parts.uri.query();
-    if let Some(key) = &shared.config.api_key {
+    // Hosted image files are fetched without credentials, like a supplier's signed URLs.
+    let public = parts.uri.path().starts_with("/files/");
+    if let Some(key) = shared.config.api_key.as_ref().filter(|_| !public) {
         let denied = match wire {
             Wire::OpenAi => route_openai::auth(&rec, headers, key),
             Wire::Anthropic => route_anthropic::auth(&rec, headers, key),

@@ -18,6 +18,7 @@ mod cooldowns;
 mod counters;
 mod error;
 mod keys;
+mod media;
 mod memory;
 mod redis_store;
 pub mod schema;
@@ -31,6 +32,7 @@ pub use cooldowns::{CoolCause, Cooldown, Cooldowns};
 pub use counters::{WindowCounters, WindowHit};
 pub use error::{StoreError, StoreResult};
 pub use keys::{KeyDirectory, KeyPermissions, KeyRecord};
+pub use media::{MEMORY_MEDIA_CAP, Media, MediaFile};
 pub use memory::MemoryStore;
 pub use redis_store::RedisStore;
 pub use sessions::Sessions;
@@ -53,6 +55,7 @@ pub struct Stores {
     pub cooldowns: Arc<dyn Cooldowns>,
     pub sessions: Arc<dyn Sessions>,
     pub slots: Arc<dyn Slots>,
+    pub media: Arc<dyn Media>,
 }
 
 impl Stores {
@@ -71,7 +74,8 @@ impl Stores {
             wallets: m.clone(),
             cooldowns: m.clone(),
             sessions: m.clone(),
-            slots: m,
+            slots: m.clone(),
+            media: m,
         }
     }
 
@@ -86,7 +90,8 @@ impl Stores {
             wallets: r.clone(),
             cooldowns: r.clone(),
             sessions: r.clone(),
-            slots: r,
+            slots: r.clone(),
+            media: r,
         })
     }
 }

@@ -6,6 +6,7 @@ use crate::cooldowns::{CoolCause, Cooldown, Cooldowns};
 use crate::counters::{WindowCounters, WindowHit};
 use crate::error::{StoreError, StoreResult};
 use crate::keys::{KeyDirectory, KeyRecord};
+use crate::media::{MEMORY_MEDIA_CAP, Media, MediaFile};
 use crate::sessions::Sessions;
 use crate::slots::Slots;
 use crate::usage::{StreamEntry, UsageEvent, UsageStream};
@@ -33,6 +34,8 @@ pub struct MemoryStore {
     sessions: Mutex<HashMap<(i64, String), (String, Instant)>>,
     /// account → slot id → expiry
     slots: Mutex<HashMap<String, HashMap<String, Instant>>>,
+    /// Hosted media: id → (file, expiry).
+    media: Mutex<HashMap<String, (MediaFile, Instant)>>,
 }
 
 #[derive(Default)]
@@ -504,6 +507,35 @@ impl Sessions for MemoryStore {
         }
         s.insert((org, session.to_string()), (account.to_string(), now + ttl));
         Ok(())
+    }
+}
+
+#[async_trait]
+impl Media for MemoryStore {
+    async fn put(&self, id: &str, file: &MediaFile, ttl: Duration) -> StoreResult<()> {
+        let mut m = self
+            .media
+            .lock()
+            .map_err(|_| StoreError::Unavailable("media lock poisoned".into()))?;
+        let now = self.now();
+        m.retain(|_, (_, until)| *until > now);
+        m.remove(id);
+        let held: usize = m.values().map(|(f, _)| f.bytes.len()).sum();
+        if held + file.bytes.len() > MEMORY_MEDIA_CAP {
+            return Err(StoreError::Unavailable("media store full".into()));
+        }
+        m.insert(id.to_string(), (file.clone(), now + ttl));
+        Ok(())
+    }
+
+    async fn get(&self, id: &str) -> StoreResult<Option<MediaFile>> {
+        let m = self
+            .media
+            .lock()
+            .map_err(|_| StoreError::Unavailable("media lock poisoned".into()))?;
+        Ok(m.get(id)
+            .filter(|(_, until)| *until > self.now())
+            .map(|(f, _)| f.clone()))
     }
 }
 

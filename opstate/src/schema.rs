@@ -16,6 +16,7 @@
 //! | `{prefix}{org:N}:session:S` | string with TTL | the account session S of organization N last used |
 //! | `{prefix}{slots:ACCOUNT}` | sorted set | live capacity slots of the account (slot id → expiry ms) |
 //! | `{prefix}{cd:ACCOUNT}` | string with TTL | the supplier account is cooling until the key expires |
+//! | `{prefix}{media}:ID` | string with TTL | a hosted file: content type, NUL, bytes |
 //! | `{prefix}{usage}` | stream | usage events (field `e`: JSON [`crate::UsageEvent`]), consumer group `settler` |
 //!
 //! The prefix must not contain `{` or `}`: the hash tags above decide the cluster slot.
@@ -68,6 +69,11 @@ impl KeySchema {
 
     pub fn slots(&self, account: &str) -> String {
         format!("{}{{slots:{account}}}", self.prefix)
+    }
+
+    /// A hosted media file.
+    pub fn media(&self, id: &str) -> String {
+        format!("{}{{media}}:{id}", self.prefix)
     }
 
     pub fn cooldown(&self, account: &str) -> String {

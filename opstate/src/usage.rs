@@ -68,6 +68,9 @@ pub struct UsageEvent {
     /// Seconds of audio served (audio transcriptions, priced per minute; 0 for other calls).
     #[serde(default)]
     pub audio_seconds: u64,
+    /// Images served (image generations and edits, priced per image; 0 for other calls).
+    #[serde(default)]
+    pub images: u64,
     /// The retail multiplier the call was priced at (absent in events of older gateways).
     #[serde(default)]
     pub retail_rate: Option<RateMultiplier>,

@@ -96,6 +96,9 @@ pub struct HoldMeta {
     /// Seconds of audio estimated at admission (audio transcriptions; 0 otherwise).
     #[serde(default)]
     pub audio_seconds: u64,
+    /// Images asked for at admission (image calls; 0 otherwise).
+    #[serde(default)]
+    pub images: u64,
     /// The retail multiplier the call was priced at.
     #[serde(default)]
     pub retail_rate: Option<money::RateMultiplier>,

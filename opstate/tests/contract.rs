@@ -72,6 +72,7 @@ fn event(n: u64) -> UsageEvent {
         project: None,
         workflow: None,
         audio_seconds: 0,
+        images: 0,
         retail_rate: None,
         wholesale_rate: None,
         resent: false,
@@ -935,6 +936,25 @@ async fn sticky_sessions_remember_and_expire() {
             None,
             "{name}: expired"
         );
+    }
+}
+
+#[tokio::test]
+async fn media_files_round_trip_and_expire() {
+    for (name, s) in backends().await {
+        let m = &s.media;
+        assert_eq!(m.get("img").await.unwrap(), None, "{name}");
+        let png = opstate::MediaFile {
+            content_type: "image/png".into(),
+            bytes: bytes::Bytes::from_static(b"\x89PNG\r\n\x1a\n\0binary\0bytes"),
+        };
+        m.put("img", &png, Duration::from_millis(150))
+            .await
+            .unwrap();
+        assert_eq!(m.get("img").await.unwrap().as_ref(), Some(&png), "{name}");
+        assert_eq!(m.get("other").await.unwrap(), None, "{name}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(m.get("img").await.unwrap(), None, "{name}: expired");
     }
 }
 

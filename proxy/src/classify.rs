@@ -20,6 +20,14 @@ pub enum Route {
     /// `POST /compat/v1/audio/transcriptions` (multipart), only to accounts with the
     /// `audio_transcription` capability.
     AudioTranscriptions,
+    /// `POST /compat/v1/images/generations` (JSON), only to accounts with `image_generation`.
+    ImageGenerations,
+    /// `POST /compat/v1/images/edits` (multipart `image[]` parts or JSON `images[].image_url`),
+    /// only to accounts with `image_edit`.
+    ImageEdits,
+    /// `GET /media/{id}`: an image the gateway hosts for a `response_format=url` answer, behind
+    /// a signed, expiring URL (no key: the signature is the credential).
+    Media,
     /// `POST /v1/messages`: the Anthropic-style Messages surface.
     Messages,
     /// `POST /v1/messages/count_tokens`.
@@ -72,6 +80,9 @@ impl Route {
             (&Method::POST, "/compat/v1/chat/completions") => Route::ChatCompletions,
             (&Method::POST, "/compat/v1/responses") => Route::Responses,
             (&Method::POST, "/compat/v1/audio/transcriptions") => Route::AudioTranscriptions,
+            (&Method::POST, "/compat/v1/images/generations") => Route::ImageGenerations,
+            (&Method::POST, "/compat/v1/images/edits") => Route::ImageEdits,
+            (&Method::GET, p) if crate::media::id_of(p).is_some() => Route::Media,
             (&Method::POST, "/v1/messages") => Route::Messages,
             (&Method::POST, "/v1/messages/count_tokens") => Route::MessagesCountTokens,
             (&Method::GET, "/v1/models") => Route::MessagesModels,
@@ -149,6 +160,9 @@ impl Route {
             Route::ChatCompletions => "chat_completions",
             Route::Responses => "responses",
             Route::AudioTranscriptions => "audio_transcriptions",
+            Route::ImageGenerations => "image_generations",
+            Route::ImageEdits => "image_edits",
+            Route::Media => "media",
             Route::Messages => "messages",
             Route::MessagesCountTokens => "messages_count_tokens",
             Route::MessagesModels => "messages_models",
@@ -168,7 +182,10 @@ impl Route {
             Route::Models
             | Route::ChatCompletions
             | Route::Responses
-            | Route::AudioTranscriptions => Surface::OpenAi,
+            | Route::AudioTranscriptions
+            | Route::ImageGenerations
+            | Route::ImageEdits
+            | Route::Media => Surface::OpenAi,
             Route::Messages
             | Route::MessagesCountTokens
             | Route::MessagesModels
@@ -182,7 +199,8 @@ impl Route {
         }
     }
 
-    /// The kind of model a generation route serves (`None`: not a generation route).
+    /// The kind of model a generation route serves (`None`: not a generation route). The native
+    /// `generateContent` route also serves image models (see [`Route::serves`]).
     pub fn model_kind(self) -> Option<ModelKind> {
         match self {
             Route::ChatCompletions
@@ -193,13 +211,32 @@ impl Route {
             | Route::NativeStream
             | Route::NativeCountTokens => Some(ModelKind::Text),
             Route::AudioTranscriptions => Some(ModelKind::Audio),
+            Route::ImageGenerations | Route::ImageEdits => Some(ModelKind::Image),
             Route::Models
             | Route::MessagesModels
             | Route::MessagesModel
             | Route::NativeModels
             | Route::NativeModel
+            | Route::Media
             | Route::Admin => None,
         }
+    }
+
+    /// Whether the route serves models of `kind`: its own kind, and on the native surface image
+    /// models too (their `generateContent` is checked against the image rules; streaming and
+    /// token counting refuse them).
+    pub fn serves(self, kind: ModelKind) -> bool {
+        self.model_kind() == Some(kind)
+            || (kind == ModelKind::Image
+                && matches!(
+                    self,
+                    Route::NativeGenerate | Route::NativeStream | Route::NativeCountTokens
+                ))
+    }
+
+    /// Whether the route is one of the compat image routes.
+    pub fn is_image(self) -> bool {
+        matches!(self, Route::ImageGenerations | Route::ImageEdits)
     }
 
     /// The wire format the client speaks on a generation route (`None`: not a JSON generation
@@ -214,6 +251,9 @@ impl Route {
             }
             Route::Models
             | Route::AudioTranscriptions
+            | Route::ImageGenerations
+            | Route::ImageEdits
+            | Route::Media
             | Route::MessagesModels
             | Route::MessagesModel
             | Route::NativeModels
@@ -232,6 +272,7 @@ impl Route {
         matches!(
             self,
             Route::Models
+                | Route::Media
                 | Route::MessagesModels
                 | Route::MessagesModel
                 | Route::NativeModels

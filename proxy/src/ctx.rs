@@ -79,6 +79,17 @@ pub(crate) struct Call {
     /// Attribution headers (`x-tollgate-project`, `x-tollgate-workflow`).
     pub project: Option<String>,
     pub workflow: Option<String>,
+    /// Image calls (an image model served it): priced per image served.
+    pub images: Option<ImageCharge>,
+}
+
+/// What an image call asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ImageCharge {
+    /// Images asked for (what the hold covers).
+    pub asked: u64,
+    /// The client wants URLs (`response_format=url`).
+    pub urls: bool,
 }
 
 impl Call {
@@ -89,7 +100,12 @@ impl Call {
         bodies: Bodies,
         model: Arc<ModelRoute>,
     ) -> Call {
+        let images = (model.model.kind == settings::ModelKind::Image).then(|| ImageCharge {
+            asked: work.images_asked(),
+            urls: work.wants_urls(),
+        });
         Call {
+            images,
             requested_model: work.model().to_string(),
             model,
             stream: work.stream(),

@@ -103,6 +103,9 @@ pub enum GatewayError {
     /// The supplier answered with something that is not HTTP.
     #[error("the model supplier sent an invalid response")]
     UpstreamProtocol,
+    /// A hosted media URL that is unknown, expired or wrongly signed.
+    #[error("no such media, or its URL expired")]
+    MediaNotFound,
     /// A bug or an impossible state; details are in the log, not the body.
     #[error("internal gateway error")]
     Internal,
@@ -345,6 +348,16 @@ impl GatewayError {
                     &message,
                     "upstream_error",
                     Some("upstream_invalid_response"),
+                    None,
+                ),
+            ),
+            GatewayError::MediaNotFound => (
+                404,
+                "media_not_found",
+                openai(
+                    &message,
+                    "invalid_request_error",
+                    Some("media_not_found"),
                     None,
                 ),
             ),

@@ -16,7 +16,7 @@ use crate::route::cooldown::{self, Cooling, Reason, UsageLimit};
 use crate::route::{self, select};
 use crate::shared::Shared;
 use crate::upstream::{accounts, rewrite};
-use crate::{auth, inspect, local, respond};
+use crate::{auth, inspect, local, media, respond};
 use async_trait::async_trait;
 use bytes::Bytes;
 use opstate::Stores;
@@ -72,9 +72,12 @@ impl Gateway {
                 .map(|_| false)
                 .ok_or(GatewayError::UpstreamUnreachable);
         }
+        if route == Route::Media {
+            let file = media::fetch(s.stores().media.as_ref(), &s.signer, header).await?;
+            return respond::file(session, file, &ctx.request_id).await;
+        }
         let keys = s.stores().keys.as_ref();
-        let surface = route.surface();
-        let caller = auth::authenticate(header, surface, s.env, &s.hasher, keys).await?;
+        let caller = auth::authenticate(header, route.surface(), s.env, &s.hasher, keys).await?;
         let caller = ctx.caller.insert(caller).clone();
         auth::permit(&caller, route)?;
         if route.is_local() {
@@ -98,7 +101,7 @@ impl Gateway {
         }
         let targets = s.targets(route, &ctx.order);
         let options = s.body_options(&caller);
-        let bodies = work.bodies(route, &original, &served.model.id, targets, options)?;
+        let bodies = work.bodies(route, &original, &served.model, targets, options)?;
         if !route.counts_tokens() {
             let (model, at) = (&served.model, ctx.started_at_ms);
             let plan = admit::hold_for(&work, route, model, &caller, &s.settings, at)?;
@@ -343,9 +346,7 @@ impl ProxyHttp for Gateway {
         e: &Error,
         ctx: &mut RequestCtx,
     ) -> FailToProxy {
-        if let Some(meter) = ctx.meter.as_mut() {
-            meter.finish();
-        }
+        ctx.meter.iter_mut().for_each(Meter::finish);
         let written = session.response_written().map(|h| h.status.as_u16());
         let error_code = match (written, GatewayError::from_pingora(e)) {
             (Some(status), _) => {

@@ -17,6 +17,7 @@ mod errors;
 mod gateway;
 mod inspect;
 mod local;
+mod media;
 mod meter;
 pub mod metrics;
 mod money;

@@ -25,6 +25,8 @@ use opstate::Measurement;
 
 /// Largest non-streaming body kept for usage parsing.
 pub const JSON_CAP: usize = 8 * 1024 * 1024;
+/// Largest image answer kept for counting its images (base64 images are large).
+pub const IMAGE_JSON_CAP: usize = 64 * 1024 * 1024;
 /// Longest SSE line kept; longer lines are skipped (they cannot be usage events we trust).
 pub const LINE_CAP: usize = 1024 * 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +53,9 @@ pub(crate) struct Meter {
     /// Audio calls: read the duration the supplier reports.
     audio: bool,
     audio_seconds: Option<u64>,
+    /// Image calls: count the images the answer carries.
+    images: bool,
+    image_count: Option<u64>,
     /// Rate-limited answers: read the reset hint in the body.
     watch_reset: bool,
     reset_hint: Option<std::time::Duration>,
@@ -73,6 +78,8 @@ impl Meter {
             bytes: 0,
             audio: false,
             audio_seconds: None,
+            images: false,
+            image_count: None,
             watch_reset: false,
             reset_hint: None,
         }
@@ -92,12 +99,22 @@ impl Meter {
         meter
     }
 
+    /// Image calls: count the images of the answer (its JSON is kept up to [`IMAGE_JSON_CAP`]).
+    pub fn count_images(&mut self, images: bool) {
+        self.images = images;
+    }
+
     /// Feeds one chunk of the response body, as it passes to the client.
     pub fn observe(&mut self, chunk: &[u8]) {
         self.bytes = self.bytes.saturating_add(chunk.len() as u64);
         match self.mode {
             Mode::Json => {
-                if self.json.len() + chunk.len() > JSON_CAP {
+                let cap = if self.images {
+                    IMAGE_JSON_CAP
+                } else {
+                    JSON_CAP
+                };
+                if self.json.len() + chunk.len() > cap {
                     self.json_overflow = true;
                     self.json = Vec::new();
                 } else if !self.json_overflow {
@@ -143,6 +160,9 @@ impl Meter {
                     if self.audio {
                         self.audio_seconds = self.wire.audio_seconds(&self.json);
                     }
+                    if self.images {
+                        self.image_count = self.wire.images(&self.json);
+                    }
                     if self.watch_reset {
                         self.reset_hint = crate::route::cooldown::body_hint(&self.json);
                     }
@@ -159,9 +179,15 @@ impl Meter {
         }
     }
 
-    /// Whether the supplier reported usage (tokens, or for audio a duration).
+    /// Whether the supplier reported usage (tokens, for audio a duration, for images a count).
     pub fn has_usage(&self) -> bool {
-        self.usage.is_some() || self.audio_seconds.is_some()
+        self.usage.is_some() || self.audio_seconds.is_some() || self.image_count.is_some()
+    }
+
+    /// The images a whole, readable image answer carried (`None`: not an image call, or the
+    /// answer was cut, unreadable or over the cap).
+    pub fn images(&self) -> Option<u64> {
+        self.image_count
     }
 
     /// The token counts the supplier reported, if it did.

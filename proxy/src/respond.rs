@@ -27,6 +27,29 @@ pub async fn local(
         .map_err(|_| GatewayError::Internal)
 }
 
+/// Answers with a hosted file (200): `Ok(true)`, the request is answered.
+pub async fn file(
+    session: &mut Session,
+    file: opstate::MediaFile,
+    request_id: &str,
+) -> Result<bool, GatewayError> {
+    let write = async {
+        let mut header = ResponseHeader::build(200, Some(4))?;
+        header.insert_header(http::header::CONTENT_TYPE, file.content_type.as_str())?;
+        header.insert_header(http::header::CONTENT_LENGTH, file.bytes.len().to_string())?;
+        header.insert_header(http::header::CACHE_CONTROL, "private, max-age=300")?;
+        header.insert_header("x-request-id", request_id)?;
+        session
+            .write_response_header(Box::new(header), false)
+            .await?;
+        session.write_response_body(Some(file.bytes), true).await
+    };
+    write
+        .await
+        .map(|()| true)
+        .map_err(|_: Box<pingora::Error>| GatewayError::Internal)
+}
+
 /// Writes a complete JSON response, with `Retry-After` when given.
 async fn json_with(
     session: &mut Session,

@@ -41,8 +41,9 @@ pub fn build_server(settings: &Settings, gateway: Gateway) -> Server {
 }
 
 /// The gateway's own background work until `shutdown` turns true: keeping the holds of its calls
-/// in progress open past their deadline (`money::renew`) and re-sending its recent usage events
-/// when the store lost them (`money::resend`). Runs beside the gateway: a Pingora background
+/// in progress open past their deadline (`money::renew`), re-sending its recent usage events
+/// when the store lost them (`money::resend`), and writing hosted images to the store
+/// (`media::Pending`). Runs beside the gateway: a Pingora background
 /// service in production, a tracked task of [`serve_listener`] in tests.
 pub async fn renew_holds(gateway: Gateway, shutdown: watch::Receiver<bool>) {
     let s = gateway.shared;
@@ -55,7 +56,8 @@ pub async fn renew_holds(gateway: Gateway, shutdown: watch::Receiver<bool>) {
             ttl,
             shutdown.clone()
         ),
-        resend::run(&s.recent, || s.stores().clone(), &proxy, shutdown),
+        resend::run(&s.recent, || s.stores().clone(), &proxy, shutdown.clone()),
+        s.pending_media.run(|| s.stores().media.clone(), shutdown),
     );
 }
 

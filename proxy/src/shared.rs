@@ -17,6 +17,7 @@ use crate::upstream::Accounts;
 use crate::upstream::rewrite;
 use crate::wire::Wire;
 use crate::wire::cells::{self, Reshape};
+use crate::wire::images::ImageAnswer;
 use credentials::{Env, KeyHasher};
 use opstate::Stores;
 use settings::{Environment, Settings};
@@ -27,6 +28,10 @@ pub(crate) struct Shared {
     pub settings: Arc<Settings>,
     pub env: Env,
     pub hasher: KeyHasher,
+    /// Signs the URLs of hosted media (`crate::media`).
+    pub signer: crate::media::Signer,
+    /// Hosted images waiting for their store write.
+    pub pending_media: Arc<crate::media::Pending>,
     /// The stores created at start-up (on the background runtime, shared with an embedded
     /// admin-api). See [`Shared::stores`].
     startup_stores: Stores,
@@ -61,6 +66,8 @@ impl Shared {
         let recent = RecentEvents::with_spool(spool(&settings));
         Shared {
             hasher: KeyHasher::new(&settings.security.key_pepper),
+            signer: crate::media::Signer::new(&settings.security.key_pepper),
+            pending_media: Arc::default(),
             env,
             startup_stores: stores,
             local_stores: tokio::sync::OnceCell::new(),
@@ -188,8 +195,28 @@ impl Shared {
         let supplier =
             provider.and_then(|u| ctx.route.and_then(|r| cells::target(u.account.provider, r)));
         let wire = supplier.map_or(Wire::OpenAi, Wire::of);
-        ctx.meter = Some(Meter::for_response(wire, content_type, audio, watch_reset));
+        let mut meter = Meter::for_response(wire, content_type, audio, watch_reset);
+        meter.count_images(call.images.is_some());
+        ctx.meter = Some(meter);
         let status = upstream_response.status.as_u16();
+        if let Some(images) = call
+            .images
+            .filter(|_| ctx.route.is_some_and(Route::is_image))
+        {
+            let gemini = supplier == Some(translate::Format::Gemini);
+            let host = Arc::new(crate::media::Hosting {
+                pending: Arc::clone(&self.pending_media),
+                signer: self.signer.clone(),
+                base: self.settings.server.public_base_url.to_string(),
+            });
+            let created = ctx.started_at_ms / 1000;
+            let answer = ImageAnswer::new(gemini, images.urls, status, created, host);
+            ctx.reshape = answer.map(|a| Reshape::Image(Box::new(a)));
+            if let Some(reshape) = &ctx.reshape {
+                rewrite::reshaped_response(upstream_response, reshape.content_type())?;
+            }
+            return Ok(());
+        }
         let context = translate::response::Context {
             model: call.model.model.id.clone(),
             request_id: ctx.request_id.clone(),

@@ -129,6 +129,8 @@ pub struct RawModel {
     pub per_second: Option<RawPrice>,
     pub per_minute_audio: Option<RawPrice>,
     pub downgrade_to: Option<String>,
+    pub image_aspect_ratios: Option<Vec<String>>,
+    pub image_sizes: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]

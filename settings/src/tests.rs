@@ -261,3 +261,73 @@ mod properties {
         }
     }
 }
+
+/// `VALID` with an image model `img` (extra `[[models]]` lines `options`) served by accounts
+/// of `providers` (each also naming the text model it already serves).
+fn with_image(options: &str, providers: &[&str]) -> String {
+    let mut text = VALID.replace(
+        "[[accounts]]",
+        &format!(
+            "[[models]]\nid = \"img\"\nfamily = \"img\"\nkind = \"image\"\nper_image = 0.04\n{options}\n\n[[accounts]]"
+        ),
+    );
+    for (i, p) in providers.iter().enumerate() {
+        text.push_str(&format!(
+            "\n[[accounts]]\nid = \"i{i}\"\nprovider = \"{p}\"\nbase_url = \"http://127.0.0.1:9\"\napi_key = \"k\"\nmodels = [\"img\"]\ncapabilities = [\"image_generation\"]\n"
+        ));
+    }
+    text
+}
+
+#[test]
+fn image_options_and_profiles() {
+    let s = parse(&with_image("", &["gemini", "gemini"])).unwrap();
+    let img = s.models.iter().find(|m| m.id == "img").unwrap();
+    assert_eq!(img.image_aspect_ratios, ["1:1"]);
+    assert_eq!(img.image_sizes, ["1K"]);
+    let s = parse(&with_image(
+        "image_aspect_ratios = [\"1:1\", \"16:9\"]\nimage_sizes = [\"1K\", \"2K\"]",
+        &["gemini"],
+    ))
+    .unwrap();
+    let img = s.models.iter().find(|m| m.id == "img").unwrap();
+    assert_eq!(img.image_aspect_ratios, ["1:1", "16:9"]);
+    assert!(parse(&with_image("", &["openai"])).is_ok());
+    for (options, providers, path) in [
+        (
+            "image_aspect_ratios = [\"wide\"]",
+            vec!["gemini"],
+            "models[2].image_aspect_ratios[0]",
+        ),
+        (
+            "image_aspect_ratios = [\"0:1\"]",
+            vec!["gemini"],
+            "models[2].image_aspect_ratios[0]",
+        ),
+        (
+            "image_aspect_ratios = []",
+            vec!["gemini"],
+            "models[2].image_aspect_ratios",
+        ),
+        (
+            "image_sizes = [\"1K\", \"1K\"]",
+            vec!["gemini"],
+            "models[2].image_sizes[1]",
+        ),
+        (
+            "image_sizes = [\"8K\"]",
+            vec!["gemini"],
+            "models[2].image_sizes[0]",
+        ),
+        ("", vec!["gemini", "openai"], "accounts[2].models[0]"),
+        ("", vec!["anthropic"], "accounts[1].models[0]"),
+    ] {
+        let e = error_of(&with_image(options, &providers));
+        assert_eq!(e.path, path, "{options} {providers:?}: {e}");
+    }
+    let e = error_of(&VALID.replace(
+        "output_per_mtok = \"0.60\"",
+        "output_per_mtok = \"0.60\"\nimage_sizes = [\"1K\"]",
+    ));
+    assert_eq!(e.path, "models[0].image_sizes");
+}

@@ -187,6 +187,12 @@ pub struct Model {
     pub author: Option<String>,
     pub prices: ModelPrices,
     pub downgrade_to: Option<String>,
+    /// Image models served natively (`gemini` accounts): the `imageConfig.aspectRatio` values the
+    /// native surface accepts (default `["1:1"]`).
+    pub image_aspect_ratios: Vec<String>,
+    /// Image models served natively: the `imageConfig.imageSize` values accepted (default
+    /// `["1K"]`).
+    pub image_sizes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -543,6 +549,7 @@ pub(crate) fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, Confi
             ));
         }
     }
+    image_profiles(&models, &accounts)?;
     let groups = raw
         .groups
         .iter()
@@ -706,6 +713,7 @@ fn validate_models(raw: &[RawModel]) -> Result<Vec<Model>, ConfigError> {
         {
             return Err(err(p("author"), "must be a non-empty name without '/'"));
         }
+        let (image_aspect_ratios, image_sizes) = image_options(m, kind, &p)?;
         models.push(Model {
             id: m.id.clone(),
             family: m.family.clone(),
@@ -713,6 +721,8 @@ fn validate_models(raw: &[RawModel]) -> Result<Vec<Model>, ConfigError> {
             author: m.author.clone(),
             prices,
             downgrade_to: m.downgrade_to.clone(),
+            image_aspect_ratios,
+            image_sizes,
         });
     }
     let by_id: HashMap<&str, &Model> = models.iter().map(|m| (m.id.as_str(), m)).collect();
@@ -737,6 +747,69 @@ fn validate_models(raw: &[RawModel]) -> Result<Vec<Model>, ConfigError> {
         }
     }
     Ok(models)
+}
+
+/// The native image options of a model: only image models take them; aspect ratios are `W:H`
+/// (positive integers), sizes `1K`, `2K` or `4K`; each list non-empty and without duplicates.
+fn image_options(
+    m: &RawModel,
+    kind: ModelKind,
+    p: &dyn Fn(&str) -> String,
+) -> Result<(Vec<String>, Vec<String>), ConfigError> {
+    if kind != ModelKind::Image {
+        for (field, value) in [
+            ("image_aspect_ratios", &m.image_aspect_ratios),
+            ("image_sizes", &m.image_sizes),
+        ] {
+            if value.is_some() {
+                return Err(err(p(field), "only image models take image options"));
+            }
+        }
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let list = |value: &Option<Vec<String>>,
+                field: &str,
+                default: &str,
+                valid: &dyn Fn(&str) -> bool|
+     -> Result<Vec<String>, ConfigError> {
+        let Some(values) = value else {
+            return Ok(vec![default.to_string()]);
+        };
+        if values.is_empty() {
+            return Err(err(p(field), "must list at least one value"));
+        }
+        let mut seen = HashSet::new();
+        for (j, v) in values.iter().enumerate() {
+            if !valid(v) {
+                return Err(err(
+                    format!("{}[{j}]", p(field)),
+                    format!("{v:?} is not valid"),
+                ));
+            }
+            if !seen.insert(v.as_str()) {
+                return Err(err(
+                    format!("{}[{j}]", p(field)),
+                    format!("duplicate {v:?}"),
+                ));
+            }
+        }
+        Ok(values.clone())
+    };
+    let ratio = |v: &str| {
+        v.split_once(':').is_some_and(|(w, h)| {
+            [w, h].iter().all(|n| {
+                !n.is_empty()
+                    && n.len() <= 3
+                    && n.bytes().all(|b| b.is_ascii_digit())
+                    && !n.starts_with('0')
+            })
+        })
+    };
+    let size = |v: &str| matches!(v, "1K" | "2K" | "4K");
+    Ok((
+        list(&m.image_aspect_ratios, "image_aspect_ratios", "1:1", &ratio)?,
+        list(&m.image_sizes, "image_sizes", "1K", &size)?,
+    ))
 }
 
 fn validate_model_list(
@@ -845,6 +918,43 @@ fn validate_account(
         max_concurrency,
         forward_headers,
     })
+}
+
+/// An image model's accounts decide its profile (DESIGN §6b): `gemini` accounts the native-style
+/// profile, `openai` accounts the OpenAI-style one. So all the accounts of one image model speak
+/// the same provider, and it is one of those two (Anthropic generates no images).
+fn image_profiles(models: &[Model], accounts: &[Account]) -> Result<(), ConfigError> {
+    for m in models.iter().filter(|m| m.kind == ModelKind::Image) {
+        let mut first: Option<Provider> = None;
+        for (i, a) in accounts.iter().enumerate() {
+            let Some(j) = a.models.iter().position(|id| id == &m.id) else {
+                continue;
+            };
+            let path = format!("accounts[{i}].models[{j}]");
+            if a.provider == Provider::Anthropic {
+                return Err(err(
+                    path,
+                    format!(
+                        "image model {:?} cannot be served by an anthropic account (only openai or gemini)",
+                        m.id
+                    ),
+                ));
+            }
+            match first {
+                Some(p) if p != a.provider => {
+                    return Err(err(
+                        path,
+                        format!(
+                            "image model {:?} is served by openai and gemini accounts; its profile needs one provider",
+                            m.id
+                        ),
+                    ));
+                }
+                _ => first = Some(a.provider),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Headers an account may never have forwarded: the customer's credentials and cookies, and what

@@ -15,6 +15,9 @@ pub struct Model {
     /// Price keys and their USD values (`input_per_mtok`, `per_minute_audio`, …).
     pub prices: Vec<(&'static str, f64)>,
     pub downgrade_to: Option<String>,
+    /// `image_aspect_ratios` and `image_sizes` (image models; `None`: the defaults).
+    pub image_aspect_ratios: Option<Vec<String>>,
+    pub image_sizes: Option<Vec<String>>,
 }
 
 impl Model {
@@ -30,6 +33,8 @@ impl Model {
                 ("output_per_mtok", output_per_mtok),
             ],
             downgrade_to: None,
+            image_aspect_ratios: None,
+            image_sizes: None,
         }
     }
 
@@ -47,7 +52,30 @@ impl Model {
             author: None,
             prices: vec![("per_minute_audio", per_minute)],
             downgrade_to: None,
+            image_aspect_ratios: None,
+            image_sizes: None,
         }
+    }
+
+    /// An image model priced per image.
+    pub fn image(id: &str, per_image: f64) -> Model {
+        Model {
+            kind: "image",
+            prices: vec![("per_image", per_image)],
+            ..Model::audio(id, 0.0)
+        }
+    }
+
+    /// The native aspect ratios of an image model (`image_aspect_ratios`).
+    pub fn aspect_ratios(mut self, ratios: &[&str]) -> Model {
+        self.image_aspect_ratios = Some(ratios.iter().map(|r| r.to_string()).collect());
+        self
+    }
+
+    /// The native image sizes of an image model (`image_sizes`).
+    pub fn image_sizes(mut self, sizes: &[&str]) -> Model {
+        self.image_sizes = Some(sizes.iter().map(|r| r.to_string()).collect());
+        self
     }
 
     pub fn family(mut self, family: &str) -> Model {
@@ -67,11 +95,12 @@ impl Model {
 }
 
 /// The request headers that steer the mock supplier (`mock-supplier`'s crate docs).
-pub const MOCK_CONTROL_HEADERS: [&str; 4] = [
+pub const MOCK_CONTROL_HEADERS: [&str; 5] = [
     "x-mock-usage",
     "x-mock-events",
     "x-mock-delay-ms",
     "x-mock-audio-seconds",
+    "x-mock-images",
 ];
 
 /// One `[[accounts]]` entry.
@@ -274,6 +303,12 @@ impl TestConfig {
             }
             if let Some(d) = &m.downgrade_to {
                 let _ = writeln!(out, "downgrade_to = {}", d.toml());
+            }
+            if let Some(r) = &m.image_aspect_ratios {
+                let _ = writeln!(out, "image_aspect_ratios = {}", r.toml());
+            }
+            if let Some(r) = &m.image_sizes {
+                let _ = writeln!(out, "image_sizes = {}", r.toml());
             }
         }
         for a in &self.accounts {

@@ -44,6 +44,8 @@ pub struct UsageTotals {
     pub input_tokens: i64,
     pub output_tokens: i64,
     pub cache_tokens: i64,
+    /// Images served (image generations and edits).
+    pub images: i64,
     #[schema(value_type = f64)]
     pub cost_usd: Usd,
 }

@@ -195,5 +195,7 @@ pub struct UsageBucket {
     pub burn_usd: Usd,
     pub requests: i64,
     pub total_tokens: i64,
+    /// Images served (image generations and edits).
+    pub images: i64,
     pub active_api_keys: usize,
 }

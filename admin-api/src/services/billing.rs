@@ -92,6 +92,7 @@ struct Agg {
     output: i64,
     cached: i64,
     cost: i64,
+    images: i64,
 }
 
 impl Agg {
@@ -101,6 +102,7 @@ impl Agg {
         self.output += r.output_tokens;
         self.cached += r.cached_tokens;
         self.cost += r.cost_nanos;
+        self.images += r.images;
     }
     fn totals(&self) -> UsageTotals {
         UsageTotals {
@@ -108,6 +110,7 @@ impl Agg {
             input_tokens: self.input,
             output_tokens: self.output,
             cache_tokens: self.cached,
+            images: self.images,
             cost_usd: Usd(NanoUsd::from_nanos(self.cost)),
         }
     }
@@ -217,7 +220,9 @@ fn attributed(
     if records.iter().all(|r| key(r).is_none()) {
         return None;
     }
-    let mut groups: BTreeMap<Option<String>, (i64, i64, i64, i64, i64)> = BTreeMap::new();
+    // requests, input, output, cached, cost, images
+    type Sums = (i64, i64, i64, i64, i64, i64);
+    let mut groups: BTreeMap<Option<String>, Sums> = BTreeMap::new();
     for r in records {
         let g = groups.entry(key(r)).or_default();
         g.0 += 1;
@@ -225,16 +230,18 @@ fn attributed(
         g.2 += r.output_tokens;
         g.3 += r.cached_tokens;
         g.4 += r.cost_nanos;
+        g.5 += r.images;
     }
     Some(
         groups
             .into_iter()
-            .map(|(k, (requests, input, output, cached, cost))| {
+            .map(|(k, (requests, input, output, cached, cost, images))| {
                 let usage = UsageTotals {
                     requests,
                     input_tokens: input,
                     output_tokens: output,
                     cache_tokens: cached,
+                    images,
                     cost_usd: Usd(NanoUsd::from_nanos(cost)),
                 };
                 (k, usage)

@@ -95,6 +95,7 @@ struct Bucket {
     cost: i64,
     requests: i64,
     tokens: i64,
+    images: i64,
     keys: BTreeSet<i64>,
 }
 
@@ -126,6 +127,7 @@ pub async fn buckets(
         b.cost += r.cost_nanos;
         b.requests += r.requests;
         b.tokens += r.input_tokens + r.output_tokens;
+        b.images += r.images;
         if r.requests > 0 {
             b.keys.insert(r.api_key_id);
         }
@@ -138,6 +140,7 @@ pub async fn buckets(
             burn_usd: Usd(NanoUsd::from_nanos(b.cost)),
             requests: b.requests,
             total_tokens: b.tokens,
+            images: b.images,
             active_api_keys: b.keys.len(),
         })
         .collect();

@@ -74,6 +74,7 @@ pub async fn reconcile_once(state: &AppState) -> Result<usize, opstate::StoreErr
                 project: None,
                 workflow: None,
                 audio_seconds: meta.audio_seconds,
+                images: meta.images,
                 retail_rate: meta.retail_rate,
                 wholesale_rate: meta.wholesale_rate,
                 resent: false,

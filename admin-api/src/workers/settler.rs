@@ -258,6 +258,7 @@ struct Bucket {
     cached: i64,
     estimated: i64,
     cost: i64,
+    images: i64,
 }
 
 impl Bucket {
@@ -269,6 +270,7 @@ impl Bucket {
         self.cached = self.cached.saturating_add(tokens(e.cached_tokens));
         self.estimated += i64::from(e.measurement == Measurement::Estimated);
         self.cost = self.cost.saturating_add(e.cost_nanos.nanos());
+        self.images = self.images.saturating_add(tokens(e.images));
     }
 }
 
@@ -311,6 +313,7 @@ fn record(
         project: Set(e.project.clone()),
         workflow: Set(e.workflow.clone()),
         audio_seconds: Set(i64::try_from(e.audio_seconds).unwrap_or(i64::MAX)),
+        images: Set(i64::try_from(e.images).unwrap_or(i64::MAX)),
         ..Default::default()
     }
 }
@@ -439,15 +442,16 @@ async fn add_to_bucket(
         _ => "?".to_string(),
     };
     let sql = format!(
-        "INSERT INTO usage_hourly (organization_id, api_key_id, model, hour_start, requests, input_tokens, output_tokens, cached_tokens, estimated_requests, cost_nanos) \
-         VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, {}) \
+        "INSERT INTO usage_hourly (organization_id, api_key_id, model, hour_start, requests, input_tokens, output_tokens, cached_tokens, estimated_requests, cost_nanos, images) \
+         VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}) \
          ON CONFLICT (organization_id, hour_start, api_key_id, model) DO UPDATE SET \
          requests = usage_hourly.requests + EXCLUDED.requests, \
          input_tokens = usage_hourly.input_tokens + EXCLUDED.input_tokens, \
          output_tokens = usage_hourly.output_tokens + EXCLUDED.output_tokens, \
          cached_tokens = usage_hourly.cached_tokens + EXCLUDED.cached_tokens, \
          estimated_requests = usage_hourly.estimated_requests + EXCLUDED.estimated_requests, \
-         cost_nanos = usage_hourly.cost_nanos + EXCLUDED.cost_nanos",
+         cost_nanos = usage_hourly.cost_nanos + EXCLUDED.cost_nanos, \
+         images = usage_hourly.images + EXCLUDED.images",
         p(1),
         p(2),
         p(3),
@@ -457,7 +461,8 @@ async fn add_to_bucket(
         p(7),
         p(8),
         p(9),
-        p(10)
+        p(10),
+        p(11)
     );
     db.execute_raw(Statement::from_sql_and_values(
         backend,
@@ -473,6 +478,7 @@ async fn add_to_bucket(
             b.cached.into(),
             b.estimated.into(),
             b.cost.into(),
+            b.images.into(),
         ],
     ))
     .await?;

@@ -21,6 +21,7 @@ async fn a_dead_gateways_hold_is_settled_once_at_its_estimate() {
         input_tokens: 1_000,
         input_cost_nanos: nano(150_000),
         audio_seconds: 0,
+        images: 0,
         retail_rate: None,
         wholesale_rate: None,
     };
@@ -198,6 +199,7 @@ fn settled_event(
         project: None,
         workflow: None,
         audio_seconds: 0,
+        images: 0,
         retail_rate: None,
         wholesale_rate: None,
         resent: false,

@@ -91,6 +91,7 @@ async fn daily_usage_breaks_down_by_project_and_workflow() {
             project: project.map(str::to_string),
             workflow: None,
             audio_seconds: 0,
+            images: 0,
             retail_rate: None,
             wholesale_rate: None,
             resent: false,

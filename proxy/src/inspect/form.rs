@@ -1,4 +1,5 @@
-//! Multipart form bodies (the audio-transcription route): the few fields the gateway needs, read
+//! Multipart form bodies (the audio-transcription route; the image-edit route reads its forms
+//! with [`parts`] too): the few fields the gateway needs, read
 //! from the buffered body once, and the audio duration the admission hold is computed from.
 //!
 //! Only what routing and billing need is read: `model` (required, a string), `file` (required, the
@@ -35,7 +36,7 @@ pub(crate) struct AudioForm {
 }
 
 /// The boundary of a `multipart/form-data` content type.
-fn boundary(content_type: Option<&str>) -> Option<&str> {
+pub(crate) fn boundary(content_type: Option<&str>) -> Option<&str> {
     let ct = content_type?;
     let (essence, params) = ct.split_once(';').unwrap_or((ct, ""));
     if !essence.trim().eq_ignore_ascii_case("multipart/form-data") {
@@ -55,14 +56,15 @@ fn boundary(content_type: Option<&str>) -> Option<&str> {
     })
 }
 
-/// One part: its form name and the byte range of its content.
-struct Part {
-    name: String,
-    content: Range<usize>,
+/// One part: its form name, its own `Content-Type` (if any) and the byte range of its content.
+pub(crate) struct Part {
+    pub name: String,
+    pub content_type: Option<String>,
+    pub content: Range<usize>,
 }
 
 /// The parts of a multipart body, in order.
-fn parts(body: &[u8], boundary: &str) -> Result<Vec<Part>, GatewayError> {
+pub(crate) fn parts(body: &[u8], boundary: &str) -> Result<Vec<Part>, GatewayError> {
     let malformed = |what: &str| {
         GatewayError::invalid(format!("the multipart body is malformed: {what}"), None)
     };
@@ -99,10 +101,27 @@ fn parts(body: &[u8], boundary: &str) -> Result<Vec<Part>, GatewayError> {
         let name = part_name(head).ok_or_else(|| malformed("a part has no form-data name"))?;
         out.push(Part {
             name,
+            content_type: part_content_type(head),
             content: content_start..content_start + content_len,
         });
         at = content_start + content_len + delimiter.len();
     }
+}
+
+/// The `Content-Type` header of a part, lowercased, without parameters.
+fn part_content_type(head: &[u8]) -> Option<String> {
+    let head = std::str::from_utf8(head).ok()?;
+    head.split("\r\n").find_map(|line| {
+        let (field, value) = line.split_once(':')?;
+        field.trim().eq_ignore_ascii_case("content-type").then(|| {
+            value
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+    })
 }
 
 /// The `name` parameter of a part's `Content-Disposition: form-data` header.

@@ -7,6 +7,7 @@
 
 pub(crate) mod body;
 pub(crate) mod form;
+pub(crate) mod image;
 
 use crate::classify::Route;
 use crate::errors::GatewayError;
@@ -29,6 +30,9 @@ pub(crate) struct Work<'a> {
     pub no_downgrade: bool,
     /// Size of the client's body in bytes (feeds the estimates).
     pub body_bytes: usize,
+    /// Native calls: reference images (`inlineData` parts) in `contents`; for an image model they
+    /// make the call an edit.
+    pub native_references: usize,
 }
 
 /// The body of a generation call, per kind of body.
@@ -40,6 +44,8 @@ pub(crate) enum Kind<'a> {
     },
     /// A multipart audio transcription and the duration of its file (seconds, see `form`).
     Audio { form: form::AudioForm, seconds: u64 },
+    /// An image generation or edit on the compat surface.
+    Image(Box<image::ImageCall>),
 }
 
 impl Work<'_> {
@@ -48,13 +54,37 @@ impl Work<'_> {
         match &self.kind {
             Kind::Text { call, .. } => &call.model,
             Kind::Audio { form, .. } => &form.model,
+            Kind::Image(call) => &call.model,
         }
+    }
+
+    /// Images the call asks for (`n` of a compat image call, else 1): what an image model's hold
+    /// is priced on.
+    pub fn images_asked(&self) -> u64 {
+        match &self.kind {
+            Kind::Image(call) => call.n,
+            Kind::Text { .. } | Kind::Audio { .. } => 1,
+        }
+    }
+
+    /// Whether the call edits reference images (an image model's edit accounts serve it).
+    pub fn is_edit(&self) -> bool {
+        match &self.kind {
+            Kind::Image(call) => call.edit,
+            Kind::Text { .. } => self.native_references > 0,
+            Kind::Audio { .. } => false,
+        }
+    }
+
+    /// Image calls: whether the client asked for URLs (`response_format=url`).
+    pub fn wants_urls(&self) -> bool {
+        matches!(&self.kind, Kind::Image(call) if call.url)
     }
 
     /// Audio calls: the duration read from the file (seconds); `None` for other calls.
     pub fn audio_seconds(&self) -> Option<u64> {
         match &self.kind {
-            Kind::Text { .. } => None,
+            Kind::Text { .. } | Kind::Image(_) => None,
             Kind::Audio { seconds, .. } => Some(*seconds),
         }
     }
@@ -64,6 +94,7 @@ impl Work<'_> {
         match &self.kind {
             Kind::Text { call, .. } => call.stream,
             Kind::Audio { form, .. } => form.stream,
+            Kind::Image(_) => false,
         }
     }
 }
@@ -75,12 +106,25 @@ pub(crate) fn work<'a>(
     original: &'a Bytes,
 ) -> Result<Work<'a>, GatewayError> {
     let (project, workflow) = attribution(header)?;
+    let content_type = header
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
     let kind = match route {
+        Route::ImageGenerations => Kind::Image(Box::new(image::json_call(original, false)?)),
+        Route::ImageEdits => {
+            let json = content_type.is_some_and(|c| {
+                c.split(';')
+                    .next()
+                    .is_some_and(|e| e.trim().eq_ignore_ascii_case("application/json"))
+            });
+            Kind::Image(Box::new(if json {
+                image::json_call(original, true)?
+            } else {
+                image::form_call(original, content_type)?
+            }))
+        }
         Route::AudioTranscriptions => {
-            let content_type = header
-                .headers
-                .get(http::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok());
             let form = form::audio_form(original, content_type)?;
             let (seconds, _exact) = form::audio_seconds(form.file(original));
             Kind::Audio { form, seconds }
@@ -101,7 +145,11 @@ pub(crate) fn work<'a>(
     let no_fields = TopLevel::new();
     let fields = match &kind {
         Kind::Text { fields, .. } => fields,
-        Kind::Audio { .. } => &no_fields,
+        Kind::Audio { .. } | Kind::Image(_) => &no_fields,
+    };
+    let native_references = match route {
+        Route::NativeGenerate | Route::NativeStream => wire::images::native_references(fields),
+        _ => 0,
     };
     let session = session_signal(header, fields);
     let no_downgrade = header
@@ -116,6 +164,7 @@ pub(crate) fn work<'a>(
         workflow,
         no_downgrade,
         body_bytes: original.len(),
+        native_references,
     })
 }
 
@@ -185,6 +234,7 @@ impl Work<'_> {
         served_model: &str,
     ) -> Result<Bytes, GatewayError> {
         match &self.kind {
+            Kind::Image(call) => wire::images::openai_body(call, served_model),
             Kind::Text { fields, call } => match route.format() {
                 Some(Format::Messages) => {
                     wire::anthropic::forward_body(original, fields, call, served_model)
@@ -202,15 +252,38 @@ impl Work<'_> {
     /// one of the targets cannot express is refused first (400 naming it). With the `codex`
     /// feature a responses payload is adapted (`translate::codex`) before it is translated; the
     /// client's own format gets it as it is (OpenAI's Responses API is the one Codex speaks).
+    ///
+    /// An image model's bodies follow its profile (`wire::images`): the OpenAI-style body for
+    /// `openai` accounts, a `generateContent` body for `gemini` ones; on the native surface the
+    /// image rules are checked and the body forwarded as sent.
     pub fn bodies(
         &self,
         route: Route,
         original: &Bytes,
-        served_model: &str,
+        served: &settings::Model,
         targets: impl IntoIterator<Item = Option<Format>>,
         options: BodyOptions,
     ) -> Result<Bodies, GatewayError> {
+        let served_model = served.id.as_str();
         let mut bodies = Bodies::default();
+        if served.kind == settings::ModelKind::Image {
+            for target in targets {
+                if bodies.contains(target) {
+                    continue;
+                }
+                let body = match (&self.kind, target) {
+                    (Kind::Image(call), Some(Format::Gemini)) => wire::images::gemini_body(call)?,
+                    (Kind::Image(call), _) => wire::images::openai_body(call, served_model)?,
+                    (Kind::Text { fields, .. }, _) => {
+                        wire::images::check_native(fields, served)?;
+                        original.clone()
+                    }
+                    (Kind::Audio { .. }, _) => return Err(GatewayError::Internal),
+                };
+                bodies.insert(target, body);
+            }
+            return Ok(bodies);
+        }
         let adapts = options.codex && route == Route::Responses;
         // The Codex adaptation, made at the first translated target only (a call served only
         // by OpenAI-format accounts never parses its body for it).

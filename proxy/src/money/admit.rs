@@ -8,6 +8,10 @@
 //! - output cap: the request's `max_tokens`, `max_completion_tokens` or `max_output_tokens`, else
 //!   `money.default_output_tokens` (4096).
 //!
+//! Image calls (an image model serves them): the images asked for (`n`, else 1) at the model's
+//! per-image price; all of it may be charged if the gateway dies before settling (the supplier
+//! was asked for every one of them).
+//!
 //! Audio transcriptions: the duration read from the file (exact for WAV, else a 16 kbit/s bound;
 //! see `form`) at the model's per-minute price.
 //!
@@ -60,7 +64,13 @@ pub(crate) fn hold_for(
         .map(|g| g.wholesale_rate_multiplier);
     let rate = caller.rate.ok_or(GatewayError::PriceUnavailable)?;
     let prices = &served.prices;
+    let images = (served.kind == settings::ModelKind::Image).then(|| work.images_asked());
     let (amount, input_tokens, input_cost, audio_seconds) = match &work.kind {
+        _ if images.is_some() => {
+            let asked = images.unwrap_or(1);
+            let amount = priced(price::image_cost(prices, asked, rate))?;
+            (amount, 0, amount, 0)
+        }
         Kind::Text { call, .. } => {
             let input = input_tokens(work.body_bytes);
             let output = call.output_cap.unwrap_or(money.default_output_tokens);
@@ -73,6 +83,7 @@ pub(crate) fn hold_for(
             let amount = priced(price::audio_cost(prices, *seconds, rate))?;
             (amount, 0, amount, *seconds)
         }
+        Kind::Image(_) => return Err(GatewayError::Internal),
     };
     Ok(HoldPlan {
         amount,
@@ -88,6 +99,7 @@ pub(crate) fn hold_for(
             input_tokens,
             input_cost_nanos: input_cost,
             audio_seconds,
+            images: images.unwrap_or(0),
             retail_rate: Some(rate),
             wholesale_rate: wholesale,
         },

@@ -15,6 +15,9 @@ pub enum PriceError {
     /// the model has no per-minute audio price configured
     #[error("the model has no audio price")]
     NoAudioPrice,
+    /// the model has no per-image price configured
+    #[error("the model has no image price")]
+    NoImagePrice,
     /// the amount does not fit in 64-bit nano-USD
     #[error("price overflow")]
     Overflow,
@@ -31,6 +34,18 @@ pub fn audio_cost(
     // seconds × nano-USD per minute × rate / 1e6, / 60 seconds.
     let weighted = i128::from(seconds) * i128::from(per_minute.nanos());
     priced(weighted, rate, 60 * 1_000_000)
+}
+
+/// The cost of `images` images at the model's per-image price × `rate`, rounded up to the
+/// nano-USD.
+pub fn image_cost(
+    prices: &ModelPrices,
+    images: u64,
+    rate: RateMultiplier,
+) -> Result<NanoUsd, PriceError> {
+    let per_image = prices.per_image.ok_or(PriceError::NoImagePrice)?;
+    let weighted = i128::from(images) * i128::from(per_image.nanos());
+    priced(weighted, rate, 1_000_000)
 }
 
 /// The cost of `usage` at `prices` × `rate`. Cached input tokens are charged at the cached price
@@ -145,6 +160,35 @@ mod tests {
         assert_eq!(
             audio_cost(&prices(), 1, r(1_000_000)),
             Err(PriceError::NoAudioPrice)
+        );
+    }
+
+    #[test]
+    fn image_costs() {
+        let p = ModelPrices {
+            per_image: Some(NanoUsd::from_nanos(40_000_000)), // 0.04 USD
+            ..ModelPrices::default()
+        };
+        assert_eq!(
+            image_cost(&p, 1, r(1_000_000)),
+            Ok(NanoUsd::from_nanos(40_000_000))
+        );
+        assert_eq!(
+            image_cost(&p, 3, r(1_250_000)),
+            Ok(NanoUsd::from_nanos(150_000_000))
+        );
+        assert_eq!(image_cost(&p, 0, r(1_000_000)), Ok(NanoUsd::ZERO));
+        let odd = ModelPrices {
+            per_image: Some(NanoUsd::from_nanos(3)),
+            ..ModelPrices::default()
+        };
+        assert_eq!(
+            image_cost(&odd, 1, r(1_000_001)),
+            Ok(NanoUsd::from_nanos(4))
+        );
+        assert_eq!(
+            image_cost(&prices(), 1, r(1_000_000)),
+            Err(PriceError::NoImagePrice)
         );
     }
 

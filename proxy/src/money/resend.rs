@@ -319,6 +319,7 @@ mod tests {
             project: None,
             workflow: None,
             audio_seconds: 0,
+            images: 0,
             retail_rate: None,
             wholesale_rate: None,
             resent: false,

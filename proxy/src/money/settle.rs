@@ -109,9 +109,10 @@ async fn settle_hold(
                 cached: e.cached_tokens,
             };
             let prices = &call.model.model.prices;
-            let priced = match call.audio_seconds {
-                Some(_) => price::audio_cost(prices, e.audio_seconds, hold.rate),
-                None => price::cost(prices, usage, hold.rate),
+            let priced = match (call.audio_seconds, call.images) {
+                (Some(_), _) => price::audio_cost(prices, e.audio_seconds, hold.rate),
+                (None, Some(_)) => price::image_cost(prices, e.images, hold.rate),
+                (None, None) => price::cost(prices, usage, hold.rate),
             };
             match priced {
                 Ok(c) => c,
@@ -159,10 +160,22 @@ fn usage_event(f: &Finished<'_>) -> Option<UsageEvent> {
     let caller = f.caller?;
     let account = f.account?;
     let nothing = (Usage::default(), Measurement::Exact, 0);
+    // Image calls: the images of a whole, readable answer (0 when it failed, was cut or carried
+    // none; flagged estimated when the answer could not be read), tokens as the supplier reported.
+    let mut images = 0;
     let (usage, measurement, audio_seconds) = match (f.meter, call.audio_seconds) {
+        (Some(m), _) if f.status >= 400 && !m.has_usage() => nothing,
+        (Some(m), _) if call.images.is_some() => {
+            images = m.images().unwrap_or(0);
+            let measurement = match m.images() {
+                Some(_) => Measurement::Exact,
+                None if m.served_bytes() => Measurement::Estimated,
+                None => Measurement::Exact,
+            };
+            (m.reported().unwrap_or_default(), measurement, 0)
+        }
         // An error answer without usage (a refusal, a rate limit) served nothing; so did a
         // supplier that sent no body byte (stalled after its headers, or closed).
-        (Some(m), _) if f.status >= 400 && !m.has_usage() => nothing,
         (Some(m), _) if !m.served_bytes() && !m.has_usage() => nothing,
         // Audio: the duration the supplier reported, else the one read from the file.
         (Some(m), Some(estimate)) => match m.audio_seconds() {
@@ -206,6 +219,7 @@ fn usage_event(f: &Finished<'_>) -> Option<UsageEvent> {
         project: call.project.clone(),
         workflow: call.workflow.clone(),
         audio_seconds,
+        images,
         retail_rate: None,
         wholesale_rate: None,
         resent: false,

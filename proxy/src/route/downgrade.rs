@@ -28,8 +28,8 @@ pub const SIMPLE_MAX_BODY: usize = 16 * 1024;
 pub const SIMPLE_MAX_OUTPUT: u64 = 2_048;
 
 /// The cheaper model a call is served by under pressure, when route, key and work allow it.
-/// `None`: the call keeps its model. Transcriptions are never downgraded (no cheaper model hears
-/// the same audio).
+/// `None`: the call keeps its model. Transcriptions and image calls are never downgraded (no
+/// cheaper model hears the same audio; a cheaper image model draws another picture).
 pub(crate) async fn target(
     r: &Routing<'_>,
     work: &Work<'_>,
@@ -38,6 +38,9 @@ pub(crate) async fn target(
     route: Route,
 ) -> Option<Arc<ModelRoute>> {
     let target_id = model.model.downgrade_to.as_deref()?;
+    if model.model.kind != settings::ModelKind::Text {
+        return None;
+    }
     let Kind::Text { fields, call } = &work.kind else {
         return None;
     };

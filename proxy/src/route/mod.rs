@@ -93,7 +93,21 @@ pub(crate) async fn decide(
     };
     let session = work.session.as_deref().map(select::session_key);
     let ids = r.accounts.ids();
-    let mut ordered = select::order(&model.accounts, &ids, &seed);
+    let edit = work.is_edit();
+    if edit && model.model.kind == settings::ModelKind::Image && model.edit_accounts.is_empty() {
+        return Err(GatewayError::Untranslatable {
+            message: format!(
+                "contents[0].parts: model {:?} does not support reference images (image edits)",
+                model.model.id
+            ),
+            param: Some("contents[0].parts".into()),
+        });
+    }
+    let pool = model.pool(edit);
+    if pool.is_empty() {
+        return Err(GatewayError::NoAccount(model.model.id.clone()));
+    }
+    let mut ordered = select::order(pool, &ids, &seed);
     if let Some(key) = &session
         && let Some(account) = select::sticky(r.sessions, caller.org_id, key).await?
     {

@@ -40,6 +40,30 @@ struct GroupModels {
 pub(crate) struct ModelRoute {
     pub model: Model,
     pub accounts: Vec<usize>,
+    /// Image models: the accounts that take edits (listing the model with `image_edit`).
+    pub edit_accounts: Vec<usize>,
+    /// Image models: the profile their accounts' provider decides (DESIGN §6b).
+    pub profile: Option<ImageProfile>,
+}
+
+/// The two image profiles of SPEC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ImageProfile {
+    /// Served by `openai` accounts: generation only, OpenAI's size rules.
+    OpenAi,
+    /// Served by `gemini` accounts: `generateContent`, fixed sizes, edits with `image_edit`.
+    Native,
+}
+
+impl ModelRoute {
+    /// The accounts a call serves from: the edit accounts for an image edit, else the pool.
+    pub fn pool(&self, edit: bool) -> &[usize] {
+        if edit && self.model.kind == ModelKind::Image {
+            &self.edit_accounts
+        } else {
+            &self.accounts
+        }
+    }
 }
 
 impl Router {
@@ -66,7 +90,29 @@ impl Router {
                         })
                     })
                     .collect();
-                if accounts.len() < listing.len() {
+                let edit_accounts: Vec<usize> = listing
+                    .iter()
+                    .copied()
+                    .filter(|&i| {
+                        m.kind == ModelKind::Image
+                            && upstreams
+                                .get(i)
+                                .is_some_and(|u| u.account.capabilities.contains(&Capability::ImageEdit))
+                    })
+                    .collect();
+                let profile = (m.kind == ModelKind::Image).then(|| {
+                    let gemini = listing.iter().any(|&i| {
+                        upstreams
+                            .get(i)
+                            .is_some_and(|u| u.account.provider == Provider::Gemini)
+                    });
+                    if gemini {
+                        ImageProfile::Native
+                    } else {
+                        ImageProfile::OpenAi
+                    }
+                });
+                if accounts.len() < listing.len() && m.kind != ModelKind::Image {
                     tracing::warn!(
                         model = %m.id,
                         capability = ?needs,
@@ -79,6 +125,8 @@ impl Router {
                     Arc::new(ModelRoute {
                         model: m.clone(),
                         accounts,
+                        edit_accounts,
+                        profile,
                     }),
                 )
             })
@@ -86,20 +134,24 @@ impl Router {
         let native = models
             .iter()
             .filter_map(|(id, route)| {
-                let gemini: Vec<usize> = route
-                    .accounts
-                    .iter()
-                    .copied()
-                    .filter(|&i| {
-                        upstreams
-                            .get(i)
-                            .is_some_and(|u| u.account.provider == Provider::Gemini)
-                    })
-                    .collect();
-                (!gemini.is_empty()).then(|| {
+                let is_gemini = |&i: &usize| {
+                    upstreams
+                        .get(i)
+                        .is_some_and(|u| u.account.provider == Provider::Gemini)
+                };
+                let gemini: Vec<usize> = route.accounts.iter().copied().filter(is_gemini).collect();
+                let listed = route.profile == Some(ImageProfile::Native);
+                (!gemini.is_empty() || listed).then(|| {
                     let route = ModelRoute {
                         model: route.model.clone(),
                         accounts: gemini,
+                        edit_accounts: route
+                            .edit_accounts
+                            .iter()
+                            .copied()
+                            .filter(is_gemini)
+                            .collect(),
+                        profile: route.profile,
                     };
                     (id.clone(), Arc::new(route))
                 })
@@ -192,9 +244,8 @@ impl Router {
             return Err(unknown());
         }
         let model = route;
-        if let Some(kind) = call_route.model_kind()
-            && kind != model.model.kind
-        {
+        if call_route.model_kind().is_some() && !call_route.serves(model.model.kind) {
+            let kind = call_route.model_kind().unwrap_or(ModelKind::Text);
             return Err(GatewayError::InvalidBody {
                 message: format!(
                     "model {:?} is {} model; this route serves {} models",
@@ -205,10 +256,39 @@ impl Router {
                 param: Some("model"),
             });
         }
-        if model.accounts.is_empty() {
+        if model.model.kind == ModelKind::Image {
+            image_route(model, call_route)?;
+        }
+        if model.accounts.is_empty() && model.edit_accounts.is_empty() {
             return Err(GatewayError::NoAccount(model.model.id.clone()));
         }
         Ok(model.clone())
+    }
+}
+
+/// The routes an image model takes: edits only on the native-style profile with edit accounts
+/// (400 otherwise: the model does not edit, whatever its accounts' state); natively
+/// `generateContent` only (streaming and token counting are unavailable: 400).
+fn image_route(model: &ModelRoute, route: Route) -> Result<(), GatewayError> {
+    let id = &model.model.id;
+    let refuse = |message: String| GatewayError::Untranslatable {
+        message,
+        param: Some("model".into()),
+    };
+    match route {
+        Route::ImageEdits if model.profile != Some(ImageProfile::Native) => Err(refuse(format!(
+            "model {id:?} generates images only: image edits are not available for it"
+        ))),
+        Route::ImageEdits if model.edit_accounts.is_empty() => {
+            Err(refuse(format!("model {id:?} does not support image edits")))
+        }
+        Route::NativeStream => Err(refuse(format!(
+            "streamGenerateContent is unavailable for image model {id:?}; use generateContent"
+        ))),
+        Route::NativeCountTokens => Err(refuse(format!(
+            "countTokens is unavailable for image model {id:?}"
+        ))),
+        _ => Ok(()),
     }
 }
 

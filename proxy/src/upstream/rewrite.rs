@@ -119,6 +119,10 @@ pub(crate) fn upstream_request(
     if target.format == Some(Format::Messages) && req.headers.get("anthropic-version").is_none() {
         req.insert_header("anthropic-version", ANTHROPIC_VERSION)?;
     }
+    if target.route.is_image() && target.format == Some(Format::Gemini) {
+        // An image call (JSON or a multipart edit) becomes a generateContent JSON body.
+        req.insert_header(http::header::CONTENT_TYPE, "application/json")?;
+    }
     req.insert_header(http::header::HOST, upstream.host_header.as_str())?;
     req.insert_header(http::header::ACCEPT_ENCODING, "identity")?;
     req.insert_header(http::header::CONTENT_LENGTH, target.body_len.to_string())?;

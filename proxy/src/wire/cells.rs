@@ -21,8 +21,13 @@ use settings::Provider;
 use translate::Format;
 
 /// The format the gateway speaks to a `provider` account for a call on `route`; `None` for calls
-/// that are not JSON generation (audio forms go to OpenAI-format accounts as they are).
+/// that are not JSON generation (audio forms go to OpenAI-format accounts as they are, image calls
+/// to OpenAI-style accounts in the client's own images format; a Gemini account gets image calls
+/// as `generateContent`).
 pub(crate) fn target(provider: Provider, route: Route) -> Option<Format> {
+    if route.is_image() {
+        return (provider == Provider::Gemini).then_some(Format::Gemini);
+    }
     let client = route.format()?;
     Some(match (provider, client) {
         (Provider::OpenAi, Format::Responses) => Format::Responses,
@@ -98,7 +103,12 @@ pub(crate) fn upstream_path(
     client_query: Option<&str>,
 ) -> String {
     match target {
-        None => "/audio/transcriptions".to_string(),
+        None => match route {
+            Route::ImageGenerations => "/images/generations",
+            Route::ImageEdits => "/images/edits",
+            _ => "/audio/transcriptions",
+        }
+        .to_string(),
         Some(Format::Chat) => "/chat/completions".to_string(),
         Some(Format::Responses) => "/responses".to_string(),
         Some(Format::Messages) if route == Route::MessagesCountTokens => {
@@ -129,6 +139,8 @@ pub(crate) fn upstream_path(
 pub(crate) enum Reshape {
     /// A successful answer, translated event by event (a stream) or at the end (JSON).
     Answer(Box<translate::response::Translator>),
+    /// An image answer translated from Gemini, or with its base64 images hosted as URLs.
+    Image(Box<super::images::ImageAnswer>),
     /// A supplier error (status ≥ 400): its body is collected and rewritten in the client's error
     /// shape at the end.
     Error {
@@ -176,13 +188,17 @@ impl Reshape {
     pub fn content_type(&self) -> &'static str {
         match self {
             Reshape::Answer(t) => t.content_type(),
-            Reshape::Error { .. } => "application/json",
+            Reshape::Image(_) | Reshape::Error { .. } => "application/json",
         }
     }
 
     /// Replaces one chunk of the supplier's body (`None` at the very end) by what the client gets
     /// now: the translation of every event the chunk completed, possibly nothing.
     pub fn body(&mut self, body: &mut Option<Bytes>, end_of_stream: bool) {
+        if let Reshape::Image(answer) = self {
+            answer.body(body, end_of_stream);
+            return;
+        }
         let mut out = match (&mut *self, body.as_ref()) {
             (Reshape::Answer(t), Some(chunk)) => t.feed(chunk),
             (Reshape::Error { body: kept, .. }, Some(chunk)) => {
@@ -190,10 +206,11 @@ impl Reshape {
                 kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
                 Vec::new()
             }
-            (_, None) => Vec::new(),
+            (_, None) | (Reshape::Image(_), _) => Vec::new(),
         };
         if end_of_stream {
             match self {
+                Reshape::Image(_) => {}
                 Reshape::Answer(t) => out.extend(t.finish()),
                 Reshape::Error {
                     supplier,

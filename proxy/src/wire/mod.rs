@@ -15,6 +15,7 @@
 pub(crate) mod anthropic;
 pub(crate) mod cells;
 pub(crate) mod gemini;
+pub(crate) mod images;
 pub(crate) mod openai;
 
 /// Token counts above this are implausible and ignored (the call is then estimated).
@@ -88,6 +89,15 @@ impl Wire {
             Wire::OpenAi => openai::event_has_text(data),
             Wire::Anthropic => anthropic::event_has_text(data),
             Wire::Gemini => gemini::event_has_text(data),
+        }
+    }
+
+    /// Images an image answer carries (OpenAI `data[]`, Gemini `inlineData` image parts).
+    pub fn images(self, json: &[u8]) -> Option<u64> {
+        match self {
+            Wire::OpenAi => images::openai_count(json),
+            Wire::Gemini => images::gemini_count(json),
+            Wire::Anthropic => None,
         }
     }
 
