@@ -29,6 +29,7 @@ mod bodies;
 mod capacity;
 mod charges;
 mod errors;
+mod images;
 mod metering;
 mod observability;
 mod routing;

@@ -769,7 +769,7 @@ fn two_of_each(text: String) -> String {
 }
 
 /// The root (`http://ADDR`, without `/v1`) of the `base_url` of the account that `marker` starts.
-fn mock_root(text: &str, marker: &str) -> String {
+pub(super) fn mock_root(text: &str, marker: &str) -> String {
     let at = text.find(marker).unwrap();
     let start = at + text[at..].find("base_url = \"").unwrap() + "base_url = \"".len();
     let url = &text[start..start + text[start..].find('"').unwrap()];
