@@ -79,6 +79,8 @@ pub(crate) struct Call {
     /// Attribution headers (`x-tollgate-project`, `x-tollgate-workflow`).
     pub project: Option<String>,
     pub workflow: Option<String>,
+    /// The request's `Host` header.
+    pub host: Option<String>,
     /// Image calls (an image model served it): priced per image served.
     pub images: Option<ImageCharge>,
 }
@@ -113,6 +115,7 @@ impl Call {
             bodies,
             request_bytes: work.body_bytes,
             audio_seconds: work.audio_seconds(),
+            host: work.host,
             project: work.project,
             workflow: work.workflow,
         }

@@ -207,7 +207,7 @@ impl Shared {
             let host = Arc::new(crate::media::Hosting {
                 pending: Arc::clone(&self.pending_media),
                 signer: self.signer.clone(),
-                base: self.settings.server.public_base_url.to_string(),
+                base: self.media_base(call.host.as_deref()),
             });
             let created = ctx.started_at_ms / 1000;
             let answer = ImageAnswer::new(gemini, images.urls, status, created, host);
@@ -228,6 +228,16 @@ impl Shared {
             rewrite::reshaped_response(upstream_response, reshape.content_type())?;
         }
         Ok(())
+    }
+
+    /// The base of the URLs of hosted media: `server.public_base_url` when configured, else the
+    /// request's own `Host` (what the client reached the gateway as).
+    fn media_base(&self, host: Option<&str>) -> String {
+        let server = &self.settings.server;
+        match host {
+            Some(host) if !server.public_base_url_configured => format!("http://{host}/"),
+            _ => server.public_base_url.to_string(),
+        }
     }
 
     /// Reserves `plan` for the call `request_id` of `org` (see `money::admit::reserve`) and

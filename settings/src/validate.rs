@@ -50,6 +50,9 @@ pub enum Environment {
 pub struct Server {
     pub listen: SocketAddr,
     pub public_base_url: Url,
+    /// Whether `public_base_url` was configured (else it is `http://{listen}`, and URLs the
+    /// gateway hands out are built from the request's `Host`).
+    pub public_base_url_configured: bool,
     pub environment: Environment,
     /// Largest request body the gateway reads; larger bodies answer 413.
     pub max_body_bytes: usize,
@@ -641,6 +644,7 @@ fn validate_server(raw: &RawConfig) -> Result<Server, ConfigError> {
     Ok(Server {
         listen,
         public_base_url,
+        public_base_url_configured: s.public_base_url.is_some(),
         environment,
         max_body_bytes: usize::try_from(max_body_bytes)
             .map_err(|_| err("server.max_body_bytes", "too large for this machine"))?,

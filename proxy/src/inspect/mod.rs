@@ -30,6 +30,8 @@ pub(crate) struct Work<'a> {
     pub no_downgrade: bool,
     /// Size of the client's body in bytes (feeds the estimates).
     pub body_bytes: usize,
+    /// The request's `Host` (builds the URLs of hosted images when no public base URL is set).
+    pub host: Option<String>,
     /// Native calls: reference images (`inlineData` parts) in `contents`; for an image model they
     /// make the call an edit.
     pub native_references: usize,
@@ -165,6 +167,12 @@ pub(crate) fn work<'a>(
         no_downgrade,
         body_bytes: original.len(),
         native_references,
+        host: header
+            .headers
+            .get(http::header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .filter(|h| !h.is_empty() && h.len() <= 255)
+            .map(str::to_string),
     })
 }
 

@@ -349,3 +349,205 @@ fn carries_tool_result(supplier: &str, client: &str, body: &Value) -> bool {
         _ => false,
     }
 }
+
+/// The official `openai` SDK's `images.generate` and `images.edit` on both image profiles and
+/// google-genai's `generate_content` on a native image model, through a whole deployment: what
+/// reached the supplier, what the SDK got, and one usage record per call at the per-image price.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_sdks_generate_and_edit_images() {
+    let Some(python) = testkit::sdk_python() else {
+        eprintln!("SDK venv missing (scripts/sdk-env): official SDK image calls skipped");
+        return;
+    };
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let db_url = testkit::fresh_database_url().await;
+    let mut config = TestConfig::embedded()
+        .database(&db_url)
+        .model(Model::image("gpt-image-x", 0.04).author("openai"))
+        .model(Model::image("gem-image-fast", 0.039).family("gem-image"))
+        .model(
+            Model::image("gem-image-pro", 0.134)
+                .family("gem-image")
+                .aspect_ratios(&["1:1", "16:9"]),
+        )
+        .account(
+            Account::openai("oa-img", &mock.base_url(), &["gpt-image-x"])
+                .capability("image_generation"),
+        )
+        .account(
+            Account::gemini(
+                "ge-img",
+                &mock.root_url(),
+                &["gem-image-fast", "gem-image-pro"],
+            )
+            .capability("image_generation")
+            .capability("image_edit"),
+        )
+        .group(Group::new(
+            1,
+            &["gpt-image-x", "gem-image-fast", "gem-image-pro"],
+        ));
+    if let Some(url) = testkit::redis_url() {
+        config = config.redis(&url, &testkit::redis_prefix("sdk-images"));
+    }
+    let (db, key) = super::database_with_demo_key(&db_url).await;
+    let running = App::build(config.settings(), Role::Proxy)
+        .await
+        .unwrap()
+        .start();
+    let base = running.base_url().unwrap();
+    let png = mock_supplier::images::png_b64();
+
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/sdk/images.py");
+    let mut cmd = std::process::Command::new(&python);
+    cmd.args([script, base.as_str(), key.api_key.as_str()])
+        .args([
+            "gpt-image-x",
+            "gem-image-fast",
+            "gem-image-pro",
+            png.as_str(),
+        ])
+        .env("NO_PROXY", "*")
+        .env_remove("HTTP_PROXY")
+        .env_remove("HTTPS_PROXY")
+        .env_remove("ALL_PROXY");
+    let output = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::task::spawn_blocking(move || cmd.output()),
+    )
+    .await
+    .expect("the SDK image calls took more than 120 s")
+    .unwrap()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "images.py failed: {}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: BTreeMap<String, Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| (v["id"].as_str().unwrap().to_string(), v))
+        .collect();
+    let errors: Vec<&Value> = lines
+        .values()
+        .filter(|l| l.get("error").is_some())
+        .collect();
+    assert!(errors.is_empty(), "SDK image calls failed:\n{errors:#?}");
+    // What each SDK got: the mock's PNG, as many as the supplier returned.
+    for (id, count) in [
+        ("openai-generate", 2),
+        ("fast-generate", 1),
+        ("fast-generate-url", 1),
+        ("pro-edit-two", 1),
+        ("pro-edit-one", 1),
+        ("native-pro", 1),
+    ] {
+        let l = &lines[id];
+        assert_eq!(
+            (l["count"].as_u64(), l["b64"].as_str()),
+            (Some(count), Some(png.as_str())),
+            "{id}: {l}"
+        );
+    }
+    let own = lines["openai-generate-url"]["url"].as_str().unwrap();
+    assert!(
+        own.starts_with(&mock.root_url()),
+        "the supplier's own URL: {own}"
+    );
+    let hosted = lines["fast-generate-url"]["url"].as_str().unwrap();
+    assert!(hosted.contains("/media/"), "a gateway URL: {hosted}");
+    for (id, class) in [
+        ("openai-edit-refused", "BadRequestError"),
+        ("openai-bad-size", "BadRequestError"),
+        ("native-bad-ratio", "ClientError"),
+    ] {
+        assert_eq!(lines[id]["class"], class, "{id}: {}", lines[id]);
+        assert_eq!(lines[id]["status"], 400, "{id}: {}", lines[id]);
+    }
+
+    // What reached the supplier.
+    let sent = mock.requests();
+    let bodies = |path: &str| -> Vec<Value> {
+        sent.iter()
+            .filter(|r| r.path == path)
+            .map(|r| serde_json::from_slice(&r.body).unwrap())
+            .collect()
+    };
+    let openai = bodies("/v1/images/generations");
+    assert_eq!(openai.len(), 2, "refused calls reach no supplier");
+    assert_eq!(openai[0]["model"], "gpt-image-x");
+    assert_eq!(
+        (openai[0]["size"].as_str(), openai[0]["quality"].as_str()),
+        (Some("1536x1024"), Some("high"))
+    );
+    assert!(openai[0].get("user").is_none(), "user is not forwarded");
+    assert_eq!(openai[1]["quality"], "medium");
+    let fast = bodies("/v1beta/models/gem-image-fast:generateContent");
+    assert_eq!(fast.len(), 2);
+    assert_eq!(
+        fast[0]["generationConfig"]["imageConfig"]["aspectRatio"],
+        "2:3"
+    );
+    let pro = bodies("/v1beta/models/gem-image-pro:generateContent");
+    assert_eq!(pro.len(), 3);
+    let parts = |b: &Value| b["contents"][0]["parts"].as_array().unwrap().len();
+    assert_eq!(
+        (parts(&pro[0]), parts(&pro[1])),
+        (3, 2),
+        "the edits' references as inlineData"
+    );
+    assert_eq!(pro[0]["contents"][0]["parts"][1]["inlineData"]["data"], png);
+    assert_eq!(
+        pro[2]["generationConfig"]["imageConfig"]["aspectRatio"],
+        "16:9"
+    );
+
+    // One usage record per served call, priced per image.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let records = loop {
+        let records = entities::usage_records::Entity::find()
+            .all(&db)
+            .await
+            .unwrap();
+        if records.len() >= 7 {
+            break records;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every image call was settled: {}",
+            records.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(records.len(), 7, "refused calls leave no record");
+    let mut got: Vec<(String, String, i64, i64)> = records
+        .iter()
+        .map(|r| {
+            (
+                r.route.clone(),
+                r.model_served.clone(),
+                r.images,
+                r.cost_nanos,
+            )
+        })
+        .collect();
+    got.sort();
+    let want = |route: &str, model: &str, images: i64, each: i64| {
+        (route.to_string(), model.to_string(), images, images * each)
+    };
+    let mut expected = vec![
+        want("image_generations", "gpt-image-x", 2, 40_000_000),
+        want("image_generations", "gpt-image-x", 1, 40_000_000),
+        want("image_generations", "gem-image-fast", 1, 39_000_000),
+        want("image_generations", "gem-image-fast", 1, 39_000_000),
+        want("image_edits", "gem-image-pro", 1, 134_000_000),
+        want("image_edits", "gem-image-pro", 1, 134_000_000),
+        want("native_generate", "gem-image-pro", 1, 134_000_000),
+    ];
+    expected.sort();
+    assert_eq!(got, expected);
+    running.stop().await.unwrap();
+}
