@@ -91,7 +91,8 @@ async fn daily_usage_breaks_down_by_project_and_workflow() {
             project: project.map(str::to_string),
             workflow: None,
             audio_seconds: 0,
-            images: 0,
+            // One image call among them: its images are counted in every breakdown.
+            images: if i == 1 { 3 } else { 0 },
             retail_rate: None,
             wholesale_rate: None,
             resent: false,
@@ -116,6 +117,8 @@ async fn daily_usage_breaks_down_by_project_and_workflow() {
         .unwrap();
     let d = &v["data"];
     assert_eq!(d["totals"]["requests"], 3, "{v}");
+    assert_eq!(d["totals"]["images"], 3, "{v}");
+    assert_eq!(d["models"][0]["images"], 3, "{v}");
     assert_eq!(
         d["projects"].as_array().unwrap().len(),
         2,
@@ -126,7 +129,7 @@ async fn daily_usage_breaks_down_by_project_and_workflow() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|p| p["project"] == "checkout" && p["requests"] == 2)
+            .any(|p| p["project"] == "checkout" && p["requests"] == 2 && p["images"] == 3)
     );
     assert_eq!(d["unavailable_dimensions"], json!(["workflows"]));
     assert_eq!(d["usage_coverage"]["estimated_requests"], 1);

@@ -115,11 +115,27 @@ impl Harness {
             .body(body.to_string())
     }
 
+    /// `POST /compat/v1/images/generations` with `body`.
+    async fn generate(&self, key: &str, body: &Value) -> reqwest::Response {
+        self.image(key, "/compat/v1/images/generations", body)
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// The JSON body of the last request a mock received.
     fn last_body(mock: &MockHandle) -> Value {
         let sent = mock.requests().pop().unwrap();
         serde_json::from_slice(&sent.body).unwrap()
     }
+}
+
+/// `base` with the fields of `extra` set.
+fn with(mut base: Value, extra: &Value) -> Value {
+    for (k, v) in extra.as_object().unwrap() {
+        base[k] = v.clone();
+    }
+    base
 }
 
 fn png_b64() -> String {
@@ -202,13 +218,7 @@ async fn openai_profile_rewrites_and_forwards_as_spec_says() {
             "medium",
         ),
     ] {
-        let (status, _) = json_of(
-            h.image(&key, "/compat/v1/images/generations", &body)
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
+        let (status, _) = json_of(h.generate(&key, &body).await).await;
         assert_eq!(status, 200);
         let sent = Harness::last_body(&h.mock);
         assert_eq!(
@@ -233,22 +243,12 @@ async fn openai_profile_size_rules() {
         "big",
     ] {
         let body = json!({"model": "gpt-image-x", "prompt": "p", "size": size});
-        let resp = h
-            .image(&key, "/compat/v1/images/generations", &body)
-            .send()
-            .await
-            .unwrap();
+        let resp = h.generate(&key, &body).await;
         assert_refused(&h, resp, 400, "size").await;
     }
     for size in ["3840x2160", "2160x3840", "816x816", "2880x960"] {
         let body = json!({"model": "gpt-image-x", "prompt": "p", "size": size});
-        let (status, reply) = json_of(
-            h.image(&key, "/compat/v1/images/generations", &body)
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
+        let (status, reply) = json_of(h.generate(&key, &body).await).await;
         assert_eq!(status, 200, "{size}: {reply}");
         assert_eq!(Harness::last_body(&h.mock)["size"], size);
         h.usage_event().await;
@@ -280,15 +280,8 @@ async fn refused_fields_reach_no_supplier_and_cost_nothing() {
             (json!({"seed": 7}), "seed"),
             (json!({"prompt": ""}), "prompt"),
         ] {
-            let mut body = json!({"model": model, "prompt": "p"});
-            for (k, v) in extra.as_object().unwrap() {
-                body[k] = v.clone();
-            }
-            let resp = h
-                .image(&key, "/compat/v1/images/generations", &body)
-                .send()
-                .await
-                .unwrap();
+            let body = with(json!({"model": model, "prompt": "p"}), &extra);
+            let resp = h.generate(&key, &body).await;
             assert_refused(&h, resp, 400, param).await;
         }
     }
@@ -302,13 +295,7 @@ async fn refused_fields_reach_no_supplier_and_cost_nothing() {
     assert_refused(&h, resp, 400, "model").await;
     // The connection stays usable after a refusal (keep-alive, no Connection: close needed).
     let body = json!({"model": "gpt-image-x", "prompt": "p"});
-    let (status, _) = json_of(
-        h.image(&key, "/compat/v1/images/generations", &body)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, _) = json_of(h.generate(&key, &body).await).await;
     assert_eq!(status, 200);
 }
 
@@ -328,13 +315,7 @@ async fn native_profile_on_the_compat_route() {
         if let Some(size) = size {
             body["size"] = json!(size);
         }
-        let (status, reply) = json_of(
-            h.image(&key, "/compat/v1/images/generations", &body)
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
+        let (status, reply) = json_of(h.generate(&key, &body).await).await;
         assert_eq!(status, 200, "{reply}");
         assert_eq!(reply["data"], json!([{"b64_json": png_b64()}]));
         assert!(reply["created"].as_u64().unwrap() > 1_700_000_000);
@@ -366,15 +347,8 @@ async fn native_profile_on_the_compat_route() {
         (json!({"output_format": "jpeg"}), "output_format"),
     ] {
         h.mock.clear_requests();
-        let mut body = json!({"model": "gemini-image-fast", "prompt": "p"});
-        for (k, v) in extra.as_object().unwrap() {
-            body[k] = v.clone();
-        }
-        let resp = h
-            .image(&key, "/compat/v1/images/generations", &body)
-            .send()
-            .await
-            .unwrap();
+        let body = with(json!({"model": "gemini-image-fast", "prompt": "p"}), &extra);
+        let resp = h.generate(&key, &body).await;
         assert_refused(&h, resp, 400, param).await;
     }
 }
@@ -385,13 +359,7 @@ async fn native_profile_on_the_compat_route() {
 async fn url_answers_are_fetchable_without_a_key() {
     let (h, key) = start().await;
     let body = json!({"model": "gpt-image-x", "prompt": "p", "response_format": "url"});
-    let (status, reply) = json_of(
-        h.image(&key, "/compat/v1/images/generations", &body)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, reply) = json_of(h.generate(&key, &body).await).await;
     assert_eq!(status, 200, "{reply}");
     let supplier_url = reply["data"][0]["url"].as_str().unwrap();
     assert!(
@@ -402,13 +370,7 @@ async fn url_answers_are_fetchable_without_a_key() {
     h.usage_event().await;
 
     let body = json!({"model": "gemini-image-fast", "prompt": "p", "response_format": "url"});
-    let (status, reply) = json_of(
-        h.image(&key, "/compat/v1/images/generations", &body)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, reply) = json_of(h.generate(&key, &body).await).await;
     assert_eq!(status, 200, "{reply}");
     let url = reply["data"][0]["url"].as_str().unwrap().to_string();
     assert!(reply["data"][0].get("b64_json").is_none());
@@ -775,13 +737,7 @@ async fn charges_follow_the_images_returned() {
     }
     assert_eq!(h.wallet().await.reserved, nano(0));
     let body = json!({"model": "lonely-image", "prompt": "p"});
-    let (status, reply) = json_of(
-        h.image(&key, "/compat/v1/images/generations", &body)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let (status, reply) = json_of(h.generate(&key, &body).await).await;
     assert_eq!(
         (status, reply["error"]["code"].as_str()),
         (503, Some("no_account_available")),

@@ -26,6 +26,36 @@ fn price(model: &str) -> (i64, i64) {
     }
 }
 
+/// Runs `tests/sdk/{script}` with the SDK venv's `python` and `args`; its stdout, once it exited
+/// successfully within `seconds`.
+async fn run_script(python: &std::path::Path, script: &str, args: &[&str], seconds: u64) -> String {
+    let path = format!("{}/sdk/{script}", env!("CARGO_MANIFEST_DIR"));
+    let mut cmd = std::process::Command::new(python);
+    cmd.arg(&path)
+        .args(args)
+        // The SDKs must reach the loopback gateway, never a proxy of the environment.
+        .env("NO_PROXY", "*")
+        .env_remove("HTTP_PROXY")
+        .env_remove("HTTPS_PROXY")
+        .env_remove("ALL_PROXY");
+    let output = tokio::time::timeout(
+        Duration::from_secs(seconds),
+        tokio::task::spawn_blocking(move || cmd.output()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{script} took more than {seconds} s"))
+    .unwrap()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{script} failed: {}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_sdks_are_served_on_every_cell_and_charged_exactly() {
     let Some(python) = testkit::sdk_python() else {
@@ -53,34 +83,19 @@ async fn official_sdks_are_served_on_every_cell_and_charged_exactly() {
         .start();
     let base = running.base_url().unwrap();
 
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/sdk/matrix.py");
-    let mut cmd = std::process::Command::new(&python);
-    cmd.args([script, base.as_str(), key.api_key.as_str()])
-        .args([
+    let stdout = run_script(
+        &python,
+        "matrix.py",
+        &[
+            base.as_str(),
+            key.api_key.as_str(),
             "openai=gpt-4o-mini",
             "anthropic=claude-x",
             "gemini=gemini-x",
-        ])
-        // The SDKs must reach the loopback gateway, never a proxy of the environment.
-        .env("NO_PROXY", "*")
-        .env_remove("HTTP_PROXY")
-        .env_remove("HTTPS_PROXY")
-        .env_remove("ALL_PROXY");
-    let output = tokio::time::timeout(
-        Duration::from_secs(240),
-        tokio::task::spawn_blocking(move || cmd.output()),
+        ],
+        240,
     )
-    .await
-    .expect("the SDK matrix took more than 240 s")
-    .unwrap()
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "matrix.py failed: {}\n{stdout}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
+    .await;
     let lines: Vec<Value> = stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -398,34 +413,20 @@ async fn official_sdks_generate_and_edit_images() {
     let base = running.base_url().unwrap();
     let png = mock_supplier::images::png_b64();
 
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/sdk/images.py");
-    let mut cmd = std::process::Command::new(&python);
-    cmd.args([script, base.as_str(), key.api_key.as_str()])
-        .args([
+    let stdout = run_script(
+        &python,
+        "images.py",
+        &[
+            base.as_str(),
+            key.api_key.as_str(),
             "gpt-image-x",
             "gem-image-fast",
             "gem-image-pro",
             png.as_str(),
-        ])
-        .env("NO_PROXY", "*")
-        .env_remove("HTTP_PROXY")
-        .env_remove("HTTPS_PROXY")
-        .env_remove("ALL_PROXY");
-    let output = tokio::time::timeout(
-        Duration::from_secs(120),
-        tokio::task::spawn_blocking(move || cmd.output()),
+        ],
+        120,
     )
-    .await
-    .expect("the SDK image calls took more than 120 s")
-    .unwrap()
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "images.py failed: {}\n{stdout}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
+    .await;
     let lines: BTreeMap<String, Value> = stdout
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
