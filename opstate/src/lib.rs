@@ -2,7 +2,7 @@
 //! and admin-api instance of a deployment.
 //!
 //! Each capability is a trait named for what it holds ([`KeyDirectory`], [`UsageStream`],
-//! [`WindowCounters`], [`Wallets`]), with two
+//! [`WindowCounters`], [`Wallets`], [`Cooldowns`], [`Sessions`], [`Slots`], [`Media`]), with two
 //! backends passing one contract suite: Redis ([`RedisStore`], for fleets) and in-memory
 //! ([`MemoryStore`], for the embedded single-process default). Callers hold them as `Arc<dyn …>`
 //! through [`Stores`].

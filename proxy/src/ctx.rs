@@ -189,6 +189,11 @@ impl RequestCtx {
             call: self.call.as_ref(),
             account: self.current().and_then(|i| accounts.id(i)),
             meter: self.meter.as_ref(),
+            images: self
+                .reshape
+                .as_ref()
+                .and_then(Reshape::images)
+                .or_else(|| self.meter.as_ref().and_then(Meter::images)),
             started_at_ms: self.started_at_ms,
             latency: self.started.elapsed(),
             ttfb: self.ttfb,

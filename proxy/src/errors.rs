@@ -54,6 +54,10 @@ pub enum GatewayError {
         message: String,
         param: Option<&'static str>,
     },
+    /// A field of the body, named by its path as the client spelled it (`images[3].file_id`,
+    /// `generationConfig.imageConfig.aspectRatio`), is refused; the message names it too.
+    #[error("{message}")]
+    InvalidField { message: String, param: String },
     /// The body asks for something the account's wire format cannot express (or is malformed in
     /// a way only the translation sees); `param` names the field as the client spelled it.
     #[error("{message}")]
@@ -117,6 +121,14 @@ impl GatewayError {
         GatewayError::InvalidBody {
             message: message.into(),
             param,
+        }
+    }
+
+    /// A refused field named by its path (see [`GatewayError::InvalidField`]).
+    pub fn field(message: impl Into<String>, param: impl Into<String>) -> GatewayError {
+        GatewayError::InvalidField {
+            message: message.into(),
+            param: param.into(),
         }
     }
 
@@ -240,6 +252,11 @@ impl GatewayError {
                 400,
                 "invalid_body",
                 openai(&message, "invalid_request_error", None, *param),
+            ),
+            GatewayError::InvalidField { param, .. } => (
+                400,
+                "invalid_body",
+                openai(&message, "invalid_request_error", None, Some(param)),
             ),
             GatewayError::Untranslatable { param, .. } => (
                 400,

@@ -196,8 +196,9 @@ impl Shared {
             provider.and_then(|u| ctx.route.and_then(|r| cells::target(u.account.provider, r)));
         let wire = supplier.map_or(Wire::OpenAi, Wire::of);
         let mut meter = Meter::for_response(wire, content_type, audio, watch_reset);
+        // Image answers are counted by the meter, unless they are rewritten: then the rewrite,
+        // which reads the whole answer anyway, counts them (one parse, one buffer).
         meter.count_images(call.images.is_some());
-        ctx.meter = Some(meter);
         let status = upstream_response.status.as_u16();
         if let Some(images) = call
             .images
@@ -213,10 +214,13 @@ impl Shared {
             let answer = ImageAnswer::new(gemini, images.urls, status, created, host);
             ctx.reshape = answer.map(|a| Reshape::Image(Box::new(a)));
             if let Some(reshape) = &ctx.reshape {
+                meter.count_images(false);
                 rewrite::reshaped_response(upstream_response, reshape.content_type())?;
             }
+            ctx.meter = Some(meter);
             return Ok(());
         }
+        ctx.meter = Some(meter);
         let context = translate::response::Context {
             model: call.model.model.id.clone(),
             request_id: ctx.request_id.clone(),

@@ -67,13 +67,6 @@ const GENERATION_FIELDS: [&str; 13] = [
     "stream",
 ];
 
-fn bad(message: impl Into<String>, param: &str) -> GatewayError {
-    GatewayError::Untranslatable {
-        message: message.into(),
-        param: Some(param.to_string()),
-    }
-}
-
 /// Reads a JSON image call (a generation, or an edit with `images[].image_url` data URLs).
 pub(crate) fn json_call(body: &[u8], edit: bool) -> Result<ImageCall, GatewayError> {
     let value: Value = serde_json::from_slice(body)
@@ -115,24 +108,31 @@ pub(crate) fn form_call(
             }
             name => {
                 let text = std::str::from_utf8(value)
-                    .map_err(|_| bad(format!("'{name}' must be text"), name))?;
+                    .map_err(|_| GatewayError::field(format!("'{name}' must be text"), name))?;
                 let value = match name {
                     "n" | "output_compression" | "partial_images" => {
-                        let n: i64 = text
-                            .trim()
-                            .parse()
-                            .map_err(|_| bad(format!("'{name}' must be an integer"), name))?;
+                        let n: i64 = text.trim().parse().map_err(|_| {
+                            GatewayError::field(format!("'{name}' must be an integer"), name)
+                        })?;
                         Value::from(n)
                     }
                     "stream" => match text.trim() {
                         "true" => Value::Bool(true),
                         "false" => Value::Bool(false),
-                        _ => return Err(bad("'stream' must be true or false", "stream")),
+                        _ => {
+                            return Err(GatewayError::field(
+                                "'stream' must be true or false",
+                                "stream",
+                            ));
+                        }
                     },
                     _ => Value::String(text.to_string()),
                 };
                 if fields.insert(name.to_string(), value).is_some() {
-                    return Err(bad(format!("'{name}' may appear once"), name));
+                    return Err(GatewayError::field(
+                        format!("'{name}' may appear once"),
+                        name,
+                    ));
                 }
             }
         }
@@ -141,7 +141,7 @@ pub(crate) fn form_call(
 }
 
 fn too_many() -> GatewayError {
-    bad(
+    GatewayError::field(
         format!("an edit takes 1 to {MAX_REFERENCES} reference images"),
         "image",
     )
@@ -150,7 +150,7 @@ fn too_many() -> GatewayError {
 /// `images: [{image_url: "data:…"}]` of a JSON edit.
 fn json_references(images: &Value) -> Result<Vec<Reference>, GatewayError> {
     let Value::Array(items) = images else {
-        return Err(bad("'images' must be an array", "images"));
+        return Err(GatewayError::field("'images' must be an array", "images"));
     };
     if items.len() > MAX_REFERENCES {
         return Err(too_many());
@@ -160,30 +160,30 @@ fn json_references(images: &Value) -> Result<Vec<Reference>, GatewayError> {
         .enumerate()
         .map(|(i, item)| {
             let Value::Object(item) = item else {
-                return Err(bad(
+                return Err(GatewayError::field(
                     "each image must be an object with an image_url",
-                    &format!("images[{i}]"),
+                    format!("images[{i}]"),
                 ));
             };
             if item.contains_key("file_id") {
-                return Err(bad(
+                return Err(GatewayError::field(
                     "file-id references are not available; send the image as a data URL",
-                    &format!("images[{i}].file_id"),
+                    format!("images[{i}].file_id"),
                 ));
             }
             if let Some(other) = item.keys().find(|k| *k != "image_url") {
-                return Err(bad(
+                return Err(GatewayError::field(
                     format!("unknown field '{other}'"),
-                    &format!("images[{i}].{other}"),
+                    format!("images[{i}].{other}"),
                 ));
             }
             let param = format!("images[{i}].image_url");
             let url = item
                 .get("image_url")
                 .and_then(Value::as_str)
-                .ok_or_else(|| bad("'image_url' must be a string", &param))?;
+                .ok_or_else(|| GatewayError::field("'image_url' must be a string", &param))?;
             data_url(url).ok_or_else(|| {
-                bad(
+                GatewayError::field(
                     "'image_url' must be a base64 data URL of an image (data:image/png;base64,…)",
                     &param,
                 )
@@ -212,14 +212,14 @@ fn data_url(url: &str) -> Option<Reference> {
 /// when it names an image, else from the file's first bytes (PNG, JPEG, WebP, GIF).
 fn file_reference(bytes: &[u8], content_type: Option<&str>) -> Result<Reference, GatewayError> {
     if bytes.is_empty() {
-        return Err(bad("an image part is empty", "image"));
+        return Err(GatewayError::field("an image part is empty", "image"));
     }
     let mime = content_type
         .filter(|c| c.starts_with("image/"))
         .map(str::to_string)
         .or_else(|| sniff(bytes).map(str::to_string))
         .ok_or_else(|| {
-            bad(
+            GatewayError::field(
                 "an image part is not a PNG, JPEG, WebP or GIF image",
                 "image",
             )
@@ -256,30 +256,35 @@ fn call(
         match name {
             "stream" => {
                 if value == &Value::Bool(true) {
-                    return Err(bad(
+                    return Err(GatewayError::field(
                         "streaming image generation is not available; omit 'stream'",
                         name,
                     ));
                 }
                 if !value.is_boolean() {
-                    return Err(bad("'stream' must be a boolean", name));
+                    return Err(GatewayError::field("'stream' must be a boolean", name));
                 }
             }
             "partial_images" => {
-                return Err(bad(
+                return Err(GatewayError::field(
                     "partial images are not available (image calls do not stream)",
                     name,
                 ));
             }
             "async" => {
-                return Err(bad(
+                return Err(GatewayError::field(
                     "asynchronous image generation is not available; image calls are synchronous",
                     name,
                 ));
             }
-            "mask" => return Err(bad("masks are not available on image edits", name)),
+            "mask" => {
+                return Err(GatewayError::field(
+                    "masks are not available on image edits",
+                    name,
+                ));
+            }
             "aspect_ratio" | "image_config" => {
-                return Err(bad(
+                return Err(GatewayError::field(
                     format!(
                         "'{name}' is a native-format field; on this route use 'size' (the native surface takes generationConfig.imageConfig)"
                     ),
@@ -288,19 +293,27 @@ fn call(
             }
             "input_fidelity" if edit => {}
             _ if GENERATION_FIELDS.contains(&name) => {}
-            _ => return Err(bad(format!("unknown parameter '{name}'"), name)),
+            _ => {
+                return Err(GatewayError::field(
+                    format!("unknown parameter '{name}'"),
+                    name,
+                ));
+            }
         }
     }
     let string = |name: &str| -> Result<Option<&str>, GatewayError> {
         match fields.get(name) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.as_str())),
-            Some(_) => Err(bad(format!("'{name}' must be a string"), name)),
+            Some(_) => Err(GatewayError::field(
+                format!("'{name}' must be a string"),
+                name,
+            )),
         }
     };
     let one_of = |name: &str, allowed: &[&str]| -> Result<Option<String>, GatewayError> {
         match string(name)? {
-            Some(v) if !allowed.contains(&v) => Err(bad(
+            Some(v) if !allowed.contains(&v) => Err(GatewayError::field(
                 format!("'{name}' must be one of {}", allowed.join(", ")),
                 name,
             )),
@@ -309,12 +322,12 @@ fn call(
     };
     let model = string("model")?
         .filter(|m| !m.trim().is_empty())
-        .ok_or_else(|| bad("'model' is required", "model"))?
+        .ok_or_else(|| GatewayError::field("'model' is required", "model"))?
         .trim()
         .to_string();
     let prompt = string("prompt")?
         .filter(|p| !p.trim().is_empty())
-        .ok_or_else(|| bad("'prompt' is required and must not be empty", "prompt"))?
+        .ok_or_else(|| GatewayError::field("'prompt' is required and must not be empty", "prompt"))?
         .to_string();
     let n = match fields.get("n") {
         None | Some(Value::Null) => 1,
@@ -322,7 +335,7 @@ fn call(
             .as_u64()
             .filter(|n| (1..=MAX_IMAGES).contains(n))
             .ok_or_else(|| {
-                bad(
+                GatewayError::field(
                     format!("'n' must be an integer from 1 to {MAX_IMAGES}"),
                     "n",
                 )
@@ -344,7 +357,7 @@ fn call(
     string("user")?;
     if let Some(v) = fields.get("output_compression").filter(|v| !v.is_null()) {
         v.as_u64().filter(|c| *c <= 100).ok_or_else(|| {
-            bad(
+            GatewayError::field(
                 "'output_compression' must be an integer from 0 to 100",
                 "output_compression",
             )
@@ -353,7 +366,7 @@ fn call(
     if background.as_deref() == Some("transparent")
         && !matches!(format.as_deref(), None | Some("png" | "webp"))
     {
-        return Err(bad(
+        return Err(GatewayError::field(
             "background=transparent needs output_format png or webp",
             "background",
         ));
@@ -380,7 +393,7 @@ mod tests {
 
     fn param(r: Result<ImageCall, GatewayError>) -> String {
         match r {
-            Err(GatewayError::Untranslatable { param: Some(p), .. }) => p,
+            Err(GatewayError::InvalidField { param, .. }) => param,
             Err(e) => panic!("{e:?}"),
             Ok(c) => panic!("accepted {c:?}"),
         }

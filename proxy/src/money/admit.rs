@@ -65,13 +65,13 @@ pub(crate) fn hold_for(
     let rate = caller.rate.ok_or(GatewayError::PriceUnavailable)?;
     let prices = &served.prices;
     let images = (served.kind == settings::ModelKind::Image).then(|| work.images_asked());
-    let (amount, input_tokens, input_cost, audio_seconds) = match &work.kind {
-        _ if images.is_some() => {
-            let asked = images.unwrap_or(1);
+    let (amount, input_tokens, input_cost, audio_seconds) = match (&work.kind, images) {
+        // The whole image hold is the supplier's cost once it was asked: charged in full too.
+        (_, Some(asked)) => {
             let amount = priced(price::image_cost(prices, asked, rate))?;
             (amount, 0, amount, 0)
         }
-        Kind::Text { call, .. } => {
+        (Kind::Text { call, .. }, None) => {
             let input = input_tokens(work.body_bytes);
             let output = call.output_cap.unwrap_or(money.default_output_tokens);
             let amount = priced(price::cost(prices, usage(input, output), rate))?;
@@ -79,11 +79,12 @@ pub(crate) fn hold_for(
             (amount, input, input_cost, 0)
         }
         // All of an audio call's cost is its input: a dead gateway's hold is charged in full.
-        Kind::Audio { seconds, .. } => {
+        (Kind::Audio { seconds, .. }, None) => {
             let amount = priced(price::audio_cost(prices, *seconds, rate))?;
             (amount, 0, amount, *seconds)
         }
-        Kind::Image(_) => return Err(GatewayError::Internal),
+        // Routing gives an image call an image model only.
+        (Kind::Image(_), None) => return Err(GatewayError::Internal),
     };
     Ok(HoldPlan {
         amount,

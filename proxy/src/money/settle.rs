@@ -36,6 +36,9 @@ pub(crate) struct Finished<'a> {
     /// The account tried last (the one that answered, if any did).
     pub account: Option<&'a str>,
     pub meter: Option<&'a Meter>,
+    /// Image calls: the images of the whole answer (counted by the meter, or by the rewrite of a
+    /// reshaped answer); `None` when it was not read whole.
+    pub images: Option<u64>,
     pub started_at_ms: u64,
     pub latency: Duration,
     pub ttfb: Option<Duration>,
@@ -166,8 +169,8 @@ fn usage_event(f: &Finished<'_>) -> Option<UsageEvent> {
     let (usage, measurement, audio_seconds) = match (f.meter, call.audio_seconds) {
         (Some(m), _) if f.status >= 400 && !m.has_usage() => nothing,
         (Some(m), _) if call.images.is_some() => {
-            images = m.images().unwrap_or(0);
-            let measurement = match m.images() {
+            images = f.images.unwrap_or(0);
+            let measurement = match f.images {
                 Some(_) => Measurement::Exact,
                 None if m.served_bytes() => Measurement::Estimated,
                 None => Measurement::Exact,

@@ -95,13 +95,13 @@ pub(crate) async fn decide(
     let ids = r.accounts.ids();
     let edit = work.is_edit();
     if edit && model.model.kind == settings::ModelKind::Image && model.edit_accounts.is_empty() {
-        return Err(GatewayError::Untranslatable {
-            message: format!(
+        return Err(GatewayError::field(
+            format!(
                 "contents[0].parts: model {:?} does not support reference images (image edits)",
                 model.model.id
             ),
-            param: Some("contents[0].parts".into()),
-        });
+            "contents[0].parts",
+        ));
     }
     let pool = model.pool(edit);
     if pool.is_empty() {

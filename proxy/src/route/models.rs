@@ -271,10 +271,7 @@ impl Router {
 /// `generateContent` only (streaming and token counting are unavailable: 400).
 fn image_route(model: &ModelRoute, route: Route) -> Result<(), GatewayError> {
     let id = &model.model.id;
-    let refuse = |message: String| GatewayError::Untranslatable {
-        message,
-        param: Some("model".into()),
-    };
+    let refuse = |message: String| GatewayError::field(message, "model");
     match route {
         Route::ImageEdits if model.profile != Some(ImageProfile::Native) => Err(refuse(format!(
             "model {id:?} generates images only: image edits are not available for it"

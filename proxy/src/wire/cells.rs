@@ -195,32 +195,40 @@ impl Reshape {
     /// Replaces one chunk of the supplier's body (`None` at the very end) by what the client gets
     /// now: the translation of every event the chunk completed, possibly nothing.
     pub fn body(&mut self, body: &mut Option<Bytes>, end_of_stream: bool) {
-        if let Reshape::Image(answer) = self {
-            answer.body(body, end_of_stream);
-            return;
-        }
-        let mut out = match (&mut *self, body.as_ref()) {
-            (Reshape::Answer(t), Some(chunk)) => t.feed(chunk),
-            (Reshape::Error { body: kept, .. }, Some(chunk)) => {
-                let room = ERROR_CAP.saturating_sub(kept.len());
-                kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
-                Vec::new()
+        let out = match self {
+            Reshape::Image(answer) => return answer.body(body, end_of_stream),
+            Reshape::Answer(t) => {
+                let mut out = body.as_ref().map(|chunk| t.feed(chunk)).unwrap_or_default();
+                if end_of_stream {
+                    out.extend(t.finish());
+                }
+                out
             }
-            (_, None) | (Reshape::Image(_), _) => Vec::new(),
+            Reshape::Error {
+                supplier,
+                client,
+                status,
+                body: kept,
+            } => {
+                if let Some(chunk) = body.as_ref() {
+                    let room = ERROR_CAP.saturating_sub(kept.len());
+                    kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                }
+                match end_of_stream {
+                    true => translate::response::error_body(*supplier, *client, *status, kept),
+                    false => Vec::new(),
+                }
+            }
         };
-        if end_of_stream {
-            match self {
-                Reshape::Image(_) => {}
-                Reshape::Answer(t) => out.extend(t.finish()),
-                Reshape::Error {
-                    supplier,
-                    client,
-                    status,
-                    body: kept,
-                } => out = translate::response::error_body(*supplier, *client, *status, kept),
-            }
-        }
         *body = Some(Bytes::from(out));
+    }
+
+    /// Image answers: the images the rewritten answer carried (see `ImageAnswer::images`).
+    pub fn images(&self) -> Option<u64> {
+        match self {
+            Reshape::Image(answer) => answer.images(),
+            Reshape::Answer(_) | Reshape::Error { .. } => None,
+        }
     }
 }
 

@@ -32,13 +32,6 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use settings::Model;
 
-fn bad(message: impl Into<String>, param: &str) -> GatewayError {
-    GatewayError::Untranslatable {
-        message: message.into(),
-        param: Some(param.to_string()),
-    }
-}
-
 /// The sizes the native-style profile takes on the compat route, and the aspect ratio each is
 /// sent as (`None`: the supplier's default).
 const NATIVE_SIZES: [(&str, Option<&str>); 4] = [
@@ -84,7 +77,7 @@ pub(crate) fn openai_body(call: &ImageCall, served: &str) -> Result<Bytes, Gatew
                 if size == "auto" {
                     out.insert(name.clone(), Value::from("1024x1024"));
                 } else {
-                    openai_size(size).map_err(|m| bad(m, "size"))?;
+                    openai_size(size).map_err(|m| GatewayError::field(m, "size"))?;
                     out.insert(name.clone(), value.clone());
                 }
             }
@@ -110,7 +103,7 @@ pub(crate) fn gemini_body(call: &ImageCall) -> Result<Bytes, GatewayError> {
             .iter()
             .find(|(s, _)| *s == size)
             .ok_or_else(|| {
-                bad(
+                GatewayError::field(
                     "'size' must be one of auto, 1024x1024, 1024x1536, 1536x1024 for this model",
                     "size",
                 )
@@ -118,20 +111,20 @@ pub(crate) fn gemini_body(call: &ImageCall) -> Result<Bytes, GatewayError> {
             .1,
     };
     if call.n != 1 {
-        return Err(bad(
+        return Err(GatewayError::field(
             "this model generates one image per call: 'n' must be 1",
             "n",
         ));
     }
     let string = |name: &str| call.fields.get(name).and_then(Value::as_str);
     if string("background") == Some("transparent") {
-        return Err(bad(
+        return Err(GatewayError::field(
             "transparent backgrounds are not available for this model",
             "background",
         ));
     }
     if string("output_format").is_some_and(|f| f != "png") {
-        return Err(bad(
+        return Err(GatewayError::field(
             "this model returns PNG images: 'output_format' must be png",
             "output_format",
         ));
@@ -167,7 +160,6 @@ pub(crate) fn native_references(fields: &TopLevel<'_>) -> usize {
 
 /// Checks a native `generateContent` body for an image model (see the module documentation).
 pub(crate) fn check_native(fields: &TopLevel<'_>, model: &Model) -> Result<(), GatewayError> {
-    let invalid = |message: String, param: &str| bad(message, param);
     for (name, _) in fields.iter() {
         let known = [
             "contents",
@@ -178,7 +170,7 @@ pub(crate) fn check_native(fields: &TopLevel<'_>, model: &Model) -> Result<(), G
             "model",
         ];
         if !known.contains(&name.as_str()) {
-            return Err(invalid(
+            return Err(GatewayError::field(
                 format!("{name}: not available for image model {}", model.id),
                 name,
             ));
@@ -189,25 +181,25 @@ pub(crate) fn check_native(fields: &TopLevel<'_>, model: &Model) -> Result<(), G
             .get(name)
             .map(|raw| serde_json::from_str::<Value>(raw.get()))
             .transpose()
-            .map_err(|_| invalid(format!("{name}: invalid JSON"), name))
+            .map_err(|_| GatewayError::field(format!("{name}: invalid JSON"), name))
     };
     let contents = parse("contents")?.unwrap_or(Value::Null);
     let Some([turn]) = contents.as_array().map(Vec::as_slice) else {
-        return Err(invalid(
-            "contents: an image model takes exactly one user turn".into(),
+        return Err(GatewayError::field(
+            "contents: an image model takes exactly one user turn",
             "contents",
         ));
     };
     if turn.get("role").is_some_and(|r| r != "user") {
-        return Err(invalid(
-            "contents[0].role: an image model takes one user turn".into(),
+        return Err(GatewayError::field(
+            "contents[0].role: an image model takes one user turn",
             "contents[0].role",
         ));
     }
     let parts = turn.get("parts").and_then(Value::as_array);
     let Some(parts) = parts.filter(|p| !p.is_empty()) else {
-        return Err(invalid(
-            "contents[0].parts: at least one part is required".into(),
+        return Err(GatewayError::field(
+            "contents[0].parts: at least one part is required",
             "contents[0].parts",
         ));
     };
@@ -222,7 +214,7 @@ pub(crate) fn check_native(fields: &TopLevel<'_>, model: &Model) -> Result<(), G
             ["inlineData" | "inline_data"] => references += 1,
             _ => {
                 let param = format!("contents[0].parts[{i}]");
-                return Err(invalid(
+                return Err(GatewayError::field(
                     format!("{param}: parts of an image call are text or inlineData"),
                     &param,
                 ));
@@ -230,7 +222,7 @@ pub(crate) fn check_native(fields: &TopLevel<'_>, model: &Model) -> Result<(), G
         }
     }
     if references > MAX_REFERENCES {
-        return Err(invalid(
+        return Err(GatewayError::field(
             format!("contents[0].parts: at most {MAX_REFERENCES} reference images"),
             "contents[0].parts",
         ));
@@ -245,8 +237,8 @@ pub(crate) fn check_native(fields: &TopLevel<'_>, model: &Model) -> Result<(), G
         .and_then(Value::as_array);
     let has_image = modalities.is_some_and(|m| m.iter().any(|v| v.as_str() == Some("IMAGE")));
     if !has_image {
-        return Err(invalid(
-            "generationConfig.responseModalities: must include IMAGE for an image model".into(),
+        return Err(GatewayError::field(
+            "generationConfig.responseModalities: must include IMAGE for an image model",
             "generationConfig.responseModalities",
         ));
     }
@@ -255,8 +247,8 @@ pub(crate) fn check_native(fields: &TopLevel<'_>, model: &Model) -> Result<(), G
             "responseModalities" | "response_modalities" => {}
             "candidateCount" | "candidate_count" => {
                 if value.as_u64() != Some(1) {
-                    return Err(invalid(
-                        "generationConfig.candidateCount: must be 1 for an image model".into(),
+                    return Err(GatewayError::field(
+                        "generationConfig.candidateCount: must be 1 for an image model",
                         "generationConfig.candidateCount",
                     ));
                 }
@@ -264,7 +256,7 @@ pub(crate) fn check_native(fields: &TopLevel<'_>, model: &Model) -> Result<(), G
             "imageConfig" | "image_config" => check_image_config(value, model)?,
             other => {
                 let param = format!("generationConfig.{other}");
-                return Err(invalid(
+                return Err(GatewayError::field(
                     format!("{param}: not available for image model {}", model.id),
                     &param,
                 ));
@@ -276,7 +268,7 @@ pub(crate) fn check_native(fields: &TopLevel<'_>, model: &Model) -> Result<(), G
 
 fn check_image_config(value: &Value, model: &Model) -> Result<(), GatewayError> {
     let Some(config) = value.as_object() else {
-        return Err(bad(
+        return Err(GatewayError::field(
             "generationConfig.imageConfig: must be an object",
             "generationConfig.imageConfig",
         ));
@@ -287,12 +279,15 @@ fn check_image_config(value: &Value, model: &Model) -> Result<(), GatewayError> 
             "imageSize" | "image_size" => (&model.image_sizes, "imageSize"),
             other => {
                 let param = format!("generationConfig.imageConfig.{other}");
-                return Err(bad(format!("{param}: not available"), &param));
+                return Err(GatewayError::field(
+                    format!("{param}: not available"),
+                    &param,
+                ));
             }
         };
         let param = format!("generationConfig.imageConfig.{field}");
         if !v.as_str().is_some_and(|s| allowed.iter().any(|a| a == s)) {
-            return Err(bad(
+            return Err(GatewayError::field(
                 format!(
                     "{param}: must be one of {} for model {}",
                     allowed.join(", "),
@@ -307,14 +302,15 @@ fn check_image_config(value: &Value, model: &Model) -> Result<(), GatewayError> 
 
 /// Images in a supplier's answer: OpenAI `data[]` items carrying `b64_json` or `url`.
 pub(crate) fn openai_count(json: &[u8]) -> Option<u64> {
-    let v: Value = serde_json::from_slice(json).ok()?;
+    openai_items(&serde_json::from_slice(json).ok()?)
+}
+
+fn openai_items(v: &Value) -> Option<u64> {
     let data = v.get("data")?.as_array()?;
+    let carries = |d: &&Value, key: &str| d.get(key).is_some_and(Value::is_string);
     Some(
         data.iter()
-            .filter(|d| {
-                d.get("b64_json").is_some_and(Value::is_string)
-                    || d.get("url").is_some_and(Value::is_string)
-            })
+            .filter(|d| carries(d, "b64_json") || carries(d, "url"))
             .count() as u64,
     )
 }
@@ -362,6 +358,9 @@ pub(crate) struct ImageAnswer {
     body: Vec<u8>,
     overflow: bool,
     host: std::sync::Arc<dyn Host>,
+    /// The images of the whole answer, once it was read (what the call is charged for; the
+    /// meter does not parse a rewritten answer a second time).
+    images: Option<u64>,
 }
 
 impl ImageAnswer {
@@ -386,7 +385,14 @@ impl ImageAnswer {
             body: Vec::new(),
             overflow: false,
             host,
+            images: None,
         })
+    }
+
+    /// The images the answer carried, once it was read whole (`None` before, or when it was cut,
+    /// unreadable or over the cap).
+    pub fn images(&self) -> Option<u64> {
+        self.images
     }
 
     /// Collects the supplier's body; at its end, replaces it by the client's answer.
@@ -411,6 +417,7 @@ impl ImageAnswer {
             return error_json("the supplier's image answer was too large to rewrite");
         }
         if self.status >= 400 {
+            self.images = Some(0);
             return translate::response::error_body(
                 translate::Format::Gemini,
                 translate::Format::Chat,
@@ -426,9 +433,11 @@ impl ImageAnswer {
                 .into_iter()
                 .map(|(mime, b64)| self.item(mime, b64))
                 .collect();
+            self.images = Some(data.len() as u64);
             json!({"created": self.created, "data": data, "output_format": "png"})
         } else {
             let mut v = v;
+            self.images = openai_items(&v);
             if let Some(items) = v.get_mut("data").and_then(Value::as_array_mut) {
                 for item in items {
                     let b64 = item

@@ -8,6 +8,8 @@
 //! - **meter**: where usage and generated text sit in its responses, whole or streamed (the
 //!   [`Wire`] methods the `meter` calls; the meter itself only frames bytes and adds up).
 //!
+//! Image calls (both image profiles, and image models on the native surface) are [`images`]'.
+//!
 //! Translation between formats (a client's format differs from the account's) is the `translate`
 //! crate's, wired in by [`cells`]. The rest of the request path never looks inside a body: it asks
 //! the format.

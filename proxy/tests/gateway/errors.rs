@@ -133,7 +133,7 @@ async fn admin_routes_without_admin_api_answer_503() {
 /// One HTTP/1.1 exchange on a raw connection: the status, the lowercase headers and the body
 /// (Content-Length or chunked framing). `None` when the connection was reset or closed before a
 /// whole response arrived.
-async fn exchange(
+pub(super) async fn exchange(
     sock: &mut tokio::net::TcpStream,
     request: &[u8],
 ) -> Option<(u16, Vec<(String, String)>, Vec<u8>)> {
@@ -187,7 +187,7 @@ async fn exchange(
     Some((status, headers, body))
 }
 
-fn raw_post(path: &str, key: Option<&str>, body: &str) -> Vec<u8> {
+pub(super) fn raw_post(path: &str, key: Option<&str>, body: &str) -> Vec<u8> {
     let auth = key
         .map(|k| format!("authorization: Bearer {k}\r\n"))
         .unwrap_or_default();

@@ -745,3 +745,79 @@ async fn charges_follow_the_images_returned() {
     );
     h.no_usage_event().await;
 }
+
+/// Every image refusal (inspection, routing, the native rules, a bad media URL) answers on a
+/// connection the client may keep using: one pooled connection carries them all, then a good
+/// call, and only that call reaches a supplier.
+#[tokio::test]
+async fn refusals_leave_the_pooled_connection_usable() {
+    use super::errors::{exchange, raw_post};
+    let (h, key) = start().await;
+    let addr = h.base.trim_start_matches("http://").to_string();
+    let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let generation = "/compat/v1/images/generations";
+    let native = "/v1beta/models/gemini-image-pro:generateContent";
+    let media = "GET /media/0123456789abcdef0123456789abcdef?expires=1&signature=00 HTTP/1.1\r\nhost: gateway\r\n\r\n";
+    let requests: Vec<(Vec<u8>, u16)> = vec![
+        (
+            raw_post(
+                generation,
+                Some(&key),
+                r#"{"model":"gpt-image-x","prompt":"p","stream":true}"#,
+            ),
+            400,
+        ),
+        (
+            raw_post(
+                generation,
+                Some(&key),
+                r#"{"model":"gpt-image-x","prompt":"p","size":"17x17"}"#,
+            ),
+            400,
+        ),
+        (
+            raw_post(
+                "/compat/v1/images/edits",
+                Some(&key),
+                r#"{"model":"gpt-image-x","prompt":"p","images":[{"image_url":"data:image/png;base64,AA=="}]}"#,
+            ),
+            400,
+        ),
+        (
+            raw_post(
+                native,
+                Some(&key),
+                r#"{"contents":[{"parts":[{"text":"p"}]}]}"#,
+            ),
+            400,
+        ),
+        (media.as_bytes().to_vec(), 404),
+        (
+            raw_post(
+                generation,
+                Some(&key),
+                r#"{"model":"gpt-image-x","prompt":"p"}"#,
+            ),
+            200,
+        ),
+    ];
+    for (i, (request, expected)) in requests.iter().enumerate() {
+        let (status, headers, body) = exchange(&mut sock, request)
+            .await
+            .unwrap_or_else(|| panic!("request {i}: the connection was closed"));
+        assert_eq!(
+            status,
+            *expected,
+            "request {i}: {}",
+            String::from_utf8_lossy(&body)
+        );
+        assert!(
+            !headers
+                .iter()
+                .any(|(k, v)| k == "connection" && v.eq_ignore_ascii_case("close")),
+            "request {i} closed the connection"
+        );
+    }
+    assert_eq!(h.mock.request_count() + h.mock_b.request_count(), 1);
+    assert_eq!(h.usage_event().await.images, 1);
+}
