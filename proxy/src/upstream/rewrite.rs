@@ -119,8 +119,9 @@ pub(crate) fn upstream_request(
     if target.format == Some(Format::Messages) && req.headers.get("anthropic-version").is_none() {
         req.insert_header("anthropic-version", ANTHROPIC_VERSION)?;
     }
-    if target.route.is_image() && target.format == Some(Format::Gemini) {
-        // An image call (JSON or a multipart edit) becomes a generateContent JSON body.
+    if target.format.is_some() && target.format != target.route.format() {
+        // A body the gateway made in another format (a translation, an image call or multipart
+        // edit turned into generateContent) is JSON whatever the client sent.
         req.insert_header(http::header::CONTENT_TYPE, "application/json")?;
     }
     req.insert_header(http::header::HOST, upstream.host_header.as_str())?;
