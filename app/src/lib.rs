@@ -39,6 +39,9 @@ pub enum StartError {
     /// admin-api runs as its own process but `admin.listen` is not set.
     #[error("admin.listen: required to run admin-api as its own process")]
     AdminListenMissing,
+    /// The proxy could not open the ledger database (`database.url`) for video tasks.
+    #[error("database.url: {0}")]
+    Database(String),
     /// A listener could not be bound.
     #[error("{key} {addr}: {source}")]
     Bind {
@@ -94,6 +97,8 @@ pub struct App {
     tasks: JoinSet<()>,
     stop: Stop,
     stop_rx: watch::Receiver<bool>,
+    /// The video task book (the ledger database) the gateway reads and writes.
+    video_tasks: Option<proxy::video::TaskBook>,
 }
 
 impl App {
@@ -145,6 +150,23 @@ impl App {
         } else {
             (None, settings.admin.listen)
         };
+        // The gateway keeps video tasks in the ledger database: an embedded proxy shares
+        // admin-api's connection, a proxy of a fleet opens its own (admin-api migrates it).
+        let video_tasks = match (&admin, &settings.database, role) {
+            (_, _, Role::AdminApi) => None,
+            (Some((_, state)), _, Role::Proxy) => {
+                Some(proxy::video::TaskBook::new(state.db.clone()))
+            }
+            (None, Some(db), Role::Proxy) => Some(
+                proxy::video::TaskBook::connect(&db.url)
+                    .await
+                    .map_err(|e| StartError::Database(e.to_string()))?,
+            ),
+            (None, None, Role::Proxy) => {
+                tracing::warn!("no [database]: the video routes answer 503");
+                None
+            }
+        };
         let metrics_listener = match (&settings.metrics, role) {
             (Some(m), Role::Proxy) => Some(bind("metrics.listen", m.listen).await?),
             _ => None,
@@ -169,6 +191,7 @@ impl App {
             tasks,
             stop: Stop(Arc::new(stop_tx)),
             stop_rx,
+            video_tasks,
         })
     }
 
@@ -200,7 +223,12 @@ impl App {
     /// The gateway over this deployment's stores, forwarding admin routes to admin-api.
     fn gateway(&self) -> Gateway {
         let (settings, stores) = (self.settings.clone(), self.stores.clone());
-        Gateway::with_admin(settings, stores, self.metrics.clone(), self.addresses.admin)
+        let gateway =
+            Gateway::with_admin(settings, stores, self.metrics.clone(), self.addresses.admin);
+        if let Some(book) = &self.video_tasks {
+            gateway.set_video_tasks(book.clone());
+        }
+        gateway
     }
 
     /// Serves admin-api and metrics on the current runtime (not the gateway).

@@ -17,3 +17,4 @@ pub mod status;
 pub mod top_up_sessions;
 pub mod usage_hourly;
 pub mod usage_records;
+pub mod video_tasks;

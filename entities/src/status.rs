@@ -82,3 +82,27 @@ pub enum GroupStatus {
     #[sea_orm(string_value = "active")]
     Active,
 }
+
+/// `video_tasks.status`. `submitting`: the record exists, the supplier has not answered the
+/// create yet (a poll answers `queued`). `completed` and `failed` are final.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, EnumIter, DeriveActiveEnum)]
+#[sea_orm(rs_type = "String", db_type = "String(StringLen::None)")]
+pub enum VideoTaskStatus {
+    #[sea_orm(string_value = "submitting")]
+    Submitting,
+    #[sea_orm(string_value = "queued")]
+    Queued,
+    #[sea_orm(string_value = "in_progress")]
+    InProgress,
+    #[sea_orm(string_value = "completed")]
+    Completed,
+    #[sea_orm(string_value = "failed")]
+    Failed,
+}
+
+impl VideoTaskStatus {
+    /// Whether the task is over (its hold is resolved).
+    pub fn is_final(self) -> bool {
+        matches!(self, VideoTaskStatus::Completed | VideoTaskStatus::Failed)
+    }
+}

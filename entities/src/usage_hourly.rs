@@ -21,6 +21,8 @@ pub struct Model {
     pub cost_nanos: i64,
     /// Images served (image calls).
     pub images: i64,
+    /// Seconds of video charged (video tasks).
+    pub video_seconds: i64,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

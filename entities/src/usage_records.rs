@@ -34,6 +34,8 @@ pub struct Model {
     pub audio_seconds: i64,
     /// Images served (image calls, priced per image).
     pub images: i64,
+    /// Seconds of video charged (video tasks, priced per second).
+    pub video_seconds: i64,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

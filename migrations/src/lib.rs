@@ -14,6 +14,7 @@ mod m20261122_000004_usage_records;
 mod m20261122_000005_usage_attribution;
 mod m20261122_000006_usage_audio_seconds;
 mod m20261124_000007_usage_images;
+mod m20261124_000008_video_tasks;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -29,6 +30,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000005_usage_attribution::Migration),
             Box::new(m20261122_000006_usage_audio_seconds::Migration),
             Box::new(m20261124_000007_usage_images::Migration),
+            Box::new(m20261124_000008_video_tasks::Migration),
         ]
     }
 }

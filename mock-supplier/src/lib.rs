@@ -158,6 +158,7 @@ mod route_openai;
 mod server;
 mod tools;
 mod usage;
+pub mod videos;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};

@@ -78,6 +78,10 @@ pub(crate) fn serve(req: &Req<'_>) -> Response {
         (&Method::POST, "/v1/responses") => Api::Responses,
         (&Method::POST, "/v1/audio/transcriptions") => return transcription(req),
         (&Method::POST, "/v1/images/generations") => return image_generation(req),
+        (_, p) if p.starts_with("/v1/videos") => {
+            return crate::videos::serve(req)
+                .unwrap_or_else(|| error(rec, Wire::OpenAi, StatusCode::NOT_FOUND, "not found"));
+        }
         (&Method::GET, p) if p.starts_with("/files/") && p.ends_with(".png") => {
             return full(
                 rec,

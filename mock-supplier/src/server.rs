@@ -52,6 +52,8 @@ pub(crate) struct Shared {
     pub(crate) config: MockConfig,
     pub(crate) recorder: Recorder,
     pub(crate) fault: Mutex<Option<Fault>>,
+    /// Video tasks created on this mock, by id.
+    pub(crate) videos: Mutex<std::collections::HashMap<String, crate::videos::VideoTask>>,
 }
 
 impl Shared {
@@ -60,6 +62,7 @@ impl Shared {
             config,
             recorder: Recorder::default(),
             fault: Mutex::new(None),
+            videos: Mutex::default(),
         }
     }
 

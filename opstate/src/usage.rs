@@ -71,6 +71,9 @@ pub struct UsageEvent {
     /// Images served (image generations and edits, priced per image; 0 for other calls).
     #[serde(default)]
     pub images: u64,
+    /// Seconds of video charged (video tasks, priced per second; 0 for other calls).
+    #[serde(default)]
+    pub video_seconds: u64,
     /// The retail multiplier the call was priced at (absent in events of older gateways).
     #[serde(default)]
     pub retail_rate: Option<RateMultiplier>,

@@ -99,6 +99,9 @@ pub struct HoldMeta {
     /// Images asked for at admission (image calls; 0 otherwise).
     #[serde(default)]
     pub images: u64,
+    /// Seconds of video held for (video tasks; 0 otherwise).
+    #[serde(default)]
+    pub video_seconds: u64,
     /// The retail multiplier the call was priced at.
     #[serde(default)]
     pub retail_rate: Option<money::RateMultiplier>,

@@ -73,6 +73,7 @@ fn event(n: u64) -> UsageEvent {
         workflow: None,
         audio_seconds: 0,
         images: 0,
+        video_seconds: 0,
         retail_rate: None,
         wholesale_rate: None,
         resent: false,

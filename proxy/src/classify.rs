@@ -28,6 +28,14 @@ pub enum Route {
     /// `GET /media/{id}`: an image the gateway hosts for a `response_format=url` answer, behind
     /// a signed, expiring URL (no key: the signature is the credential).
     Media,
+    /// `POST /compat/v1/videos`: create a video task (keys of groups with the `video` feature,
+    /// accounts with the `video` capability).
+    VideoCreate,
+    /// `GET /compat/v1/videos/{task_id}`: poll a video task.
+    VideoStatus,
+    /// `GET /compat/v1/videos/{task_id}/content`: download a completed video, with the key or
+    /// with a signed URL's `expires` and `signature` (then no key).
+    VideoContent,
     /// `POST /v1/messages`: the Anthropic-style Messages surface.
     Messages,
     /// `POST /v1/messages/count_tokens`.
@@ -65,6 +73,9 @@ const ADMIN_PREFIXES: [&str; 4] = [
 
 /// The roots of the native surface's model paths (`google-genai` uses `v1beta` by default; some
 /// releases and clients use `v1`).
+/// The root of the video task paths.
+const VIDEOS: &str = "/compat/v1/videos/";
+
 const NATIVE_ROOTS: [&str; 2] = ["/v1beta/models/", "/v1/models/"];
 
 impl Route {
@@ -83,6 +94,8 @@ impl Route {
             (&Method::POST, "/compat/v1/images/generations") => Route::ImageGenerations,
             (&Method::POST, "/compat/v1/images/edits") => Route::ImageEdits,
             (&Method::GET, p) if crate::media::id_of(p).is_some() => Route::Media,
+            (&Method::POST, "/compat/v1/videos") => Route::VideoCreate,
+            (&Method::GET, p) if p.starts_with(VIDEOS) => return Route::video(p),
             (&Method::POST, "/v1/messages") => Route::Messages,
             (&Method::POST, "/v1/messages/count_tokens") => Route::MessagesCountTokens,
             (&Method::GET, "/v1/models") => Route::MessagesModels,
@@ -90,6 +103,39 @@ impl Route {
             (method, path) => return Route::native(method, path),
         };
         Some(route)
+    }
+
+    /// `GET /compat/v1/videos/{id}` or `…/{id}/content`.
+    fn video(path: &str) -> Option<Route> {
+        let rest = path.strip_prefix(VIDEOS)?;
+        match rest.split_once('/') {
+            None if Route::video_task_id(path).is_some() => Some(Route::VideoStatus),
+            Some((_, "content")) if Route::video_task_id(path).is_some() => {
+                Some(Route::VideoContent)
+            }
+            _ => None,
+        }
+    }
+
+    /// The task id a video path names: one path segment of letters, digits, `_` and `-` (at most
+    /// 64). Whether such a task exists is the task book's question.
+    pub fn video_task_id(path: &str) -> Option<&str> {
+        let rest = path.strip_prefix(VIDEOS)?;
+        let id = rest.split('/').next()?;
+        let valid = !id.is_empty()
+            && id.len() <= 64
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        valid.then_some(id)
+    }
+
+    /// Whether the route is one of the video task routes.
+    pub fn is_video(self) -> bool {
+        matches!(
+            self,
+            Route::VideoCreate | Route::VideoStatus | Route::VideoContent
+        )
     }
 
     /// A native model route: `{root}{model}:{action}` (POST) or `{root}{model}` (GET).
@@ -163,6 +209,9 @@ impl Route {
             Route::ImageGenerations => "image_generations",
             Route::ImageEdits => "image_edits",
             Route::Media => "media",
+            Route::VideoCreate => "video_create",
+            Route::VideoStatus => "video_status",
+            Route::VideoContent => "video_content",
             Route::Messages => "messages",
             Route::MessagesCountTokens => "messages_count_tokens",
             Route::MessagesModels => "messages_models",
@@ -185,7 +234,10 @@ impl Route {
             | Route::AudioTranscriptions
             | Route::ImageGenerations
             | Route::ImageEdits
-            | Route::Media => Surface::OpenAi,
+            | Route::Media
+            | Route::VideoCreate
+            | Route::VideoStatus
+            | Route::VideoContent => Surface::OpenAi,
             Route::Messages
             | Route::MessagesCountTokens
             | Route::MessagesModels
@@ -212,12 +264,15 @@ impl Route {
             | Route::NativeCountTokens => Some(ModelKind::Text),
             Route::AudioTranscriptions => Some(ModelKind::Audio),
             Route::ImageGenerations | Route::ImageEdits => Some(ModelKind::Image),
+            Route::VideoCreate => Some(ModelKind::Video),
             Route::Models
             | Route::MessagesModels
             | Route::MessagesModel
             | Route::NativeModels
             | Route::NativeModel
             | Route::Media
+            | Route::VideoStatus
+            | Route::VideoContent
             | Route::Admin => None,
         }
     }
@@ -254,6 +309,9 @@ impl Route {
             | Route::ImageGenerations
             | Route::ImageEdits
             | Route::Media
+            | Route::VideoCreate
+            | Route::VideoStatus
+            | Route::VideoContent
             | Route::MessagesModels
             | Route::MessagesModel
             | Route::NativeModels
@@ -373,6 +431,30 @@ mod tests {
         assert_eq!(
             Route::classify(&Method::GET, "/compat/v1/models/"),
             Some(Route::Models)
+        );
+        for (method, path, route) in [
+            (Method::POST, "/compat/v1/videos", Some(Route::VideoCreate)),
+            (
+                Method::GET,
+                "/compat/v1/videos/video_ab12",
+                Some(Route::VideoStatus),
+            ),
+            (
+                Method::GET,
+                "/compat/v1/videos/video_ab12/content",
+                Some(Route::VideoContent),
+            ),
+            (Method::GET, "/compat/v1/videos/video_ab12/other", None),
+            (Method::GET, "/compat/v1/videos/a.b", None),
+            (Method::GET, "/compat/v1/videos/", None),
+            (Method::POST, "/compat/v1/videos/video_ab12", None),
+            (Method::GET, "/videos/video_ab12", None),
+        ] {
+            assert_eq!(Route::classify(&method, path), route, "{method} {path}");
+        }
+        assert_eq!(
+            Route::video_task_id("/compat/v1/videos/video_ab12/content"),
+            Some("video_ab12")
         );
     }
 

@@ -110,6 +110,22 @@ pub enum GatewayError {
     /// A hosted media URL that is unknown, expired or wrongly signed.
     #[error("no such media, or its URL expired")]
     MediaNotFound,
+    /// The key's group does not have the `video` feature.
+    #[error("this API key is not permitted to use the video routes")]
+    VideoNotPermitted,
+    /// No video task of this id belongs to the caller's organization (another organization's
+    /// task is answered exactly like a missing one).
+    #[error("no video task {0:?}")]
+    VideoNotFound(String),
+    /// The task has no content yet (or failed).
+    #[error("video task {0:?} has no content: it is {1}")]
+    VideoNotReady(String, &'static str),
+    /// A content URL that is expired, tampered with or not signed.
+    #[error("this video URL is invalid or expired; poll the task for a fresh one")]
+    VideoUrlInvalid,
+    /// The task record could not be read or written (the ledger database did not answer).
+    #[error("video tasks are unavailable right now; retry shortly")]
+    TasksUnavailable,
     /// A bug or an impossible state; details are in the log, not the body.
     #[error("internal gateway error")]
     Internal,
@@ -375,6 +391,51 @@ impl GatewayError {
                     &message,
                     "invalid_request_error",
                     Some("media_not_found"),
+                    None,
+                ),
+            ),
+            GatewayError::VideoNotPermitted => (
+                403,
+                "video_not_permitted",
+                json!({"error": {"message": message, "type": "permission_denied", "code": "permission_denied"}}),
+            ),
+            GatewayError::VideoNotFound(_) => (
+                404,
+                "video_not_found",
+                openai(
+                    &message,
+                    "invalid_request_error",
+                    Some("video_not_found"),
+                    None,
+                ),
+            ),
+            GatewayError::VideoNotReady(..) => (
+                409,
+                "video_not_ready",
+                openai(
+                    &message,
+                    "invalid_request_error",
+                    Some("video_not_ready"),
+                    None,
+                ),
+            ),
+            GatewayError::VideoUrlInvalid => (
+                403,
+                "video_url_invalid",
+                openai(
+                    &message,
+                    "permission_denied",
+                    Some("invalid_signature"),
+                    None,
+                ),
+            ),
+            GatewayError::TasksUnavailable => (
+                503,
+                "tasks_unavailable",
+                openai(
+                    &message,
+                    "service_unavailable",
+                    Some("store_unavailable"),
                     None,
                 ),
             ),

@@ -11,12 +11,9 @@ use crate::ctx::{Call, RequestCtx};
 use crate::errors::GatewayError;
 use crate::meter::Meter;
 use crate::metrics::Metrics;
-use crate::money::{admit, settle};
 use crate::route::cooldown::{self, Cooling, Reason, UsageLimit};
-use crate::route::{self, select};
-use crate::shared::Shared;
-use crate::upstream::{accounts, rewrite};
-use crate::{auth, inspect, local, media, respond};
+use crate::{auth, inspect, local, respond, route::select, shared::Shared};
+use crate::{money::admit, money::settle, route, upstream::accounts, upstream::rewrite};
 use async_trait::async_trait;
 use bytes::Bytes;
 use opstate::Stores;
@@ -72,9 +69,9 @@ impl Gateway {
                 .map(|_| false)
                 .ok_or(GatewayError::UpstreamUnreachable);
         }
-        if route == Route::Media {
-            let file = media::fetch(s.stores().media.as_ref(), &s.signer, header).await?;
-            return respond::file(session, file, &ctx.request_id).await;
+        if route == Route::Media || route.is_video() {
+            // Hosted media and video tasks: answered here, with no proxied supplier call.
+            return s.answer_here(session, ctx, route).await;
         }
         let keys = s.stores().keys.as_ref();
         let caller = auth::authenticate(header, route.surface(), s.env, &s.hasher, keys).await?;
@@ -120,7 +117,8 @@ impl ProxyHttp for Gateway {
         RequestCtx::new()
     }
 
-    /// Classify, authenticate, inspect, route and admit; answer errors and local routes here.
+    /// Classify, authenticate, inspect, route, admit; answer errors and local routes (a streamed
+    /// answer cut after its header is closed, never finished).
     async fn request_filter(
         &self,
         session: &mut Session,
@@ -128,6 +126,9 @@ impl ProxyHttp for Gateway {
     ) -> pingora::Result<bool> {
         match self.prepare(session, ctx).await {
             Ok(answered) => Ok(answered),
+            Err(_) if session.response_written().is_some() => {
+                Error::e_explain(ErrorType::WriteError, "cut")
+            }
             Err(e) => {
                 let surface = ctx.surface();
                 ctx.refusal = Some(respond::error(session, surface, &e, &ctx.request_id).await?);
@@ -322,10 +323,8 @@ impl ProxyHttp for Gateway {
     }
 
     /// Errors after connecting are retried only when a supplier status moved the request to
-    /// another account (nothing reached the client, and the supplier refused the request). Any
-    /// other error after connecting is not retried: the request (a generation, which is not
-    /// idempotent) may have reached the supplier, and once the client has seen a response there is
-    /// nothing to retry.
+    /// another account (nothing reached the client, the supplier refused). Any other is not: the
+    /// request (a generation, not idempotent) may have reached the supplier.
     fn error_while_proxy(
         &self,
         peer: &HttpPeer,

@@ -26,6 +26,7 @@ mod route;
 pub mod server;
 mod shared;
 mod upstream;
+pub mod video;
 mod wire;
 
 pub use gateway::Gateway;

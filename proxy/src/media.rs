@@ -54,7 +54,7 @@ impl Signer {
         }
     }
 
-    fn signature(&self, id: &str, expires: u64) -> String {
+    pub(crate) fn signature(&self, id: &str, expires: u64) -> String {
         let mut mac = self.mac.clone();
         mac.update(id.as_bytes());
         mac.update(b":");

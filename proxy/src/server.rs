@@ -57,7 +57,9 @@ pub async fn renew_holds(gateway: Gateway, shutdown: watch::Receiver<bool>) {
             shutdown.clone()
         ),
         resend::run(&s.recent, || s.stores().clone(), &proxy, shutdown.clone()),
-        s.pending_media.run(|| s.stores().media.clone(), shutdown),
+        s.pending_media
+            .run(|| s.stores().media.clone(), shutdown.clone()),
+        crate::video::sweep::run(&s, shutdown),
     );
 }
 

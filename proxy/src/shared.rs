@@ -48,6 +48,10 @@ pub(crate) struct Shared {
     pub live_holds: LiveHolds,
     /// Usage events appended recently, re-sent if the store loses them.
     pub recent: RecentEvents,
+    /// Video task records (the ledger database); unset: the video routes answer 503.
+    pub tasks: std::sync::OnceLock<crate::video::TaskBook>,
+    /// The gateway's own supplier calls (video tasks).
+    pub supplier: crate::video::supplier::Client,
 }
 
 impl Shared {
@@ -79,6 +83,8 @@ impl Shared {
             queue: Queue::default(),
             live_holds: LiveHolds::default(),
             recent,
+            tasks: std::sync::OnceLock::new(),
+            supplier: crate::video::supplier::Client::default(),
         }
     }
 
@@ -236,7 +242,23 @@ impl Shared {
 
     /// The base of the URLs of hosted media: `server.public_base_url` when configured, else the
     /// request's own `Host` (what the client reached the gateway as).
-    fn media_base(&self, host: Option<&str>) -> String {
+    /// Answers a route the gateway serves without proxying: a hosted media file, or a video
+    /// task route (`crate::video::serve`). `Ok(true)`: answered.
+    pub async fn answer_here(
+        &self,
+        session: &mut pingora::proxy::Session,
+        ctx: &mut RequestCtx,
+        route: Route,
+    ) -> Result<bool, crate::errors::GatewayError> {
+        if route.is_video() {
+            return crate::video::serve::serve(self, session, ctx, route).await;
+        }
+        let header = session.req_header();
+        let file = crate::media::fetch(self.stores().media.as_ref(), &self.signer, header).await?;
+        crate::respond::file(session, file, &ctx.request_id).await
+    }
+
+    pub(crate) fn media_base(&self, host: Option<&str>) -> String {
         let server = &self.settings.server;
         match host {
             Some(host) if !server.public_base_url_configured => format!("http://{host}/"),

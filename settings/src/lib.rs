@@ -19,7 +19,7 @@ mod validate;
 pub use validate::{
     Account, Admin, Capability, ConfigError, Database, Environment, Group, GroupFeature, Mail,
     Metrics, Model, ModelKind, ModelPrices, Money, Provider, Redis, Routing, Security, Server,
-    Settings,
+    Settings, VIDEO_RESOLUTIONS, Video, VideoOptions,
 };
 
 use std::path::Path;

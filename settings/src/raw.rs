@@ -24,6 +24,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub routing: RawRouting,
     #[serde(default)]
+    pub video: RawVideo,
+    #[serde(default)]
     pub models: Vec<RawModel>,
     #[serde(default)]
     pub accounts: Vec<RawAccount>,
@@ -100,6 +102,14 @@ pub struct RawMoney {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct RawVideo {
+    pub url_ttl_ms: Option<u64>,
+    pub task_ttl_ms: Option<u64>,
+    pub sweep_interval_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RawMail {
     pub smtp_url: Option<String>,
     pub from: Option<String>,
@@ -131,6 +141,9 @@ pub struct RawModel {
     pub downgrade_to: Option<String>,
     pub image_aspect_ratios: Option<Vec<String>>,
     pub image_sizes: Option<Vec<String>>,
+    pub video_durations: Option<Vec<u64>>,
+    pub video_resolutions: Option<Vec<String>>,
+    pub per_second_by_resolution: Option<std::collections::BTreeMap<String, RawPrice>>,
 }
 
 #[derive(Debug, Deserialize)]

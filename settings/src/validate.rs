@@ -110,6 +110,19 @@ pub struct Money {
     pub reconcile_interval_ms: u64,
 }
 
+/// Video tasks (`[video]`).
+#[derive(Debug, Clone)]
+pub struct Video {
+    /// Lifetime of a completed task's signed content URL (SPEC: 15 minutes; shorter for tests).
+    pub url_ttl_ms: u64,
+    /// The longest a task may run: a task not finished by then is failed and its hold released.
+    /// Its hold's deadline is this plus `money.hold_ttl_ms`, so the reconciler never takes a live
+    /// task for a dead call.
+    pub task_ttl_ms: u64,
+    /// How often each proxy asks suppliers about unfinished tasks nobody polled recently.
+    pub sweep_interval_ms: u64,
+}
+
 /// How invitation emails leave: SMTP when `smtp_url` is set, else files in `outbox_dir`.
 #[derive(Clone)]
 pub struct Mail {
@@ -196,7 +209,35 @@ pub struct Model {
     /// Image models served natively: the `imageConfig.imageSize` values accepted (default
     /// `["1K"]`).
     pub image_sizes: Vec<String>,
+    /// Video models: durations, resolutions and their prices (`None` for other kinds).
+    pub video: Option<VideoOptions>,
 }
+
+/// What a video model accepts and how each resolution is priced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VideoOptions {
+    /// `durationSeconds` values accepted, ascending (default `[4, 8, 12]`); the largest is what a
+    /// request without `durationSeconds` holds.
+    pub durations: Vec<u64>,
+    /// `resolution` values accepted (`720p`, `1080p`, `4k`; default all three).
+    pub resolutions: Vec<String>,
+    /// Per-second price of a resolution when it differs from `per_second`.
+    pub per_second_by_resolution: std::collections::BTreeMap<String, NanoUsd>,
+}
+
+impl Model {
+    /// The per-second price of a video at `resolution` (`per_second` unless the resolution has
+    /// its own).
+    pub fn per_second(&self, resolution: &str) -> Option<NanoUsd> {
+        self.video
+            .as_ref()
+            .and_then(|v| v.per_second_by_resolution.get(resolution).copied())
+            .or(self.prices.per_second)
+    }
+}
+
+/// Video resolutions the gateway knows.
+pub const VIDEO_RESOLUTIONS: [&str; 3] = ["720p", "1080p", "4k"];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Provider {
@@ -284,6 +325,7 @@ pub struct Settings {
     pub mail: Mail,
     pub money: Money,
     pub routing: Routing,
+    pub video: Video,
     pub models: Vec<Model>,
     pub accounts: Vec<Account>,
     pub groups: Vec<Group>,
@@ -535,6 +577,24 @@ pub(crate) fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, Confi
         return Err(err("routing.max_attempts", "must be between 1 and 10"));
     }
 
+    let video = Video {
+        url_ttl_ms: raw.video.url_ttl_ms.unwrap_or(900_000),
+        task_ttl_ms: raw.video.task_ttl_ms.unwrap_or(7_200_000),
+        sweep_interval_ms: raw.video.sweep_interval_ms.unwrap_or(15_000),
+    };
+    if !(1_000..=900_000).contains(&video.url_ttl_ms) {
+        return Err(err(
+            "video.url_ttl_ms",
+            "must be between 1000 and 900000 (15 minutes)",
+        ));
+    }
+    if video.task_ttl_ms < 60_000 {
+        return Err(err("video.task_ttl_ms", "must be at least 60000"));
+    }
+    if video.sweep_interval_ms < 100 {
+        return Err(err("video.sweep_interval_ms", "must be at least 100"));
+    }
+
     let models = validate_models(&raw.models)?;
     let model_ids: HashSet<&str> = models.iter().map(|m| m.id.as_str()).collect();
     let accounts = raw
@@ -553,6 +613,7 @@ pub(crate) fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, Confi
         }
     }
     image_profiles(&models, &accounts)?;
+    video_providers(&models, &accounts)?;
     let groups = raw
         .groups
         .iter()
@@ -581,6 +642,7 @@ pub(crate) fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, Confi
         mail,
         money,
         routing,
+        video,
         models,
         accounts,
         groups,
@@ -718,6 +780,7 @@ fn validate_models(raw: &[RawModel]) -> Result<Vec<Model>, ConfigError> {
             return Err(err(p("author"), "must be a non-empty name without '/'"));
         }
         let (image_aspect_ratios, image_sizes) = image_options(m, kind, &p)?;
+        let video = video_options(m, kind, &p)?;
         models.push(Model {
             id: m.id.clone(),
             family: m.family.clone(),
@@ -727,6 +790,7 @@ fn validate_models(raw: &[RawModel]) -> Result<Vec<Model>, ConfigError> {
             downgrade_to: m.downgrade_to.clone(),
             image_aspect_ratios,
             image_sizes,
+            video,
         });
     }
     let by_id: HashMap<&str, &Model> = models.iter().map(|m| (m.id.as_str(), m)).collect();
@@ -751,6 +815,78 @@ fn validate_models(raw: &[RawModel]) -> Result<Vec<Model>, ConfigError> {
         }
     }
     Ok(models)
+}
+
+/// The video options of a model: only video models take them; durations 1–60 seconds,
+/// ascending without duplicates; resolutions among [`VIDEO_RESOLUTIONS`]; a per-resolution price
+/// only for an accepted resolution.
+fn video_options(
+    m: &RawModel,
+    kind: ModelKind,
+    p: &dyn Fn(&str) -> String,
+) -> Result<Option<VideoOptions>, ConfigError> {
+    if kind != ModelKind::Video {
+        if m.video_durations.is_some() {
+            return Err(err(
+                p("video_durations"),
+                "only video models take video options",
+            ));
+        }
+        if m.video_resolutions.is_some() {
+            return Err(err(
+                p("video_resolutions"),
+                "only video models take video options",
+            ));
+        }
+        if m.per_second_by_resolution.is_some() {
+            return Err(err(
+                p("per_second_by_resolution"),
+                "only video models take video options",
+            ));
+        }
+        return Ok(None);
+    }
+    let durations = m.video_durations.clone().unwrap_or_else(|| vec![4, 8, 12]);
+    if durations.is_empty() {
+        return Err(err(p("video_durations"), "must list at least one value"));
+    }
+    for (j, d) in durations.iter().enumerate() {
+        if !(1..=60).contains(d) || (j > 0 && durations[j - 1] >= *d) {
+            return Err(err(
+                format!("{}[{j}]", p("video_durations")),
+                format!("{d} is not valid: seconds 1-60, ascending, no duplicates"),
+            ));
+        }
+    }
+    let resolutions = m
+        .video_resolutions
+        .clone()
+        .unwrap_or_else(|| VIDEO_RESOLUTIONS.iter().map(|r| r.to_string()).collect());
+    if resolutions.is_empty() {
+        return Err(err(p("video_resolutions"), "must list at least one value"));
+    }
+    let mut seen = HashSet::new();
+    for (j, r) in resolutions.iter().enumerate() {
+        if !VIDEO_RESOLUTIONS.contains(&r.as_str()) || !seen.insert(r.as_str()) {
+            return Err(err(
+                format!("{}[{j}]", p("video_resolutions")),
+                format!("{r:?} is not one of \"720p\", \"1080p\", \"4k\" (or is listed twice)"),
+            ));
+        }
+    }
+    let mut per_second_by_resolution = std::collections::BTreeMap::new();
+    for (r, v) in m.per_second_by_resolution.iter().flatten() {
+        let path = format!("{}.{r}", p("per_second_by_resolution"));
+        if !resolutions.contains(r) {
+            return Err(err(path, format!("{r:?} is not in video_resolutions")));
+        }
+        per_second_by_resolution.insert(r.clone(), price(v, &path)?);
+    }
+    Ok(Some(VideoOptions {
+        durations,
+        resolutions,
+        per_second_by_resolution,
+    }))
 }
 
 /// The native image options of a model: only image models take them; aspect ratios are `W:H`
@@ -922,6 +1058,27 @@ fn validate_account(
         max_concurrency,
         forward_headers,
     })
+}
+
+/// Video tasks speak the OpenAI video API (`{base}/videos`): a video model is served by `openai`
+/// accounts only.
+fn video_providers(models: &[Model], accounts: &[Account]) -> Result<(), ConfigError> {
+    for m in models.iter().filter(|m| m.kind == ModelKind::Video) {
+        for (i, a) in accounts.iter().enumerate() {
+            if let Some(j) = a.models.iter().position(|id| id == &m.id)
+                && a.provider != Provider::OpenAi
+            {
+                return Err(err(
+                    format!("accounts[{i}].models[{j}]"),
+                    format!(
+                        "video model {:?} is served by openai accounts only (the gateway speaks the OpenAI video API)",
+                        m.id
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// An image model's accounts decide its profile (DESIGN §6b): `gemini` accounts the native-style

@@ -18,6 +18,8 @@ pub struct Model {
     /// `image_aspect_ratios` and `image_sizes` (image models; `None`: the defaults).
     pub image_aspect_ratios: Option<Vec<String>>,
     pub image_sizes: Option<Vec<String>>,
+    /// Further `key = value` lines, written as given (video options, for instance).
+    pub extra: Vec<String>,
 }
 
 impl Model {
@@ -35,6 +37,7 @@ impl Model {
             downgrade_to: None,
             image_aspect_ratios: None,
             image_sizes: None,
+            extra: Vec::new(),
         }
     }
 
@@ -54,6 +57,7 @@ impl Model {
             downgrade_to: None,
             image_aspect_ratios: None,
             image_sizes: None,
+            extra: Vec::new(),
         }
     }
 
@@ -64,6 +68,22 @@ impl Model {
             prices: vec![("per_image", per_image)],
             ..Model::audio(id, 0.0)
         }
+    }
+
+    /// A video model priced per second (the default durations and resolutions unless set with
+    /// [`Model::line`]).
+    pub fn video(id: &str, per_second: f64) -> Model {
+        Model {
+            kind: "video",
+            prices: vec![("per_second", per_second)],
+            ..Model::audio(id, 0.0)
+        }
+    }
+
+    /// Adds one `key = value` line to the entry (`video_durations = [4, 8]`).
+    pub fn line(mut self, line: &str) -> Model {
+        self.extra.push(line.to_string());
+        self
     }
 
     /// The native aspect ratios of an image model (`image_aspect_ratios`).
@@ -95,12 +115,13 @@ impl Model {
 }
 
 /// The request headers that steer the mock supplier (`mock-supplier`'s crate docs).
-pub const MOCK_CONTROL_HEADERS: [&str; 5] = [
+pub const MOCK_CONTROL_HEADERS: [&str; 6] = [
     "x-mock-usage",
     "x-mock-events",
     "x-mock-delay-ms",
     "x-mock-audio-seconds",
     "x-mock-images",
+    "x-mock-video",
 ];
 
 /// One `[[accounts]]` entry.
@@ -309,6 +330,9 @@ impl TestConfig {
             }
             if let Some(r) = &m.image_sizes {
                 let _ = writeln!(out, "image_sizes = {}", r.toml());
+            }
+            for line in &m.extra {
+                let _ = writeln!(out, "{line}");
             }
         }
         for a in &self.accounts {

@@ -17,6 +17,8 @@ use tollgate::{App, Role};
 
 #[path = "e2e/sdk.rs"]
 mod sdk;
+#[path = "e2e/video.rs"]
+mod video;
 
 /// The database at `db_url`, migrated, with a demo key of group 1 (a funded demo organization)
 /// minted in it while no gateway runs: a gateway started afterwards knows it from the ledger only.

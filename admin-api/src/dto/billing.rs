@@ -46,6 +46,8 @@ pub struct UsageTotals {
     pub cache_tokens: i64,
     /// Images served (image generations and edits).
     pub images: i64,
+    /// Seconds of video charged (video tasks).
+    pub video_seconds: i64,
     #[schema(value_type = f64)]
     pub cost_usd: Usd,
 }

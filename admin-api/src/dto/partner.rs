@@ -197,5 +197,7 @@ pub struct UsageBucket {
     pub total_tokens: i64,
     /// Images served (image generations and edits).
     pub images: i64,
+    /// Seconds of video charged (video tasks).
+    pub video_seconds: i64,
     pub active_api_keys: usize,
 }

@@ -93,6 +93,7 @@ struct Agg {
     cached: i64,
     cost: i64,
     images: i64,
+    video_seconds: i64,
 }
 
 impl Agg {
@@ -103,6 +104,7 @@ impl Agg {
         self.cached += r.cached_tokens;
         self.cost += r.cost_nanos;
         self.images += r.images;
+        self.video_seconds += r.video_seconds;
     }
     fn totals(&self) -> UsageTotals {
         UsageTotals {
@@ -111,6 +113,7 @@ impl Agg {
             output_tokens: self.output,
             cache_tokens: self.cached,
             images: self.images,
+            video_seconds: self.video_seconds,
             cost_usd: Usd(NanoUsd::from_nanos(self.cost)),
         }
     }
@@ -220,8 +223,8 @@ fn attributed(
     if records.iter().all(|r| key(r).is_none()) {
         return None;
     }
-    // requests, input, output, cached, cost, images
-    type Sums = (i64, i64, i64, i64, i64, i64);
+    // requests, input, output, cached, cost, images, video seconds
+    type Sums = (i64, i64, i64, i64, i64, i64, i64);
     let mut groups: BTreeMap<Option<String>, Sums> = BTreeMap::new();
     for r in records {
         let g = groups.entry(key(r)).or_default();
@@ -231,21 +234,25 @@ fn attributed(
         g.3 += r.cached_tokens;
         g.4 += r.cost_nanos;
         g.5 += r.images;
+        g.6 += r.video_seconds;
     }
     Some(
         groups
             .into_iter()
-            .map(|(k, (requests, input, output, cached, cost, images))| {
-                let usage = UsageTotals {
-                    requests,
-                    input_tokens: input,
-                    output_tokens: output,
-                    cache_tokens: cached,
-                    images,
-                    cost_usd: Usd(NanoUsd::from_nanos(cost)),
-                };
-                (k, usage)
-            })
+            .map(
+                |(k, (requests, input, output, cached, cost, images, video_seconds))| {
+                    let usage = UsageTotals {
+                        requests,
+                        input_tokens: input,
+                        output_tokens: output,
+                        cache_tokens: cached,
+                        images,
+                        video_seconds,
+                        cost_usd: Usd(NanoUsd::from_nanos(cost)),
+                    };
+                    (k, usage)
+                },
+            )
             .collect(),
     )
 }

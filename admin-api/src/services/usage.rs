@@ -96,6 +96,7 @@ struct Bucket {
     requests: i64,
     tokens: i64,
     images: i64,
+    video_seconds: i64,
     keys: BTreeSet<i64>,
 }
 
@@ -128,6 +129,7 @@ pub async fn buckets(
         b.requests += r.requests;
         b.tokens += r.input_tokens + r.output_tokens;
         b.images += r.images;
+        b.video_seconds += r.video_seconds;
         if r.requests > 0 {
             b.keys.insert(r.api_key_id);
         }
@@ -141,6 +143,7 @@ pub async fn buckets(
             requests: b.requests,
             total_tokens: b.tokens,
             images: b.images,
+            video_seconds: b.video_seconds,
             active_api_keys: b.keys.len(),
         })
         .collect();

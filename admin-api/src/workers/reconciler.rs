@@ -75,6 +75,7 @@ pub async fn reconcile_once(state: &AppState) -> Result<usize, opstate::StoreErr
                 workflow: None,
                 audio_seconds: meta.audio_seconds,
                 images: meta.images,
+                video_seconds: meta.video_seconds,
                 retail_rate: meta.retail_rate,
                 wholesale_rate: meta.wholesale_rate,
                 resent: false,

@@ -259,6 +259,7 @@ struct Bucket {
     estimated: i64,
     cost: i64,
     images: i64,
+    video_seconds: i64,
 }
 
 impl Bucket {
@@ -271,6 +272,7 @@ impl Bucket {
         self.estimated += i64::from(e.measurement == Measurement::Estimated);
         self.cost = self.cost.saturating_add(e.cost_nanos.nanos());
         self.images = self.images.saturating_add(tokens(e.images));
+        self.video_seconds = self.video_seconds.saturating_add(tokens(e.video_seconds));
     }
 }
 
@@ -314,6 +316,7 @@ fn record(
         workflow: Set(e.workflow.clone()),
         audio_seconds: Set(i64::try_from(e.audio_seconds).unwrap_or(i64::MAX)),
         images: Set(i64::try_from(e.images).unwrap_or(i64::MAX)),
+        video_seconds: Set(i64::try_from(e.video_seconds).unwrap_or(i64::MAX)),
         ..Default::default()
     }
 }
@@ -442,8 +445,8 @@ async fn add_to_bucket(
         _ => "?".to_string(),
     };
     let sql = format!(
-        "INSERT INTO usage_hourly (organization_id, api_key_id, model, hour_start, requests, input_tokens, output_tokens, cached_tokens, estimated_requests, cost_nanos, images) \
-         VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}) \
+        "INSERT INTO usage_hourly (organization_id, api_key_id, model, hour_start, requests, input_tokens, output_tokens, cached_tokens, estimated_requests, cost_nanos, images, video_seconds) \
+         VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}) \
          ON CONFLICT (organization_id, hour_start, api_key_id, model) DO UPDATE SET \
          requests = usage_hourly.requests + EXCLUDED.requests, \
          input_tokens = usage_hourly.input_tokens + EXCLUDED.input_tokens, \
@@ -451,7 +454,8 @@ async fn add_to_bucket(
          cached_tokens = usage_hourly.cached_tokens + EXCLUDED.cached_tokens, \
          estimated_requests = usage_hourly.estimated_requests + EXCLUDED.estimated_requests, \
          cost_nanos = usage_hourly.cost_nanos + EXCLUDED.cost_nanos, \
-         images = usage_hourly.images + EXCLUDED.images",
+         images = usage_hourly.images + EXCLUDED.images, \
+         video_seconds = usage_hourly.video_seconds + EXCLUDED.video_seconds",
         p(1),
         p(2),
         p(3),
@@ -462,7 +466,8 @@ async fn add_to_bucket(
         p(8),
         p(9),
         p(10),
-        p(11)
+        p(11),
+        p(12)
     );
     db.execute_raw(Statement::from_sql_and_values(
         backend,
@@ -479,6 +484,7 @@ async fn add_to_bucket(
             b.estimated.into(),
             b.cost.into(),
             b.images.into(),
+            b.video_seconds.into(),
         ],
     ))
     .await?;

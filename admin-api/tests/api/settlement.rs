@@ -22,6 +22,7 @@ async fn a_dead_gateways_hold_is_settled_once_at_its_estimate() {
         input_cost_nanos: nano(150_000),
         audio_seconds: 0,
         images: 0,
+        video_seconds: 0,
         retail_rate: None,
         wholesale_rate: None,
     };
@@ -200,6 +201,7 @@ fn settled_event(
         workflow: None,
         audio_seconds: 0,
         images: 0,
+        video_seconds: 0,
         retail_rate: None,
         wholesale_rate: None,
         resent: false,

@@ -93,6 +93,7 @@ async fn daily_usage_breaks_down_by_project_and_workflow() {
             audio_seconds: 0,
             // One image call among them: its images are counted in every breakdown.
             images: if i == 1 { 3 } else { 0 },
+            video_seconds: 0,
             retail_rate: None,
             wholesale_rate: None,
             resent: false,

@@ -48,6 +48,8 @@ pub(crate) enum Kind<'a> {
     Audio { form: form::AudioForm, seconds: u64 },
     /// An image generation or edit on the compat surface.
     Image(Box<image::ImageCall>),
+    /// A video task's create body (`video::job`).
+    Video(Box<crate::video::job::Job>),
 }
 
 impl Work<'_> {
@@ -57,6 +59,7 @@ impl Work<'_> {
             Kind::Text { call, .. } => &call.model,
             Kind::Audio { form, .. } => &form.model,
             Kind::Image(call) => &call.model,
+            Kind::Video(job) => &job.model,
         }
     }
 
@@ -65,7 +68,7 @@ impl Work<'_> {
     pub fn images_asked(&self) -> u64 {
         match &self.kind {
             Kind::Image(call) => call.n,
-            Kind::Text { .. } | Kind::Audio { .. } => 1,
+            Kind::Text { .. } | Kind::Audio { .. } | Kind::Video(_) => 1,
         }
     }
 
@@ -74,7 +77,7 @@ impl Work<'_> {
         match &self.kind {
             Kind::Image(call) => call.edit,
             Kind::Text { .. } => self.native_references > 0,
-            Kind::Audio { .. } => false,
+            Kind::Audio { .. } | Kind::Video(_) => false,
         }
     }
 
@@ -86,7 +89,7 @@ impl Work<'_> {
     /// Audio calls: the duration read from the file (seconds); `None` for other calls.
     pub fn audio_seconds(&self) -> Option<u64> {
         match &self.kind {
-            Kind::Text { .. } | Kind::Image(_) => None,
+            Kind::Text { .. } | Kind::Image(_) | Kind::Video(_) => None,
             Kind::Audio { seconds, .. } => Some(*seconds),
         }
     }
@@ -96,7 +99,7 @@ impl Work<'_> {
         match &self.kind {
             Kind::Text { call, .. } => call.stream,
             Kind::Audio { form, .. } => form.stream,
-            Kind::Image(_) => false,
+            Kind::Image(_) | Kind::Video(_) => false,
         }
     }
 }
@@ -114,6 +117,7 @@ pub(crate) fn work<'a>(
         .and_then(|v| v.to_str().ok());
     let kind = match route {
         Route::ImageGenerations => Kind::Image(Box::new(image::json_call(original, false)?)),
+        Route::VideoCreate => Kind::Video(Box::new(crate::video::job::parse(original)?)),
         Route::ImageEdits => {
             let json = content_type.is_some_and(|c| {
                 c.split(';')
@@ -147,7 +151,7 @@ pub(crate) fn work<'a>(
     let no_fields = TopLevel::new();
     let fields = match &kind {
         Kind::Text { fields, .. } => fields,
-        Kind::Audio { .. } | Kind::Image(_) => &no_fields,
+        Kind::Audio { .. } | Kind::Image(_) | Kind::Video(_) => &no_fields,
     };
     let native_references = match route {
         Route::NativeGenerate | Route::NativeStream => wire::images::native_references(fields),
@@ -251,6 +255,8 @@ impl Work<'_> {
                 _ => wire::openai::forward_body(route, original, fields, call, served_model),
             },
             Kind::Audio { form, .. } => Ok(form.forward_body(original, served_model)),
+            // Video tasks are sent by the gateway itself (`video::serve`), never proxied.
+            Kind::Video(_) => Err(GatewayError::Internal),
         }
     }
 
@@ -286,7 +292,7 @@ impl Work<'_> {
                         wire::images::check_native(fields, served)?;
                         original.clone()
                     }
-                    (Kind::Audio { .. }, _) => return Err(GatewayError::Internal),
+                    (Kind::Audio { .. } | Kind::Video(_), _) => return Err(GatewayError::Internal),
                 };
                 bodies.insert(target, body);
             }

@@ -85,6 +85,8 @@ pub(crate) fn hold_for(
         }
         // Routing gives an image call an image model only.
         (Kind::Image(_), None) => return Err(GatewayError::Internal),
+        // Video tasks are held by `video::serve` (their hold outlives the request).
+        (Kind::Video(_), None) => return Err(GatewayError::Internal),
     };
     Ok(HoldPlan {
         amount,
@@ -101,6 +103,7 @@ pub(crate) fn hold_for(
             input_cost_nanos: input_cost,
             audio_seconds,
             images: images.unwrap_or(0),
+            video_seconds: 0,
             retail_rate: Some(rate),
             wholesale_rate: wholesale,
         },

@@ -48,6 +48,17 @@ pub fn image_cost(
     priced(weighted, rate, 1_000_000)
 }
 
+/// The cost of `seconds` of video at `per_second` (the model's price for the task's resolution)
+/// × `rate`, rounded up to the nano-USD.
+pub fn video_cost(
+    per_second: NanoUsd,
+    seconds: u64,
+    rate: RateMultiplier,
+) -> Result<NanoUsd, PriceError> {
+    let weighted = i128::from(seconds) * i128::from(per_second.nanos());
+    priced(weighted, rate, 1_000_000)
+}
+
 /// The cost of `usage` at `prices` × `rate`. Cached input tokens are charged at the cached price
 /// when one is configured, else at the input price.
 pub fn cost(

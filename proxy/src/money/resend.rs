@@ -320,6 +320,7 @@ mod tests {
             workflow: None,
             audio_seconds: 0,
             images: 0,
+            video_seconds: 0,
             retail_rate: None,
             wholesale_rate: None,
             resent: false,

@@ -223,6 +223,7 @@ fn usage_event(f: &Finished<'_>) -> Option<UsageEvent> {
         workflow: call.workflow.clone(),
         audio_seconds,
         images,
+        video_seconds: 0,
         retail_rate: None,
         wholesale_rate: None,
         resent: false,
@@ -231,7 +232,7 @@ fn usage_event(f: &Finished<'_>) -> Option<UsageEvent> {
 
 /// Appends `event`, retrying a few times; if the store stays down, the event is logged in full
 /// (so it can be replayed) and counted as lost.
-async fn append(usage: &dyn UsageStream, metrics: &Metrics, event: &UsageEvent) {
+pub(crate) async fn append(usage: &dyn UsageStream, metrics: &Metrics, event: &UsageEvent) {
     let mut last_error = None;
     for attempt in 0..APPEND_ATTEMPTS {
         match usage.append(event).await {

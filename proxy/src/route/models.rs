@@ -34,6 +34,7 @@ struct GroupModels {
     models: Vec<String>,
     google_alias: bool,
     codex: bool,
+    video: bool,
 }
 
 /// A model and the accounts (indexes into the upstream list) that serve it.
@@ -165,6 +166,7 @@ impl Router {
                     models: g.models.clone(),
                     google_alias: g.has(GroupFeature::GoogleAlias),
                     codex: g.has(GroupFeature::Codex),
+                    video: g.has(GroupFeature::Video),
                 };
                 (g.id, exposed)
             })
@@ -183,6 +185,11 @@ impl Router {
             .get(&group_id)
             .map(|g| g.models.as_slice())
             .unwrap_or(&[])
+    }
+
+    /// Whether keys of `group_id` may use the video routes (`video` feature).
+    pub fn allows_video(&self, group_id: i64) -> bool {
+        self.groups.get(&group_id).is_some_and(|g| g.video)
     }
 
     /// Whether keys of `group_id` get Codex-style responses payloads adapted (`codex` feature).

@@ -1,0 +1,92 @@
+//! The sweeper: every proxy asks suppliers about unfinished tasks nobody polled recently, so a
+//! task ends (and its hold is settled) even when its client stopped polling or the proxy that
+//! created it died. Each check is claimed in the task book first (`TaskBook::claim`), so the
+//! proxies of a fleet share the work without asking twice.
+//!
+//! Rules (ARCHITECTURE §3 "Videos"):
+//! - a task still `submitting` after the create's longest wait (the upstream read timeout plus
+//!   60 s) lost its supplier answer with its proxy: it is failed and its hold released (the
+//!   client never received a task id either);
+//! - a task older than `video.task_ttl_ms` that the supplier still reports running is failed
+//!   (`timed_out`) and its hold released;
+//! - anything else is refreshed like a poll.
+
+use super::serve::{self, SupplierState};
+use super::tasks::TaskBook;
+use crate::shared::Shared;
+use chrono::Utc;
+use entities::status::VideoTaskStatus;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Tasks checked per round at most.
+const BATCH: u64 = 32;
+
+/// Sweeps every `video.sweep_interval_ms` until `shutdown` turns true.
+pub(crate) async fn run(s: &Shared, mut shutdown: watch::Receiver<bool>) {
+    let every = Duration::from_millis(s.settings.video.sweep_interval_ms);
+    loop {
+        tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        if let Some(book) = s.tasks.get() {
+            sweep_once(s, book).await;
+        }
+    }
+}
+
+/// One round; returns the tasks checked.
+pub(crate) async fn sweep_once(s: &Shared, book: &TaskBook) -> usize {
+    let every = Duration::from_millis(s.settings.video.sweep_interval_ms);
+    let now = Utc::now();
+    let Ok(every) = chrono::Duration::from_std(every) else {
+        return 0;
+    };
+    let due = match book.due(now - every, BATCH).await {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::warn!(error = %e, "video sweep: task book unavailable");
+            return 0;
+        }
+    };
+    let grace =
+        Duration::from_millis(s.settings.server.upstream_read_timeout_ms) + Duration::from_secs(60);
+    let ttl = Duration::from_millis(s.settings.video.task_ttl_ms);
+    let mut checked = 0;
+    for task in due {
+        match book.claim(&task).await {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                tracing::warn!(task = %task.id, error = %e, "video sweep: claim failed");
+                continue;
+            }
+        }
+        checked += 1;
+        let age = (now - task.created_at).to_std().unwrap_or_default();
+        if task.status == VideoTaskStatus::Submitting {
+            if age > grace {
+                let lost = failed("task_lost", "the supplier's answer to the create was lost");
+                serve::finish(s, book, task, &lost).await;
+            }
+            continue;
+        }
+        let task = serve::refresh(s, book, task).await;
+        if !task.status.is_final() && age > ttl {
+            let late = failed("timed_out", "the task did not finish in time");
+            serve::finish(s, book, task, &late).await;
+        }
+    }
+    checked
+}
+
+fn failed(code: &str, message: &str) -> SupplierState {
+    SupplierState {
+        id: None,
+        status: VideoTaskStatus::Failed,
+        progress: 0,
+        seconds: None,
+        failure: Some((code.to_string(), message.to_string())),
+    }
+}

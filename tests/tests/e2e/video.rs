@@ -1,0 +1,430 @@
+//! Video tasks end to end on a fleet: admin-api and two proxies on one Redis and one ledger
+//! database, the mock supplier's video API behind them. Create, poll and download through either
+//! proxy; the signed URL without credentials (expired, tampered); tenant isolation; the exact
+//! per-second charge; a failed task free; a task whose proxy stopped ended by the other proxy's
+//! sweeper, charged once, its hold never taken by the reconciler meanwhile.
+
+use mock_supplier::{MockConfig, MockSupplier};
+use reqwest::StatusCode;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+use testkit::{Account, Group, Model, TestConfig};
+use tollgate::{App, Role};
+
+const PER_SECOND_NANOS: i64 = 100_000_000; // 0.10 USD
+
+async fn wait_for<T>(what: &str, seconds: u64, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn usage_records(
+    db: &sea_orm::DatabaseConnection,
+    request_id: &str,
+) -> Vec<entities::usage_records::Model> {
+    entities::usage_records::Entity::find()
+        .filter(entities::usage_records::Column::RequestId.eq(request_id))
+        .all(db)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn video_tasks_on_a_fleet() {
+    let Some(redis_url) = testkit::redis_url() else {
+        eprintln!("REDIS_URL not set: the fleet video scenario needs Redis; skipped");
+        return;
+    };
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let config = TestConfig::embedded()
+        .database(&testkit::fresh_database_url().await)
+        .redis(&redis_url, &testkit::redis_prefix("video"))
+        .set("admin", "embedded", false)
+        .set("admin", "listen", "127.0.0.1:0")
+        .set("money", "hold_ttl_ms", 1000u64)
+        .set("money", "reconcile_interval_ms", 100u64)
+        .set("video", "url_ttl_ms", 2000u64)
+        .set("video", "task_ttl_ms", 60_000u64)
+        .set("video", "sweep_interval_ms", 300u64)
+        .model(Model::gpt_4o_mini())
+        .model(
+            Model::video("sora-2", 0.10)
+                .line("video_durations = [4, 8, 12]")
+                .line("per_second_by_resolution = { \"4k\" = 0.30 }"),
+        )
+        .account(Account::openai("mock", &mock.base_url(), &["gpt-4o-mini"]))
+        .account(Account::openai("mock-video", &mock.base_url(), &["sora-2"]).capability("video"))
+        .group(Group::new(1, &["gpt-4o-mini", "sora-2"]).feature("video"))
+        .group(Group::new(2, &["gpt-4o-mini", "sora-2"]));
+    let admin = App::build(config.settings(), Role::AdminApi).await.unwrap();
+    let state = admin.admin_state().unwrap().clone();
+    let admin_addr = admin.addresses().admin.unwrap();
+    let admin_running = admin.start();
+    let s = &state;
+    let key = admin_api::demo::demo_key(&s.db, s.stores.keys.as_ref(), &s.hasher, s.env, 1)
+        .await
+        .unwrap();
+    admin_api::services::wallets::reload(s, key.organization_id)
+        .await
+        .unwrap();
+    let no_feature = admin_api::demo::demo_key(&s.db, s.stores.keys.as_ref(), &s.hasher, s.env, 2)
+        .await
+        .unwrap();
+    let other_org = {
+        use sea_orm::{ActiveModelTrait, Set};
+        let org = entities::organizations::ActiveModel {
+            name: Set("Other".into()),
+            slug: Set(format!("other-{}", uuid::Uuid::new_v4().simple())),
+            status: Set(entities::status::OrganizationStatus::Active),
+            created_at: Set(chrono::Utc::now()),
+            ..Default::default()
+        }
+        .insert(&s.db)
+        .await
+        .unwrap();
+        let new = admin_api::keys::NewKey {
+            organization_id: org.id,
+            group_id: 1,
+            name: "other",
+            permissions: opstate::KeyPermissions::default(),
+        };
+        let created =
+            admin_api::keys::create_key(&s.db, s.stores.keys.as_ref(), &s.hasher, s.env, new)
+                .await
+                .unwrap();
+        created.secret.expose().to_string()
+    };
+    let proxy_config = config.set("admin", "listen", admin_addr.to_string());
+    let proxy_a = App::build(proxy_config.settings(), Role::Proxy)
+        .await
+        .unwrap()
+        .start();
+    let proxy_b = App::build(proxy_config.settings(), Role::Proxy)
+        .await
+        .unwrap()
+        .start();
+    let (a, b) = (proxy_a.base_url().unwrap(), proxy_b.base_url().unwrap());
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let wallet = || async {
+        s.stores
+            .wallets
+            .snapshot(key.organization_id)
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    let create = |base: &str, api_key: &str, body: Value, mock: &str| {
+        http.post(format!("{base}/compat/v1/videos"))
+            .bearer_auth(api_key)
+            .header("x-mock-video", mock)
+            .json(&body)
+            .send()
+    };
+    let poll = |base: &str, api_key: &str, id: &str| {
+        http.get(format!("{base}/compat/v1/videos/{id}"))
+            .bearer_auth(api_key)
+            .send()
+    };
+    let link_local = "http://169.254.169.254/latest/meta-data/image.png";
+    let job = json!({
+        "model": "sora-2", "prompt": "a lighthouse at dusk", "durationSeconds": 8,
+        "resolution": "720p", "aspectRatio": "16:9", "generate_audio": true,
+        "reference_images": [{"url": link_local}],
+    });
+
+    // Refusals change nothing and reach no supplier.
+    let before = mock.requests().len();
+    let refused = create(&a, &no_feature.api_key, job.clone(), "")
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "permission_denied");
+    for (bad, param) in [
+        (
+            json!({"model": "sora-2", "prompt": "p", "durationSeconds": 5}),
+            "durationSeconds",
+        ),
+        (
+            json!({"model": "sora-2", "prompt": "p", "resolution": "8k"}),
+            "resolution",
+        ),
+        (
+            json!({"model": "sora-2", "prompt": "p", "image_urls": ["file:///etc/passwd"]}),
+            "image_urls[0]",
+        ),
+        (json!({"model": "sora-2", "prompt": "p", "fps": 30}), "fps"),
+    ] {
+        let r = create(&a, &key.api_key, bad, "").await.unwrap();
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["param"], param, "{body}");
+        assert_eq!(body["error"]["type"], "invalid_request_error");
+    }
+    assert_eq!(
+        mock.requests().len(),
+        before,
+        "no refused create reached the supplier"
+    );
+    assert_eq!(wallet().await.reserved.nanos(), 0);
+
+    // Create through proxy A.
+    let created = create(
+        &a,
+        &key.api_key,
+        job.clone(),
+        "delay_ms=1500,seconds=8,bytes=3000000",
+    )
+    .await
+    .unwrap();
+    assert_eq!(created.status(), StatusCode::OK);
+    let hold_id = created.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let text = created.text().await.unwrap();
+    assert!(
+        !text.contains("video_mock"),
+        "the supplier's task id is never shown: {text}"
+    );
+    let task: Value = serde_json::from_str(&text).unwrap();
+    let id = task["id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("video_"), "{task}");
+    assert_eq!(task["status"], "queued");
+    let hold = wallet().await.reserved.nanos();
+    assert!(
+        hold >= 8 * PER_SECOND_NANOS,
+        "8 s held at 0.10 × the retail rate: {hold}"
+    );
+    assert_eq!(hold % 8, 0);
+    // What reached the supplier: its own credential, the OpenAI video body, the URL untouched.
+    let sent = mock
+        .requests()
+        .into_iter()
+        .rfind(|r| r.path == "/v1/videos")
+        .unwrap();
+    let auth = sent
+        .headers
+        .iter()
+        .find(|(k, _)| k == "authorization")
+        .unwrap();
+    assert!(!auth.1.contains(&key.api_key));
+    let sent: Value = serde_json::from_slice(&sent.body).unwrap();
+    assert_eq!(sent["seconds"], "8");
+    assert_eq!(sent["size"], "1280x720");
+    assert_eq!(sent["input_reference"]["image_url"], link_local);
+    assert_eq!(sent["generate_audio"], true);
+
+    // Another organization's key: exactly like a missing task.
+    for path in [
+        format!("/compat/v1/videos/{id}"),
+        format!("/compat/v1/videos/{id}/content"),
+    ] {
+        let r = http
+            .get(format!("{b}{path}"))
+            .bearer_auth(&other_org)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::NOT_FOUND, "{path}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "video_not_found");
+    }
+    let missing = poll(&b, &key.api_key, "video_nope").await.unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+
+    // Proxy B answers the poll; the reconciler leaves the live task's hold alone although text
+    // holds expire after 1 s.
+    let early: Value = poll(&b, &key.api_key, &id)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        matches!(early["status"].as_str(), Some("queued" | "in_progress")),
+        "{early}"
+    );
+    assert!(early.get("data").is_none());
+    let not_ready = http
+        .get(format!("{b}/compat/v1/videos/{id}/content"))
+        .bearer_auth(&key.api_key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(not_ready.status(), StatusCode::CONFLICT);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    admin_api::workers::reconciler::reconcile_once(s)
+        .await
+        .unwrap();
+    assert_eq!(
+        wallet().await.reserved.nanos(),
+        hold,
+        "a live task's hold is kept"
+    );
+
+    let done = wait_for("completion", 15, async || {
+        let v: Value = poll(&b, &key.api_key, &id).await.ok()?.json().await.ok()?;
+        (v["status"] == "completed").then_some(v)
+    })
+    .await;
+    let url = done["data"][0]["url"].as_str().unwrap().to_string();
+    assert!(
+        url.starts_with(&format!("{b}/compat/v1/videos/{id}/content?")),
+        "{url}"
+    );
+    assert_eq!(done["seconds"], 8);
+
+    // Exactly 8 s charged, once; the hold is gone.
+    let records = wait_for("the usage record", 10, async || {
+        let r = usage_records(&s.db, &hold_id).await;
+        (!r.is_empty()).then_some(r)
+    })
+    .await;
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].video_seconds, 8);
+    assert_eq!(records[0].cost_nanos, hold);
+    assert_eq!(records[0].model_served, "sora-2");
+    assert_eq!(wallet().await.reserved.nanos(), 0);
+
+    // Download with the key through A (streamed), a range through B, the signed URL without one.
+    let full = http
+        .get(format!("{a}/compat/v1/videos/{id}/content"))
+        .bearer_auth(&key.api_key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(full.status(), StatusCode::OK);
+    assert_eq!(full.headers()["content-type"], "video/mp4");
+    let bytes = full.bytes().await.unwrap();
+    assert_eq!(bytes.len(), 3_000_000);
+    assert!(
+        bytes
+            .iter()
+            .enumerate()
+            .all(|(i, b)| *b == mock_supplier::videos::content_byte(i as u64))
+    );
+    let part = http
+        .get(format!("{b}/compat/v1/videos/{id}/content"))
+        .bearer_auth(&key.api_key)
+        .header("range", "bytes=1000-1099")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(part.status(), StatusCode::PARTIAL_CONTENT);
+    assert_eq!(part.headers()["content-range"], "bytes 1000-1099/3000000");
+    assert_eq!(part.bytes().await.unwrap().len(), 100);
+    let signed = http.get(&url).send().await.unwrap();
+    assert_eq!(signed.status(), StatusCode::OK);
+    assert_eq!(signed.bytes().await.unwrap().len(), 3_000_000);
+    let supplier_calls = mock.requests().len();
+    let tampered = url.replace("signature=", "signature=00");
+    for bad in [tampered, url.replace("expires=", "expires=9")] {
+        let r = http.get(&bad).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{bad}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "invalid_signature");
+    }
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let expired = http.get(&url).send().await.unwrap();
+    assert_eq!(expired.status(), StatusCode::FORBIDDEN);
+    assert_eq!(
+        mock.requests().len(),
+        supplier_calls,
+        "refused URLs contact no supplier"
+    );
+    let again: Value = poll(&a, &key.api_key, &id)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let fresh = again["data"][0]["url"].as_str().unwrap().to_string();
+    assert_ne!(fresh, url);
+    assert_eq!(
+        http.get(&fresh).send().await.unwrap().status(),
+        StatusCode::OK
+    );
+
+    // A task failed by the supplier's safety review costs nothing.
+    let failing = create(
+        &a,
+        &key.api_key,
+        json!({"model": "sora-2", "prompt": "p", "durationSeconds": 4}),
+        "fail=safety",
+    )
+    .await
+    .unwrap();
+    assert_eq!(failing.status(), StatusCode::OK);
+    let failing_hold = failing.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let failing: Value = failing.json().await.unwrap();
+    let failing_id = failing["id"].as_str().unwrap();
+    let failed: Value = poll(&b, &key.api_key, failing_id)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert_eq!(failed["error"]["code"], "moderation_blocked");
+    let records = wait_for("the failed task's record", 10, async || {
+        let r = usage_records(&s.db, &failing_hold).await;
+        (!r.is_empty()).then_some(r)
+    })
+    .await;
+    assert_eq!((records[0].cost_nanos, records[0].video_seconds), (0, 0));
+    assert_eq!(wallet().await.reserved.nanos(), 0);
+
+    // A task whose proxy stopped: B's sweeper ends it (nobody polls), charged once at the
+    // 5 seconds the supplier produced of the 8 held.
+    let orphan = create(&a, &key.api_key, job.clone(), "delay_ms=800,seconds=5")
+        .await
+        .unwrap();
+    let orphan_hold = orphan.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let orphan: Value = orphan.json().await.unwrap();
+    let orphan_id = orphan["id"].as_str().unwrap().to_string();
+    assert_eq!(wallet().await.reserved.nanos(), hold);
+    proxy_a.stop().await.unwrap();
+    let records = wait_for("the sweeper to end the orphan", 20, async || {
+        let r = usage_records(&s.db, &orphan_hold).await;
+        (!r.is_empty()).then_some(r)
+    })
+    .await;
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].video_seconds, 5);
+    assert_eq!(records[0].cost_nanos, hold / 8 * 5);
+    admin_api::workers::reconciler::reconcile_once(s)
+        .await
+        .unwrap();
+    let w = wallet().await;
+    assert_eq!(w.reserved.nanos(), 0);
+    let ended: Value = poll(&b, &key.api_key, &orphan_id)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ended["status"], "completed");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        usage_records(&s.db, &orphan_hold).await.len(),
+        1,
+        "charged once"
+    );
+
+    proxy_b.stop().await.unwrap();
+    admin_running.stop().await.unwrap();
+}
