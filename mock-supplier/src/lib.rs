@@ -20,7 +20,9 @@
 //!   `POST /v1/chat/completions`, `POST /v1/responses`,
 //!   `POST /v1/audio/transcriptions` (multipart; see `audio`),
 //!   `POST /v1/images/generations` and `GET /files/{name}.png` (no
-//!   credentials needed; see [`images`]); anything else 404. Auth: `Authorization: Bearer <key>`, else 401
+//!   credentials needed; see [`images`]), `POST /v1/videos`, `GET /v1/videos/{id}` and
+//!   `GET /v1/videos/{id}/content` (tasks in memory, `x-mock-video`; see [`videos`]); anything
+//!   else 404. Auth: `Authorization: Bearer <key>`, else 401
 //!   `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`.
 //!   Errors: `{"error":{"message":M,"type":T}}`.
 //! * **Anthropic** (`/v1/messages`, `/v1/messages/…`):

@@ -82,9 +82,7 @@ pub(crate) fn parse(body: &[u8]) -> Result<Job, GatewayError> {
     }
     for (name, value) in &map {
         match name.as_str() {
-            "model" | "prompt" => {}
-            "reference_images" => reference_images(value, &mut job.references)?,
-            "image_urls" => image_urls(value, &mut job.references)?,
+            "model" | "prompt" | "reference_images" | "image_urls" => {}
             "durationSeconds" => job.seconds = seconds(value)?,
             "resolution" => {
                 job.resolution = match value {
@@ -120,6 +118,13 @@ pub(crate) fn parse(body: &[u8]) -> Result<Job, GatewayError> {
                 ));
             }
         }
+    }
+    // `reference_images` first, then `image_urls`, whatever order the object had.
+    if let Some(value) = map.get("reference_images").filter(|v| !v.is_null()) {
+        reference_images(value, &mut job.references)?;
+    }
+    if let Some(value) = map.get("image_urls").filter(|v| !v.is_null()) {
+        image_urls(value, &mut job.references)?;
     }
     if job.references.len() > MAX_REFERENCES {
         let extra = &job.references[MAX_REFERENCES];
