@@ -169,7 +169,6 @@ async fn create(
             }
             // The hold now belongs to the task: settled when it ends.
             ctx.hold = None;
-            s.metrics.started("video_task");
             let task = Task {
                 account_id: Some(account),
                 supplier_task_id: Some(sid),
