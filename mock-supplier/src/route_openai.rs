@@ -23,7 +23,7 @@ enum Api {
     Responses,
 }
 
-fn bad_request(rec: &Rec, message: &str) -> Response {
+pub(crate) fn bad_request(rec: &Rec, message: &str) -> Response {
     error(rec, Wire::OpenAi, StatusCode::BAD_REQUEST, message)
 }
 

@@ -19,6 +19,7 @@
 //! content of a task that has not completed is 404.
 
 use crate::respond::{Rec, Req, Wire, base_response, error, full, header_str};
+use crate::route_openai::bad_request;
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
@@ -76,10 +77,6 @@ fn object(id: &str, task: &VideoTask) -> Value {
     o
 }
 
-fn bad(rec: &Rec, message: &str) -> Response {
-    error(rec, Wire::OpenAi, StatusCode::BAD_REQUEST, message)
-}
-
 /// The video routes of the OpenAI wire; `None` when the path is not one of them.
 pub(crate) fn serve(req: &Req<'_>) -> Option<Response> {
     let rec = req.rec;
@@ -128,29 +125,29 @@ pub(crate) fn serve(req: &Req<'_>) -> Option<Response> {
 fn create(req: &Req<'_>) -> Response {
     let rec = req.rec;
     let Ok(json) = serde_json::from_slice::<Value>(req.body) else {
-        return bad(rec, "request body is not valid JSON");
+        return bad_request(rec, "request body is not valid JSON");
     };
     let Some(model) = json.get("model").and_then(Value::as_str) else {
-        return bad(rec, "`model` is required");
+        return bad_request(rec, "`model` is required");
     };
     if json
         .get("prompt")
         .and_then(Value::as_str)
         .is_none_or(str::is_empty)
     {
-        return bad(rec, "`prompt` is required");
+        return bad_request(rec, "`prompt` is required");
     }
     let asked = match json.get("seconds") {
         None => None,
         Some(Value::String(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
             Some(s.clone())
         }
-        Some(_) => return bad(rec, "`seconds` must be a string of digits"),
+        Some(_) => return bad_request(rec, "`seconds` must be a string of digits"),
     };
     let size = match json.get("size") {
         None => "720x1280".to_string(),
         Some(Value::String(s)) if s.split_once('x').is_some() => s.clone(),
-        Some(_) => return bad(rec, "`size` must be WxH"),
+        Some(_) => return bad_request(rec, "`size` must be WxH"),
     };
     let mut task = VideoTask {
         model: model.to_string(),
@@ -189,7 +186,7 @@ fn create(req: &Req<'_>) -> Response {
             _ => Err(format!("unknown x-mock-video setting {pair:?}")),
         };
         if let Err(message) = set {
-            return bad(rec, &message);
+            return bad_request(rec, &message);
         }
     }
     let Ok(mut videos) = rec.shared.videos.lock() else {

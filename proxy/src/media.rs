@@ -81,7 +81,8 @@ fn unreachable_key() -> Hmac<Sha256> {
     panic!("HMAC-SHA256 accepts keys of any length")
 }
 
-fn unix_now() -> u64 {
+/// Seconds since the Unix epoch (the clock of signed URLs).
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())

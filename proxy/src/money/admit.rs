@@ -12,6 +12,10 @@
 //! per-image price; all of it may be charged if the gateway dies before settling (the supplier
 //! was asked for every one of them).
 //!
+//! Video tasks: `durationSeconds` (else the model's longest duration) at the per-second price of
+//! the task's resolution; all of it may be charged if no proxy ever ends the task (the supplier
+//! was asked for every second). The hold outlives the request (`video::serve`).
+//!
 //! Audio transcriptions: the duration read from the file (exact for WAV, else a 16 kbit/s bound;
 //! see `form`) at the model's per-minute price.
 //!
@@ -65,6 +69,7 @@ pub(crate) fn hold_for(
     let rate = caller.rate.ok_or(GatewayError::PriceUnavailable)?;
     let prices = &served.prices;
     let images = (served.kind == settings::ModelKind::Image).then(|| work.images_asked());
+    let mut video_seconds = 0;
     let (amount, input_tokens, input_cost, audio_seconds) = match (&work.kind, images) {
         // The whole image hold is the supplier's cost once it was asked: charged in full too.
         (_, Some(asked)) => {
@@ -85,8 +90,14 @@ pub(crate) fn hold_for(
         }
         // Routing gives an image call an image model only.
         (Kind::Image(_), None) => return Err(GatewayError::Internal),
-        // Video tasks are held by `video::serve` (their hold outlives the request).
-        (Kind::Video(_), None) => return Err(GatewayError::Internal),
+        (Kind::Video(job), None) => {
+            video_seconds = job.held_seconds(served);
+            let per_second = served
+                .per_second(job.resolution(served))
+                .ok_or(GatewayError::PriceUnavailable)?;
+            let amount = priced(price::video_cost(per_second, video_seconds, rate))?;
+            (amount, 0, amount, 0)
+        }
     };
     Ok(HoldPlan {
         amount,
@@ -103,7 +114,7 @@ pub(crate) fn hold_for(
             input_cost_nanos: input_cost,
             audio_seconds,
             images: images.unwrap_or(0),
-            video_seconds: 0,
+            video_seconds,
             retail_rate: Some(rate),
             wholesale_rate: wholesale,
         },

@@ -261,9 +261,8 @@ fn checked_url(url: &str, param: &str) -> Result<String, GatewayError> {
 }
 
 impl Job {
-    /// Checks the request against the served model's options; returns the resolution the task is
-    /// priced at (the request's, else the model's first).
-    pub fn check(&self, model: &Model) -> Result<String, GatewayError> {
+    /// Checks the request against the served model's options (durations and resolutions).
+    pub fn check(&self, model: &Model) -> Result<(), GatewayError> {
         let Some(options) = &model.video else {
             return Err(GatewayError::Internal);
         };
@@ -286,13 +285,19 @@ impl Job {
                 ),
                 "resolution",
             )),
-            Some(r) => Ok(r.clone()),
-            None => options
-                .resolutions
-                .first()
-                .cloned()
-                .ok_or(GatewayError::Internal),
+            _ => Ok(()),
         }
+    }
+
+    /// The resolution the task is made and priced at: the request's, else the model's first.
+    pub fn resolution<'a>(&'a self, model: &'a Model) -> &'a str {
+        self.resolution.as_deref().unwrap_or_else(|| {
+            model
+                .video
+                .as_ref()
+                .and_then(|v| v.resolutions.first())
+                .map_or("720p", String::as_str)
+        })
     }
 
     /// The seconds a hold covers: the request's, else the model's longest.

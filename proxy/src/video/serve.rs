@@ -2,14 +2,13 @@
 //! itself (`supplier.rs`) because a create's task id must be in the task book before the client
 //! sees it, and a poll may end a task (and settle its hold) before it answers.
 
-use super::job::Job;
 use super::supplier::{Call, CallError};
 use super::tasks::{Ending, Task, TaskBook};
 use crate::classify::Route;
 use crate::ctx::RequestCtx;
 use crate::errors::GatewayError;
 use crate::inspect::{self, Kind};
-use crate::money::admit::{self, Hold, HoldPlan};
+use crate::money::admit::{self, Hold};
 use crate::money::{price, settle};
 use crate::route::cooldown::{self, Cooling, Reason};
 use crate::shared::Shared;
@@ -18,7 +17,7 @@ use bytes::Bytes;
 use chrono::Utc;
 use entities::status::VideoTaskStatus;
 use money::{NanoUsd, RateMultiplier};
-use opstate::{HoldMeta, KeyRecord, Measurement, Settlement, UsageEvent};
+use opstate::{KeyRecord, Measurement, Settlement, UsageEvent};
 use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
 use serde_json::{Value, json};
@@ -47,7 +46,7 @@ pub(crate) async fn serve(
             &signed_id(&id),
             signed.expires,
             &signed.signature,
-            unix_now(),
+            crate::media::unix_now(),
         ) {
             return Err(GatewayError::VideoUrlInvalid);
         }
@@ -108,15 +107,14 @@ async fn create(
     let decision = route::decide(&s.routing(), &work, Route::VideoCreate, who).await?;
     let served = decision.model.model.clone();
     ctx.follow(decision);
-    let resolution = job.check(&served)?;
-    let seconds = job.held_seconds(&served);
-    let plan = hold_plan(
-        s,
-        job,
+    job.check(&served)?;
+    let resolution = job.resolution(&served).to_string();
+    let plan = admit::hold_for(
+        &work,
+        Route::VideoCreate,
         &served,
-        &resolution,
-        seconds,
         caller,
+        &s.settings,
         ctx.started_at_ms,
     )?;
     let ttl = s.settings.video.task_ttl_ms + s.settings.money.hold_ttl_ms;
@@ -153,8 +151,7 @@ async fn create(
     };
     book.insert(task.clone()).await.map_err(unavailable)?;
     let body = Bytes::from(job.openai_body(&served.id, &resolution));
-    let client = session.req_header().headers.clone();
-    let outcome = submit(s, ctx, body, &client).await;
+    let outcome = submit(s, ctx, body, &session.req_header().headers).await;
     match outcome {
         Submitted::Accepted { account, state } => {
             let sid = state.id.clone().unwrap_or_default();
@@ -163,9 +160,11 @@ async fn create(
                 .accepted(&task.id, &account, &sid, status, state.progress)
                 .await
             {
-                // The supplier runs the task; the record says `submitting` and the sweeper
-                // ends it as lost after the grace period (the hold is released then).
-                tracing::error!(task = %task.id, error = %e, "accepted video task not recorded");
+                // A task id that could not be recorded is never handed out: the client gets 503,
+                // `logging` releases the hold, and the sweeper ends the `submitting` record as
+                // lost (the supplier's task is the gateway's loss, logged here).
+                tracing::error!(task = %task.id, supplier_task = %sid, error = %e, "accepted video task not recorded");
+                return Err(GatewayError::TasksUnavailable);
             }
             // The hold now belongs to the task: settled when it ends.
             ctx.hold = None;
@@ -195,52 +194,6 @@ async fn create(
             Err(error)
         }
     }
-}
-
-/// The hold of a task: the seconds it may produce at the resolution's price × the retail rate.
-/// All of it is the supplier's cost once asked, so the reconciler charges it in full if no proxy
-/// ever ends the task (see ARCHITECTURE §3 "Videos").
-fn hold_plan(
-    s: &Shared,
-    job: &Job,
-    served: &settings::Model,
-    resolution: &str,
-    seconds: u64,
-    caller: &KeyRecord,
-    started_at_ms: u64,
-) -> Result<HoldPlan, GatewayError> {
-    let rate = caller.rate.ok_or(GatewayError::PriceUnavailable)?;
-    let per_second = served
-        .per_second(resolution)
-        .ok_or(GatewayError::PriceUnavailable)?;
-    let amount = price::video_cost(per_second, seconds, rate).map_err(|e| {
-        tracing::error!(error = %e, "cannot price the video task");
-        GatewayError::PriceUnavailable
-    })?;
-    let wholesale = s
-        .settings
-        .group(caller.group_id)
-        .map(|g| g.wholesale_rate_multiplier);
-    Ok(HoldPlan {
-        amount,
-        rate,
-        meta: HoldMeta {
-            key_id: caller.key_id,
-            group_id: caller.group_id,
-            route: Route::VideoCreate.label().to_string(),
-            model_requested: job.model.clone(),
-            model_served: served.id.clone(),
-            stream: false,
-            started_at_ms,
-            input_tokens: 0,
-            input_cost_nanos: amount,
-            audio_seconds: 0,
-            images: 0,
-            video_seconds: seconds,
-            retail_rate: Some(rate),
-            wholesale_rate: wholesale,
-        },
-    })
 }
 
 enum Submitted {
@@ -381,6 +334,17 @@ pub(crate) struct SupplierState {
 }
 
 impl SupplierState {
+    /// A task the gateway ends as failed with `code` and `message` (not the supplier's word).
+    pub fn failed(code: &str, message: &str) -> SupplierState {
+        SupplierState {
+            id: None,
+            status: VideoTaskStatus::Failed,
+            progress: 0,
+            seconds: None,
+            failure: Some((code.to_string(), message.to_string())),
+        }
+    }
+
     /// Reads `{id, status, progress, seconds, error: {code, message}}`; statuses of other
     /// OpenAI-compatible suppliers are mapped too (`pending` → queued, `processing`/`running` →
     /// in progress, `succeeded` → completed, `cancelled`/`expired` → failed).
@@ -458,16 +422,10 @@ pub(crate) async fn refresh(s: &Shared, book: &TaskBook, task: Task) -> Task {
     s.supplier.release(answer).await;
     let state = match (status, read) {
         (200..=299, Ok(bytes)) => SupplierState::parse(&bytes),
-        (404, _) => Some(SupplierState {
-            id: None,
-            status: VideoTaskStatus::Failed,
-            progress: 0,
-            seconds: None,
-            failure: Some((
-                "not_found".into(),
-                "the supplier no longer knows this task".into(),
-            )),
-        }),
+        (404, _) => Some(SupplierState::failed(
+            "not_found",
+            "the supplier no longer knows this task",
+        )),
         _ => None,
     };
     let Some(state) = state else {
@@ -497,9 +455,8 @@ pub(crate) async fn refresh(s: &Shared, book: &TaskBook, task: Task) -> Task {
 /// the wallet cannot be reached the task stays running and is ended by the next poll or sweep.
 pub(crate) async fn finish(s: &Shared, book: &TaskBook, task: Task, state: &SupplierState) -> Task {
     let completed = state.status == VideoTaskStatus::Completed;
-    let held = s
-        .settings
-        .model(&task.model_served)
+    let model = s.settings.model(&task.model_served);
+    let held = model
         .and_then(|m| m.video.as_ref())
         .and_then(|v| v.durations.last().copied())
         .unwrap_or(0);
@@ -511,10 +468,7 @@ pub(crate) async fn finish(s: &Shared, book: &TaskBook, task: Task, state: &Supp
         (true, None, None) => (held, Measurement::Estimated),
     };
     let rate = RateMultiplier::from_ppm(task.retail_rate_ppm);
-    let per_second = s
-        .settings
-        .model(&task.model_served)
-        .and_then(|m| m.per_second(&task.resolution));
+    let per_second = model.and_then(|m| m.per_second(&task.resolution));
     let cost = match (rate, per_second) {
         (Some(rate), Some(per_second)) => price::video_cost(per_second, seconds, rate).ok(),
         _ => None,
@@ -651,7 +605,7 @@ fn object(s: &Shared, task: &Task, host: Option<&http::HeaderValue>) -> Value {
 /// A fresh signed content URL and its expiry (Unix seconds).
 fn content_url(s: &Shared, id: &str, host: Option<&str>) -> (String, u64) {
     let ttl = s.settings.video.url_ttl_ms.div_ceil(1000).max(1);
-    let expires = unix_now() + ttl;
+    let expires = crate::media::unix_now() + ttl;
     let signature = s.signer.signature(&signed_id(id), expires);
     let base = s.media_base(host);
     let base = base.trim_end_matches('/');
@@ -693,10 +647,6 @@ impl Signed {
             signature: signature.unwrap_or_default(),
         })
     }
-}
-
-fn unix_now() -> u64 {
-    u64::try_from(Utc::now().timestamp()).unwrap_or(0)
 }
 
 /// A supplier's id as one path segment (ids are opaque; anything outside `[A-Za-z0-9._~-]` is

@@ -22,8 +22,13 @@ use tokio::sync::watch;
 /// Tasks checked per round at most.
 const BATCH: u64 = 32;
 
-/// Sweeps every `video.sweep_interval_ms` until `shutdown` turns true.
+/// Sweeps every `video.sweep_interval_ms` until `shutdown` turns true; does nothing when no
+/// video model is configured (a text-only fleet never queries the task book).
 pub(crate) async fn run(s: &Shared, mut shutdown: watch::Receiver<bool>) {
+    let models = &s.settings.models;
+    if !models.iter().any(|m| m.kind == settings::ModelKind::Video) {
+        return;
+    }
     let every = Duration::from_millis(s.settings.video.sweep_interval_ms);
     loop {
         tokio::select! {
@@ -67,26 +72,19 @@ pub(crate) async fn sweep_once(s: &Shared, book: &TaskBook) -> usize {
         let age = (now - task.created_at).to_std().unwrap_or_default();
         if task.status == VideoTaskStatus::Submitting {
             if age > grace {
-                let lost = failed("task_lost", "the supplier's answer to the create was lost");
+                let lost = SupplierState::failed(
+                    "task_lost",
+                    "the supplier's answer to the create was lost",
+                );
                 serve::finish(s, book, task, &lost).await;
             }
             continue;
         }
         let task = serve::refresh(s, book, task).await;
         if !task.status.is_final() && age > ttl {
-            let late = failed("timed_out", "the task did not finish in time");
+            let late = SupplierState::failed("timed_out", "the task did not finish in time");
             serve::finish(s, book, task, &late).await;
         }
     }
     checked
-}
-
-fn failed(code: &str, message: &str) -> SupplierState {
-    SupplierState {
-        id: None,
-        status: VideoTaskStatus::Failed,
-        progress: 0,
-        seconds: None,
-        failure: Some((code.to_string(), message.to_string())),
-    }
 }

@@ -160,5 +160,5 @@ fn running() -> [VideoTaskStatus; 3] {
     ]
 }
 
-/// Keeps `video_tasks` used by name (the module is the table's only user in the proxy).
+/// One task record.
 pub(crate) type Task = video_tasks::Model;

@@ -34,6 +34,7 @@ mod metering;
 mod observability;
 mod routing;
 mod surfaces;
+mod videos;
 
 /// An amount of nano-USD.
 fn nano(nanos: i64) -> NanoUsd {

@@ -1,0 +1,125 @@
+//! The video routes at the gateway alone (no ledger database: no task book). The whole flow —
+//! create, poll, download, money, several proxies — is in `tests/tests/e2e/video.rs`; here: the
+//! refusals a client sees before any task exists, on one pooled connection, none reaching a
+//! supplier or holding money.
+
+use super::Harness;
+use super::errors::{exchange, raw_post};
+
+/// A video model on the first mock with the `video` capability; group 9 has the `video` feature,
+/// group 10 the same model without it.
+fn videos(text: String) -> String {
+    let mock = super::surfaces::mock_root(&text, "id = \"mock\"");
+    format!(
+        r#"{text}
+[[models]]
+id = "vid-x"
+family = "vid"
+kind = "video"
+per_second = 0.10
+
+[[accounts]]
+id = "vid-openai"
+provider = "openai"
+base_url = "{mock}/v1"
+api_key = "sk-mock-supplier"
+models = ["vid-x"]
+capabilities = ["video"]
+
+[[groups]]
+id = 9
+name = "Video"
+product_code = "video"
+models = ["vid-x"]
+wholesale_rate_multiplier = 1
+features = ["video"]
+
+[[groups]]
+id = 10
+name = "No video"
+product_code = "novideo"
+models = ["vid-x"]
+wholesale_rate_multiplier = 1
+"#
+    )
+}
+
+fn get(path: &str, key: Option<&str>) -> Vec<u8> {
+    let auth = key
+        .map(|k| format!("authorization: Bearer {k}\r\n"))
+        .unwrap_or_default();
+    format!("GET {path} HTTP/1.1\r\nhost: gateway\r\n{auth}\r\n").into_bytes()
+}
+
+fn closes(headers: &[(String, String)]) -> bool {
+    headers
+        .iter()
+        .any(|(k, v)| k == "connection" && v.eq_ignore_ascii_case("close"))
+}
+
+/// Without the feature: 403 `permission_denied`; without a task book: 503 `store_unavailable`; a
+/// keyless content URL with a bad signature: 403 `invalid_signature`; without a key or a
+/// signature: 401. GET refusals keep the connection; a refused create (its body unread) says
+/// `Connection: close`. No supplier is contacted and nothing is held.
+#[tokio::test]
+async fn video_refusals_before_any_task() {
+    let h = Harness::start_with_config(videos).await;
+    let video = h.add_key(9, opstate::KeyPermissions::default()).await;
+    let plain = h.add_key(10, opstate::KeyPermissions::default()).await;
+    let addr = h.base.trim_start_matches("http://").to_string();
+    let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let task = "/compat/v1/videos/video_0123";
+    let requests: Vec<(Vec<u8>, u16, Option<&str>)> = vec![
+        (get(task, Some(&plain)), 403, Some("permission_denied")),
+        (get(task, Some(&video)), 503, Some("store_unavailable")),
+        (
+            get(&format!("{task}/content"), Some(&video)),
+            503,
+            Some("store_unavailable"),
+        ),
+        (
+            get(
+                &format!("{task}/content?expires=99999999999&signature=00"),
+                None,
+            ),
+            403,
+            Some("invalid_signature"),
+        ),
+        (
+            get(&format!("{task}/content?signature=00"), None),
+            403,
+            Some("invalid_signature"),
+        ),
+        (get(&format!("{task}/content"), None), 401, None),
+        (get("/compat/v1/models", Some(&video)), 200, None),
+    ];
+    for (i, (request, status, code)) in requests.iter().enumerate() {
+        let (got, headers, body) = exchange(&mut sock, request)
+            .await
+            .unwrap_or_else(|| panic!("request {i}: the connection was closed"));
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(got, *status, "request {i}: {body}");
+        if let Some(code) = code {
+            assert_eq!(body["error"]["code"], *code, "request {i}: {body}");
+        }
+        assert!(!closes(&headers), "request {i} closed the connection");
+    }
+    let create = r#"{"model":"vid-x","prompt":"a fox","durationSeconds":4}"#;
+    for (key, status, code) in [
+        (&plain, 403, "permission_denied"),
+        (&video, 503, "store_unavailable"),
+    ] {
+        let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let request = raw_post("/compat/v1/videos", Some(key), create);
+        let (got, headers, body) = exchange(&mut sock, &request).await.unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!((got, body["error"]["code"].as_str()), (status, Some(code)));
+        assert!(
+            closes(&headers),
+            "an unread create body is said: Connection: close"
+        );
+    }
+    assert_eq!(h.mock.request_count() + h.mock_b.request_count(), 0);
+    let wallet = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
+    assert_eq!(wallet.reserved.nanos(), 0, "nothing held");
+}
