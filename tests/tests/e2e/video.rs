@@ -425,6 +425,67 @@ async fn video_tasks_on_a_fleet() {
         "charged once"
     );
 
+    // Creates the supplier refuses or never answers: nothing held, no task handed out, and a
+    // create that may have reached the supplier is never sent twice.
+    let tasks_before = entities::video_tasks::Entity::find()
+        .all(&s.db)
+        .await
+        .unwrap()
+        .len();
+    let short = json!({"model": "sora-2", "prompt": "p", "durationSeconds": 4});
+    for (fault, status, check) in [
+        ("status=400", StatusCode::BAD_REQUEST, "type"),
+        ("close", StatusCode::GATEWAY_TIMEOUT, "upstream_timeout"),
+        (
+            "status=429;retry_after=7",
+            StatusCode::TOO_MANY_REQUESTS,
+            "usage_limit_reached",
+        ),
+    ] {
+        mock.set_fault(Some(fault.parse().unwrap()));
+        let creates = || {
+            mock.requests()
+                .iter()
+                .filter(|r| r.method == "POST" && r.path == "/v1/videos")
+                .count()
+        };
+        let before = creates();
+        let r = create(&b, &key.api_key, short.clone(), "").await.unwrap();
+        assert_eq!(r.status(), status, "{fault}");
+        let body: Value = r.json().await.unwrap();
+        match check {
+            // The supplier's own refusal, passed on.
+            "type" => assert_eq!(body["error"]["type"], "invalid_request_error", "{body}"),
+            "usage_limit_reached" => assert_eq!(body["error"]["type"], check, "{body}"),
+            code => assert_eq!(body["error"]["code"], code, "{body}"),
+        }
+        assert_eq!(creates(), before + 1, "{fault}: sent exactly once");
+        // Released when the request ends (`logging`, just after the answer was written).
+        wait_for("the hold's release", 5, async || {
+            (wallet().await.reserved.nanos() == 0).then_some(())
+        })
+        .await;
+    }
+    mock.set_fault(None);
+    let failed_tasks = entities::video_tasks::Entity::find()
+        .filter(entities::video_tasks::Column::Status.eq(entities::status::VideoTaskStatus::Failed))
+        .all(&s.db)
+        .await
+        .unwrap();
+    let all_tasks = entities::video_tasks::Entity::find()
+        .all(&s.db)
+        .await
+        .unwrap();
+    assert_eq!(
+        all_tasks.len(),
+        tasks_before + 3,
+        "each refused create recorded"
+    );
+    assert!(
+        failed_tasks.len() >= 4,
+        "the refused ones end failed (and the safety one)"
+    );
+
     proxy_b.stop().await.unwrap();
     admin_running.stop().await.unwrap();
 }
