@@ -2,7 +2,7 @@
 //! and admin-api instance of a deployment.
 //!
 //! Each capability is a trait named for what it holds ([`KeyDirectory`], [`UsageStream`],
-//! [`WindowCounters`], [`Wallets`], [`Cooldowns`], [`Sessions`], [`Slots`], [`Media`]), with two
+//! [`WindowCounters`], [`Wallets`], [`Cooldowns`], [`Sessions`], [`Slots`], [`Media`], and [`Calls`], a call's admission and end in one step each), with two
 //! backends passing one contract suite: Redis ([`RedisStore`], for fleets) and in-memory
 //! ([`MemoryStore`], for the embedded single-process default). Callers hold them as `Arc<dyn …>`
 //! through [`Stores`].
@@ -13,10 +13,12 @@
 //! Redis rules (see [`schema`]): every key carries the configured prefix; every multi-step
 //! operation is one versioned Lua script; no `SCAN` and no read-modify-write across round trips.
 
+mod calls;
 mod clock;
 mod cooldowns;
 mod counters;
 mod error;
+mod key_cache;
 mod keys;
 mod media;
 mod memory;
@@ -27,10 +29,12 @@ mod slots;
 mod usage;
 mod wallets;
 
+pub use calls::{Admitted, Calls, Finish, HoldAsk, SlotAsk, charged};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use cooldowns::{CoolCause, Cooldown, Cooldowns};
 pub use counters::{WindowCounters, WindowHit};
 pub use error::{StoreError, StoreResult};
+pub use key_cache::{CachedKeys, KeyCache};
 pub use keys::{KeyDirectory, KeyPermissions, KeyRecord};
 pub use media::{MEMORY_MEDIA_CAP, Media, MediaFile};
 pub use memory::MemoryStore;
@@ -56,6 +60,8 @@ pub struct Stores {
     pub sessions: Arc<dyn Sessions>,
     pub slots: Arc<dyn Slots>,
     pub media: Arc<dyn Media>,
+    /// A call's admission and end, each one round trip ([`Calls`]).
+    pub calls: Arc<dyn Calls>,
 }
 
 impl Stores {
@@ -75,7 +81,8 @@ impl Stores {
             cooldowns: m.clone(),
             sessions: m.clone(),
             slots: m.clone(),
-            media: m,
+            media: m.clone(),
+            calls: m,
         }
     }
 
@@ -91,7 +98,8 @@ impl Stores {
             cooldowns: r.clone(),
             sessions: r.clone(),
             slots: r.clone(),
-            media: r,
+            media: r.clone(),
+            calls: r,
         })
     }
 }

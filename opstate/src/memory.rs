@@ -1,6 +1,7 @@
 //! The in-memory backend: one process, lost on restart. Used by the embedded default and tests.
 //! Mutexes are held only for map operations, never across an `.await`.
 
+use crate::calls::{Admitted, Calls, Finish, HoldAsk, SlotAsk, charged};
 use crate::clock::{Clock, StoreClock};
 use crate::cooldowns::{CoolCause, Cooldown, Cooldowns};
 use crate::counters::{WindowCounters, WindowHit};
@@ -590,5 +591,65 @@ impl Slots for MemoryStore {
                     .unwrap_or(0)
             })
             .collect())
+    }
+}
+
+/// The same steps as the Redis scripts, one after the other (one process: nothing else runs
+/// between them that could see a half-done step and matter).
+#[async_trait]
+impl Calls for MemoryStore {
+    async fn admit(
+        &self,
+        accounts: &[SlotAsk<'_>],
+        slot_id: &str,
+        slot_ttl: Duration,
+        hold: Option<HoldAsk<'_>>,
+    ) -> StoreResult<Admitted> {
+        let names: Vec<&str> = accounts.iter().map(|a| a.account).collect();
+        let cooldowns = Cooldowns::remaining(self, &names).await?;
+        let mut admitted = Admitted {
+            cooldowns,
+            taken: None,
+            reservation: None,
+        };
+        for (i, ask) in accounts.iter().enumerate() {
+            if admitted.cooldowns.get(i).is_some_and(Option::is_some) {
+                continue;
+            }
+            if !Slots::acquire(self, ask.account, slot_id, ask.max, slot_ttl).await? {
+                continue;
+            }
+            admitted.taken = Some(i);
+            if let Some(h) = hold {
+                let r = self
+                    .reserve(h.org, h.hold_id, h.amount, h.ttl_ms, h.meta)
+                    .await?;
+                if !matches!(r, Reservation::Held { .. } | Reservation::AlreadyHeld) {
+                    Slots::release(self, ask.account, slot_id).await?;
+                    admitted.taken = None;
+                }
+                admitted.reservation = Some(r);
+            }
+            break;
+        }
+        Ok(admitted)
+    }
+
+    async fn finish(&self, f: Finish<'_>) -> StoreResult<Option<Settlement>> {
+        if let Some((account, slot_id)) = f.slot {
+            Slots::release(self, account, slot_id).await?;
+        }
+        let settlement = match f.hold {
+            Some((org, hold_id)) => Some(self.settle(org, hold_id, f.cost).await?),
+            None => None,
+        };
+        if let Some(event) = f.event {
+            let mut event = event.clone();
+            if f.hold.is_some() {
+                (event.charged_nanos, event.excess_nanos) = charged(settlement, f.cost);
+            }
+            self.append(&event).await?;
+        }
+        Ok(settlement)
     }
 }

@@ -4,9 +4,11 @@
 //! fails calls in a fraction of a second instead of blocking for seconds; the
 //! manager reconnects by itself. Key names come from [`KeySchema`].
 
+use crate::calls::{Admitted, Calls, Finish, HoldAsk, SlotAsk};
 use crate::cooldowns::{CoolCause, Cooldown, Cooldowns};
 use crate::counters::{WindowCounters, WindowHit};
 use crate::error::{StoreError, StoreResult};
+use crate::key_cache::KeyCache;
 use crate::keys::{KeyDirectory, KeyRecord};
 use crate::media::{Media, MediaFile};
 use crate::schema::{KeySchema, USAGE_GROUP};
@@ -33,10 +35,24 @@ static WINDOW_HIT: LazyLock<Script> =
 static COOLDOWN: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/cooldown.v2.lua")));
 
-static SLOT_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/slot_acquire.v1.lua")));
+/// The wallet rules, the slot rule and their helpers, prepended to the scripts that use them.
+macro_rules! with_hold_rules {
+    ($file:literal) => {
+        concat!(include_str!("lua/hold.lua"), include_str!($file))
+    };
+}
 
-static WALLET: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/wallet.v3.lua")));
+static SLOT_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(with_hold_rules!("lua/slot_acquire.v1.lua")));
+
+static WALLET: LazyLock<Script> =
+    LazyLock::new(|| Script::new(with_hold_rules!("lua/wallet.v3.lua")));
+
+static ADMIT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(with_hold_rules!("lua/admit.v1.lua")));
+
+static FINISH: LazyLock<Script> =
+    LazyLock::new(|| Script::new(with_hold_rules!("lua/finish.v1.lua")));
 
 /// Entries written per round trip when loading the key directory.
 const LOAD_BATCH: usize = 500;
@@ -44,6 +60,7 @@ const LOAD_BATCH: usize = 500;
 /// Redis implementation of every store capability.
 #[derive(Clone)]
 pub struct RedisStore {
+    client: redis::Client,
     conn: ConnectionManager,
     schema: KeySchema,
 }
@@ -62,8 +79,9 @@ impl RedisStore {
             .set_max_delay(Duration::from_millis(100))
             .set_connection_timeout(Some(Duration::from_millis(500)))
             .set_response_timeout(Some(Duration::from_millis(500)));
-        let conn = ConnectionManager::new_with_config(client, config).await?;
+        let conn = ConnectionManager::new_with_config(client.clone(), config).await?;
         let store = RedisStore {
+            client,
             conn,
             schema: KeySchema::new(key_prefix),
         };
@@ -79,6 +97,32 @@ impl RedisStore {
     /// A clone of the connection, for callers (tests, operator tools) that need raw access.
     pub fn connection(&self) -> ConnectionManager {
         self.conn.clone()
+    }
+
+    /// Listens to the key channel for as long as the task runs, evicting each announced key from
+    /// `cache` (see [`KeyCache`]); reconnects after a loss, keeping nothing meanwhile.
+    pub async fn watch_keys(&self, cache: &KeyCache) {
+        use futures_util::StreamExt;
+        let channel = self.schema.key_changes();
+        loop {
+            match self.client.get_async_pubsub().await {
+                Ok(mut pubsub) => match pubsub.subscribe(&channel).await {
+                    Ok(()) => {
+                        cache.listening(true);
+                        let mut messages = pubsub.on_message();
+                        while let Some(m) = messages.next().await {
+                            let key: String = m.get_payload().unwrap_or_else(|_| "*".into());
+                            cache.changed(&key);
+                        }
+                        cache.listening(false);
+                        tracing::warn!("key channel lost; reconnecting");
+                    }
+                    Err(e) => tracing::warn!(error = %e, "key channel subscription failed"),
+                },
+                Err(e) => tracing::warn!(error = %e, "key channel connection failed"),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     async fn ensure_group(&self) -> StoreResult<()> {
@@ -154,15 +198,27 @@ impl KeyDirectory for RedisStore {
         let json = serde_json::to_string(record)
             .map_err(|e| StoreError::Corrupt(format!("key record: {e}")))?;
         let mut conn = self.conn.clone();
-        let _: i64 = conn
+        let _: () = redis::pipe()
             .hset(self.schema.key_directory(), key_hash, json)
+            .ignore()
+            .publish(self.schema.key_changes(), key_hash)
+            .ignore()
+            .query_async(&mut conn)
             .await?;
         Ok(())
     }
 
     async fn revoke(&self, key_hash: &str) -> StoreResult<()> {
         let mut conn = self.conn.clone();
-        let _: i64 = conn.hdel(self.schema.key_directory(), key_hash).await?;
+        // Deleted, then announced: a proxy that reads the directory after the announcement finds
+        // no record (see `CachedKeys`).
+        let _: () = redis::pipe()
+            .hdel(self.schema.key_directory(), key_hash)
+            .ignore()
+            .publish(self.schema.key_changes(), key_hash)
+            .ignore()
+            .query_async(&mut conn)
+            .await?;
         Ok(())
     }
 
@@ -180,6 +236,7 @@ impl KeyDirectory for RedisStore {
                 .await?;
         }
         let _: () = conn.set(self.schema.key_directory_loaded(), 1).await?;
+        let _: i64 = conn.publish(self.schema.key_changes(), "*").await?;
         Ok(())
     }
 
@@ -220,8 +277,13 @@ impl UsageStream for RedisStore {
                 let json: String = entry.get("e").ok_or_else(|| {
                     StoreError::Corrupt(format!("usage entry {} has no e", entry.id))
                 })?;
-                let event = serde_json::from_str(&json)
+                let mut event: UsageEvent = serde_json::from_str(&json)
                     .map_err(|e| StoreError::Corrupt(format!("usage entry {}: {e}", entry.id)))?;
+                // Appended by finish.v1: what the settlement charged, beside the event.
+                if let (Some(c), Some(x)) = (entry.get::<i64>("c"), entry.get::<i64>("x")) {
+                    event.charged_nanos = NanoUsd::from_nanos(c);
+                    event.excess_nanos = NanoUsd::from_nanos(x);
+                }
                 Ok(StreamEntry {
                     id: entry.id,
                     event,
@@ -390,6 +452,46 @@ impl Wallets for RedisStore {
         })
     }
 
+    async fn confirm_many(
+        &self,
+        charges: &[(i64, &str, NanoUsd)],
+    ) -> StoreResult<Vec<Confirmation>> {
+        if charges.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for (org, hold_id, amount) in charges {
+            let keys = self.schema.wallet(*org);
+            pipe.cmd("EVALSHA")
+                .arg(WALLET.get_hash())
+                .arg(keys.len())
+                .arg(&keys[..])
+                .arg("confirm")
+                .arg(amount.nanos())
+                .arg(*hold_id);
+        }
+        let mut conn = self.conn.clone();
+        let replies: Vec<Vec<String>> = match pipe.query_async(&mut conn).await {
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                // A fresh server (flushed, restarted): load the script and send the batch again.
+                let _: String = WALLET.load_async(&mut conn).await?;
+                pipe.query_async(&mut conn).await?
+            }
+            other => other?,
+        };
+        replies
+            .iter()
+            .map(|r| {
+                Ok(match int(r.first())? {
+                    -1 => Confirmation::Missing,
+                    1 => Confirmation::Confirmed,
+                    2 => Confirmation::Duplicate,
+                    _ => Confirmation::Applied,
+                })
+            })
+            .collect()
+    }
+
     async fn expired(&self, org: i64) -> StoreResult<Vec<ExpiredHold>> {
         let r = self.wallet(org, &["expired"]).await?;
         r.chunks(3)
@@ -546,5 +648,120 @@ impl Slots for RedisStore {
                 .arg("+inf");
         }
         Ok(pipe.query_async(&mut conn).await?)
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+#[async_trait]
+impl Calls for RedisStore {
+    async fn admit(
+        &self,
+        accounts: &[SlotAsk<'_>],
+        slot_id: &str,
+        slot_ttl: Duration,
+        hold: Option<HoldAsk<'_>>,
+    ) -> StoreResult<Admitted> {
+        let mut conn = self.conn.clone();
+        let org = hold.map_or(0, |h| h.org);
+        let mut invocation = ADMIT.prepare_invoke();
+        for key in self.schema.wallet(org) {
+            invocation.key(key);
+        }
+        invocation.key(self.schema.holding_orgs());
+        for a in accounts {
+            invocation
+                .key(self.schema.cooldown(a.account))
+                .key(self.schema.slots(a.account));
+        }
+        invocation.arg(slot_id).arg(millis(slot_ttl));
+        match hold {
+            Some(h) => invocation
+                .arg("1")
+                .arg(h.org)
+                .arg(h.hold_id)
+                .arg(h.amount.nanos())
+                .arg(h.ttl_ms)
+                .arg(h.meta),
+            None => invocation.arg("0").arg(0).arg("").arg(0).arg(0).arg(""),
+        };
+        for a in accounts {
+            invocation.arg(a.max);
+        }
+        let reply: Vec<redis::Value> = invocation.invoke_async(&mut conn).await?;
+        let bad = || StoreError::Corrupt("admit script reply".into());
+        let field = |i: usize| -> StoreResult<i64> {
+            match reply.get(i) {
+                Some(redis::Value::Int(n)) => Ok(*n),
+                Some(v) => redis::from_redis_value_ref::<i64>(v).map_err(|_| bad()),
+                None => Err(bad()),
+            }
+        };
+        let text = |i: usize| -> String {
+            reply
+                .get(i)
+                .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
+                .unwrap_or_default()
+        };
+        let taken = usize::try_from(field(0)?)
+            .ok()
+            .and_then(|t| t.checked_sub(1));
+        let available = NanoUsd::from_nanos(field(2)?);
+        let reservation = match field(1)? {
+            9 => None,
+            -1 => Some(Reservation::Missing),
+            2 => Some(Reservation::AlreadyHeld),
+            0 => Some(Reservation::Insufficient { available }),
+            _ => Some(Reservation::Held { available }),
+        };
+        let cooldowns = (0..accounts.len())
+            .map(|i| {
+                let left = u64::try_from(field(3 + 2 * i)?).unwrap_or(0);
+                Ok((left > 0).then(|| Cooldown {
+                    left: Duration::from_millis(left),
+                    cause: CoolCause::parse(&text(4 + 2 * i)),
+                }))
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(Admitted {
+            cooldowns,
+            taken,
+            reservation,
+        })
+    }
+
+    async fn finish(&self, f: Finish<'_>) -> StoreResult<Option<Settlement>> {
+        let mut conn = self.conn.clone();
+        let org = f.hold.map_or(0, |(org, _)| org);
+        let mut invocation = FINISH.prepare_invoke();
+        for key in self.schema.wallet(org) {
+            invocation.key(key);
+        }
+        let (account, slot_id) = f.slot.unwrap_or(("-", ""));
+        invocation
+            .key(self.schema.slots(account))
+            .key(self.schema.usage_stream());
+        let json = match f.event {
+            Some(e) => serde_json::to_string(e)
+                .map_err(|e| StoreError::Corrupt(format!("usage event: {e}")))?,
+            None => String::new(),
+        };
+        invocation
+            .arg(slot_id)
+            .arg(f.hold.map_or("", |(_, id)| id))
+            .arg(f.cost.nanos())
+            .arg(json);
+        let r: Vec<String> = invocation.invoke_async(&mut conn).await?;
+        Ok(match int(r.first())? {
+            9 => None,
+            -1 => Some(Settlement::Missing),
+            0 => Some(Settlement::Unknown),
+            _ => Some(Settlement::Settled {
+                charged: usd(r.get(1))?,
+                excess: usd(r.get(2))?,
+            }),
+        })
     }
 }

@@ -5,6 +5,7 @@
 //! | key | type | holds |
 //! |---|---|---|
 //! | `{prefix}{keydir}` | hash | key hash → JSON [`crate::KeyRecord`] |
+//! | `{prefix}{keydir}:changes` | pub/sub channel | each change of the directory: the key hash, or `*` for all |
 //! | `{prefix}{keydir}:loaded` | string | `1` once the key directory was loaded from the database |
 //! | `{prefix}{rl:NAME}` | hash | fixed-window counter `NAME`: `w` window index, `c` count |
 //! | `{prefix}{org:N}:wallet` | hash | wallet mirror of organization N: `balance`, `reserved` (nano-USD) |
@@ -36,6 +37,11 @@ impl KeySchema {
 
     pub fn key_directory(&self) -> String {
         format!("{}{{keydir}}", self.prefix)
+    }
+
+    /// The pub/sub channel announcing each change of the key directory (the key hash, or `*`).
+    pub fn key_changes(&self) -> String {
+        format!("{}{{keydir}}:changes", self.prefix)
     }
 
     pub fn key_directory_loaded(&self) -> String {

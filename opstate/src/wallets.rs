@@ -167,6 +167,19 @@ pub trait Wallets: Send + Sync {
     /// hold.
     async fn confirm(&self, org: i64, hold_id: &str, amount: NanoUsd) -> StoreResult<Confirmation>;
 
+    /// [`Wallets::confirm`] for each (org, hold id, amount), in order; one round trip on Redis
+    /// (the settler confirms a batch at once).
+    async fn confirm_many(
+        &self,
+        charges: &[(i64, &str, NanoUsd)],
+    ) -> StoreResult<Vec<Confirmation>> {
+        let mut out = Vec::with_capacity(charges.len());
+        for (org, hold_id, amount) in charges {
+            out.push(self.confirm(*org, hold_id, *amount).await?);
+        }
+        Ok(out)
+    }
+
     /// Open holds past their deadline (they stay open until settled or released).
     async fn expired(&self, org: i64) -> StoreResult<Vec<ExpiredHold>>;
 

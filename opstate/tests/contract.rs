@@ -1072,3 +1072,258 @@ async fn redis_confirmed_charges_stay_out_of_the_adjustment_set() {
     let snap = s.wallets.snapshot(7).await.unwrap().unwrap();
     assert_eq!((snap.balance, snap.pending), (nano(920), nano(0)));
 }
+
+/// Admission in one step: cooling accounts are skipped and reported, the slot goes to the first
+/// open account with room, and the hold opens with it; a refused hold leaves no slot taken; no
+/// room anywhere asks nothing of the wallet.
+#[tokio::test]
+async fn admission_takes_slot_and_hold_together_or_neither() {
+    use opstate::{CoolCause, HoldAsk, Reservation, SlotAsk};
+    for (name, s) in backends().await {
+        let ttl = Duration::from_secs(30);
+        s.wallets.load(42, nano(1_000)).await.unwrap();
+        s.cooldowns
+            .cool("cold", Duration::from_secs(20), CoolCause::UsageLimit)
+            .await
+            .unwrap();
+        assert!(s.slots.acquire("full", "other", 1, ttl).await.unwrap());
+        let asks = [
+            SlotAsk {
+                account: "cold",
+                max: 5,
+            },
+            SlotAsk {
+                account: "full",
+                max: 1,
+            },
+            SlotAsk {
+                account: "open",
+                max: 2,
+            },
+        ];
+        let hold = |id: &'static str, amount: i64| HoldAsk {
+            org: 42,
+            hold_id: id,
+            amount: nano(amount),
+            ttl_ms: 60_000,
+            meta: "{\"route\":\"chat\"}",
+        };
+        let a = s
+            .calls
+            .admit(&asks, "call-1", ttl, Some(hold("call-1", 600)))
+            .await
+            .unwrap();
+        assert_eq!(a.taken, Some(2), "{name}");
+        assert_eq!(
+            a.reservation,
+            Some(Reservation::Held {
+                available: nano(400)
+            }),
+            "{name}"
+        );
+        let cold = a.cooldowns[0].expect("cold account reported");
+        assert_eq!(cold.cause, CoolCause::UsageLimit, "{name}");
+        assert!(cold.left > Duration::from_secs(15), "{name}: {cold:?}");
+        assert_eq!(a.cooldowns[1..], [None, None], "{name}");
+        assert_eq!(
+            s.slots.in_use(&["open", "full", "cold"]).await.unwrap(),
+            [1, 1, 0],
+            "{name}"
+        );
+        let snap = s.wallets.snapshot(42).await.unwrap().unwrap();
+        assert_eq!(snap.reserved, nano(600), "{name}");
+
+        // Not enough balance: refused, and the slot it would have taken is free again.
+        let b = s
+            .calls
+            .admit(&asks, "call-2", ttl, Some(hold("call-2", 500)))
+            .await
+            .unwrap();
+        assert_eq!(b.taken, None, "{name}");
+        assert_eq!(
+            b.reservation,
+            Some(Reservation::Insufficient {
+                available: nano(400)
+            }),
+            "{name}"
+        );
+        assert_eq!(s.slots.in_use(&["open"]).await.unwrap(), [1], "{name}");
+
+        // Every open account full: nothing asked of the wallet.
+        let c = s
+            .calls
+            .admit(&asks[..2], "call-3", ttl, Some(hold("call-3", 1)))
+            .await
+            .unwrap();
+        assert_eq!((c.taken, c.reservation), (None, None), "{name}");
+        assert_eq!(
+            s.wallets.snapshot(42).await.unwrap().unwrap().reserved,
+            nano(600),
+            "{name}"
+        );
+
+        // No mirror: fail closed, no slot kept.
+        let d = s
+            .calls
+            .admit(
+                &asks,
+                "call-4",
+                ttl,
+                Some(HoldAsk {
+                    org: 4242,
+                    ..hold("call-4", 1)
+                }),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (d.taken, d.reservation),
+            (None, Some(Reservation::Missing)),
+            "{name}"
+        );
+        assert_eq!(s.slots.in_use(&["open"]).await.unwrap(), [1], "{name}");
+
+        // Without a hold (a token count): the slot alone.
+        let e = s.calls.admit(&asks, "call-5", ttl, None).await.unwrap();
+        assert_eq!((e.taken, e.reservation), (Some(2), None), "{name}");
+        assert_eq!(s.slots.in_use(&["open"]).await.unwrap(), [2], "{name}");
+    }
+}
+
+/// The end of a call in one step: slot back, hold settled (at most what the wallet can pay), the
+/// event appended with what was charged; a second end finds the hold resolved, charges nothing
+/// and carries the cost as excess.
+#[tokio::test]
+async fn finish_releases_settles_and_appends_what_was_charged() {
+    use opstate::{Finish, HoldAsk, Settlement, SlotAsk};
+    for (name, s) in backends().await {
+        let ttl = Duration::from_secs(30);
+        s.wallets.load(42, nano(10_000)).await.unwrap();
+        let asks = [SlotAsk {
+            account: "a",
+            max: 4,
+        }];
+        let hold = HoldAsk {
+            org: 42,
+            hold_id: "req-1",
+            amount: nano(9_000),
+            ttl_ms: 60_000,
+            meta: "",
+        };
+        let admitted = s
+            .calls
+            .admit(&asks, "req-1", ttl, Some(hold))
+            .await
+            .unwrap();
+        assert_eq!(admitted.taken, Some(0), "{name}");
+        let mut e = event(1);
+        e.charged_nanos = nano(0);
+        let end = Finish {
+            slot: Some(("a", "req-1")),
+            hold: Some((42, "req-1")),
+            cost: nano(4_500),
+            event: Some(&e),
+        };
+        let settled = s.calls.finish(end).await.unwrap();
+        assert_eq!(
+            settled,
+            Some(Settlement::Settled {
+                charged: nano(4_500),
+                excess: nano(0)
+            }),
+            "{name}"
+        );
+        assert_eq!(s.slots.in_use(&["a"]).await.unwrap(), [0], "{name}");
+        let snap = s.wallets.snapshot(42).await.unwrap().unwrap();
+        assert_eq!(
+            (snap.balance, snap.reserved),
+            (nano(5_500), nano(0)),
+            "{name}"
+        );
+        // Again (a retry after a lost answer): nothing charged, the event again with excess.
+        let again = s.calls.finish(end).await.unwrap();
+        assert_eq!(again, Some(Settlement::Unknown), "{name}");
+        let got = s
+            .usage
+            .claim("c", 10, Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert_eq!(got.len(), 2, "{name}");
+        assert_eq!(
+            (got[0].event.charged_nanos, got[0].event.excess_nanos),
+            (nano(4_500), nano(0)),
+            "{name}"
+        );
+        assert_eq!(
+            (got[1].event.charged_nanos, got[1].event.excess_nanos),
+            (nano(0), nano(4_500)),
+            "{name}"
+        );
+        assert_eq!(got[0].event.request_id, "req-1", "{name}");
+        // An event without a hold is appended as it is; nothing else moves.
+        let plain = event(2);
+        let none = Finish {
+            slot: None,
+            hold: None,
+            cost: nano(0),
+            event: Some(&plain),
+        };
+        assert_eq!(s.calls.finish(none).await.unwrap(), None, "{name}");
+        let got = s
+            .usage
+            .claim("c", 10, Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert_eq!(got.len(), 1, "{name}");
+        assert_eq!(got[0].event, plain, "{name}");
+        assert_eq!(
+            s.wallets.snapshot(42).await.unwrap().unwrap().balance,
+            nano(5_500),
+            "{name}"
+        );
+    }
+}
+
+/// Confirmations of a batch in one step: each as `confirm` would answer it.
+#[tokio::test]
+async fn confirm_many_answers_each_charge_like_confirm() {
+    use opstate::Confirmation;
+    for (name, s) in backends().await {
+        s.wallets.load(42, nano(10_000)).await.unwrap();
+        s.wallets
+            .reserve(42, "h1", nano(100), 60_000, "")
+            .await
+            .unwrap();
+        s.wallets.settle(42, "h1", nano(100)).await.unwrap();
+        let got = s
+            .wallets
+            .confirm_many(&[
+                (42, "h1", nano(100)),
+                (42, "h1", nano(100)),
+                (42, "h2", nano(50)),
+                (99, "h3", nano(1)),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(
+            got,
+            [
+                Confirmation::Confirmed,
+                Confirmation::Duplicate,
+                Confirmation::Applied,
+                Confirmation::Missing
+            ],
+            "{name}"
+        );
+        let snap = s.wallets.snapshot(42).await.unwrap().unwrap();
+        assert_eq!(
+            (snap.balance, snap.pending),
+            (nano(9_850), nano(0)),
+            "{name}"
+        );
+        assert!(
+            s.wallets.confirm_many(&[]).await.unwrap().is_empty(),
+            "{name}"
+        );
+    }
+}

@@ -12,6 +12,7 @@ use crate::errors::GatewayError;
 use crate::meter::Meter;
 use crate::metrics::Metrics;
 use crate::route::cooldown::{self, Cooling, Reason, UsageLimit};
+use crate::route::models::ModelRoute;
 use crate::{auth, inspect, local, respond, route::select, shared::Shared};
 use crate::{money::admit, money::settle, route, upstream::accounts, upstream::rewrite};
 use async_trait::async_trait;
@@ -73,8 +74,7 @@ impl Gateway {
             // Hosted media and video tasks: answered here, with no proxied supplier call.
             return s.answer_here(session, ctx, route).await;
         }
-        let keys = s.stores().keys.as_ref();
-        let caller = auth::authenticate(header, route.surface(), s.env, &s.hasher, keys).await?;
+        let caller = s.authenticate(header, route.surface()).await?;
         let caller = ctx.caller.insert(caller).clone();
         auth::permit(&caller, route)?;
         if route.is_local() {
@@ -87,8 +87,20 @@ impl Gateway {
         let original = inspect::body::read_body(session, server.max_body_bytes, idle).await?;
         let work = inspect::work(route, session.req_header(), &original)?;
         let who = route::Caller::of(&caller, &ctx.request_id);
-        let decision = route::decide(&s.routing(), &work, route, who).await?;
-        // From here on the request holds a capacity slot: `logging` gives it back on every path.
+        let at = ctx.started_at_ms;
+        let plan =
+            |m: &ModelRoute| admit::hold_for(&work, route, &m.model, &caller, &s.settings, at);
+        let hold = (!route.counts_tokens()).then_some(route::HoldRequest {
+            org: caller.org_id,
+            ttl_ms: s.settings.money.hold_ttl_ms,
+            plan: &plan,
+        });
+        let mut decision = route::decide(&s.routing(), &work, route, who, hold).await?;
+        // From here on the request holds a capacity slot and its hold: `logging` settles both.
+        if let Some(hold) = decision.hold.take() {
+            s.live_holds.insert(&hold.id, hold.org);
+            ctx.hold = Some(hold);
+        }
         let served = decision.model.clone();
         ctx.follow(decision);
         if route.counts_tokens() && !s.keep_counting_accounts(route, &mut ctx.order) {
@@ -99,11 +111,6 @@ impl Gateway {
         let targets = s.targets(route, &ctx.order);
         let options = s.body_options(&caller);
         let bodies = work.bodies(route, &original, &served.model, targets, options)?;
-        if !route.counts_tokens() {
-            let (model, at) = (&served.model, ctx.started_at_ms);
-            let plan = admit::hold_for(&work, route, model, &caller, &s.settings, at)?;
-            ctx.hold = Some(s.reserve(caller.org_id, &ctx.request_id, &plan).await?);
-        }
         ctx.call = Some(Call::new(work, route.format(), bodies, served));
         Ok(false)
     }
@@ -385,14 +392,15 @@ impl ProxyHttp for Gateway {
         }
         s.cool(ctx).await;
         let status = session.response_written().map_or(0, |h| h.status.as_u16());
-        s.release_slot(ctx).await;
+        let slot = ctx.slot.take().and_then(|i| s.accounts.id(i));
         let hold = ctx.hold.take();
         hold.iter().for_each(|h| s.live_holds.remove(&h.id));
         let finished = ctx.finished(status, &s.accounts);
         s.metrics.finished(&finished);
-        let stores = s.stores();
-        let (wallets, usage) = (stores.wallets.as_ref(), stores.usage.as_ref());
+        let calls = s.stores().calls.as_ref();
+        let slot = slot.map(|account| (account, ctx.request_id.as_str()));
         s.recent
-            .keep(settle::settle(finished, hold, wallets, usage, &s.metrics).await);
+            .keep(settle::settle(finished, hold, slot, calls, &s.metrics).await);
+        s.queue_depth_gauge();
     }
 }

@@ -6,6 +6,7 @@ use crate::metrics::Metrics;
 use crate::money::{renew, resend};
 use async_trait::async_trait;
 use pingora::apps::ServerApp;
+use pingora::listeners::{DEFAULT_L4_WRITE_BUFFER_SIZE, L4BufferSettings, ListenerConfig};
 use pingora::proxy::{http_proxy, http_proxy_service};
 use pingora::server::Server;
 use pingora::server::ShutdownWatch;
@@ -34,16 +35,28 @@ pub fn build_server(settings: &Settings, gateway: Gateway) -> Server {
     server.bootstrap();
     let renewer = background_service("hold renewal", HoldRenewer(gateway.clone()));
     let mut service = http_proxy_service(&server.configuration, gateway);
-    service.add_tcp(&settings.server.listen.to_string());
+    service.add_listener(listener(&settings.server.listen.to_string()));
     server.add_service(service);
     server.add_service(renewer);
     server
 }
 
+/// The listening endpoint, with the downstream buffers the gateway uses.
+///
+/// Decision (README "Performance"): no L4 read buffer. Pingora's default gives every downstream
+/// connection a zero-filled 64 KiB read buffer kept for the connection's whole life, idle
+/// keep-alive included (most of the ~100 KiB an idle connection cost); plaintext HTTP/1 reads go
+/// straight into the request's own header and body buffers without it. The small write buffer
+/// stays: it lets a short answer's header and body leave in one send.
+pub fn listener(addr: &str) -> ListenerConfig {
+    let buffers = L4BufferSettings::new(0, DEFAULT_L4_WRITE_BUFFER_SIZE);
+    ListenerConfig::tcp(addr).l4_buffer(buffers)
+}
+
 /// The gateway's own background work until `shutdown` turns true: keeping the holds of its calls
 /// in progress open past their deadline (`money::renew`), re-sending its recent usage events
 /// when the store lost them (`money::resend`), and writing hosted images to the store
-/// (`media::Pending`). Runs beside the gateway: a Pingora background
+/// (`media::Pending`), and keeping the key cache fresh (`Shared::watch_keys`). Runs beside the gateway: a Pingora background
 /// service in production, a tracked task of [`serve_listener`] in tests.
 pub async fn renew_holds(gateway: Gateway, shutdown: watch::Receiver<bool>) {
     let s = gateway.shared;
@@ -59,7 +72,8 @@ pub async fn renew_holds(gateway: Gateway, shutdown: watch::Receiver<bool>) {
         resend::run(&s.recent, || s.stores().clone(), &proxy, shutdown.clone()),
         s.pending_media
             .run(|| s.stores().media.clone(), shutdown.clone()),
-        crate::video::sweep::run(&s, shutdown),
+        crate::video::sweep::run(&s, shutdown.clone()),
+        s.watch_keys(shutdown),
     );
 }
 

@@ -52,6 +52,9 @@ pub(crate) struct Shared {
     pub tasks: std::sync::OnceLock<crate::video::TaskBook>,
     /// The gateway's own supplier calls (video tasks).
     pub supplier: crate::video::supplier::Client,
+    /// Key records kept in this proxy (on Redis, `redis.key_cache_ms` > 0; see
+    /// `opstate::KeyCache`): refreshed by [`Shared::watch_keys`].
+    key_cache: Option<opstate::KeyCache>,
 }
 
 impl Shared {
@@ -68,6 +71,11 @@ impl Shared {
             Environment::Development => Env::Dev,
         };
         let recent = RecentEvents::with_spool(spool(&settings));
+        let key_cache = settings
+            .redis
+            .as_ref()
+            .filter(|r| r.key_cache_ms > 0)
+            .map(|r| opstate::KeyCache::new(Duration::from_millis(r.key_cache_ms)));
         Shared {
             hasher: KeyHasher::new(&settings.security.key_pepper),
             signer: crate::media::Signer::new(&settings.security.key_pepper),
@@ -85,6 +93,47 @@ impl Shared {
             recent,
             tasks: std::sync::OnceLock::new(),
             supplier: crate::video::supplier::Client::default(),
+            key_cache,
+        }
+    }
+
+    /// The caller of `header` on `surface`, by its key (see `auth::authenticate`), through this
+    /// proxy's key cache when it has one.
+    pub async fn authenticate(
+        &self,
+        header: &pingora::http::RequestHeader,
+        surface: crate::errors::Surface,
+    ) -> Result<opstate::KeyRecord, crate::errors::GatewayError> {
+        let keys = self.stores().keys.as_ref();
+        let (env, hasher) = (self.env, &self.hasher);
+        match &self.key_cache {
+            Some(cache) => {
+                let cached = cache.through(keys);
+                crate::auth::authenticate(header, surface, env, hasher, &cached).await
+            }
+            None => crate::auth::authenticate(header, surface, env, hasher, keys).await,
+        }
+    }
+
+    /// Listens to the key directory's changes for the key cache until `shutdown` (nothing to do
+    /// without a cache). Its own Redis connection: a lost one is reopened, nothing being kept
+    /// meanwhile.
+    pub async fn watch_keys(&self, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        let (Some(cache), Some(redis)) = (&self.key_cache, &self.settings.redis) else {
+            return;
+        };
+        let watch = async {
+            loop {
+                match opstate::RedisStore::connect(&redis.url, &redis.key_prefix).await {
+                    Ok(store) => store.watch_keys(cache).await,
+                    Err(e) => tracing::warn!(error = %e, "key channel: redis unreachable"),
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        };
+        tokio::select! {
+            _ = watch => {}
+            _ = shutdown.wait_for(|stop| *stop) => {}
         }
     }
 
@@ -160,11 +209,8 @@ impl Shared {
         moved
     }
 
-    /// Gives `ctx`'s capacity slot back (once) and updates the queue's depth gauge.
-    pub async fn release_slot(&self, ctx: &mut RequestCtx) {
-        if let Some(id) = ctx.slot.take().and_then(|i| self.accounts.id(i)) {
-            capacity::release(self.stores().slots.as_ref(), id, &ctx.request_id).await;
-        }
+    /// Updates the queue's depth gauge (after a call gave its slot back).
+    pub fn queue_depth_gauge(&self) {
         let depth = i64::try_from(self.queue.depth()).unwrap_or(i64::MAX);
         self.metrics.queue_depth.set(depth);
     }
@@ -266,21 +312,6 @@ impl Shared {
         }
     }
 
-    /// Reserves `plan` for the call `request_id` of `org` (see `money::admit::reserve`) and
-    /// tracks the hold for renewal until it is settled.
-    pub async fn reserve(
-        &self,
-        org: i64,
-        request_id: &str,
-        plan: &crate::money::admit::HoldPlan,
-    ) -> Result<crate::money::admit::Hold, crate::errors::GatewayError> {
-        let wallets = self.stores().wallets.as_ref();
-        let ttl = self.settings.money.hold_ttl_ms;
-        let hold = crate::money::admit::reserve(wallets, org, request_id, plan, ttl).await?;
-        self.live_holds.insert(&hold.id, org);
-        Ok(hold)
-    }
-
     /// A token count goes only to accounts that count in the client's format (a count translated
     /// to another API would be a generation): keeps those in `order`; `false` when none is left.
     pub fn keep_counting_accounts(&self, route: Route, order: &mut Vec<usize>) -> bool {
@@ -320,8 +351,9 @@ impl Shared {
             queue: &self.queue,
             metrics: &self.metrics,
             sessions: stores.sessions.as_ref(),
-            cooldowns: stores.cooldowns.as_ref(),
             slots: stores.slots.as_ref(),
+            wallets: stores.wallets.as_ref(),
+            calls: stores.calls.as_ref(),
         }
     }
 }

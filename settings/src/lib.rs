@@ -17,9 +17,9 @@ mod raw;
 mod validate;
 
 pub use validate::{
-    Account, Admin, Capability, ConfigError, Database, Environment, Group, GroupFeature, Mail,
-    Metrics, Model, ModelKind, ModelPrices, Money, Provider, Redis, Routing, Security, Server,
-    Settings, VIDEO_RESOLUTIONS, Video, VideoOptions,
+    Account, Admin, Capability, ConfigError, DEFAULT_KEY_CACHE_MS, Database, Environment, Group,
+    GroupFeature, Mail, Metrics, Model, ModelKind, ModelPrices, Money, Provider, Redis, Routing,
+    Security, Server, Settings, VIDEO_RESOLUTIONS, Video, VideoOptions,
 };
 
 use std::path::Path;

@@ -71,6 +71,7 @@ pub struct RawDatabase {
 pub struct RawRedis {
     pub url: String,
     pub key_prefix: Option<String>,
+    pub key_cache_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -158,7 +158,14 @@ pub struct Redis {
     pub url: String,
     /// Prepended to every Redis key, so several deployments (or tests) can share one server.
     pub key_prefix: String,
+    /// How long a proxy keeps a key record it looked up (0: never). A revocation evicts it at
+    /// once through the key channel; this bounds how long a revoked key can still authenticate
+    /// on a proxy that missed the message.
+    pub key_cache_ms: u64,
 }
+
+/// Default of `redis.key_cache_ms`.
+pub const DEFAULT_KEY_CACHE_MS: u64 = 1000;
 
 #[derive(Clone)]
 pub struct Security {
@@ -484,6 +491,16 @@ pub(crate) fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, Confi
                     .as_ref()
                     .and_then(|r| r.key_prefix.clone())
                     .unwrap_or_else(|| "tollgate:".to_string()),
+                key_cache_ms: match raw.redis.as_ref().and_then(|r| r.key_cache_ms) {
+                    Some(ms) if ms > 60_000 => {
+                        return Err(err(
+                            "redis.key_cache_ms",
+                            "must be at most 60000 (one minute)",
+                        ));
+                    }
+                    Some(ms) => ms,
+                    None => DEFAULT_KEY_CACHE_MS,
+                },
             })
         }
         None => None,

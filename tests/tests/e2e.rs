@@ -275,14 +275,29 @@ async fn customer_lifecycle_through_the_proxy() {
     )
     .await;
     assert_eq!(s, 200);
-    let resp = http
-        .post(format!("{base}/compat/v1/chat/completions"))
-        .bearer_auth(&secret)
-        .json(&chat)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 401, "a disabled key is refused at once");
+    // In memory the key is refused at once. On Redis the proxy keeps key records for
+    // `redis.key_cache_ms` (1 s): the revocation's announcement evicts it at once in practice, and
+    // the bound holds even if the announcement is missed.
+    let revoked = std::time::Instant::now();
+    let resp = loop {
+        let resp = http
+            .post(format!("{base}/compat/v1/chat/completions"))
+            .bearer_auth(&secret)
+            .json(&chat)
+            .send()
+            .await
+            .unwrap();
+        let bound = std::time::Duration::from_millis(settings::DEFAULT_KEY_CACHE_MS + 200);
+        if resp.status() == 401 || testkit::redis_url().is_none() || revoked.elapsed() > bound {
+            break resp;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        resp.status(),
+        401,
+        "a disabled key is refused within the bound"
+    );
     assert_eq!(
         resp.json::<Value>().await.unwrap()["error"]["type"],
         "authentication_error"

@@ -100,9 +100,7 @@ pub async fn drain_once(state: &AppState, consumer: &str) -> Result<usize, Settl
             all
         }
     };
-    for (e, charged) in confirmations {
-        confirm(state, e, charged).await?;
-    }
+    confirm(state, &confirmations).await?;
     let acked: Vec<String> = entries.into_iter().map(|e| e.id).collect();
     state.stores.usage.ack(&acked).await?;
     Ok(acked.len())
@@ -416,17 +414,23 @@ async fn book_partner_usage_batch(
     Ok(())
 }
 
-async fn confirm(state: &AppState, e: &UsageEvent, charged: NanoUsd) -> Result<(), SettleError> {
-    if charged.is_positive()
-        && state
-            .stores
-            .wallets
-            .confirm(e.org_id, &e.request_id, charged)
-            .await?
-            == opstate::Confirmation::Missing
-    {
-        // No mirror: it is rebuilt from the ledger, which now has the charge.
-        state.wallet_stale(e.org_id);
+/// Tells the wallet mirrors the ledger now has these charges (one round trip for the batch).
+async fn confirm(
+    state: &AppState,
+    confirmations: &[(&UsageEvent, NanoUsd)],
+) -> Result<(), SettleError> {
+    let charges: Vec<(&UsageEvent, (i64, &str, NanoUsd))> = confirmations
+        .iter()
+        .filter(|(_, charged)| charged.is_positive())
+        .map(|(e, charged)| (*e, (e.org_id, e.request_id.as_str(), *charged)))
+        .collect();
+    let asks: Vec<(i64, &str, NanoUsd)> = charges.iter().map(|(_, c)| *c).collect();
+    let outcomes = state.stores.wallets.confirm_many(&asks).await?;
+    for ((e, _), outcome) in charges.iter().zip(outcomes) {
+        if outcome == opstate::Confirmation::Missing {
+            // No mirror: it is rebuilt from the ledger, which now has the charge.
+            state.wallet_stale(e.org_id);
+        }
     }
     Ok(())
 }

@@ -9,15 +9,10 @@
 --           what the reconciler needs to settle a hold whose gateway died
 -- KEYS[5] = confirmed charges {prefix}{org:N}:confirmed (sorted set: hold id -> confirmation
 --           time in ms), remembered CONFIRMED_MS so a redelivered confirmation is recognised
+-- Sent after hold.lua (Script::new of both).
 -- ARGV[1] = operation; further ARGV per operation. Amounts are integer nano-USD (exact below 2^53).
 local op = ARGV[1]
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local function num(v) return tonumber(v or '0') or 0 end
--- Numbers are written with %d: Lua's default formatting would switch to exponents above 1e14.
-local function s(x) return string.format('%d', x) end
+-- now_ms, num and s come from hold.lua, prepended (with the reserve and settle rules).
 -- A confirmation is redelivered within about 30 s (a settler died between confirming and
 -- acknowledging); ten minutes is ample, and keeps the set bounded by ten minutes of traffic.
 local CONFIRMED_MS = 600000
@@ -61,15 +56,7 @@ if op == 'adjust' then
   redis.call('HSET', KEYS[1], 'balance', s(balance + delta))
   return {1, s(balance + delta)}
 elseif op == 'reserve' then
-  local amount = tonumber(ARGV[3])
-  if amount == nil or amount < 0 then return redis.error_reply('ERR bad amount') end
-  if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then return {2} end
-  local available = balance - reserved
-  if amount > available then return {0, s(available)} end
-  redis.call('HSET', KEYS[2], ARGV[2], s(amount) .. ':' .. s(now_ms() + tonumber(ARGV[4])))
-  if ARGV[5] and ARGV[5] ~= '' then redis.call('HSET', KEYS[4], ARGV[2], ARGV[5]) end
-  redis.call('HSET', KEYS[1], 'reserved', s(reserved + amount))
-  return {1, s(available - amount)}
+  return hold_reserve(KEYS, ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], now_ms())
 elseif op == 'extend' then
   -- ARGV[2] = hold id, ARGV[3] = ttl ms from now. The amount and the description stay.
   local hold = redis.call('HGET', KEYS[2], ARGV[2])
@@ -78,25 +65,7 @@ elseif op == 'extend' then
   redis.call('HSET', KEYS[2], ARGV[2], amount .. ':' .. s(now_ms() + tonumber(ARGV[3])))
   return {1}
 elseif op == 'settle' or op == 'release' then
-  local hold = redis.call('HGET', KEYS[2], ARGV[2])
-  if not hold then return {0} end
-  local amount = tonumber(string.match(hold, '^(%-?%d+)'))
-  redis.call('HDEL', KEYS[2], ARGV[2])
-  redis.call('HDEL', KEYS[4], ARGV[2])
-  reserved = reserved - amount
-  redis.call('HSET', KEYS[1], 'reserved', s(reserved))
-  if op == 'release' then return {1} end
-  local actual = tonumber(ARGV[3])
-  if actual < 0 then actual = 0 end
-  local payable = balance - reserved
-  local charged = actual
-  if charged > payable then charged = payable end
-  redis.call('HSET', KEYS[1], 'balance', s(balance - charged))
-  if charged > 0 then
-    redis.call('HSET', KEYS[1], 'pending', s(pending + charged))
-    redis.call('SADD', KEYS[3], 'charged:' .. ARGV[2])
-  end
-  return {1, s(charged), s(actual - charged)}
+  return hold_close(KEYS, ARGV[2], tonumber(ARGV[3] or '0'), op == 'release')
 elseif op == 'confirm' then
   -- The ledger now holds a charge of ARGV[2] for hold ARGV[3]. If this incarnation charged it,
   -- it stops being pending; otherwise (the mirror was reloaded before the ledger had it) the mirror

@@ -168,12 +168,30 @@ pub(crate) async fn reserve(
     plan: &HoldPlan,
     ttl_ms: u64,
 ) -> Result<Hold, GatewayError> {
-    let meta = serde_json::to_string(&plan.meta).map_err(|e| {
+    let meta = describe(plan)?;
+    let reserved = wallets
+        .reserve(org, hold_id, plan.amount, ttl_ms, &meta)
+        .await;
+    outcome(org, hold_id, plan, reserved)
+}
+
+/// The hold's description, as the wallet keeps it beside the hold.
+pub(crate) fn describe(plan: &HoldPlan) -> Result<String, GatewayError> {
+    serde_json::to_string(&plan.meta).map_err(|e| {
         tracing::error!(error = %e, "cannot describe the hold");
         GatewayError::Internal
-    })?;
+    })
+}
+
+/// What the wallet's answer to reserving `plan` means: the hold, or the refusal.
+pub(crate) fn outcome(
+    org: i64,
+    hold_id: &str,
+    plan: &HoldPlan,
+    reserved: opstate::StoreResult<Reservation>,
+) -> Result<Hold, GatewayError> {
     let amount = plan.amount;
-    match wallets.reserve(org, hold_id, amount, ttl_ms, &meta).await {
+    match reserved {
         Ok(Reservation::Held { .. } | Reservation::AlreadyHeld) => Ok(Hold {
             org,
             id: hold_id.to_string(),

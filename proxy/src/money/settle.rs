@@ -1,15 +1,19 @@
 //! Phase 7, settlement: runs once in `logging`, after the request ended on any path.
 //!
-//! Takes the finished request as plain data ([`Finished`]) and the two store capabilities it
-//! writes: the wallet (the hold) and the usage stream.
+//! Takes the finished request as plain data ([`Finished`]) and the store capability it writes
+//! ([`Calls::finish`]): in one store step the capacity slot is given back, the hold settled and
+//! the usage event appended with what the settlement charged.
 //!
 //! Turns the meter's result into one usage event per metered request (a request that reached at
 //! least one supplier account), appends it to the usage stream, and records metrics and one
 //! structured log line. Requests the gateway refused before contacting a supplier produce no usage
 //! event: nothing was served.
 //!
-//! An append that fails is retried a few times; if the store stays down, the event is written to
-//! the error log in full (so it can be replayed) and counted in `usage_events_lost_total`.
+//! A step that fails is retried a few times (a retry after a step that did run finds the hold
+//! resolved and appends the event again, charged nothing: the settler books a request id once,
+//! the first time); if the store stays down, the event is written to the error log in full (so it
+//! can be replayed) and counted in `usage_events_lost_total`, and the hold is left to the
+//! reconciler.
 
 use crate::classify::Route;
 use crate::ctx::Call;
@@ -19,7 +23,7 @@ use crate::money::admit::Hold;
 use crate::money::price;
 use crate::wire::Usage;
 use money::NanoUsd;
-use opstate::{KeyRecord, Measurement, Settlement, UsageEvent, UsageStream, Wallets};
+use opstate::{Calls, Finish, KeyRecord, Measurement, Settlement, UsageEvent, UsageStream};
 use std::time::Duration;
 
 /// Attempts to append a usage event before giving up.
@@ -47,19 +51,64 @@ pub(crate) struct Finished<'a> {
     pub refusal: Option<&'static str>,
 }
 
-/// Settles a finished request: closes its hold (if any) at the price of what was served, appends
-/// its usage event (every request that reached a supplier account), and writes one log line.
+/// Settles a finished request: gives its capacity slot back (`slot`: account, slot id), closes
+/// its hold (if any) at the price of what was served, appends its usage event (every request that
+/// reached a supplier account), and writes one log line.
 pub(crate) async fn settle(
     f: Finished<'_>,
     hold: Option<Hold>,
-    wallets: &dyn Wallets,
-    usage: &dyn UsageStream,
+    slot: Option<(&str, &str)>,
+    calls: &dyn Calls,
     metrics: &Metrics,
 ) -> Option<UsageEvent> {
     let route = f.route.map(|r| r.label()).unwrap_or("unknown");
     let mut event = usage_event(&f);
-    if let Some(hold) = hold {
-        settle_hold(wallets, metrics, &f, hold, event.as_mut()).await;
+    let cost = hold
+        .as_ref()
+        .map_or(NanoUsd::ZERO, |h| cost_of(&f, h, event.as_ref()));
+    if let (Some(h), Some(e)) = (&hold, event.as_mut()) {
+        e.cost_nanos = cost;
+        e.hold_nanos = h.amount;
+        e.retail_rate = Some(h.rate);
+        e.wholesale_rate = h.wholesale;
+    }
+    let step = Finish {
+        slot,
+        hold: hold.as_ref().map(|h| (h.org, h.id.as_str())),
+        cost,
+        event: event.as_ref(),
+    };
+    let finished = if slot.is_some() || hold.is_some() || event.is_some() {
+        finish(calls, step, f.request_id).await
+    } else {
+        Some(None)
+    };
+    if let Some(e) = event.as_mut() {
+        let settlement = finished.flatten();
+        (e.charged_nanos, e.excess_nanos) = match (&hold, finished) {
+            (Some(_), Some(_)) => opstate::charged(settlement, cost),
+            // The store never answered: nothing is known to be charged.
+            (Some(_), None) => (NanoUsd::ZERO, cost),
+            (None, _) => (NanoUsd::ZERO, NanoUsd::ZERO),
+        };
+    }
+    if let Some(h) = &hold {
+        match finished {
+            Some(Some(Settlement::Settled { excess, .. })) if excess.is_positive() => {
+                tracing::warn!(request_id = %f.request_id, org = h.org, excess = excess.nanos(), "usage cost exceeded what the wallet could pay");
+            }
+            Some(Some(Settlement::Settled { .. })) => {}
+            Some(_) => {
+                // The hold is gone (resolved by the reconciler after its deadline, or the store
+                // lost it): the usage event still carries the cost; the settler books it.
+                tracing::warn!(request_id = %f.request_id, org = h.org, "hold already resolved or lost at settlement");
+                metrics.settlements_unresolved.inc();
+            }
+            None => {
+                tracing::error!(request_id = %f.request_id, "settlement failed; the reconciler resolves the hold after its deadline");
+                metrics.settlements_unresolved.inc();
+            }
+        }
     }
     let latency_ms = elapsed_ms(f.latency);
     let status = f.status;
@@ -90,70 +139,51 @@ pub(crate) async fn settle(
     }
     if let Some(event) = &event {
         metrics.record_tokens(event);
-        append(usage, metrics, event).await;
+        if finished.is_none() {
+            lost(metrics, event, "the store did not take the call's end");
+        }
     }
     event
 }
 
-/// Closes the request's hold exactly once: charges the price of what was served (zero when nothing
-/// was), and records cost, charge and excess on the usage event.
-async fn settle_hold(
-    wallets: &dyn Wallets,
-    metrics: &Metrics,
-    f: &Finished<'_>,
-    hold: Hold,
-    event: Option<&mut UsageEvent>,
-) {
-    let cost = match (&event, f.call) {
-        (Some(e), Some(call)) => {
-            let usage = Usage {
-                input: e.input_tokens,
-                output: e.output_tokens,
-                cached: e.cached_tokens,
-            };
-            let prices = &call.model.model.prices;
-            let priced = match (call.audio_seconds, call.images) {
-                (Some(_), _) => price::audio_cost(prices, e.audio_seconds, hold.rate),
-                (None, Some(_)) => price::image_cost(prices, e.images, hold.rate),
-                (None, None) => price::cost(prices, usage, hold.rate),
-            };
-            match priced {
-                Ok(c) => c,
-                Err(err) => {
-                    tracing::error!(request_id = %f.request_id, error = %err, "cannot price the usage; charging the hold");
-                    hold.amount
-                }
+/// Runs the call's end step, retrying a few times. `None`: the store never answered.
+async fn finish(
+    calls: &dyn Calls,
+    step: Finish<'_>,
+    request_id: &str,
+) -> Option<Option<Settlement>> {
+    for attempt in 0..APPEND_ATTEMPTS {
+        match calls.finish(step).await {
+            Ok(settlement) => return Some(settlement),
+            Err(e) => {
+                tracing::warn!(%request_id, error = %e, attempt, "call end not stored; retrying");
+                tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt + 1))).await;
             }
         }
-        _ => NanoUsd::ZERO,
-    };
-    let outcome = wallets.settle(hold.org, &hold.id, cost).await;
-    let (charged, excess) = match outcome {
-        Ok(Settlement::Settled { charged, excess }) => (charged, excess),
-        Ok(Settlement::Unknown | Settlement::Missing) => {
-            // The hold is gone (resolved by the reconciler after its deadline, or the store lost
-            // it): the usage event still carries the cost; the settler books it.
-            tracing::warn!(request_id = %f.request_id, org = hold.org, "hold already resolved or lost at settlement");
-            metrics.settlements_unresolved.inc();
-            (NanoUsd::ZERO, cost)
-        }
-        Err(e) => {
-            tracing::error!(request_id = %f.request_id, error = %e, "settlement failed; the reconciler resolves the hold after its deadline");
-            metrics.settlements_unresolved.inc();
-            (NanoUsd::ZERO, cost)
-        }
-    };
-    if excess.is_positive() {
-        tracing::warn!(request_id = %f.request_id, org = hold.org, excess = excess.nanos(), "usage cost exceeded what the wallet could pay");
     }
-    if let Some(e) = event {
-        e.cost_nanos = cost;
-        e.charged_nanos = charged;
-        e.excess_nanos = excess;
-        e.hold_nanos = hold.amount;
-        e.retail_rate = Some(hold.rate);
-        e.wholesale_rate = hold.wholesale;
-    }
+    None
+}
+
+/// The price of what was served (zero when nothing was); the hold when it cannot be priced.
+fn cost_of(f: &Finished<'_>, hold: &Hold, event: Option<&UsageEvent>) -> NanoUsd {
+    let (Some(e), Some(call)) = (event, f.call) else {
+        return NanoUsd::ZERO;
+    };
+    let usage = Usage {
+        input: e.input_tokens,
+        output: e.output_tokens,
+        cached: e.cached_tokens,
+    };
+    let prices = &call.model.model.prices;
+    let priced = match (call.audio_seconds, call.images) {
+        (Some(_), _) => price::audio_cost(prices, e.audio_seconds, hold.rate),
+        (None, Some(_)) => price::image_cost(prices, e.images, hold.rate),
+        (None, None) => price::cost(prices, usage, hold.rate),
+    };
+    priced.unwrap_or_else(|err| {
+        tracing::error!(request_id = %f.request_id, error = %err, "cannot price the usage; charging the hold");
+        hold.amount
+    })
 }
 
 /// The usage event of a request that reached a supplier account; `None` for one the gateway
@@ -243,11 +273,17 @@ pub(crate) async fn append(usage: &dyn UsageStream, metrics: &Metrics, event: &U
             }
         }
     }
+    let error = last_error.map(|e| e.to_string()).unwrap_or_default();
+    lost(metrics, event, &error);
+}
+
+/// An event the store never took: logged in full (to be replayed) and counted.
+fn lost(metrics: &Metrics, event: &UsageEvent, error: &str) {
     metrics.usage_events_lost.inc();
     let json = serde_json::to_string(event).unwrap_or_default();
     tracing::error!(
         request_id = %event.request_id,
-        error = ?last_error,
+        error,
         usage_event = %json,
         "usage event could not be appended to the usage stream"
     );

@@ -97,25 +97,6 @@ impl Cooling {
     }
 }
 
-/// The accounts of `ordered` that are not cooling, in order (one store round trip); `ids[i]` is
-/// account `i`'s id. When every one is cooling: 429 `usage_limit_reached` (a usage limit among
-/// them) or 503 (all failed), with the shortest wait.
-pub(crate) async fn open(
-    cooldowns: &dyn Cooldowns,
-    ordered: &[usize],
-    ids: &[&str],
-) -> Result<Vec<usize>, GatewayError> {
-    let names: Vec<&str> = ordered
-        .iter()
-        .map(|&i| ids.get(i).copied().unwrap_or_default())
-        .collect();
-    let remaining = cooldowns.remaining(&names).await.map_err(|e| {
-        tracing::error!(error = %e, "cooldown lookup failed");
-        GatewayError::StoreUnavailable
-    })?;
-    super::select::available(ordered, &remaining)
-}
-
 /// Writes the cooldowns a request decided to the shared store. Repeated failures (not rate
 /// limits) eject the account for a growing period (see [`ejection`]); a store failure is logged.
 pub(crate) async fn apply(

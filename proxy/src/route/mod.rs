@@ -18,9 +18,10 @@ use crate::classify::Route;
 use crate::errors::GatewayError;
 use crate::inspect::Work;
 use crate::metrics::Metrics;
+use crate::money::admit::{self, Hold, HoldPlan};
 use crate::upstream::Accounts;
 use models::{ModelRoute, Router};
-use opstate::{Cooldowns, Sessions, Slots};
+use opstate::{Calls, HoldAsk, Sessions, SlotAsk, Slots, Wallets};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,6 +35,16 @@ pub(crate) struct Decision {
     pub session: Option<String>,
     /// Accounts to try, in order; the first holds the call's capacity slot.
     pub order: Vec<usize>,
+    /// The wallet hold opened with the slot, when one was asked ([`HoldRequest`]).
+    pub hold: Option<Hold>,
+}
+
+/// The hold a call opens together with its capacity slot, in the same store step: the plan is
+/// made for the model the decision settles on (after a downgrade).
+pub(crate) struct HoldRequest<'a> {
+    pub org: i64,
+    pub ttl_ms: u64,
+    pub plan: &'a (dyn Fn(&ModelRoute) -> Result<HoldPlan, GatewayError> + Sync),
 }
 
 /// What the decision reads: the tables built at start-up, this proxy's wait queue, and the three
@@ -45,8 +56,10 @@ pub(crate) struct Routing<'a> {
     pub queue: &'a capacity::Queue,
     pub metrics: &'a Metrics,
     pub sessions: &'a dyn Sessions,
-    pub cooldowns: &'a dyn Cooldowns,
     pub slots: &'a dyn Slots,
+    pub wallets: &'a dyn Wallets,
+    /// Cooldowns, slot and hold in one step (the fast path).
+    pub calls: &'a dyn Calls,
 }
 
 /// The caller as routing sees it.
@@ -76,6 +89,7 @@ pub(crate) async fn decide(
     work: &Work<'_>,
     route: Route,
     caller: Caller<'_>,
+    hold: Option<HoldRequest<'_>>,
 ) -> Result<Decision, GatewayError> {
     let mut downgraded_from = None;
     let mut model = r.router.resolve(work.model(), caller.group_id, route)?;
@@ -114,28 +128,99 @@ pub(crate) async fn decide(
         // The account this conversation moved to (after a failover) keeps it while alive.
         select::prefer(&mut ordered, &ids, &account);
     }
-    let mut order = cooldown::open(r.cooldowns, &ordered, &ids).await?;
+    let plan = hold.as_ref().map(|h| (h.plan)(&model)).transpose()?;
+    let meta = plan.as_ref().map(admit::describe).transpose()?;
+    let slot_ttl = Duration::from_millis(r.settings.slot_ttl_ms);
+    let upstreams = r.accounts.all();
+    let asks: Vec<SlotAsk<'_>> = ordered
+        .iter()
+        .map(|&i| SlotAsk {
+            account: ids.get(i).copied().unwrap_or_default(),
+            max: upstreams.get(i).map_or(0, |u| u.account.max_concurrency),
+        })
+        .collect();
+    let ask = match (&hold, &plan, &meta) {
+        (Some(h), Some(p), Some(m)) => Some(HoldAsk {
+            org: h.org,
+            hold_id: caller.request_id,
+            amount: p.amount,
+            ttl_ms: h.ttl_ms,
+            meta: m,
+        }),
+        _ => None,
+    };
     let waited = Instant::now();
-    let taken = capacity::take(
-        r.slots,
-        r.accounts.all(),
-        &order,
-        caller.request_id,
-        r.queue,
-        capacity::Limits {
-            slot_ttl: Duration::from_millis(r.settings.slot_ttl_ms),
-            depth: r.settings.queue_depth,
-            max_wait: Duration::from_millis(r.settings.queue_wait_ms),
-        },
-    )
-    .await;
-    r.metrics.queue_wait.observe(waited.elapsed().as_secs_f64());
-    let chosen = order.remove(taken?);
+    let admitted = r
+        .calls
+        .admit(&asks, caller.request_id, slot_ttl, ask)
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "admission lookup failed");
+            GatewayError::StoreUnavailable
+        })?;
+    let mut order = select::available(&ordered, &admitted.cooldowns)?;
+    let org = hold.as_ref().map_or(caller.org_id, |h| h.org);
+    let (chosen, held) = match (admitted.taken, admitted.reservation, &plan) {
+        // The fast path: a slot, and the hold when one was asked.
+        (Some(pos), reservation, plan) => {
+            let chosen = ordered.get(pos).copied().ok_or(GatewayError::Internal)?;
+            let held = match (reservation, plan) {
+                (Some(res), Some(p)) => Some(admit::outcome(org, caller.request_id, p, Ok(res))?),
+                _ => None,
+            };
+            (chosen, held)
+        }
+        // An account had room but the wallet refused: the slot was given back.
+        (None, Some(res), Some(p)) => {
+            return Err(match admit::outcome(org, caller.request_id, p, Ok(res)) {
+                Err(refused) => refused,
+                // Held without a slot cannot happen: the store takes both or neither.
+                Ok(_held) => GatewayError::Internal,
+            });
+        }
+        // Every open account is full: wait in the queue, then hold.
+        _ => {
+            let taken = capacity::take(
+                r.slots,
+                upstreams,
+                &order,
+                caller.request_id,
+                r.queue,
+                capacity::Limits {
+                    slot_ttl,
+                    depth: r.settings.queue_depth,
+                    max_wait: Duration::from_millis(r.settings.queue_wait_ms),
+                },
+            )
+            .await;
+            r.metrics.queue_wait.observe(waited.elapsed().as_secs_f64());
+            let chosen = *order.get(taken?).ok_or(GatewayError::Internal)?;
+            let held = match (&hold, &plan) {
+                (Some(h), Some(p)) => {
+                    match admit::reserve(r.wallets, h.org, caller.request_id, p, h.ttl_ms).await {
+                        Ok(held) => Some(held),
+                        Err(e) => {
+                            let id = ids.get(chosen).copied().unwrap_or_default();
+                            capacity::release(r.slots, id, caller.request_id).await;
+                            return Err(e);
+                        }
+                    }
+                }
+                _ => None,
+            };
+            (chosen, held)
+        }
+    };
+    if admitted.taken.is_some() {
+        r.metrics.queue_wait.observe(waited.elapsed().as_secs_f64());
+    }
+    order.retain(|&i| i != chosen);
     order.insert(0, chosen);
     Ok(Decision {
         model,
         downgraded_from,
         session,
         order,
+        hold: held,
     })
 }

@@ -55,8 +55,7 @@ pub(crate) async fn serve(
         let task = task.ok_or(GatewayError::VideoUrlInvalid)?;
         return content(s, session, ctx, &task).await;
     }
-    let keys = s.stores().keys.as_ref();
-    let caller = auth::authenticate(header, route.surface(), s.env, &s.hasher, keys).await?;
+    let caller = s.authenticate(header, route.surface()).await?;
     let caller = ctx.caller.insert(caller).clone();
     auth::permit(&caller, route)?;
     if !s.router.allows_video(caller.group_id) {
@@ -104,7 +103,7 @@ async fn create(
         return Err(GatewayError::Internal);
     };
     let who = route::Caller::of(caller, &ctx.request_id);
-    let decision = route::decide(&s.routing(), &work, Route::VideoCreate, who).await?;
+    let decision = route::decide(&s.routing(), &work, Route::VideoCreate, who, None).await?;
     let served = decision.model.model.clone();
     ctx.follow(decision);
     job.check(&served)?;
