@@ -60,7 +60,6 @@ const LOAD_BATCH: usize = 500;
 /// Redis implementation of every store capability.
 #[derive(Clone)]
 pub struct RedisStore {
-    client: redis::Client,
     conn: ConnectionManager,
     schema: KeySchema,
 }
@@ -79,9 +78,8 @@ impl RedisStore {
             .set_max_delay(Duration::from_millis(100))
             .set_connection_timeout(Some(Duration::from_millis(500)))
             .set_response_timeout(Some(Duration::from_millis(500)));
-        let conn = ConnectionManager::new_with_config(client.clone(), config).await?;
+        let conn = ConnectionManager::new_with_config(client, config).await?;
         let store = RedisStore {
-            client,
             conn,
             schema: KeySchema::new(key_prefix),
         };
@@ -99,29 +97,33 @@ impl RedisStore {
         self.conn.clone()
     }
 
-    /// Listens to the key channel for as long as the task runs, evicting each announced key from
-    /// `cache` (see [`KeyCache`]); reconnects after a loss, keeping nothing meanwhile.
-    pub async fn watch_keys(&self, cache: &KeyCache) {
+    /// Listens to the key channel of the deployment at `url` / `key_prefix` for as long as the
+    /// task runs, evicting each announced key from `cache` (see [`KeyCache`]); a lost (or never
+    /// opened) channel is retried every 500 ms, nothing being kept meanwhile. Its own connection:
+    /// a subscribed connection can do nothing else.
+    pub async fn watch_keys(url: &str, key_prefix: &str, cache: &KeyCache) {
         use futures_util::StreamExt;
-        let channel = self.schema.key_changes();
+        let channel = KeySchema::new(key_prefix).key_changes();
         loop {
-            match self.client.get_async_pubsub().await {
-                Ok(mut pubsub) => match pubsub.subscribe(&channel).await {
-                    Ok(()) => {
-                        cache.listening(true);
-                        let mut messages = pubsub.on_message();
-                        while let Some(m) = messages.next().await {
-                            let key: String = m.get_payload().unwrap_or_else(|_| "*".into());
-                            cache.changed(&key);
-                        }
-                        cache.listening(false);
-                        tracing::warn!("key channel lost; reconnecting");
+            let subscribed = async {
+                let mut pubsub = redis::Client::open(url)?.get_async_pubsub().await?;
+                pubsub.subscribe(&channel).await?;
+                Ok::<_, redis::RedisError>(pubsub)
+            };
+            match subscribed.await {
+                Ok(mut pubsub) => {
+                    cache.listening(true);
+                    let mut messages = pubsub.on_message();
+                    while let Some(m) = messages.next().await {
+                        let key: String = m.get_payload().unwrap_or_else(|_| "*".into());
+                        cache.changed(&key);
                     }
-                    Err(e) => tracing::warn!(error = %e, "key channel subscription failed"),
-                },
-                Err(e) => tracing::warn!(error = %e, "key channel connection failed"),
+                    cache.listening(false);
+                    tracing::warn!("key channel lost; reconnecting");
+                }
+                Err(e) => tracing::warn!(error = %e, "key channel unavailable; retrying"),
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }
 

@@ -91,7 +91,6 @@ impl Gateway {
         let plan =
             |m: &ModelRoute| admit::hold_for(&work, route, &m.model, &caller, &s.settings, at);
         let hold = (!route.counts_tokens()).then_some(route::HoldRequest {
-            org: caller.org_id,
             ttl_ms: s.settings.money.hold_ttl_ms,
             plan: &plan,
         });

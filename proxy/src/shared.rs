@@ -116,23 +116,13 @@ impl Shared {
     }
 
     /// Listens to the key directory's changes for the key cache until `shutdown` (nothing to do
-    /// without a cache). Its own Redis connection: a lost one is reopened, nothing being kept
-    /// meanwhile.
+    /// without a cache; see `opstate::RedisStore::watch_keys`).
     pub async fn watch_keys(&self, mut shutdown: tokio::sync::watch::Receiver<bool>) {
         let (Some(cache), Some(redis)) = (&self.key_cache, &self.settings.redis) else {
             return;
         };
-        let watch = async {
-            loop {
-                match opstate::RedisStore::connect(&redis.url, &redis.key_prefix).await {
-                    Ok(store) => store.watch_keys(cache).await,
-                    Err(e) => tracing::warn!(error = %e, "key channel: redis unreachable"),
-                }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        };
         tokio::select! {
-            _ = watch => {}
+            _ = opstate::RedisStore::watch_keys(&redis.url, &redis.key_prefix, cache) => {}
             _ = shutdown.wait_for(|stop| *stop) => {}
         }
     }

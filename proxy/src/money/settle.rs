@@ -83,14 +83,11 @@ pub(crate) async fn settle(
     } else {
         Some(None)
     };
-    if let Some(e) = event.as_mut() {
-        let settlement = finished.flatten();
-        (e.charged_nanos, e.excess_nanos) = match (&hold, finished) {
-            (Some(_), Some(_)) => opstate::charged(settlement, cost),
-            // The store never answered: nothing is known to be charged.
-            (Some(_), None) => (NanoUsd::ZERO, cost),
-            (None, _) => (NanoUsd::ZERO, NanoUsd::ZERO),
-        };
+    if let (Some(_), Some(e)) = (&hold, event.as_mut()) {
+        // A store that never answered charged nothing known: the cost is excess, as when the
+        // hold was already gone.
+        let settlement = finished.unwrap_or(Some(Settlement::Unknown));
+        (e.charged_nanos, e.excess_nanos) = opstate::charged(settlement, cost);
     }
     if let Some(h) = &hold {
         match finished {

@@ -21,7 +21,7 @@ use crate::metrics::Metrics;
 use crate::money::admit::{self, Hold, HoldPlan};
 use crate::upstream::Accounts;
 use models::{ModelRoute, Router};
-use opstate::{Calls, HoldAsk, Sessions, SlotAsk, Slots, Wallets};
+use opstate::{Calls, HoldAsk, Reservation, Sessions, SlotAsk, Slots, Wallets};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -39,16 +39,16 @@ pub(crate) struct Decision {
     pub hold: Option<Hold>,
 }
 
-/// The hold a call opens together with its capacity slot, in the same store step: the plan is
-/// made for the model the decision settles on (after a downgrade).
+/// The hold a call opens together with its capacity slot, in the same store step, under the
+/// caller's organization and request id: the plan is made for the model the decision settles on
+/// (after a downgrade).
 pub(crate) struct HoldRequest<'a> {
-    pub org: i64,
     pub ttl_ms: u64,
     pub plan: &'a (dyn Fn(&ModelRoute) -> Result<HoldPlan, GatewayError> + Sync),
 }
 
-/// What the decision reads: the tables built at start-up, this proxy's wait queue, and the three
-/// store capabilities routing shares with the fleet.
+/// What the decision reads: the tables built at start-up, this proxy's wait queue, and the store
+/// capabilities routing shares with the fleet.
 pub(crate) struct Routing<'a> {
     pub router: &'a Router,
     pub accounts: &'a Accounts,
@@ -83,7 +83,7 @@ impl Caller<'_> {
 /// Decides how `work` on `route` is served: the model (resolved for the caller's group, maybe
 /// downgraded), the accounts in rendezvous order of the session (else the request) with the
 /// session's sticky account first and cooling accounts out, and a capacity slot on the first
-/// account with room (else a bounded wait).
+/// account with room (else a bounded wait) together with the call's hold when `hold` asks for one.
 pub(crate) async fn decide(
     r: &Routing<'_>,
     work: &Work<'_>,
@@ -128,92 +128,14 @@ pub(crate) async fn decide(
         // The account this conversation moved to (after a failover) keeps it while alive.
         select::prefer(&mut ordered, &ids, &account);
     }
-    let plan = hold.as_ref().map(|h| (h.plan)(&model)).transpose()?;
-    let meta = plan.as_ref().map(admit::describe).transpose()?;
-    let slot_ttl = Duration::from_millis(r.settings.slot_ttl_ms);
-    let upstreams = r.accounts.all();
-    let asks: Vec<SlotAsk<'_>> = ordered
-        .iter()
-        .map(|&i| SlotAsk {
-            account: ids.get(i).copied().unwrap_or_default(),
-            max: upstreams.get(i).map_or(0, |u| u.account.max_concurrency),
-        })
-        .collect();
-    let ask = match (&hold, &plan, &meta) {
-        (Some(h), Some(p), Some(m)) => Some(HoldAsk {
-            org: h.org,
-            hold_id: caller.request_id,
-            amount: p.amount,
-            ttl_ms: h.ttl_ms,
-            meta: m,
-        }),
-        _ => None,
-    };
+    let plan = hold
+        .map(|h| (h.plan)(&model).map(|p| (p, h.ttl_ms)))
+        .transpose()?;
+    let plan = plan.as_ref().map(|(p, ttl)| (p, *ttl));
     let waited = Instant::now();
-    let admitted = r
-        .calls
-        .admit(&asks, caller.request_id, slot_ttl, ask)
-        .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "admission lookup failed");
-            GatewayError::StoreUnavailable
-        })?;
-    let mut order = select::available(&ordered, &admitted.cooldowns)?;
-    let org = hold.as_ref().map_or(caller.org_id, |h| h.org);
-    let (chosen, held) = match (admitted.taken, admitted.reservation, &plan) {
-        // The fast path: a slot, and the hold when one was asked.
-        (Some(pos), reservation, plan) => {
-            let chosen = ordered.get(pos).copied().ok_or(GatewayError::Internal)?;
-            let held = match (reservation, plan) {
-                (Some(res), Some(p)) => Some(admit::outcome(org, caller.request_id, p, Ok(res))?),
-                _ => None,
-            };
-            (chosen, held)
-        }
-        // An account had room but the wallet refused: the slot was given back.
-        (None, Some(res), Some(p)) => {
-            return Err(match admit::outcome(org, caller.request_id, p, Ok(res)) {
-                Err(refused) => refused,
-                // Held without a slot cannot happen: the store takes both or neither.
-                Ok(_held) => GatewayError::Internal,
-            });
-        }
-        // Every open account is full: wait in the queue, then hold.
-        _ => {
-            let taken = capacity::take(
-                r.slots,
-                upstreams,
-                &order,
-                caller.request_id,
-                r.queue,
-                capacity::Limits {
-                    slot_ttl,
-                    depth: r.settings.queue_depth,
-                    max_wait: Duration::from_millis(r.settings.queue_wait_ms),
-                },
-            )
-            .await;
-            r.metrics.queue_wait.observe(waited.elapsed().as_secs_f64());
-            let chosen = *order.get(taken?).ok_or(GatewayError::Internal)?;
-            let held = match (&hold, &plan) {
-                (Some(h), Some(p)) => {
-                    match admit::reserve(r.wallets, h.org, caller.request_id, p, h.ttl_ms).await {
-                        Ok(held) => Some(held),
-                        Err(e) => {
-                            let id = ids.get(chosen).copied().unwrap_or_default();
-                            capacity::release(r.slots, id, caller.request_id).await;
-                            return Err(e);
-                        }
-                    }
-                }
-                _ => None,
-            };
-            (chosen, held)
-        }
-    };
-    if admitted.taken.is_some() {
-        r.metrics.queue_wait.observe(waited.elapsed().as_secs_f64());
-    }
+    let admitted = admit(r, &ordered, &ids, &caller, plan).await;
+    r.metrics.queue_wait.observe(waited.elapsed().as_secs_f64());
+    let (mut order, chosen, held) = admitted?;
     order.retain(|&i| i != chosen);
     order.insert(0, chosen);
     Ok(Decision {
@@ -223,4 +145,83 @@ pub(crate) async fn decide(
         order,
         hold: held,
     })
+}
+
+/// A capacity slot on the first open account of `ordered` with room and, with a `plan` (and its
+/// hold TTL), the call's hold, in one store step (`Calls::admit`); when every open account is full,
+/// the wait queue, then the hold on its own (a refused hold gives the slot back). Returns the open
+/// accounts of `ordered`, the one whose slot is held, and the hold.
+async fn admit(
+    r: &Routing<'_>,
+    ordered: &[usize],
+    ids: &[&str],
+    caller: &Caller<'_>,
+    plan: Option<(&HoldPlan, u64)>,
+) -> Result<(Vec<usize>, usize, Option<Hold>), GatewayError> {
+    let slot_ttl = Duration::from_millis(r.settings.slot_ttl_ms);
+    let (org, hold_id) = (caller.org_id, caller.request_id);
+    let upstreams = r.accounts.all();
+    let asks: Vec<SlotAsk<'_>> = ordered
+        .iter()
+        .map(|&i| SlotAsk {
+            account: ids.get(i).copied().unwrap_or_default(),
+            max: upstreams.get(i).map_or(0, |u| u.account.max_concurrency),
+        })
+        .collect();
+    let meta = plan.map(|(p, _)| admit::describe(p)).transpose()?;
+    let ask = plan
+        .zip(meta.as_deref())
+        .map(|((p, ttl_ms), meta)| HoldAsk {
+            org,
+            hold_id,
+            amount: p.amount,
+            ttl_ms,
+            meta,
+        });
+    let admitted = r
+        .calls
+        .admit(&asks, hold_id, slot_ttl, ask)
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "admission lookup failed");
+            GatewayError::StoreUnavailable
+        })?;
+    let open = select::available(ordered, &admitted.cooldowns)?;
+    let held = |reservation: Reservation| {
+        plan.map(|(p, _)| admit::outcome(org, hold_id, p, Ok(reservation)))
+    };
+    match (admitted.taken, admitted.reservation) {
+        (Some(pos), reservation) => {
+            let chosen = *ordered.get(pos).ok_or(GatewayError::Internal)?;
+            let hold = reservation.and_then(held).transpose()?;
+            Ok((open, chosen, hold))
+        }
+        // An account had room but the wallet refused: the store gave the slot back.
+        (None, Some(reservation)) => Err(match held(reservation) {
+            Some(Err(refused)) => refused,
+            // Held without a slot cannot happen: the store takes both or neither.
+            _ => GatewayError::Internal,
+        }),
+        // Every open account is full: wait in the queue, then hold.
+        (None, None) => {
+            let limits = capacity::Limits {
+                slot_ttl,
+                depth: r.settings.queue_depth,
+                max_wait: Duration::from_millis(r.settings.queue_wait_ms),
+            };
+            let pos = capacity::take(r.slots, upstreams, &open, hold_id, r.queue, limits).await?;
+            let chosen = *open.get(pos).ok_or(GatewayError::Internal)?;
+            let Some((p, ttl_ms)) = plan else {
+                return Ok((open, chosen, None));
+            };
+            match admit::reserve(r.wallets, org, hold_id, p, ttl_ms).await {
+                Ok(hold) => Ok((open, chosen, Some(hold))),
+                Err(refused) => {
+                    let id = ids.get(chosen).copied().unwrap_or_default();
+                    capacity::release(r.slots, id, hold_id).await;
+                    Err(refused)
+                }
+            }
+        }
+    }
 }

@@ -170,3 +170,74 @@ async fn simple_work_is_downgraded_only_under_pressure_and_when_allowed() {
             .contains(r#"tollgate_downgrades_total{from="big-model",to="small-model"} 1"#)
     );
 }
+
+/// A call that waited in the queue and then finds its wallet short is refused (402) and gives
+/// back the slot it took: nothing reaches the supplier, nothing stays held, capacity is whole.
+#[tokio::test]
+async fn a_queued_call_refused_by_its_wallet_gives_its_slot_back() {
+    let h = Arc::new(Harness::start().await);
+    let key = h.add_key(2, KeyPermissions::default()).await;
+    let poor = credentials::generate(Kind::CustomerKey, Env::Dev);
+    let record = KeyRecord {
+        key_id: 977,
+        org_id: 77,
+        group_id: 2,
+        permissions: KeyPermissions::default(),
+        rate: Some(RateMultiplier::ONE),
+    };
+    let hash = h.hasher.hash(poor.expose());
+    h.stores.keys.publish(&hash, &record).await.unwrap();
+    h.stores
+        .wallets
+        .load(77, NanoUsd::from_nanos(1))
+        .await
+        .unwrap();
+    let call = |h: Arc<Harness>, key: String, slow: bool| async move {
+        let mut req = h
+            .http
+            .post(h.url("/compat/v1/chat/completions"))
+            .bearer_auth(key)
+            .body(chat("narrow-model", true).to_string());
+        if slow {
+            req = req
+                // A pause before each of the stream's few events: ends well within the queue's
+                // 400 ms wait.
+                .header("x-mock-delay-ms", "30")
+                .header("x-mock-events", "2");
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let bytes = resp.bytes().await.unwrap();
+        let body = serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null);
+        (status, body)
+    };
+    // Two slow streams fill mock-b (max_concurrency = 2); the poor key's call waits for a slot.
+    let mut running = JoinSet::new();
+    for _ in 0..2 {
+        running.spawn(call(h.clone(), key.clone(), true));
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while h.stores.slots.in_use(&["mock-b"]).await.unwrap()[0] < 2 {
+        assert!(Instant::now() < deadline, "the slow calls never started");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (status, body) = call(h.clone(), poor.expose().to_string(), false).await;
+    assert_eq!(status, 402, "{body}");
+    assert_eq!(body["error"]["code"], "insufficient_balance");
+    while let Some(r) = running.join_next().await {
+        assert_eq!(r.unwrap().0, 200);
+    }
+    assert_eq!(
+        h.stores.slots.in_use(&["mock-b"]).await.unwrap(),
+        vec![0],
+        "slot given back"
+    );
+    let wallet = h.stores.wallets.snapshot(77).await.unwrap().unwrap();
+    assert_eq!(wallet.reserved, NanoUsd::ZERO, "nothing held");
+    assert_eq!(wallet.balance, NanoUsd::from_nanos(1), "nothing charged");
+    assert_eq!(
+        h.mock_b.request_count(),
+        2,
+        "the refused call reached no supplier"
+    );
+}
