@@ -331,3 +331,26 @@ fn image_options_and_profiles() {
     ));
     assert_eq!(e.path, "models[0].image_sizes");
 }
+
+#[test]
+fn key_cache_defaults_and_is_bounded() {
+    let with = |extra: &str| {
+        VALID.replace(
+            "[admin]",
+            &format!("[redis]\nurl = \"redis://127.0.0.1:6379\"\n{extra}\n[admin]"),
+        )
+    };
+    let s = parse(&with("")).unwrap();
+    assert_eq!(s.redis.unwrap().key_cache_ms, crate::DEFAULT_KEY_CACHE_MS);
+    assert_eq!(
+        parse(&with("key_cache_ms = 0"))
+            .unwrap()
+            .redis
+            .unwrap()
+            .key_cache_ms,
+        0
+    );
+    let e = error_of(&with("key_cache_ms = 60001"));
+    assert_eq!(e.path, "redis.key_cache_ms");
+    assert!(e.message.contains("60000"), "{}", e.message);
+}

@@ -28,14 +28,27 @@ pub async fn post(
     body: &str,
     headers: &[(&str, &str)],
 ) -> reqwest::Response {
+    post_to(&format!("{}{path}", mock.base_url()), body, headers).await
+}
+
+/// Sends a JSON `body` to `url` with `headers`.
+async fn post_to(url: &str, body: &str, headers: &[(&str, &str)]) -> reqwest::Response {
     let mut req = client()
-        .post(format!("{}{path}", mock.base_url()))
+        .post(url)
         .header("content-type", "application/json")
         .body(body.to_owned());
     for (k, v) in headers {
         req = req.header(*k, *v);
     }
     req.send().await.unwrap()
+}
+
+/// Status, headers and the full body of `resp`.
+async fn whole(resp: reqwest::Response) -> (u16, reqwest::header::HeaderMap, Vec<u8>) {
+    let status = resp.status().as_u16();
+    let h = resp.headers().clone();
+    let bytes = resp.bytes().await.unwrap().to_vec();
+    (status, h, bytes)
 }
 
 /// Sends `body` to `path` and returns status, headers and the full body.
@@ -45,11 +58,7 @@ pub async fn post_full(
     body: &str,
     headers: &[(&str, &str)],
 ) -> (u16, reqwest::header::HeaderMap, Vec<u8>) {
-    let resp = post(mock, path, body, headers).await;
-    let status = resp.status().as_u16();
-    let h = resp.headers().clone();
-    let bytes = resp.bytes().await.unwrap().to_vec();
-    (status, h, bytes)
+    whole(post(mock, path, body, headers).await).await
 }
 
 /// Writes a raw HTTP/1.1 request and reads until EOF or error; returns the
@@ -118,14 +127,7 @@ pub async fn post_root(
     body: &str,
     headers: &[(&str, &str)],
 ) -> reqwest::Response {
-    let mut req = client()
-        .post(format!("{}{path}", mock.root_url()))
-        .header("content-type", "application/json")
-        .body(body.to_owned());
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    req.send().await.unwrap()
+    post_to(&format!("{}{path}", mock.root_url()), body, headers).await
 }
 
 /// Like [`post_root`], returning status, headers and the full body.
@@ -135,11 +137,7 @@ pub async fn post_root_full(
     body: &str,
     headers: &[(&str, &str)],
 ) -> (u16, reqwest::header::HeaderMap, Vec<u8>) {
-    let resp = post_root(mock, path, body, headers).await;
-    let status = resp.status().as_u16();
-    let h = resp.headers().clone();
-    let bytes = resp.bytes().await.unwrap().to_vec();
-    (status, h, bytes)
+    whole(post_root(mock, path, body, headers).await).await
 }
 
 /// `GET http://ADDR{path}`: status, headers and body.
@@ -152,11 +150,7 @@ pub async fn get_root(
     for (k, v) in headers {
         req = req.header(*k, *v);
     }
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    let h = resp.headers().clone();
-    let bytes = resp.bytes().await.unwrap().to_vec();
-    (status, h, bytes)
+    whole(req.send().await.unwrap()).await
 }
 
 /// Reads a streamed body until its end or an error; returns the bytes and
