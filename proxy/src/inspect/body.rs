@@ -37,6 +37,28 @@ pub(crate) async fn read_body(
     if declared.is_some_and(|n| n > max) {
         return Err(GatewayError::BodyTooLarge { limit: max });
     }
+    // A client that waits for `100 Continue` before sending its body (curl does for bodies over
+    // 1 KiB) gets it now that the call is accepted; Pingora does not send it on its own, and the
+    // client would otherwise wait for its own timeout (curl: 1 s). A body refused above never
+    // gets one.
+    let expects_continue = session
+        .req_header()
+        .headers
+        .get(http::header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    if expects_continue {
+        session
+            .as_mut()
+            .write_continue_response()
+            .await
+            .map_err(|e| {
+                tracing::debug!(error = %e, "writing 100 Continue failed");
+                GatewayError::InvalidBody {
+                    message: "the request body could not be read".into(),
+                    param: None,
+                }
+            })?;
+    }
     let mut buf = BytesMut::with_capacity(declared.unwrap_or(0).min(max));
     let mut buffering = false;
     loop {

@@ -405,3 +405,96 @@ async fn bad_input_on_every_route_changes_nothing() {
         .unwrap();
     assert_eq!(resp.status(), 200);
 }
+
+/// The carried Pingora write patch (vendor/README.md) from a raw client's side: a request that
+/// waits for `100 Continue` gets it, its body reaches the supplier whole and the call is charged;
+/// on the same keep-alive connection a stream follows, framed as one chunked body that ends
+/// once, and a third call still works (nothing left buffered between messages).
+#[tokio::test]
+async fn expect_continue_then_a_stream_on_one_connection() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let h = Harness::start().await;
+    let addr = h.base.trim_start_matches("http://").to_string();
+    let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let body = chat("gpt-4o-mini", false).to_string();
+    let head = format!(
+        "POST /compat/v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\ncontent-type: application/json\r\nexpect: 100-continue\r\ncontent-length: {}\r\n\r\n",
+        h.key,
+        body.len()
+    );
+    sock.write_all(head.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf))
+            .await
+            .expect("100 Continue within 5 s")
+            .unwrap();
+        assert!(n > 0, "closed before 100 Continue");
+        got.extend_from_slice(&buf[..n]);
+    }
+    let interim = String::from_utf8_lossy(&got).to_ascii_lowercase();
+    assert!(interim.starts_with("http/1.1 100"), "{interim}");
+    sock.write_all(body.as_bytes()).await.unwrap();
+    let first = read_one_response(&mut sock).await;
+    assert!(first.starts_with("http/1.1 200"), "{first}");
+    assert_eq!(h.mock.request_count(), 1);
+    assert_eq!(h.mock.requests()[0].body, body.as_bytes());
+    assert!(h.usage_event().await.charged_nanos.is_positive());
+
+    let stream_body = chat("gpt-4o-mini", true).to_string();
+    let req = format!(
+        "POST /compat/v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\ncontent-type: application/json\r\nx-mock-events: 20\r\ncontent-length: {}\r\n\r\n{}",
+        h.key,
+        stream_body.len(),
+        stream_body
+    );
+    sock.write_all(req.as_bytes()).await.unwrap();
+    let second = read_one_response(&mut sock).await;
+    assert!(second.starts_with("http/1.1 200"), "{second}");
+    assert!(second.contains("transfer-encoding: chunked"), "{second}");
+    assert_eq!(second.matches("data: [done]").count(), 1, "{second}");
+    assert!(second.ends_with("0\r\n\r\n"), "{second}");
+    assert_eq!(h.mock.requests()[1].body, stream_body.as_bytes());
+    assert!(h.usage_event().await.stream);
+
+    sock.write_all(head.replace("expect: 100-continue\r\n", "").as_bytes())
+        .await
+        .unwrap();
+    sock.write_all(body.as_bytes()).await.unwrap();
+    let third = read_one_response(&mut sock).await;
+    assert!(third.starts_with("http/1.1 200"), "{third}");
+    assert_eq!(h.mock.request_count(), 3);
+}
+
+/// Reads one whole HTTP/1.1 response (content-length or chunked) off a keep-alive socket, lowercased.
+async fn read_one_response(sock: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let text = String::from_utf8_lossy(&got).to_ascii_lowercase();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let (head, rest) = text.split_at(end + 4);
+            let done = if head.contains("transfer-encoding: chunked") {
+                rest.ends_with("0\r\n\r\n")
+            } else {
+                let len = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                rest.len() >= len
+            };
+            if done {
+                return text;
+            }
+        }
+        let n = tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf))
+            .await
+            .expect("the response within 5 s")
+            .unwrap();
+        assert!(n > 0, "closed mid-response: {text}");
+        got.extend_from_slice(&buf[..n]);
+    }
+}
