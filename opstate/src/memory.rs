@@ -51,10 +51,9 @@ struct WalletState {
     pending: NanoUsd,
     /// Holds charged in this incarnation and not yet confirmed: hold id → amount.
     charged: HashMap<String, NanoUsd>,
-    /// Confirmed charges and when: a confirmation redelivered is recognised as a duplicate. An id
-    /// goes when the usage entry that carried it is acknowledged (it cannot be delivered again),
-    /// or at the latest after [`CONFIRMED_RETENTION`]; so the map holds the settler's
-    /// unacknowledged backlog, not every request the process served.
+    /// Confirmed charges and when: a confirmation redelivered within [`CONFIRMED_RETENTION`] is
+    /// recognised as a duplicate; older ids are forgotten, so the map stays bounded by the
+    /// traffic of that window instead of growing with every request the process ever served.
     confirmed: HashMap<String, Instant>,
     /// Size of `confirmed` at which it is next pruned.
     confirmed_prune_at: usize,
@@ -222,23 +221,10 @@ impl UsageStream for MemoryStore {
     }
 
     async fn ack(&self, ids: &[String]) -> StoreResult<()> {
-        let mut done = Vec::with_capacity(ids.len());
-        {
-            let mut u = self.usage()?;
-            for id in ids {
-                if let Some((event, _)) = id.parse::<u64>().ok().and_then(|s| u.entries.remove(&s))
-                {
-                    done.push((event.org_id, event.request_id));
-                }
-            }
-        }
-        // An acknowledged entry is never delivered again, and this stream dies with the process:
-        // its confirmation need not be remembered any longer (the memory stays bounded by the
-        // settler's backlog, not by the traffic of the retention window).
-        let mut w = self.wallets()?;
-        for (org, request_id) in done {
-            if let Some(wallet) = w.get_mut(&org) {
-                wallet.confirmed.remove(&request_id);
+        let mut u = self.usage()?;
+        for id in ids {
+            if let Ok(seq) = id.parse::<u64>() {
+                u.entries.remove(&seq);
             }
         }
         Ok(())
@@ -665,90 +651,5 @@ impl Calls for MemoryStore {
             self.append(&event).await?;
         }
         Ok(settlement)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::usage::Measurement;
-
-    fn event(request_id: &str, org_id: i64) -> UsageEvent {
-        UsageEvent {
-            request_id: request_id.into(),
-            key_id: 1,
-            org_id,
-            group_id: 1,
-            route: "chat_completions".into(),
-            model_requested: "m".into(),
-            model_served: "m".into(),
-            account_id: "a".into(),
-            input_tokens: 1,
-            output_tokens: 1,
-            cached_tokens: 0,
-            measurement: Measurement::Exact,
-            status: 200,
-            stream: false,
-            started_at_ms: 0,
-            latency_ms: 1,
-            ttfb_ms: None,
-            attempts: 1,
-            cost_nanos: NanoUsd::from_nanos(10),
-            charged_nanos: NanoUsd::from_nanos(10),
-            excess_nanos: NanoUsd::from_nanos(0),
-            hold_nanos: NanoUsd::from_nanos(100),
-            project: None,
-            workflow: None,
-            audio_seconds: 0,
-            images: 0,
-            video_seconds: 0,
-            retail_rate: None,
-            wholesale_rate: None,
-            resent: false,
-        }
-    }
-
-    fn confirmed(s: &MemoryStore, org: i64) -> usize {
-        s.wallets().map_or(usize::MAX, |w| w[&org].confirmed.len())
-    }
-
-    /// A confirmed charge is remembered while its usage entry can still be delivered again (a
-    /// redelivery is a duplicate), and forgotten once the entry is acknowledged: the memory holds
-    /// the settler's backlog, not the traffic served.
-    #[tokio::test]
-    async fn confirmations_are_forgotten_when_their_entry_is_acknowledged() -> StoreResult<()> {
-        let s = MemoryStore::new();
-        Wallets::load(&s, 7, NanoUsd::from_nanos(1_000)).await?;
-        for id in ["r1", "r2"] {
-            s.reserve(7, id, NanoUsd::from_nanos(100), 60_000, "")
-                .await?;
-            s.settle(7, id, NanoUsd::from_nanos(10)).await?;
-            s.append(&event(id, 7)).await?;
-        }
-        let entries = s.claim("c", 10, Duration::from_secs(30)).await?;
-        assert_eq!(entries.len(), 2);
-        for id in ["r1", "r2"] {
-            assert_eq!(
-                s.confirm(7, id, NanoUsd::from_nanos(10)).await?,
-                Confirmation::Confirmed
-            );
-        }
-        assert_eq!(
-            s.confirm(7, "r1", NanoUsd::from_nanos(10)).await?,
-            Confirmation::Duplicate
-        );
-        assert_eq!(confirmed(&s, 7), 2);
-        s.ack(&[entries[0].id.clone()]).await?;
-        assert_eq!(confirmed(&s, 7), 1);
-        // The unacknowledged one is still recognised.
-        assert_eq!(
-            s.confirm(7, "r2", NanoUsd::from_nanos(10)).await?,
-            Confirmation::Duplicate
-        );
-        s.ack(&[entries[1].id.clone()]).await?;
-        assert_eq!(confirmed(&s, 7), 0);
-        let pending = s.snapshot(7).await?.map(|w| w.pending);
-        assert_eq!(pending, Some(NanoUsd::from_nanos(0)));
-        Ok(())
     }
 }
