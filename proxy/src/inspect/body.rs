@@ -21,6 +21,15 @@ use serde_json::value::RawValue;
 /// Pingora's retry buffer size (`BODY_BUF_LIMIT`, not configurable in 0.9.1).
 const RETRY_BUFFER_LIMIT: usize = 64 * 1024;
 
+/// The client's body could not be read (or it could not be told to send it): 400, logged at debug.
+fn unreadable(what: &str, e: &pingora::Error) -> GatewayError {
+    tracing::debug!(error = %e, "{what}");
+    GatewayError::InvalidBody {
+        message: "the request body could not be read".into(),
+        param: None,
+    }
+}
+
 /// Reads the whole request body, at most `max` bytes, each read within `idle` (a client that
 /// stops sending gets 408; its connection is not reused).
 pub(crate) async fn read_body(
@@ -51,13 +60,7 @@ pub(crate) async fn read_body(
             .as_mut()
             .write_continue_response()
             .await
-            .map_err(|e| {
-                tracing::debug!(error = %e, "writing 100 Continue failed");
-                GatewayError::InvalidBody {
-                    message: "the request body could not be read".into(),
-                    param: None,
-                }
-            })?;
+            .map_err(|e| unreadable("writing 100 Continue failed", &e))?;
     }
     let mut buf = BytesMut::with_capacity(declared.unwrap_or(0).min(max));
     let mut buffering = false;
@@ -70,13 +73,7 @@ pub(crate) async fn read_body(
         let read = tokio::time::timeout(idle, session.read_request_body()).await;
         let chunk = read
             .map_err(|_| GatewayError::RequestTimeout)?
-            .map_err(|e| {
-                tracing::debug!(error = %e, "reading the request body failed");
-                GatewayError::InvalidBody {
-                    message: "the request body could not be read".into(),
-                    param: None,
-                }
-            })?;
+            .map_err(|e| unreadable("reading the request body failed", &e))?;
         match chunk {
             Some(c) => {
                 if buf.len() + c.len() > max {

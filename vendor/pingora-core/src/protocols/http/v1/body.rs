@@ -38,6 +38,16 @@ const PARTIAL_CHUNK_HEAD_LIMIT: usize = 1024 * 8;
 const TRAILER_SIZE_LIMIT: usize = 1024 * 64;
 
 const LAST_CHUNK: &[u8; 5] = &[b'0', CR, LF, CR, LF];
+
+/// Tollgate patch: a chunk's size line (`{size:X}\r\n`) on the stack, and its length.
+fn chunk_head(size: usize) -> Result<([u8; 18], usize)> {
+    let mut head = [0u8; 18];
+    let mut rest = &mut head[..];
+    std::io::Write::write_fmt(&mut rest, format_args!("{size:X}\r\n"))
+        .or_err(WriteError, "formatting chunk size")?;
+    let len = 18 - rest.len();
+    Ok((head, len))
+}
 const CR: u8 = b'\r';
 const LF: u8 = b'\n';
 const CRLF: &[u8; 2] = &[CR, LF];
@@ -1364,14 +1374,10 @@ impl BodyWriter {
                 (Some(n).filter(|_| written < total), flush && self.finished())
             }
             BM::ChunkedEncoding(written) => {
-                let mut head = [0u8; 18];
-                let head_len = if buf.is_empty() {
-                    0
+                let (head, head_len) = if buf.is_empty() {
+                    ([0u8; 18], 0)
                 } else {
-                    let mut rest = &mut head[..];
-                    std::io::Write::write_fmt(&mut rest, format_args!("{:X}\r\n", buf.len()))
-                        .or_err(WriteError, "formatting chunk size")?;
-                    18 - rest.len()
+                    chunk_head(buf.len())?
                 };
                 let tail: &[u8] = if buf.is_empty() { b"" } else { b"\r\n" };
                 let mut out = Buf::chain(prefix, &head[..head_len])
@@ -1471,13 +1477,7 @@ impl BodyWriter {
                 let chunk_size = buf.len();
 
                 // Tollgate patch: the chunk-size line is formatted on the stack, not allocated.
-                let mut head = [0u8; 18];
-                let head_len = {
-                    let mut rest = &mut head[..];
-                    std::io::Write::write_fmt(&mut rest, format_args!("{:X}\r\n", chunk_size))
-                        .or_err(WriteError, "formatting chunk size")?;
-                    18 - rest.len()
-                };
+                let (head, head_len) = chunk_head(chunk_size)?;
                 let mut output_buf = Buf::chain(&head[..head_len], buf).chain(&b"\r\n"[..]);
                 stream
                     .write_all_buf(&mut output_buf)
