@@ -36,6 +36,8 @@ pub struct Model {
     pub images: i64,
     /// Seconds of video charged (video tasks, priced per second).
     pub video_seconds: i64,
+    /// The wallet mirror was told this charge (the settler confirms each charge once).
+    pub mirror_confirmed: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -15,6 +15,7 @@ mod m20261122_000005_usage_attribution;
 mod m20261122_000006_usage_audio_seconds;
 mod m20261124_000007_usage_images;
 mod m20261124_000008_video_tasks;
+mod m20261125_000009_usage_mirror_confirmed;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -31,6 +32,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000006_usage_audio_seconds::Migration),
             Box::new(m20261124_000007_usage_images::Migration),
             Box::new(m20261124_000008_video_tasks::Migration),
+            Box::new(m20261125_000009_usage_mirror_confirmed::Migration),
         ]
     }
 }

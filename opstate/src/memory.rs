@@ -51,28 +51,78 @@ struct WalletState {
     pending: NanoUsd,
     /// Holds charged in this incarnation and not yet confirmed: hold id → amount.
     charged: HashMap<String, NanoUsd>,
-    /// Confirmed charges and when: a confirmation redelivered within [`CONFIRMED_RETENTION`] is
-    /// recognised as a duplicate; older ids are forgotten, so the map stays bounded by the
-    /// traffic of that window instead of growing with every request the process ever served.
-    confirmed: HashMap<String, Instant>,
-    /// Size of `confirmed` at which it is next pruned.
-    confirmed_prune_at: usize,
+    /// Charges confirmed in the last [`CONFIRMED_RETENTION`] (see [`Confirmed`]).
+    confirmed: Confirmed,
 }
 
-/// How long a confirmed charge's id is remembered. A confirmation is redelivered only when the
-/// settler died between confirming and acknowledging, and the in-memory usage stream dies with the
-/// process, so a few minutes are plenty.
-const CONFIRMED_RETENTION: Duration = Duration::from_secs(600);
+/// How long a confirmed charge's id is remembered. The settler marks each usage record whose
+/// charge it confirmed (`usage_records.mirror_confirmed`) and never confirms a marked one again;
+/// this memory covers only the moment between the confirmation and that mark (a redelivery comes
+/// after the settler's 30 s claim timeout), so a minute is ample, and memory stays bounded by a
+/// minute of traffic instead of growing with every request served.
+const CONFIRMED_RETENTION: Duration = Duration::from_secs(60);
+/// Confirmed ids are kept in buckets of this span, dropped whole once older than the retention.
+const CONFIRMED_BUCKET: Duration = Duration::from_secs(15);
+
+/// Recently confirmed charge ids, as 128-bit keys in time buckets (16 bytes per id, no allocation
+/// per id): a request id (32 hexadecimal digits) is its own key, any other id a 128-bit hash.
+#[derive(Default)]
+struct Confirmed {
+    buckets: std::collections::VecDeque<(Instant, HashSet<u128>)>,
+}
+
+impl Confirmed {
+    /// Records a confirmed charge; `false` when it was confirmed within the retention.
+    fn insert(&mut self, hold_id: &str, now: Instant) -> bool {
+        while self
+            .buckets
+            .front()
+            .is_some_and(|(start, _)| now.duration_since(*start) >= CONFIRMED_RETENTION + CONFIRMED_BUCKET)
+        {
+            self.buckets.pop_front();
+        }
+        let key = confirmed_key(hold_id);
+        if self.buckets.iter().any(|(_, ids)| ids.contains(&key)) {
+            return false;
+        }
+        match self.buckets.back_mut() {
+            Some((start, ids)) if now.duration_since(*start) < CONFIRMED_BUCKET => {
+                ids.insert(key);
+            }
+            _ => self.buckets.push_back((now, HashSet::from([key]))),
+        }
+        true
+    }
+
+    /// Ids remembered now.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.buckets.iter().map(|(_, ids)| ids.len()).sum()
+    }
+}
+
+/// The 128-bit key of a hold id.
+fn confirmed_key(hold_id: &str) -> u128 {
+    if hold_id.len() == 32
+        && let Ok(key) = u128::from_str_radix(hold_id, 16)
+    {
+        return key;
+    }
+    use std::hash::{BuildHasher, Hasher};
+    let half = |seed: u64| {
+        let mut h = std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+            .build_hasher();
+        h.write_u64(seed);
+        h.write(hold_id.as_bytes());
+        h.finish()
+    };
+    (u128::from(half(0x5157)) << 64) | u128::from(half(0x7a11))
+}
 
 impl WalletState {
-    /// Records a confirmed charge; `false` when it was confirmed before.
+    /// Records a confirmed charge; `false` when it was confirmed before (within the retention).
     fn remember_confirmed(&mut self, hold_id: &str, now: Instant) -> bool {
-        if self.confirmed.len() >= self.confirmed_prune_at.max(1024) {
-            self.confirmed
-                .retain(|_, at| now.duration_since(*at) < CONFIRMED_RETENTION);
-            self.confirmed_prune_at = self.confirmed.len() * 2;
-        }
-        self.confirmed.insert(hold_id.to_string(), now).is_none()
+        self.confirmed.insert(hold_id, now)
     }
 }
 
@@ -651,5 +701,46 @@ impl Calls for MemoryStore {
             self.append(&event).await?;
         }
         Ok(settlement)
+    }
+}
+
+#[cfg(test)]
+mod confirmed_tests {
+    use super::{CONFIRMED_BUCKET, CONFIRMED_RETENTION, Confirmed, confirmed_key};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn remembers_for_the_retention_then_forgets_whole_buckets() {
+        let mut c = Confirmed::default();
+        let t0 = Instant::now();
+        let id = "0193a4b2c3d4e5f60718293a4b5c6d7e";
+        assert!(c.insert(id, t0));
+        assert!(!c.insert(id, t0 + Duration::from_secs(1)), "a duplicate");
+        assert!(
+            !c.insert(id, t0 + CONFIRMED_RETENTION),
+            "still remembered at the retention"
+        );
+        // A steady flow: memory holds about a retention's worth of ids, never more.
+        for i in 0..10_000u64 {
+            let at = t0 + Duration::from_millis(i * 30);
+            assert!(c.insert(&format!("{i:032x}"), at));
+        }
+        let per_second = 1_000 / 30;
+        let most = (CONFIRMED_RETENTION + CONFIRMED_BUCKET * 2).as_secs() as usize * per_second;
+        assert!(c.len() <= most, "{} ids kept", c.len());
+        assert!(
+            c.insert(id, t0 + Duration::from_secs(300)),
+            "forgotten after the retention"
+        );
+    }
+
+    #[test]
+    fn request_ids_are_their_own_keys_and_other_ids_are_hashed() {
+        assert_eq!(
+            confirmed_key("0000000000000000000000000000002a"),
+            42
+        );
+        assert_ne!(confirmed_key("hold-1"), confirmed_key("hold-2"));
+        assert_eq!(confirmed_key("hold-1"), confirmed_key("hold-1"));
     }
 }

@@ -70,7 +70,11 @@ impl Shared {
             Environment::Production => Env::Live,
             Environment::Development => Env::Dev,
         };
-        let recent = RecentEvents::with_spool(spool(&settings));
+        let recent = match settings.redis {
+            Some(_) => RecentEvents::with_spool(spool(&settings)),
+            // The in-memory store cannot lose events while this process lives.
+            None => RecentEvents::with_spool(spool(&settings)).without_memory(),
+        };
         let key_cache = settings
             .redis
             .as_ref()

@@ -127,15 +127,17 @@ async fn settle_batch<'a>(
     use std::collections::{BTreeMap, HashMap, HashSet};
     let txn = begin(&state.db).await?;
     let ids: Vec<&str> = events.iter().map(|e| e.request_id.as_str()).collect();
-    let recorded: HashMap<String, i64> = usage_records::Entity::find()
+    let recorded: HashMap<String, (i64, bool)> = usage_records::Entity::find()
         .select_only()
         .column(usage_records::Column::RequestId)
         .column(usage_records::Column::ChargedNanos)
+        .column(usage_records::Column::MirrorConfirmed)
         .filter(usage_records::Column::RequestId.is_in(ids))
-        .into_tuple::<(String, i64)>()
+        .into_tuple::<(String, i64, bool)>()
         .all(&txn)
         .await?
         .into_iter()
+        .map(|(id, charged, confirmed)| (id, (charged, confirmed)))
         .collect();
     let mut confirmations = Vec::with_capacity(events.len());
     let mut seen = HashSet::new();
@@ -144,11 +146,12 @@ async fn settle_batch<'a>(
     let mut wallets: HashMap<i64, NanoUsd> = HashMap::new();
     let mut spent: HashMap<i64, NanoUsd> = HashMap::new();
     for &e in events {
-        if let Some(&charged) = recorded.get(&e.request_id) {
-            // Settled before (a redelivery): the mirror may still need the confirmation, unless
-            // the event was re-sent after the store lost its data (the mirror was reloaded from
-            // the ledger, which has the charge).
-            if !e.resent {
+        if let Some(&(charged, mirror_confirmed)) = recorded.get(&e.request_id) {
+            // Settled before (a redelivery, or a second event of one request: its gateway and the
+            // reconciler): the mirror still needs the confirmation only when the settler that
+            // booked it could not mark it told, and never for an event re-sent after the store
+            // lost its data (the mirror was reloaded from the ledger, which has the charge).
+            if !mirror_confirmed && !e.resent {
                 confirmations.push((e, NanoUsd::from_nanos(charged)));
             }
             continue;
@@ -315,6 +318,7 @@ fn record(
         audio_seconds: Set(i64::try_from(e.audio_seconds).unwrap_or(i64::MAX)),
         images: Set(i64::try_from(e.images).unwrap_or(i64::MAX)),
         video_seconds: Set(i64::try_from(e.video_seconds).unwrap_or(i64::MAX)),
+        mirror_confirmed: Set(false),
         ..Default::default()
     }
 }
@@ -414,16 +418,23 @@ async fn book_partner_usage_batch(
     Ok(())
 }
 
-/// Tells the wallet mirrors the ledger now has these charges (one round trip for the batch).
+/// Tells the wallet mirrors the ledger now has these charges (one round trip for the batch), then
+/// marks their records told (`mirror_confirmed`, one statement per chunk), so a redelivered or
+/// duplicate event of the same request is never confirmed twice. Between the two steps the
+/// mirror's own short memory of confirmations (`opstate`) covers a redelivery.
 async fn confirm(
     state: &AppState,
     confirmations: &[(&UsageEvent, NanoUsd)],
 ) -> Result<(), SettleError> {
+    use sea_orm::{ColumnTrait, QueryFilter, sea_query::Expr};
     let charges: Vec<(&UsageEvent, (i64, &str, NanoUsd))> = confirmations
         .iter()
         .filter(|(_, charged)| charged.is_positive())
         .map(|(e, charged)| (*e, (e.org_id, e.request_id.as_str(), *charged)))
         .collect();
+    if charges.is_empty() {
+        return Ok(());
+    }
     let asks: Vec<(i64, &str, NanoUsd)> = charges.iter().map(|(_, c)| *c).collect();
     let outcomes = state.stores.wallets.confirm_many(&asks).await?;
     for ((e, _), outcome) in charges.iter().zip(outcomes) {
@@ -431,6 +442,14 @@ async fn confirm(
             // No mirror: it is rebuilt from the ledger, which now has the charge.
             state.wallet_stale(e.org_id);
         }
+    }
+    let ids: Vec<&str> = asks.iter().map(|(_, id, _)| *id).collect();
+    for chunk in ids.chunks(500) {
+        usage_records::Entity::update_many()
+            .col_expr(usage_records::Column::MirrorConfirmed, Expr::value(true))
+            .filter(usage_records::Column::RequestId.is_in(chunk.iter().copied()))
+            .exec(&state.db)
+            .await?;
     }
     Ok(())
 }

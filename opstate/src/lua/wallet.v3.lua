@@ -1,6 +1,8 @@
 -- wallet v3: every wallet operation, one atomic script. (v2: confirmed charges moved from the
 -- adjusted set, where they were never removed, to a sorted set pruned after ten minutes. v3: the
--- 'extend' operation moves an open hold's deadline, for calls that outlive it.)
+-- 'extend' operation moves an open hold's deadline, for calls that outlive it. v3.1: confirmed
+-- charges are remembered two minutes instead of ten, since the settler marks each usage record
+-- whose charge it confirmed and never confirms a marked one again.)
 -- KEYS[1] = wallet hash {prefix}{org:N}:wallet  (fields: balance, reserved)
 -- KEYS[2] = holds hash  {prefix}{org:N}:holds   (hold id -> "amount:deadline_ms")
 -- KEYS[3] = applied adjustment references {prefix}{org:N}:adjusted (set); settled hold ids are
@@ -13,9 +15,10 @@
 -- ARGV[1] = operation; further ARGV per operation. Amounts are integer nano-USD (exact below 2^53).
 local op = ARGV[1]
 -- now_ms, num and s come from hold.lua, prepended (with the reserve and settle rules).
--- A confirmation is redelivered within about 30 s (a settler died between confirming and
--- acknowledging); ten minutes is ample, and keeps the set bounded by ten minutes of traffic.
-local CONFIRMED_MS = 600000
+-- A confirmation can only come twice between the settler's confirmation and its mark on the usage
+-- record (a redelivery comes after the 30 s claim timeout); two minutes is ample, and keeps the set
+-- bounded by two minutes of traffic.
+local CONFIRMED_MS = 120000
 
 if op == 'load' then
   redis.call('HSET', KEYS[1], 'balance', ARGV[2])

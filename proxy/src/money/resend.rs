@@ -38,6 +38,9 @@ pub(crate) const CHECK: Duration = Duration::from_secs(1);
 pub(crate) struct RecentEvents {
     events: Mutex<VecDeque<(Instant, UsageEvent)>>,
     spool: Option<Spool>,
+    /// Nothing kept in memory: the store is this process's own memory, which cannot lose its
+    /// data while the process lives (the spool, if any, still covers a restart).
+    memory_off: bool,
 }
 
 impl RecentEvents {
@@ -46,7 +49,14 @@ impl RecentEvents {
         RecentEvents {
             events: Mutex::default(),
             spool,
+            memory_off: false,
         }
+    }
+
+    /// The same, keeping nothing in memory (an in-memory store: see `memory_off`).
+    pub fn without_memory(mut self) -> RecentEvents {
+        self.memory_off = true;
+        self
     }
 
     /// Keeps `event` (an event just appended) for a possible re-send.
@@ -56,6 +66,9 @@ impl RecentEvents {
         };
         if let Some(spool) = &self.spool {
             spool.write(&event);
+        }
+        if self.memory_off {
+            return;
         }
         let Ok(mut q) = self.events.lock() else {
             return;
