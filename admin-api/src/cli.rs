@@ -229,3 +229,14 @@ pub async fn billing_token(state: &AppState, action: &str, org_id: i64) -> Resul
         other => Err(format!("unknown billing-token action {other:?}")),
     }
 }
+
+/// `invitation revoke|reissue --customer ID` (see `services::invitations::revoke_or_reissue`).
+pub async fn invitation(state: &AppState, action: &str, customer_id: i64) -> Result<Value, String> {
+    let reissue = match action {
+        "revoke" => false,
+        "reissue" => true,
+        other => return Err(format!("unknown invitation action {other:?}")),
+    };
+    let done = crate::services::invitations::revoke_or_reissue(state, customer_id, reissue).await?;
+    serde_json::to_value(done).map_err(|e| e.to_string())
+}

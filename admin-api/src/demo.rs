@@ -71,6 +71,8 @@ pub async fn demo_key(
             group_id,
             name: "quickstart",
             permissions: KeyPermissions::default(),
+            expires_at: None,
+            limits: opstate::KeyLimits::default(),
         },
     )
     .await?;

@@ -95,6 +95,9 @@ pub enum ApiError {
     Internal,
     #[error("a dependency is unavailable; retry shortly")]
     Unavailable,
+    /// The payment provider could not be reached or refused the call (nothing was stored).
+    #[error("the payment provider is unavailable; retry shortly ({0})")]
+    PaymentProvider(String),
 }
 
 fn usd(n: NanoUsd) -> Value {
@@ -291,6 +294,11 @@ impl ApiError {
             Unavailable => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 Some("SERVICE_UNAVAILABLE"),
+                none,
+            ),
+            PaymentProvider(_) => (
+                StatusCode::BAD_GATEWAY,
+                Some("PAYMENT_PROVIDER_UNAVAILABLE"),
                 none,
             ),
         }

@@ -10,7 +10,7 @@ use credentials::{Env, KeyHasher, Kind, Secret};
 use entities::customer_api_keys;
 use entities::status::KeyStatus;
 use money::RateMultiplier;
-use opstate::{KeyDirectory, KeyPermissions, KeyRecord, StoreError};
+use opstate::{KeyDirectory, KeyLimits, KeyPermissions, KeyRecord, StoreError};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set,
 };
@@ -68,6 +68,11 @@ pub fn record_of(row: &customer_api_keys::Model, rate: Option<RateMultiplier>) -
             anthropic: row.allow_anthropic,
         },
         rate,
+        expires_at: row.expires_at.map(|t| t.timestamp()),
+        limits: KeyLimits {
+            max_concurrency: row.max_concurrency.and_then(|n| u32::try_from(n).ok()),
+            requests_per_minute: row.requests_per_minute.and_then(|n| u32::try_from(n).ok()),
+        },
     }
 }
 
@@ -77,6 +82,10 @@ pub struct NewKey<'a> {
     pub group_id: i64,
     pub name: &'a str,
     pub permissions: KeyPermissions,
+    /// When the key stops authenticating (`None`: never).
+    pub expires_at: Option<chrono::DateTime<Utc>>,
+    /// The key's own limits (each at most its group's default).
+    pub limits: KeyLimits,
 }
 
 /// Inserts an active key row for an organization and returns it with its secret. Publishing it
@@ -100,6 +109,15 @@ pub async fn insert_key(
         allow_anthropic: Set(new.permissions.anthropic),
         created_at: Set(Utc::now()),
         disabled_at: Set(None),
+        expires_at: Set(new.expires_at),
+        max_concurrency: Set(new
+            .limits
+            .max_concurrency
+            .and_then(|n| i32::try_from(n).ok())),
+        requests_per_minute: Set(new
+            .limits
+            .requests_per_minute
+            .and_then(|n| i32::try_from(n).ok())),
         ..Default::default()
     }
     .insert(db)

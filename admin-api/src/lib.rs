@@ -8,7 +8,8 @@
 //! - [`dto`]: the wire types (also the OpenAPI schemas), never entity models;
 //! - [`workers`]: the settler, the reconciler and the key-directory keeper;
 //! - neutral pieces every layer shares: [`caller`] (who calls), [`auth`] (presented tokens),
-//!   [`db`] (connections and write transactions), [`ledger`], [`keys`], [`pricing`], [`error`].
+//!   [`db`] (connections and write transactions), [`ledger`], [`keys`], [`pricing`], [`error`];
+//! - [`payments`]: Stripe Checkout (partner top-ups) and its webhook signatures.
 
 pub mod auth;
 pub mod caller;
@@ -23,6 +24,7 @@ pub mod ledger;
 pub mod mail;
 pub mod openapi;
 pub mod partner;
+pub mod payments;
 pub mod pricing;
 pub mod services;
 pub mod state;

@@ -21,6 +21,8 @@ pub struct AppState {
     pub stale_directory: Arc<std::sync::atomic::AtomicBool>,
     /// Organizations whose wallet mirror must be reloaded from the ledger at the next tick.
     pub stale_wallets: Arc<std::sync::Mutex<std::collections::BTreeSet<i64>>>,
+    /// Stripe, when `[payments] provider = "stripe"` (partner top-ups through Checkout).
+    pub stripe: Option<crate::payments::StripeClient>,
 }
 
 impl AppState {
@@ -35,7 +37,15 @@ impl AppState {
             .await
             .map_err(|e| format!("migrations: {e}"))?;
         let mailer = Mailer::from_settings(&settings.mail).map_err(|e| e.to_string())?;
-        Ok(AppState::new(conn, stores, settings, mailer))
+        let stripe = settings
+            .payments
+            .stripe
+            .as_ref()
+            .map(crate::payments::StripeClient::new)
+            .transpose()?;
+        let mut state = AppState::new(conn, stores, settings, mailer);
+        state.stripe = stripe;
+        Ok(state)
     }
 
     pub fn new(
@@ -53,6 +63,7 @@ impl AppState {
             mailer: Arc::new(mailer),
             stale_directory: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             stale_wallets: Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new())),
+            stripe: None,
         }
     }
 

@@ -99,6 +99,9 @@ pub struct App {
     stop_rx: watch::Receiver<bool>,
     /// The video task book (the ledger database) the gateway reads and writes.
     video_tasks: Option<proxy::video::TaskBook>,
+    /// The gateway, built on first use: the one instance that serves, reports readiness and
+    /// reloads.
+    gateway: Option<Gateway>,
 }
 
 impl App {
@@ -192,6 +195,7 @@ impl App {
             stop: Stop(Arc::new(stop_tx)),
             stop_rx,
             video_tasks,
+            gateway: None,
         })
     }
 
@@ -220,14 +224,19 @@ impl App {
         self.stop.clone()
     }
 
-    /// The gateway over this deployment's stores, forwarding admin routes to admin-api.
-    fn gateway(&self) -> Gateway {
+    /// The gateway over this deployment's stores, forwarding admin routes to admin-api (built
+    /// once; every caller gets the same instance).
+    fn gateway(&mut self) -> Gateway {
+        if let Some(gateway) = &self.gateway {
+            return gateway.clone();
+        }
         let (settings, stores) = (self.settings.clone(), self.stores.clone());
         let gateway =
             Gateway::with_admin(settings, stores, self.metrics.clone(), self.addresses.admin);
         if let Some(book) = &self.video_tasks {
             gateway.set_video_tasks(book.clone());
         }
+        self.gateway = Some(gateway.clone());
         gateway
     }
 
@@ -242,9 +251,9 @@ impl App {
             });
         }
         if let Some(listener) = self.metrics_listener.take() {
-            let (metrics, stop) = (self.metrics.clone(), self.stop_rx.clone());
+            let (gateway, stop) = (self.gateway(), self.stop_rx.clone());
             self.tasks
-                .spawn(proxy::serve_metrics(listener, metrics, stop));
+                .spawn(proxy::serve_metrics(listener, gateway, stop));
         }
     }
 

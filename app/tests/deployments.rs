@@ -37,6 +37,15 @@ fn config_builder(mock_url: &str, dead_url: &str) -> TestConfig {
 /// A distributed deployment's configuration: proxies on Redis at `port`, holds of 1 s, a fast
 /// reconciler; admin-api (on port 0) in the test process.
 fn redis_deployment(redis_url: &str, prefix: &str, port: u16, mock_url: &str) -> String {
+    redis_deployment_builder(redis_url, prefix, port, mock_url).toml()
+}
+
+fn redis_deployment_builder(
+    redis_url: &str,
+    prefix: &str,
+    port: u16,
+    mock_url: &str,
+) -> TestConfig {
     TestConfig::embedded()
         .set("server", "listen", format!("127.0.0.1:{port}"))
         .set("admin", "embedded", false)
@@ -48,7 +57,6 @@ fn redis_deployment(redis_url: &str, prefix: &str, port: u16, mock_url: &str) ->
         .model(Model::gpt_4o_mini())
         .account(Account::openai("mock", mock_url, &["gpt-4o-mini"]).max_concurrency(1000))
         .group(Group::new(1, &["gpt-4o-mini"]))
-        .toml()
 }
 
 const NANOS: i64 = 1_000_000_000;
@@ -121,6 +129,45 @@ fn check_config(text: &str, env: &[(&str, &str)]) -> (i32, String, String) {
     )
 }
 
+/// `proxy --print-default-config` prints the example configuration, which `--check` accepts once
+/// its secrets are in the environment.
+#[test]
+fn print_default_config_prints_a_valid_complete_example() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_proxy"))
+        .arg("--print-default-config")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let printed = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(printed, include_str!("../../conf/example.toml"));
+    for key in [
+        "max_in_flight",
+        "health_recovery_ms",
+        "key_max_concurrency",
+        "queue_wait_ms",
+    ] {
+        assert!(printed.contains(key), "{key}");
+    }
+    let (code, _, stderr) = check_config(
+        &printed,
+        &[
+            ("DATABASE_URL", "postgres://postgres@127.0.0.1/test"),
+            ("REDIS_URL", "redis://127.0.0.1:6379"),
+            ("TOLLGATE_KEY_PEPPER", "a-long-enough-pepper"),
+            ("OPENAI_KEY_PRIMARY", "sk-1"),
+            ("OPENAI_KEY_SECONDARY", "sk-2"),
+            ("GEMINI_KEY", "g-1"),
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    // Without --config and without --print-default-config: a usage error.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_proxy"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--config"));
+}
+
 #[test]
 fn check_flag_validates_and_names_the_bad_key() {
     let good = config("http://127.0.0.1:9/v1", "http://127.0.0.1:8/v1");
@@ -156,6 +203,7 @@ fn check_flag_validates_and_names_the_bad_key() {
             ("TOLLGATE_KEY_PEPPER", "a-long-enough-pepper"),
             ("OPENAI_KEY_PRIMARY", "sk-1"),
             ("OPENAI_KEY_SECONDARY", "sk-2"),
+            ("GEMINI_KEY", "g-1"),
         ],
     );
     assert_eq!(code, 0, "{stderr}");
@@ -854,4 +902,210 @@ async fn a_re_sent_event_already_booked_changes_nothing() {
         book,
         "the ledger is not debited a second time"
     );
+}
+
+async fn get_json(url: &str) -> (u16, Value) {
+    let resp = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .get(url)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap())
+}
+
+/// Health on the metrics listener of a real `proxy` process: `/healthz` while it answers,
+/// `/readyz` 200 when it can serve, and 503 naming the failing check while the key directory of
+/// a proxy on Redis has not been loaded by admin-api.
+#[tokio::test]
+async fn health_and_readiness_on_the_metrics_listener() {
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let (port, metrics) = (free_port(), free_port());
+    let text = config_builder(&mock.base_url(), "http://127.0.0.1:9")
+        .set("server", "listen", format!("127.0.0.1:{port}"))
+        .set("metrics", "listen", format!("127.0.0.1:{metrics}"))
+        .toml();
+    let _proxy = spawn_proxy(&text, port, "health").await;
+    let base = format!("http://127.0.0.1:{metrics}");
+    let (status, body) = get_json(&format!("{base}/healthz")).await;
+    assert_eq!((status, &body["status"]), (200, &json!("ok")), "{body}");
+    let (status, body) = get_json(&format!("{base}/readyz")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "ready");
+    assert_eq!(body["checks"]["key_directory"], "loaded");
+    assert_eq!(body["checks"]["operational_store"], "reachable");
+    assert_eq!(body["checks"]["database"], "reachable");
+    assert_eq!(body["checks"]["configuration"]["state"], "valid");
+
+    let Some(redis_url) = testkit::redis_url() else {
+        eprintln!("REDIS_URL not set: the not-ready half skipped");
+        return;
+    };
+    // A proxy on a Redis whose key directory nobody loaded yet: not ready, and says why.
+    let prefix = format!("health:{}:{}:", std::process::id(), uuid_like());
+    let (port, metrics) = (free_port(), free_port());
+    let text = redis_deployment_builder(&redis_url, &prefix, port, &mock.base_url())
+        .set("metrics", "listen", format!("127.0.0.1:{metrics}"))
+        .toml();
+    let _fleet_proxy = spawn_proxy(&text, port, "health-redis").await;
+    let base = format!("http://127.0.0.1:{metrics}");
+    let (status, body) = get_json(&format!("{base}/healthz")).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = get_json(&format!("{base}/readyz")).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["status"], "not_ready");
+    assert_eq!(body["checks"]["key_directory"], "not_loaded");
+    assert_eq!(body["checks"]["operational_store"], "reachable");
+    // admin-api's keeper loads it: ready.
+    let stores = Stores::redis(&redis_url, &prefix).await.unwrap();
+    stores.keys.load(&[]).await.unwrap();
+    let (status, body) = get_json(&format!("{base}/readyz")).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+/// The invitation link of the mail in `outbox` (a directory of `.eml` files) whose text contains
+/// `marker`, its quoted-printable soft line breaks unfolded.
+fn invite_path(outbox: &std::path::Path, marker: &str) -> String {
+    let text = std::fs::read_dir(outbox)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .map(|t| t.replace("=\r\n", "").replace("=\n", ""))
+        .find(|t| t.contains(marker))
+        .expect("a mail");
+    let start = text.find("/invitations/").expect("a link");
+    text[start..].split_whitespace().next().unwrap().to_string()
+}
+
+/// Invitations revoked and re-issued by the operator's `admin-api invitation` command, seen over
+/// HTTP: a revoked link stops working and the customer reads `revoked`; a re-issued one is mailed,
+/// the old one stays dead, the new one activates; an active customer has nothing to re-issue.
+#[tokio::test]
+async fn operator_revokes_and_reissues_an_invitation() {
+    let dir = testkit::temp_dir("invitations");
+    let db = format!("sqlite://{}?mode=rwc", dir.join("ledger.db").display());
+    let outbox = dir.join("outbox");
+    let config = config_builder("http://127.0.0.1:9/v1", "http://127.0.0.1:8/v1")
+        .database(&db)
+        .set("mail", "outbox_dir", outbox.display().to_string());
+    let path = dir.join("config.toml");
+    std::fs::write(&path, config.toml()).unwrap();
+    let app = App::build(config.settings(), Role::Proxy).await.unwrap();
+    let state = app.admin_state().unwrap().clone();
+    let running = app.start();
+    let base = running.base_url().unwrap();
+    let partner = admin_api::cli::partner_create(
+        &state,
+        admin_api::cli::NewPartner::parse("Acme", "1.0", "100", "owner", &["partner:write".into()])
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let token = partner["token"].as_str().unwrap().to_string();
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let created: Value = http
+        .put(format!("{base}/partner/v1/customers/by-external-id/inv-1"))
+        .bearer_auth(&token)
+        .header("idempotency-key", "inv-create")
+        .json(
+            &json!({"name": "Initech", "contact_email": "bob@initech.example",
+            "initial_allocation_usd": 0, "retail_rate_multiplier": 1}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["data"]["customer"]["id"].as_i64().unwrap();
+    let first = invite_path(&outbox, "created the organization");
+    let operator = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_admin-api"))
+            .arg("--config")
+            .arg(&path)
+            .args(args)
+            .env_remove("DATABASE_URL")
+            .env_remove("TOLLGATE_DATABASE_URL")
+            .env_remove("TOLLGATE_REDIS_URL")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let customer = async |id: i64| -> Value {
+        http.get(format!("{base}/partner/v1/customers/{id}"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()
+    };
+    let accept = async |path: &str| -> u16 {
+        http.post(format!("{base}{path}/accept"))
+            .json(&json!({"email": "bob@initech.example"}))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+
+    let id_arg = id.to_string();
+    let (code, out, err) = operator(&["invitation", "revoke", "--customer", &id_arg]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out["revoked_invitations"], 1, "{out}");
+    assert_eq!(out["invitation_status"], "revoked");
+    let read = customer(id).await;
+    assert_eq!(
+        read["data"]["activation"]["invitation_status"], "revoked",
+        "{read}"
+    );
+    assert!(
+        read["data"]["activation_hint"]
+            .as_str()
+            .unwrap()
+            .contains("revoked")
+    );
+    let page = http.get(format!("{base}{first}")).send().await.unwrap();
+    assert_eq!(page.status(), 410);
+    assert!(page.text().await.unwrap().contains("revoked"));
+    assert_ne!(
+        accept(&first).await,
+        200,
+        "a revoked link does not activate"
+    );
+
+    let (code, out, err) = operator(&["invitation", "reissue", "--customer", &id_arg]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        (out["invitation_status"].as_str(), out["email"].as_str()),
+        (Some("pending"), Some("sent")),
+        "{out}"
+    );
+    let second = invite_path(&outbox, "A new invitation");
+    assert_ne!(second, first);
+    assert!(out["invite_url"].as_str().unwrap().ends_with(&second));
+    assert_eq!(
+        customer(id).await["data"]["activation"]["invitation_status"],
+        "pending"
+    );
+    assert_ne!(accept(&first).await, 200, "the old link stays dead");
+    assert_eq!(accept(&second).await, 200);
+    assert_eq!(customer(id).await["data"]["status"], "active");
+
+    // Nothing to do for an active customer, or an unknown one: exit 1 and a message.
+    let (code, _, err) = operator(&["invitation", "reissue", "--customer", &id_arg]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("active"), "{err}");
+    let (code, _, err) = operator(&["invitation", "revoke", "--customer", "999999"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("no such customer"), "{err}");
+    running.stop().await.unwrap();
 }

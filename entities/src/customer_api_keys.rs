@@ -21,6 +21,12 @@ pub struct Model {
     pub allow_anthropic: bool,
     pub created_at: DateTimeUtc,
     pub disabled_at: Option<DateTimeUtc>,
+    /// After this instant the key no longer authenticates (`None`: never expires).
+    pub expires_at: Option<DateTimeUtc>,
+    /// Calls of this key in flight at most (`None`: its group's default).
+    pub max_concurrency: Option<i32>,
+    /// Calls of this key admitted per minute at most (`None`: its group's default).
+    pub requests_per_minute: Option<i32>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

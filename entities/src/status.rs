@@ -73,6 +73,12 @@ pub enum TopUpStatus {
     Open,
     #[sea_orm(string_value = "paid")]
     Paid,
+    /// The provider's session expired unpaid.
+    #[sea_orm(string_value = "expired")]
+    Expired,
+    /// The provider reported the (delayed) payment failed.
+    #[sea_orm(string_value = "failed")]
+    Failed,
 }
 
 /// `customer_groups.status`.

@@ -11,10 +11,14 @@ pub struct Model {
     #[sea_orm(unique)]
     pub token_hash: String,
     pub amount_nanos: i64,
-    /// `open` or `paid`.
+    /// `open`, then `paid`, `expired` or `failed` (final).
     pub status: crate::status::TopUpStatus,
     pub created_at: DateTimeUtc,
     pub paid_at: Option<DateTimeUtc>,
+    /// `stripe` when a payment provider hosts the payment; `None`: the operator settles it.
+    pub provider: Option<String>,
+    /// The provider's session id (Stripe: `cs_…`), unique.
+    pub provider_session_id: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -16,6 +16,8 @@ mod m20261122_000006_usage_audio_seconds;
 mod m20261124_000007_usage_images;
 mod m20261124_000008_video_tasks;
 mod m20261125_000009_usage_mirror_confirmed;
+mod m20261125_000010_key_expiry_and_limits;
+mod m20261125_000011_top_up_payments;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -33,6 +35,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000007_usage_images::Migration),
             Box::new(m20261124_000008_video_tasks::Migration),
             Box::new(m20261125_000009_usage_mirror_confirmed::Migration),
+            Box::new(m20261125_000010_key_expiry_and_limits::Migration),
+            Box::new(m20261125_000011_top_up_payments::Migration),
         ]
     }
 }

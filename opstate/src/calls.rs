@@ -5,8 +5,15 @@
 //!
 //! Each is what [`crate::Cooldowns`], [`crate::Slots`], [`crate::Wallets`] and
 //! [`crate::UsageStream`] do one by one, with the same rules; the Redis backend runs each as one
-//! versioned script (`admit.v1`, `finish.v1`), so a call costs two round trips to the store
+//! versioned script (`admit.v2`, `finish.v2`), so a call costs two round trips to the store
 //! instead of seven.
+//!
+//! Admission also checks the call's limits besides its account's capacity ([`Limits`]): gates
+//! (calls in flight under a name, across every proxy: the deployment's global limit, a key's
+//! concurrency) and one per-minute counter (a key's requests per minute). A call over any of them
+//! takes nothing ([`Admitted::limited`] says which); an admitted call holds a slot in each gate
+//! (given back by [`Calls::finish`], expiring after the slot TTL like account slots) and counts
+//! once in the minute it was admitted.
 
 use crate::cooldowns::Cooldown;
 use crate::error::StoreResult;
@@ -23,6 +30,40 @@ pub struct SlotAsk<'a> {
     /// Its live slots at most (`max_concurrency`).
     pub max: u32,
 }
+
+/// A gate a call must fit under: at most `max` calls in flight under the name `gate`.
+#[derive(Debug, Clone, Copy)]
+pub struct GateAsk<'a> {
+    pub gate: &'a str,
+    pub max: u32,
+}
+
+/// A per-minute limit a call must fit under: at most `limit` calls admitted under the name
+/// `counter` in the current minute (fixed windows on the store's clock).
+#[derive(Debug, Clone, Copy)]
+pub struct RateAsk<'a> {
+    pub counter: &'a str,
+    pub limit: u32,
+}
+
+/// The limits of a call besides its account's capacity.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits<'a> {
+    pub gates: &'a [GateAsk<'a>],
+    pub per_minute: Option<RateAsk<'a>>,
+}
+
+/// Which limit refused a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limited {
+    /// The gate at this index of [`Limits::gates`] is full.
+    Gate(usize),
+    /// The per-minute limit is reached; the minute ends in `resets_in`.
+    PerMinute { resets_in: Duration },
+}
+
+/// The length of a per-minute window.
+pub const MINUTE: Duration = Duration::from_secs(60);
 
 /// A hold to open with the slot.
 #[derive(Debug, Clone, Copy)]
@@ -46,6 +87,9 @@ pub struct Admitted {
     /// The hold's outcome: `None` when no hold was asked or no account had room (nothing was
     /// asked of the wallet).
     pub reservation: Option<Reservation>,
+    /// The limit that refused the call, when one did: then nothing was taken (no gate, account
+    /// slot or hold) and `taken` and `reservation` are `None`.
+    pub limited: Option<Limited>,
 }
 
 /// The end of a call.
@@ -53,6 +97,8 @@ pub struct Admitted {
 pub struct Finish<'a> {
     /// The slot to give back: (account, slot id).
     pub slot: Option<(&'a str, &'a str)>,
+    /// The gates whose slot (the same slot id) to give back.
+    pub gates: &'a [&'a str],
     /// The hold to settle: (org, hold id).
     pub hold: Option<(i64, &'a str)>,
     /// What the call cost (charged at settlement, at most what the wallet can pay).
@@ -64,18 +110,20 @@ pub struct Finish<'a> {
 /// A call's admission and end, each in one step.
 #[async_trait]
 pub trait Calls: Send + Sync {
-    /// Checks the cooldowns of `accounts`, takes slot `slot_id` (for `slot_ttl`) on the first
-    /// open account with room and, when `hold` is given, opens the hold; a refused hold gives the
-    /// slot back. No account with room: nothing is held.
+    /// Checks the cooldowns of `accounts` and the `limits`, takes slot `slot_id` (for
+    /// `slot_ttl`) on the first open account with room and in every gate, counts the call in its
+    /// minute and, when `hold` is given, opens the hold; a refused hold gives everything back. A
+    /// limit reached or no account with room: nothing is taken.
     async fn admit(
         &self,
         accounts: &[SlotAsk<'_>],
         slot_id: &str,
         slot_ttl: Duration,
+        limits: Limits<'_>,
         hold: Option<HoldAsk<'_>>,
     ) -> StoreResult<Admitted>;
 
-    /// Gives the slot back, settles the hold at `cost` and appends the event with what was
+    /// Gives the slot (and its gates' slots) back, settles the hold at `cost` and appends the event with what was
     /// charged. Returns the settlement (`None` when no hold was given). A hold already resolved
     /// or lost charges nothing: the event then carries the cost as excess. The event is appended
     /// whatever the settlement; when this returns `Ok`, it survives the caller's death.

@@ -155,7 +155,7 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "test code")]
     use super::*;
     use crate::MemoryStore;
-    use crate::keys::KeyPermissions;
+    use crate::keys::{KeyLimits, KeyPermissions};
 
     fn record(org_id: i64) -> KeyRecord {
         KeyRecord {
@@ -164,6 +164,8 @@ mod tests {
             group_id: 1,
             permissions: KeyPermissions::default(),
             rate: None,
+            expires_at: None,
+            limits: KeyLimits::default(),
         }
     }
 

@@ -52,6 +52,37 @@ pub struct KeyRecord {
     /// positive multiplier; the gateway then refuses to price (never free).
     #[serde(default, rename = "rate_ppm", deserialize_with = "positive_rate")]
     pub rate: Option<RateMultiplier>,
+    /// When the key stops authenticating (Unix seconds); `None`: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
+    /// The key's own capacity limits (each at most its group's default, which applies when unset).
+    #[serde(default, skip_serializing_if = "KeyLimits::is_unset")]
+    pub limits: KeyLimits,
+}
+
+impl KeyRecord {
+    /// Whether the key has expired at `now` (Unix seconds): from its expiry instant on.
+    pub fn expired(&self, now: i64) -> bool {
+        self.expires_at.is_some_and(|at| now >= at)
+    }
+}
+
+/// A key's own capacity limits; an unset one is its group's default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyLimits {
+    /// Calls of the key in flight at once, at most.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
+    /// Calls of the key admitted per minute, at most.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_minute: Option<u32>,
+}
+
+impl KeyLimits {
+    /// Neither limit is set.
+    pub fn is_unset(&self) -> bool {
+        self.max_concurrency.is_none() && self.requests_per_minute.is_none()
+    }
 }
 
 /// A stored `rate_ppm`: a positive integer is a multiplier; anything else is unknown.

@@ -29,13 +29,15 @@ mod slots;
 mod usage;
 mod wallets;
 
-pub use calls::{Admitted, Calls, Finish, HoldAsk, SlotAsk, charged};
+pub use calls::{
+    Admitted, Calls, Finish, GateAsk, HoldAsk, Limited, Limits, MINUTE, RateAsk, SlotAsk, charged,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use cooldowns::{CoolCause, Cooldown, Cooldowns};
 pub use counters::{WindowCounters, WindowHit};
 pub use error::{StoreError, StoreResult};
 pub use key_cache::{CachedKeys, KeyCache};
-pub use keys::{KeyDirectory, KeyPermissions, KeyRecord};
+pub use keys::{KeyDirectory, KeyLimits, KeyPermissions, KeyRecord};
 pub use media::{MEMORY_MEDIA_CAP, Media, MediaFile};
 pub use memory::MemoryStore;
 pub use redis_store::RedisStore;
@@ -62,6 +64,9 @@ pub struct Stores {
     pub media: Arc<dyn Media>,
     /// A call's admission and end, each one round trip ([`Calls`]).
     pub calls: Arc<dyn Calls>,
+    /// The store is this process's own memory: it cannot lose its data while the process lives
+    /// (and is gone with it).
+    pub in_process: bool,
 }
 
 impl Stores {
@@ -83,6 +88,7 @@ impl Stores {
             slots: m.clone(),
             media: m.clone(),
             calls: m,
+            in_process: true,
         }
     }
 
@@ -100,6 +106,7 @@ impl Stores {
             slots: r.clone(),
             media: r.clone(),
             calls: r,
+            in_process: false,
         })
     }
 }

@@ -1,7 +1,7 @@
 //! The in-memory backend: one process, lost on restart. Used by the embedded default and tests.
 //! Mutexes are held only for map operations, never across an `.await`.
 
-use crate::calls::{Admitted, Calls, Finish, HoldAsk, SlotAsk, charged};
+use crate::calls::{Admitted, Calls, Finish, HoldAsk, Limited, Limits, MINUTE, SlotAsk, charged};
 use crate::clock::{Clock, StoreClock};
 use crate::cooldowns::{CoolCause, Cooldown, Cooldowns};
 use crate::counters::{WindowCounters, WindowHit};
@@ -35,6 +35,10 @@ pub struct MemoryStore {
     sessions: Mutex<HashMap<(i64, String), (String, Instant)>>,
     /// account → slot id → expiry
     slots: Mutex<HashMap<String, HashMap<String, Instant>>>,
+    /// gate → slot id → expiry (the calls' limits, `crate::calls::Limits`)
+    gates: Mutex<HashMap<String, HashMap<String, Instant>>>,
+    /// per-minute counter → (start of its current minute, calls admitted in it)
+    minutes: Mutex<HashMap<String, (Instant, u32)>>,
     /// Hosted media: id → (file, expiry).
     media: Mutex<HashMap<String, (MediaFile, Instant)>>,
 }
@@ -74,11 +78,9 @@ struct Confirmed {
 impl Confirmed {
     /// Records a confirmed charge; `false` when it was confirmed within the retention.
     fn insert(&mut self, hold_id: &str, now: Instant) -> bool {
-        while self
-            .buckets
-            .front()
-            .is_some_and(|(start, _)| now.duration_since(*start) >= CONFIRMED_RETENTION + CONFIRMED_BUCKET)
-        {
+        while self.buckets.front().is_some_and(|(start, _)| {
+            now.duration_since(*start) >= CONFIRMED_RETENTION + CONFIRMED_BUCKET
+        }) {
             self.buckets.pop_front();
         }
         let key = confirmed_key(hold_id);
@@ -110,8 +112,9 @@ fn confirmed_key(hold_id: &str) -> u128 {
     }
     use std::hash::{BuildHasher, Hasher};
     let half = |seed: u64| {
-        let mut h = std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
-            .build_hasher();
+        let mut h =
+            std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+                .build_hasher();
         h.write_u64(seed);
         h.write(hold_id.as_bytes());
         h.finish()
@@ -167,6 +170,80 @@ impl MemoryStore {
 
     fn now(&self) -> Instant {
         self.clock.0.now()
+    }
+
+    /// Takes slot `slot_id` in every gate of `limits` and counts the call in its minute, all or
+    /// nothing. `Some`: the limit that refused (nothing taken).
+    fn take_limits(
+        &self,
+        limits: Limits<'_>,
+        slot_id: &str,
+        ttl: Duration,
+    ) -> StoreResult<Option<Limited>> {
+        let now = self.now();
+        let poisoned = || StoreError::Unavailable("limit lock poisoned".into());
+        let mut gates = self.gates.lock().map_err(|_| poisoned())?;
+        for (i, gate) in limits.gates.iter().enumerate() {
+            let live = gates.entry(gate.gate.to_string()).or_default();
+            live.retain(|_, until| *until > now);
+            if !live.contains_key(slot_id) && live.len() >= gate.max as usize {
+                return Ok(Some(Limited::Gate(i)));
+            }
+        }
+        if let Some(rate) = limits.per_minute {
+            let mut minutes = self.minutes.lock().map_err(|_| poisoned())?;
+            if minutes.len() > 10_000 {
+                minutes.retain(|_, (start, _)| now.duration_since(*start) < MINUTE);
+            }
+            let (start, count) = minutes.entry(rate.counter.to_string()).or_insert((now, 0));
+            if now.duration_since(*start) >= MINUTE {
+                (*start, *count) = (now, 0);
+            }
+            if *count >= rate.limit {
+                let resets_in = MINUTE.saturating_sub(now.duration_since(*start));
+                return Ok(Some(Limited::PerMinute { resets_in }));
+            }
+            *count += 1;
+        }
+        for gate in limits.gates {
+            gates
+                .entry(gate.gate.to_string())
+                .or_default()
+                .insert(slot_id.to_string(), now + ttl);
+        }
+        Ok(None)
+    }
+
+    /// Gives back what [`MemoryStore::take_limits`] took for a call that was not admitted.
+    fn give_limits_back(&self, limits: Limits<'_>, slot_id: &str) -> StoreResult<()> {
+        let names: Vec<&str> = limits.gates.iter().map(|g| g.gate).collect();
+        self.release_gates(&names, slot_id)?;
+        if let Some(rate) = limits.per_minute {
+            let mut minutes = self
+                .minutes
+                .lock()
+                .map_err(|_| StoreError::Unavailable("limit lock poisoned".into()))?;
+            if let Some((_, count)) = minutes.get_mut(rate.counter) {
+                *count = count.saturating_sub(1);
+            }
+        }
+        Ok(())
+    }
+
+    fn release_gates(&self, gates: &[&str], slot_id: &str) -> StoreResult<()> {
+        if gates.is_empty() {
+            return Ok(());
+        }
+        let mut all = self
+            .gates
+            .lock()
+            .map_err(|_| StoreError::Unavailable("limit lock poisoned".into()))?;
+        for gate in gates {
+            if let Some(live) = all.get_mut(*gate) {
+                live.remove(slot_id);
+            }
+        }
+        Ok(())
     }
 
     fn usage(&self) -> StoreResult<MutexGuard<'_, UsageState>> {
@@ -653,6 +730,7 @@ impl Calls for MemoryStore {
         accounts: &[SlotAsk<'_>],
         slot_id: &str,
         slot_ttl: Duration,
+        limits: Limits<'_>,
         hold: Option<HoldAsk<'_>>,
     ) -> StoreResult<Admitted> {
         let names: Vec<&str> = accounts.iter().map(|a| a.account).collect();
@@ -661,7 +739,14 @@ impl Calls for MemoryStore {
             cooldowns,
             taken: None,
             reservation: None,
+            limited: None,
         };
+        // The limits first, each checked and taken under its lock; given back below when the
+        // call is not admitted after all.
+        if let Some(limited) = self.take_limits(limits, slot_id, slot_ttl)? {
+            admitted.limited = Some(limited);
+            return Ok(admitted);
+        }
         for (i, ask) in accounts.iter().enumerate() {
             if admitted.cooldowns.get(i).is_some_and(Option::is_some) {
                 continue;
@@ -682,12 +767,16 @@ impl Calls for MemoryStore {
             }
             break;
         }
+        if admitted.taken.is_none() {
+            self.give_limits_back(limits, slot_id)?;
+        }
         Ok(admitted)
     }
 
     async fn finish(&self, f: Finish<'_>) -> StoreResult<Option<Settlement>> {
         if let Some((account, slot_id)) = f.slot {
             Slots::release(self, account, slot_id).await?;
+            self.release_gates(f.gates, slot_id)?;
         }
         let settlement = match f.hold {
             Some((org, hold_id)) => Some(self.settle(org, hold_id, f.cost).await?),
@@ -736,10 +825,7 @@ mod confirmed_tests {
 
     #[test]
     fn request_ids_are_their_own_keys_and_other_ids_are_hashed() {
-        assert_eq!(
-            confirmed_key("0000000000000000000000000000002a"),
-            42
-        );
+        assert_eq!(confirmed_key("0000000000000000000000000000002a"), 42);
         assert_ne!(confirmed_key("hold-1"), confirmed_key("hold-2"));
         assert_eq!(confirmed_key("hold-1"), confirmed_key("hold-1"));
     }

@@ -4,7 +4,7 @@
 //! fails calls in a fraction of a second instead of blocking for seconds; the
 //! manager reconnects by itself. Key names come from [`KeySchema`].
 
-use crate::calls::{Admitted, Calls, Finish, HoldAsk, SlotAsk};
+use crate::calls::{Admitted, Calls, Finish, HoldAsk, Limited, Limits, SlotAsk};
 use crate::cooldowns::{CoolCause, Cooldown, Cooldowns};
 use crate::counters::{WindowCounters, WindowHit};
 use crate::error::{StoreError, StoreResult};
@@ -49,10 +49,10 @@ static WALLET: LazyLock<Script> =
     LazyLock::new(|| Script::new(with_hold_rules!("lua/wallet.v3.lua")));
 
 static ADMIT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(with_hold_rules!("lua/admit.v1.lua")));
+    LazyLock::new(|| Script::new(with_hold_rules!("lua/admit.v2.lua")));
 
 static FINISH: LazyLock<Script> =
-    LazyLock::new(|| Script::new(with_hold_rules!("lua/finish.v1.lua")));
+    LazyLock::new(|| Script::new(with_hold_rules!("lua/finish.v2.lua")));
 
 /// Entries written per round trip when loading the key directory.
 const LOAD_BATCH: usize = 500;
@@ -281,7 +281,7 @@ impl UsageStream for RedisStore {
                 })?;
                 let mut event: UsageEvent = serde_json::from_str(&json)
                     .map_err(|e| StoreError::Corrupt(format!("usage entry {}: {e}", entry.id)))?;
-                // Appended by finish.v1: what the settlement charged, beside the event.
+                // Appended by finish.v2: what the settlement charged, beside the event.
                 if let (Some(c), Some(x)) = (entry.get::<i64>("c"), entry.get::<i64>("x")) {
                     event.charged_nanos = NanoUsd::from_nanos(c);
                     event.excess_nanos = NanoUsd::from_nanos(x);
@@ -664,6 +664,7 @@ impl Calls for RedisStore {
         accounts: &[SlotAsk<'_>],
         slot_id: &str,
         slot_ttl: Duration,
+        limits: Limits<'_>,
         hold: Option<HoldAsk<'_>>,
     ) -> StoreResult<Admitted> {
         let mut conn = self.conn.clone();
@@ -673,6 +674,13 @@ impl Calls for RedisStore {
             invocation.key(key);
         }
         invocation.key(self.schema.holding_orgs());
+        invocation.key(
+            self.schema
+                .minute_counter(limits.per_minute.map_or("-", |r| r.counter)),
+        );
+        for gate in limits.gates {
+            invocation.key(self.schema.gate(gate.gate));
+        }
         for a in accounts {
             invocation
                 .key(self.schema.cooldown(a.account))
@@ -689,6 +697,12 @@ impl Calls for RedisStore {
                 .arg(h.meta),
             None => invocation.arg("0").arg(0).arg("").arg(0).arg(0).arg(""),
         };
+        invocation
+            .arg(limits.gates.len())
+            .arg(limits.per_minute.map_or(0, |r| r.limit));
+        for gate in limits.gates {
+            invocation.arg(gate.max);
+        }
         for a in accounts {
             invocation.arg(a.max);
         }
@@ -718,12 +732,20 @@ impl Calls for RedisStore {
             0 => Some(Reservation::Insufficient { available }),
             _ => Some(Reservation::Held { available }),
         };
+        let limited = match (field(3)?, field(4)?) {
+            (0, _) => None,
+            (1, gate) => Some(Limited::Gate(usize::try_from(gate - 1).map_err(|_| bad())?)),
+            (2, ms) => Some(Limited::PerMinute {
+                resets_in: Duration::from_millis(u64::try_from(ms).unwrap_or(0)),
+            }),
+            _ => return Err(bad()),
+        };
         let cooldowns = (0..accounts.len())
             .map(|i| {
-                let left = u64::try_from(field(3 + 2 * i)?).unwrap_or(0);
+                let left = u64::try_from(field(5 + 2 * i)?).unwrap_or(0);
                 Ok((left > 0).then(|| Cooldown {
                     left: Duration::from_millis(left),
-                    cause: CoolCause::parse(&text(4 + 2 * i)),
+                    cause: CoolCause::parse(&text(6 + 2 * i)),
                 }))
             })
             .collect::<StoreResult<Vec<_>>>()?;
@@ -731,6 +753,7 @@ impl Calls for RedisStore {
             cooldowns,
             taken,
             reservation,
+            limited,
         })
     }
 
@@ -745,6 +768,9 @@ impl Calls for RedisStore {
         invocation
             .key(self.schema.slots(account))
             .key(self.schema.usage_stream());
+        for gate in f.gates {
+            invocation.key(self.schema.gate(gate));
+        }
         let json = match f.event {
             Some(e) => serde_json::to_string(e)
                 .map_err(|e| StoreError::Corrupt(format!("usage event: {e}")))?,

@@ -77,6 +77,16 @@ impl KeySchema {
         format!("{}{{slots:{account}}}", self.prefix)
     }
 
+    /// The slots of a gate (calls in flight under a limit's name; `crate::calls::Limits`).
+    pub fn gate(&self, name: &str) -> String {
+        format!("{}{{gate:{name}}}", self.prefix)
+    }
+
+    /// A per-minute limit's counter.
+    pub fn minute_counter(&self, name: &str) -> String {
+        format!("{}{{rpm:{name}}}", self.prefix)
+    }
+
     /// A hosted media file.
     pub fn media(&self, id: &str) -> String {
         format!("{}{{media}}:{id}", self.prefix)

@@ -11,7 +11,7 @@
     reason = "test code: failing loudly is the point"
 )]
 
-use opstate::{KeyPermissions, KeyRecord, Measurement, RedisStore, Stores, UsageEvent};
+use opstate::{KeyLimits, KeyPermissions, KeyRecord, Measurement, RedisStore, Stores, UsageEvent};
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -42,6 +42,8 @@ fn record(key_id: i64) -> KeyRecord {
         group_id: 1,
         permissions: KeyPermissions::default(),
         rate: money::RateMultiplier::from_ppm(1_000_000),
+        expires_at: None,
+        limits: KeyLimits::default(),
     }
 }
 
@@ -1078,7 +1080,7 @@ async fn redis_confirmed_charges_stay_out_of_the_adjustment_set() {
 /// room anywhere asks nothing of the wallet.
 #[tokio::test]
 async fn admission_takes_slot_and_hold_together_or_neither() {
-    use opstate::{CoolCause, HoldAsk, Reservation, SlotAsk};
+    use opstate::{CoolCause, HoldAsk, Limits, Reservation, SlotAsk};
     for (name, s) in backends().await {
         let ttl = Duration::from_secs(30);
         s.wallets.load(42, nano(1_000)).await.unwrap();
@@ -1110,7 +1112,13 @@ async fn admission_takes_slot_and_hold_together_or_neither() {
         };
         let a = s
             .calls
-            .admit(&asks, "call-1", ttl, Some(hold("call-1", 600)))
+            .admit(
+                &asks,
+                "call-1",
+                ttl,
+                Limits::default(),
+                Some(hold("call-1", 600)),
+            )
             .await
             .unwrap();
         assert_eq!(a.taken, Some(2), "{name}");
@@ -1136,7 +1144,13 @@ async fn admission_takes_slot_and_hold_together_or_neither() {
         // Not enough balance: refused, and the slot it would have taken is free again.
         let b = s
             .calls
-            .admit(&asks, "call-2", ttl, Some(hold("call-2", 500)))
+            .admit(
+                &asks,
+                "call-2",
+                ttl,
+                Limits::default(),
+                Some(hold("call-2", 500)),
+            )
             .await
             .unwrap();
         assert_eq!(b.taken, None, "{name}");
@@ -1152,7 +1166,13 @@ async fn admission_takes_slot_and_hold_together_or_neither() {
         // Every open account full: nothing asked of the wallet.
         let c = s
             .calls
-            .admit(&asks[..2], "call-3", ttl, Some(hold("call-3", 1)))
+            .admit(
+                &asks[..2],
+                "call-3",
+                ttl,
+                Limits::default(),
+                Some(hold("call-3", 1)),
+            )
             .await
             .unwrap();
         assert_eq!((c.taken, c.reservation), (None, None), "{name}");
@@ -1169,6 +1189,7 @@ async fn admission_takes_slot_and_hold_together_or_neither() {
                 &asks,
                 "call-4",
                 ttl,
+                Limits::default(),
                 Some(HoldAsk {
                     org: 4242,
                     ..hold("call-4", 1)
@@ -1184,7 +1205,11 @@ async fn admission_takes_slot_and_hold_together_or_neither() {
         assert_eq!(s.slots.in_use(&["open"]).await.unwrap(), [1], "{name}");
 
         // Without a hold (a token count): the slot alone.
-        let e = s.calls.admit(&asks, "call-5", ttl, None).await.unwrap();
+        let e = s
+            .calls
+            .admit(&asks, "call-5", ttl, Limits::default(), None)
+            .await
+            .unwrap();
         assert_eq!((e.taken, e.reservation), (Some(2), None), "{name}");
         assert_eq!(s.slots.in_use(&["open"]).await.unwrap(), [2], "{name}");
     }
@@ -1195,7 +1220,7 @@ async fn admission_takes_slot_and_hold_together_or_neither() {
 /// and carries the cost as excess.
 #[tokio::test]
 async fn finish_releases_settles_and_appends_what_was_charged() {
-    use opstate::{Finish, HoldAsk, Settlement, SlotAsk};
+    use opstate::{Finish, HoldAsk, Limits, Settlement, SlotAsk};
     for (name, s) in backends().await {
         let ttl = Duration::from_secs(30);
         s.wallets.load(42, nano(10_000)).await.unwrap();
@@ -1212,7 +1237,7 @@ async fn finish_releases_settles_and_appends_what_was_charged() {
         };
         let admitted = s
             .calls
-            .admit(&asks, "req-1", ttl, Some(hold))
+            .admit(&asks, "req-1", ttl, Limits::default(), Some(hold))
             .await
             .unwrap();
         assert_eq!(admitted.taken, Some(0), "{name}");
@@ -1220,6 +1245,7 @@ async fn finish_releases_settles_and_appends_what_was_charged() {
         e.charged_nanos = nano(0);
         let end = Finish {
             slot: Some(("a", "req-1")),
+            gates: &[],
             hold: Some((42, "req-1")),
             cost: nano(4_500),
             event: Some(&e),
@@ -1264,6 +1290,7 @@ async fn finish_releases_settles_and_appends_what_was_charged() {
         let plain = event(2);
         let none = Finish {
             slot: None,
+            gates: &[],
             hold: None,
             cost: nano(0),
             event: Some(&plain),
@@ -1280,6 +1307,174 @@ async fn finish_releases_settles_and_appends_what_was_charged() {
             s.wallets.snapshot(42).await.unwrap().unwrap().balance,
             nano(5_500),
             "{name}"
+        );
+    }
+}
+
+/// Admission under limits: a full gate or a spent minute refuses the call and takes nothing (no
+/// gate slot, no account slot, no hold, no count); an admitted call holds a slot in every gate
+/// until its end gives them back, and counts once in its minute.
+#[tokio::test]
+async fn limits_refuse_before_anything_is_taken() {
+    use opstate::{Finish, GateAsk, HoldAsk, Limited, Limits, RateAsk, Reservation, SlotAsk};
+    for (name, s) in backends().await {
+        // Redis counts minutes on its clock (this machine's): stay clear of a minute's end.
+        let into = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+            % 60_000;
+        if into > 55_000 {
+            tokio::time::sleep(Duration::from_millis(60_100 - into as u64)).await;
+        }
+        let ttl = Duration::from_secs(30);
+        s.wallets.load(42, nano(1_000)).await.unwrap();
+        let asks = [SlotAsk {
+            account: "acct",
+            max: 10,
+        }];
+        let gates = [
+            GateAsk {
+                gate: "global",
+                max: 3,
+            },
+            GateAsk {
+                gate: "key:7",
+                max: 2,
+            },
+        ];
+        let limits = Limits {
+            gates: &gates,
+            per_minute: Some(RateAsk {
+                counter: "key:7",
+                limit: 3,
+            }),
+        };
+        let hold = |id: &'static str| HoldAsk {
+            org: 42,
+            hold_id: id,
+            amount: nano(10),
+            ttl_ms: 60_000,
+            meta: "",
+        };
+        for id in ["r1", "r2"] {
+            let a = s
+                .calls
+                .admit(&asks, id, ttl, limits, Some(hold(id)))
+                .await
+                .unwrap();
+            assert_eq!((a.taken, a.limited), (Some(0), None), "{name} {id}");
+        }
+        // The key's gate is full (2): refused, nothing taken.
+        let c = s
+            .calls
+            .admit(&asks, "r3", ttl, limits, Some(hold("r3")))
+            .await
+            .unwrap();
+        assert_eq!(c.limited, Some(Limited::Gate(1)), "{name}");
+        assert_eq!((c.taken, c.reservation), (None, None), "{name}");
+        assert_eq!(s.slots.in_use(&["acct"]).await.unwrap(), [2], "{name}");
+        let snap = s.wallets.snapshot(42).await.unwrap().unwrap();
+        assert_eq!(snap.reserved, nano(20), "{name}");
+        // Another key still fits under the global gate (3), then the global gate is full.
+        let other = Limits {
+            gates: &gates[..1],
+            per_minute: None,
+        };
+        let d = s.calls.admit(&asks, "o1", ttl, other, None).await.unwrap();
+        assert_eq!((d.taken, d.limited), (Some(0), None), "{name}");
+        let e = s.calls.admit(&asks, "o2", ttl, other, None).await.unwrap();
+        assert_eq!(
+            (e.taken, e.limited),
+            (None, Some(Limited::Gate(0))),
+            "{name}"
+        );
+        // An end gives the gate slots back: r3 now fits (the global gate has o1, r2 and r3).
+        let end = Finish {
+            slot: Some(("acct", "r1")),
+            gates: &["global", "key:7"],
+            hold: Some((42, "r1")),
+            cost: nano(10),
+            event: None,
+        };
+        s.calls.finish(end).await.unwrap();
+        let f = s
+            .calls
+            .admit(&asks, "r3", ttl, limits, Some(hold("r3")))
+            .await
+            .unwrap();
+        assert_eq!((f.taken, f.limited), (Some(0), None), "{name}");
+        assert!(
+            matches!(f.reservation, Some(Reservation::Held { .. })),
+            "{name}"
+        );
+        // Three calls counted this minute (r1, r2, r3): the fourth is refused for the minute
+        // even with room in the gates, and says when the minute ends.
+        for (gate_slot, gates_of) in [
+            ("r2", &["global", "key:7"][..]),
+            ("r3", &["global", "key:7"][..]),
+        ] {
+            let end = Finish {
+                slot: Some(("acct", gate_slot)),
+                gates: gates_of,
+                hold: Some((42, gate_slot)),
+                cost: nano(10),
+                event: None,
+            };
+            s.calls.finish(end).await.unwrap();
+        }
+        let g = s
+            .calls
+            .admit(&asks, "r4", ttl, limits, Some(hold("r4")))
+            .await
+            .unwrap();
+        match g.limited {
+            Some(Limited::PerMinute { resets_in }) => {
+                assert!(
+                    resets_in <= Duration::from_secs(60),
+                    "{name}: {resets_in:?}"
+                )
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+        assert_eq!((g.taken, g.reservation), (None, None), "{name}");
+        assert_eq!(
+            s.slots.in_use(&["acct"]).await.unwrap(),
+            [1],
+            "{name} (o1 only)"
+        );
+        // A refusal by the wallet gives the gate slots and the minute's count back.
+        let poor = Limits {
+            gates: &gates[..1],
+            per_minute: Some(RateAsk {
+                counter: "key:8",
+                limit: 1,
+            }),
+        };
+        let h = s
+            .calls
+            .admit(
+                &asks,
+                "p1",
+                ttl,
+                poor,
+                Some(HoldAsk {
+                    amount: nano(1_000_000),
+                    ..hold("p1")
+                }),
+            )
+            .await
+            .unwrap();
+        assert_eq!(h.taken, None, "{name}");
+        assert!(
+            matches!(h.reservation, Some(Reservation::Insufficient { .. })),
+            "{name}"
+        );
+        let i = s.calls.admit(&asks, "p2", ttl, poor, None).await.unwrap();
+        assert_eq!(
+            (i.taken, i.limited),
+            (Some(0), None),
+            "{name}: count given back"
         );
     }
 }

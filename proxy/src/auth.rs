@@ -86,6 +86,14 @@ pub async fn authenticate(
     }
     let hash = hasher.hash(presented);
     match directory.lookup(&hash).await {
+        // An expired key is refused like an unknown one (its record stays in the directory:
+        // the expiry is part of the record, so every proxy and every cached copy agree).
+        Ok(Some(record))
+            if record.expired(i64::try_from(crate::media::unix_now()).unwrap_or(i64::MAX)) =>
+        {
+            debug!(key_id = record.key_id, "refused expired key");
+            Err(GatewayError::InvalidKey)
+        }
         Ok(Some(record)) => Ok(record),
         // A miss only means "invalid" when the directory is complete; a store that lost its
         // contents (Redis flushed, restarted empty) answers 503 until admin-api rebuilt it.

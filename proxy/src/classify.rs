@@ -58,17 +58,18 @@ pub enum Route {
     /// `GET /v1beta/models/{model}`: one native model, answered locally (also under `/v1/models/`
     /// from a Google client).
     NativeModel,
-    /// `/partner/v1/*`, `/api/v1/*`, `/invitations/*`, `/billing/top-up/*`: forwarded to
-    /// admin-api untouched (it authenticates and answers them).
+    /// `/partner/v1/*`, `/api/v1/*`, `/invitations/*`, `/billing/top-up/*`,
+    /// `/billing/webhooks/*`: forwarded to admin-api untouched (it authenticates and answers them).
     Admin,
 }
 
 /// Path prefixes served by admin-api behind the one public base URL.
-const ADMIN_PREFIXES: [&str; 4] = [
+const ADMIN_PREFIXES: [&str; 5] = [
     "/partner/v1",
     "/api/v1/",
     "/invitations/",
     "/billing/top-up/",
+    "/billing/webhooks/",
 ];
 
 /// The roots of the native surface's model paths (`google-genai` uses `v1beta` by default; some

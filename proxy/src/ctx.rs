@@ -38,6 +38,8 @@ pub struct RequestCtx {
     pub(crate) downgraded_from: Option<String>,
     /// The capacity slot held: the account index (into the upstream list) it is on.
     pub(crate) slot: Option<usize>,
+    /// The gates (capacity layers) the call holds a slot in besides its account's.
+    pub(crate) gates: Vec<String>,
     /// The session (a hash of its signal), when the call carries one.
     pub(crate) session: Option<String>,
     /// Set by `upstream_response_filter` when a supplier status moves the request to another
@@ -131,6 +133,7 @@ impl RequestCtx {
     /// Follows a routing decision: its order, its slot, its session and downgrade.
     pub(crate) fn follow(&mut self, decision: Decision) {
         self.slot = decision.order.first().copied();
+        self.gates = decision.gates;
         self.order = decision.order;
         self.session = decision.session;
         self.downgraded_from = decision.downgraded_from;
@@ -153,6 +156,7 @@ impl RequestCtx {
             tried: Vec::new(),
             first_attempt_at: None,
             slot: None,
+            gates: Vec::new(),
             downgraded_from: None,
             session: None,
             status_failover: false,

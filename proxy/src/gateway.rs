@@ -86,7 +86,7 @@ impl Gateway {
         let idle = Duration::from_millis(server.request_body_timeout_ms);
         let original = inspect::body::read_body(session, server.max_body_bytes, idle).await?;
         let work = inspect::work(route, session.req_header(), &original)?;
-        let who = route::Caller::of(&caller, &ctx.request_id);
+        let who = route::Caller::of(&caller, &ctx.request_id, &s.settings);
         let at = ctx.started_at_ms;
         let plan =
             |m: &ModelRoute| admit::hold_for(&work, route, &m.model, &caller, &s.settings, at);
@@ -398,8 +398,14 @@ impl ProxyHttp for Gateway {
         s.metrics.finished(&finished);
         let calls = s.stores().calls.as_ref();
         let slot = slot.map(|account| (account, ctx.request_id.as_str()));
+        let gates: Vec<&str> = ctx.gates.iter().map(String::as_str).collect();
+        let held = settle::Held {
+            hold,
+            slot,
+            gates: &gates,
+        };
         s.recent
-            .keep(settle::settle(finished, hold, slot, calls, &s.metrics).await);
+            .keep(settle::settle(finished, held, calls, &s.metrics).await);
         s.queue_depth_gauge();
     }
 }

@@ -15,6 +15,7 @@ pub mod classify;
 mod ctx;
 mod errors;
 mod gateway;
+pub mod health;
 mod inspect;
 mod local;
 mod media;

@@ -44,6 +44,11 @@ pub struct Metrics {
     pub queue_wait: prometheus::Histogram,
     /// Requests waiting for capacity in this proxy.
     pub queue_depth: prometheus::IntGauge,
+    /// Calls kept out by a capacity layer (`global`, `pool`, `key_concurrency`, `key_rate`) at
+    /// their first attempt, and calls refused after waiting (`queue_full`).
+    pub limits_hit: IntCounterVec,
+    /// Each account's estimated capacity in this proxy (its `max_concurrency` when healthy).
+    pub account_capacity: IntGaugeVec,
 }
 
 fn build<T: prometheus::core::Collector + Clone + 'static>(
@@ -152,6 +157,26 @@ impl Metrics {
             queue_depth: build(
                 &r,
                 prometheus::IntGauge::new("queue_depth", "Requests waiting for capacity"),
+            )?,
+            limits_hit: build(
+                &r,
+                IntCounterVec::new(
+                    Opts::new(
+                        "limits_hit_total",
+                        "Calls kept out by a capacity layer, and calls refused after waiting",
+                    ),
+                    &["layer"],
+                ),
+            )?,
+            account_capacity: build(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "account_capacity",
+                        "Estimated capacity of each account (max_concurrency when healthy)",
+                    ),
+                    &["account"],
+                ),
             )?,
             registry: r,
         })

@@ -2,7 +2,6 @@
 //! tests and embedding, and the metrics endpoint.
 
 use crate::gateway::Gateway;
-use crate::metrics::Metrics;
 use crate::money::{renew, resend};
 use async_trait::async_trait;
 use pingora::apps::ServerApp;
@@ -120,24 +119,48 @@ pub async fn serve_listener(
     connections.abort_all();
 }
 
-/// Serves `GET /metrics` (Prometheus text) on `listener` until `shutdown` turns true.
+/// Serves the metrics listener until `shutdown` turns true: `GET /metrics` (Prometheus text),
+/// `GET /healthz` (200 while the process answers) and `GET /readyz` (200 when `gateway` can
+/// serve calls, else 503; see `crate::health`).
 pub async fn serve_metrics(
     listener: TcpListener,
-    metrics: Arc<Metrics>,
+    gateway: Gateway,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let metrics = metrics.clone();
-            async move {
-                (
-                    [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-                    metrics.render(),
-                )
-            }
-        }),
-    );
+    let scraped = gateway.clone();
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(move || {
+                let gateway = scraped.clone();
+                async move {
+                    gateway.shared.refresh_gauges();
+                    (
+                        [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                        gateway.shared.metrics.render(),
+                    )
+                }
+            }),
+        )
+        .route(
+            "/healthz",
+            axum::routing::get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
+        )
+        .route(
+            "/readyz",
+            axum::routing::get(move || {
+                let gateway = gateway.clone();
+                async move {
+                    let readiness = gateway.readiness().await;
+                    let status = if readiness.ready {
+                        http::StatusCode::OK
+                    } else {
+                        http::StatusCode::SERVICE_UNAVAILABLE
+                    };
+                    (status, axum::Json(readiness.body))
+                }
+            }),
+        );
     let stop = async move {
         let _ = shutdown.wait_for(|stop| *stop).await;
     };

@@ -64,16 +64,17 @@ impl Shared {
         metrics: Arc<Metrics>,
         admin: Option<std::net::SocketAddr>,
     ) -> Shared {
-        let accounts = Accounts::new(&settings.accounts);
+        let recovery = Duration::from_millis(settings.routing.health_recovery_ms);
+        let accounts = Accounts::new(&settings.accounts, recovery);
         let router = Router::new(&settings, accounts.all());
         let env = match settings.server.environment {
             Environment::Production => Env::Live,
             Environment::Development => Env::Dev,
         };
-        let recent = match settings.redis {
-            Some(_) => RecentEvents::with_spool(spool(&settings)),
+        let recent = match stores.in_process {
+            false => RecentEvents::with_spool(spool(&settings)),
             // The in-memory store cannot lose events while this process lives.
-            None => RecentEvents::with_spool(spool(&settings)).without_memory(),
+            true => RecentEvents::with_spool(spool(&settings)).without_memory(),
         };
         let key_cache = settings
             .redis
@@ -99,6 +100,21 @@ impl Shared {
             supplier: crate::video::supplier::Client::default(),
             key_cache,
         }
+    }
+
+    /// Sets the gauges read at scrape time (each account's estimated capacity).
+    pub fn refresh_gauges(&self) {
+        for u in self.accounts.all() {
+            self.metrics
+                .account_capacity
+                .with_label_values(&[u.account.id.as_str()])
+                .set(i64::from(u.estimate.now()));
+        }
+    }
+
+    /// The state of the configuration in use, for `/readyz`.
+    pub fn configuration_state(&self) -> serde_json::Value {
+        serde_json::json!({"state": "valid"})
     }
 
     /// The caller of `header` on `surface`, by its key (see `auth::authenticate`), through this
@@ -175,6 +191,13 @@ impl Shared {
         }
         let stores = self.stores();
         let cooling = std::mem::take(&mut ctx.to_cool);
+        // Each 429 or failure also halves the account's estimated capacity in this proxy.
+        for c in &cooling {
+            if let Some(u) = self.accounts.get(c.account) {
+                let estimate = u.estimate.cut();
+                tracing::debug!(account = %u.account.id, estimate, "account capacity estimate cut");
+            }
+        }
         let (counters, cooldowns) = (stores.counters.as_ref(), stores.cooldowns.as_ref());
         let (accounts, metrics) = (&self.accounts, self.metrics.as_ref());
         cooldown::apply(
@@ -346,7 +369,6 @@ impl Shared {
             metrics: &self.metrics,
             sessions: stores.sessions.as_ref(),
             slots: stores.slots.as_ref(),
-            wallets: stores.wallets.as_ref(),
             calls: stores.calls.as_ref(),
         }
     }

@@ -18,8 +18,8 @@ mod validate;
 
 pub use validate::{
     Account, Admin, Capability, ConfigError, DEFAULT_KEY_CACHE_MS, Database, Environment, Group,
-    GroupFeature, Mail, Metrics, Model, ModelKind, ModelPrices, Money, Provider, Redis, Routing,
-    Security, Server, Settings, VIDEO_RESOLUTIONS, Video, VideoOptions,
+    GroupFeature, Mail, Metrics, Model, ModelKind, ModelPrices, Money, Payments, Provider, Redis,
+    Routing, Security, Server, Settings, Stripe, VIDEO_RESOLUTIONS, Video, VideoOptions,
 };
 
 use std::path::Path;

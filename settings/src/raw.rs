@@ -26,6 +26,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub video: RawVideo,
     #[serde(default)]
+    pub payments: RawPayments,
+    #[serde(default)]
     pub models: Vec<RawModel>,
     #[serde(default)]
     pub accounts: Vec<RawAccount>,
@@ -91,6 +93,8 @@ pub struct RawRouting {
     pub queue_wait_ms: Option<u64>,
     pub slot_ttl_ms: Option<u64>,
     pub downgrade_pressure: Option<f64>,
+    pub max_in_flight: Option<u32>,
+    pub health_recovery_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -107,6 +111,19 @@ pub struct RawVideo {
     pub url_ttl_ms: Option<u64>,
     pub task_ttl_ms: Option<u64>,
     pub sweep_interval_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPayments {
+    pub provider: Option<String>,
+    pub stripe_secret_key: Option<String>,
+    pub stripe_webhook_secret: Option<String>,
+    pub stripe_api_base: Option<String>,
+    pub currency: Option<String>,
+    pub success_url: Option<String>,
+    pub cancel_url: Option<String>,
+    pub webhook_tolerance_seconds: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -174,4 +191,6 @@ pub struct RawGroup {
     pub wholesale_rate_multiplier: RawPrice,
     #[serde(default)]
     pub features: Vec<String>,
+    pub key_max_concurrency: Option<u32>,
+    pub key_requests_per_minute: Option<u32>,
 }

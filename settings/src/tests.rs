@@ -205,6 +205,7 @@ fn shipped_configuration_files_are_valid() {
         ("TOLLGATE_KEY_PEPPER", "a-long-enough-pepper"),
         ("OPENAI_KEY_PRIMARY", "sk-1"),
         ("OPENAI_KEY_SECONDARY", "sk-2"),
+        ("GEMINI_KEY", "g-1"),
     ]);
     for (name, text) in [
         (
@@ -212,6 +213,7 @@ fn shipped_configuration_files_are_valid() {
             include_str!("../../conf/quickstart.toml"),
         ),
         ("example.toml", include_str!("../../conf/example.toml")),
+        ("compose.toml", include_str!("../../conf/compose.toml")),
     ] {
         if let Err(e) = Settings::parse(text, &vars) {
             panic!("conf/{name}: {e}");
@@ -353,4 +355,67 @@ fn key_cache_defaults_and_is_bounded() {
     let e = error_of(&with("key_cache_ms = 60001"));
     assert_eq!(e.path, "redis.key_cache_ms");
     assert!(e.message.contains("60000"), "{}", e.message);
+}
+
+/// `conf/example.toml` (what `proxy --print-default-config` prints) lists every setting the file
+/// format knows, in its section, set or commented out: a new key in `raw.rs` without its line in
+/// the example fails here.
+#[test]
+fn the_example_lists_every_setting() {
+    let example = include_str!("../../conf/example.toml");
+    let raw = include_str!("raw.rs");
+    // Section name → the example's text under it (every `[name]` / `[[name]]` block).
+    let mut sections: HashMap<String, String> = HashMap::new();
+    let mut current = String::new();
+    for line in example.lines() {
+        let t = line.trim();
+        if t.starts_with('[') && !t.starts_with("[=") {
+            current = t.trim_matches(|c| c == '[' || c == ']').to_string();
+            continue;
+        }
+        sections
+            .entry(current.clone())
+            .or_default()
+            .push_str(&format!("{t}\n"));
+    }
+    let structs = [
+        ("RawServer", "server"),
+        ("RawAdmin", "admin"),
+        ("RawMetrics", "metrics"),
+        ("RawDatabase", "database"),
+        ("RawRedis", "redis"),
+        ("RawSecurity", "security"),
+        ("RawRouting", "routing"),
+        ("RawMoney", "money"),
+        ("RawVideo", "video"),
+        ("RawMail", "mail"),
+        ("RawPayments", "payments"),
+        ("RawModel", "models"),
+        ("RawAccount", "accounts"),
+        ("RawGroup", "groups"),
+    ];
+    let mut missing = Vec::new();
+    for (name, section) in structs {
+        let start = raw
+            .find(&format!("pub struct {name} {{"))
+            .unwrap_or_else(|| panic!("{name} not in raw.rs"));
+        let body = &raw[start..start + raw[start..].find("\n}").unwrap()];
+        let text = sections
+            .get(section)
+            .unwrap_or_else(|| panic!("no [{section}] in the example"));
+        for field in body
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("pub "))
+            .filter_map(|l| l.split_once(':').map(|(f, _)| f.trim()))
+        {
+            let listed = text.lines().any(|l| {
+                let l = l.trim_start_matches('#').trim_start();
+                l.starts_with(&format!("{field} =")) || l.starts_with(&format!("{field}="))
+            });
+            if !listed {
+                missing.push(format!("{section}.{field}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "not in conf/example.toml: {missing:?}");
 }

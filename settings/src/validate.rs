@@ -97,6 +97,12 @@ pub struct Routing {
     /// Pool pressure (slots in use / capacity of its available accounts, 0..=1) from which simple
     /// work may be downgraded to the model's `downgrade_to`.
     pub downgrade_pressure: f64,
+    /// Calls in flight across the deployment at most (shared through Redis when present); `None`:
+    /// no global limit (`routing.max_in_flight = 0`).
+    pub max_in_flight: Option<u32>,
+    /// An account's estimated capacity, cut after a 429 or a failure, grows back by one slot per
+    /// this many milliseconds without a new one.
+    pub health_recovery_ms: u64,
 }
 
 /// Admission parameters.
@@ -121,6 +127,42 @@ pub struct Video {
     pub task_ttl_ms: u64,
     /// How often each proxy asks suppliers about unfinished tasks nobody polled recently.
     pub sweep_interval_ms: u64,
+}
+
+/// Stripe Checkout for partner top-ups (`[payments] provider = "stripe"`).
+#[derive(Clone)]
+pub struct Stripe {
+    /// `sk_…` (or a restricted `rk_…` key), sent as a Bearer token.
+    pub secret_key: String,
+    /// The webhook endpoint's signing secret (`whsec_…`), used as-is as the HMAC key.
+    pub webhook_secret: String,
+    /// Stripe's API root (`https://api.stripe.com`; a local stand-in in tests).
+    pub api_base: Url,
+    /// ISO currency, lowercase (`usd`): amounts are sent in its minor unit (cents).
+    pub currency: String,
+    /// Where Checkout sends the payer after paying, and after giving up.
+    pub success_url: Url,
+    pub cancel_url: Url,
+    /// A webhook signed longer ago than this (or this far in the future) is refused.
+    pub webhook_tolerance_seconds: u64,
+}
+
+impl fmt::Debug for Stripe {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Stripe")
+            .field("secret_key", &"<redacted>")
+            .field("webhook_secret", &"<redacted>")
+            .field("api_base", &self.api_base.as_str())
+            .field("currency", &self.currency)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How partner top-ups are paid: `None` keeps the hosted page whose payment the operator settles
+/// (`admin-api partner fund`).
+#[derive(Debug, Clone, Default)]
+pub struct Payments {
+    pub stripe: Option<Stripe>,
 }
 
 /// How invitation emails leave: SMTP when `smtp_url` is set, else files in `outbox_dir`.
@@ -301,6 +343,10 @@ pub struct Group {
     pub wholesale_rate_multiplier: RateMultiplier,
     /// What keys of the group may do besides calling its models (`[[groups]] features`).
     pub features: Vec<GroupFeature>,
+    /// Calls in flight per key of the group at most (`key_max_concurrency`); `None`: no limit.
+    pub key_max_concurrency: Option<u32>,
+    /// Calls admitted per key of the group per minute at most (`key_requests_per_minute`).
+    pub key_requests_per_minute: Option<u32>,
 }
 
 impl Group {
@@ -330,6 +376,7 @@ pub struct Settings {
     pub redis: Option<Redis>,
     pub security: Security,
     pub mail: Mail,
+    pub payments: Payments,
     pub money: Money,
     pub routing: Routing,
     pub video: Video,
@@ -583,7 +630,15 @@ pub(crate) fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, Confi
         queue_wait_ms: raw.routing.queue_wait_ms.unwrap_or(2_000),
         slot_ttl_ms: raw.routing.slot_ttl_ms.unwrap_or(600_000),
         downgrade_pressure: raw.routing.downgrade_pressure.unwrap_or(0.8),
+        max_in_flight: raw.routing.max_in_flight.filter(|n| *n > 0),
+        health_recovery_ms: raw.routing.health_recovery_ms.unwrap_or(2_000),
     };
+    if routing.health_recovery_ms == 0 || routing.health_recovery_ms > 3_600_000 {
+        return Err(err(
+            "routing.health_recovery_ms",
+            "must be between 1 and 3600000",
+        ));
+    }
     if !(0.0..=1.0).contains(&routing.downgrade_pressure) {
         return Err(err("routing.downgrade_pressure", "must be between 0 and 1"));
     }
@@ -647,6 +702,7 @@ pub(crate) fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, Confi
         }
     }
 
+    let payments = validate_payments(&raw, &server, env)?;
     Ok(Settings {
         server,
         admin,
@@ -657,12 +713,99 @@ pub(crate) fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, Confi
             key_pepper: pepper.into_bytes(),
         },
         mail,
+        payments,
         money,
         routing,
         video,
         models,
         accounts,
         groups,
+    })
+}
+
+fn validate_payments(
+    raw: &RawConfig,
+    server: &Server,
+    env: EnvFn<'_>,
+) -> Result<Payments, ConfigError> {
+    let p = &raw.payments;
+    match p.provider.as_deref() {
+        None => {
+            if p.stripe_secret_key.is_some() || p.stripe_webhook_secret.is_some() {
+                return Err(err(
+                    "payments.provider",
+                    "required (\"stripe\") when Stripe keys are set",
+                ));
+            }
+            return Ok(Payments::default());
+        }
+        Some("stripe") => {}
+        Some(other) => {
+            return Err(err(
+                "payments.provider",
+                format!("{other:?} is not one of \"stripe\""),
+            ));
+        }
+    }
+    let required = |value: &Option<String>, key: &str| -> Result<String, ConfigError> {
+        let path = format!("payments.{key}");
+        let v = value
+            .as_deref()
+            .ok_or_else(|| err(&path, "required with provider = \"stripe\""))?;
+        let v = secret(v, &path, env)?;
+        if v.trim().is_empty() || v.bytes().any(|b| !(0x21..=0x7e).contains(&b)) {
+            return Err(err(&path, "must be non-empty visible ASCII"));
+        }
+        Ok(v)
+    };
+    let secret_key = required(&p.stripe_secret_key, "stripe_secret_key")?;
+    let webhook_secret = required(&p.stripe_webhook_secret, "stripe_webhook_secret")?;
+    let url = |value: Option<&str>, key: &str, default: String| -> Result<Url, ConfigError> {
+        let text = value.map_or(default, str::to_string);
+        let u = Url::parse(&text)
+            .map_err(|e| err(format!("payments.{key}"), format!("not a URL: {e}")))?;
+        if !matches!(u.scheme(), "http" | "https") {
+            return Err(err(format!("payments.{key}"), "must be an http(s) URL"));
+        }
+        Ok(u)
+    };
+    let base = server.public_base_url.as_str().trim_end_matches('/');
+    let currency = p.currency.as_deref().unwrap_or("usd").to_ascii_lowercase();
+    if currency != "usd" {
+        return Err(err(
+            "payments.currency",
+            "must be \"usd\" (balances are kept in USD)",
+        ));
+    }
+    let tolerance = p.webhook_tolerance_seconds.unwrap_or(300);
+    if tolerance == 0 || tolerance > 3_600 {
+        return Err(err(
+            "payments.webhook_tolerance_seconds",
+            "must be between 1 and 3600",
+        ));
+    }
+    Ok(Payments {
+        stripe: Some(Stripe {
+            secret_key,
+            webhook_secret,
+            api_base: url(
+                p.stripe_api_base.as_deref(),
+                "stripe_api_base",
+                "https://api.stripe.com".into(),
+            )?,
+            currency,
+            success_url: url(
+                p.success_url.as_deref(),
+                "success_url",
+                format!("{base}/billing/top-up/done"),
+            )?,
+            cancel_url: url(
+                p.cancel_url.as_deref(),
+                "cancel_url",
+                format!("{base}/billing/top-up/cancelled"),
+            )?,
+            webhook_tolerance_seconds: tolerance,
+        }),
     })
 }
 
@@ -1164,7 +1307,20 @@ fn validate_group(g: &RawGroup, i: usize, model_ids: &HashSet<&str>) -> Result<G
     }
     non_empty_id(&g.product_code, &p("product_code"))?;
     validate_model_list(&g.models, &p("models"), model_ids)?;
+    for (field, value) in [
+        ("key_max_concurrency", g.key_max_concurrency),
+        ("key_requests_per_minute", g.key_requests_per_minute),
+    ] {
+        if value == Some(0) {
+            return Err(err(
+                p(field),
+                "must be at least 1 (leave it out for no limit)",
+            ));
+        }
+    }
     Ok(Group {
+        key_max_concurrency: g.key_max_concurrency,
+        key_requests_per_minute: g.key_requests_per_minute,
         id: g.id,
         name: g.name.clone(),
         description: g.description.clone(),

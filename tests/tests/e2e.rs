@@ -427,6 +427,53 @@ async fn customer_lifecycle_through_the_proxy() {
         .unwrap();
     assert_eq!(unknown.status(), 404);
     assert_eq!(unknown.text().await.unwrap(), "page not found");
+
+    // (After the money checks above, which count two calls.) A key that expires in two seconds
+    // and takes one call a minute: its limits and expiry travel
+    // from the partner API to the gateway with the key's record.
+    let expires = chrono::Utc::now() + chrono::Duration::seconds(2);
+    let (s, temp) = call(
+        reqwest::Method::POST,
+        &format!("/partner/v1/customers/{id}/api-keys"),
+        Some(
+            json!({"name": "temp", "group_id": 1, "requests_per_minute": 1,
+            "expires_at": expires.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)}),
+        ),
+    )
+    .await;
+    assert_eq!(s, 200, "{temp}");
+    let temp_secret = temp["data"]["key"].as_str().unwrap().to_string();
+    let hello = json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]});
+    let post = |key: String| {
+        let req = http
+            .post(format!("{base}/compat/v1/chat/completions"))
+            .bearer_auth(key)
+            .json(&hello);
+        async move {
+            let resp = req.send().await.unwrap();
+            (
+                resp.status().as_u16(),
+                resp.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    };
+    let (s, body) = post(temp_secret.clone()).await;
+    assert_eq!(s, 200, "{body}");
+    let (s, body) = post(temp_secret.clone()).await;
+    assert_eq!(
+        (s, &body["error"]["code"]),
+        (429, &json!("capacity_queue_full")),
+        "{body}"
+    );
+    while chrono::Utc::now().timestamp() < expires.timestamp() {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let (s, body) = post(temp_secret).await;
+    assert_eq!(
+        (s, &body["error"]["type"]),
+        (401, &json!("authentication_error")),
+        "{body}"
+    );
 }
 
 async fn accepted_org(state: &admin_api::AppState, customer_id: i64) -> i64 {

@@ -154,6 +154,14 @@ pub struct KeyPreview {
     pub status: String,
     pub created_at: String,
     pub disabled_at: Option<String>,
+    /// When the key stops authenticating (`null`: never).
+    pub expires_at: Option<String>,
+    /// Whether the key has expired: an expired key is refused like an unknown one.
+    pub expired: bool,
+    /// The key's own in-flight limit (`null`: its group's default).
+    pub max_concurrency: Option<i64>,
+    /// The key's own per-minute limit (`null`: its group's default).
+    pub requests_per_minute: Option<i64>,
     /// The full secret: in the first successful create response only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,

@@ -70,6 +70,19 @@ pub struct CreateKeyRequest {
     /// A group of the customer.
     #[schema(value_type = i64)]
     pub group_id: Option<Value>,
+    /// Optional: when the key stops authenticating, an ISO 8601 timestamp in the future such as
+    /// `2027-01-31T00:00:00Z` (any offset is accepted and converted to UTC). Absent or null:
+    /// the key never expires.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub expires_at: Option<Value>,
+    /// Optional: calls of this key in flight at once, at most; 1 up to the group's
+    /// `key_max_concurrency` when the operator set one. Absent: the group's default.
+    #[schema(value_type = Option<i64>)]
+    pub max_concurrency: Option<Value>,
+    /// Optional: calls of this key per minute, at most; 1 up to the group's
+    /// `key_requests_per_minute` when the operator set one. Absent: the group's default.
+    #[schema(value_type = Option<i64>)]
+    pub requests_per_minute: Option<Value>,
     #[serde(flatten)]
     #[schema(ignore)]
     pub unknown: Map<String, Value>,

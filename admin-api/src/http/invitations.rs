@@ -35,9 +35,10 @@ pub(super) async fn show(State(state): State<AppState>, Seg(token): Seg) -> Resp
                 InvitationStatus::Expired => {
                     "This invitation has expired; ask your provider for a new one."
                 }
-                InvitationStatus::Pending | InvitationStatus::Revoked => {
-                    "This invitation is no longer valid."
+                InvitationStatus::Revoked => {
+                    "This invitation was revoked; ask your provider for a new one."
                 }
+                InvitationStatus::Pending => "This invitation is no longer valid.",
             };
             (StatusCode::GONE, page("Invitation", &format!("<p>{message}</p>"))).into_response()
         }

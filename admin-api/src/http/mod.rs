@@ -5,7 +5,9 @@
 //!   text `page not found` (before authentication).
 //! - `/api/v1/organization/billing/*`: the organization billing API (read only).
 //! - `/invitations/{token}`: the acceptance page and its form.
-//! - `/billing/top-up/{token}`: the hosted top-up page.
+//! - `/billing/top-up/{token}`: the hosted top-up page (and `done` / `cancelled`, where Stripe
+//!   Checkout returns the payer);
+//! - `/billing/webhooks/stripe`: Stripe's webhook deliveries (signature-checked).
 //! - `/healthz`.
 
 pub(crate) mod billing;
@@ -18,6 +20,7 @@ mod pages;
 mod params;
 mod top_up;
 pub(crate) mod usage;
+pub(crate) mod webhooks;
 mod write;
 
 use crate::dto::Envelope;
@@ -84,7 +87,13 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/invitations/{token}", get(invitations::show))
         .route("/invitations/{token}/accept", post(invitations::accept))
+        .route("/billing/top-up/done", get(top_up::done))
+        .route("/billing/top-up/cancelled", get(top_up::cancelled))
         .route("/billing/top-up/{token}", get(top_up::show))
+        .route(
+            "/billing/webhooks/stripe",
+            post(webhooks::stripe).layer(axum::extract::DefaultBodyLimit::max(webhooks::MAX_BODY)),
+        )
         .with_state(state)
 }
 

@@ -34,3 +34,22 @@ pub(super) async fn show(State(state): State<AppState>, Seg(token): Seg) -> Resp
             .into_response(),
     }
 }
+
+/// `GET /billing/top-up/done`: where Stripe Checkout sends the payer after paying. Funds are
+/// credited by the webhook, never by this page.
+pub(super) async fn done() -> Response {
+    page(
+        "Partner top-up",
+        "<p>Thank you. The payment is being confirmed; the funds appear in your partner funding as soon as the payment provider confirms it.</p>",
+    )
+    .into_response()
+}
+
+/// `GET /billing/top-up/cancelled`: where Stripe Checkout sends a payer who gave up.
+pub(super) async fn cancelled() -> Response {
+    page(
+        "Partner top-up",
+        "<p>The payment was cancelled; nothing was charged. Create a new top-up link to try again.</p>",
+    )
+    .into_response()
+}

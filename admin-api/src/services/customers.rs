@@ -320,7 +320,7 @@ pub async fn create(
 }
 
 /// A fresh invitation token (URL-safe, 43 characters, about 256 bits).
-fn invitation_token() -> String {
+pub(crate) fn invitation_token() -> String {
     const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     let mut rng = rand::rng();
     (0..43)
@@ -391,6 +391,7 @@ pub async fn view(
     let hint = match (org.status, inv.as_ref().map(|(_, s)| s.as_str())) {
         (OrganizationStatus::Active, _) => "The customer is active: fund it with allocations and create API keys for its model groups.".to_string(),
         (_, Some("expired")) => "The invitation expired; the customer cannot activate until a new invitation is issued outside the API.".to_string(),
+        (_, Some("revoked")) => "The invitation was revoked; the customer cannot activate until a new invitation is issued outside the API.".to_string(),
         _ => format!("Waiting for {} to accept the invitation sent by email; until then the customer cannot be funded, keyed or used.", customer.contact_email),
     };
     Ok(CustomerData {

@@ -78,8 +78,16 @@ pub fn top_up_amount(body: TopUpRequest) -> Result<NanoUsd, ApiError> {
         .ok_or(ApiError::InvalidTopUpAmount)
 }
 
-/// `POST /funding/top-up-sessions`: a hosted link on this service. Paying it is the operator's
-/// `partner fund` command until a payment provider is wired.
+/// Smallest top-up a payment provider takes (Stripe's minimum charge in USD: 0.50).
+const MIN_PROVIDER_TOP_UP: NanoUsd = NanoUsd::from_nanos(500_000_000);
+/// Nano-USD in a cent.
+const NANOS_PER_CENT: i64 = 10_000_000;
+
+/// `POST /funding/top-up-sessions`: with `[payments] provider = "stripe"`, a Stripe Checkout
+/// Session for the amount (whole cents, at least 0.50 USD; else 400
+/// `INVALID_PARTNER_TOP_UP_AMOUNT`) whose hosted URL is returned; paying it credits partner
+/// funding through the webhook ([`stripe_event`]). Without a provider, a hosted page on this
+/// service whose payment the operator settles (`partner fund`).
 pub async fn create_top_up(
     txn: &impl ConnectionTrait,
     state: &AppState,
@@ -93,6 +101,11 @@ pub async fn create_top_up(
             .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
             .collect()
     };
+    if state.settings.payments.stripe.is_some()
+        && (amount.nanos() % NANOS_PER_CENT != 0 || amount < MIN_PROVIDER_TOP_UP)
+    {
+        return Err(ApiError::InvalidTopUpAmount);
+    }
     let row = top_up_sessions::ActiveModel {
         partner_id: Set(caller.partner_id),
         token_hash: Set(state.hasher.hash(&token)),
@@ -100,16 +113,172 @@ pub async fn create_top_up(
         status: Set(TopUpStatus::Open),
         created_at: Set(Utc::now()),
         paid_at: Set(None),
+        provider: Set(state
+            .settings
+            .payments
+            .stripe
+            .as_ref()
+            .map(|_| "stripe".to_string())),
+        provider_session_id: Set(None),
         ..Default::default()
     }
     .insert(txn)
     .await?;
+    let url = match (&state.settings.payments.stripe, &state.stripe) {
+        (None, _) => format!("{}/billing/top-up/{token}", base(state)),
+        (Some(_), None) => {
+            return Err(ApiError::PaymentProvider("not configured".into()));
+        }
+        (Some(_), Some(stripe)) => {
+            // Inside the write's transaction: a refused or unreachable provider stores nothing
+            // (the partner retries with the same Idempotency-Key; Stripe's own idempotency key,
+            // derived from this row's id, is then new, as the row is).
+            let session = stripe
+                .create_session(row.id, caller.partner_id, amount.nanos() / NANOS_PER_CENT)
+                .await
+                .map_err(|e| {
+                    tracing::warn!(error = %e, "top-up: checkout session not created");
+                    ApiError::PaymentProvider(e.to_string())
+                })?;
+            let url = session.url.clone().ok_or_else(|| {
+                ApiError::PaymentProvider("the checkout session has no URL".into())
+            })?;
+            let mut update: top_up_sessions::ActiveModel = row.clone().into();
+            update.provider_session_id = Set(Some(session.id.clone()));
+            update.update(txn).await?;
+            url
+        }
+    };
     Ok(Success::plain(TopUpSession {
         id: row.id,
         amount_usd: Usd(amount),
         status: row.status.to_value(),
-        url: format!("{}/billing/top-up/{token}", base(state)),
+        url,
     }))
+}
+
+/// What a Stripe webhook event did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventOutcome {
+    /// Not an event the top-up flow handles.
+    Ignored,
+    /// A session this deployment did not create.
+    UnknownSession,
+    /// The session is paid: partner funding was credited now.
+    Credited,
+    /// The session was paid and credited before (a replay, a second event of one payment).
+    AlreadyCredited,
+    /// Not paid (yet): nothing credited.
+    Pending,
+    /// The session expired or its payment failed: the top-up is closed, nothing credited.
+    Closed,
+    /// Stripe's amount or currency differs from the top-up's: nothing credited (logged).
+    Mismatch,
+}
+
+impl EventOutcome {
+    pub fn label(self) -> &'static str {
+        match self {
+            EventOutcome::Ignored => "ignored",
+            EventOutcome::UnknownSession => "unknown_session",
+            EventOutcome::Credited => "credited",
+            EventOutcome::AlreadyCredited => "already_credited",
+            EventOutcome::Pending => "pending",
+            EventOutcome::Closed => "closed",
+            EventOutcome::Mismatch => "mismatch",
+        }
+    }
+}
+
+/// Acts on a verified Stripe event: for the Checkout Session events, the session is read back
+/// from Stripe and its *current* state decides (replayed, late or reordered events change
+/// nothing): paid → partner funding credited once per session (the ledger posting's reference is
+/// `stripe:{session id}`, unique) and the top-up `paid`; expired or failed → the open top-up
+/// closed. Errors (Stripe or the database unreachable) make Stripe deliver the event again.
+pub async fn stripe_event(
+    state: &AppState,
+    stripe: &crate::payments::StripeClient,
+    event: &crate::payments::Event,
+) -> Result<EventOutcome, ApiError> {
+    const HANDLED: [&str; 4] = [
+        "checkout.session.completed",
+        "checkout.session.async_payment_succeeded",
+        "checkout.session.async_payment_failed",
+        "checkout.session.expired",
+    ];
+    if !HANDLED.contains(&event.kind.as_str()) {
+        return Ok(EventOutcome::Ignored);
+    }
+    let Some(session_id) = event.data.object.get("id").and_then(|v| v.as_str()) else {
+        return Ok(EventOutcome::Ignored);
+    };
+    let session = stripe.session(session_id).await.map_err(|e| {
+        tracing::warn!(error = %e, event = %event.id, "stripe webhook: session not read back");
+        ApiError::PaymentProvider(e.to_string())
+    })?;
+    let txn = crate::db::begin(&state.db).await?;
+    let Some(row) = top_up_sessions::Entity::find()
+        .filter(top_up_sessions::Column::ProviderSessionId.eq(session.id.as_str()))
+        .one(&txn)
+        .await?
+    else {
+        tracing::warn!(session = %session.id, event = %event.id, "stripe webhook: unknown checkout session");
+        return Ok(EventOutcome::UnknownSession);
+    };
+    if row.status == TopUpStatus::Paid {
+        return Ok(EventOutcome::AlreadyCredited);
+    }
+    if session.is_paid() {
+        let amount = NanoUsd::from_nanos(row.amount_nanos);
+        let expected_cents = row.amount_nanos / NANOS_PER_CENT;
+        let currency = &stripe.conf().currency;
+        if session.amount_total != Some(expected_cents)
+            || session.currency.as_deref() != Some(currency.as_str())
+        {
+            tracing::error!(
+                session = %session.id, top_up = row.id,
+                expected_cents, amount_total = ?session.amount_total, currency = ?session.currency,
+                "stripe webhook: paid amount differs from the top-up; nothing credited"
+            );
+            return Ok(EventOutcome::Mismatch);
+        }
+        let posted = fund(
+            &txn,
+            row.partner_id,
+            amount,
+            &format!("stripe:{}", session.id),
+        )
+        .await?;
+        let partner_id = row.partner_id;
+        let mut update: top_up_sessions::ActiveModel = row.into();
+        update.status = Set(TopUpStatus::Paid);
+        update.paid_at = Set(Some(Utc::now()));
+        update.update(&txn).await?;
+        txn.commit().await?;
+        return Ok(match posted {
+            ledger::Posted::AlreadyPosted => EventOutcome::AlreadyCredited,
+            _ => {
+                tracing::info!(session = %session.id, partner_id, "partner top-up paid and credited");
+                EventOutcome::Credited
+            }
+        });
+    }
+    let closed = match (event.kind.as_str(), session.status.as_deref()) {
+        ("checkout.session.async_payment_failed", _) => Some(TopUpStatus::Failed),
+        (_, Some("expired")) => Some(TopUpStatus::Expired),
+        _ => None,
+    };
+    match closed {
+        Some(status) if row.status == TopUpStatus::Open => {
+            let mut update: top_up_sessions::ActiveModel = row.into();
+            update.status = Set(status);
+            update.update(&txn).await?;
+            txn.commit().await?;
+            Ok(EventOutcome::Closed)
+        }
+        Some(_) => Ok(EventOutcome::Closed),
+        None => Ok(EventOutcome::Pending),
+    }
 }
 
 /// What the hosted top-up page shows.

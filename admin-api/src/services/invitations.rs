@@ -14,7 +14,7 @@ use chrono::Utc;
 use entities::status::{InvitationStatus, OrganizationStatus};
 use entities::{customers as customer_rows, invitations, organizations};
 use money::NanoUsd;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::{ActiveEnum, ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 
 /// Why an acceptance was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -158,5 +158,122 @@ pub async fn accept(
     Ok(InvitationAccepted {
         organization_id: org_id,
         status: "active",
+    })
+}
+
+/// What an operator's revocation or re-issue did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Reissued {
+    pub customer_id: i64,
+    /// Invitations revoked by this command (pending or expired ones; accepted ones stay).
+    pub revoked_invitations: u64,
+    /// The new invitation (re-issue only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invite_url: Option<String>,
+    pub invitation_status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invitation_expires_at: Option<String>,
+    /// Whether the new invitation's email was sent (re-issue only): `sent`, or why not (the
+    /// link above can then be delivered by hand).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub email: Option<String>,
+}
+
+/// `admin-api invitation revoke --customer ID`: every open invitation of a customer that has not
+/// activated becomes `revoked`; its link stops working at once. `reissue`: the same, then a new
+/// pending invitation valid 14 days, emailed to the contact address (SPEC: re-issue is done outside
+/// the partner API). An active customer has nothing to revoke or re-issue.
+pub async fn revoke_or_reissue(
+    state: &AppState,
+    customer_id: i64,
+    reissue: bool,
+) -> Result<Reissued, String> {
+    use chrono::SecondsFormat;
+    let db_err = |e: sea_orm::DbErr| format!("database: {e}");
+    let txn = begin(&state.db).await.map_err(db_err)?;
+    let customer = customer_rows::Entity::find_by_id(customer_id)
+        .one(&txn)
+        .await
+        .map_err(db_err)?
+        .ok_or_else(|| format!("--customer {customer_id}: no such customer"))?;
+    let org = organizations::Entity::find_by_id(customer.organization_id)
+        .one(&txn)
+        .await
+        .map_err(db_err)?
+        .ok_or_else(|| format!("--customer {customer_id}: its organization is missing"))?;
+    if org.status == OrganizationStatus::Active {
+        return Err(format!(
+            "--customer {customer_id}: the customer is active (its invitation was accepted); nothing to revoke or re-issue"
+        ));
+    }
+    let open = invitations::Entity::find()
+        .filter(invitations::Column::CustomerId.eq(customer_id))
+        .filter(invitations::Column::Status.eq(InvitationStatus::Pending))
+        .all(&txn)
+        .await
+        .map_err(db_err)?;
+    let revoked = open.len() as u64;
+    for inv in open {
+        let mut row: invitations::ActiveModel = inv.into();
+        row.status = Set(InvitationStatus::Revoked);
+        row.update(&txn).await.map_err(db_err)?;
+    }
+    if !reissue {
+        txn.commit().await.map_err(db_err)?;
+        tracing::info!(customer_id, revoked, "invitation revoked by the operator");
+        return Ok(Reissued {
+            customer_id,
+            revoked_invitations: revoked,
+            invite_url: None,
+            invitation_status: InvitationStatus::Revoked.to_value(),
+            invitation_expires_at: None,
+            email: None,
+        });
+    }
+    let now = Utc::now();
+    let expires_at = now + chrono::Duration::days(customers::INVITATION_DAYS);
+    let token = customers::invitation_token();
+    invitations::ActiveModel {
+        customer_id: Set(customer_id),
+        token_hash: Set(state.hasher.hash(&token)),
+        email: Set(customer.contact_email.clone()),
+        status: Set(InvitationStatus::Pending),
+        expires_at: Set(expires_at),
+        accepted_at: Set(None),
+        created_at: Set(now),
+        ..Default::default()
+    }
+    .insert(&txn)
+    .await
+    .map_err(db_err)?;
+    txn.commit().await.map_err(db_err)?;
+    let base = state.settings.server.public_base_url.as_str();
+    let invite_url = format!("{}/invitations/{token}", base.trim_end_matches('/'));
+    let body = format!(
+        "Hello,\n\nA new invitation to activate the organization \"{org}\" was issued for you; earlier links no longer work.\n\nAccept it (the link is valid for {days} days):\n\n{invite_url}\n\nUse this email address ({email}) when you accept.\n",
+        org = org.name,
+        days = customers::INVITATION_DAYS,
+        email = customer.contact_email,
+    );
+    let subject = format!("Your new invitation to activate {}", org.name);
+    let email = match state
+        .mailer
+        .send(&customer.contact_email, &subject, body)
+        .await
+    {
+        Ok(()) => "sent".to_string(),
+        Err(e) => {
+            tracing::warn!(customer_id, error = %e, "re-issued invitation not emailed");
+            format!("not sent: {e}")
+        }
+    };
+    tracing::info!(customer_id, revoked, "invitation re-issued by the operator");
+    Ok(Reissued {
+        customer_id,
+        revoked_invitations: revoked,
+        invite_url: Some(invite_url),
+        invitation_status: InvitationStatus::Pending.to_value(),
+        invitation_expires_at: Some(expires_at.to_rfc3339_opts(SecondsFormat::Secs, true)),
+        email: Some(email),
     })
 }

@@ -7,9 +7,10 @@ use crate::keys as key_store;
 use crate::partner::idempotency::{Effect, Success};
 use crate::services::customers;
 use crate::state::AppState;
-use chrono::{SecondsFormat, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use entities::status::KeyStatus;
 use entities::{customer_api_keys, customer_groups};
+use opstate::KeyLimits;
 use sea_orm::ActiveEnum;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
@@ -28,6 +29,12 @@ pub fn preview(row: &customer_api_keys::Model) -> KeyPreview {
         disabled_at: row
             .disabled_at
             .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true)),
+        expires_at: row
+            .expires_at
+            .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true)),
+        expired: row.expires_at.is_some_and(|t| t <= Utc::now()),
+        max_concurrency: row.max_concurrency.map(i64::from),
+        requests_per_minute: row.requests_per_minute.map(i64::from),
         key: None,
     }
 }
@@ -36,9 +43,28 @@ pub fn preview(row: &customer_api_keys::Model) -> KeyPreview {
 pub struct NewKey {
     pub name: String,
     pub group_id: i64,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub limits: KeyLimits,
+}
+
+/// An optional positive limit of the create-key body (1 to 1,000,000).
+fn limit(value: Option<&Value>, name: &str) -> Result<Option<u32>, ApiError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .filter(|n| (1..=1_000_000).contains(n))
+            .and_then(|n| u32::try_from(n).ok())
+            .map(Some)
+            .ok_or_else(|| {
+                ApiError::InvalidApiKey(format!("{name} must be an integer from 1 to 1000000"))
+            }),
+    }
 }
 
 impl NewKey {
+    /// Validates a create-key body (whether `expires_at` is still in the future is checked when
+    /// the key is created, so a replay of a completed create still answers its first result).
     pub fn parse(body: CreateKeyRequest) -> Result<NewKey, ApiError> {
         if let Some(k) = body.unknown.keys().next() {
             return Err(ApiError::InvalidApiKey(format!("unknown field {k:?}")));
@@ -57,7 +83,35 @@ impl NewKey {
             .and_then(Value::as_i64)
             .filter(|g| *g > 0)
             .ok_or_else(|| ApiError::InvalidApiKey("group_id must be a positive integer".into()))?;
-        Ok(NewKey { name, group_id })
+        let expires_at = match &body.expires_at {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => {
+                let at = DateTime::parse_from_rfc3339(s.trim())
+                    .map_err(|_| {
+                        ApiError::InvalidApiKey(
+                            "expires_at must be an ISO 8601 timestamp such as 2027-01-31T00:00:00Z"
+                                .into(),
+                        )
+                    })?
+                    .with_timezone(&Utc);
+                Some(at)
+            }
+            Some(_) => {
+                return Err(ApiError::InvalidApiKey(
+                    "expires_at must be an ISO 8601 timestamp string".into(),
+                ));
+            }
+        };
+        let limits = KeyLimits {
+            max_concurrency: limit(body.max_concurrency.as_ref(), "max_concurrency")?,
+            requests_per_minute: limit(body.requests_per_minute.as_ref(), "requests_per_minute")?,
+        };
+        Ok(NewKey {
+            name,
+            group_id,
+            expires_at,
+            limits,
+        })
     }
 }
 
@@ -69,6 +123,11 @@ pub async fn create(
     customer_id: &str,
     new: NewKey,
 ) -> Result<Success<KeyPreview>, ApiError> {
+    if new.expires_at.is_some_and(|at| at <= Utc::now()) {
+        return Err(ApiError::InvalidApiKey(
+            "expires_at must be in the future".into(),
+        ));
+    }
     let customer = customers::find(txn, caller, customer_id).await?;
     let org = customers::require_active(txn, &customer).await?;
     let rate = customer_groups::Entity::find()
@@ -78,6 +137,28 @@ pub async fn create(
         .await?
         .ok_or(ApiError::CustomerNotFound)
         .and_then(|g| customers::stored_rate(g.retail_rate_multiplier_ppm))?;
+    if let Some(group) = state.settings.groups.iter().find(|g| g.id == new.group_id) {
+        for (name, asked, most) in [
+            (
+                "max_concurrency",
+                new.limits.max_concurrency,
+                group.key_max_concurrency,
+            ),
+            (
+                "requests_per_minute",
+                new.limits.requests_per_minute,
+                group.key_requests_per_minute,
+            ),
+        ] {
+            if let (Some(asked), Some(most)) = (asked, most)
+                && asked > most
+            {
+                return Err(ApiError::InvalidApiKey(format!(
+                    "{name} must be at most {most}, the group's limit per key"
+                )));
+            }
+        }
+    }
     let key_store::CreatedKey { row, secret } = key_store::insert_key(
         txn,
         &state.hasher,
@@ -87,6 +168,8 @@ pub async fn create(
             group_id: new.group_id,
             name: &new.name,
             permissions: opstate::KeyPermissions::default(),
+            expires_at: new.expires_at,
+            limits: new.limits,
         },
     )
     .await?;

@@ -158,3 +158,99 @@ async fn the_key_directory_is_rebuilt_when_the_store_loses_it() {
     stop.send(true).unwrap();
     keeper.join_next().await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn keys_with_an_expiry_and_limits() {
+    let api = Api::start().await;
+    let owner = api.owner("10").await;
+    let (id, _) = api.active_customer(&owner, "expiring", 1.0, 1.0).await;
+    let path = format!("/customers/{id}/api-keys");
+    // Every bad value is refused and creates nothing.
+    for (body, says) in [
+        (
+            json!({"name": "k", "group_id": 1, "expires_at": "tomorrow"}),
+            "ISO 8601",
+        ),
+        (
+            json!({"name": "k", "group_id": 1, "expires_at": 1_900_000_000}),
+            "string",
+        ),
+        (
+            json!({"name": "k", "group_id": 1, "expires_at": "2020-01-01T00:00:00Z"}),
+            "future",
+        ),
+        (
+            json!({"name": "k", "group_id": 1, "max_concurrency": 0}),
+            "max_concurrency",
+        ),
+        (
+            json!({"name": "k", "group_id": 1, "max_concurrency": "2"}),
+            "max_concurrency",
+        ),
+        (
+            json!({"name": "k", "group_id": 1, "max_concurrency": 5}),
+            "at most 4",
+        ),
+        (
+            json!({"name": "k", "group_id": 1, "requests_per_minute": 121}),
+            "at most 120",
+        ),
+        (
+            json!({"name": "k", "group_id": 1, "requests_per_minute": -1}),
+            "requests_per_minute",
+        ),
+    ] {
+        let (s, v) = api.write(&owner, Method::POST, &path, Some(&body)).await;
+        assert_error(s, &v, 400, "INVALID_PARTNER_CUSTOMER_API_KEY");
+        assert!(v["message"].as_str().unwrap().contains(says), "{body}: {v}");
+    }
+    let (_, list) = api.get(&owner, &path).await;
+    assert_eq!(list["data"].as_array().unwrap().len(), 0, "{list}");
+
+    // A valid expiry (any offset, shown in UTC) and limits within the group's.
+    let (s, created) = api
+        .write(
+            &owner,
+            Method::POST,
+            &path,
+            Some(&json!({"name": "temp", "group_id": 1,
+                "expires_at": "2099-06-30T14:00:00+02:00",
+                "max_concurrency": 2, "requests_per_minute": 60})),
+        )
+        .await;
+    assert_eq!(s, 200, "{created}");
+    let data = &created["data"];
+    assert_eq!(data["expires_at"], "2099-06-30T12:00:00Z");
+    assert_eq!(data["expired"], false);
+    assert_eq!(data["max_concurrency"], 2);
+    assert_eq!(data["requests_per_minute"], 60);
+    let record = api
+        .state
+        .stores
+        .keys
+        .lookup(&api.state.hasher.hash(data["key"].as_str().unwrap()))
+        .await
+        .unwrap()
+        .unwrap();
+    let noon = chrono::DateTime::parse_from_rfc3339("2099-06-30T12:00:00Z").unwrap();
+    assert_eq!(record.expires_at, Some(noon.timestamp()));
+    assert_eq!(record.limits.max_concurrency, Some(2));
+    assert_eq!(record.limits.requests_per_minute, Some(60));
+    // A key without them: never expires, its group's defaults.
+    let (s, plain) = api
+        .write(
+            &owner,
+            Method::POST,
+            &path,
+            Some(&json!({"name": "plain", "group_id": 1, "expires_at": null})),
+        )
+        .await;
+    assert_eq!(s, 200, "{plain}");
+    assert_eq!(plain["data"]["expires_at"], Value::Null);
+    assert_eq!(plain["data"]["max_concurrency"], Value::Null);
+    let (_, list) = api.get(&owner, &path).await;
+    let previews = list["data"].as_array().unwrap();
+    assert_eq!(previews.len(), 2);
+    assert_eq!(previews[0]["expires_at"], "2099-06-30T12:00:00Z");
+    assert!(previews.iter().all(|p| p.get("key").is_none()));
+}

@@ -29,6 +29,7 @@ mod idempotency;
 mod invitations;
 mod keys;
 mod openapi;
+mod payments;
 mod settlement;
 mod usage;
 
@@ -72,6 +73,8 @@ description = "text"
 product_code = "std"
 models = ["gpt-4o-mini"]
 wholesale_rate_multiplier = 0.8
+key_max_concurrency = 4
+key_requests_per_minute = 120
 [[groups]]
 id = 2
 name = "Premium"
@@ -100,12 +103,18 @@ struct Partner {
 
 impl Api {
     async fn start() -> Api {
+        Api::start_with("").await
+    }
+
+    /// admin-api on the test configuration with `extra` TOML appended (e.g. a `[payments]`
+    /// section).
+    async fn start_with(extra: &str) -> Api {
         let outbox =
             std::env::temp_dir().join(format!("tollgate-outbox-{}", uuid::Uuid::new_v4().simple()));
         let text = config(
             &testkit::fresh_database_url().await,
             outbox.to_str().unwrap(),
-        );
+        ) + extra;
         let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
         let state = admin_api::AppState::connect(settings, Stores::memory())
             .await

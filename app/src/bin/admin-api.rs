@@ -41,6 +41,14 @@ enum Command {
         #[arg(long)]
         org: i64,
     },
+    /// A customer's invitation: revoke it (the link stops working), or re-issue it (the old one
+    /// revoked, a new 14-day link emailed to the contact address and printed).
+    Invitation {
+        #[arg(value_parser = ["revoke", "reissue"])]
+        action: String,
+        #[arg(long)]
+        customer: i64,
+    },
     /// Quickstart: ensure a demo organization and print a fresh customer key for it.
     Demo {
         #[arg(long, default_value_t = 1)]
@@ -167,6 +175,9 @@ async fn run(settings: Arc<Settings>, command: Option<Command>) -> Result<(), St
         }) => print(&cli::partner_fund(&state, partner, &amount_usd, reference.as_deref()).await?),
         Some(Command::BillingToken { action, org }) => {
             print(&cli::billing_token(&state, &action, org).await?)
+        }
+        Some(Command::Invitation { action, customer }) => {
+            print(&cli::invitation(&state, &action, customer).await?)
         }
         Some(Command::Demo { group }) => {
             if settings.group(group).is_none() {

@@ -1,4 +1,6 @@
 //! `proxy --config FILE [--check]`: run the gateway, or validate its configuration and exit.
+//! `proxy --print-default-config`: print the example configuration (every setting, its default
+//! and a one-line comment) and exit.
 
 use clap::Parser;
 use settings::Settings;
@@ -17,20 +19,33 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(name = "proxy", about = "Tollgate gateway", version)]
 struct Cli {
     /// The TOML configuration file.
-    #[arg(long)]
-    config: PathBuf,
+    #[arg(long, required_unless_present = "print_default_config")]
+    config: Option<PathBuf>,
     /// Validate the configuration and exit: 0 when valid, 2 with a message naming the bad key.
     #[arg(long)]
     check: bool,
+    /// Print the example configuration (every setting with its default and a comment) and exit.
+    #[arg(long, conflicts_with_all = ["config", "check"])]
+    print_default_config: bool,
 }
+
+/// `conf/example.toml`, every setting listed (a settings test keeps it complete).
+const EXAMPLE: &str = include_str!("../../../conf/example.toml");
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.print_default_config {
+        let _ = write!(std::io::stdout(), "{EXAMPLE}");
+        return ExitCode::SUCCESS;
+    }
+    let Some(config) = cli.config else {
+        return ExitCode::from(2);
+    };
     tollgate::logging::init("info");
-    let settings = match Settings::load(&cli.config) {
+    let settings = match Settings::load(&config) {
         Ok(s) => Arc::new(s),
         Err(e) => {
-            let _ = writeln!(std::io::stderr(), "{}: {e}", cli.config.display());
+            let _ = writeln!(std::io::stderr(), "{}: {e}", config.display());
             return ExitCode::from(2);
         }
     };
@@ -38,7 +53,7 @@ fn main() -> ExitCode {
         let _ = writeln!(
             std::io::stdout(),
             "{}: configuration OK ({} models, {} accounts, {} groups)",
-            cli.config.display(),
+            config.display(),
             settings.models.len(),
             settings.accounts.len(),
             settings.groups.len()

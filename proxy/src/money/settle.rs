@@ -51,16 +51,26 @@ pub(crate) struct Finished<'a> {
     pub refusal: Option<&'static str>,
 }
 
-/// Settles a finished request: gives its capacity slot back (`slot`: account, slot id), closes
-/// its hold (if any) at the price of what was served, appends its usage event (every request that
+/// What a finished request holds until it is settled.
+pub(crate) struct Held<'a> {
+    /// Its wallet hold.
+    pub hold: Option<Hold>,
+    /// Its capacity slot: (account, slot id).
+    pub slot: Option<(&'a str, &'a str)>,
+    /// The gates (capacity layers) it holds a slot in, under the same slot id.
+    pub gates: &'a [&'a str],
+}
+
+/// Settles a finished request: gives its capacity slot (and its gates' slots) back, closes its
+/// hold (if any) at the price of what was served, appends its usage event (every request that
 /// reached a supplier account), and writes one log line.
 pub(crate) async fn settle(
     f: Finished<'_>,
-    hold: Option<Hold>,
-    slot: Option<(&str, &str)>,
+    held: Held<'_>,
     calls: &dyn Calls,
     metrics: &Metrics,
 ) -> Option<UsageEvent> {
+    let Held { hold, slot, gates } = held;
     let route = f.route.map(|r| r.label()).unwrap_or("unknown");
     let mut event = usage_event(&f);
     let cost = hold
@@ -74,6 +84,7 @@ pub(crate) async fn settle(
     }
     let step = Finish {
         slot,
+        gates,
         hold: hold.as_ref().map(|h| (h.org, h.id.as_str())),
         cost,
         event: event.as_ref(),

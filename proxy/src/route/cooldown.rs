@@ -402,6 +402,8 @@ mod tests {
             queue_wait_ms: 1,
             slot_ttl_ms: 1,
             downgrade_pressure: 0.8,
+            max_in_flight: None,
+            health_recovery_ms: 1,
         };
         assert_eq!(judge(&resp(200, &[]), &routing), Verdict::Pass);
         assert_eq!(judge(&resp(400, &[]), &routing), Verdict::Pass);

@@ -8,8 +8,9 @@
 //! - the work ([`is_simple`]): no tools or functions, no high reasoning effort (nor any Anthropic
 //!   `thinking` or Gemini `thinkingConfig`), a body of at most
 //!   16 KiB and an output cap (if any) of at most 2048 tokens;
-//! - the pressure: slots in use / total `max_concurrency` of the model's available accounts ≥
-//!   `routing.downgrade_pressure` (0.8).
+//! - the pressure: slots in use / total estimated capacity of the model's available accounts ≥
+//!   `routing.downgrade_pressure` (0.8); an account's estimate is its `max_concurrency` while it
+//!   answers well, less after 429s and failures (`route::capacity`).
 //!
 //! A downgraded call is billed at the served model's price; the client sees the served model in the
 //! response's `model` field (the supplier's) and in the `x-tollgate-model-served` header.
@@ -54,7 +55,7 @@ pub(crate) async fn target(
         .filter_map(|&i| r.accounts.get(i))
         .collect();
     let names: Vec<&str> = pool.iter().map(|u| u.account.id.as_str()).collect();
-    let capacity: Vec<u32> = pool.iter().map(|u| u.account.max_concurrency).collect();
+    let capacity: Vec<u32> = pool.iter().map(|u| u.estimate.now()).collect();
     let in_use = r.slots.in_use(&names).await.ok()?;
     (pressure(&in_use, &capacity) >= r.settings.downgrade_pressure).then_some(target)
 }

@@ -20,8 +20,9 @@ use crate::inspect::Work;
 use crate::metrics::Metrics;
 use crate::money::admit::{self, Hold, HoldPlan};
 use crate::upstream::Accounts;
+use capacity::Layer;
 use models::{ModelRoute, Router};
-use opstate::{Calls, HoldAsk, Reservation, Sessions, SlotAsk, Slots, Wallets};
+use opstate::{Calls, GateAsk, HoldAsk, Limits, RateAsk, Sessions, SlotAsk, Slots};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,6 +38,8 @@ pub(crate) struct Decision {
     pub order: Vec<usize>,
     /// The wallet hold opened with the slot, when one was asked ([`HoldRequest`]).
     pub hold: Option<Hold>,
+    /// The gates (capacity layers) the call holds a slot in, given back with its account slot.
+    pub gates: Vec<String>,
 }
 
 /// The hold a call opens together with its capacity slot, in the same store step, under the
@@ -57,7 +60,6 @@ pub(crate) struct Routing<'a> {
     pub metrics: &'a Metrics,
     pub sessions: &'a dyn Sessions,
     pub slots: &'a dyn Slots,
-    pub wallets: &'a dyn Wallets,
     /// Cooldowns, slot and hold in one step (the fast path).
     pub calls: &'a dyn Calls,
 }
@@ -66,19 +68,47 @@ pub(crate) struct Routing<'a> {
 pub(crate) struct Caller<'a> {
     pub org_id: i64,
     pub group_id: i64,
+    pub key_id: i64,
     /// The request id: the capacity slot's id, and the rendezvous seed of a call without session.
     pub request_id: &'a str,
+    /// The key's calls in flight at most (its own limit, else its group's).
+    pub key_concurrency: Option<u32>,
+    /// The key's calls per minute at most (its own limit, else its group's).
+    pub key_per_minute: Option<u32>,
 }
 
 impl Caller<'_> {
-    pub fn of<'a>(key: &opstate::KeyRecord, request_id: &'a str) -> Caller<'a> {
+    /// The caller of `key`, its limits resolved against its group in `settings`.
+    pub fn of<'a>(
+        key: &opstate::KeyRecord,
+        request_id: &'a str,
+        settings: &settings::Settings,
+    ) -> Caller<'a> {
+        let group = settings.groups.iter().find(|g| g.id == key.group_id);
         Caller {
             org_id: key.org_id,
             group_id: key.group_id,
+            key_id: key.key_id,
             request_id,
+            key_concurrency: key
+                .limits
+                .max_concurrency
+                .or(group.and_then(|g| g.key_max_concurrency)),
+            key_per_minute: key
+                .limits
+                .requests_per_minute
+                .or(group.and_then(|g| g.key_requests_per_minute)),
         }
     }
+
+    /// The name of the key's gate and per-minute counter.
+    fn key_gate(&self) -> String {
+        format!("key:{}", self.key_id)
+    }
 }
+
+/// The deployment-wide gate's name.
+const GLOBAL_GATE: &str = "global";
 
 /// Decides how `work` on `route` is served: the model (resolved for the caller's group, maybe
 /// downgraded), the accounts in rendezvous order of the session (else the request) with the
@@ -135,7 +165,7 @@ pub(crate) async fn decide(
     let waited = Instant::now();
     let admitted = admit(r, &ordered, &ids, &caller, plan).await;
     r.metrics.queue_wait.observe(waited.elapsed().as_secs_f64());
-    let (mut order, chosen, held) = admitted?;
+    let (mut order, chosen, held, gates) = admitted?;
     order.retain(|&i| i != chosen);
     order.insert(0, chosen);
     Ok(Decision {
@@ -144,20 +174,40 @@ pub(crate) async fn decide(
         session,
         order,
         hold: held,
+        gates,
     })
 }
 
-/// A capacity slot on the first open account of `ordered` with room and, with a `plan` (and its
-/// hold TTL), the call's hold, in one store step (`Calls::admit`); when every open account is full,
-/// the wait queue, then the hold on its own (a refused hold gives the slot back). Returns the open
-/// accounts of `ordered`, the one whose slot is held, and the hold.
+/// One admission step (`Calls::admit`); a store that does not answer is 503.
+async fn attempt(
+    calls: &dyn Calls,
+    asks: &[SlotAsk<'_>],
+    slot_id: &str,
+    slot_ttl: Duration,
+    limits: Limits<'_>,
+    hold: Option<HoldAsk<'_>>,
+) -> Result<opstate::Admitted, GatewayError> {
+    calls
+        .admit(asks, slot_id, slot_ttl, limits, hold)
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "admission lookup failed");
+            GatewayError::StoreUnavailable
+        })
+}
+
+/// A capacity slot on the first open account of `ordered` with room (at its estimated capacity)
+/// and in the gates of the caller's limits, counted in the key's minute, and, with a `plan` (and
+/// its hold TTL), the call's hold: all in one store step (`Calls::admit`). A call kept out by a
+/// layer waits in the queue (`capacity::wait`), trying that step again. Returns the open accounts
+/// of `ordered`, the one whose slot is held, the hold and the gates held.
 async fn admit(
     r: &Routing<'_>,
     ordered: &[usize],
     ids: &[&str],
     caller: &Caller<'_>,
     plan: Option<(&HoldPlan, u64)>,
-) -> Result<(Vec<usize>, usize, Option<Hold>), GatewayError> {
+) -> Result<(Vec<usize>, usize, Option<Hold>, Vec<String>), GatewayError> {
     let slot_ttl = Duration::from_millis(r.settings.slot_ttl_ms);
     let (org, hold_id) = (caller.org_id, caller.request_id);
     let upstreams = r.accounts.all();
@@ -165,9 +215,33 @@ async fn admit(
         .iter()
         .map(|&i| SlotAsk {
             account: ids.get(i).copied().unwrap_or_default(),
-            max: upstreams.get(i).map_or(0, |u| u.account.max_concurrency),
+            max: upstreams.get(i).map_or(0, |u| u.estimate.now()),
         })
         .collect();
+    let key_gate = caller.key_gate();
+    let mut gates = Vec::with_capacity(2);
+    let mut layers = Vec::with_capacity(2);
+    if let Some(max) = r.settings.max_in_flight {
+        gates.push(GateAsk {
+            gate: GLOBAL_GATE,
+            max,
+        });
+        layers.push(Layer::Global);
+    }
+    if let Some(max) = caller.key_concurrency {
+        gates.push(GateAsk {
+            gate: &key_gate,
+            max,
+        });
+        layers.push(Layer::KeyConcurrency);
+    }
+    let limits = Limits {
+        gates: &gates,
+        per_minute: caller.key_per_minute.map(|limit| RateAsk {
+            counter: &key_gate,
+            limit,
+        }),
+    };
     let meta = plan.map(|(p, _)| admit::describe(p)).transpose()?;
     let ask = plan
         .zip(meta.as_deref())
@@ -178,50 +252,39 @@ async fn admit(
             ttl_ms,
             meta,
         });
-    let admitted = r
-        .calls
-        .admit(&asks, hold_id, slot_ttl, ask)
-        .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "admission lookup failed");
-            GatewayError::StoreUnavailable
-        })?;
+    let mut admitted = attempt(r.calls, &asks, hold_id, slot_ttl, limits, ask).await?;
     let open = select::available(ordered, &admitted.cooldowns)?;
-    let held = |reservation: Reservation| {
-        plan.map(|(p, _)| admit::outcome(org, hold_id, p, Ok(reservation)))
-    };
-    match (admitted.taken, admitted.reservation) {
-        (Some(pos), reservation) => {
-            let chosen = *ordered.get(pos).ok_or(GatewayError::Internal)?;
-            let hold = reservation.and_then(held).transpose()?;
-            Ok((open, chosen, hold))
-        }
-        // An account had room but the wallet refused: the store gave the slot back.
-        (None, Some(reservation)) => Err(match held(reservation) {
-            Some(Err(refused)) => refused,
-            // Held without a slot cannot happen: the store takes both or neither.
-            _ => GatewayError::Internal,
-        }),
-        // Every open account is full: wait in the queue, then hold.
-        (None, None) => {
-            let limits = capacity::Limits {
-                slot_ttl,
-                depth: r.settings.queue_depth,
-                max_wait: Duration::from_millis(r.settings.queue_wait_ms),
-            };
-            let pos = capacity::take(r.slots, upstreams, &open, hold_id, r.queue, limits).await?;
-            let chosen = *open.get(pos).ok_or(GatewayError::Internal)?;
-            let Some((p, ttl_ms)) = plan else {
-                return Ok((open, chosen, None));
-            };
-            match admit::reserve(r.wallets, org, hold_id, p, ttl_ms).await {
-                Ok(hold) => Ok((open, chosen, Some(hold))),
-                Err(refused) => {
-                    let id = ids.get(chosen).copied().unwrap_or_default();
-                    capacity::release(r.slots, id, hold_id).await;
-                    Err(refused)
-                }
+    if let Some(first) = capacity::blocked(&admitted, &layers) {
+        r.metrics
+            .limits_hit
+            .with_label_values(&[first.label()])
+            .inc();
+        let bounds = capacity::Bounds {
+            depth: r.settings.queue_depth,
+            max_wait: Duration::from_millis(r.settings.queue_wait_ms),
+        };
+        let waiter = capacity::enter(r.queue, bounds, r.metrics, first).await?;
+        let mut layer = first;
+        loop {
+            waiter.pause(layer).await?;
+            admitted = attempt(r.calls, &asks, hold_id, slot_ttl, limits, ask).await?;
+            match capacity::blocked(&admitted, &layers) {
+                None => break,
+                Some(next) => layer = next,
             }
         }
     }
+    let held = match (plan, admitted.reservation) {
+        (Some((p, _)), Some(reservation)) => {
+            Some(admit::outcome(org, hold_id, p, Ok(reservation))?)
+        }
+        _ => None,
+    };
+    // Admitted, or refused by the wallet (`outcome` answered its error above): the store takes
+    // the slot, the gates and the hold together or none of them.
+    let pos = admitted.taken.ok_or(GatewayError::Internal)?;
+    let chosen = *ordered.get(pos).ok_or(GatewayError::Internal)?;
+    let mut held_gates: Vec<String> = Vec::with_capacity(gates.len());
+    held_gates.extend(gates.iter().map(|g| g.gate.to_string()));
+    Ok((open, chosen, held, held_gates))
 }

@@ -380,7 +380,8 @@ wholesale_rate_multiplier = 1
 
     fn router() -> Router {
         let settings = Settings::parse(CONFIG, &|_| None).unwrap();
-        let accounts = crate::upstream::Accounts::new(&settings.accounts);
+        let accounts =
+            crate::upstream::Accounts::new(&settings.accounts, std::time::Duration::from_secs(1));
         Router::new(&settings, accounts.all())
     }
 
@@ -407,7 +408,8 @@ wholesale_rate_multiplier = 1
             "[[accounts]]\nid = \"gem\"\nprovider = \"gemini\"\nbase_url = \"http://127.0.0.1:9\"\napi_key = \"g\"\nmodels = [\"gpt-4o-mini\"]\n\n[[groups]]\nid = 2\nname = \"Alias\"\nproduct_code = \"alias\"\nmodels = [\"gpt-4o-mini\"]\nwholesale_rate_multiplier = 1\nfeatures = [\"google_alias\"]\n\n[[groups]]\nid = 1",
         );
         let settings = Settings::parse(&config, &|_| None).unwrap();
-        let accounts = crate::upstream::Accounts::new(&settings.accounts);
+        let accounts =
+            crate::upstream::Accounts::new(&settings.accounts, std::time::Duration::from_secs(1));
         let r = Router::new(&settings, accounts.all());
         let every = r.resolve("gpt-4o-mini", 1, Route::Messages).unwrap();
         assert_eq!(

@@ -28,10 +28,58 @@ pub(crate) struct Upstream {
     /// `Debug` output (Pingora logs request headers at debug level) ever shows it.
     pub credential: (http::HeaderName, http::HeaderValue),
     resolved: Mutex<Option<(SocketAddr, Instant)>>,
+    /// This proxy's estimate of the account's capacity (see [`Estimate`]).
+    pub estimate: Estimate,
+}
+
+/// The capacity of an account as this proxy estimates it from the account's health: its
+/// `max_concurrency` while it answers well; halved (at least 1) each time it answers 429 or
+/// fails (a 5xx, a connection failure); then one slot back per `routing.health_recovery_ms`
+/// without a new cut, up to `max_concurrency` (multiplicative decrease, additive recovery).
+/// Each proxy estimates from what it sees; the slots themselves are shared.
+pub(crate) struct Estimate {
+    max: u32,
+    recovery: Duration,
+    /// Slots cut, as of the instant of the last cut.
+    cut: Mutex<(u32, Instant)>,
+}
+
+impl Estimate {
+    fn new(max: u32, recovery: Duration) -> Estimate {
+        Estimate {
+            max,
+            recovery: recovery.max(Duration::from_millis(1)),
+            cut: Mutex::new((0, Instant::now())),
+        }
+    }
+
+    /// The estimated capacity now.
+    pub fn now(&self) -> u32 {
+        let Ok(cut) = self.cut.lock() else {
+            return self.max;
+        };
+        let (slots, at) = *cut;
+        if slots == 0 {
+            return self.max;
+        }
+        let recovered = at.elapsed().as_millis() / self.recovery.as_millis().max(1);
+        let left = u32::try_from(u128::from(slots).saturating_sub(recovered)).unwrap_or(0);
+        self.max.saturating_sub(left).max(1)
+    }
+
+    /// The account answered 429 or failed: halve the estimate. Returns the new estimate.
+    pub fn cut(&self) -> u32 {
+        let halved = (self.now() / 2).max(1);
+        if let Ok(mut cut) = self.cut.lock() {
+            *cut = (self.max.saturating_sub(halved), Instant::now());
+        }
+        halved
+    }
 }
 
 impl Upstream {
-    pub fn new(account: &Account) -> Upstream {
+    /// Account `account`, its capacity recovering one slot per `recovery` after a cut.
+    pub fn new(account: &Account, recovery: Duration) -> Upstream {
         let url = &account.base_url;
         let tls = url.scheme() == "https";
         let host = url
@@ -56,6 +104,7 @@ impl Upstream {
             host_header,
             credential: credential(account),
             resolved: Mutex::new(None),
+            estimate: Estimate::new(account.max_concurrency, recovery),
         }
     }
 
@@ -93,8 +142,12 @@ pub(crate) struct Accounts {
 }
 
 impl Accounts {
-    pub fn new(accounts: &[Account]) -> Accounts {
-        let list: Vec<Upstream> = accounts.iter().map(Upstream::new).collect();
+    /// The accounts, their capacity estimates recovering one slot per `recovery` after a cut.
+    pub fn new(accounts: &[Account], recovery: Duration) -> Accounts {
+        let list: Vec<Upstream> = accounts
+            .iter()
+            .map(|a| Upstream::new(a, recovery))
+            .collect();
         let ids = list.iter().map(|u| u.account.id.clone()).collect();
         Accounts { list, ids }
     }
@@ -168,4 +221,33 @@ fn sensitive(value: &str) -> http::HeaderValue {
         .unwrap_or_else(|_| http::HeaderValue::from_static("invalid"));
     v.set_sensitive(true);
     v
+}
+
+#[cfg(test)]
+mod estimate_tests {
+    use super::Estimate;
+    use std::time::Duration;
+
+    #[test]
+    fn halves_on_each_cut_and_recovers_one_slot_per_period() {
+        let e = Estimate::new(8, Duration::from_millis(40));
+        assert_eq!(e.now(), 8);
+        assert_eq!(e.cut(), 4);
+        assert_eq!(e.cut(), 2);
+        assert_eq!(e.cut(), 1);
+        assert_eq!(e.cut(), 1, "never below one slot");
+        std::thread::sleep(Duration::from_millis(130));
+        let recovered = e.now();
+        assert!(
+            (4..=8).contains(&recovered),
+            "{recovered}: three periods, +1 each"
+        );
+        std::thread::sleep(Duration::from_millis(400));
+        assert_eq!(e.now(), 8, "back to max_concurrency, never above");
+        // A cut while recovering halves what is estimated now.
+        let e = Estimate::new(10, Duration::from_secs(3600));
+        assert_eq!(e.cut(), 5);
+        assert_eq!(e.now(), 5);
+        assert_eq!(e.cut(), 2);
+    }
 }

@@ -102,7 +102,7 @@ async fn create(
     let Kind::Video(job) = &work.kind else {
         return Err(GatewayError::Internal);
     };
-    let who = route::Caller::of(caller, &ctx.request_id);
+    let who = route::Caller::of(caller, &ctx.request_id, &s.settings);
     let decision = route::decide(&s.routing(), &work, Route::VideoCreate, who, None).await?;
     let served = decision.model.model.clone();
     ctx.follow(decision);

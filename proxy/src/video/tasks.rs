@@ -36,6 +36,11 @@ impl TaskBook {
         TaskBook { db }
     }
 
+    /// Whether the ledger database answers (readiness).
+    pub async fn ping(&self) -> Result<(), DbErr> {
+        self.db.ping().await
+    }
+
     /// Connects to the ledger database at `url` (a proxy of a fleet; admin-api migrates it).
     pub async fn connect(url: &str) -> Result<TaskBook, DbErr> {
         let mut options = ConnectOptions::new(url.to_string());

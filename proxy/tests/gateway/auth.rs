@@ -80,6 +80,8 @@ async fn invalid_keys_get_the_authentication_error() {
                 group_id: 1,
                 permissions: KeyPermissions::default(),
                 rate: Some(RateMultiplier::ONE),
+                expires_at: None,
+                limits: KeyLimits::default(),
             },
         )
         .await
@@ -235,4 +237,86 @@ async fn a_lost_directory_is_unavailable_not_invalid() {
     )
     .await;
     assert_invalid_key(status, &body);
+}
+
+/// Publishes the harness key again with `expires_at` (Unix seconds).
+async fn expire_key_at(h: &Harness, expires_at: i64) {
+    let record = KeyRecord {
+        key_id: 101,
+        org_id: 42,
+        group_id: 1,
+        permissions: KeyPermissions::default(),
+        rate: Some(RateMultiplier::ONE),
+        expires_at: Some(expires_at),
+        limits: KeyLimits::default(),
+    };
+    h.stores
+        .keys
+        .publish(&h.hasher.hash(&h.key), &record)
+        .await
+        .unwrap();
+}
+
+fn unix_now() -> i64 {
+    i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn an_expired_key_is_refused_like_an_unknown_one() {
+    let h = Harness::start().await;
+    // Expired a second ago: refused on every route, before anything reaches the supplier or the
+    // wallet, and the connection stays usable.
+    expire_key_at(&h, unix_now() - 1).await;
+    for _ in 0..2 {
+        let resp = h
+            .post("/compat/v1/chat/completions", &chat("gpt-4o-mini", false))
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = json_of(resp).await;
+        assert_invalid_key(status, &body);
+        let resp = h
+            .http
+            .get(h.url("/compat/v1/models"))
+            .bearer_auth(&h.key)
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = json_of(resp).await;
+        assert_invalid_key(status, &body);
+    }
+    assert_eq!(h.mock.request_count(), 0);
+    h.no_usage_event().await;
+
+    // Expiring in the future: served until the expiry instant, refused from it on.
+    let at = unix_now() + 2;
+    expire_key_at(&h, at).await;
+    let resp = h
+        .post("/compat/v1/chat/completions", &chat("gpt-4o-mini", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(h.mock.request_count(), 1);
+    while unix_now() < at {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let resp = h
+        .post("/compat/v1/chat/completions", &chat("gpt-4o-mini", false))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = json_of(resp).await;
+    assert_invalid_key(status, &body);
+    assert_eq!(
+        h.mock.request_count(),
+        1,
+        "nothing more reached the supplier"
+    );
 }

@@ -184,6 +184,8 @@ async fn a_queued_call_refused_by_its_wallet_gives_its_slot_back() {
         group_id: 2,
         permissions: KeyPermissions::default(),
         rate: Some(RateMultiplier::ONE),
+        expires_at: None,
+        limits: KeyLimits::default(),
     };
     let hash = h.hasher.hash(poor.expose());
     h.stores.keys.publish(&hash, &record).await.unwrap();

@@ -102,6 +102,8 @@ async fn missing_wallet_or_price_fails_closed() {
         group_id: 1,
         permissions: KeyPermissions::default(),
         rate: Some(RateMultiplier::ONE),
+        expires_at: None,
+        limits: KeyLimits::default(),
     };
     h.stores
         .keys

@@ -13,7 +13,7 @@
 use credentials::{Env, KeyHasher, Kind};
 use mock_supplier::{MockConfig, MockHandle, MockSupplier};
 use money::{NanoUsd, RateMultiplier};
-use opstate::{KeyPermissions, KeyRecord, ManualClock, Stores, UsageEvent};
+use opstate::{KeyLimits, KeyPermissions, KeyRecord, ManualClock, Stores, UsageEvent};
 use proxy::{Gateway, Metrics};
 use serde_json::{Value, json};
 use settings::Settings;
@@ -30,6 +30,7 @@ mod capacity;
 mod charges;
 mod errors;
 mod images;
+mod limits;
 mod metering;
 mod observability;
 mod routing;
@@ -369,6 +370,8 @@ impl Harness {
             group_id,
             permissions,
             rate: Some(RateMultiplier::ONE),
+            expires_at: None,
+            limits: KeyLimits::default(),
         };
         self.stores
             .keys

@@ -94,6 +94,8 @@ async fn video_tasks_on_a_fleet() {
             group_id: 1,
             name: "other",
             permissions: opstate::KeyPermissions::default(),
+            expires_at: None,
+            limits: opstate::KeyLimits::default(),
         };
         let created =
             admin_api::keys::create_key(&s.db, s.stores.keys.as_ref(), &s.hasher, s.env, new)

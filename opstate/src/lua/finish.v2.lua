@@ -1,14 +1,18 @@
--- finish v1: a call's end in one step (after hold.lua): its capacity slot given back, its hold
--- settled, and its usage event appended with what the settlement charged.
+-- finish v2: a call's end in one step (after hold.lua): its capacity slot (and its slots in the
+-- gates of its limits) given back, its hold settled, and its usage event appended with what the
+-- settlement charged.
 -- KEYS[1..5] = the organization's wallet keys (see wallet.v3); KEYS[6] = the account's slots;
--- KEYS[7] = the usage stream
+-- KEYS[7] = the usage stream; KEYS[8..] = the gates the call holds a slot in
 -- ARGV[1] = slot id ('' none), ARGV[2] = hold id ('' none), ARGV[3] = cost (nano-USD),
 -- ARGV[4] = the usage event's JSON ('' none)
 -- returns {hold code (1 settled, 0 unknown, -1 no mirror, 9 no hold), charged, excess}
 -- The stream entry is {e = JSON, c = charged, x = excess} (c and x only with a hold): the event's
 -- own charged/excess fields are overridden by c and x when read.
 local W = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]}
-if ARGV[1] ~= '' then redis.call('ZREM', KEYS[6], ARGV[1]) end
+if ARGV[1] ~= '' then
+  redis.call('ZREM', KEYS[6], ARGV[1])
+  for k = 8, #KEYS do redis.call('ZREM', KEYS[k], ARGV[1]) end
+end
 local cost = tonumber(ARGV[3]) or 0
 local code, charged, excess = 9, '0', '0'
 if ARGV[2] ~= '' then
