@@ -129,6 +129,25 @@ fn check_config(text: &str, env: &[(&str, &str)]) -> (i32, String, String) {
     )
 }
 
+/// Runs the real `admin-api --config CONFIG ARGS…` (the operator CLI) with no database or Redis
+/// from the environment: (exit code, stdout, stderr).
+fn admin_cli(config: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_admin-api"))
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .env_remove("DATABASE_URL")
+        .env_remove("TOLLGATE_DATABASE_URL")
+        .env_remove("TOLLGATE_REDIS_URL")
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// `proxy --print-default-config` prints the example configuration, which `--check` accepts once
 /// its secrets are in the environment.
 #[test]
@@ -476,22 +495,7 @@ fn operator_cli_prints_json() {
             .toml(),
     )
     .unwrap();
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_admin-api"))
-            .arg("--config")
-            .arg(&path)
-            .args(args)
-            .env_remove("DATABASE_URL")
-            .env_remove("TOLLGATE_DATABASE_URL")
-            .env_remove("TOLLGATE_REDIS_URL")
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let run = |args: &[&str]| admin_cli(&path, args);
     let (code, out, err) = run(&[
         "partner",
         "create",
@@ -1022,20 +1026,8 @@ async fn operator_revokes_and_reissues_an_invitation() {
     let id = created["data"]["customer"]["id"].as_i64().unwrap();
     let first = invite_path(&outbox, "created the organization");
     let operator = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_admin-api"))
-            .arg("--config")
-            .arg(&path)
-            .args(args)
-            .env_remove("DATABASE_URL")
-            .env_remove("TOLLGATE_DATABASE_URL")
-            .env_remove("TOLLGATE_REDIS_URL")
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        let (code, out, err) = admin_cli(&path, args);
+        (code, serde_json::from_str::<Value>(&out).unwrap_or(Value::Null), err)
     };
     let customer = async |id: i64| -> Value {
         http.get(format!("{base}/partner/v1/customers/{id}"))

@@ -174,6 +174,21 @@ impl Api {
         (status, resp.json().await.unwrap_or(Value::Null))
     }
 
+    /// Creates a top-up of `usd` for `owner` and returns its Checkout Session id (from the URL).
+    async fn checkout(&self, owner: &Partner, usd: u64) -> String {
+        let (s, v) = self
+            .write(
+                owner,
+                Method::POST,
+                "/funding/top-up-sessions",
+                Some(&json!({ "amount_usd": usd })),
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+        let url = v["data"]["url"].as_str().unwrap();
+        url.rsplit('/').next().unwrap().to_string()
+    }
+
     async fn signed(&self, body: &str) -> (StatusCode, Value) {
         let now = chrono::Utc::now().timestamp();
         let sig = admin_api::payments::sign(body.as_bytes(), WEBHOOK_SECRET, now);
@@ -316,22 +331,7 @@ async fn unpaid_expired_and_unreachable_sessions_credit_nothing() {
     let api = Api::start_with(&payments_config(&stripe.base)).await;
     let owner = api.owner("0").await;
     let available = |f: &Value| f["available_funding_usd"].as_f64().unwrap();
-    let (s, v) = api
-        .write(
-            &owner,
-            Method::POST,
-            "/funding/top-up-sessions",
-            Some(&json!({"amount_usd": 40})),
-        )
-        .await;
-    assert_eq!(s, 200, "{v}");
-    let session = v["data"]["url"]
-        .as_str()
-        .unwrap()
-        .rsplit('/')
-        .next()
-        .unwrap()
-        .to_string();
+    let session = api.checkout(&owner, 40).await;
 
     // Completed but not paid yet (a delayed payment method): pending, nothing credited.
     let (s, v) = api
@@ -352,21 +352,7 @@ async fn unpaid_expired_and_unreachable_sessions_credit_nothing() {
 
     // Another session expires unpaid: closed; a forged "paid" event for it cannot credit,
     // because the session read back from Stripe is not paid.
-    let (_, v) = api
-        .write(
-            &owner,
-            Method::POST,
-            "/funding/top-up-sessions",
-            Some(&json!({"amount_usd": 5})),
-        )
-        .await;
-    let other = v["data"]["url"]
-        .as_str()
-        .unwrap()
-        .rsplit('/')
-        .next()
-        .unwrap()
-        .to_string();
+    let other = api.checkout(&owner, 5).await;
     stripe.set(&other, "status", json!("expired"));
     let (s, v) = api
         .signed(&event("evt_c", "checkout.session.expired", &other))
@@ -381,21 +367,7 @@ async fn unpaid_expired_and_unreachable_sessions_credit_nothing() {
         .await;
     assert_eq!((s.as_u16(), &v["outcome"]), (200, &json!("closed")), "{v}");
     // A paid amount that differs from the top-up's: nothing credited.
-    let (_, v) = api
-        .write(
-            &owner,
-            Method::POST,
-            "/funding/top-up-sessions",
-            Some(&json!({"amount_usd": 7})),
-        )
-        .await;
-    let third = v["data"]["url"]
-        .as_str()
-        .unwrap()
-        .rsplit('/')
-        .next()
-        .unwrap()
-        .to_string();
+    let third = api.checkout(&owner, 7).await;
     stripe.set(&third, "payment_status", json!("paid"));
     stripe.set(&third, "amount_total", json!(70));
     let (s, v) = api
