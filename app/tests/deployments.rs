@@ -1027,7 +1027,11 @@ async fn operator_revokes_and_reissues_an_invitation() {
     let first = invite_path(&outbox, "created the organization");
     let operator = |args: &[&str]| {
         let (code, out, err) = admin_cli(&path, args);
-        (code, serde_json::from_str::<Value>(&out).unwrap_or(Value::Null), err)
+        (
+            code,
+            serde_json::from_str::<Value>(&out).unwrap_or(Value::Null),
+            err,
+        )
     };
     let customer = async |id: i64| -> Value {
         http.get(format!("{base}/partner/v1/customers/{id}"))
