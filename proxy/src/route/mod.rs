@@ -268,6 +268,9 @@ async fn admit(
         loop {
             waiter.pause(layer).await?;
             admitted = attempt(r.calls, &asks, hold_id, slot_ttl, limits, ask).await?;
+            // Every account cooled meanwhile: that answer (503, or 429 with the reset), not a
+            // longer wait.
+            select::available(ordered, &admitted.cooldowns)?;
             match capacity::blocked(&admitted, &layers) {
                 None => break,
                 Some(next) => layer = next,
