@@ -16,6 +16,7 @@ use opstate::Stores;
 use proxy::{Gateway, Metrics};
 use settings::Settings;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -336,10 +337,37 @@ impl App {
     }
 }
 
+/// Re-reads `path` into `gateway` on every `SIGHUP` until `stop` turns true (live reload; see
+/// `proxy`'s `crate::live`). A refused file changes nothing and is logged with the key's path.
+async fn reload_on_hangup(gateway: Gateway, path: PathBuf, mut stop: watch::Receiver<bool>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangup = match signal(SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "SIGHUP cannot be watched: live reload is off");
+            return;
+        }
+    };
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            got = hangup.recv() => {
+                if got.is_none() {
+                    return;
+                }
+                tracing::info!(path = %path.display(), "SIGHUP: reloading the configuration");
+                let _ = gateway.reload_from(&path);
+            }
+        }
+    }
+}
+
 /// The `proxy` process: the deployment is built on a one-thread background runtime (stores,
 /// embedded admin-api and settler, metrics), then Pingora's server runs the gateway on
 /// `server.listen` with `server.threads` workers on the calling thread, until the process ends.
-pub fn run_proxy(settings: Arc<Settings>) -> Result<(), StartError> {
+/// With `config` (the file `settings` came from), `SIGHUP` reloads it; the process id is written
+/// to `server.pid_file` for `proxy --reload`.
+pub fn run_proxy(settings: Arc<Settings>, config: Option<PathBuf>) -> Result<(), StartError> {
     let background = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("tollgate-bg")
@@ -347,7 +375,17 @@ pub fn run_proxy(settings: Arc<Settings>) -> Result<(), StartError> {
         .build()
         .map_err(StartError::Runtime)?;
     let mut app = background.block_on(App::assemble(settings.clone(), Role::Proxy))?;
-    background.block_on(async { app.serve_sidecars() });
+    background.block_on(async {
+        app.serve_sidecars();
+        if let Some(path) = config {
+            let (gateway, stop) = (app.gateway(), app.stop_rx.clone());
+            app.tasks.spawn(reload_on_hangup(gateway, path, stop));
+        }
+    });
+    let pid_file = &settings.server.pid_file;
+    if let Err(e) = std::fs::write(pid_file, format!("{}\n", std::process::id())) {
+        tracing::warn!(path = %pid_file.display(), error = %e, "pid file not written: proxy --reload cannot find this process");
+    }
     tracing::info!(
         listen = %settings.server.listen,
         base_url = %settings.server.public_base_url,

@@ -1105,3 +1105,276 @@ async fn operator_revokes_and_reissues_an_invitation() {
     assert!(err.contains("no such customer"), "{err}");
     running.stop().await.unwrap();
 }
+
+/// A reload's configuration: `gpt-4o-mini` at `input`/`output` USD per Mtok, and `gpt-4o` too
+/// when `with_gpt_4o`.
+fn reload_config(
+    mock_url: &str,
+    dir: &std::path::Path,
+    (port, metrics): (u16, u16),
+    (input, output): (f64, f64),
+    with_gpt_4o: bool,
+) -> TestConfig {
+    let mut models = vec!["gpt-4o-mini"];
+    if with_gpt_4o {
+        models.push("gpt-4o");
+    }
+    let mut config = TestConfig::embedded()
+        .set("server", "listen", format!("127.0.0.1:{port}"))
+        .set(
+            "server",
+            "pid_file",
+            dir.join("proxy.pid").display().to_string(),
+        )
+        .set("metrics", "listen", format!("127.0.0.1:{metrics}"))
+        .set(
+            "mail",
+            "outbox_dir",
+            dir.join("outbox").display().to_string(),
+        )
+        .database(&format!(
+            "sqlite://{}?mode=rwc",
+            dir.join("ledger.db").display()
+        ))
+        .model(Model::text("gpt-4o-mini", input, output))
+        .account(Account::openai("mock", mock_url, &models))
+        .group(Group::new(1, &models));
+    if with_gpt_4o {
+        config = config.model(Model::text("gpt-4o", 2.5, 10.0));
+    }
+    config
+}
+
+/// Live reload of a real `proxy` process under traffic: `proxy --reload` (and a plain `SIGHUP`)
+/// re-reads the file; new prices and a new model apply to calls that start afterwards, a stream
+/// in flight finishes on the configuration it started with and is charged at its old price, no
+/// call fails meanwhile; an invalid file changes nothing (exit 2 naming the key, `/readyz` and
+/// the metrics say it failed); a key that needs a restart is reported as such.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_under_traffic_applies_to_new_calls_only() {
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let dir = testkit::temp_dir("reload");
+    let ports = (free_port(), free_port());
+    let path = dir.join("proxy.toml");
+    let write = |config: &TestConfig| std::fs::write(&path, config.toml()).unwrap();
+    write(&reload_config(
+        &mock.base_url(),
+        &dir,
+        ports,
+        (0.15, 0.6),
+        false,
+    ));
+    let (code, out, err) = admin_cli(&path, &["demo"]);
+    assert_eq!(code, Some(0), "{err}");
+    let key = serde_json::from_str::<Value>(&out).unwrap()["api_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let _proxy = KillOnDrop(
+        std::process::Command::new(env!("CARGO_BIN_EXE_proxy"))
+            .arg("--config")
+            .arg(&path)
+            .env_remove("DATABASE_URL")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let base = format!("http://127.0.0.1:{}", ports.0);
+    let readyz = format!("http://127.0.0.1:{}/readyz", ports.1);
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while http
+        .get(&readyz)
+        .send()
+        .await
+        .map_or(true, |r| r.status() != 200)
+    {
+        assert!(Instant::now() < deadline, "proxy did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let call = |model: &'static str, stream: bool, slow: bool| {
+        let mut req = http
+            .post(format!("{base}/compat/v1/chat/completions"))
+            .bearer_auth(&key)
+            .header("x-mock-usage", "prompt=1000,completion=100")
+            .json(&chat(model, stream));
+        if slow {
+            req = req
+                .header("x-mock-delay-ms", "300")
+                .header("x-mock-events", "6");
+        }
+        async move {
+            let resp = req.send().await.unwrap();
+            let status = resp.status().as_u16();
+            let id = resp.headers()["x-request-id"].to_str().unwrap().to_string();
+            (status, id, resp.text().await.unwrap())
+        }
+    };
+    let reload = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_proxy"))
+            .arg("--config")
+            .arg(&path)
+            .arg("--reload")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let last_reload = || async {
+        let v: Value = http
+            .get(&readyz)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["checks"]["configuration"].clone()
+    };
+    let (status, _, _) = call("gpt-4o", false, false).await;
+    assert_ne!(status, 200, "gpt-4o is not configured yet");
+
+    // Traffic throughout, and one slow stream started before the reload.
+    let mut traffic = JoinSet::new();
+    let mut slow = JoinSet::new();
+    slow.spawn(call("gpt-4o-mini", true, true));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for i in 0..20u64 {
+        traffic.spawn(call("gpt-4o-mini", i % 2 == 0, false));
+        if i == 5 {
+            write(&reload_config(
+                &mock.base_url(),
+                &dir,
+                ports,
+                (1.5, 6.0),
+                true,
+            ));
+            let (code, err) = reload();
+            assert_eq!(code, Some(0), "{err}");
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while last_reload().await["last_reload"]["result"] != "ok" {
+        assert!(Instant::now() < deadline, "{}", last_reload().await);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    while let Some(r) = traffic.join_next().await {
+        assert_eq!(r.unwrap().0, 200, "no call fails during a reload");
+    }
+    let (status, old_id, body) = slow.join_next().await.unwrap().unwrap();
+    assert_eq!(status, 200);
+    assert!(body.contains("[DONE]"), "the stream in flight finished");
+    let (status, new_id, _) = call("gpt-4o-mini", false, false).await;
+    assert_eq!(status, 200);
+    let (status, _, body) = call("gpt-4o", false, false).await;
+    assert_eq!(status, 200, "the new model is served: {body}");
+
+    // Charged at the price each call started with: 10× after the reload.
+    let db = admin_api::db::connect(&format!(
+        "sqlite://{}?mode=rwc",
+        dir.join("ledger.db").display()
+    ))
+    .await
+    .unwrap();
+    let cost_of = |id: String| {
+        let db = db.clone();
+        async move {
+            use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                if let Some(r) = entities::usage_records::Entity::find()
+                    .filter(entities::usage_records::Column::RequestId.eq(id.as_str()))
+                    .one(&db)
+                    .await
+                    .unwrap()
+                {
+                    return r.cost_nanos;
+                }
+                assert!(Instant::now() < deadline, "{id} never settled");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    assert_eq!(
+        cost_of(old_id).await,
+        210_000,
+        "(1000 × 0.15 + 100 × 0.6) / 1e6 USD"
+    );
+    assert_eq!(cost_of(new_id).await, 2_100_000, "the new price, 10×");
+
+    // An invalid file: refused by --reload (nothing signalled) and by a plain SIGHUP alike.
+    let good = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        good.replace(
+            "models = [\"gpt-4o-mini\", \"gpt-4o\"]\nwholesale",
+            "models = [\"ghost\"]\nwholesale",
+        ),
+    )
+    .unwrap();
+    let (code, err) = reload();
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("groups[0].models") && err.contains("ghost"),
+        "{err}"
+    );
+    let pid = std::fs::read_to_string(dir.join("proxy.pid")).unwrap();
+    let sent = std::process::Command::new("kill")
+        .args(["-HUP", pid.trim()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while last_reload().await["last_reload"]["result"] != "failed" {
+        assert!(Instant::now() < deadline, "{}", last_reload().await);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let state = last_reload().await;
+    assert!(
+        state["last_reload"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("ghost"),
+        "{state}"
+    );
+    assert_eq!(
+        state["state"], "valid",
+        "the configuration in force is still the good one"
+    );
+    let (status, _, _) = call("gpt-4o", false, false).await;
+    assert_eq!(status, 200, "nothing changed");
+    let metrics = http
+        .get(format!("http://127.0.0.1:{}/metrics", ports.1))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("tollgate_config_reloads_total{result=\"ok\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("tollgate_config_reloads_total{result=\"failed\"} 1"),
+        "{metrics}"
+    );
+
+    // A key that needs a restart: the rest applies, the key is reported.
+    std::fs::write(
+        &path,
+        good.replace("[server]\n", "[server]\nmax_body_bytes = 1024\n"),
+    )
+    .unwrap();
+    let (code, err) = reload();
+    assert_eq!(code, Some(0), "{err}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while last_reload().await["needs_restart"] != json!(["server"]) {
+        assert!(Instant::now() < deadline, "{}", last_reload().await);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -19,6 +19,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Everything the gateway knows about one request (opaque outside the crate).
 pub struct RequestCtx {
+    /// The configuration this request runs on from start to settlement (a reload swaps the
+    /// gateway's, never a request's).
+    pub(crate) live: Arc<crate::live::Live>,
     pub(crate) request_id: String,
     pub(crate) started: Instant,
     pub(crate) started_at_ms: u64,
@@ -139,12 +142,13 @@ impl RequestCtx {
         self.downgraded_from = decision.downgraded_from;
     }
 
-    pub(crate) fn new() -> RequestCtx {
+    pub(crate) fn new(live: Arc<crate::live::Live>) -> RequestCtx {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
             .unwrap_or(0);
         RequestCtx {
+            live,
             request_id: uuid::Uuid::now_v7().simple().to_string(),
             started: Instant::now(),
             started_at_ms: now,
@@ -204,11 +208,5 @@ impl RequestCtx {
             attempts: u32::try_from(self.tried.len()).unwrap_or(u32::MAX),
             refusal: self.refusal,
         }
-    }
-}
-
-impl Default for RequestCtx {
-    fn default() -> Self {
-        RequestCtx::new()
     }
 }

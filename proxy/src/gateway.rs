@@ -50,6 +50,29 @@ impl Gateway {
         }
     }
 
+    /// Re-reads the configuration file at `path` and applies it (see `crate::live`): `Ok` with the
+    /// keys that changed but need a restart; `Err` (nothing changed) with the refusal, naming the
+    /// key at fault. Counted in `tollgate_config_reloads_total` and shown by `/readyz`.
+    pub fn reload_from(&self, path: &std::path::Path) -> Result<Vec<String>, String> {
+        match Settings::load(path) {
+            Ok(new) => {
+                let restart = self.shared.reload(new);
+                if restart.is_empty() {
+                    tracing::info!(path = %path.display(), "configuration reloaded");
+                } else {
+                    tracing::warn!(path = %path.display(), needs_restart = ?restart, "configuration reloaded; these keys keep their running values until a restart");
+                }
+                Ok(restart)
+            }
+            Err(e) => {
+                let message = format!("{}: {e}", path.display());
+                tracing::error!(error = %message, "configuration reload refused; nothing changed");
+                self.shared.reload_failed(message.clone());
+                Err(message)
+            }
+        }
+    }
+
     /// Classification, authentication, inspection, routing and admission. `Ok(true)`: answered
     /// locally.
     async fn prepare(
@@ -58,6 +81,7 @@ impl Gateway {
         ctx: &mut RequestCtx,
     ) -> Result<bool, GatewayError> {
         let s = &self.shared;
+        let live = ctx.live.clone();
         s.open_local_stores().await;
         let header = session.req_header();
         ctx.surface = Route::surface_of_path(header.uri.path());
@@ -78,7 +102,7 @@ impl Gateway {
         let caller = ctx.caller.insert(caller).clone();
         auth::permit(&caller, route)?;
         if route.is_local() {
-            let body = local::answer(&s.router, caller.group_id, route, header.uri.path())?;
+            let body = local::answer(&live.router, caller.group_id, route, header.uri.path())?;
             return respond::local(session, body, &ctx.request_id).await;
         }
 
@@ -86,15 +110,15 @@ impl Gateway {
         let idle = Duration::from_millis(server.request_body_timeout_ms);
         let original = inspect::body::read_body(session, server.max_body_bytes, idle).await?;
         let work = inspect::work(route, session.req_header(), &original)?;
-        let who = route::Caller::of(&caller, &ctx.request_id, &s.settings);
+        let who = route::Caller::of(&caller, &ctx.request_id, &live.settings);
         let at = ctx.started_at_ms;
         let plan =
-            |m: &ModelRoute| admit::hold_for(&work, route, &m.model, &caller, &s.settings, at);
+            |m: &ModelRoute| admit::hold_for(&work, route, &m.model, &caller, &live.settings, at);
         let hold = (!route.counts_tokens()).then_some(route::HoldRequest {
             ttl_ms: s.settings.money.hold_ttl_ms,
             plan: &plan,
         });
-        let mut decision = route::decide(&s.routing(), &work, route, who, hold).await?;
+        let mut decision = route::decide(&s.routing(&live), &work, route, who, hold).await?;
         // From here on the request holds a capacity slot and its hold: `logging` settles both.
         if let Some(hold) = decision.hold.take() {
             s.live_holds.insert(&hold.id, hold.org);
@@ -102,13 +126,13 @@ impl Gateway {
         }
         let served = decision.model.clone();
         ctx.follow(decision);
-        if route.counts_tokens() && !s.keep_counting_accounts(route, &mut ctx.order) {
+        if route.counts_tokens() && !Shared::keep_counting_accounts(&live, route, &mut ctx.order) {
             // No account counts tokens in the client's format: the gateway estimates.
             let body = local::count_estimate(route, original.len());
             return respond::local(session, body, &ctx.request_id).await;
         }
-        let targets = s.targets(route, &ctx.order);
-        let options = s.body_options(&caller);
+        let targets = Shared::targets(&live, route, &ctx.order);
+        let options = Shared::body_options(&live, &caller);
         let bodies = work.bodies(route, &original, &served.model, targets, options)?;
         ctx.call = Some(Call::new(work, route.format(), bodies, served));
         Ok(false)
@@ -120,7 +144,7 @@ impl ProxyHttp for Gateway {
     type CTX = RequestCtx;
 
     fn new_ctx(&self) -> RequestCtx {
-        RequestCtx::new()
+        RequestCtx::new(self.shared.live())
     }
 
     /// Classify, authenticate, inspect, route, admit; answer errors and local routes (a streamed
@@ -150,6 +174,7 @@ impl ProxyHttp for Gateway {
         ctx: &mut RequestCtx,
     ) -> pingora::Result<Box<HttpPeer>> {
         self.shared.cool(ctx).await;
+        let live = ctx.live.clone();
         let server = &self.shared.settings.server;
         if ctx.route == Some(Route::Admin) {
             let Some(admin) = self.shared.admin else {
@@ -160,7 +185,7 @@ impl ProxyHttp for Gateway {
         while let Some(i) = select::next(&ctx.order, &ctx.tried) {
             ctx.tried.push(i);
             ctx.first_attempt_at.get_or_insert_with(Instant::now);
-            let Some(upstream) = self.shared.accounts.get(i) else {
+            let Some(upstream) = live.accounts.get(i) else {
                 continue;
             };
             if ctx.slot != Some(i) && !self.shared.move_slot(ctx, i).await {
@@ -186,13 +211,13 @@ impl ProxyHttp for Gateway {
         mut e: Box<Error>,
     ) -> Box<Error> {
         if let Some(account) = ctx.current() {
-            let id = self.shared.accounts.id(account).unwrap_or("-");
+            let id = ctx.live.accounts.id(account).unwrap_or("-");
             tracing::warn!(request_id = %ctx.request_id, account = %id, %peer, error = %e, "supplier connection failed");
-            let duration = Duration::from_millis(self.shared.settings.routing.error_cooldown_ms);
+            let duration = Duration::from_millis(ctx.live.settings.routing.error_cooldown_ms);
             let reason = Reason::Unreachable;
             ctx.to_cool.push(Cooling::new(account, reason, duration));
         }
-        e.set_retry(ctx.may_retry(self.shared.settings.routing.max_attempts));
+        e.set_retry(ctx.may_retry(ctx.live.settings.routing.max_attempts));
         e
     }
 
@@ -210,7 +235,8 @@ impl ProxyHttp for Gateway {
         else {
             return Error::e_explain(ErrorType::InternalError, "upstream request without a call");
         };
-        let Some(upstream) = self.shared.accounts.get(i) else {
+        let live = ctx.live.clone();
+        let Some(upstream) = live.accounts.get(i) else {
             return Error::e_explain(ErrorType::InternalError, "unknown account index");
         };
         ctx.sending = rewrite::for_account(upstream_request, upstream, route, call)?;
@@ -245,14 +271,14 @@ impl ProxyHttp for Gateway {
         let (Some(account), true) = (ctx.current(), ctx.call.is_some()) else {
             return Ok(());
         };
-        let verdict = cooldown::judge(upstream_response, &s.settings.routing);
+        let verdict = cooldown::judge(upstream_response, &ctx.live.settings.routing);
         let cooldown::Verdict::Cool { reason, duration } = verdict else {
             if upstream_response.status.is_success() {
                 s.remember_session(ctx, account).await;
             }
             return Ok(());
         };
-        if !ctx.may_retry(self.shared.settings.routing.max_attempts) {
+        if !ctx.may_retry(ctx.live.settings.routing.max_attempts) {
             // No account left: a rate limit is answered in SPEC's shape (and cooled at the end);
             // a server error reaches the client as the supplier sent it.
             if reason == Reason::RateLimited {
@@ -391,10 +417,11 @@ impl ProxyHttp for Gateway {
         }
         s.cool(ctx).await;
         let status = session.response_written().map_or(0, |h| h.status.as_u16());
-        let slot = ctx.slot.take().and_then(|i| s.accounts.id(i));
+        let live = ctx.live.clone();
+        let slot = ctx.slot.take().and_then(|i| live.accounts.id(i));
         let hold = ctx.hold.take();
         hold.iter().for_each(|h| s.live_holds.remove(&h.id));
-        let finished = ctx.finished(status, &s.accounts);
+        let finished = ctx.finished(status, &live.accounts);
         s.metrics.finished(&finished);
         let calls = s.stores().calls.as_ref();
         let slot = slot.map(|account| (account, ctx.request_id.as_str()));

@@ -1,6 +1,7 @@
 //! Health for load balancers and orchestrators, on the metrics listener: `GET /healthz` (the
-//! process answers) and `GET /readyz` (it can serve calls: the key directory is loaded, the
-//! operational store and the ledger database answer, the configuration in use is valid).
+//! process answers) and `GET /readyz` (it can serve calls: the gateway's own listener answers, the
+//! key directory is loaded, the operational store and the ledger database answer, the
+//! configuration in use is valid).
 //!
 //! `/readyz` answers 200 when every check passes and 503 otherwise, with the same JSON body:
 //! `{"status": "ready"|"not_ready", "checks": {name: state}}`. Each store check is bounded by
@@ -52,11 +53,30 @@ impl Gateway {
         ready &= matches!(database, "reachable" | "not_configured");
         let configuration = s.configuration_state();
         ready &= configuration["state"] == "valid";
+        // The gateway's own listener answers (the metrics listener may be up before it). A
+        // deployment bound to port 0 (tests) was bound before it served: nothing to check.
+        let listen = s.settings.server.listen;
+        let gateway = if listen.port() == 0 {
+            "listening"
+        } else {
+            let ip = if listen.ip().is_unspecified() {
+                std::net::IpAddr::from([127, 0, 0, 1])
+            } else {
+                listen.ip()
+            };
+            let probe = tokio::net::TcpStream::connect((ip, listen.port()));
+            match tokio::time::timeout(CHECK_TIMEOUT, probe).await {
+                Ok(Ok(_)) => "listening",
+                _ => "not_listening",
+            }
+        };
+        ready &= gateway == "listening";
         Readiness {
             ready,
             body: json!({
                 "status": if ready { "ready" } else { "not_ready" },
                 "checks": {
+                    "gateway": gateway,
                     "operational_store": store,
                     "key_directory": directory,
                     "database": database,

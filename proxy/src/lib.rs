@@ -17,6 +17,7 @@ mod errors;
 mod gateway;
 pub mod health;
 mod inspect;
+mod live;
 mod local;
 mod media;
 mod meter;

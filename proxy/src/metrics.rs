@@ -49,6 +49,8 @@ pub struct Metrics {
     pub limits_hit: IntCounterVec,
     /// Each account's estimated capacity in this proxy (its `max_concurrency` when healthy).
     pub account_capacity: IntGaugeVec,
+    /// Configuration reloads, by result (`ok`, `failed`: the file was refused, nothing changed).
+    pub reloads: IntCounterVec,
 }
 
 fn build<T: prometheus::core::Collector + Clone + 'static>(
@@ -176,6 +178,13 @@ impl Metrics {
                         "Estimated capacity of each account (max_concurrency when healthy)",
                     ),
                     &["account"],
+                ),
+            )?,
+            reloads: build(
+                &r,
+                IntCounterVec::new(
+                    Opts::new("config_reloads_total", "Configuration reloads, by result"),
+                    &["result"],
                 ),
             )?,
             registry: r,

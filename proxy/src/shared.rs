@@ -6,14 +6,13 @@
 
 use crate::classify::Route;
 use crate::ctx::RequestCtx;
+use crate::live::{Live, ReloadState};
 use crate::meter::Meter;
 use crate::metrics::Metrics;
 use crate::money::renew::LiveHolds;
 use crate::money::resend::{RecentEvents, Spool};
 use crate::route::capacity::{self, Queue};
-use crate::route::models::Router;
 use crate::route::{Routing, cooldown, select};
-use crate::upstream::Accounts;
 use crate::upstream::rewrite;
 use crate::wire::Wire;
 use crate::wire::cells::{self, Reshape};
@@ -25,7 +24,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) struct Shared {
+    /// The start-up settings: what a reload cannot change (listen, stores, pepper, server limits,
+    /// video, …). Models, accounts, groups, routing and prices are in [`Shared::live`].
     pub settings: Arc<Settings>,
+    /// The configuration a reload swaps (`crate::live`); each request keeps the one it started
+    /// with (`RequestCtx::live`).
+    live: std::sync::RwLock<Arc<Live>>,
+    /// The last reload's outcome.
+    reloads: std::sync::Mutex<ReloadState>,
     pub env: Env,
     pub hasher: KeyHasher,
     /// Signs the URLs of hosted media (`crate::media`).
@@ -37,8 +43,6 @@ pub(crate) struct Shared {
     startup_stores: Stores,
     /// The gateway's own Redis stores, connected from the proxy's runtime on the first request.
     local_stores: tokio::sync::OnceCell<Option<Stores>>,
-    pub accounts: Accounts,
-    pub router: Router,
     pub metrics: Arc<Metrics>,
     /// Where admin-api answers (`/partner/v1`, `/api/v1`, `/invitations`); `None`: not served.
     pub admin: Option<std::net::SocketAddr>,
@@ -64,9 +68,7 @@ impl Shared {
         metrics: Arc<Metrics>,
         admin: Option<std::net::SocketAddr>,
     ) -> Shared {
-        let recovery = Duration::from_millis(settings.routing.health_recovery_ms);
-        let accounts = Accounts::new(&settings.accounts, recovery);
-        let router = Router::new(&settings, accounts.all());
+        let live = Arc::new(Live::build(settings.clone(), None));
         let env = match settings.server.environment {
             Environment::Production => Env::Live,
             Environment::Development => Env::Dev,
@@ -88,8 +90,11 @@ impl Shared {
             env,
             startup_stores: stores,
             local_stores: tokio::sync::OnceCell::new(),
-            accounts,
-            router,
+            live: std::sync::RwLock::new(live),
+            reloads: std::sync::Mutex::new(ReloadState {
+                loaded_at: crate::live::unix_now(),
+                ..ReloadState::default()
+            }),
             metrics,
             settings,
             admin,
@@ -102,9 +107,47 @@ impl Shared {
         }
     }
 
+    /// The configuration in force now (a request keeps the one it started with).
+    pub fn live(&self) -> Arc<Live> {
+        match self.live.read() {
+            Ok(live) => live.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Applies `new` (validated settings read from the configuration file): the sections a reload
+    /// can change take effect for calls that start from now on; the others keep their start-up
+    /// values and are returned (they need a restart). Calls in flight keep their configuration.
+    pub fn reload(&self, new: Settings) -> Vec<String> {
+        let current = self.live();
+        let (merged, restart) = crate::live::merge(&self.settings, &new);
+        let next = Arc::new(Live::build(Arc::new(merged), Some(&current)));
+        match self.live.write() {
+            Ok(mut live) => *live = next,
+            Err(poisoned) => *poisoned.into_inner() = next,
+        }
+        let now = crate::live::unix_now();
+        if let Ok(mut state) = self.reloads.lock() {
+            state.loaded_at = now;
+            state.last = Some((now, None));
+            state.needs_restart = restart.clone();
+        }
+        self.metrics.reloads.with_label_values(&["ok"]).inc();
+        restart
+    }
+
+    /// A reload whose file was refused: nothing changed; the error is kept for `/readyz`.
+    pub fn reload_failed(&self, error: String) {
+        if let Ok(mut state) = self.reloads.lock() {
+            state.last = Some((crate::live::unix_now(), Some(error)));
+        }
+        self.metrics.reloads.with_label_values(&["failed"]).inc();
+    }
+
     /// Sets the gauges read at scrape time (each account's estimated capacity).
     pub fn refresh_gauges(&self) {
-        for u in self.accounts.all() {
+        let live = self.live();
+        for u in live.accounts.all() {
             self.metrics
                 .account_capacity
                 .with_label_values(&[u.account.id.as_str()])
@@ -112,9 +155,23 @@ impl Shared {
         }
     }
 
-    /// The state of the configuration in use, for `/readyz`.
+    /// The state of the configuration in use, for `/readyz`: always valid (an invalid file is
+    /// never applied), when it was loaded, and the last reload's outcome.
     pub fn configuration_state(&self) -> serde_json::Value {
-        serde_json::json!({"state": "valid"})
+        let state = self.reloads.lock().map(|s| s.clone()).unwrap_or_default();
+        let last = state.last.map(|(at, error)| {
+            serde_json::json!({
+                "at": at,
+                "result": if error.is_some() { "failed" } else { "ok" },
+                "error": error,
+            })
+        });
+        serde_json::json!({
+            "state": "valid",
+            "loaded_at": state.loaded_at,
+            "last_reload": last,
+            "needs_restart": state.needs_restart,
+        })
     }
 
     /// The caller of `header` on `surface`, by its key (see `auth::authenticate`), through this
@@ -192,14 +249,15 @@ impl Shared {
         let stores = self.stores();
         let cooling = std::mem::take(&mut ctx.to_cool);
         // Each 429 or failure also halves the account's estimated capacity in this proxy.
+        let live = ctx.live.clone();
         for c in &cooling {
-            if let Some(u) = self.accounts.get(c.account) {
+            if let Some(u) = live.accounts.get(c.account) {
                 let estimate = u.estimate.cut();
                 tracing::debug!(account = %u.account.id, estimate, "account capacity estimate cut");
             }
         }
         let (counters, cooldowns) = (stores.counters.as_ref(), stores.cooldowns.as_ref());
-        let (accounts, metrics) = (&self.accounts, self.metrics.as_ref());
+        let (accounts, metrics) = (&live.accounts, self.metrics.as_ref());
         cooldown::apply(
             cooling,
             accounts,
@@ -213,11 +271,12 @@ impl Shared {
 
     /// Moves `ctx`'s capacity slot to account `i` (a failover). `false`: `i` is full.
     pub async fn move_slot(&self, ctx: &mut RequestCtx, i: usize) -> bool {
-        let Some(to) = self.accounts.get(i) else {
+        let live = ctx.live.clone();
+        let Some(to) = live.accounts.get(i) else {
             return false;
         };
-        let from = ctx.slot.and_then(|o| self.accounts.get(o));
-        let ttl = Duration::from_millis(self.settings.routing.slot_ttl_ms);
+        let from = ctx.slot.and_then(|o| live.accounts.get(o));
+        let ttl = Duration::from_millis(live.settings.routing.slot_ttl_ms);
         let slots = self.stores().slots.as_ref();
         let moved = capacity::move_to(slots, from, to, &ctx.request_id, ttl).await;
         if moved {
@@ -234,11 +293,12 @@ impl Shared {
 
     /// Records that `ctx`'s session succeeded on account `i` (see `select::remember`).
     pub async fn remember_session(&self, ctx: &RequestCtx, i: usize) {
-        let (Some(key), Some(caller), Some(id)) = (&ctx.session, &ctx.caller, self.accounts.id(i))
+        let live = ctx.live.clone();
+        let (Some(key), Some(caller), Some(id)) = (&ctx.session, &ctx.caller, live.accounts.id(i))
         else {
             return;
         };
-        let ttl = Duration::from_millis(self.settings.routing.session_ttl_ms);
+        let ttl = Duration::from_millis(live.settings.routing.session_ttl_ms);
         let sessions = self.stores().sessions.as_ref();
         select::remember(sessions, caller.org_id, key, id, ttl).await;
     }
@@ -260,7 +320,8 @@ impl Shared {
         let content_type = upstream_response.headers.get(http::header::CONTENT_TYPE);
         let content_type = content_type.and_then(|v| v.to_str().ok());
         let (audio, watch_reset) = (call.audio_seconds.is_some(), ctx.usage_limit.is_some());
-        let provider = ctx.current().and_then(|i| self.accounts.get(i));
+        let live = ctx.live.clone();
+        let provider = ctx.current().and_then(|i| live.accounts.get(i));
         let supplier =
             provider.and_then(|u| ctx.route.and_then(|r| cells::target(u.account.provider, r)));
         let wire = supplier.map_or(Wire::OpenAi, Wire::of);
@@ -331,9 +392,9 @@ impl Shared {
 
     /// A token count goes only to accounts that count in the client's format (a count translated
     /// to another API would be a generation): keeps those in `order`; `false` when none is left.
-    pub fn keep_counting_accounts(&self, route: Route, order: &mut Vec<usize>) -> bool {
+    pub fn keep_counting_accounts(live: &Live, route: Route, order: &mut Vec<usize>) -> bool {
         order.retain(|&i| {
-            self.accounts
+            live.accounts
                 .get(i)
                 .is_some_and(|u| cells::target(u.account.provider, route) == route.format())
         });
@@ -341,30 +402,30 @@ impl Shared {
     }
 
     /// The formats spoken to the accounts of `order` for a call on `route`, in order.
-    pub fn targets(&self, route: Route, order: &[usize]) -> Vec<Option<translate::Format>> {
+    pub fn targets(live: &Live, route: Route, order: &[usize]) -> Vec<Option<translate::Format>> {
         order
             .iter()
-            .filter_map(|&i| self.accounts.get(i))
+            .filter_map(|&i| live.accounts.get(i))
             .map(|u| cells::target(u.account.provider, route))
             .collect()
     }
 
     /// How the bodies of a call of `caller` are made: the output cap a translation adds when the
     /// target requires one, and whether the key's group adapts Codex-style payloads (`codex`).
-    pub fn body_options(&self, caller: &opstate::KeyRecord) -> cells::BodyOptions {
+    pub fn body_options(live: &Live, caller: &opstate::KeyRecord) -> cells::BodyOptions {
         cells::BodyOptions {
-            default_max_tokens: self.settings.money.default_output_tokens,
-            codex: self.router.adapts_codex(caller.group_id),
+            default_max_tokens: live.settings.money.default_output_tokens,
+            codex: live.router.adapts_codex(caller.group_id),
         }
     }
 
     /// What the routing decision reads.
-    pub fn routing(&self) -> Routing<'_> {
+    pub fn routing<'a>(&'a self, live: &'a Live) -> Routing<'a> {
         let stores = self.stores();
         Routing {
-            router: &self.router,
-            accounts: &self.accounts,
-            settings: &self.settings.routing,
+            router: &live.router,
+            accounts: &live.accounts,
+            settings: &live.settings.routing,
             queue: &self.queue,
             metrics: &self.metrics,
             sessions: stores.sessions.as_ref(),

@@ -47,6 +47,7 @@ pub struct RawServer {
     pub upstream_read_timeout_ms: Option<u64>,
     pub request_body_timeout_ms: Option<u64>,
     pub usage_spool_dir: Option<String>,
+    pub pid_file: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -67,6 +67,9 @@ pub struct Server {
     /// Where the gateway keeps its recent usage events on disk (append-only files), so that they
     /// are re-sent after a restart; `None`: in memory only.
     pub usage_spool_dir: Option<std::path::PathBuf>,
+    /// Where the running proxy writes its process id (`proxy --reload` signals it); default
+    /// `{temp dir}/tollgate-proxy-{listen port}.pid`.
+    pub pid_file: std::path::PathBuf,
 }
 
 #[derive(Debug, Clone)]
@@ -879,6 +882,11 @@ fn validate_server(raw: &RawConfig) -> Result<Server, ConfigError> {
             .as_deref()
             .filter(|d| !d.trim().is_empty())
             .map(std::path::PathBuf::from),
+        pid_file: match s.pid_file.as_deref().map(str::trim) {
+            Some("") => return Err(err("server.pid_file", "must not be empty")),
+            Some(path) => std::path::PathBuf::from(path),
+            None => std::env::temp_dir().join(format!("tollgate-proxy-{}.pid", listen.port())),
+        },
     })
 }
 

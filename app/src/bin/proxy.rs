@@ -27,6 +27,11 @@ struct Cli {
     /// Print the example configuration (every setting with its default and a comment) and exit.
     #[arg(long, conflicts_with_all = ["config", "check"])]
     print_default_config: bool,
+    /// Validate the file, then make the running proxy (found through `server.pid_file`) reload
+    /// it: exit 0 when signalled, 2 with the bad key's path (nothing is signalled), 1 when no
+    /// proxy runs.
+    #[arg(long, conflicts_with = "check")]
+    reload: bool,
 }
 
 /// `conf/example.toml`, every setting listed (a settings test keeps it complete).
@@ -49,6 +54,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if cli.reload {
+        return signal_reload(&config, &settings.server.pid_file);
+    }
     if cli.check {
         let _ = writeln!(
             std::io::stdout(),
@@ -60,12 +68,53 @@ fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    match tollgate::run_proxy(settings) {
+    match tollgate::run_proxy(settings, Some(config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");
             let _ = writeln!(std::io::stderr(), "proxy: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `--reload`: sends `SIGHUP` to the proxy whose id is in `pid_file` (the file was validated).
+fn signal_reload(config: &std::path::Path, pid_file: &std::path::Path) -> ExitCode {
+    let fail = |message: String| {
+        let _ = writeln!(std::io::stderr(), "proxy: {message}");
+        ExitCode::FAILURE
+    };
+    let pid = match std::fs::read_to_string(pid_file) {
+        Ok(text) => match text.trim().parse::<u32>() {
+            Ok(pid) => pid,
+            Err(_) => return fail(format!("{}: not a process id", pid_file.display())),
+        },
+        Err(e) => {
+            return fail(format!(
+                "{}: {e} (is the proxy running with this configuration?)",
+                pid_file.display()
+            ));
+        }
+    };
+    if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        return fail(format!(
+            "no process {pid} (from {}): the proxy is not running",
+            pid_file.display()
+        ));
+    }
+    match std::process::Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status()
+    {
+        Ok(status) if status.success() => {
+            let _ = writeln!(
+                std::io::stdout(),
+                "{}: valid; reload signalled to proxy {pid}",
+                config.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(status) => fail(format!("kill -HUP {pid} failed ({status})")),
+        Err(e) => fail(format!("kill -HUP {pid}: {e}")),
     }
 }

@@ -67,6 +67,17 @@ impl Estimate {
         self.max.saturating_sub(left).max(1)
     }
 
+    /// Takes over the state of `old` (the same account before a reload): the same estimate now,
+    /// at most this account's `max_concurrency`, recovering from here.
+    pub fn inherit(&self, old: &Estimate) {
+        let now = old.now().min(self.max);
+        if now < self.max
+            && let Ok(mut cut) = self.cut.lock()
+        {
+            *cut = (self.max - now, Instant::now());
+        }
+    }
+
     /// The account answered 429 or failed: halve the estimate. Returns the new estimate.
     pub fn cut(&self) -> u32 {
         let halved = (self.now() / 2).max(1);

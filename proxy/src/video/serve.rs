@@ -58,7 +58,7 @@ pub(crate) async fn serve(
     let caller = s.authenticate(header, route.surface()).await?;
     let caller = ctx.caller.insert(caller).clone();
     auth::permit(&caller, route)?;
-    if !s.router.allows_video(caller.group_id) {
+    if !ctx.live.router.allows_video(caller.group_id) {
         return Err(GatewayError::VideoNotPermitted);
     }
     let book = s.tasks.get().ok_or(GatewayError::TasksUnavailable)?;
@@ -102,8 +102,9 @@ async fn create(
     let Kind::Video(job) = &work.kind else {
         return Err(GatewayError::Internal);
     };
-    let who = route::Caller::of(caller, &ctx.request_id, &s.settings);
-    let decision = route::decide(&s.routing(), &work, Route::VideoCreate, who, None).await?;
+    let live = ctx.live.clone();
+    let who = route::Caller::of(caller, &ctx.request_id, &live.settings);
+    let decision = route::decide(&s.routing(&live), &work, Route::VideoCreate, who, None).await?;
     let served = decision.model.model.clone();
     ctx.follow(decision);
     job.check(&served)?;
@@ -113,7 +114,7 @@ async fn create(
         Route::VideoCreate,
         &served,
         caller,
-        &s.settings,
+        &live.settings,
         ctx.started_at_ms,
     )?;
     let ttl = s.settings.video.task_ttl_ms + s.settings.money.hold_ttl_ms;
@@ -218,13 +219,14 @@ async fn submit(
     client: &http::HeaderMap,
 ) -> Submitted {
     let server = &s.settings.server;
-    let routing = &s.settings.routing;
+    let live = ctx.live.clone();
+    let routing = &live.settings.routing;
     let mut last = Submitted::Failed(GatewayError::UpstreamUnreachable);
     for i in ctx.order.clone() {
         if ctx.tried.len() >= routing.max_attempts as usize {
             break;
         }
-        let Some(upstream) = s.accounts.get(i) else {
+        let Some(upstream) = live.accounts.get(i) else {
             continue;
         };
         ctx.tried.push(i);
@@ -398,7 +400,14 @@ pub(crate) async fn refresh(s: &Shared, book: &TaskBook, task: Task) -> Task {
     if task.status.is_final() {
         return task;
     }
-    let Some(upstream) = s.accounts.all().iter().find(|u| &u.account.id == account) else {
+    // A task outlives its request: the account is looked up in the configuration in force.
+    let live = s.live();
+    let Some(upstream) = live
+        .accounts
+        .all()
+        .iter()
+        .find(|u| &u.account.id == account)
+    else {
         tracing::warn!(task = %task.id, account = %account, "video task's account is no longer configured");
         return task;
     };
@@ -454,7 +463,8 @@ pub(crate) async fn refresh(s: &Shared, book: &TaskBook, task: Task) -> Task {
 /// the wallet cannot be reached the task stays running and is ended by the next poll or sweep.
 pub(crate) async fn finish(s: &Shared, book: &TaskBook, task: Task, state: &SupplierState) -> Task {
     let completed = state.status == VideoTaskStatus::Completed;
-    let model = s.settings.model(&task.model_served);
+    let live = s.live();
+    let model = live.settings.model(&task.model_served);
     let held = model
         .and_then(|m| m.video.as_ref())
         .and_then(|v| v.durations.last().copied())
@@ -690,7 +700,8 @@ async fn content(
     let (Some(account), Some(sid)) = (&task.account_id, &task.supplier_task_id) else {
         return Err(GatewayError::Internal);
     };
-    let upstream = s
+    let live = s.live();
+    let upstream = live
         .accounts
         .all()
         .iter()

@@ -22,20 +22,23 @@ use tokio::sync::watch;
 /// Tasks checked per round at most.
 const BATCH: u64 = 32;
 
-/// Sweeps every `video.sweep_interval_ms` until `shutdown` turns true; does nothing when no
-/// video model is configured (a text-only fleet never queries the task book).
+/// Sweeps every `video.sweep_interval_ms` until `shutdown` turns true; skips the rounds while no
+/// video model is configured (a text-only fleet never queries the task book; a reload may add
+/// one).
 pub(crate) async fn run(s: &Shared, mut shutdown: watch::Receiver<bool>) {
-    let models = &s.settings.models;
-    if !models.iter().any(|m| m.kind == settings::ModelKind::Video) {
-        return;
-    }
     let every = Duration::from_millis(s.settings.video.sweep_interval_ms);
     loop {
         tokio::select! {
             _ = shutdown.wait_for(|s| *s) => return,
             () = tokio::time::sleep(every) => {}
         }
-        if let Some(book) = s.tasks.get() {
+        let video = s
+            .live()
+            .settings
+            .models
+            .iter()
+            .any(|m| m.kind == settings::ModelKind::Video);
+        if let (true, Some(book)) = (video, s.tasks.get()) {
             sweep_once(s, book).await;
         }
     }
