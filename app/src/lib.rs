@@ -392,11 +392,30 @@ pub fn run_proxy(settings: Arc<Settings>, config: Option<PathBuf>) -> Result<(),
         store = if settings.redis.is_some() { "redis" } else { "memory" },
         "gateway starting"
     );
-    let server = proxy::build_server(&settings, app.gateway());
-    // run_forever never returns; the runtime and the app's tasks live as long as the process.
-    let _keep = (app, background);
-    server.run_forever()
+    let gateway = app.gateway();
+    let server = proxy::build_server(&settings, gateway.clone());
+    proxy::run_server(server, &gateway);
+    // Every call has ended and settled into the store; now the embedded settler drains what is
+    // left into the ledger, and the other background work stops.
+    tracing::info!(in_flight = gateway.in_flight(), "gateway stopped; draining");
+    let stop = app.stop_handle();
+    stop.stop();
+    background.block_on(async {
+        let drained = tokio::time::timeout(STOP_TIMEOUT, async {
+            while app.tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!("background work did not stop in time");
+        }
+    });
+    let _ = std::fs::remove_file(&settings.server.pid_file);
+    tracing::info!("proxy stopped");
+    Ok(())
 }
+
+/// Longest a stopping proxy waits for its background work (the settler's final drain included).
+const STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 
 async fn bind(key: &'static str, addr: SocketAddr) -> Result<TcpListener, StartError> {
     TcpListener::bind(addr)

@@ -1378,3 +1378,127 @@ async fn a_reload_under_traffic_applies_to_new_calls_only() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// `SIGTERM` with a stream in flight, on a real embedded `proxy`: it stops accepting at once, the
+/// stream finishes whole, the process exits as soon as it has (well within the grace period), and
+/// every call served is in the ledger (the embedded settler drained the in-memory stream before
+/// the process ended).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_a_stream_finish_settles_it_and_exits() {
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let dir = testkit::temp_dir("sigterm");
+    let ports = (free_port(), free_port());
+    let path = dir.join("proxy.toml");
+    let config = reload_config(&mock.base_url(), &dir, ports, (0.15, 0.6), false).set(
+        "server",
+        "shutdown_grace_ms",
+        20_000u64,
+    );
+    std::fs::write(&path, config.toml()).unwrap();
+    let (code, out, err) = admin_cli(&path, &["demo"]);
+    assert_eq!(code, Some(0), "{err}");
+    let key = serde_json::from_str::<Value>(&out).unwrap()["api_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut proxy = KillOnDrop(
+        std::process::Command::new(env!("CARGO_BIN_EXE_proxy"))
+            .arg("--config")
+            .arg(&path)
+            .env_remove("DATABASE_URL")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let readyz = format!("http://127.0.0.1:{}/readyz", ports.1);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while http
+        .get(&readyz)
+        .send()
+        .await
+        .map_or(true, |r| r.status() != 200)
+    {
+        assert!(Instant::now() < deadline, "proxy did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let url = format!("http://127.0.0.1:{}/compat/v1/chat/completions", ports.0);
+    let resp = http
+        .post(&url)
+        .bearer_auth(&key)
+        .json(&chat("gpt-4o-mini", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let first = resp.headers()["x-request-id"].to_str().unwrap().to_string();
+    resp.bytes().await.unwrap();
+    // A stream of 6 events 300 ms apart, then SIGTERM while it runs.
+    let stream = http
+        .post(&url)
+        .bearer_auth(&key)
+        .header("x-mock-delay-ms", "300")
+        .header("x-mock-events", "6")
+        .json(&chat("gpt-4o-mini", true));
+    let mut running = JoinSet::new();
+    running.spawn(async move {
+        let resp = stream.send().await.unwrap();
+        let id = resp.headers()["x-request-id"].to_str().unwrap().to_string();
+        (resp.status().as_u16(), id, resp.text().await.unwrap())
+    });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &proxy.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let stopped = Instant::now();
+    // New connections are refused soon after (the listener is closed).
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while tokio::net::TcpStream::connect(("127.0.0.1", ports.0))
+        .await
+        .is_ok()
+    {
+        assert!(Instant::now() < deadline, "still accepting after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, second, body) = running.join_next().await.unwrap().unwrap();
+    assert_eq!(status, 200);
+    assert!(
+        body.contains("[DONE]"),
+        "the stream in flight finished whole: {body}"
+    );
+    // The process exits once nothing is in flight, long before the 20 s grace period.
+    let exited = loop {
+        if let Some(status) = proxy.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            stopped.elapsed() < Duration::from_secs(15),
+            "the proxy did not exit"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(exited.success(), "{exited:?}");
+    assert!(
+        stopped.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        stopped.elapsed()
+    );
+    // Both calls are in the ledger: nothing was left in the in-memory stream.
+    let db = admin_api::db::connect(&format!(
+        "sqlite://{}?mode=rwc",
+        dir.join("ledger.db").display()
+    ))
+    .await
+    .unwrap();
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let records = entities::usage_records::Entity::find()
+        .filter(entities::usage_records::Column::RequestId.is_in([first, second]))
+        .all(&db)
+        .await
+        .unwrap();
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert!(records.iter().all(|r| r.charged_nanos > 0));
+}

@@ -19,6 +19,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Everything the gateway knows about one request (opaque outside the crate).
 pub struct RequestCtx {
+    /// Counts this request in the gateway's requests in flight until it is dropped.
+    _in_flight: InFlight,
     /// The configuration this request runs on from start to settlement (a reload swaps the
     /// gateway's, never a request's).
     pub(crate) live: Arc<crate::live::Live>,
@@ -142,12 +144,16 @@ impl RequestCtx {
         self.downgraded_from = decision.downgraded_from;
     }
 
-    pub(crate) fn new(live: Arc<crate::live::Live>) -> RequestCtx {
+    pub(crate) fn new(
+        live: Arc<crate::live::Live>,
+        in_flight: &Arc<std::sync::atomic::AtomicUsize>,
+    ) -> RequestCtx {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
             .unwrap_or(0);
         RequestCtx {
+            _in_flight: InFlight::count(in_flight),
             live,
             request_id: uuid::Uuid::now_v7().simple().to_string(),
             started: Instant::now(),
@@ -208,5 +214,22 @@ impl RequestCtx {
             attempts: u32::try_from(self.tried.len()).unwrap_or(u32::MAX),
             refusal: self.refusal,
         }
+    }
+}
+
+/// One request counted in flight, from its context's creation to its drop (whatever path ends
+/// it): what a graceful stop waits for.
+struct InFlight(Arc<std::sync::atomic::AtomicUsize>);
+
+impl InFlight {
+    fn count(counter: &Arc<std::sync::atomic::AtomicUsize>) -> InFlight {
+        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        InFlight(counter.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }

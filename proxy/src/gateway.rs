@@ -50,6 +50,13 @@ impl Gateway {
         }
     }
 
+    /// Requests in progress in this gateway now.
+    pub fn in_flight(&self) -> usize {
+        self.shared
+            .in_flight
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Re-reads the configuration file at `path` and applies it (see `crate::live`): `Ok` with the
     /// keys that changed but need a restart; `Err` (nothing changed) with the refusal, naming the
     /// key at fault. Counted in `tollgate_config_reloads_total` and shown by `/readyz`.
@@ -144,7 +151,7 @@ impl ProxyHttp for Gateway {
     type CTX = RequestCtx;
 
     fn new_ctx(&self) -> RequestCtx {
-        RequestCtx::new(self.shared.live())
+        RequestCtx::new(self.shared.live(), &self.shared.in_flight)
     }
 
     /// Classify, authenticate, inspect, route, admit; answer errors and local routes (a streamed

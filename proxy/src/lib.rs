@@ -35,4 +35,4 @@ pub use gateway::Gateway;
 pub use metrics::Metrics;
 pub use money::admit::worst_case;
 pub use route::select::order as rendezvous_order;
-pub use server::{build_server, listener, serve_listener, serve_metrics};
+pub use server::{build_server, listener, run_server, serve_listener, serve_metrics};

@@ -17,17 +17,17 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-/// Seconds a graceful shutdown waits for requests in flight (long streams are cut after this and
-/// their usage is settled from the meter).
-const GRACE_PERIOD_SECONDS: u64 = 30;
-
 /// The production server: Pingora with `server.threads` workers listening on `server.listen`.
 /// Call `run_forever` on the result.
 pub fn build_server(settings: &Settings, gateway: Gateway) -> Server {
+    // A graceful stop waits up to `server.shutdown_grace_ms` for requests in flight (long streams
+    // are cut after it and settled from the meter), and ends as soon as none is left (the
+    // `GRACE_DONE` hook of the carried Pingora patch, set by the binary).
+    let grace = settings.server.shutdown_grace_ms.div_ceil(1000);
     let conf = ServerConf {
         threads: settings.server.threads,
-        grace_period_seconds: Some(GRACE_PERIOD_SECONDS),
-        graceful_shutdown_timeout_seconds: Some(GRACE_PERIOD_SECONDS),
+        grace_period_seconds: Some(grace),
+        graceful_shutdown_timeout_seconds: Some(5),
         ..ServerConf::default()
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);
@@ -38,6 +38,15 @@ pub fn build_server(settings: &Settings, gateway: Gateway) -> Server {
     server.add_service(service);
     server.add_service(renewer);
     server
+}
+
+/// Runs `server` until it is stopped: `SIGTERM` stops accepting and lets the calls in flight
+/// finish within `server.shutdown_grace_ms`, returning as soon as none of `gateway`'s is left;
+/// `SIGINT` stops at once; `SIGQUIT` hands the listening sockets to an upgrading process first.
+pub fn run_server(server: Server, gateway: &Gateway) {
+    let watched = gateway.clone();
+    let _ = pingora::server::GRACE_DONE.set(Box::new(move || watched.in_flight() == 0));
+    server.run(pingora::server::RunArgs::default());
 }
 
 /// The listening endpoint, with the downstream buffers the gateway uses.

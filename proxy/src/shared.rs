@@ -32,6 +32,8 @@ pub(crate) struct Shared {
     live: std::sync::RwLock<Arc<Live>>,
     /// The last reload's outcome.
     reloads: std::sync::Mutex<ReloadState>,
+    /// Requests in progress in this proxy (each `RequestCtx` counts itself until dropped).
+    pub in_flight: Arc<std::sync::atomic::AtomicUsize>,
     pub env: Env,
     pub hasher: KeyHasher,
     /// Signs the URLs of hosted media (`crate::media`).
@@ -91,6 +93,7 @@ impl Shared {
             startup_stores: stores,
             local_stores: tokio::sync::OnceCell::new(),
             live: std::sync::RwLock::new(live),
+            in_flight: Arc::default(),
             reloads: std::sync::Mutex::new(ReloadState {
                 loaded_at: crate::live::unix_now(),
                 ..ReloadState::default()

@@ -48,6 +48,7 @@ pub struct RawServer {
     pub request_body_timeout_ms: Option<u64>,
     pub usage_spool_dir: Option<String>,
     pub pid_file: Option<String>,
+    pub shutdown_grace_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

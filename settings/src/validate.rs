@@ -70,6 +70,9 @@ pub struct Server {
     /// Where the running proxy writes its process id (`proxy --reload` signals it); default
     /// `{temp dir}/tollgate-proxy-{listen port}.pid`.
     pub pid_file: std::path::PathBuf,
+    /// After `SIGTERM` (or the old process of an upgrade), how long calls in flight may take to
+    /// finish before the process exits anyway; it exits as soon as none is left.
+    pub shutdown_grace_ms: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -882,6 +885,16 @@ fn validate_server(raw: &RawConfig) -> Result<Server, ConfigError> {
             .as_deref()
             .filter(|d| !d.trim().is_empty())
             .map(std::path::PathBuf::from),
+        shutdown_grace_ms: match s.shutdown_grace_ms {
+            Some(ms) if ms > 3_600_000 => {
+                return Err(err(
+                    "server.shutdown_grace_ms",
+                    "must be at most 3600000 (one hour)",
+                ));
+            }
+            Some(ms) => ms,
+            None => 30_000,
+        },
         pid_file: match s.pid_file.as_deref().map(str::trim) {
             Some("") => return Err(err("server.pid_file", "must not be empty")),
             Some(path) => std::path::PathBuf::from(path),

@@ -48,16 +48,42 @@ pub enum SettleError {
     Store(#[from] opstate::StoreError),
 }
 
+/// Longest a stopping settler keeps draining what is left in the stream.
+const FINAL_DRAIN: Duration = Duration::from_secs(10);
+
 /// Drains until `shutdown` turns true, pausing `idle` whenever a round found less than a full
-/// batch (so a settled charge is at most about `idle` old when it reaches the ledger).
+/// batch (so a settled charge is at most about `idle` old when it reaches the ledger). On
+/// shutdown it settles what is left (at most [`FINAL_DRAIN`]), so a gracefully stopped process
+/// leaves no usage event behind in a store that dies with it.
 pub async fn run(
     state: AppState,
     consumer: String,
     idle: Duration,
+    shutdown: watch::Receiver<bool>,
+) {
+    drain_until(&state, &consumer, idle, shutdown).await;
+    let deadline = tokio::time::Instant::now() + FINAL_DRAIN;
+    while tokio::time::Instant::now() < deadline {
+        match drain_once(&state, &consumer).await {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "settler: final drain failed");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+    tracing::warn!("settler: stopped with usage events still in the stream");
+}
+
+async fn drain_until(
+    state: &AppState,
+    consumer: &str,
+    idle: Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
-        let drained = match drain_once(&state, &consumer).await {
+        let drained = match drain_once(state, consumer).await {
             Ok(n) => n,
             Err(e) => {
                 tracing::error!(error = %e, "settler round failed; retrying");
