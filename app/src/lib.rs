@@ -103,6 +103,8 @@ pub struct App {
     /// The gateway, built on first use: the one instance that serves, reports readiness and
     /// reloads.
     gateway: Option<Gateway>,
+    /// The metrics address to take once the old process of an upgrade released it.
+    metrics_later: Option<SocketAddr>,
 }
 
 impl App {
@@ -112,7 +114,7 @@ impl App {
     /// (`server.listen`, `admin.listen`, `[metrics] listen`; port 0 picks a free port). Serve with
     /// [`App::run_until_stopped`].
     pub async fn build(settings: Arc<Settings>, role: Role) -> Result<App, StartError> {
-        let mut app = App::assemble(settings, role).await?;
+        let mut app = App::assemble(settings, role, false).await?;
         if role == Role::Proxy {
             let listen = app.settings.server.listen;
             let listener = bind("server.listen", listen).await?;
@@ -123,7 +125,12 @@ impl App {
     }
 
     /// Everything but the gateway's listener (which the production proxy leaves to Pingora).
-    async fn assemble(settings: Arc<Settings>, role: Role) -> Result<App, StartError> {
+    /// `upgrading`: another proxy still holds the metrics address (it is taken once free).
+    async fn assemble(
+        settings: Arc<Settings>,
+        role: Role,
+        upgrading: bool,
+    ) -> Result<App, StartError> {
         let metrics = Arc::new(Metrics::new().map_err(|e| StartError::Metrics(e.to_string()))?);
         let stores = match &settings.redis {
             Some(r) => Stores::redis(&r.url, &r.key_prefix)
@@ -172,14 +179,23 @@ impl App {
             }
         };
         let metrics_listener = match (&settings.metrics, role) {
-            (Some(m), Role::Proxy) => Some(bind("metrics.listen", m.listen).await?),
+            (Some(m), Role::Proxy) => match bind("metrics.listen", m.listen).await {
+                Ok(l) => Some(l),
+                // The old process of an upgrade holds it until it exits: taken then.
+                Err(_) if upgrading => None,
+                Err(e) => return Err(e),
+            },
             _ => None,
         };
         let metrics_addr = match &metrics_listener {
             Some(l) => Some(local_addr("metrics.listen", l)?),
             None => None,
         };
+        let metrics_later = upgrading && metrics_listener.is_none() && role == Role::Proxy;
         Ok(App {
+            metrics_later: metrics_later
+                .then(|| settings.metrics.as_ref().map(|m| m.listen))
+                .flatten(),
             role,
             settings,
             stores,
@@ -255,6 +271,22 @@ impl App {
             let (gateway, stop) = (self.gateway(), self.stop_rx.clone());
             self.tasks
                 .spawn(proxy::serve_metrics(listener, gateway, stop));
+        }
+        if let Some(addr) = self.metrics_later.take() {
+            let (gateway, mut stop) = (self.gateway(), self.stop_rx.clone());
+            self.tasks.spawn(async move {
+                let listener = loop {
+                    if let Ok(l) = TcpListener::bind(addr).await {
+                        break l;
+                    }
+                    tokio::select! {
+                        _ = stop.wait_for(|s| *s) => return,
+                        _ = tokio::time::sleep(std::time::Duration::from_millis(250)) => {}
+                    }
+                };
+                tracing::info!(metrics = %addr, "metrics listener taken over");
+                proxy::serve_metrics(listener, gateway, stop).await;
+            });
         }
     }
 
@@ -367,14 +399,23 @@ async fn reload_on_hangup(gateway: Gateway, path: PathBuf, mut stop: watch::Rece
 /// `server.listen` with `server.threads` workers on the calling thread, until the process ends.
 /// With `config` (the file `settings` came from), `SIGHUP` reloads it; the process id is written
 /// to `server.pid_file` for `proxy --reload`.
-pub fn run_proxy(settings: Arc<Settings>, config: Option<PathBuf>) -> Result<(), StartError> {
+///
+/// With `upgrade`, this process takes over the listening sockets of the proxy whose id is in
+/// `server.pid_file` (Pingora's graceful upgrade over `server.upgrade_sock`): it asks that
+/// process to hand them over (`SIGQUIT`), serves on them without a refused connection, and the
+/// old process finishes its calls in flight and exits.
+pub fn run_proxy(
+    settings: Arc<Settings>,
+    config: Option<PathBuf>,
+    upgrade: bool,
+) -> Result<(), StartError> {
     let background = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("tollgate-bg")
         .enable_all()
         .build()
         .map_err(StartError::Runtime)?;
-    let mut app = background.block_on(App::assemble(settings.clone(), Role::Proxy))?;
+    let mut app = background.block_on(App::assemble(settings.clone(), Role::Proxy, upgrade))?;
     background.block_on(async {
         app.serve_sidecars();
         if let Some(path) = config {
@@ -383,8 +424,8 @@ pub fn run_proxy(settings: Arc<Settings>, config: Option<PathBuf>) -> Result<(),
         }
     });
     let pid_file = &settings.server.pid_file;
-    if let Err(e) = std::fs::write(pid_file, format!("{}\n", std::process::id())) {
-        tracing::warn!(path = %pid_file.display(), error = %e, "pid file not written: proxy --reload cannot find this process");
+    if upgrade {
+        ask_for_sockets(pid_file)?;
     }
     tracing::info!(
         listen = %settings.server.listen,
@@ -393,7 +434,11 @@ pub fn run_proxy(settings: Arc<Settings>, config: Option<PathBuf>) -> Result<(),
         "gateway starting"
     );
     let gateway = app.gateway();
-    let server = proxy::build_server(&settings, gateway.clone());
+    // With `upgrade`, this waits (up to about 5 s) for the old process's sockets.
+    let server = proxy::build_server(&settings, gateway.clone(), upgrade);
+    if let Err(e) = std::fs::write(pid_file, format!("{}\n", std::process::id())) {
+        tracing::warn!(path = %pid_file.display(), error = %e, "pid file not written: proxy --reload cannot find this process");
+    }
     proxy::run_server(server, &gateway);
     // Every call has ended and settled into the store; now the embedded settler drains what is
     // left into the ledger, and the other background work stops.
@@ -409,8 +454,38 @@ pub fn run_proxy(settings: Arc<Settings>, config: Option<PathBuf>) -> Result<(),
             tracing::warn!("background work did not stop in time");
         }
     });
-    let _ = std::fs::remove_file(&settings.server.pid_file);
+    // Only this process's own pid file (after an upgrade it names the new process).
+    let ours =
+        std::fs::read_to_string(pid_file).is_ok_and(|t| t.trim() == std::process::id().to_string());
+    if ours {
+        let _ = std::fs::remove_file(pid_file);
+    }
     tracing::info!("proxy stopped");
+    Ok(())
+}
+
+/// The first step of an upgrade: the old proxy (its id in `pid_file`) is asked, from a thread, to
+/// send its listening sockets (`SIGQUIT`) while this process's bootstrap waits for them on the
+/// upgrade socket. The old process retries connecting to that socket, so the order is safe.
+fn ask_for_sockets(pid_file: &std::path::Path) -> Result<(), StartError> {
+    let old = std::fs::read_to_string(pid_file)
+        .ok()
+        .and_then(|t| t.trim().parse::<u32>().ok())
+        .ok_or_else(|| {
+            StartError::Serve(format!(
+                "server.pid_file {}: no running proxy to upgrade from",
+                pid_file.display()
+            ))
+        })?;
+    let _ = std::thread::Builder::new()
+        .name("upgrade".into())
+        .spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            tracing::info!(old, "upgrade: asking the running proxy for its sockets");
+            let _ = std::process::Command::new("kill")
+                .args(["-QUIT", &old.to_string()])
+                .status();
+        });
     Ok(())
 }
 

@@ -1502,3 +1502,142 @@ async fn sigterm_lets_a_stream_finish_settles_it_and_exits() {
     assert_eq!(records.len(), 2, "{records:?}");
     assert!(records.iter().all(|r| r.charged_nanos > 0));
 }
+
+/// Zero-downtime upgrade of a real proxy on Redis, under traffic: `proxy --upgrade` takes over the
+/// running proxy's listening sockets; no connection is refused and no call fails while the two
+/// hand over, the old process finishes and exits, the new one serves, and every call served is
+/// settled once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_under_traffic_refuses_no_connection_and_loses_no_call() {
+    let Some(redis_url) = testkit::redis_url() else {
+        eprintln!("REDIS_URL not set: upgrade scenario skipped");
+        return;
+    };
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let dir = testkit::temp_dir("upgrade");
+    let prefix = format!("upgrade:{}:{}:", std::process::id(), uuid_like());
+    let port = free_port();
+    let text = redis_deployment_builder(&redis_url, &prefix, port, &mock.base_url())
+        .set(
+            "server",
+            "pid_file",
+            dir.join("proxy.pid").display().to_string(),
+        )
+        .set(
+            "server",
+            "upgrade_sock",
+            dir.join("upgrade.sock").display().to_string(),
+        )
+        .toml();
+    let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
+    let admin = AdminApi::start(settings).await;
+    let demo = admin.demo_key().await;
+    let path = dir.join("proxy.toml");
+    std::fs::write(&path, &text).unwrap();
+    let start = |upgrade: bool| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_proxy"));
+        cmd.arg("--config").arg(&path);
+        if upgrade {
+            cmd.arg("--upgrade");
+        }
+        KillOnDrop(
+            cmd.env_remove("DATABASE_URL")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let mut old = start(false);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "proxy did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pid_of = || std::fs::read_to_string(dir.join("proxy.pid")).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pid_of().trim() != old.0.id().to_string() {
+        assert!(Instant::now() < deadline, "no pid file");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Traffic: 4 clients, a new connection per call (a refused connection would show), for 9 s.
+    let url = format!("http://127.0.0.1:{port}/compat/v1/chat/completions");
+    let until = Instant::now() + Duration::from_secs(9);
+    let mut clients = JoinSet::new();
+    for _ in 0..4 {
+        let (url, key) = (url.clone(), demo.api_key.clone());
+        clients.spawn(async move {
+            let http = reqwest::Client::builder()
+                .no_proxy()
+                .pool_max_idle_per_host(0)
+                .build()
+                .unwrap();
+            let (mut ok, mut failed, mut ids) = (0u32, Vec::new(), Vec::new());
+            while Instant::now() < until {
+                match http
+                    .post(&url)
+                    .bearer_auth(&key)
+                    .json(&chat("gpt-4o-mini", false))
+                    .send()
+                    .await
+                {
+                    Ok(resp) if resp.status() == 200 => {
+                        ids.push(resp.headers()["x-request-id"].to_str().unwrap().to_string());
+                        resp.bytes().await.unwrap();
+                        ok += 1;
+                    }
+                    Ok(resp) => failed.push(format!("status {}", resp.status())),
+                    Err(e) => failed.push(format!("{e:?}")),
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            (ok, failed, ids)
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut new = start(true);
+    // The old process hands its sockets over, finishes, and exits; the new one writes its pid.
+    let exited = loop {
+        if let Some(status) = old.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < until + Duration::from_secs(20),
+            "the old proxy did not exit"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(exited.success(), "{exited:?}");
+    assert_eq!(pid_of().trim(), new.0.id().to_string());
+    assert!(new.0.try_wait().unwrap().is_none(), "the new proxy runs");
+    let mut served = Vec::new();
+    while let Some(r) = clients.join_next().await {
+        let (ok, failed, ids) = r.unwrap();
+        assert!(
+            failed.is_empty(),
+            "calls failed during the upgrade: {failed:?}"
+        );
+        assert!(ok > 0);
+        served.extend(ids);
+    }
+    // Every call served is settled once.
+    use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let n = entities::usage_records::Entity::find()
+            .filter(entities::usage_records::Column::RequestId.is_in(served.clone()))
+            .count(&admin.state.db)
+            .await
+            .unwrap();
+        if n == served.len() as u64 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{n} of {} settled", served.len());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = &mut new;
+}

@@ -19,7 +19,10 @@ use tokio::task::JoinSet;
 
 /// The production server: Pingora with `server.threads` workers listening on `server.listen`.
 /// Call `run_forever` on the result.
-pub fn build_server(settings: &Settings, gateway: Gateway) -> Server {
+///
+/// With `upgrade`, the server takes over the listening sockets of a running proxy: bootstrap
+/// waits for them on `server.upgrade_sock` (Pingora's graceful upgrade).
+pub fn build_server(settings: &Settings, gateway: Gateway, upgrade: bool) -> Server {
     // A graceful stop waits up to `server.shutdown_grace_ms` for requests in flight (long streams
     // are cut after it and settled from the meter), and ends as soon as none is left (the
     // `GRACE_DONE` hook of the carried Pingora patch, set by the binary).
@@ -28,9 +31,14 @@ pub fn build_server(settings: &Settings, gateway: Gateway) -> Server {
         threads: settings.server.threads,
         grace_period_seconds: Some(grace),
         graceful_shutdown_timeout_seconds: Some(5),
+        upgrade_sock: settings.server.upgrade_sock.display().to_string(),
         ..ServerConf::default()
     };
-    let mut server = Server::new_with_opt_and_conf(None, conf);
+    let opt = pingora::server::configuration::Opt {
+        upgrade,
+        ..Default::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(Some(opt), conf);
     server.bootstrap();
     let renewer = background_service("hold renewal", HoldRenewer(gateway.clone()));
     let mut service = http_proxy_service(&server.configuration, gateway);

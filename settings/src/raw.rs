@@ -49,6 +49,7 @@ pub struct RawServer {
     pub usage_spool_dir: Option<String>,
     pub pid_file: Option<String>,
     pub shutdown_grace_ms: Option<u64>,
+    pub upgrade_sock: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -73,6 +73,9 @@ pub struct Server {
     /// After `SIGTERM` (or the old process of an upgrade), how long calls in flight may take to
     /// finish before the process exits anyway; it exits as soon as none is left.
     pub shutdown_grace_ms: u64,
+    /// The Unix socket over which `proxy --upgrade` receives the running proxy's listening
+    /// sockets; default `{temp dir}/tollgate-upgrade-{listen port}.sock`.
+    pub upgrade_sock: std::path::PathBuf,
 }
 
 #[derive(Debug, Clone)]
@@ -894,6 +897,11 @@ fn validate_server(raw: &RawConfig) -> Result<Server, ConfigError> {
             }
             Some(ms) => ms,
             None => 30_000,
+        },
+        upgrade_sock: match s.upgrade_sock.as_deref().map(str::trim) {
+            Some("") => return Err(err("server.upgrade_sock", "must not be empty")),
+            Some(path) => std::path::PathBuf::from(path),
+            None => std::env::temp_dir().join(format!("tollgate-upgrade-{}.sock", listen.port())),
         },
         pid_file: match s.pid_file.as_deref().map(str::trim) {
             Some("") => return Err(err("server.pid_file", "must not be empty")),

@@ -32,6 +32,11 @@ struct Cli {
     /// proxy runs.
     #[arg(long, conflicts_with = "check")]
     reload: bool,
+    /// Start as the successor of the running proxy (found through `server.pid_file`): take over
+    /// its listening sockets over `server.upgrade_sock` with no refused connection; the old
+    /// process finishes its calls in flight and exits.
+    #[arg(long, conflicts_with_all = ["check", "reload"])]
+    upgrade: bool,
 }
 
 /// `conf/example.toml`, every setting listed (a settings test keeps it complete).
@@ -68,7 +73,7 @@ fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    match tollgate::run_proxy(settings, Some(config)) {
+    match tollgate::run_proxy(settings, Some(config), cli.upgrade) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");
