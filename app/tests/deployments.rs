@@ -129,6 +129,16 @@ fn check_config(text: &str, env: &[(&str, &str)]) -> (i32, String, String) {
     )
 }
 
+/// The environment `conf/example.toml`'s secrets come from.
+const EXAMPLE_SECRETS: [(&str, &str); 6] = [
+    ("DATABASE_URL", "postgres://postgres@127.0.0.1/test"),
+    ("REDIS_URL", "redis://127.0.0.1:6379"),
+    ("TOLLGATE_KEY_PEPPER", "a-long-enough-pepper"),
+    ("OPENAI_KEY_PRIMARY", "sk-1"),
+    ("OPENAI_KEY_SECONDARY", "sk-2"),
+    ("GEMINI_KEY", "g-1"),
+];
+
 /// Runs the real `admin-api --config CONFIG ARGS…` (the operator CLI) with no database or Redis
 /// from the environment: (exit code, stdout, stderr).
 fn admin_cli(config: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
@@ -169,14 +179,7 @@ fn print_default_config_prints_a_valid_complete_example() {
     }
     let (code, _, stderr) = check_config(
         &printed,
-        &[
-            ("DATABASE_URL", "postgres://postgres@127.0.0.1/test"),
-            ("REDIS_URL", "redis://127.0.0.1:6379"),
-            ("TOLLGATE_KEY_PEPPER", "a-long-enough-pepper"),
-            ("OPENAI_KEY_PRIMARY", "sk-1"),
-            ("OPENAI_KEY_SECONDARY", "sk-2"),
-            ("GEMINI_KEY", "g-1"),
-        ],
+        &EXAMPLE_SECRETS,
     );
     assert_eq!(code, 0, "{stderr}");
     // Without --config and without --print-default-config: a usage error.
@@ -216,14 +219,7 @@ fn check_flag_validates_and_names_the_bad_key() {
     );
     let (code, _, stderr) = check_config(
         example,
-        &[
-            ("DATABASE_URL", "postgres://postgres@127.0.0.1/test"),
-            ("REDIS_URL", "redis://127.0.0.1:6379"),
-            ("TOLLGATE_KEY_PEPPER", "a-long-enough-pepper"),
-            ("OPENAI_KEY_PRIMARY", "sk-1"),
-            ("OPENAI_KEY_SECONDARY", "sk-2"),
-            ("GEMINI_KEY", "g-1"),
-        ],
+        &EXAMPLE_SECRETS,
     );
     assert_eq!(code, 0, "{stderr}");
 }

@@ -53,7 +53,7 @@ const FINAL_DRAIN: Duration = Duration::from_secs(10);
 
 /// Drains until `shutdown` turns true, pausing `idle` whenever a round found less than a full
 /// batch (so a settled charge is at most about `idle` old when it reaches the ledger). On
-/// shutdown it settles what is left (at most [`FINAL_DRAIN`]), so a gracefully stopped process
+/// shutdown it settles what is left (for at most 10 s), so a gracefully stopped process
 /// leaves no usage event behind in a store that dies with it.
 pub async fn run(
     state: AppState,
