@@ -177,10 +177,7 @@ fn print_default_config_prints_a_valid_complete_example() {
     ] {
         assert!(printed.contains(key), "{key}");
     }
-    let (code, _, stderr) = check_config(
-        &printed,
-        &EXAMPLE_SECRETS,
-    );
+    let (code, _, stderr) = check_config(&printed, &EXAMPLE_SECRETS);
     assert_eq!(code, 0, "{stderr}");
     // Without --config and without --print-default-config: a usage error.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_proxy"))
@@ -217,10 +214,7 @@ fn check_flag_validates_and_names_the_bad_key() {
         stderr.contains("database.url") && stderr.contains("DATABASE_URL"),
         "{stderr}"
     );
-    let (code, _, stderr) = check_config(
-        example,
-        &EXAMPLE_SECRETS,
-    );
+    let (code, _, stderr) = check_config(example, &EXAMPLE_SECRETS);
     assert_eq!(code, 0, "{stderr}");
 }
 
