@@ -23,6 +23,9 @@ pub struct AppState {
     pub stale_wallets: Arc<std::sync::Mutex<std::collections::BTreeSet<i64>>>,
     /// Stripe, when `[payments] provider = "stripe"` (partner top-ups through Checkout).
     pub stripe: Option<crate::payments::StripeClient>,
+    /// The model groups in force: `settings.groups` at start, replaced by a configuration reload
+    /// (`AppState::set_groups`; the rest of `settings` needs a restart).
+    groups: Arc<std::sync::RwLock<Arc<Vec<settings::Group>>>>,
 }
 
 impl AppState {
@@ -54,6 +57,7 @@ impl AppState {
         settings: Arc<Settings>,
         mailer: Mailer,
     ) -> AppState {
+        let groups = Arc::new(settings.groups.clone());
         AppState {
             hasher: KeyHasher::new(&settings.security.key_pepper),
             env: env_of(&settings),
@@ -64,6 +68,30 @@ impl AppState {
             stale_directory: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             stale_wallets: Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new())),
             stripe: None,
+            groups: Arc::new(std::sync::RwLock::new(groups)),
+        }
+    }
+
+    /// The model groups in force.
+    pub fn groups(&self) -> Arc<Vec<settings::Group>> {
+        match self.groups.read() {
+            Ok(g) => g.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// The group `id` in force, if configured.
+    pub fn group(&self, id: i64) -> Option<settings::Group> {
+        self.groups().iter().find(|g| g.id == id).cloned()
+    }
+
+    /// A configuration reload: the groups (names, wholesale multipliers, per-key limits) in
+    /// force from now on, for every clone of this state.
+    pub fn set_groups(&self, groups: Vec<settings::Group>) {
+        let groups = Arc::new(groups);
+        match self.groups.write() {
+            Ok(mut g) => *g = groups,
+            Err(poisoned) => *poisoned.into_inner() = groups,
         }
     }
 

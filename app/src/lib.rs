@@ -369,9 +369,15 @@ impl App {
     }
 }
 
-/// Re-reads `path` into `gateway` on every `SIGHUP` until `stop` turns true (live reload; see
-/// `proxy`'s `crate::live`). A refused file changes nothing and is logged with the key's path.
-async fn reload_on_hangup(gateway: Gateway, path: PathBuf, mut stop: watch::Receiver<bool>) {
+/// Re-reads `path` on every `SIGHUP` until `stop` turns true (live reload): the gateway swaps its
+/// configuration (`proxy`'s `crate::live`), admin-api its groups. A refused file changes nothing
+/// and is logged with the key's path.
+async fn reload_on_hangup(
+    gateway: Option<Gateway>,
+    admin: Option<AppState>,
+    path: PathBuf,
+    mut stop: watch::Receiver<bool>,
+) {
     use tokio::signal::unix::{SignalKind, signal};
     let mut hangup = match signal(SignalKind::hangup()) {
         Ok(s) => s,
@@ -388,9 +394,40 @@ async fn reload_on_hangup(gateway: Gateway, path: PathBuf, mut stop: watch::Rece
                     return;
                 }
                 tracing::info!(path = %path.display(), "SIGHUP: reloading the configuration");
-                let _ = gateway.reload_from(&path);
+                match Settings::load(&path) {
+                    Ok(new) => {
+                        if let Some(state) = &admin {
+                            state.set_groups(new.groups.clone());
+                        }
+                        match &gateway {
+                            Some(g) => {
+                                g.reload(new);
+                            }
+                            None => tracing::info!("configuration reloaded (groups)"),
+                        }
+                    }
+                    Err(e) => {
+                        let message = format!("{}: {e}", path.display());
+                        match &gateway {
+                            Some(g) => g.reload_refused(message),
+                            None => tracing::error!(error = %message, "configuration reload refused; nothing changed"),
+                        }
+                    }
+                }
             }
         }
+    }
+}
+
+impl App {
+    /// Reloads `path` on every `SIGHUP` while this deployment runs (its gateway's configuration,
+    /// its admin-api's groups). Call on the runtime that serves the deployment.
+    pub fn reload_on_hangup(&mut self, path: PathBuf) {
+        let gateway = (self.role == Role::Proxy).then(|| self.gateway());
+        let admin = self.admin.as_ref().map(|(_, state)| state.clone());
+        let stop = self.stop_rx.clone();
+        self.tasks
+            .spawn(reload_on_hangup(gateway, admin, path, stop));
     }
 }
 
@@ -417,11 +454,11 @@ pub fn run_proxy(
         .map_err(StartError::Runtime)?;
     let mut app = background.block_on(App::assemble(settings.clone(), Role::Proxy, upgrade))?;
     background.block_on(async {
-        app.serve_sidecars();
+        // The embedded admin-api's state is taken by serve_sidecars: the watcher first.
         if let Some(path) = config {
-            let (gateway, stop) = (app.gateway(), app.stop_rx.clone());
-            app.tasks.spawn(reload_on_hangup(gateway, path, stop));
+            app.reload_on_hangup(path);
         }
+        app.serve_sidecars();
     });
     let pid_file = &settings.server.pid_file;
     if upgrade {

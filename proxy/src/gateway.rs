@@ -57,24 +57,33 @@ impl Gateway {
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Re-reads the configuration file at `path` and applies it (see `crate::live`): `Ok` with the
-    /// keys that changed but need a restart; `Err` (nothing changed) with the refusal, naming the
-    /// key at fault. Counted in `tollgate_config_reloads_total` and shown by `/readyz`.
+    /// Applies `new`, settings read from the configuration file (see `crate::live`): returns the
+    /// keys that changed but need a restart. Counted in `tollgate_config_reloads_total`, shown by
+    /// `/readyz`.
+    pub fn reload(&self, new: Settings) -> Vec<String> {
+        let restart = self.shared.reload(new);
+        if restart.is_empty() {
+            tracing::info!("configuration reloaded");
+        } else {
+            tracing::warn!(needs_restart = ?restart, "configuration reloaded; these keys keep their running values until a restart");
+        }
+        restart
+    }
+
+    /// A reload whose file was refused (`error` names the file and the key): nothing changed.
+    pub fn reload_refused(&self, error: String) {
+        tracing::error!(error = %error, "configuration reload refused; nothing changed");
+        self.shared.reload_failed(error);
+    }
+
+    /// Re-reads the configuration file at `path` and applies it ([`Gateway::reload`]); `Err`
+    /// (nothing changed) with the refusal, naming the key at fault.
     pub fn reload_from(&self, path: &std::path::Path) -> Result<Vec<String>, String> {
         match Settings::load(path) {
-            Ok(new) => {
-                let restart = self.shared.reload(new);
-                if restart.is_empty() {
-                    tracing::info!(path = %path.display(), "configuration reloaded");
-                } else {
-                    tracing::warn!(path = %path.display(), needs_restart = ?restart, "configuration reloaded; these keys keep their running values until a restart");
-                }
-                Ok(restart)
-            }
+            Ok(new) => Ok(self.reload(new)),
             Err(e) => {
                 let message = format!("{}: {e}", path.display());
-                tracing::error!(error = %message, "configuration reload refused; nothing changed");
-                self.shared.reload_failed(message.clone());
+                self.reload_refused(message.clone());
                 Err(message)
             }
         }

@@ -150,8 +150,7 @@ impl NewCustomer {
 /// The configured groups every customer gets, as (id, wholesale).
 fn catalogue(state: &AppState) -> Vec<(i64, RateMultiplier)> {
     state
-        .settings
-        .groups
+        .groups()
         .iter()
         .map(|g| (g.id, g.wholesale_rate_multiplier))
         .collect()
@@ -507,7 +506,7 @@ pub async fn groups(
         .await?;
     let mut list = Vec::with_capacity(rows.len());
     for row in &rows {
-        let Some(g) = state.settings.group(row.group_id) else {
+        let Some(g) = state.group(row.group_id) else {
             continue;
         };
         list.push(Group {
@@ -539,7 +538,7 @@ pub async fn price_pairs(
         .await?;
     let mut pairs = Vec::with_capacity(rows.len());
     for r in &rows {
-        if let Some(g) = state.settings.group(r.group_id) {
+        if let Some(g) = state.group(r.group_id) {
             pairs.push((
                 g.wholesale_rate_multiplier,
                 stored_rate(r.retail_rate_multiplier_ppm)?,

@@ -459,10 +459,7 @@ pub async fn set_rate(
         .one(txn)
         .await?
         .ok_or(ApiError::GroupNotFound)?;
-    let group = state
-        .settings
-        .group(group_id)
-        .ok_or(ApiError::GroupNotFound)?;
+    let group = state.group(group_id).ok_or(ApiError::GroupNotFound)?;
     let floor = pricing::retail_floor(caller.min_rate, group.wholesale_rate_multiplier);
     if rate < floor {
         return Err(ApiError::RetailRateBelowFloor { floor });

@@ -137,7 +137,7 @@ pub async fn create(
         .await?
         .ok_or(ApiError::CustomerNotFound)
         .and_then(|g| customers::stored_rate(g.retail_rate_multiplier_ppm))?;
-    if let Some(group) = state.settings.groups.iter().find(|g| g.id == new.group_id) {
+    if let Some(group) = state.group(new.group_id) {
         for (name, asked, most) in [
             (
                 "max_concurrency",

@@ -416,7 +416,6 @@ async fn book_partner_usage_batch(
         };
         let wholesale = c.event.wholesale_rate.map(|w| w.ppm()).or_else(|| {
             state
-                .settings
                 .group(group)
                 .map(|g| g.wholesale_rate_multiplier.ppm())
         });

@@ -308,3 +308,32 @@ async fn held_money_cannot_be_taken_back() {
     assert_eq!(b["data"]["status"], "reconciled");
     assert_eq!(b["data"]["balance_usd"], 36);
 }
+
+/// A configuration reload replaces the groups admin-api prices with (`AppState::set_groups`, what
+/// `SIGHUP` does): the group list shows the new wholesale multiplier and retail floor at once, and
+/// a key's limits are capped by the group's new per-key limit.
+#[tokio::test]
+async fn reloaded_groups_apply_to_the_partner_api_at_once() {
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let (id, _) = api.active_customer(&owner, "reload", 10.0, 1.5).await;
+    let (_, v) = api.get(&owner, &format!("/customers/{id}/groups")).await;
+    assert_eq!(v["data"][0]["wholesale_rate_multiplier"], 0.8, "{v}");
+    let mut groups = (*api.state.groups()).clone();
+    groups[0].wholesale_rate_multiplier = money::RateMultiplier::from_ppm(1_200_000).unwrap();
+    groups[0].key_max_concurrency = Some(1);
+    api.state.set_groups(groups);
+    let (_, v) = api.get(&owner, &format!("/customers/{id}/groups")).await;
+    assert_eq!(v["data"][0]["wholesale_rate_multiplier"], 1.2, "{v}");
+    assert_eq!(v["data"][0]["retail_floor_rate_multiplier"], 1.2, "{v}");
+    let (s, v) = api
+        .write(
+            &owner,
+            Method::POST,
+            &format!("/customers/{id}/api-keys"),
+            Some(&json!({"name": "k", "group_id": 1, "max_concurrency": 2})),
+        )
+        .await;
+    assert_error(s, &v, 400, "INVALID_PARTNER_CUSTOMER_API_KEY");
+    assert!(v["message"].as_str().unwrap().contains("at most 1"), "{v}");
+}

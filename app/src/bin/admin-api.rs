@@ -111,7 +111,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(settings, cli.command)) {
+    match runtime.block_on(run(settings, cli.command, cli.config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             let _ = writeln!(std::io::stderr(), "admin-api: {message}");
@@ -125,16 +125,22 @@ fn print(v: &serde_json::Value) -> Result<(), String> {
     writeln!(std::io::stdout(), "{text}").map_err(|e| e.to_string())
 }
 
-async fn run(settings: Arc<Settings>, command: Option<Command>) -> Result<(), String> {
+async fn run(
+    settings: Arc<Settings>,
+    command: Option<Command>,
+    config: PathBuf,
+) -> Result<(), String> {
     settings.require_database().map_err(|e| e.to_string())?;
     if let Some(Command::Check) = command {
         return print(&serde_json::json!({"configuration": "ok"}));
     }
     if command.is_none() {
         // The service: partner and billing APIs, settler, reconciler, key-directory keeper.
-        let app = App::build(settings, Role::AdminApi)
+        let mut app = App::build(settings, Role::AdminApi)
             .await
             .map_err(|e| e.to_string())?;
+        // SIGHUP re-reads the groups (names, wholesale multipliers, per-key limits).
+        app.reload_on_hangup(config);
         let listen = app.addresses().admin;
         tracing::info!(listen = ?listen, "admin-api listening");
         return app.run_until_stopped().await.map_err(|e| e.to_string());
