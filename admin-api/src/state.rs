@@ -72,6 +72,12 @@ impl AppState {
         }
     }
 
+    /// `path` under the one public base URL (`server.public_base_url`), e.g. an invitation link.
+    pub fn public_url(&self, path: &str) -> String {
+        let base = self.settings.server.public_base_url.as_str();
+        format!("{}{path}", base.trim_end_matches('/'))
+    }
+
     /// The model groups in force.
     pub fn groups(&self) -> Arc<Vec<settings::Group>> {
         match self.groups.read() {

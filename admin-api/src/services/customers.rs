@@ -273,28 +273,7 @@ pub async fn create(
     )
     .await?;
 
-    let token = invitation_token();
-    invitations::ActiveModel {
-        customer_id: Set(customer.id),
-        token_hash: Set(state.hasher.hash(&token)),
-        email: Set(new.contact_email.clone()),
-        status: Set(InvitationStatus::Pending),
-        expires_at: Set(now + Duration::days(INVITATION_DAYS)),
-        accepted_at: Set(None),
-        created_at: Set(now),
-        ..Default::default()
-    }
-    .insert(txn)
-    .await?;
-    let invite_url = format!(
-        "{}/invitations/{token}",
-        state
-            .settings
-            .server
-            .public_base_url
-            .as_str()
-            .trim_end_matches('/')
-    );
+    let invite_url = new_invitation(txn, state, customer.id, &new.contact_email, now).await?;
     let data = view(txn, state, &customer, Some(true), Some(&invite_url)).await?;
     let stored = data.without_secrets();
     let email = Effect::Email {
@@ -318,8 +297,33 @@ pub async fn create(
     })
 }
 
+/// A new pending invitation of `customer_id` for `email`, valid [`INVITATION_DAYS`] from `now`:
+/// only its token's keyed hash is stored; returns its link (the token is in no other place).
+pub(crate) async fn new_invitation(
+    txn: &impl ConnectionTrait,
+    state: &AppState,
+    customer_id: i64,
+    email: &str,
+    now: DateTime<Utc>,
+) -> Result<String, sea_orm::DbErr> {
+    let token = invitation_token();
+    invitations::ActiveModel {
+        customer_id: Set(customer_id),
+        token_hash: Set(state.hasher.hash(&token)),
+        email: Set(email.to_string()),
+        status: Set(InvitationStatus::Pending),
+        expires_at: Set(now + Duration::days(INVITATION_DAYS)),
+        accepted_at: Set(None),
+        created_at: Set(now),
+        ..Default::default()
+    }
+    .insert(txn)
+    .await?;
+    Ok(state.public_url(&format!("/invitations/{token}")))
+}
+
 /// A fresh invitation token (URL-safe, 43 characters, about 256 bits).
-pub(crate) fn invitation_token() -> String {
+fn invitation_token() -> String {
     const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     let mut rng = rand::rng();
     (0..43)

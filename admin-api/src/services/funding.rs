@@ -52,18 +52,8 @@ pub async fn view(
         available_funding_usd: Usd(available),
         reserved_allocations_usd: Usd(reserved),
         outstanding_usage_usd: Usd(outstanding),
-        top_up_url: format!("{}/partner/v1/funding/top-up-sessions", base(state)),
+        top_up_url: state.public_url("/partner/v1/funding/top-up-sessions"),
     })
-}
-
-fn base(state: &AppState) -> String {
-    state
-        .settings
-        .server
-        .public_base_url
-        .as_str()
-        .trim_end_matches('/')
-        .to_string()
 }
 
 /// Largest single top-up accepted (1 million USD).
@@ -125,7 +115,7 @@ pub async fn create_top_up(
     .insert(txn)
     .await?;
     let url = match (&state.settings.payments.stripe, &state.stripe) {
-        (None, _) => format!("{}/billing/top-up/{token}", base(state)),
+        (None, _) => state.public_url(&format!("/billing/top-up/{token}")),
         (Some(_), None) => {
             return Err(ApiError::PaymentProvider("not configured".into()));
         }

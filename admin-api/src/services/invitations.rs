@@ -232,23 +232,11 @@ pub async fn revoke_or_reissue(
     }
     let now = Utc::now();
     let expires_at = now + chrono::Duration::days(customers::INVITATION_DAYS);
-    let token = customers::invitation_token();
-    invitations::ActiveModel {
-        customer_id: Set(customer_id),
-        token_hash: Set(state.hasher.hash(&token)),
-        email: Set(customer.contact_email.clone()),
-        status: Set(InvitationStatus::Pending),
-        expires_at: Set(expires_at),
-        accepted_at: Set(None),
-        created_at: Set(now),
-        ..Default::default()
-    }
-    .insert(&txn)
-    .await
-    .map_err(db_err)?;
+    let invite_url =
+        customers::new_invitation(&txn, state, customer_id, &customer.contact_email, now)
+            .await
+            .map_err(db_err)?;
     txn.commit().await.map_err(db_err)?;
-    let base = state.settings.server.public_base_url.as_str();
-    let invite_url = format!("{}/invitations/{token}", base.trim_end_matches('/'));
     let body = format!(
         "Hello,\n\nA new invitation to activate the organization \"{org}\" was issued for you; earlier links no longer work.\n\nAccept it (the link is valid for {days} days):\n\n{invite_url}\n\nUse this email address ({email}) when you accept.\n",
         org = org.name,
