@@ -505,25 +505,54 @@ pub fn run_proxy(
 /// send its listening sockets (`SIGQUIT`) while this process's bootstrap waits for them on the
 /// upgrade socket. The old process retries connecting to that socket, so the order is safe.
 fn ask_for_sockets(pid_file: &std::path::Path) -> Result<(), StartError> {
-    let old = std::fs::read_to_string(pid_file)
-        .ok()
-        .and_then(|t| t.trim().parse::<u32>().ok())
-        .ok_or_else(|| {
-            StartError::Serve(format!(
-                "server.pid_file {}: no running proxy to upgrade from",
-                pid_file.display()
-            ))
-        })?;
+    let old = running_proxy(pid_file)
+        .map_err(|e| StartError::Serve(format!("no running proxy to upgrade from: {e}")))?;
     let _ = std::thread::Builder::new()
         .name("upgrade".into())
         .spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(300));
             tracing::info!(old, "upgrade: asking the running proxy for its sockets");
-            let _ = std::process::Command::new("kill")
-                .args(["-QUIT", &old.to_string()])
-                .status();
+            if let Err(e) = signal(old, "QUIT") {
+                tracing::error!(error = %e, "upgrade: the running proxy was not asked");
+            }
         });
     Ok(())
+}
+
+/// The id of the running proxy named by `pid_file` (written at start by [`run_proxy`]); an error
+/// that says why there is none.
+pub fn running_proxy(pid_file: &std::path::Path) -> Result<u32, String> {
+    let text = std::fs::read_to_string(pid_file).map_err(|e| {
+        format!(
+            "{}: {e} (is the proxy running with this configuration?)",
+            pid_file.display()
+        )
+    })?;
+    let pid: u32 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{}: not a process id", pid_file.display()))?;
+    if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        return Err(format!(
+            "no process {pid} (from {}): the proxy is not running",
+            pid_file.display()
+        ));
+    }
+    Ok(pid)
+}
+
+/// Sends signal `name` (`HUP`, `QUIT`, …) to process `pid` (with `kill`: the workspace has no
+/// unsafe code).
+pub fn signal(pid: u32, name: &str) -> Result<(), String> {
+    match std::process::Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+    {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => Err(format!("kill -{name} {pid} failed ({status})")),
+        Err(e) => Err(format!("kill -{name} {pid}: {e}")),
+    }
 }
 
 /// Longest a stopping proxy waits for its background work (the settler's final drain included).

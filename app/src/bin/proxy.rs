@@ -85,33 +85,12 @@ fn main() -> ExitCode {
 
 /// `--reload`: sends `SIGHUP` to the proxy whose id is in `pid_file` (the file was validated).
 fn signal_reload(config: &std::path::Path, pid_file: &std::path::Path) -> ExitCode {
-    let fail = |message: String| {
-        let _ = writeln!(std::io::stderr(), "proxy: {message}");
-        ExitCode::FAILURE
-    };
-    let pid = match std::fs::read_to_string(pid_file) {
-        Ok(text) => match text.trim().parse::<u32>() {
-            Ok(pid) => pid,
-            Err(_) => return fail(format!("{}: not a process id", pid_file.display())),
-        },
-        Err(e) => {
-            return fail(format!(
-                "{}: {e} (is the proxy running with this configuration?)",
-                pid_file.display()
-            ));
-        }
-    };
-    if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-        return fail(format!(
-            "no process {pid} (from {}): the proxy is not running",
-            pid_file.display()
-        ));
-    }
-    match std::process::Command::new("kill")
-        .args(["-HUP", &pid.to_string()])
-        .status()
-    {
-        Ok(status) if status.success() => {
+    let sent = tollgate::running_proxy(pid_file).and_then(|pid| {
+        tollgate::signal(pid, "HUP")?;
+        Ok(pid)
+    });
+    match sent {
+        Ok(pid) => {
             let _ = writeln!(
                 std::io::stdout(),
                 "{}: valid; reload signalled to proxy {pid}",
@@ -119,7 +98,9 @@ fn signal_reload(config: &std::path::Path, pid_file: &std::path::Path) -> ExitCo
             );
             ExitCode::SUCCESS
         }
-        Ok(status) => fail(format!("kill -HUP {pid} failed ({status})")),
-        Err(e) => fail(format!("kill -HUP {pid}: {e}")),
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "proxy: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
