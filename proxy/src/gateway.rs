@@ -50,45 +50,6 @@ impl Gateway {
         }
     }
 
-    /// Requests in progress in this gateway now.
-    pub fn in_flight(&self) -> usize {
-        self.shared
-            .in_flight
-            .load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    /// Applies `new`, settings read from the configuration file (see `crate::live`): returns the
-    /// keys that changed but need a restart. Counted in `tollgate_config_reloads_total`, shown by
-    /// `/readyz`.
-    pub fn reload(&self, new: Settings) -> Vec<String> {
-        let restart = self.shared.reload(new);
-        if restart.is_empty() {
-            tracing::info!("configuration reloaded");
-        } else {
-            tracing::warn!(needs_restart = ?restart, "configuration reloaded; these keys keep their running values until a restart");
-        }
-        restart
-    }
-
-    /// A reload whose file was refused (`error` names the file and the key): nothing changed.
-    pub fn reload_refused(&self, error: String) {
-        tracing::error!(error = %error, "configuration reload refused; nothing changed");
-        self.shared.reload_failed(error);
-    }
-
-    /// Re-reads the configuration file at `path` and applies it ([`Gateway::reload`]); `Err`
-    /// (nothing changed) with the refusal, naming the key at fault.
-    pub fn reload_from(&self, path: &std::path::Path) -> Result<Vec<String>, String> {
-        match Settings::load(path) {
-            Ok(new) => Ok(self.reload(new)),
-            Err(e) => {
-                let message = format!("{}: {e}", path.display());
-                self.reload_refused(message.clone());
-                Err(message)
-            }
-        }
-    }
-
     /// Classification, authentication, inspection, routing and admission. `Ok(true)`: answered
     /// locally.
     async fn prepare(
@@ -142,13 +103,13 @@ impl Gateway {
         }
         let served = decision.model.clone();
         ctx.follow(decision);
-        if route.counts_tokens() && !Shared::keep_counting_accounts(&live, route, &mut ctx.order) {
+        if route.counts_tokens() && !live.keep_counting_accounts(route, &mut ctx.order) {
             // No account counts tokens in the client's format: the gateway estimates.
             let body = local::count_estimate(route, original.len());
             return respond::local(session, body, &ctx.request_id).await;
         }
-        let targets = Shared::targets(&live, route, &ctx.order);
-        let options = Shared::body_options(&live, &caller);
+        let targets = live.targets(route, &ctx.order);
+        let options = live.body_options(&caller);
         let bodies = work.bodies(route, &original, &served.model, targets, options)?;
         ctx.call = Some(Call::new(work, route.format(), bodies, served));
         Ok(false)

@@ -11,8 +11,11 @@
 //! finish on the configuration they started with. Accounts keep their capacity estimates across a
 //! reload (matched by id).
 
+use crate::classify::Route;
+use crate::gateway::Gateway;
 use crate::route::models::Router;
 use crate::upstream::Accounts;
+use crate::wire::cells;
 use settings::Settings;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -47,6 +50,76 @@ impl Live {
             settings,
             accounts,
             router,
+        }
+    }
+
+    /// A token count goes only to accounts that count in the client's format (a count translated
+    /// to another API would be a generation): keeps those in `order`; `false` when none is left.
+    pub fn keep_counting_accounts(&self, route: Route, order: &mut Vec<usize>) -> bool {
+        order.retain(|&i| {
+            self.accounts
+                .get(i)
+                .is_some_and(|u| cells::target(u.account.provider, route) == route.format())
+        });
+        !order.is_empty()
+    }
+
+    /// The formats spoken to the accounts of `order` for a call on `route`, in order.
+    pub fn targets(&self, route: Route, order: &[usize]) -> Vec<Option<translate::Format>> {
+        order
+            .iter()
+            .filter_map(|&i| self.accounts.get(i))
+            .map(|u| cells::target(u.account.provider, route))
+            .collect()
+    }
+
+    /// How the bodies of a call of `caller` are made: the output cap a translation adds when the
+    /// target requires one, and whether the key's group adapts Codex-style payloads (`codex`).
+    pub fn body_options(&self, caller: &opstate::KeyRecord) -> cells::BodyOptions {
+        cells::BodyOptions {
+            default_max_tokens: self.settings.money.default_output_tokens,
+            codex: self.router.adapts_codex(caller.group_id),
+        }
+    }
+}
+
+impl Gateway {
+    /// Requests in progress in this gateway now.
+    pub fn in_flight(&self) -> usize {
+        self.shared
+            .in_flight
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Applies `new`, settings read from the configuration file (see `crate::live`): returns the
+    /// keys that changed but need a restart. Counted in `tollgate_config_reloads_total`, shown by
+    /// `/readyz`.
+    pub fn reload(&self, new: Settings) -> Vec<String> {
+        let restart = self.shared.reload(new);
+        if restart.is_empty() {
+            tracing::info!("configuration reloaded");
+        } else {
+            tracing::warn!(needs_restart = ?restart, "configuration reloaded; these keys keep their running values until a restart");
+        }
+        restart
+    }
+
+    /// A reload whose file was refused (`error` names the file and the key): nothing changed.
+    pub fn reload_refused(&self, error: String) {
+        tracing::error!(error = %error, "configuration reload refused; nothing changed");
+        self.shared.reload_failed(error);
+    }
+
+    /// Re-reads the configuration file at `path` and applies it ([`Gateway::reload`]); `Err`
+    /// (nothing changed) with the refusal, naming the key at fault.
+    pub fn reload_from(&self, path: &std::path::Path) -> Result<Vec<String>, String> {
+        match Settings::load(path) {
+            Ok(new) => Ok(self.reload(new)),
+            Err(e) => {
+                let message = format!("{}: {e}", path.display());
+                self.reload_refused(message.clone());
+                Err(message)
+            }
         }
     }
 }
@@ -88,8 +161,21 @@ pub(crate) fn merge(running: &Settings, new: &Settings) -> (Settings, Vec<String
         "security.key_pepper",
         running.security.key_pepper != new.security.key_pepper,
     );
-    keep("mail", dbg(&running.mail) != dbg(&new.mail));
-    keep("payments", dbg(&running.payments) != dbg(&new.payments));
+    // Debug output redacts secrets: those are compared themselves.
+    keep(
+        "mail",
+        dbg(&running.mail) != dbg(&new.mail) || running.mail.smtp_url != new.mail.smtp_url,
+    );
+    let stripe_secrets = |p: &settings::Payments| {
+        p.stripe
+            .as_ref()
+            .map(|s| (s.secret_key.clone(), s.webhook_secret.clone()))
+    };
+    keep(
+        "payments",
+        dbg(&running.payments) != dbg(&new.payments)
+            || stripe_secrets(&running.payments) != stripe_secrets(&new.payments),
+    );
     keep("video", dbg(&running.video) != dbg(&new.video));
     keep(
         "money.hold_ttl_ms",
@@ -111,4 +197,68 @@ pub(crate) fn merge(running: &Settings, new: &Settings) -> (Settings, Vec<String
     merged.money.hold_ttl_ms = running.money.hold_ttl_ms;
     merged.money.reconcile_interval_ms = running.money.reconcile_interval_ms;
     (merged, restart)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merge;
+    use settings::Settings;
+
+    const BASE: &str = r#"
+[server]
+listen = "127.0.0.1:8080"
+[admin]
+embedded = true
+[database]
+url = "sqlite::memory:"
+[security]
+key_pepper = "0123456789abcdef"
+[mail]
+smtp_url = "smtp://a.example:25"
+[routing]
+queue_depth = 8
+[[models]]
+id = "m"
+family = "f"
+kind = "text"
+input_per_mtok = 1
+output_per_mtok = 2
+[[accounts]]
+id = "a"
+provider = "openai"
+base_url = "http://127.0.0.1:9/v1"
+api_key = "sk-a"
+models = ["m"]
+[[groups]]
+id = 1
+name = "G"
+product_code = "g"
+models = ["m"]
+wholesale_rate_multiplier = 1
+"#;
+
+    fn parse(text: &str) -> Settings {
+        Settings::parse(text, &|_| None).unwrap()
+    }
+
+    #[test]
+    fn reloadable_sections_come_from_the_file_and_the_rest_is_kept_and_reported() {
+        let running = parse(BASE);
+        let same = merge(&running, &parse(BASE));
+        assert!(same.1.is_empty(), "{:?}", same.1);
+        let edited = BASE
+            .replace("queue_depth = 8", "queue_depth = 9")
+            .replace("output_per_mtok = 2", "output_per_mtok = 3")
+            .replace("listen = \"127.0.0.1:8080\"", "listen = \"127.0.0.1:8081\"")
+            .replace("smtp://a.example:25", "smtp://b.example:25");
+        let (merged, restart) = merge(&running, &parse(&edited));
+        assert_eq!(restart, ["server", "mail"], "a secret's change is seen too");
+        assert_eq!(merged.routing.queue_depth, 9);
+        assert_eq!(
+            merged.models[0].prices.output_per_mtok,
+            parse(&edited).models[0].prices.output_per_mtok
+        );
+        assert_eq!(merged.server.listen.port(), 8080, "kept until a restart");
+        assert_eq!(merged.mail.smtp_url.as_deref(), Some("smtp://a.example:25"));
+    }
 }

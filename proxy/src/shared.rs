@@ -393,35 +393,6 @@ impl Shared {
         }
     }
 
-    /// A token count goes only to accounts that count in the client's format (a count translated
-    /// to another API would be a generation): keeps those in `order`; `false` when none is left.
-    pub fn keep_counting_accounts(live: &Live, route: Route, order: &mut Vec<usize>) -> bool {
-        order.retain(|&i| {
-            live.accounts
-                .get(i)
-                .is_some_and(|u| cells::target(u.account.provider, route) == route.format())
-        });
-        !order.is_empty()
-    }
-
-    /// The formats spoken to the accounts of `order` for a call on `route`, in order.
-    pub fn targets(live: &Live, route: Route, order: &[usize]) -> Vec<Option<translate::Format>> {
-        order
-            .iter()
-            .filter_map(|&i| live.accounts.get(i))
-            .map(|u| cells::target(u.account.provider, route))
-            .collect()
-    }
-
-    /// How the bodies of a call of `caller` are made: the output cap a translation adds when the
-    /// target requires one, and whether the key's group adapts Codex-style payloads (`codex`).
-    pub fn body_options(live: &Live, caller: &opstate::KeyRecord) -> cells::BodyOptions {
-        cells::BodyOptions {
-            default_max_tokens: live.settings.money.default_output_tokens,
-            codex: live.router.adapts_codex(caller.group_id),
-        }
-    }
-
     /// What the routing decision reads.
     pub fn routing<'a>(&'a self, live: &'a Live) -> Routing<'a> {
         let stores = self.stores();
