@@ -328,22 +328,54 @@ async fn a_killed_proxy_leaves_a_hold_the_reconciler_resolves_once() {
     }
 }
 
+/// Starts a real `proxy --config CONFIG ARGS…` (its output discarded), killed when dropped.
+fn proxy_process(config: &std::path::Path, args: &[&str]) -> KillOnDrop {
+    KillOnDrop(
+        std::process::Command::new(env!("CARGO_BIN_EXE_proxy"))
+            .arg("--config")
+            .arg(config)
+            .args(args)
+            .env_remove("DATABASE_URL")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// Waits until the proxy whose metrics listener is on `metrics_port` answers `/readyz` with 200.
+async fn wait_ready(http: &reqwest::Client, metrics_port: u16) {
+    let readyz = format!("http://127.0.0.1:{metrics_port}/readyz");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while http
+        .get(&readyz)
+        .send()
+        .await
+        .map_or(true, |r| r.status() != 200)
+    {
+        assert!(Instant::now() < deadline, "proxy did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A customer key of the demo organization, minted by the operator CLI in the database of
+/// `config`.
+fn demo_key_cli(config: &std::path::Path) -> String {
+    let (code, out, err) = admin_cli(config, &["demo"]);
+    assert_eq!(code, Some(0), "{err}");
+    serde_json::from_str::<Value>(&out).unwrap()["api_key"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 /// Starts a real `proxy` process on `text` and waits until it listens on `port`.
 async fn spawn_proxy(text: &str, port: u16, name: &str) -> KillOnDrop {
     let dir = std::env::temp_dir().join(format!("tollgate-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("proxy.toml");
     std::fs::write(&config, text).unwrap();
-    let child = KillOnDrop(
-        std::process::Command::new(env!("CARGO_BIN_EXE_proxy"))
-            .arg("--config")
-            .arg(&config)
-            .env_remove("DATABASE_URL")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let child = proxy_process(&config, &[]);
     let deadline = Instant::now() + Duration::from_secs(20);
     while tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
@@ -1154,35 +1186,12 @@ async fn a_reload_under_traffic_applies_to_new_calls_only() {
         (0.15, 0.6),
         false,
     ));
-    let (code, out, err) = admin_cli(&path, &["demo"]);
-    assert_eq!(code, Some(0), "{err}");
-    let key = serde_json::from_str::<Value>(&out).unwrap()["api_key"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let _proxy = KillOnDrop(
-        std::process::Command::new(env!("CARGO_BIN_EXE_proxy"))
-            .arg("--config")
-            .arg(&path)
-            .env_remove("DATABASE_URL")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let key = demo_key_cli(&path);
+    let _proxy = proxy_process(&path, &[]);
     let base = format!("http://127.0.0.1:{}", ports.0);
     let readyz = format!("http://127.0.0.1:{}/readyz", ports.1);
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while http
-        .get(&readyz)
-        .send()
-        .await
-        .map_or(true, |r| r.status() != 200)
-    {
-        assert!(Instant::now() < deadline, "proxy did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_ready(&http, ports.1).await;
     let call = |model: &'static str, stream: bool, slow: bool| {
         let mut req = http
             .post(format!("{base}/compat/v1/chat/completions"))
@@ -1385,34 +1394,10 @@ async fn sigterm_lets_a_stream_finish_settles_it_and_exits() {
         20_000u64,
     );
     std::fs::write(&path, config.toml()).unwrap();
-    let (code, out, err) = admin_cli(&path, &["demo"]);
-    assert_eq!(code, Some(0), "{err}");
-    let key = serde_json::from_str::<Value>(&out).unwrap()["api_key"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let mut proxy = KillOnDrop(
-        std::process::Command::new(env!("CARGO_BIN_EXE_proxy"))
-            .arg("--config")
-            .arg(&path)
-            .env_remove("DATABASE_URL")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let key = demo_key_cli(&path);
+    let mut proxy = proxy_process(&path, &[]);
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
-    let readyz = format!("http://127.0.0.1:{}/readyz", ports.1);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while http
-        .get(&readyz)
-        .send()
-        .await
-        .map_or(true, |r| r.status() != 200)
-    {
-        assert!(Instant::now() < deadline, "proxy did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_ready(&http, ports.1).await;
     let url = format!("http://127.0.0.1:{}/compat/v1/chat/completions", ports.0);
     let resp = http
         .post(&url)
@@ -1524,21 +1509,7 @@ async fn an_upgrade_under_traffic_refuses_no_connection_and_loses_no_call() {
     let demo = admin.demo_key().await;
     let path = dir.join("proxy.toml");
     std::fs::write(&path, &text).unwrap();
-    let start = |upgrade: bool| {
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_proxy"));
-        cmd.arg("--config").arg(&path);
-        if upgrade {
-            cmd.arg("--upgrade");
-        }
-        KillOnDrop(
-            cmd.env_remove("DATABASE_URL")
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap(),
-        )
-    };
-    let mut old = start(false);
+    let mut old = proxy_process(&path, &[]);
     let deadline = Instant::now() + Duration::from_secs(20);
     while tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
@@ -1589,7 +1560,7 @@ async fn an_upgrade_under_traffic_refuses_no_connection_and_loses_no_call() {
         });
     }
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let mut new = start(true);
+    let mut new = proxy_process(&path, &["--upgrade"]);
     // The old process hands its sockets over, finishes, and exits; the new one writes its pid.
     let exited = loop {
         if let Some(status) = old.0.try_wait().unwrap() {

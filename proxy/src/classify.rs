@@ -373,6 +373,10 @@ mod tests {
         );
         assert_eq!(
             Route::classify(&Method::GET, "/invitations/abc"),
+            Some(Route::Admin),
+        );
+        assert_eq!(
+            Route::classify(&Method::POST, "/billing/webhooks/stripe"),
             Some(Route::Admin)
         );
         assert_eq!(Route::classify(&Method::GET, "/api/v10/x"), None);

@@ -400,3 +400,27 @@ async fn unpaid_expired_and_unreachable_sessions_credit_nothing() {
         .await;
     assert_error(s, &v, 502, "PAYMENT_PROVIDER_UNAVAILABLE");
 }
+
+/// Without a payment provider the webhook route does not exist for this deployment (404, nothing
+/// credited), and a delivery larger than the webhook's body limit is refused (413) before it is
+/// read.
+#[tokio::test]
+async fn the_webhook_needs_a_provider_and_bounds_its_body() {
+    let plain = Api::start().await;
+    let owner = plain.owner("5").await;
+    let body = event("evt_x", "checkout.session.completed", "cs_test_1");
+    let (s, v) = plain.signed(&body).await;
+    assert_eq!(s, 404, "{v}");
+    assert!(v["error"]["message"].is_string(), "{v}");
+    assert_eq!(
+        plain.funding(&owner).await["available_funding_usd"],
+        5,
+        "nothing credited"
+    );
+
+    let stripe = StandIn::start().await;
+    let api = Api::start_with(&payments_config(&stripe.base)).await;
+    let huge = format!("{{\"id\":\"{}\"}}", "x".repeat(300 * 1024));
+    let (s, _) = api.signed(&huge).await;
+    assert_eq!(s, 413);
+}
