@@ -190,6 +190,7 @@ mod tests {
                 .unwrap(),
             include_usage: false,
             tool: tool.map(str::to_owned),
+            pad: 0,
         }
     }
 

@@ -16,7 +16,7 @@
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use crate::reply::{GARBAGE_LINE, Reply, reply_text, to_bytes};
+use crate::reply::{GARBAGE_LINE, Reply, to_bytes};
 
 /// The models `GET /v1beta/models` lists, in order: (id, display name).
 pub const MODELS: &[(&str, &str)] = &[
@@ -211,7 +211,7 @@ impl Reply {
     pub(crate) fn gemini_response(&self) -> Bytes {
         let part = self
             .function_call_part()
-            .unwrap_or_else(|| json!({"text": reply_text(self.n)}));
+            .unwrap_or_else(|| json!({"text": self.text()}));
         to_bytes(&self.gemini_object(part, self.final_usage(), true))
     }
 
@@ -278,6 +278,7 @@ mod tests {
             usage: Usage::defaults(0, n).with_header(usage).unwrap(),
             include_usage: false,
             tool: tool.map(str::to_owned),
+            pad: 0,
         }
     }
 

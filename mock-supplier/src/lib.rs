@@ -126,7 +126,8 @@
 //! form).
 //!
 //! Request headers the mock understands: `x-mock-fault`, `x-mock-events`
-//! (pieces, default 5, max 10000), `x-mock-usage`
+//! (pieces, default 5, max 10000), `x-mock-pad-bytes` (bytes of `x` appended to the
+//! reply text, the last streamed piece for streams; OpenAI routes and Gemini; max 256 MiB), `x-mock-usage`
 //! (`prompt=P,completion=C,cached=K,cache_creation=W,thoughts=T`, any
 //! subset), `x-mock-delay-ms` (pause between stream events, max 60000),
 //! `x-mock-audio-seconds` (the duration a transcription reports),

@@ -169,6 +169,7 @@ mod tests {
             usage: Usage::defaults(9, 3),
             include_usage,
             tool: Some("lookup".into()),
+            pad: 0,
         }
     }
 

@@ -100,6 +100,9 @@ pub(crate) struct Reply {
     pub(crate) include_usage: bool,
     /// The tool to call instead of answering with text (see `tools`).
     pub(crate) tool: Option<String>,
+    /// Bytes of `x` appended to the reply's text (`x-mock-pad-bytes`; OpenAI routes and Gemini):
+    /// to the non-streaming text, and to the last streamed piece.
+    pub(crate) pad: usize,
 }
 
 pub(crate) fn to_bytes(v: &Value) -> Bytes {
@@ -140,6 +143,27 @@ pub(crate) fn error_body(message: &str, ty: &str, code: Option<&str>) -> Bytes {
 }
 
 impl Reply {
+    /// The non-streaming reply text ([`reply_text`] plus the padding).
+    pub(crate) fn text(&self) -> String {
+        let mut text = reply_text(self.n);
+        text.extend(std::iter::repeat_n('x', self.pad));
+        text
+    }
+
+    /// The streamed pieces ([`stream_pieces`], the last one padded).
+    pub(crate) fn pieces(&self) -> Vec<String> {
+        let mut pieces = stream_pieces(self.n);
+        if self.pad > 0 {
+            if pieces.is_empty() {
+                pieces.push(String::new());
+            }
+            if let Some(last) = pieces.last_mut() {
+                last.extend(std::iter::repeat_n('x', self.pad));
+            }
+        }
+        pieces
+    }
+
     pub(crate) fn chat_id(&self) -> String {
         format!("chatcmpl-{}", self.hash)
     }
@@ -162,7 +186,7 @@ impl Reply {
             "system_fingerprint": SYSTEM_FINGERPRINT,
             "choices": [{
                 "index": 0,
-                "message": {"role": "assistant", "content": reply_text(self.n)},
+                "message": {"role": "assistant", "content": self.text()},
                 "finish_reason": "stop",
             }],
             "usage": self.usage.chat_json(),
@@ -194,7 +218,7 @@ impl Reply {
     pub(crate) fn chat_stream(&self) -> Vec<Bytes> {
         let mut events = Vec::with_capacity(self.n + 4);
         events.push(self.chat_role_chunk());
-        for piece in stream_pieces(self.n) {
+        for piece in self.pieces() {
             events.push(self.chat_chunk(json!({ "content": piece }), None));
         }
         events.push(self.chat_chunk(json!({}), Some("stop")));
@@ -254,7 +278,7 @@ impl Reply {
 
     /// Non-streaming responses-API body.
     pub(crate) fn response(&self) -> Bytes {
-        to_bytes(&self.response_object("completed", Some(reply_text(self.n))))
+        to_bytes(&self.response_object("completed", Some(self.text())))
     }
 
     pub(crate) fn response_created(&self) -> Bytes {
@@ -286,7 +310,7 @@ impl Reply {
     pub(crate) fn response_stream(&self) -> Vec<Bytes> {
         let mut events = Vec::with_capacity(self.n + 3);
         events.push(self.response_created());
-        let pieces = stream_pieces(self.n);
+        let pieces = self.pieces();
         for (i, piece) in pieces.iter().enumerate() {
             events.push(self.response_delta(piece, i + 1));
         }
@@ -336,6 +360,7 @@ mod tests {
             usage: Usage::defaults(9, 3),
             include_usage,
             tool: None,
+            pad: 0,
         }
     }
 

@@ -92,6 +92,9 @@ impl Req<'_> {
     }
 }
 
+/// Largest `x-mock-pad-bytes`.
+pub(crate) const MAX_PAD_BYTES: u64 = 256 * 1024 * 1024;
+
 /// The reply parameters taken from the `x-mock-*` headers.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Params {
@@ -101,6 +104,8 @@ pub(crate) struct Params {
     pub(crate) delay: Duration,
     /// Usage to report (defaults plus `x-mock-usage`).
     pub(crate) usage: Usage,
+    /// Bytes of padding appended to the reply's text (`x-mock-pad-bytes`).
+    pub(crate) pad: usize,
 }
 
 /// Parses `x-mock-events`, `x-mock-delay-ms` and `x-mock-usage` for a request
@@ -113,6 +118,7 @@ pub(crate) fn params(headers: &HeaderMap, body_len: usize) -> Result<Params, Str
         MAX_EVENTS as u64,
     )?;
     let delay = numeric_header(headers, "x-mock-delay-ms", 0, MAX_DELAY_MS)?;
+    let pad = numeric_header(headers, "x-mock-pad-bytes", 0, MAX_PAD_BYTES)?;
     let n = usize::try_from(n).unwrap_or(MAX_EVENTS);
     let mut usage = Usage::defaults(body_len, n);
     if let Some(h) = headers.get("x-mock-usage") {
@@ -125,6 +131,7 @@ pub(crate) fn params(headers: &HeaderMap, body_len: usize) -> Result<Params, Str
         n,
         delay: Duration::from_millis(delay),
         usage,
+        pad: usize::try_from(pad).unwrap_or(0),
     })
 }
 

@@ -103,6 +103,7 @@ pub(crate) fn serve(req: &Req<'_>) -> Response {
         usage: p.usage,
         include_usage: false,
         tool: tool_to_call(ToolApi::Anthropic, &json),
+        pad: 0,
     };
     if json.get("stream") != Some(&Value::Bool(true)) {
         return json_ok(rec, reply.anthropic_message(), cut);

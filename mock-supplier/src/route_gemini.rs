@@ -146,6 +146,7 @@ pub(crate) fn serve(req: &Req<'_>) -> Response {
         usage: p.usage,
         include_usage: false,
         tool: tool_to_call(ToolApi::Gemini, &json),
+        pad: p.pad,
     };
     match action {
         Action::Stream if req.query_param("alt") == Some("sse") => {

@@ -126,6 +126,7 @@ pub(crate) fn serve(req: &Req<'_>) -> Response {
         usage: p.usage,
         include_usage,
         tool: tool_to_call(tool_api, &json),
+        pad: p.pad,
     };
     let tool = reply.tool.is_some();
 

@@ -78,8 +78,11 @@ pub(crate) struct Call {
     pub client: Option<translate::Format>,
     /// The bodies forwarded upstream, one per format the call's accounts speak.
     pub bodies: Bodies,
-    /// Size of the client's original body (feeds the usage estimate).
+    /// Size of the client's original body (feeds the usage estimate, and bounds its input).
     pub request_bytes: usize,
+    /// The most output the call may produce: its output cap, else the configured default
+    /// (bounds the usage estimate).
+    pub output_bound: u64,
     /// Audio calls: the duration read from the file at admission, in seconds (the charge when the
     /// supplier reports none).
     pub audio_seconds: Option<u64>,
@@ -102,12 +105,14 @@ pub(crate) struct ImageCharge {
 }
 
 impl Call {
-    /// The call inspection and routing produced, forwarding `body` to accounts of `model`.
+    /// The call inspection and routing produced, forwarding `body` to accounts of `model`;
+    /// `default_output` is the output bound of a call that sets no cap.
     pub(crate) fn new(
         work: Work<'_>,
         client: Option<translate::Format>,
         bodies: Bodies,
         model: Arc<ModelRoute>,
+        default_output: u64,
     ) -> Call {
         let images = (model.model.kind == settings::ModelKind::Image).then(|| ImageCharge {
             asked: work.images_asked(),
@@ -121,6 +126,7 @@ impl Call {
             client,
             bodies,
             request_bytes: work.body_bytes,
+            output_bound: work.output_cap().unwrap_or(default_output),
             audio_seconds: work.audio_seconds(),
             host: work.host,
             project: work.project,

@@ -111,7 +111,14 @@ impl Gateway {
         let targets = live.targets(route, &ctx.order);
         let options = live.body_options(&caller);
         let bodies = work.bodies(route, &original, &served.model, targets, options)?;
-        ctx.call = Some(Call::new(work, route.format(), bodies, served));
+        let default_output = live.settings.money.default_output_tokens;
+        ctx.call = Some(Call::new(
+            work,
+            route.format(),
+            bodies,
+            served,
+            default_output,
+        ));
         Ok(false)
     }
 }

@@ -11,24 +11,29 @@
 //!   containing `"usage"` are parsed. Chat streams carry usage in a final chunk
 //!   (`stream_options.include_usage`), responses streams in `response.completed`. The last usage
 //!   seen wins (cumulative counts are never added up).
-//! - JSON: the body is kept up to [`JSON_CAP`] and parsed once at the end.
+//! - JSON: the body is kept up to [`RAW_CAP`] and parsed once at the end.
+//! - Past [`RAW_CAP`] (a whole body, or one SSE line) the bytes are **skimmed** instead of kept
+//!   ([`skim`]): a bounded copy with the structure and the short strings, in which the wire
+//!   formats find usage, images and durations exactly as in the original. The usage a supplier
+//!   reports is therefore read whatever the answer's size, and the meter never holds more than
+//!   [`RAW_CAP`] + [`skim::SKIM_CAP`] (+ the captured top-level members) per response.
 //!
 //! An error response (status ≥ 400) without usage served nothing and is recorded with zero tokens.
-//! When no usage arrives otherwise (stream cut, malformed body, oversized JSON) the result is an
-//! **estimate**, flagged as such: input = ceil(request body bytes / 4), output = the number of
+//! When no usage arrives otherwise (stream cut, malformed body) the result is an **estimate**,
+//! flagged as such, and **never above what the request could have cost** ([`Meter::outcome`]):
+//! input = ceil(request body bytes / 4) (at most the request's bytes), output = the number of
 //! events carrying non-empty text seen (suppliers stream about one token per event), or for a JSON
-//! body ceil(body bytes / 4); cached = 0. A supplier that sent no body byte at all served nothing:
-//! zero tokens. The estimate is documented in docs/ARCHITECTURE.md.
+//! body ceil(body bytes / 4), at most the request's output cap (or the configured default when it
+//! set none); cached = 0. A supplier that sent no body byte at all served nothing: zero tokens. The
+//! estimate is documented in docs/ARCHITECTURE.md.
+
+pub(crate) mod skim;
 
 use crate::wire::{Usage, Wire};
 use opstate::Measurement;
 
-/// Largest non-streaming body kept for usage parsing.
-pub const JSON_CAP: usize = 8 * 1024 * 1024;
-/// Largest image answer kept for counting its images (base64 images are large).
-pub const IMAGE_JSON_CAP: usize = 64 * 1024 * 1024;
-/// Longest SSE line kept; longer lines are skipped (they cannot be usage events we trust).
-pub const LINE_CAP: usize = 1024 * 1024;
+/// Largest body (or SSE line) kept as it is; longer ones are skimmed.
+pub const RAW_CAP: usize = 1024 * 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Sse,
@@ -40,10 +45,14 @@ enum Mode {
 pub(crate) struct Meter {
     wire: Wire,
     mode: Mode,
+    /// The SSE line so far, kept raw up to [`RAW_CAP`].
     line: Vec<u8>,
-    skipping_line: bool,
+    /// The current SSE line past [`RAW_CAP`]: its data skimmed (`None`: not a `data:` line,
+    /// skipped).
+    long_line: Option<Option<skim::Skim>>,
+    /// The JSON body so far, kept raw up to [`RAW_CAP`], then skimmed.
     json: Vec<u8>,
-    json_overflow: bool,
+    json_skim: Option<skim::Skim>,
     usage: Option<Usage>,
     /// Usage fields seen so far (Anthropic reports them across several events).
     partial: crate::wire::anthropic::Partial,
@@ -69,9 +78,9 @@ impl Meter {
             wire,
             mode: if sse { Mode::Sse } else { Mode::Json },
             line: Vec::new(),
-            skipping_line: false,
+            long_line: None,
             json: Vec::new(),
-            json_overflow: false,
+            json_skim: None,
             usage: None,
             partial: Default::default(),
             content_events: 0,
@@ -99,7 +108,7 @@ impl Meter {
         meter
     }
 
-    /// Image calls: count the images of the answer (its JSON is kept up to [`IMAGE_JSON_CAP`]).
+    /// Image calls: count the images of the answer.
     pub fn count_images(&mut self, images: bool) {
         self.images = images;
     }
@@ -109,15 +118,14 @@ impl Meter {
         self.bytes = self.bytes.saturating_add(chunk.len() as u64);
         match self.mode {
             Mode::Json => {
-                let cap = if self.images {
-                    IMAGE_JSON_CAP
+                if let Some(skim) = &mut self.json_skim {
+                    skim.feed(chunk);
+                } else if self.json.len() + chunk.len() > RAW_CAP {
+                    let mut skim = skim::Skim::default();
+                    skim.feed(&std::mem::take(&mut self.json));
+                    skim.feed(chunk);
+                    self.json_skim = Some(skim);
                 } else {
-                    JSON_CAP
-                };
-                if self.json.len() + chunk.len() > cap {
-                    self.json_overflow = true;
-                    self.json = Vec::new();
-                } else if !self.json_overflow {
                     self.json.extend_from_slice(chunk);
                 }
             }
@@ -125,25 +133,49 @@ impl Meter {
                 let mut rest = chunk;
                 while let Some(pos) = rest.iter().position(|&b| b == b'\n') {
                     let (head, tail) = rest.split_at(pos);
-                    if self.skipping_line {
-                        self.skipping_line = false;
-                    } else if self.line.is_empty() {
-                        self.sse_line(head);
-                    } else {
-                        self.line.extend_from_slice(head);
-                        let line = std::mem::take(&mut self.line);
-                        self.sse_line(&line);
-                    }
+                    self.line_bytes(head);
+                    self.end_line();
                     rest = &tail[1..];
                 }
-                if !rest.is_empty() && !self.skipping_line {
-                    if self.line.len() + rest.len() > LINE_CAP {
-                        self.line.clear();
-                        self.skipping_line = true;
-                    } else {
-                        self.line.extend_from_slice(rest);
-                    }
+                if !rest.is_empty() {
+                    self.line_bytes(rest);
                 }
+            }
+        }
+    }
+
+    /// Bytes of the current SSE line (no newline among them).
+    fn line_bytes(&mut self, bytes: &[u8]) {
+        match &mut self.long_line {
+            Some(Some(skim)) => skim.feed(bytes),
+            Some(None) => {}
+            None if self.line.len() + bytes.len() > RAW_CAP => {
+                let line = std::mem::take(&mut self.line);
+                let mut skim = None;
+                if let Some(data) = line.strip_prefix(b"data:") {
+                    let mut s = skim::Skim::default();
+                    s.feed(data);
+                    s.feed(bytes);
+                    skim = Some(s);
+                }
+                self.long_line = Some(skim);
+            }
+            None => self.line.extend_from_slice(bytes),
+        }
+    }
+
+    /// The current SSE line ended (at its newline, or at the end of the body).
+    fn end_line(&mut self) {
+        match self.long_line.take() {
+            Some(Some(skim)) => {
+                if let Some(data) = skim.finish() {
+                    self.sse_data(&data);
+                }
+            }
+            Some(None) => {}
+            None => {
+                let line = std::mem::take(&mut self.line);
+                self.sse_line(&line);
             }
         }
     }
@@ -152,28 +184,27 @@ impl Meter {
     pub fn finish(&mut self) {
         match self.mode {
             Mode::Json => {
-                if !self.json_overflow && !self.json.is_empty() {
-                    self.usage = self
-                        .wire
-                        .usage(&self.json, &mut self.partial)
-                        .or(self.usage);
+                let json = match self.json_skim.take() {
+                    Some(skim) => skim.finish().unwrap_or_default(),
+                    None => std::mem::take(&mut self.json),
+                };
+                if !json.is_empty() {
+                    self.usage = self.wire.usage(&json, &mut self.partial).or(self.usage);
                     if self.audio {
-                        self.audio_seconds = self.wire.audio_seconds(&self.json);
+                        self.audio_seconds = self.wire.audio_seconds(&json);
                     }
                     if self.images {
-                        self.image_count = self.wire.images(&self.json);
+                        self.image_count = self.wire.images(&json);
                     }
                     if self.watch_reset {
-                        self.reset_hint = crate::route::cooldown::body_hint(&self.json);
+                        self.reset_hint = crate::route::cooldown::body_hint(&json);
                     }
                 }
-                self.json = Vec::new();
             }
             Mode::Sse => {
                 // A final line without its newline is still a line.
-                if !self.line.is_empty() && !self.skipping_line {
-                    let line = std::mem::take(&mut self.line);
-                    self.sse_line(&line);
+                if !self.line.is_empty() || self.long_line.is_some() {
+                    self.end_line();
                 }
             }
         }
@@ -210,15 +241,19 @@ impl Meter {
         self.bytes > 0
     }
 
-    /// The usage of the call and how it was obtained. `request_bytes` feeds the estimate.
+    /// The usage of the call and how it was obtained. `request_bytes` (the client's body) and
+    /// `output_bound` (the request's output cap, or the configured default when it set none)
+    /// bound the estimate.
     ///
     /// - Reported usage is exact.
     /// - No body byte at all (the supplier stalled after its headers, or closed): nothing was
     ///   served, zero tokens.
     /// - Otherwise an estimate: input = what the stream reported before it ended (Anthropic's
     ///   `message_start`), else ⌈request bytes / 4⌉; output = the events carrying text
-    ///   (streams), or ⌈response body bytes / 4⌉ (a JSON body without `usage`).
-    pub fn outcome(&self, request_bytes: usize) -> (Usage, Measurement) {
+    ///   (streams), or ⌈response body bytes / 4⌉ (a JSON body without `usage`), at most
+    ///   `output_bound`. An estimate is never above what the request could have cost: input at
+    ///   most `request_bytes` tokens, output at most `output_bound`.
+    pub fn outcome(&self, request_bytes: usize, output_bound: u64) -> (Usage, Measurement) {
         match self.usage {
             Some(u) => (u, Measurement::Exact),
             None if self.bytes == 0 => (Usage::default(), Measurement::Exact),
@@ -232,7 +267,8 @@ impl Meter {
                     output: match self.mode {
                         Mode::Sse => self.content_events,
                         Mode::Json => self.bytes.div_ceil(4),
-                    },
+                    }
+                    .min(output_bound),
                     cached: self.partial.input().map_or(0, |(_, cached)| cached),
                 },
                 Measurement::Estimated,
@@ -242,9 +278,13 @@ impl Meter {
 
     fn sse_line(&mut self, line: &[u8]) {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let Some(data) = line.strip_prefix(b"data:") else {
-            return;
-        };
+        if let Some(data) = line.strip_prefix(b"data:") {
+            self.sse_data(data);
+        }
+    }
+
+    /// The data of one SSE event line (after `data:`).
+    fn sse_data(&mut self, data: &[u8]) {
         let data = data.strip_prefix(b" ").unwrap_or(data);
         if data == b"[DONE]" {
             return;
@@ -271,7 +311,7 @@ mod tests {
             m.observe(c);
         }
         m.finish();
-        m.outcome(400)
+        m.outcome(400, 4096)
     }
 
     const CHAT: &[u8] = b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":5,\"prompt_tokens_details\":{\"cached_tokens\":2}}}\n\ndata: [DONE]\n\n";
@@ -362,11 +402,11 @@ mod tests {
         for _ in 0..40 {
             m.observe(&big);
         }
-        assert!(m.line.len() <= LINE_CAP);
+        assert!(m.line.len() <= RAW_CAP);
         m.observe(b"\n");
         m.observe(CHAT);
         m.finish();
-        assert_eq!(m.outcome(0).1, Measurement::Exact);
+        assert_eq!(m.outcome(0, 4096).1, Measurement::Exact);
     }
 
     #[test]
@@ -404,6 +444,119 @@ mod tests {
         m.finish();
         assert_eq!(m.reset_hint(), Some(std::time::Duration::from_secs(20)));
         assert!(!m.has_usage());
+    }
+
+    /// Feeds `total` bytes: `head`, then `filler` repeated in 64 KiB chunks, then `tail`.
+    fn huge(wire: Wire, ct: &str, head: &[u8], filler: u8, total: usize, tail: &[u8]) -> Meter {
+        let mut m = Meter::new(wire, Some(ct));
+        m.observe(head);
+        let chunk = vec![filler; 64 * 1024];
+        let mut left = total - head.len() - tail.len();
+        while left > 0 {
+            let n = left.min(chunk.len());
+            m.observe(&chunk[..n]);
+            left -= n;
+        }
+        m.observe(tail);
+        m.finish();
+        m
+    }
+
+    #[test]
+    fn huge_json_answers_are_charged_their_reported_usage() {
+        for total in [10 << 20, 100 << 20] {
+            let m = huge(
+                Wire::OpenAi,
+                "application/json",
+                br#"{"id":"c","choices":[{"message":{"role":"assistant","content":""#,
+                b'a',
+                total,
+                br#""}}],"usage":{"prompt_tokens":12,"completion_tokens":16}}"#,
+            );
+            assert_eq!(
+                m.outcome(100, 64),
+                (
+                    Usage {
+                        input: 12,
+                        output: 16,
+                        cached: 0
+                    },
+                    Measurement::Exact
+                )
+            );
+            assert!(m.json.capacity() <= RAW_CAP);
+            let g = huge(
+                Wire::Gemini,
+                "application/json",
+                br#"{"candidates":[{"content":{"parts":[{"text":""#,
+                b'g',
+                total,
+                br#""}]}}],"usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":9}}"#,
+            );
+            assert_eq!(
+                g.reported().map(|u| (u.input, u.output)),
+                Some((5, 9)),
+                "{total}"
+            );
+        }
+    }
+
+    #[test]
+    fn one_huge_sse_line_is_charged_its_reported_usage() {
+        let m = huge(
+            Wire::OpenAi,
+            "text/event-stream",
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"",
+            b'z',
+            10 << 20,
+            b"\"}}],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":8}}\n\ndata: [DONE]\n\n",
+        );
+        assert_eq!(
+            m.outcome(100, 64),
+            (
+                Usage {
+                    input: 3,
+                    output: 8,
+                    cached: 0
+                },
+                Measurement::Exact
+            )
+        );
+        // A huge line with text and no usage counts as one text event.
+        let cut = huge(
+            Wire::OpenAi,
+            "text/event-stream",
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"",
+            b'z',
+            4 << 20,
+            b"\"}}]}\n\n",
+        );
+        assert_eq!(
+            cut.outcome(100, 64),
+            (
+                Usage {
+                    input: 25,
+                    output: 1,
+                    cached: 0
+                },
+                Measurement::Estimated
+            )
+        );
+    }
+
+    #[test]
+    fn cut_bodies_are_estimated_within_the_request_bounds() {
+        let m = huge(
+            Wire::OpenAi,
+            "application/json",
+            b"{\"choices\":[{\"message\":{\"content\":\"",
+            b'a',
+            10 << 20,
+            b"",
+        );
+        let (usage, measurement) = m.outcome(40, 64);
+        assert_eq!(measurement, Measurement::Estimated);
+        assert_eq!((usage.input, usage.output), (10, 64));
     }
 
     mod properties {
@@ -445,6 +598,32 @@ mod tests {
                 let (usage, measurement) = run(ct, &split(&bytes, &cuts));
                 if bytes.is_empty() {
                     prop_assert_eq!((usage, measurement), (Usage::default(), Measurement::Exact));
+                }
+            }
+
+            /// No estimate exceeds what the request could have cost: input at most the
+            /// request's bytes, output at most its output bound, whatever the answer.
+            #[test]
+            fn estimates_never_exceed_the_request_bounds(
+                bytes in proptest::collection::vec(any::<u8>(), 0..3000),
+                events in 0usize..200,
+                request_bytes in 0usize..100_000,
+                output_bound in 0u64..5000,
+                wire in prop_oneof![Just(Wire::OpenAi), Just(Wire::Anthropic), Just(Wire::Gemini)],
+                sse in any::<bool>(),
+            ) {
+                let ct = if sse { "text/event-stream" } else { "application/json" };
+                let mut m = Meter::new(wire, Some(ct));
+                m.observe(&bytes);
+                for _ in 0..events {
+                    m.observe(b"data: {\"choices\":[{\"delta\":{\"content\":\"t\"}}],\"delta\":{\"type\":\"text_delta\",\"text\":\"t\"},\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"t\"}]}}]}\n\n");
+                }
+                m.finish();
+                let (usage, measurement) = m.outcome(request_bytes, output_bound);
+                if measurement == Measurement::Estimated && m.partial.input().is_none() {
+                    prop_assert!(usage.input <= request_bytes as u64);
+                    prop_assert!(usage.output <= output_bound);
+                    prop_assert_eq!(usage.cached, 0);
                 }
             }
         }

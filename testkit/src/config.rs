@@ -115,13 +115,14 @@ impl Model {
 }
 
 /// The request headers that steer the mock supplier (`mock-supplier`'s crate docs).
-pub const MOCK_CONTROL_HEADERS: [&str; 6] = [
+pub const MOCK_CONTROL_HEADERS: [&str; 7] = [
     "x-mock-usage",
     "x-mock-events",
     "x-mock-delay-ms",
     "x-mock-audio-seconds",
     "x-mock-images",
     "x-mock-video",
+    "x-mock-pad-bytes",
 ];
 
 /// One `[[accounts]]` entry.

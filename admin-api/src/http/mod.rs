@@ -28,8 +28,9 @@ use crate::error::ApiError;
 use crate::partner::gate::gate;
 use crate::state::AppState;
 use axum::Router;
+use axum::extract::Request;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::from_fn_with_state;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
@@ -37,9 +38,41 @@ use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-/// The admin-api router.
-pub fn router(state: AppState) -> Router {
-    let partner = Router::new()
+/// The partner API's routes whose path carries an id, with their methods. A request whose id
+/// segment is empty (`/customers/by-external-id/`, `/customers//balance`) reaches the route, which
+/// refuses the empty id as it refuses any invalid one (400 `INVALID_PARTNER_EXTERNAL_CUSTOMER_ID`,
+/// 404 `PARTNER_CUSTOMER_NOT_FOUND`, …), instead of the plain-text 404 of a path that does not
+/// exist. `/customers/` stays the listing path that does not exist.
+const ID_ROUTES: &[(&str, &[Method])] = &[
+    (
+        "/customers/by-external-id/{external_customer_id}",
+        &[Method::GET, Method::PUT],
+    ),
+    ("/customers/{customer_id}/balance", &[Method::GET]),
+    ("/customers/{customer_id}/allocations", &[Method::POST]),
+    ("/customers/{customer_id}/groups", &[Method::GET]),
+    (
+        "/customers/{customer_id}/groups/{group_id}/rate",
+        &[Method::PUT],
+    ),
+    (
+        "/customers/{customer_id}/api-keys",
+        &[Method::GET, Method::POST],
+    ),
+    (
+        "/customers/{customer_id}/api-keys/{api_key_id}",
+        &[Method::DELETE],
+    ),
+    ("/customers/{customer_id}/usage", &[Method::GET]),
+    (
+        "/customers/{customer_id}/api-keys/{api_key_id}/usage",
+        &[Method::GET],
+    ),
+];
+
+/// The partner API's routes, behind the gate (no fallback).
+fn partner_routes(state: &AppState) -> Router<AppState> {
+    Router::new()
         .route("/me", get(funding::me))
         .route("/funding", get(funding::view))
         .route("/funding/top-up-sessions", post(funding::top_up))
@@ -72,8 +105,16 @@ pub fn router(state: AppState) -> Router {
             get(usage::key),
         )
         .route_layer(from_fn_with_state(state.clone(), gate))
+}
+
+/// The admin-api router.
+pub fn router(state: AppState) -> Router {
+    let with_ids = Router::new()
+        .nest("/partner/v1", partner_routes(&state))
+        .with_state(state.clone());
+    let partner = partner_routes(&state)
         .route("/openapi.json", get(openapi_json))
-        .fallback(page_not_found);
+        .fallback(move |req: Request| empty_id_or_not_found(with_ids.clone(), req));
     Router::new()
         .route("/healthz", get(health))
         .nest("/partner/v1", partner)
@@ -95,6 +136,58 @@ pub fn router(state: AppState) -> Router {
             post(webhooks::stripe).layer(axum::extract::DefaultBodyLimit::max(webhooks::MAX_BODY)),
         )
         .with_state(state)
+}
+
+/// The partner API's fallback: a path of an [`ID_ROUTES`] route whose id segment is empty is
+/// served by that route (its handlers read the empty id from the original path); anything else
+/// is a path that does not exist.
+async fn empty_id_or_not_found(routes: Router, mut req: Request) -> Response {
+    let path = req.uri().path();
+    let matched = ID_ROUTES.iter().find_map(|(template, methods)| {
+        let filled = fill_empty_ids(template, path)?;
+        methods.contains(req.method()).then_some(filled)
+    });
+    let Some(filled) = matched else {
+        return page_not_found().await.into_response();
+    };
+    let query = req
+        .uri()
+        .query()
+        .map(|q| format!("?{q}"))
+        .unwrap_or_default();
+    match format!("/partner/v1{filled}{query}").parse() {
+        Ok(uri) => {
+            *req.uri_mut() = uri;
+            match tower::ServiceExt::oneshot(routes, req).await {
+                Ok(resp) => resp,
+                Err(never) => match never {},
+            }
+        }
+        Err(_) => page_not_found().await.into_response(),
+    }
+}
+
+/// `path` with its empty id segments filled with `_`, when it has the shape of `template` and at
+/// least one id segment is empty.
+fn fill_empty_ids(template: &str, path: &str) -> Option<String> {
+    let t: Vec<&str> = template.split('/').collect();
+    let p: Vec<&str> = path.split('/').collect();
+    if t.len() != p.len() {
+        return None;
+    }
+    let mut empty = false;
+    let mut out = Vec::with_capacity(p.len());
+    for (t, p) in t.iter().zip(&p) {
+        if t.starts_with('{') && p.is_empty() {
+            empty = true;
+            out.push("_");
+        } else if t.starts_with('{') || t == p {
+            out.push(p);
+        } else {
+            return None;
+        }
+    }
+    empty.then(|| out.join("/"))
 }
 
 /// Serves `router(state)` on `listener` until `shutdown` turns true.

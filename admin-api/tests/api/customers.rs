@@ -452,3 +452,119 @@ async fn raw_call(
     };
     (status, head.to_ascii_lowercase(), body)
 }
+
+/// A required path id that is empty reaches its route and gets the route's refusal in the
+/// partner envelope, never the plain-text 404 of a path that does not exist; the listing paths
+/// SPEC names as absent stay absent. Nothing is created.
+#[tokio::test]
+async fn empty_path_ids_get_the_routes_reasons() {
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let (id, _) = api.active_customer(&owner, "emptyids", 1.0, 1.0).await;
+    let body = json!({"name": "Acme", "contact_email": "a@acme.example", "initial_allocation_usd": 0, "retail_rate_multiplier": 1});
+    let cases: Vec<(&str, String, u16, &str)> = vec![
+        (
+            "PUT",
+            "/partner/v1/customers/by-external-id/".into(),
+            400,
+            "INVALID_PARTNER_EXTERNAL_CUSTOMER_ID",
+        ),
+        (
+            "GET",
+            "/partner/v1/customers/by-external-id/".into(),
+            400,
+            "INVALID_PARTNER_EXTERNAL_CUSTOMER_ID",
+        ),
+        (
+            "GET",
+            "/partner/v1/customers//balance".into(),
+            404,
+            "PARTNER_CUSTOMER_NOT_FOUND",
+        ),
+        (
+            "GET",
+            "/partner/v1/customers//groups".into(),
+            404,
+            "PARTNER_CUSTOMER_NOT_FOUND",
+        ),
+        (
+            "GET",
+            "/partner/v1/customers//api-keys".into(),
+            404,
+            "PARTNER_CUSTOMER_NOT_FOUND",
+        ),
+        (
+            "GET",
+            "/partner/v1/customers//usage?granularity=day".into(),
+            404,
+            "PARTNER_CUSTOMER_NOT_FOUND",
+        ),
+        (
+            "PUT",
+            format!("/partner/v1/customers/{id}/groups//rate"),
+            404,
+            "PARTNER_CUSTOMER_GROUP_NOT_FOUND",
+        ),
+        (
+            "DELETE",
+            format!("/partner/v1/customers/{id}/api-keys/"),
+            400,
+            "INVALID_PARTNER_CUSTOMER_API_KEY",
+        ),
+        (
+            "GET",
+            format!("/partner/v1/customers/{id}/api-keys//usage"),
+            400,
+            "INVALID_PARTNER_CUSTOMER_API_KEY",
+        ),
+    ];
+    for (n, (method, path, status, reason)) in cases.into_iter().enumerate() {
+        let payload = if path.ends_with("/rate") {
+            json!({"retail_rate_multiplier": 1.5}).to_string()
+        } else if method == "PUT" {
+            body.to_string()
+        } else {
+            String::new()
+        };
+        let (s, headers, text) = raw_call(
+            &api,
+            method,
+            &path,
+            &owner.token,
+            &format!("empty-{n}"),
+            &payload,
+        )
+        .await;
+        assert_eq!(s, status, "{method} {path}: {text}");
+        assert!(
+            headers.contains("application/json"),
+            "{method} {path}: {headers}"
+        );
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["reason"], reason, "{method} {path}");
+        assert_eq!(v["code"], status);
+        assert!(v["metadata"].is_object(), "{v}");
+    }
+    // Authentication still comes first.
+    let (s, _, text) = raw_call(
+        &api,
+        "GET",
+        "/partner/v1/customers/by-external-id/",
+        "tgp_wrong",
+        "x",
+        "",
+    )
+    .await;
+    assert_eq!(s, 401, "{text}");
+    // Paths that do not exist stay plain text.
+    for path in [
+        "/partner/v1/customers",
+        "/partner/v1/customers/",
+        "/partner/v1/balance",
+    ] {
+        let (s, headers, text) = raw_call(&api, "GET", path, &owner.token, "x", "").await;
+        assert_eq!((s, text.as_str()), (404, "page not found"), "{path}");
+        assert!(headers.contains("text/plain"), "{path}");
+    }
+    assert_eq!(api.count("customers").await, 1, "nothing was created");
+}

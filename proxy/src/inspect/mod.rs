@@ -94,6 +94,14 @@ impl Work<'_> {
         }
     }
 
+    /// The output cap a text call sets (`max_tokens`, `max_output_tokens`, …), if any.
+    pub fn output_cap(&self) -> Option<u64> {
+        match &self.kind {
+            Kind::Text { call, .. } => call.output_cap,
+            Kind::Audio { .. } | Kind::Image(_) | Kind::Video(_) => None,
+        }
+    }
+
     /// Whether the client asked for a stream.
     pub fn stream(&self) -> bool {
         match &self.kind {

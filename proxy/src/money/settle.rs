@@ -228,7 +228,7 @@ fn usage_event(f: &Finished<'_>) -> Option<UsageEvent> {
             None => (Usage::default(), Measurement::Estimated, estimate),
         },
         (Some(m), None) => {
-            let (usage, measurement) = m.outcome(call.request_bytes);
+            let (usage, measurement) = m.outcome(call.request_bytes, call.output_bound);
             (usage, measurement, 0)
         }
         // The supplier never answered with a body, or refused: nothing was served.

@@ -443,3 +443,78 @@ async fn misbehaving_suppliers_are_charged_an_estimate_and_the_gateway_stays_up(
         assert_eq!(ok.status(), 200, "{name}: the gateway keeps serving");
     }
 }
+
+/// An answer far larger than the meter keeps is charged the usage it reports, exactly: a 10 MiB
+/// and a 100 MiB JSON chat answer, and a responses stream whose final event (carrying the whole
+/// text and the usage) is one 10 MiB line. The wallet loses what the calls cost and no more.
+#[tokio::test]
+async fn huge_answers_are_charged_the_usage_they_report() {
+    let h = Harness::start().await;
+    let before = h.wallet().await;
+    let mut body = chat("gpt-4o-mini", false);
+    body["max_tokens"] = json!(64);
+    let mut stream =
+        json!({"model": "gpt-4o-mini", "input": "hi", "stream": true, "max_output_tokens": 64});
+    stream["stream"] = json!(true);
+    let cases = [
+        ("/compat/v1/chat/completions", &body, 10 << 20),
+        ("/compat/v1/chat/completions", &body, 100 << 20),
+        ("/compat/v1/responses", &stream, 10 << 20),
+    ];
+    let mut spent = NanoUsd::ZERO;
+    for (path, body, pad) in cases {
+        let resp = h
+            .post(path, body)
+            .header("x-mock-usage", "prompt=12,completion=16")
+            .header("x-mock-pad-bytes", pad.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let received = resp.bytes().await.unwrap();
+        assert!(
+            received.len() > pad,
+            "{path} {pad}: the whole answer reached the client"
+        );
+        let e = h.usage_event().await;
+        assert_eq!(
+            (e.input_tokens, e.output_tokens, e.measurement),
+            (12, 16, Measurement::Exact),
+            "{path} {pad}"
+        );
+        assert_eq!(e.cost_nanos, mini_cost(12, 16));
+        assert_eq!(e.charged_nanos, e.cost_nanos);
+        assert_eq!(e.excess_nanos, NanoUsd::ZERO);
+        spent = spent.checked_add(e.cost_nanos).unwrap();
+    }
+    let after = h.wallet().await;
+    assert_eq!(before.balance.checked_sub(after.balance), Some(spent));
+    assert_eq!(after.reserved, NanoUsd::ZERO);
+}
+
+/// A large JSON answer cut in half (no usage reached the gateway) is charged an estimate no
+/// larger than the request could have cost: output at most its `max_tokens`, input at most its
+/// body's bytes; without a cap, at most the configured default.
+#[tokio::test]
+async fn cut_answers_are_estimated_within_what_the_request_could_cost() {
+    let h = Harness::start().await;
+    h.mock.set_fault(Some("cut_after=1".parse().unwrap()));
+    for (cap, bound) in [(Some(64), 64), (None, 4096)] {
+        let mut body = chat("gpt-4o-mini", false);
+        if let Some(cap) = cap {
+            body["max_tokens"] = json!(cap);
+        }
+        let resp = h
+            .post("/compat/v1/chat/completions", &body)
+            .header("x-mock-pad-bytes", (10 << 20).to_string())
+            .send()
+            .await
+            .unwrap();
+        let _ = resp.bytes().await;
+        let e = h.usage_event().await;
+        assert_eq!(e.measurement, Measurement::Estimated, "{e:?}");
+        assert_eq!(e.output_tokens, bound, "cap {cap:?}");
+        assert!(e.input_tokens <= body.to_string().len() as u64);
+        assert!(e.cost_nanos <= e.hold_nanos, "never above the hold");
+    }
+}

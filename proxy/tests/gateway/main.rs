@@ -161,7 +161,7 @@ provider = "openai"
 base_url = "{mock_url}"
 api_key = "sk-mock-supplier"
 models = ["gpt-4o-mini", "gpt-4o", "small-model", "twin-model", "whisper-1", "whisper-2"]
-forward_headers = ["x-mock-usage", "x-mock-events", "x-mock-delay-ms", "x-mock-audio-seconds"]
+forward_headers = ["x-mock-usage", "x-mock-events", "x-mock-delay-ms", "x-mock-audio-seconds", "x-mock-pad-bytes"]
 max_concurrency = 1000
 
 [[accounts]]
@@ -177,7 +177,7 @@ provider = "openai"
 base_url = "{mock_b_url}"
 api_key = "sk-mock-supplier"
 models = ["gpt-4o", "narrow-model", "big-model", "whisper-1"]
-forward_headers = ["x-mock-usage", "x-mock-events", "x-mock-delay-ms", "x-mock-audio-seconds"]
+forward_headers = ["x-mock-usage", "x-mock-events", "x-mock-delay-ms", "x-mock-audio-seconds", "x-mock-pad-bytes"]
 capabilities = ["audio_transcription"]
 max_concurrency = 2
 
