@@ -446,6 +446,17 @@ impl GatewayError {
             ),
         };
         match surface {
+            // SPEC's no-key body is the same on every gateway route (the official SDKs raise
+            // their authentication error by status).
+            Surface::OpenAi | Surface::Anthropic | Surface::Gemini
+                if matches!(self, GatewayError::MissingKey) =>
+            {
+                Reply {
+                    status,
+                    body: Bytes::from(body.to_string()),
+                    label,
+                }
+            }
             Surface::OpenAi => Reply {
                 status,
                 body: Bytes::from(body.to_string()),
@@ -527,11 +538,18 @@ fn google(status: u16, openai: &serde_json::Value) -> serde_json::Value {
         out["type"] = json!(kind);
     }
     if let Some(code) = code {
+        // The rows of SPEC's gateway table name their `code`; it wins over Google's number.
+        if code.as_str().is_some_and(|c| SPEC_CODES.contains(&c)) {
+            out["code"] = code.clone();
+        }
         out["reason"] = json!(code);
     }
     extend(&mut out, None, param, error);
     json!({ "error": out })
 }
+
+/// The error codes SPEC's gateway table names, kept as `code` on every surface.
+const SPEC_CODES: &[&str] = &["permission_denied", "capacity_queue_full"];
 
 /// Message, code and param of an OpenAI-shaped answer (SPEC's missing-key body has a string
 /// `error` and a top-level `message`), and its error object.
@@ -614,5 +632,42 @@ mod tests {
         let (s, b) = body(GatewayError::UnknownModel("x".into()));
         assert_eq!(s, 404);
         assert_eq!(b["error"]["code"], "model_not_found");
+    }
+
+    /// Every row of SPEC's gateway error table holds on every surface.
+    #[test]
+    fn spec_rows_on_every_surface() {
+        for surface in [Surface::OpenAi, Surface::Anthropic, Surface::Gemini] {
+            let on = |e: GatewayError| {
+                let r = e.reply(surface);
+                let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+                (r.status, v)
+            };
+            let (s, b) = on(GatewayError::MissingKey);
+            assert_eq!(s, 401);
+            assert!(
+                b["error"].is_string() && b["message"].is_string(),
+                "{surface:?} {b}"
+            );
+            let (s, b) = on(GatewayError::InvalidKey);
+            assert_eq!(s, 401);
+            assert_eq!(b["error"]["type"], "authentication_error", "{surface:?}");
+            assert!(b["error"]["message"].is_string());
+            let (s, b) = on(GatewayError::PermissionDenied);
+            assert_eq!(s, 403);
+            assert_eq!(b["error"]["type"], "permission_denied", "{surface:?}");
+            assert_eq!(b["error"]["code"], "permission_denied", "{surface:?}");
+            let (s, b) = on(GatewayError::CapacityQueueFull);
+            assert_eq!(s, 429);
+            assert_eq!(b["error"]["code"], "capacity_queue_full", "{surface:?} {b}");
+            assert!(b["error"]["message"].is_string());
+            let (s, b) = on(GatewayError::UsageLimitReached {
+                resets_in_seconds: 7,
+            });
+            assert_eq!(s, 429);
+            assert_eq!(b["error"]["type"], "usage_limit_reached", "{surface:?}");
+            assert_eq!(b["error"]["resets_in_seconds"], 7);
+            assert!(b["error"]["message"].is_string());
+        }
     }
 }

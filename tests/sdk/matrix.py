@@ -286,7 +286,23 @@ def checks(base, key, models):
     bad_oa = openai.OpenAI(api_key="sk-wrong", base_url=f"{base}/compat/v1", max_retries=0)
     bad_an = anthropic.Anthropic(api_key="sk-wrong", base_url=base, max_retries=0)
     bad_ge = genai.Client(api_key="sk-wrong", http_options=types.HttpOptions(base_url=base))
+    # No key reaches the gateway (each SDK's credential header sent empty): SPEC's no-key body.
+    none_oa = openai.OpenAI(
+        api_key="unused", base_url=f"{base}/compat/v1", max_retries=0, default_headers={"Authorization": ""}
+    )
+    none_an = anthropic.Anthropic(
+        api_key="unused", base_url=base, max_retries=0, default_headers={"x-api-key": "", "Authorization": ""}
+    )
+    none_ge = genai.Client(
+        api_key="unused", http_options=types.HttpOptions(base_url=base, headers={"x-goog-api-key": ""})
+    )
     hello = [{"role": "user", "content": "hi"}]
+    raised("openai-no-key", lambda: none_oa.chat.completions.create(model=models["openai"], messages=hello))
+    raised(
+        "anthropic-no-key",
+        lambda: none_an.messages.create(model=models["anthropic"], max_tokens=16, messages=hello),
+    )
+    raised("native-no-key", lambda: none_ge.models.generate_content(model=models["gemini"], contents="hi"))
     raised("openai-unknown-model", lambda: oa.chat.completions.create(model="no-such-model", messages=hello))
     raised("openai-bad-key", lambda: bad_oa.chat.completions.create(model=models["anthropic"], messages=hello))
     raised(

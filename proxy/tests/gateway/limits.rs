@@ -6,7 +6,12 @@
 use super::*;
 
 /// Publishes a key of `group_id` (organization 42) with its own `limits`.
-async fn limited_key(h: &Harness, key_id: i64, group_id: i64, limits: KeyLimits) -> String {
+pub(crate) async fn limited_key(
+    h: &Harness,
+    key_id: i64,
+    group_id: i64,
+    limits: KeyLimits,
+) -> String {
     let secret = credentials::generate(Kind::CustomerKey, Env::Dev);
     let record = KeyRecord {
         key_id,

@@ -313,6 +313,30 @@ async fn each_surface_answers_errors_in_its_own_shape() {
             .unwrap(),
     )
     .await;
+    // No key: SPEC's body on every surface (`error` a string, `message`).
+    assert_eq!(s, 401);
+    assert!(v["error"].is_string() && v["message"].is_string(), "{v}");
+    let (s, v) = json_of(
+        h.http
+            .post(h.url("/v1beta/models/gemini-x:generateContent"))
+            .body(contents().to_string())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 401);
+    assert!(v["error"].is_string() && v["message"].is_string(), "{v}");
+    let (s, v) = json_of(
+        h.http
+            .post(h.url("/v1/messages"))
+            .header("x-api-key", "tgk_dev_wrong")
+            .body(messages("claude-x", false).to_string())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!(s, 401);
     anthropic_shape(&v, "authentication_error");
     let (s, v) = json_of(
@@ -381,8 +405,11 @@ async fn each_surface_answers_errors_in_its_own_shape() {
         .unwrap(),
     )
     .await;
+    // SPEC's permission row names its `code`, which wins over Google's number.
     assert_eq!(s, 403);
-    google_shape(&v, 403, "PERMISSION_DENIED");
+    assert_eq!(v["error"]["status"], "PERMISSION_DENIED", "{v}");
+    assert_eq!(v["error"]["code"], "permission_denied", "{v}");
+    assert_eq!(v["error"]["type"], "permission_denied", "{v}");
     // 404: unknown model; a model with no serving cell on the native surface.
     let (s, v) = json_of(
         h.anthropic(&key, "/v1/messages", &messages("nope", false))
@@ -787,7 +814,7 @@ provider = "{provider}"
 base_url = "{root}"
 api_key = "sk-mock-supplier"
 models = ["{model}"]
-forward_headers = ["x-mock-usage", "x-mock-events", "x-mock-fault"]
+forward_headers = ["x-mock-usage", "x-mock-events", "x-mock-fault", "x-mock-delay-ms"]
 "#
     )
 }
@@ -1133,4 +1160,64 @@ async fn codex_payloads_are_adapted_only_with_the_group_feature() {
     assert_eq!(sent.json().unwrap()["tools"], payload["tools"]);
     assert_eq!(sent.json().unwrap()["input"], payload["input"]);
     h.usage_event().await;
+}
+
+/// SPEC's capacity-queue-full body (`error.code: "capacity_queue_full"`) on the native and
+/// Messages surfaces too, each in its own shape around it.
+#[tokio::test]
+async fn capacity_queue_full_keeps_its_code_on_every_surface() {
+    let (h, _) = start().await;
+    let one = opstate::KeyLimits {
+        max_concurrency: Some(1),
+        requests_per_minute: None,
+    };
+    let key = super::limits::limited_key(&h, 777, 5, one).await;
+    let h = Arc::new(h);
+    let slow = {
+        let (h, key) = (h.clone(), key.clone());
+        tokio::spawn(async move {
+            let resp = h
+                .native(
+                    &key,
+                    "/v1beta/models/gemini-x:streamGenerateContent?alt=sse",
+                    &contents(),
+                )
+                .header("x-mock-delay-ms", "500")
+                .header("x-mock-events", "4")
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            resp.bytes().await.unwrap();
+            status
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while h.stores.slots.in_use(&["gem"]).await.unwrap()[0] < 1 {
+        assert!(Instant::now() < deadline, "the slow call never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (s, v) = json_of(
+        h.native(&key, "/v1beta/models/gemini-x:generateContent", &contents())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 429, "{v}");
+    assert_eq!(v["error"]["code"], "capacity_queue_full", "{v}");
+    assert_eq!(v["error"]["status"], "RESOURCE_EXHAUSTED", "{v}");
+    assert!(v["error"]["message"].is_string());
+    let (s, v) = json_of(
+        h.anthropic(&key, "/v1/messages", &messages("gemini-x", false))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 429, "{v}");
+    assert_eq!(v["type"], "error");
+    assert_eq!(v["error"]["code"], "capacity_queue_full", "{v}");
+    assert!(v["error"]["message"].is_string());
+    assert_eq!(slow.await.unwrap(), 200);
 }

@@ -243,6 +243,9 @@ async fn official_sdks_are_served_on_every_cell_and_charged_exactly() {
         ("native-unknown-model", "ClientError", 404),
         ("native-not-gemini-served", "ClientError", 404),
         ("native-bad-key", "ClientError", 401),
+        ("openai-no-key", "AuthenticationError", 401),
+        ("anthropic-no-key", "AuthenticationError", 401),
+        ("native-no-key", "ClientError", 401),
     ] {
         let c = checks[id];
         assert_eq!(
