@@ -5,7 +5,7 @@
 //!
 //! Each is what [`crate::Cooldowns`], [`crate::Slots`], [`crate::Wallets`] and
 //! [`crate::UsageStream`] do one by one, with the same rules; the Redis backend runs each as one
-//! versioned script (`admit.v2`, `finish.v2`), so a call costs two round trips to the store
+//! versioned script (`admit.v2`, `finish.v3`), so a call costs two round trips to the store
 //! instead of seven.
 //!
 //! Admission also checks the call's limits besides its account's capacity ([`Limits`]): gates
@@ -133,7 +133,9 @@ pub trait Calls: Send + Sync {
 /// What a settlement charged: (charged, excess) for a call of `cost`.
 pub fn charged(settlement: Option<Settlement>, cost: NanoUsd) -> (NanoUsd, NanoUsd) {
     match settlement {
-        Some(Settlement::Settled { charged, excess }) => (charged, excess),
+        Some(Settlement::Settled {
+            charged, excess, ..
+        }) => (charged, excess),
         Some(Settlement::Unknown | Settlement::Missing) => (NanoUsd::ZERO, cost),
         None => (NanoUsd::ZERO, NanoUsd::ZERO),
     }

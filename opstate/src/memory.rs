@@ -57,6 +57,8 @@ struct WalletState {
     charged: HashMap<String, NanoUsd>,
     /// Charges confirmed in the last [`CONFIRMED_RETENTION`] (see [`Confirmed`]).
     confirmed: Confirmed,
+    /// A settlement found the mirror below its open holds; cleared by the next load.
+    unreconciled: bool,
 }
 
 /// How long a confirmed charge's id is remembered. The settler marks each usage record whose
@@ -408,6 +410,7 @@ impl Wallets for MemoryStore {
         wallet.balance = balance;
         wallet.pending = NanoUsd::ZERO;
         wallet.charged.clear();
+        wallet.unreconciled = false;
         Ok(())
     }
 
@@ -478,14 +481,23 @@ impl Wallets for MemoryStore {
         wallet.meta.remove(hold_id);
         let actual = actual.max(NanoUsd::ZERO);
         let payable = wallet.available()?;
-        let charged = actual.min(payable);
+        // Below its other holds the mirror can pay nothing: never a negative charge (a credit).
+        let below_holds = payable.is_negative();
+        if below_holds {
+            wallet.unreconciled = true;
+        }
+        let charged = actual.min(payable.max(NanoUsd::ZERO));
         let excess = actual.checked_sub(charged).ok_or_else(overflow)?;
         wallet.balance = wallet.balance.checked_sub(charged).ok_or_else(overflow)?;
         if charged.is_positive() {
             wallet.pending = wallet.pending.checked_add(charged).ok_or_else(overflow)?;
             wallet.charged.insert(hold_id.to_string(), charged);
         }
-        Ok(Settlement::Settled { charged, excess })
+        Ok(Settlement::Settled {
+            charged,
+            excess,
+            below_holds,
+        })
     }
 
     async fn extend(&self, org: i64, hold_id: &str, ttl_ms: u64) -> StoreResult<bool> {
@@ -551,10 +563,12 @@ impl Wallets for MemoryStore {
         w.get(&org)
             .filter(|w| w.present)
             .map(|wallet| {
+                let reserved = wallet.reserved()?;
                 Ok(WalletSnapshot {
                     balance: wallet.balance,
-                    reserved: wallet.reserved()?,
+                    reserved,
                     pending: wallet.pending,
+                    unreconciled: wallet.unreconciled || wallet.balance < reserved,
                 })
             })
             .transpose()

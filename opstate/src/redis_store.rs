@@ -46,13 +46,13 @@ static SLOT_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(with_hold_rules!("lua/slot_acquire.v1.lua")));
 
 static WALLET: LazyLock<Script> =
-    LazyLock::new(|| Script::new(with_hold_rules!("lua/wallet.v3.lua")));
+    LazyLock::new(|| Script::new(with_hold_rules!("lua/wallet.v4.lua")));
 
 static ADMIT: LazyLock<Script> =
     LazyLock::new(|| Script::new(with_hold_rules!("lua/admit.v2.lua")));
 
 static FINISH: LazyLock<Script> =
-    LazyLock::new(|| Script::new(with_hold_rules!("lua/finish.v2.lua")));
+    LazyLock::new(|| Script::new(with_hold_rules!("lua/finish.v3.lua")));
 
 /// Entries written per round trip when loading the key directory.
 const LOAD_BATCH: usize = 500;
@@ -281,7 +281,7 @@ impl UsageStream for RedisStore {
                 })?;
                 let mut event: UsageEvent = serde_json::from_str(&json)
                     .map_err(|e| StoreError::Corrupt(format!("usage entry {}: {e}", entry.id)))?;
-                // Appended by finish.v2: what the settlement charged, beside the event.
+                // Appended by finish.v3: what the settlement charged, beside the event.
                 if let (Some(c), Some(x)) = (entry.get::<i64>("c"), entry.get::<i64>("x")) {
                     event.charged_nanos = NanoUsd::from_nanos(c);
                     event.excess_nanos = NanoUsd::from_nanos(x);
@@ -426,6 +426,7 @@ impl Wallets for RedisStore {
             _ => Settlement::Settled {
                 charged: usd(r.get(1))?,
                 excess: usd(r.get(2))?,
+                below_holds: int(r.get(3))? == 1,
             },
         })
     }
@@ -515,6 +516,7 @@ impl Wallets for RedisStore {
                 balance: usd(r.get(1))?,
                 reserved: usd(r.get(2))?,
                 pending: usd(r.get(3))?,
+                unreconciled: int(r.get(4))? == 1,
             }),
         })
     }
@@ -789,6 +791,7 @@ impl Calls for RedisStore {
             _ => Some(Settlement::Settled {
                 charged: usd(r.get(1))?,
                 excess: usd(r.get(2))?,
+                below_holds: int(r.get(3))? == 1,
             }),
         })
     }

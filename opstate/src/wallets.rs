@@ -13,6 +13,13 @@
 //! Settlement policy when the actual cost exceeds the hold (a supplier ignoring the output cap): the
 //! wallet is charged at most what it can pay (`balance − other holds`), so it never goes negative;
 //! the uncovered remainder is returned as `excess` for the ledger to book as a loss.
+//!
+//! A settlement never creates money: it charges between zero and what the wallet can pay, never a
+//! negative amount. A mirror found below its open holds at settlement (loaded below them: the
+//! ledger balance dropped while calls were held) can pay nothing; the settlement charges zero
+//! (the cost is excess), says so (`below_holds`), and the mirror is marked **unreconciled** until
+//! it is loaded again from the ledger ([`WalletSnapshot::unreconciled`]: the billing balance then
+//! answers 503, never a figure).
 
 use crate::error::StoreResult;
 use async_trait::async_trait;
@@ -28,6 +35,9 @@ pub struct WalletSnapshot {
     /// Charged here and not yet confirmed by the ledger, nano-USD: the ledger's wallet balance
     /// equals `balance + pending` when mirror and ledger agree.
     pub pending: NanoUsd,
+    /// The mirror was found below its open holds (by a settlement, or now: `balance <
+    /// reserved`); it is not to be reported until loaded again from the ledger.
+    pub unreconciled: bool,
 }
 
 impl WalletSnapshot {
@@ -53,10 +63,13 @@ pub enum Reservation {
 /// Outcome of a settlement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Settlement {
-    /// The hold is closed; `charged` left the balance; `excess` could not be charged.
+    /// The hold is closed; `charged` (≥ 0) left the balance; `excess` could not be charged;
+    /// `below_holds`: the mirror was below its other open holds (it could pay nothing and is now
+    /// marked unreconciled).
     Settled {
         charged: NanoUsd,
         excess: NanoUsd,
+        below_holds: bool,
     },
     /// No such open hold (already settled, released or expired): nothing changed.
     Unknown,

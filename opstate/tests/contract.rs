@@ -400,9 +400,66 @@ mod wallets {
                 w.settle(5, "long", nano(40)).await.unwrap(),
                 Settlement::Settled {
                     charged: nano(40),
-                    excess: nano(0)
+                    excess: nano(0),
+                    below_holds: false,
                 },
                 "{name}: settled as usual"
+            );
+        }
+    }
+
+    /// A mirror loaded below its open holds: a settlement charges nothing (never a credit, the
+    /// cost is excess), the mirror says it is unreconciled, and the next load from the ledger
+    /// clears that.
+    #[tokio::test]
+    async fn a_mirror_below_its_holds_never_credits_and_waits_for_a_reload() {
+        for (name, s) in backends().await {
+            let w = &s.wallets;
+            w.load(8, nano(1_000)).await.unwrap();
+            for h in ["a", "b"] {
+                w.reserve(8, h, nano(400), 60_000, "").await.unwrap();
+            }
+            // The ledger dropped to 300 while 800 was held.
+            w.load(8, nano(300)).await.unwrap();
+            let snap = w.snapshot(8).await.unwrap().unwrap();
+            assert!(
+                snap.unreconciled,
+                "{name}: balance below reserved is not reported"
+            );
+            assert_eq!(
+                w.settle(8, "a", nano(100)).await.unwrap(),
+                Settlement::Settled {
+                    charged: nano(0),
+                    excess: nano(100),
+                    below_holds: true,
+                },
+                "{name}: 300 - 400 held elsewhere: nothing payable, nothing credited"
+            );
+            let snap = w.snapshot(8).await.unwrap().unwrap();
+            assert_eq!(
+                (snap.balance, snap.reserved, snap.unreconciled),
+                (nano(300), nano(400), true),
+                "{name}"
+            );
+            // The other hold is payable now (300 with none other held): charged as usual, and
+            // the mirror stays marked until a load.
+            assert_eq!(
+                w.settle(8, "b", nano(50)).await.unwrap(),
+                Settlement::Settled {
+                    charged: nano(50),
+                    excess: nano(0),
+                    below_holds: false,
+                },
+                "{name}"
+            );
+            assert!(w.snapshot(8).await.unwrap().unwrap().unreconciled, "{name}");
+            w.load(8, nano(250)).await.unwrap();
+            let snap = w.snapshot(8).await.unwrap().unwrap();
+            assert!(!snap.unreconciled, "{name}: a reload clears the mark");
+            assert_eq!(
+                (snap.balance, snap.reserved),
+                (nano(250), nano(0)),
+                "{name}"
             );
         }
     }
@@ -444,7 +501,8 @@ mod wallets {
                 Some(WalletSnapshot {
                     balance: nano(big),
                     reserved: nano(0),
-                    pending: nano(0)
+                    pending: nano(0),
+                    unreconciled: false,
                 }),
                 "{name}"
             );
@@ -490,7 +548,8 @@ mod wallets {
                 w.settle(1, "a", nano(250)).await.unwrap(),
                 Settlement::Settled {
                     charged: nano(250),
-                    excess: nano(0)
+                    excess: nano(0),
+                    below_holds: false,
                 },
                 "{name}"
             );
@@ -505,7 +564,8 @@ mod wallets {
                 Some(WalletSnapshot {
                     balance: nano(650),
                     reserved: nano(0),
-                    pending: nano(250)
+                    pending: nano(250),
+                    unreconciled: false,
                 }),
                 "{name}"
             );
@@ -516,7 +576,8 @@ mod wallets {
                 w.settle(1, "c", nano(300)).await.unwrap(),
                 Settlement::Settled {
                     charged: nano(150),
-                    excess: nano(150)
+                    excess: nano(150),
+                    below_holds: false,
                 },
                 "{name}"
             );
@@ -525,7 +586,8 @@ mod wallets {
                 Some(WalletSnapshot {
                     balance: nano(500),
                     reserved: nano(500),
-                    pending: nano(400)
+                    pending: nano(400),
+                    unreconciled: false,
                 }),
                 "{name}"
             );
@@ -562,7 +624,8 @@ mod wallets {
                 w.settle(2, "old", nano(10)).await.unwrap(),
                 Settlement::Settled {
                     charged: nano(10),
-                    excess: nano(0)
+                    excess: nano(0),
+                    below_holds: false,
                 },
                 "{name}"
             );
@@ -612,6 +675,8 @@ mod wallets {
         confirmed: std::collections::BTreeSet<String>,
         /// Holds reserved with a zero deadline (expired at once).
         expiring: std::collections::BTreeSet<String>,
+        /// A settlement found the mirror below its holds (cleared by a load).
+        unreconciled: bool,
     }
 
     #[derive(Debug, Clone)]
@@ -652,6 +717,7 @@ mod wallets {
                     m.balance = b;
                     m.pending = 0;
                     m.charged.clear();
+                    m.unreconciled = false;
                 }
                 Op::ReserveExpired(h, a) => {
                     let hold = format!("h{h}");
@@ -757,8 +823,12 @@ mod wallets {
                     } else if m.holds.remove(&format!("h{h}")).is_none() {
                         Settlement::Unknown
                     } else {
+                        // Never a credit: a mirror below its other holds pays nothing and is
+                        // marked unreconciled until the next load.
                         let payable = m.balance - m.holds.values().sum::<i64>();
-                        let charged = actual.min(payable);
+                        let below_holds = payable < 0;
+                        m.unreconciled |= below_holds;
+                        let charged = actual.min(payable.max(0));
                         m.balance -= charged;
                         if charged > 0 {
                             m.pending += charged;
@@ -767,8 +837,12 @@ mod wallets {
                         Settlement::Settled {
                             charged: nano(charged),
                             excess: nano(actual - charged),
+                            below_holds,
                         }
                     };
+                    if let Settlement::Settled { charged, .. } = got {
+                        assert!(charged >= nano(0), "step {i}: a settlement never credits");
+                    }
                     assert_eq!(got, want, "step {i}");
                 }
                 Op::Release(h) => {
@@ -822,6 +896,11 @@ mod wallets {
                         (w.balance, w.reserved, w.pending),
                         (nano(m.balance), nano(reserved), nano(m.pending)),
                         "step {i}"
+                    );
+                    assert_eq!(
+                        w.unreconciled,
+                        m.unreconciled || m.balance < reserved,
+                        "step {i}: unreconciled"
                     );
                     assert!(
                         w.available() >= Some(nano(0)) || m.balance < reserved,
@@ -1255,7 +1334,8 @@ async fn finish_releases_settles_and_appends_what_was_charged() {
             settled,
             Some(Settlement::Settled {
                 charged: nano(4_500),
-                excess: nano(0)
+                excess: nano(0),
+                below_holds: false,
             }),
             "{name}"
         );

@@ -34,6 +34,9 @@ pub struct Metrics {
     pub usage_events_lost: IntCounter,
     /// Settlements whose hold was already gone (reconciled or lost) or that failed.
     pub settlements_unresolved: IntCounter,
+    /// Settlements that found the wallet mirror below its open holds (charged nothing; the
+    /// mirror is reported unreconciled until reloaded from the ledger).
+    pub wallets_below_holds: IntCounter,
     /// Requests moved to another account, by reason.
     pub failovers: IntCounterVec,
     /// Accounts put into cooldown, by reason.
@@ -126,6 +129,13 @@ impl Metrics {
                 IntCounter::new(
                     "settlements_unresolved_total",
                     "Settlements whose hold was already resolved, lost, or that failed",
+                ),
+            )?,
+            wallets_below_holds: build(
+                &r,
+                IntCounter::new(
+                    "wallets_below_holds_total",
+                    "Settlements that found the wallet mirror below its open holds (charged nothing)",
                 ),
             )?,
             failovers: build(

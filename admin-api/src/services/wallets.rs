@@ -74,6 +74,11 @@ pub async fn reconciled(
         let Some(snapshot) = state.stores.wallets.snapshot(org).await? else {
             return Ok(None);
         };
+        if snapshot.unreconciled {
+            // Found below its open holds: not reported until the keeper reloads it.
+            state.wallet_stale(org);
+            return Ok(None);
+        }
         let book = ledger::balance(&state.db, &code).await?;
         // Charges settled by a gateway and not yet posted by the settler are pending in the mirror.
         if snapshot.balance.checked_add(snapshot.pending) == Some(book) {

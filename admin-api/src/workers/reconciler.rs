@@ -5,7 +5,8 @@
 //! `estimated` goes into the usage stream, so the settler books it like any other. Settling is
 //! atomic and at most once: if the gateway was only slow and settles later, its settlement finds
 //! no hold and its usage event is a duplicate the settler skips (the request id is the hold id).
-//! A hold without a description is released (nothing is known to charge).
+//! A hold without a description is released (nothing is known to charge). A mirror found below
+//! its open holds (`WalletSnapshot::unreconciled`) is handed to the keeper to be reloaded.
 
 use crate::state::AppState;
 use opstate::{HoldMeta, Measurement, Settlement, UsageEvent};
@@ -30,6 +31,15 @@ pub async fn reconcile_once(state: &AppState) -> Result<usize, opstate::StoreErr
     let wallets = &state.stores.wallets;
     let mut resolved = 0;
     for org in wallets.holding_orgs().await? {
+        // A mirror a settlement found below its open holds is reloaded from the ledger by the
+        // keeper (until then the billing balance answers 503).
+        if wallets
+            .snapshot(org)
+            .await?
+            .is_some_and(|snapshot| snapshot.unreconciled)
+        {
+            state.wallet_stale(org);
+        }
         for hold in wallets.expired(org).await? {
             let meta: Option<HoldMeta> = serde_json::from_str(&hold.meta).ok();
             let Some(meta) = meta else {
@@ -41,7 +51,9 @@ pub async fn reconcile_once(state: &AppState) -> Result<usize, opstate::StoreErr
             };
             let estimate = meta.input_cost_nanos.max(money::NanoUsd::ZERO);
             let (charged, excess) = match wallets.settle(org, &hold.hold_id, estimate).await? {
-                Settlement::Settled { charged, excess } => (charged, excess),
+                Settlement::Settled {
+                    charged, excess, ..
+                } => (charged, excess),
                 // Settled by its gateway in the meantime, or the wallet is being rebuilt.
                 Settlement::Unknown | Settlement::Missing => continue,
             };

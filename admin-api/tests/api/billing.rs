@@ -264,3 +264,75 @@ async fn lost_wallet_mirror_answers_503_until_reloaded() {
     }
     stop.send(true).unwrap();
 }
+
+/// A mirror a settlement found below its open holds (loaded below them) is never reported, even
+/// once its figures agree with the ledger again: the billing balance answers 503 until the keeper
+/// reloads it from the ledger. The settlement itself charged nothing (never a credit).
+#[tokio::test]
+async fn a_mirror_found_below_its_holds_answers_503_until_reloaded() {
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let (_, org) = api.active_customer(&owner, "below", 12.0, 1.0).await;
+    let token = admin_api::cli::billing_token(&api.state, "create", org)
+        .await
+        .unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let usd = |n: i64| money::NanoUsd::from_nanos(n * 1_000_000_000);
+    let w = api.state.stores.wallets.clone();
+    w.reserve(org, "a", usd(8), 60_000, "").await.unwrap();
+    w.reserve(org, "b", usd(4), 60_000, "").await.unwrap();
+    // The mirror is loaded below its holds, then a settlement finds it there.
+    w.load(org, usd(3)).await.unwrap();
+    assert_eq!(
+        w.settle(org, "a", usd(1)).await.unwrap(),
+        opstate::Settlement::Settled {
+            charged: usd(0),
+            excess: usd(1),
+            below_holds: true
+        }
+    );
+    // Its figures agree with the ledger again (12 = 12 + 0 pending), but it was found below.
+    w.adjust(org, usd(9), "test-back").await.unwrap();
+    let snap = w.snapshot(org).await.unwrap().unwrap();
+    assert_eq!((snap.balance, snap.pending), (usd(12), usd(0)));
+    let get = || async {
+        let r = api
+            .http
+            .get(format!("{}/api/v1/organization/billing/balance", api.base))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json::<Value>().await.unwrap())
+    };
+    let (s, v) = get().await;
+    assert_eq!(
+        (s, v["reason"].as_str()),
+        (503, Some("ORG_BALANCE_RECONCILIATION_REQUIRED")),
+        "{v}"
+    );
+    assert!(v.get("data").is_none(), "never a figure");
+    // The keeper reloads it from the ledger; then it is reported again.
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let mut keeper = JoinSet::new();
+    keeper.spawn(admin_api::workers::directory::run(
+        api.state.clone(),
+        std::time::Duration::from_millis(50),
+        rx,
+    ));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let (s, v) = get().await;
+        if s == 200 {
+            assert_eq!(v["data"]["balance_usd"], 12);
+            assert_eq!(v["data"]["reserved_usd"], 4);
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "not reloaded: {v}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    stop.send(true).unwrap();
+    keeper.join_all().await;
+}

@@ -115,7 +115,8 @@ async fn settlement_is_idempotent_under_redelivery() {
         w.settle(org, "req-1", nano(400_000)).await.unwrap(),
         opstate::Settlement::Settled {
             charged: nano(400_000),
-            excess: nano(0)
+            excess: nano(0),
+            below_holds: false,
         }
     );
     let event = settled_event(

@@ -2,7 +2,7 @@
 -- accounts, its limits (gates: calls in flight under a name; one per-minute counter), a capacity
 -- slot on the first open account with room, and the wallet hold. Either everything is taken
 -- (gate slots, the minute's count, the account slot, the hold) or nothing.
--- KEYS[1..5] = the organization's wallet keys (see wallet.v3); KEYS[6] = {wallets}:holding;
+-- KEYS[1..5] = the organization's wallet keys (see wallet.v4); KEYS[6] = {wallets}:holding;
 -- KEYS[7] = the per-minute counter (hash: w = minute index, c = count; untouched without a
 -- limit); KEYS[7 + j] = gate j's slots (j = 1..g);
 -- KEYS[8 + g + 2(i-1)] = cooldown key of account i, KEYS[9 + g + 2(i-1)] = its slots (i = 1..n)

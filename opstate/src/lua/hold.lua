@@ -1,5 +1,5 @@
--- hold: the wallet rules shared by wallet.v3, admit.v2 and finish.v2 (prepended to each script).
--- W = {wallet, holds, adjusted, holdmeta, confirmed} keys of one organization (see wallet.v3).
+-- hold: the wallet rules shared by wallet.v4, admit.v2 and finish.v3 (prepended to each script).
+-- W = {wallet, holds, adjusted, holdmeta, confirmed} keys of one organization (see wallet.v4).
 -- Amounts are integer nano-USD (exact below 2^53).
 local function now_ms()
   local t = redis.call('TIME')
@@ -26,7 +26,9 @@ local function hold_reserve(W, hold_id, amount, ttl_ms, meta, now)
 end
 
 -- Closes an open hold. release: no charge, {1}. Otherwise charges actual, at most what the wallet
--- can pay (balance minus the other holds): {1, charged, excess}. {0} no such hold; {-1} no mirror.
+-- can pay (balance minus the other holds) and never less than zero: {1, charged, excess, below},
+-- below = 1 when the mirror was below its other holds (it pays nothing, and is marked
+-- 'unreconciled' until the next load). {0} no such hold; {-1} no mirror.
 local function hold_close(W, hold_id, actual, release)
   if redis.call('EXISTS', W[1]) == 0 then return {-1} end
   local hold = redis.call('HGET', W[2], hold_id)
@@ -42,6 +44,13 @@ local function hold_close(W, hold_id, actual, release)
   if release then return {1} end
   if actual < 0 then actual = 0 end
   local payable = balance - reserved
+  local below = 0
+  if payable < 0 then
+    -- Loaded below its holds: a settlement never credits; the mirror waits for a reload.
+    payable = 0
+    below = 1
+    redis.call('HSET', W[1], 'unreconciled', '1')
+  end
   local charged = actual
   if charged > payable then charged = payable end
   redis.call('HSET', W[1], 'balance', s(balance - charged))
@@ -49,7 +58,7 @@ local function hold_close(W, hold_id, actual, release)
     redis.call('HSET', W[1], 'pending', s(pending + charged))
     redis.call('SADD', W[3], 'charged:' .. hold_id)
   end
-  return {1, s(charged), s(actual - charged)}
+  return {1, s(charged), s(actual - charged), below}
 end
 
 -- Takes capacity slot slot_id in the sorted set zkey (slot id -> expiry ms) if fewer than max

@@ -101,6 +101,13 @@ pub(crate) async fn settle(
         (e.charged_nanos, e.excess_nanos) = opstate::charged(settlement, cost);
     }
     if let Some(h) = &hold {
+        if let Some(Some(Settlement::Settled {
+            below_holds: true, ..
+        })) = finished
+        {
+            tracing::error!(request_id = %f.request_id, org = h.org, "wallet mirror below its open holds: charged nothing; the mirror waits for a reload from the ledger");
+            metrics.wallets_below_holds.inc();
+        }
         match finished {
             Some(Some(Settlement::Settled { excess, .. })) if excess.is_positive() => {
                 tracing::warn!(request_id = %f.request_id, org = h.org, excess = excess.nanos(), "usage cost exceeded what the wallet could pay");

@@ -494,7 +494,14 @@ pub(crate) async fn finish(s: &Shared, book: &TaskBook, task: Task, state: &Supp
         wholesale: task.wholesale_rate_ppm.and_then(RateMultiplier::from_ppm),
     };
     match wallets.settle(hold.org, &hold.id, cost).await {
-        Ok(Settlement::Settled { charged, excess }) => {
+        Ok(Settlement::Settled {
+            charged,
+            excess,
+            below_holds,
+        }) => {
+            if below_holds {
+                s.metrics.wallets_below_holds.inc();
+            }
             let event = usage_event(&task, &hold, seconds, measurement, cost, charged, excess);
             settle::append(s.stores().usage.as_ref(), &s.metrics, &event).await;
             s.recent.keep(Some(event));

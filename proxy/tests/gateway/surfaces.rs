@@ -1173,9 +1173,10 @@ async fn capacity_queue_full_keeps_its_code_on_every_surface() {
     };
     let key = super::limits::limited_key(&h, 777, 5, one).await;
     let h = Arc::new(h);
-    let slow = {
+    let mut slow = JoinSet::new();
+    {
         let (h, key) = (h.clone(), key.clone());
-        tokio::spawn(async move {
+        slow.spawn(async move {
             let resp = h
                 .native(
                     &key,
@@ -1190,8 +1191,8 @@ async fn capacity_queue_full_keeps_its_code_on_every_surface() {
             let status = resp.status().as_u16();
             resp.bytes().await.unwrap();
             status
-        })
-    };
+        });
+    }
     let deadline = Instant::now() + Duration::from_secs(5);
     while h.stores.slots.in_use(&["gem"]).await.unwrap()[0] < 1 {
         assert!(Instant::now() < deadline, "the slow call never started");
@@ -1219,5 +1220,5 @@ async fn capacity_queue_full_keeps_its_code_on_every_surface() {
     assert_eq!(v["type"], "error");
     assert_eq!(v["error"]["code"], "capacity_queue_full", "{v}");
     assert!(v["error"]["message"].is_string());
-    assert_eq!(slow.await.unwrap(), 200);
+    assert_eq!(slow.join_next().await.unwrap().unwrap(), 200);
 }

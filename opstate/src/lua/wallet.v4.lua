@@ -1,9 +1,12 @@
--- wallet v3: every wallet operation, one atomic script. (v2: confirmed charges moved from the
+-- wallet v4: every wallet operation, one atomic script. (v4: a settlement never charges less than
+-- zero; a mirror found below its open holds is marked 'unreconciled', reported by 'snapshot' and
+-- cleared by 'load'.) (v2: confirmed charges moved from the
 -- adjusted set, where they were never removed, to a sorted set pruned after ten minutes. v3: the
 -- 'extend' operation moves an open hold's deadline, for calls that outlive it. v3.1: confirmed
 -- charges are remembered two minutes instead of ten, since the settler marks each usage record
 -- whose charge it confirmed and never confirms a marked one again.)
--- KEYS[1] = wallet hash {prefix}{org:N}:wallet  (fields: balance, reserved)
+-- KEYS[1] = wallet hash {prefix}{org:N}:wallet  (fields: balance, reserved, pending,
+--           unreconciled)
 -- KEYS[2] = holds hash  {prefix}{org:N}:holds   (hold id -> "amount:deadline_ms")
 -- KEYS[3] = applied adjustment references {prefix}{org:N}:adjusted (set); settled hold ids are
 --           kept there as "charged:<hold>" until the ledger confirms them
@@ -25,6 +28,7 @@ if op == 'load' then
   -- The ledger balance includes every confirmed charge; charges still pending are forgotten with
   -- the old incarnation and re-applied by confirm (see below).
   redis.call('HSET', KEYS[1], 'pending', '0')
+  redis.call('HDEL', KEYS[1], 'unreconciled')
   local members = redis.call('SMEMBERS', KEYS[3])
   for i = 1, #members do
     local kind = string.sub(members[i], 1, 8)
@@ -87,7 +91,9 @@ elseif op == 'confirm' then
   redis.call('HSET', KEYS[1], 'balance', s(balance - amount))
   return {3}
 elseif op == 'snapshot' then
-  return {1, s(balance), s(reserved), s(pending)}
+  local unreconciled = 0
+  if redis.call('HEXISTS', KEYS[1], 'unreconciled') == 1 or balance < reserved then unreconciled = 1 end
+  return {1, s(balance), s(reserved), s(pending), unreconciled}
 elseif op == 'expired' then
   local now = now_ms()
   local out = {}
