@@ -1602,3 +1602,234 @@ async fn an_upgrade_under_traffic_refuses_no_connection_and_loses_no_call() {
     }
     let _ = &mut new;
 }
+
+/// SPEC: a deleted key "stops authenticating once the call returns", on every proxy. Two proxy
+/// processes on Redis and PostgreSQL keep key records for a minute (`redis.key_cache_ms`); the
+/// first call after the partner's DELETE returns is refused on the other proxy too, while a
+/// stream already in flight with the key finishes and is charged once. A revocation whose
+/// announcement a proxy never received (the directory entry deleted without one) is refused at
+/// admission all the same: the admission step checks the directory, with no round trip of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disabled_key_stops_at_once_on_every_proxy() {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let Some(redis_url) = testkit::redis_url() else {
+        eprintln!("REDIS_URL not set: two-proxy revocation scenario skipped");
+        return;
+    };
+    let db_url = testkit::fresh_database_url().await;
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let prefix = testkit::redis_prefix("revoke");
+    let admin_port = free_port();
+    let ports = [free_port(), free_port()];
+    let texts: Vec<String> = ports
+        .iter()
+        .map(|p| {
+            redis_deployment_builder(&redis_url, &prefix, *p, &mock.base_url())
+                .database(&db_url)
+                .set("admin", "listen", format!("127.0.0.1:{admin_port}"))
+                .set("redis", "key_cache_ms", 60_000u64)
+                .set("money", "hold_ttl_ms", 60_000u64)
+                .toml()
+        })
+        .collect();
+    let settings = Arc::new(Settings::parse(&texts[0], &|_| None).unwrap());
+    let admin = AdminApi::start(settings).await;
+    let partner = admin_api::cli::partner_create(
+        &admin.state,
+        admin_api::cli::NewPartner::parse("Acme", "1.0", "100", "owner", &["partner:write".into()])
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let token = partner["token"].as_str().unwrap().to_string();
+    let _a = spawn_proxy(&texts[0], ports[0], "revoke-a").await;
+    let _b = spawn_proxy(&texts[1], ports[1], "revoke-b").await;
+    let (a, b) = (
+        format!("http://127.0.0.1:{}", ports[0]),
+        format!("http://127.0.0.1:{}", ports[1]),
+    );
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let partner_call = |method: reqwest::Method, path: String, body: Option<Value>, idem: &str| {
+        let mut req = http
+            .request(method, format!("{a}/partner/v1{path}"))
+            .bearer_auth(&token)
+            .header("idempotency-key", idem);
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        async move {
+            let resp = req.send().await.unwrap();
+            (
+                resp.status().as_u16(),
+                resp.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    };
+    let (s, created) = partner_call(
+        reqwest::Method::PUT,
+        "/customers/by-external-id/rev-1".into(),
+        Some(json!({"name": "Revoke Co", "contact_email": "ann@revoke.example", "initial_allocation_usd": 20, "retail_rate_multiplier": 1})),
+        "c1",
+    )
+    .await;
+    assert_eq!(s, 200, "{created}");
+    let id = created["data"]["customer"]["id"].as_i64().unwrap();
+    let invite = created["data"]["activation"]["invite_url"]
+        .as_str()
+        .unwrap();
+    let path = &invite[invite.find("/invitations/").unwrap()..];
+    let accepted = http
+        .post(format!("{a}{path}/accept"))
+        .json(&json!({"email": "ann@revoke.example"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(accepted.status(), 200);
+    let mut secrets = Vec::new();
+    for n in 0..2 {
+        let (s, key) = partner_call(
+            reqwest::Method::POST,
+            format!("/customers/{id}/api-keys"),
+            Some(json!({"name": format!("k{n}"), "group_id": 1})),
+            &format!("k{n}"),
+        )
+        .await;
+        assert_eq!(s, 200, "{key}");
+        secrets.push((
+            key["data"]["key"].as_str().unwrap().to_string(),
+            key["data"]["api_key_id"].as_i64().unwrap(),
+        ));
+    }
+    let call = |base: String, secret: String, stream: bool| {
+        let http = http.clone();
+        async move {
+            let resp = http
+                .post(format!("{base}/compat/v1/chat/completions"))
+                .bearer_auth(secret)
+                .header("x-mock-usage", "prompt=10,completion=5")
+                .json(&chat("gpt-4o-mini", stream))
+                .send()
+                .await
+                .unwrap();
+            resp.status().as_u16()
+        }
+    };
+    let (secret, key_id) = secrets[0].clone();
+    // Both proxies have the key's record in their caches.
+    assert_eq!(call(a.clone(), secret.clone(), false).await, 200);
+    assert_eq!(call(b.clone(), secret.clone(), false).await, 200);
+    // A stream with the key is in flight on B when the key is disabled.
+    let mut in_flight = JoinSet::new();
+    let (client, url, key) = (http.clone(), b.clone(), secret.clone());
+    in_flight.spawn(async move {
+        let resp = client
+            .post(format!("{url}/compat/v1/chat/completions"))
+            .bearer_auth(key)
+            .header("x-mock-usage", "prompt=10,completion=5")
+            .header("x-mock-delay-ms", "300")
+            .header("x-mock-events", "4")
+            .json(&chat("gpt-4o-mini", true))
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let mut body = resp.bytes_stream();
+        let mut text = Vec::new();
+        while let Some(chunk) = body.next().await {
+            text.extend_from_slice(&chunk.unwrap());
+        }
+        (status, String::from_utf8_lossy(&text).contains("[DONE]"))
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (s, v) = partner_call(
+        reqwest::Method::DELETE,
+        format!("/customers/{id}/api-keys/{key_id}"),
+        None,
+        "del",
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    // The first calls after the DELETE returned: refused on both proxies.
+    assert_eq!(
+        call(b.clone(), secret.clone(), false).await,
+        401,
+        "the other proxy"
+    );
+    assert_eq!(
+        call(a.clone(), secret.clone(), false).await,
+        401,
+        "the proxy it went through"
+    );
+    assert_eq!(
+        call(b.clone(), secret.clone(), true).await,
+        401,
+        "streams too"
+    );
+    // The stream in flight finished normally.
+    assert_eq!(in_flight.join_next().await.unwrap().unwrap(), (200, true));
+    // A revocation no proxy heard of: the directory entry removed without an announcement.
+    let (other, other_id) = secrets[1].clone();
+    assert_eq!(
+        call(b.clone(), other.clone(), false).await,
+        200,
+        "cached on B"
+    );
+    let raw = opstate::RedisStore::connect(&redis_url, &prefix)
+        .await
+        .unwrap();
+    let hash = entities::customer_api_keys::Entity::find_by_id(other_id)
+        .one(&admin.state.db)
+        .await
+        .unwrap()
+        .unwrap()
+        .key_hash;
+    let mut conn = raw.connection();
+    let _: i64 = redis::cmd("HDEL")
+        .arg(raw.schema().key_directory())
+        .arg(&hash)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        call(b.clone(), other, false).await,
+        401,
+        "refused at admission"
+    );
+    // Every served call of the first key is charged exactly once: two calls and the stream.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let records = entities::usage_records::Entity::find()
+            .filter(entities::usage_records::Column::ApiKeyId.eq(key_id))
+            .all(&admin.state.db)
+            .await
+            .unwrap();
+        if records.len() == 3 {
+            assert!(
+                records
+                    .iter()
+                    .all(|r| r.status == 200 && r.charged_nanos > 0 && r.measurement == "exact"),
+                "{records:?}"
+            );
+            assert!(records.iter().any(|r| r.stream));
+            break;
+        }
+        assert!(
+            records.len() < 3 && Instant::now() < deadline,
+            "{records:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let w = settled_wallet(&admin.stores, created_org(&admin.state, id).await).await;
+    assert!(w.reserved.is_zero(), "{w:?}");
+}
+
+/// The organization of customer `id`.
+async fn created_org(state: &admin_api::AppState, id: i64) -> i64 {
+    use sea_orm::EntityTrait;
+    entities::customers::Entity::find_by_id(id)
+        .one(&state.db)
+        .await
+        .unwrap()
+        .unwrap()
+        .organization_id
+}

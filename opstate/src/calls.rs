@@ -5,7 +5,7 @@
 //!
 //! Each is what [`crate::Cooldowns`], [`crate::Slots`], [`crate::Wallets`] and
 //! [`crate::UsageStream`] do one by one, with the same rules; the Redis backend runs each as one
-//! versioned script (`admit.v2`, `finish.v3`), so a call costs two round trips to the store
+//! versioned script (`admit.v3`, `finish.v3`), so a call costs two round trips to the store
 //! instead of seven.
 //!
 //! Admission also checks the call's limits besides its account's capacity ([`Limits`]): gates
@@ -51,6 +51,11 @@ pub struct RateAsk<'a> {
 pub struct Limits<'a> {
     pub gates: &'a [GateAsk<'a>],
     pub per_minute: Option<RateAsk<'a>>,
+    /// The keyed hash of the caller's key, checked against the key directory in the same step:
+    /// a key revoked since the caller's record was read (a proxy's cached copy) is refused
+    /// ([`Limited::Revoked`]), so a disabled key stops at once on every proxy without a round
+    /// trip of its own. `None`: not checked.
+    pub key: Option<&'a str>,
 }
 
 /// Which limit refused a call.
@@ -60,6 +65,8 @@ pub enum Limited {
     Gate(usize),
     /// The per-minute limit is reached; the minute ends in `resets_in`.
     PerMinute { resets_in: Duration },
+    /// The caller's key is no longer in the key directory (revoked).
+    Revoked,
 }
 
 /// The length of a per-minute window.

@@ -5,8 +5,9 @@
 //! Freshness: every change of the directory (a key published or revoked, the directory reloaded)
 //! is announced on the store's key channel (Redis pub/sub, [`crate::RedisStore::watch_keys`]), and
 //! the announcement evicts the record at once; a proxy that lost the channel forgets everything it
-//! kept and keeps nothing until it listens again. The TTL bounds what is left: a revoked key
-//! authenticates at most `ttl` after its revocation returned, on a proxy that missed the message.
+//! kept and keeps nothing until it listens again. The TTL bounds what is left; and since
+//! admission checks the key against the directory in its own store step (`Limits::key`), a kept
+//! record never lets a revoked key's call through.
 //! Unknown keys are never kept (a new key works at once). The map holds at most
 //! [`MAX_ENTRIES`] records (cleared whole when full).
 

@@ -755,6 +755,14 @@ impl Calls for MemoryStore {
             reservation: None,
             limited: None,
         };
+        // A key revoked since the caller read its record: refused before anything is taken.
+        if let Some(key) = limits.key {
+            let keys = self.keys.read().map_err(poisoned)?;
+            if keys.loaded && !keys.records.contains_key(key) {
+                admitted.limited = Some(Limited::Revoked);
+                return Ok(admitted);
+            }
+        }
         // The limits first, each checked and taken under its lock; given back below when the
         // call is not admitted after all.
         if let Some(limited) = self.take_limits(limits, slot_id, slot_ttl)? {

@@ -49,7 +49,7 @@ static WALLET: LazyLock<Script> =
     LazyLock::new(|| Script::new(with_hold_rules!("lua/wallet.v4.lua")));
 
 static ADMIT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(with_hold_rules!("lua/admit.v2.lua")));
+    LazyLock::new(|| Script::new(with_hold_rules!("lua/admit.v3.lua")));
 
 static FINISH: LazyLock<Script> =
     LazyLock::new(|| Script::new(with_hold_rules!("lua/finish.v3.lua")));
@@ -688,6 +688,9 @@ impl Calls for RedisStore {
                 .key(self.schema.cooldown(a.account))
                 .key(self.schema.slots(a.account));
         }
+        invocation
+            .key(self.schema.key_directory())
+            .key(self.schema.key_directory_loaded());
         invocation.arg(slot_id).arg(millis(slot_ttl));
         match hold {
             Some(h) => invocation
@@ -708,6 +711,7 @@ impl Calls for RedisStore {
         for a in accounts {
             invocation.arg(a.max);
         }
+        invocation.arg(limits.key.unwrap_or(""));
         let reply: Vec<redis::Value> = invocation.invoke_async(&mut conn).await?;
         let bad = || StoreError::Corrupt("admit script reply".into());
         let field = |i: usize| -> StoreResult<i64> {
@@ -740,6 +744,7 @@ impl Calls for RedisStore {
             (2, ms) => Some(Limited::PerMinute {
                 resets_in: Duration::from_millis(u64::try_from(ms).unwrap_or(0)),
             }),
+            (3, _) => Some(Limited::Revoked),
             _ => return Err(bad()),
         };
         let cooldowns = (0..accounts.len())

@@ -1429,6 +1429,7 @@ async fn limits_refuse_before_anything_is_taken() {
                 counter: "key:7",
                 limit: 3,
             }),
+            key: None,
         };
         let hold = |id: &'static str| HoldAsk {
             org: 42,
@@ -1460,6 +1461,7 @@ async fn limits_refuse_before_anything_is_taken() {
         let other = Limits {
             gates: &gates[..1],
             per_minute: None,
+            key: None,
         };
         let d = s.calls.admit(&asks, "o1", ttl, other, None).await.unwrap();
         assert_eq!((d.taken, d.limited), (Some(0), None), "{name}");
@@ -1530,6 +1532,7 @@ async fn limits_refuse_before_anything_is_taken() {
                 counter: "key:8",
                 limit: 1,
             }),
+            key: None,
         };
         let h = s
             .calls
@@ -1601,4 +1604,79 @@ async fn confirm_many_answers_each_charge_like_confirm() {
             "{name}"
         );
     }
+}
+
+/// Admission checks the caller's key against the directory in its own step: a key revoked after
+/// a proxy read (and cached) its record is refused and nothing is taken; a key still published is
+/// admitted; a directory the store lost (not marked loaded) proves nothing and refuses no one.
+#[tokio::test]
+async fn admission_refuses_a_key_revoked_since_its_record_was_read() {
+    use opstate::{HoldAsk, Limited, Limits, SlotAsk};
+    for (name, s) in backends().await {
+        s.keys.load(&[]).await.unwrap();
+        s.keys.publish("hash-live", &record(1)).await.unwrap();
+        s.keys.publish("hash-gone", &record(2)).await.unwrap();
+        s.keys.revoke("hash-gone").await.unwrap();
+        s.wallets.load(42, nano(1_000)).await.unwrap();
+        let asks = [SlotAsk {
+            account: "acct-rev",
+            max: 10,
+        }];
+        let ttl = Duration::from_secs(30);
+        let hold = |id: &'static str| HoldAsk {
+            org: 42,
+            hold_id: id,
+            amount: nano(10),
+            ttl_ms: 60_000,
+            meta: "",
+        };
+        let with_key = |key: &'static str| Limits {
+            key: Some(key),
+            ..Limits::default()
+        };
+        let refused = s
+            .calls
+            .admit(&asks, "r1", ttl, with_key("hash-gone"), Some(hold("r1")))
+            .await
+            .unwrap();
+        assert_eq!(refused.limited, Some(Limited::Revoked), "{name}");
+        assert_eq!((refused.taken, refused.reservation), (None, None), "{name}");
+        assert_eq!(s.slots.in_use(&["acct-rev"]).await.unwrap(), [0], "{name}");
+        let snap = s.wallets.snapshot(42).await.unwrap().unwrap();
+        assert_eq!(snap.reserved, nano(0), "{name}: nothing held");
+        let admitted = s
+            .calls
+            .admit(&asks, "r2", ttl, with_key("hash-live"), Some(hold("r2")))
+            .await
+            .unwrap();
+        assert_eq!(
+            (admitted.limited, admitted.taken),
+            (None, Some(0)),
+            "{name}"
+        );
+        // Without a check (None) the directory is not consulted.
+        let unchecked = s
+            .calls
+            .admit(&asks, "r3", ttl, Limits::default(), None)
+            .await
+            .unwrap();
+        assert_eq!(unchecked.limited, None, "{name}");
+    }
+    // A directory that was never loaded (or was lost) proves nothing.
+    let s = Stores::memory();
+    s.wallets.load(42, nano(1_000)).await.unwrap();
+    let asks = [SlotAsk {
+        account: "a",
+        max: 1,
+    }];
+    let limits = Limits {
+        key: Some("hash-unknown"),
+        ..Limits::default()
+    };
+    let admitted = s
+        .calls
+        .admit(&asks, "r", Duration::from_secs(30), limits, None)
+        .await
+        .unwrap();
+    assert_eq!((admitted.limited, admitted.taken), (None, Some(0)));
 }

@@ -71,14 +71,15 @@ pub fn presented_key_on(
     Ok(found)
 }
 
-/// Authenticates a request: the key record of its customer key.
+/// Authenticates a request: the key record of its customer key, and the key's keyed hash (what
+/// admission checks against the directory again, see `opstate::Limits::key`).
 pub async fn authenticate(
     req: &RequestHeader,
     surface: Surface,
     env: Env,
     hasher: &KeyHasher,
     directory: &dyn KeyDirectory,
-) -> Result<KeyRecord, GatewayError> {
+) -> Result<(KeyRecord, String), GatewayError> {
     let presented = presented_key_on(req, surface)?.ok_or(GatewayError::MissingKey)?;
     if let Err(reason) = credentials::check(presented, Kind::CustomerKey, env) {
         debug!(%reason, "refused credential before lookup");
@@ -94,7 +95,7 @@ pub async fn authenticate(
             debug!(key_id = record.key_id, "refused expired key");
             Err(GatewayError::InvalidKey)
         }
-        Ok(Some(record)) => Ok(record),
+        Ok(Some(record)) => Ok((record, hash)),
         // A miss only means "invalid" when the directory is complete; a store that lost its
         // contents (Redis flushed, restarted empty) answers 503 until admin-api rebuilt it.
         Ok(None) => match directory.is_loaded().await {

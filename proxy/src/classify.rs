@@ -58,7 +58,7 @@ pub enum Route {
     /// `GET /v1beta/models/{model}`: one native model, answered locally (also under `/v1/models/`
     /// from a Google client).
     NativeModel,
-    /// `/partner/v1/*`, `/api/v1/*`, `/invitations/*`, `/billing/top-up/*`,
+    /// `/partner/v1/*`, `/api/v1/*`, `/invitations/*`, `/billing/top-up` and `/billing/top-up/*`,
     /// `/billing/webhooks/*`: forwarded to admin-api untouched (it authenticates and answers them).
     Admin,
 }
@@ -68,7 +68,7 @@ const ADMIN_PREFIXES: [&str; 5] = [
     "/partner/v1",
     "/api/v1/",
     "/invitations/",
-    "/billing/top-up/",
+    "/billing/top-up",
     "/billing/webhooks/",
 ];
 

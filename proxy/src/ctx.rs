@@ -29,8 +29,9 @@ pub struct RequestCtx {
     pub(crate) started_at_ms: u64,
     /// Classification: the route, once known.
     pub(crate) route: Option<Route>,
-    /// Authentication: the caller's key record.
+    /// Authentication: the caller's key record, and its key's keyed hash.
     pub(crate) caller: Option<KeyRecord>,
+    pub(crate) key_hash: Option<String>,
     /// Inspection and routing: the call, once its body was read and its model resolved.
     pub(crate) call: Option<Call>,
     /// Admission: the hold on the organization's wallet, settled exactly once in `logging`.
@@ -166,6 +167,7 @@ impl RequestCtx {
             started_at_ms: now,
             route: None,
             caller: None,
+            key_hash: None,
             call: None,
             hold: None,
             order: Vec::new(),

@@ -75,8 +75,11 @@ impl Gateway {
             // Hosted media and video tasks: answered here, with no proxied supplier call.
             return s.answer_here(session, ctx, route).await;
         }
-        let caller = s.authenticate(header, route.surface()).await?;
+        let (caller, key_hash) = s
+            .authenticate(header, route.surface(), !route.is_local())
+            .await?;
         let caller = ctx.caller.insert(caller).clone();
+        let key_hash = ctx.key_hash.insert(key_hash).clone();
         auth::permit(&caller, route)?;
         if route.is_local() {
             let body = local::answer(&live.router, caller.group_id, route, header.uri.path())?;
@@ -87,7 +90,7 @@ impl Gateway {
         let idle = Duration::from_millis(server.request_body_timeout_ms);
         let original = inspect::body::read_body(session, server.max_body_bytes, idle).await?;
         let work = inspect::work(route, session.req_header(), &original)?;
-        let who = route::Caller::of(&caller, &ctx.request_id, &live.settings);
+        let who = route::Caller::of(&caller, &key_hash, &ctx.request_id, &live.settings);
         let at = ctx.started_at_ms;
         let plan =
             |m: &ModelRoute| admit::hold_for(&work, route, &m.model, &caller, &live.settings, at);

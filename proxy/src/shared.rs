@@ -177,21 +177,25 @@ impl Shared {
         })
     }
 
-    /// The caller of `header` on `surface`, by its key (see `auth::authenticate`), through this
-    /// proxy's key cache when it has one.
+    /// The caller of `header` on `surface`, by its key (see `auth::authenticate`), and its key's
+    /// hash. `admitted`: the call goes through admission, which checks the key against the
+    /// directory again in its own store step, so this proxy's key cache may answer; other calls
+    /// (model lists, video polls and downloads) read the directory itself, so a key disabled on
+    /// any proxy is refused at once everywhere.
     pub async fn authenticate(
         &self,
         header: &pingora::http::RequestHeader,
         surface: crate::errors::Surface,
-    ) -> Result<opstate::KeyRecord, crate::errors::GatewayError> {
+        admitted: bool,
+    ) -> Result<(opstate::KeyRecord, String), crate::errors::GatewayError> {
         let keys = self.stores().keys.as_ref();
         let (env, hasher) = (self.env, &self.hasher);
         match &self.key_cache {
-            Some(cache) => {
+            Some(cache) if admitted => {
                 let cached = cache.through(keys);
                 crate::auth::authenticate(header, surface, env, hasher, &cached).await
             }
-            None => crate::auth::authenticate(header, surface, env, hasher, keys).await,
+            _ => crate::auth::authenticate(header, surface, env, hasher, keys).await,
         }
     }
 

@@ -275,9 +275,8 @@ async fn customer_lifecycle_through_the_proxy() {
     )
     .await;
     assert_eq!(s, 200);
-    // In memory the key is refused at once. On Redis the proxy keeps key records for
-    // `redis.key_cache_ms` (1 s): the revocation's announcement evicts it at once in practice, and
-    // the bound holds even if the announcement is missed.
+    // Refused at once: on Redis the proxy may keep the key's record (`redis.key_cache_ms`), but
+    // admission checks the directory in its own store step (see the two-proxy deployment test).
     let revoked = std::time::Instant::now();
     let resp = loop {
         let resp = http

@@ -5,6 +5,7 @@
 //!   text `page not found` (before authentication).
 //! - `/api/v1/organization/billing/*`: the organization billing API (read only).
 //! - `/invitations/{token}`: the acceptance page and its form.
+//! - `/billing/top-up`: the page the funding object's `top_up_url` opens (how to add funds);
 //! - `/billing/top-up/{token}`: the hosted top-up page (and `done` / `cancelled`, where Stripe
 //!   Checkout returns the payer);
 //! - `/billing/webhooks/stripe`: Stripe's webhook deliveries (signature-checked).
@@ -128,6 +129,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/invitations/{token}", get(invitations::show))
         .route("/invitations/{token}/accept", post(invitations::accept))
+        .route("/billing/top-up", get(top_up::start))
         .route("/billing/top-up/done", get(top_up::done))
         .route("/billing/top-up/cancelled", get(top_up::cancelled))
         .route("/billing/top-up/{token}", get(top_up::show))

@@ -52,7 +52,8 @@ pub async fn view(
         available_funding_usd: Usd(available),
         reserved_allocations_usd: Usd(reserved),
         outstanding_usage_usd: Usd(outstanding),
-        top_up_url: state.public_url("/partner/v1/funding/top-up-sessions"),
+        // A page a person can open: how to add funds (the session route itself takes POST only).
+        top_up_url: state.public_url("/billing/top-up"),
     })
 }
 

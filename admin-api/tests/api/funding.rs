@@ -170,6 +170,34 @@ async fn top_up_sessions() {
     let (s, _, _, html) = api.call(Method::GET, None, path, None, None).await;
     assert_eq!(s, 200);
     assert!(html.contains("50 USD"));
+    // The funding object's top_up_url opens a page in a browser too (a GET, no credential).
+    let top_up = api.funding(&owner).await["top_up_url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let resp = api
+        .http
+        .get(format!(
+            "{}{}",
+            api.base,
+            top_up.trim_start_matches("https://gw.example.test")
+        ))
+        .header("accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "{top_up}");
+    assert!(
+        resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    let page = resp.text().await.unwrap();
+    assert!(
+        page.contains("Add partner funds") && page.contains("top-up-sessions"),
+        "{page}"
+    );
     // Paying is the operator's `partner fund`, idempotent by reference.
     let a = admin_api::cli::partner_fund(&api.state, owner.id, "50", Some("pay-1"))
         .await

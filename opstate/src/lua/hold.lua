@@ -1,4 +1,4 @@
--- hold: the wallet rules shared by wallet.v4, admit.v2 and finish.v3 (prepended to each script).
+-- hold: the wallet rules shared by wallet.v4, admit.v3 and finish.v3 (prepended to each script).
 -- W = {wallet, holds, adjusted, holdmeta, confirmed} keys of one organization (see wallet.v4).
 -- Amounts are integer nano-USD (exact below 2^53).
 local function now_ms()

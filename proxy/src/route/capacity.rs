@@ -86,6 +86,8 @@ pub(crate) fn blocked(admitted: &Admitted, gates: &[Layer]) -> Option<Layer> {
     match admitted.limited {
         Some(Limited::Gate(i)) => Some(gates.get(i).copied().unwrap_or(Layer::Global)),
         Some(Limited::PerMinute { resets_in }) => Some(Layer::KeyRate(resets_in)),
+        // Refused as an invalid key by `route::attempt` before anything waits.
+        Some(Limited::Revoked) => None,
         None if admitted.taken.is_none() && admitted.reservation.is_none() => Some(Layer::Pool),
         None => None,
     }

@@ -69,6 +69,9 @@ pub(crate) struct Caller<'a> {
     pub org_id: i64,
     pub group_id: i64,
     pub key_id: i64,
+    /// The keyed hash of the caller's key: admission refuses a key revoked since its record was
+    /// read (`opstate::Limits::key`).
+    pub key_hash: &'a str,
     /// The request id: the capacity slot's id, and the rendezvous seed of a call without session.
     pub request_id: &'a str,
     /// The key's calls in flight at most (its own limit, else its group's).
@@ -81,6 +84,7 @@ impl Caller<'_> {
     /// The caller of `key`, its limits resolved against its group in `settings`.
     pub fn of<'a>(
         key: &opstate::KeyRecord,
+        key_hash: &'a str,
         request_id: &'a str,
         settings: &settings::Settings,
     ) -> Caller<'a> {
@@ -89,6 +93,7 @@ impl Caller<'_> {
             org_id: key.org_id,
             group_id: key.group_id,
             key_id: key.key_id,
+            key_hash,
             request_id,
             key_concurrency: key
                 .limits
@@ -187,13 +192,19 @@ async fn attempt(
     limits: Limits<'_>,
     hold: Option<HoldAsk<'_>>,
 ) -> Result<opstate::Admitted, GatewayError> {
-    calls
+    let admitted = calls
         .admit(asks, slot_id, slot_ttl, limits, hold)
         .await
         .map_err(|e| {
             tracing::error!(error = %e, "admission lookup failed");
             GatewayError::StoreUnavailable
-        })
+        })?;
+    // The key was disabled since this proxy read its record: refused like any unknown key.
+    if admitted.limited == Some(opstate::Limited::Revoked) {
+        tracing::debug!("refused a key revoked since its record was cached");
+        return Err(GatewayError::InvalidKey);
+    }
+    Ok(admitted)
 }
 
 /// A capacity slot on the first open account of `ordered` with room (at its estimated capacity)
@@ -241,6 +252,7 @@ async fn admit(
             counter: &key_gate,
             limit,
         }),
+        key: (!caller.key_hash.is_empty()).then_some(caller.key_hash),
     };
     let meta = plan.map(|(p, _)| admit::describe(p)).transpose()?;
     let ask = plan

@@ -55,8 +55,11 @@ pub(crate) async fn serve(
         let task = task.ok_or(GatewayError::VideoUrlInvalid)?;
         return content(s, session, ctx, &task).await;
     }
-    let caller = s.authenticate(header, route.surface()).await?;
+    // Only a create goes through admission (which checks the key again in its store step).
+    let admitted = route == Route::VideoCreate;
+    let (caller, key_hash) = s.authenticate(header, route.surface(), admitted).await?;
     let caller = ctx.caller.insert(caller).clone();
+    ctx.key_hash = Some(key_hash);
     auth::permit(&caller, route)?;
     if !ctx.live.router.allows_video(caller.group_id) {
         return Err(GatewayError::VideoNotPermitted);
@@ -103,7 +106,8 @@ async fn create(
         return Err(GatewayError::Internal);
     };
     let live = ctx.live.clone();
-    let who = route::Caller::of(caller, &ctx.request_id, &live.settings);
+    let key_hash = ctx.key_hash.clone().unwrap_or_default();
+    let who = route::Caller::of(caller, &key_hash, &ctx.request_id, &live.settings);
     let decision = route::decide(&s.routing(&live), &work, Route::VideoCreate, who, None).await?;
     let served = decision.model.model.clone();
     ctx.follow(decision);

@@ -1,24 +1,41 @@
--- admit v2: a call's admission in one step (after hold.lua): the cooldowns of its candidate
+-- admit v3 (v3: the caller's key is checked against the key directory first, so a key revoked
+-- since a proxy cached its record is refused at once): a call's admission in one step (after
+-- hold.lua): the cooldowns of its candidate
 -- accounts, its limits (gates: calls in flight under a name; one per-minute counter), a capacity
 -- slot on the first open account with room, and the wallet hold. Either everything is taken
 -- (gate slots, the minute's count, the account slot, the hold) or nothing.
 -- KEYS[1..5] = the organization's wallet keys (see wallet.v4); KEYS[6] = {wallets}:holding;
 -- KEYS[7] = the per-minute counter (hash: w = minute index, c = count; untouched without a
 -- limit); KEYS[7 + j] = gate j's slots (j = 1..g);
--- KEYS[8 + g + 2(i-1)] = cooldown key of account i, KEYS[9 + g + 2(i-1)] = its slots (i = 1..n)
+-- KEYS[8 + g + 2(i-1)] = cooldown key of account i, KEYS[9 + g + 2(i-1)] = its slots (i = 1..n);
+-- KEYS[#KEYS - 1] = the key directory (hash: key hash -> record), KEYS[#KEYS] = its "loaded"
+-- mark (a directory the store lost is not complete: its misses prove nothing)
 -- ARGV[1] = slot id, ARGV[2] = slot ttl ms, ARGV[3] = '1' to hold ('0': no hold), ARGV[4] = org,
 -- ARGV[5] = hold id, ARGV[6] = amount, ARGV[7] = hold ttl ms, ARGV[8] = hold description,
 -- ARGV[9] = g, ARGV[10] = per-minute limit (0: none), ARGV[10 + j] = gate j's max,
--- ARGV[10 + g + i] = account i's max live slots
+-- ARGV[10 + g + i] = account i's max live slots, ARGV[#ARGV] = the caller's key hash ('': not
+-- checked)
 -- returns {taken (1-based; 0: none), hold code (see hold_reserve; 9: not asked), available,
---          limited (0 no, 1 a gate, 2 the minute), its detail (the gate, 1-based; or ms until the
---          minute ends), then per account: cooldown ms left (0: open), cooldown cause}
+--          limited (0 no, 1 a gate, 2 the minute, 3 the key is revoked: nothing is read or taken,
+--          every cooldown reads 0),
+--          its detail (the gate, 1-based; or ms until the minute ends), then per account:
+--          cooldown ms left (0: open), cooldown cause}
 local W = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]}
 local g = tonumber(ARGV[9])
 local per_minute = tonumber(ARGV[10])
 local first = 8 + g
-local n = (#KEYS - 7 - g) / 2
+local n = (#KEYS - 9 - g) / 2
 local slot_id = ARGV[1]
+local key_hash = ARGV[#ARGV]
+if key_hash ~= '' and redis.call('EXISTS', KEYS[#KEYS]) == 1
+    and redis.call('HEXISTS', KEYS[#KEYS - 1], key_hash) == 0 then
+  local refused = {0, 9, '0', 3, 0}
+  for i = 1, n do
+    refused[#refused + 1] = 0
+    refused[#refused + 1] = ''
+  end
+  return refused
+end
 local now = now_ms()
 local out = {0, 9, '0', 0, 0}
 local open = {}
