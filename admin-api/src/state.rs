@@ -8,6 +8,31 @@ use sea_orm::DatabaseConnection;
 use settings::{Environment, Settings};
 use std::sync::Arc;
 
+/// The time admin-api's rules read (invitation lifetimes): the system clock, unless a test fixed
+/// it ([`Clock::set`]); each `AppState` has its own.
+#[derive(Debug, Default)]
+pub struct Clock {
+    fixed: std::sync::Mutex<Option<chrono::DateTime<chrono::Utc>>>,
+}
+
+impl Clock {
+    /// Now: the fixed time, else the system clock.
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.fixed
+            .lock()
+            .ok()
+            .and_then(|f| *f)
+            .unwrap_or_else(chrono::Utc::now)
+    }
+
+    /// Fixes the time to `at` (`None`: the system clock again).
+    pub fn set(&self, at: Option<chrono::DateTime<chrono::Utc>>) {
+        if let Ok(mut f) = self.fixed.lock() {
+            *f = at;
+        }
+    }
+}
+
 /// Shared state: the ledger database, the operational store, configuration and the mailer.
 #[derive(Clone)]
 pub struct AppState {
@@ -23,6 +48,8 @@ pub struct AppState {
     pub stale_wallets: Arc<std::sync::Mutex<std::collections::BTreeSet<i64>>>,
     /// Stripe, when `[payments] provider = "stripe"` (partner top-ups through Checkout).
     pub stripe: Option<crate::payments::StripeClient>,
+    /// The time the rules read (see [`Clock`]).
+    pub clock: Arc<Clock>,
     /// The model groups in force: `settings.groups` at start, replaced by a configuration reload
     /// (`AppState::set_groups`; the rest of `settings` needs a restart).
     groups: Arc<std::sync::RwLock<Arc<Vec<settings::Group>>>>,
@@ -68,6 +95,7 @@ impl AppState {
             stale_directory: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             stale_wallets: Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new())),
             stripe: None,
+            clock: Arc::new(Clock::default()),
             groups: Arc::new(std::sync::RwLock::new(groups)),
         }
     }

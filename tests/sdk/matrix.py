@@ -291,7 +291,7 @@ def checks(base, key, models):
         api_key="unused", base_url=f"{base}/compat/v1", max_retries=0, default_headers={"Authorization": ""}
     )
     none_an = anthropic.Anthropic(
-        api_key="unused", base_url=base, max_retries=0, default_headers={"x-api-key": "", "Authorization": ""}
+        api_key="unused", base_url=base, max_retries=0, default_headers={"x-api-key": "", "Authorization": anthropic.Omit()}
     )
     none_ge = genai.Client(
         api_key="unused", http_options=types.HttpOptions(base_url=base, headers={"x-goog-api-key": ""})

@@ -77,6 +77,9 @@ pub struct Customer {
     pub organization_slug: String,
     pub display_name: String,
     pub email: String,
+    /// The billing contact stored on the organization (`billing_email` on create; `null` when
+    /// none was given).
+    pub billing_email: Option<String>,
     /// `prepaid`.
     pub billing_mode: String,
     /// `partner_funded`.

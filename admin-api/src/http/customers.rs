@@ -103,7 +103,7 @@ pub(crate) async fn groups(
 ) -> Response {
     let result = async {
         let customer = customers::find(&state.db, &caller, &id).await?;
-        customers::require_active(&state.db, &customer).await?;
+        customers::require_active(&state.db, &customer, state.clock.now()).await?;
         customers::groups(&state.db, &state, &caller, &customer).await
     }
     .await;

@@ -18,7 +18,7 @@ pub(crate) async fn customer(
 ) -> Response {
     let result = async {
         let customer = customers::find(&state.db, &caller, &id).await?;
-        customers::require_active(&state.db, &customer).await?;
+        customers::require_active(&state.db, &customer, state.clock.now()).await?;
         let window = usage::Window::parse(&q, chrono::Utc::now())?;
         usage::buckets(&state.db, customer.organization_id, None, window).await
     }
@@ -35,7 +35,7 @@ pub(crate) async fn key(
 ) -> Response {
     let result = async {
         let (customer, key) = keys::find(&state.db, &caller, &id, &key).await?;
-        customers::require_active(&state.db, &customer).await?;
+        customers::require_active(&state.db, &customer, state.clock.now()).await?;
         let window = usage::Window::parse(&q, chrono::Utc::now())?;
         usage::buckets(&state.db, customer.organization_id, Some(key.id), window).await
     }

@@ -225,7 +225,7 @@ pub async fn create(
         });
     }
 
-    let now = Utc::now();
+    let now = state.clock.now();
     let org = organizations::ActiveModel {
         name: Set(new.name.clone()),
         slug: Set(new.slug.clone()),
@@ -340,6 +340,7 @@ fn ts(t: DateTime<Utc>) -> String {
 pub async fn invitation(
     db: &impl ConnectionTrait,
     customer_id: i64,
+    now: DateTime<Utc>,
 ) -> Result<Option<(invitations::Model, String)>, ApiError> {
     let inv = invitations::Entity::find()
         .filter(invitations::Column::CustomerId.eq(customer_id))
@@ -347,7 +348,7 @@ pub async fn invitation(
         .one(db)
         .await?;
     Ok(inv.map(|i| {
-        let status = if i.status == InvitationStatus::Pending && i.expires_at <= Utc::now() {
+        let status = if i.status == InvitationStatus::Pending && i.expires_at <= now {
             InvitationStatus::Expired.to_value()
         } else {
             i.status.to_value()
@@ -383,7 +384,7 @@ pub async fn view(
         Some(w) => balance.remaining_after(w.reserved),
         None => NanoUsd::ZERO,
     };
-    let inv = invitation(db, customer.id).await?;
+    let inv = invitation(db, customer.id, state.clock.now()).await?;
     let activation = Activation {
         method: "email_invitation",
         invited_email: customer.contact_email.clone(),
@@ -407,6 +408,7 @@ pub async fn view(
             organization_slug: org.slug,
             display_name: customer.display_name.clone(),
             email: customer.contact_email.clone(),
+            billing_email: org.billing_email.clone(),
             billing_mode: customer.billing_mode.clone(),
             billing_allocation_mode: customer.billing_allocation_mode.clone(),
             partner_allocation_cap_usd: Usd(cap),
@@ -428,7 +430,7 @@ pub async fn balance(
     state: &AppState,
     customer: &customers::Model,
 ) -> Result<CustomerBalance, ApiError> {
-    require_active(db, customer).await?;
+    require_active(db, customer, state.clock.now()).await?;
     let c = view(db, state, customer, None, None).await?.customer;
     Ok(CustomerBalance {
         customer_id: customer.id,
@@ -473,10 +475,12 @@ pub async fn find(
         .ok_or(ApiError::CustomerNotFound)
 }
 
-/// Refuses routes that need an active customer with the spec's pending metadata.
+/// Refuses routes that need an active customer with the spec's pending metadata (the
+/// invitation's status as of `now`).
 pub async fn require_active(
     db: &impl ConnectionTrait,
     customer: &customers::Model,
+    now: DateTime<Utc>,
 ) -> Result<organizations::Model, ApiError> {
     let org = organizations::Entity::find_by_id(customer.organization_id)
         .one(db)
@@ -485,7 +489,7 @@ pub async fn require_active(
     if org.status == OrganizationStatus::Active {
         return Ok(org);
     }
-    let (expires_at, status) = match invitation(db, customer.id).await? {
+    let (expires_at, status) = match invitation(db, customer.id, now).await? {
         Some((i, s)) => (ts(i.expires_at), s),
         None => (String::new(), "revoked".to_string()),
     };

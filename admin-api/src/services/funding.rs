@@ -358,7 +358,7 @@ pub async fn allocate(
 ) -> Result<Success<CustomerData>, ApiError> {
     customers::lock_partner(txn, caller.partner_id).await?;
     let customer = customers::find(txn, caller, customer_id).await?;
-    let org = customers::require_active(txn, &customer).await?;
+    let org = customers::require_active(txn, &customer, state.clock.now()).await?;
     let cap = NanoUsd::from_nanos(customer.allocation_cap_nanos);
     let new_cap = match change {
         Allocation::Increase(a) => cap.checked_add(a),
@@ -442,7 +442,7 @@ pub async fn set_rate(
 ) -> Result<Success<Vec<Group>>, ApiError> {
     customers::lock_partner(txn, caller.partner_id).await?;
     let customer = customers::find(txn, caller, customer_id).await?;
-    customers::require_active(txn, &customer).await?;
+    customers::require_active(txn, &customer, state.clock.now()).await?;
     let group_id: i64 = group_id.parse().map_err(|_| ApiError::GroupNotFound)?;
     let row = customer_groups::Entity::find()
         .filter(customer_groups::Column::CustomerId.eq(customer.id))

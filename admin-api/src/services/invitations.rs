@@ -61,9 +61,9 @@ async fn find(
         .ok_or(InvitationError::NotFound)
 }
 
-/// The status an invitation has now: a pending one past its expiry is expired.
-fn effective_status(inv: &invitations::Model) -> InvitationStatus {
-    if inv.status == InvitationStatus::Pending && inv.expires_at <= Utc::now() {
+/// The status an invitation has at `now`: a pending one past its expiry is expired.
+fn effective_status(inv: &invitations::Model, now: chrono::DateTime<Utc>) -> InvitationStatus {
+    if inv.status == InvitationStatus::Pending && inv.expires_at <= now {
         InvitationStatus::Expired
     } else {
         inv.status
@@ -86,7 +86,7 @@ pub async fn view(state: &AppState, token: &str) -> Result<InvitationView, Invit
     Ok(InvitationView {
         organization_name: org.name,
         email_hint: hint,
-        status: effective_status(&inv),
+        status: effective_status(&inv, state.clock.now()),
     })
 }
 
@@ -98,7 +98,7 @@ pub async fn accept(
 ) -> Result<InvitationAccepted, InvitationError> {
     let txn = begin(&state.db).await?;
     let inv = find(state, &txn, token).await?;
-    match effective_status(&inv) {
+    match effective_status(&inv, state.clock.now()) {
         InvitationStatus::Pending => {}
         InvitationStatus::Accepted => return Err(InvitationError::AlreadyAccepted),
         InvitationStatus::Expired => return Err(InvitationError::Expired),
@@ -118,7 +118,7 @@ pub async fn accept(
         .one(&txn)
         .await?
         .ok_or(InvitationError::NotFound)?;
-    let now = Utc::now();
+    let now = state.clock.now();
     let mut i: invitations::ActiveModel = inv.into();
     i.status = Set(InvitationStatus::Accepted);
     i.accepted_at = Set(Some(now));
@@ -230,7 +230,7 @@ pub async fn revoke_or_reissue(
             email: None,
         });
     }
-    let now = Utc::now();
+    let now = state.clock.now();
     let expires_at = now + chrono::Duration::days(customers::INVITATION_DAYS);
     let invite_url =
         customers::new_invitation(&txn, state, customer_id, &customer.contact_email, now)

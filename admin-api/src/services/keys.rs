@@ -129,7 +129,7 @@ pub async fn create(
         ));
     }
     let customer = customers::find(txn, caller, customer_id).await?;
-    let org = customers::require_active(txn, &customer).await?;
+    let org = customers::require_active(txn, &customer, state.clock.now()).await?;
     let rate = customer_groups::Entity::find()
         .filter(customer_groups::Column::CustomerId.eq(customer.id))
         .filter(customer_groups::Column::GroupId.eq(new.group_id))

@@ -568,3 +568,110 @@ async fn empty_path_ids_get_the_routes_reasons() {
     }
     assert_eq!(api.count("customers").await, 1, "nothing was created");
 }
+
+/// `slug` and `billing_email` on create are stored and returned (on the create answer and on
+/// every read); without them the slug derives from the name and the billing email is null; a
+/// bad billing email or slug is refused and creates nothing. The group-rate route answers 404
+/// PARTNER_CUSTOMER_NOT_FOUND for an unknown customer (and another partner's).
+#[tokio::test]
+async fn slug_and_billing_email_are_stored_and_returned() {
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let body = json!({"name": "Initech Ltd", "slug": "initech-eu", "contact_email": "pm@initech.example",
+                      "billing_email": "Billing@Initech.example", "initial_allocation_usd": 0, "retail_rate_multiplier": 1});
+    let (s, v) = api
+        .write(
+            &owner,
+            Method::PUT,
+            "/customers/by-external-id/initech",
+            Some(&body),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let check = |v: &Value| {
+        assert_eq!(
+            v["data"]["customer"]["organization_slug"], "initech-eu",
+            "{v}"
+        );
+        assert_eq!(
+            v["data"]["customer"]["billing_email"], "billing@initech.example",
+            "{v}"
+        );
+        assert_eq!(v["data"]["customer"]["email"], "pm@initech.example");
+    };
+    check(&v);
+    let id = v["data"]["customer"]["id"].as_i64().unwrap();
+    check(&api.get(&owner, &format!("/customers/{id}")).await.1);
+    check(&api.get(&owner, "/customers/by-external-id/initech").await.1);
+    // Without them: derived slug, null billing email.
+    let plain = json!({"name": "Umbrella Corp", "contact_email": "a@umbrella.example", "initial_allocation_usd": 0, "retail_rate_multiplier": 1});
+    let (s, v) = api
+        .write(
+            &owner,
+            Method::PUT,
+            "/customers/by-external-id/umbrella",
+            Some(&plain),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["customer"]["organization_slug"], "umbrella-corp");
+    assert!(v["data"]["customer"]["billing_email"].is_null(), "{v}");
+    // The slug is taken now; a bad billing email or slug creates nothing.
+    let mut taken = plain.clone();
+    taken["slug"] = json!("initech-eu");
+    let (s, v) = api
+        .write(
+            &owner,
+            Method::PUT,
+            "/customers/by-external-id/other",
+            Some(&taken),
+        )
+        .await;
+    assert_error(s, &v, 409, "PARTNER_CUSTOMER_SLUG_EXISTS");
+    for (field, bad, reason) in [
+        (
+            "billing_email",
+            json!("not-an-email"),
+            "INVALID_PARTNER_CUSTOMER_CONTACT",
+        ),
+        (
+            "billing_email",
+            json!(5),
+            "INVALID_PARTNER_CUSTOMER_CONTACT",
+        ),
+        ("slug", json!("Bad Slug"), "INVALID_PARTNER_CUSTOMER"),
+    ] {
+        let mut b = plain.clone();
+        b[field] = bad;
+        let (s, v) = api
+            .write(
+                &owner,
+                Method::PUT,
+                "/customers/by-external-id/bad",
+                Some(&b),
+            )
+            .await;
+        assert_error(s, &v, 400, reason);
+    }
+    assert_eq!(api.count("customers").await, 2, "nothing else was created");
+    // The group-rate route: unknown customer, another partner's customer.
+    let (s, v) = api
+        .write(
+            &owner,
+            Method::PUT,
+            "/customers/999999/groups/1/rate",
+            Some(&json!({"retail_rate_multiplier": 1.5})),
+        )
+        .await;
+    assert_error(s, &v, 404, "PARTNER_CUSTOMER_NOT_FOUND");
+    let stranger = api.partner("owner", &["partner:write"], "100", "1.0").await;
+    let (s, v) = api
+        .write(
+            &stranger,
+            Method::PUT,
+            &format!("/customers/{id}/groups/1/rate"),
+            Some(&json!({"retail_rate_multiplier": 1.5})),
+        )
+        .await;
+    assert_error(s, &v, 404, "PARTNER_CUSTOMER_NOT_FOUND");
+}

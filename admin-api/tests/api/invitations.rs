@@ -50,6 +50,77 @@ async fn expired_invitation_cannot_activate() {
     assert_eq!(v["data"]["status"], "pending_activation");
 }
 
+/// SPEC: an invitation lives 14 days from its creation. On the service's own clock (fixed by the
+/// test, no database edit): created at T, it reads `pending` and can be accepted until T + 14 days,
+/// and from T + 14 days on it reads `expired` (the customer stays pending) and cannot activate.
+#[tokio::test]
+async fn invitation_lifetime_is_fourteen_days_from_creation() {
+    use chrono::{Duration, TimeZone, Utc};
+    let api = Api::start().await;
+    let owner = api.owner("0").await;
+    let created_at = Utc.with_ymd_and_hms(2031, 3, 1, 12, 0, 0).unwrap();
+    api.state.clock.set(Some(created_at));
+    let token_of = |v: &Value| {
+        v["data"]["activation"]["invite_url"]
+            .as_str()
+            .unwrap()
+            .rsplit('/')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let (_, early) = api.create(&owner, "early", 0.0, 1.0).await;
+    let (_, late) = api.create(&owner, "late14", 0.0, 1.0).await;
+    for v in [&early, &late] {
+        assert_eq!(
+            v["data"]["activation"]["invitation_expires_at"], "2031-03-15T12:00:00Z",
+            "14 days after creation: {v}"
+        );
+        assert_eq!(v["data"]["activation"]["invitation_status"], "pending");
+    }
+    let accept = |token: String, email: &'static str| {
+        let api = &api;
+        async move {
+            api.call(
+                Method::POST,
+                None,
+                &format!("/invitations/{token}/accept"),
+                Some(&json!({ "email": email })),
+                None,
+            )
+            .await
+        }
+    };
+    // One second before the end: still pending, and it activates.
+    api.state
+        .clock
+        .set(Some(created_at + Duration::days(14) - Duration::seconds(1)));
+    let (s, _, v, _) = accept(token_of(&early), "owner@early.example").await;
+    assert_eq!(s, 200, "{v}");
+    let late_id = late["data"]["customer"]["id"].as_i64().unwrap();
+    let (_, v) = api.get(&owner, &format!("/customers/{late_id}")).await;
+    assert_eq!(v["data"]["activation"]["invitation_status"], "pending");
+    // At 14 days: expired, refused, nothing changes.
+    api.state.clock.set(Some(created_at + Duration::days(14)));
+    let (_, v) = api.get(&owner, &format!("/customers/{late_id}")).await;
+    assert_eq!(
+        v["data"]["activation"]["invitation_status"], "expired",
+        "{v}"
+    );
+    assert_eq!(v["data"]["status"], "pending_activation");
+    let (s, _, v, _) = accept(token_of(&late), "owner@late14.example").await;
+    assert_eq!(s, 410, "{v}");
+    let (s, v) = api
+        .get(&owner, &format!("/customers/{late_id}/groups"))
+        .await;
+    assert_error(s, &v, 409, "PARTNER_CUSTOMER_PENDING_ACTIVATION");
+    assert_eq!(v["metadata"]["invitation_status"], "expired");
+    assert_eq!(
+        v["metadata"]["invitation_expires_at"],
+        "2031-03-15T12:00:00Z"
+    );
+}
+
 /// A one-message SMTP server on loopback: returns the DATA it received.
 async fn fake_smtp() -> (u16, tokio::task::JoinHandle<String>) {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
