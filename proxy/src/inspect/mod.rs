@@ -145,6 +145,7 @@ pub(crate) fn work<'a>(
         }
         _ => {
             let fields = body::top_level(original)?;
+            native_only(route, &fields)?;
             let call = match route.format() {
                 Some(Format::Messages) => wire::anthropic::call_body(route, &fields)?,
                 Some(Format::Gemini) => {
@@ -186,6 +187,30 @@ pub(crate) fn work<'a>(
             .filter(|h| !h.is_empty() && h.len() <= 255)
             .map(str::to_string),
     })
+}
+
+/// Cached-content requests (a `cachedContent` reference to content cached at a Gemini supplier)
+/// need the native route (SPEC); on chat completions, responses and Messages they are refused
+/// with 400 naming the field, never silently dropped (the call would be served and billed
+/// without the cached context).
+fn native_only(route: Route, fields: &TopLevel<'_>) -> Result<(), GatewayError> {
+    if route.format() == Some(Format::Gemini) {
+        return Ok(());
+    }
+    for (field, param) in [
+        ("cachedContent", "cachedContent"),
+        ("cached_content", "cached_content"),
+    ] {
+        if fields.contains_key(field) {
+            return Err(GatewayError::invalid(
+                format!(
+                    "'{field}': cached-content requests are served on the native route only (POST /v1beta/models/{{model}}:generateContent)"
+                ),
+                Some(param),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Attribution headers: a project and a workflow the client names for reporting. At most 64

@@ -320,3 +320,64 @@ async fn an_expired_key_is_refused_like_an_unknown_one() {
         "nothing more reached the supplier"
     );
 }
+
+/// SPEC's three customer-key forms work on the native surface too (besides Google's own
+/// `x-goog-api-key` and `key`), for the model list and a generation.
+#[tokio::test]
+async fn the_native_surface_takes_every_spec_key_form() {
+    let h = Harness::start_with_config(super::surfaces::surfaces).await;
+    let key = h.add_key(5, KeyPermissions::default()).await;
+    let body = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]});
+    for (name, value) in [
+        ("authorization", format!("Bearer {key}")),
+        ("x-api-key", key.clone()),
+        ("x-alt-api-key", key.clone()),
+    ] {
+        let resp = h
+            .http
+            .post(h.url("/v1beta/models/gemini-x:generateContent"))
+            .header(name, &value)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{name}");
+        let v: Value = resp.json().await.unwrap();
+        assert!(
+            v["candidates"][0]["content"]["parts"][0]["text"].is_string(),
+            "{name}: {v}"
+        );
+        let resp = h
+            .http
+            .get(h.url("/v1beta/models"))
+            .header(name, &value)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{name}: model list");
+    }
+}
+
+/// Speech generation and audio translation are not supported capabilities: their paths are
+/// refused (404 `unknown_route`), reach no supplier and hold nothing.
+#[tokio::test]
+async fn speech_and_audio_translation_are_refused() {
+    let h = Harness::start().await;
+    for path in ["/compat/v1/audio/speech", "/compat/v1/audio/translations"] {
+        let resp = h
+            .post(
+                path,
+                &json!({"model": "whisper-1", "input": "hello", "voice": "alloy"}),
+            )
+            .send()
+            .await
+            .unwrap();
+        let (status, v) = json_of(resp).await;
+        assert_eq!(status, 404, "{path}: {v}");
+        assert_eq!(v["error"]["code"], "unknown_route", "{path}");
+    }
+    assert_eq!(h.mock.request_count(), 0);
+    assert_eq!(h.wallet().await.reserved, NanoUsd::ZERO);
+    h.no_usage_event().await;
+}

@@ -420,3 +420,44 @@ async fn accounts_cooling_after_failures_answer_503_not_a_usage_limit() {
         "the shortest wait: {body}"
     );
 }
+
+/// Each of SPEC's five session signals keeps a session on one account: the headers
+/// `x-session-id` and `session_id`, and the body fields `session_id`, `conversation_id` and
+/// `prompt_cache_key`.
+#[tokio::test]
+async fn every_session_signal_keeps_a_session_on_one_account() {
+    let h = Harness::start().await;
+    let key = h.add_key(2, KeyPermissions::default()).await;
+    for signal in [
+        "x-session-id",
+        "session_id",
+        "body:session_id",
+        "body:conversation_id",
+        "body:prompt_cache_key",
+    ] {
+        for first in [0, 2] {
+            let sid = session_preferring(first);
+            let (a0, b0) = (h.mock.request_count(), h.mock_b.request_count());
+            for _ in 0..3 {
+                let mut body = chat("gpt-4o", false);
+                let mut req = h
+                    .http
+                    .post(h.url("/compat/v1/chat/completions"))
+                    .bearer_auth(&key);
+                match signal.strip_prefix("body:") {
+                    Some(field) => body[field] = json!(sid),
+                    None => req = req.header(signal, &sid),
+                }
+                let resp = req.body(body.to_string()).send().await.unwrap();
+                assert_eq!(resp.status(), 200, "{signal}");
+                resp.bytes().await.unwrap();
+            }
+            let (a, b) = (h.mock.request_count() - a0, h.mock_b.request_count() - b0);
+            assert_eq!(
+                if first == 0 { (a, b) } else { (b, a) },
+                (3, 0),
+                "{signal}: the session's account, every time"
+            );
+        }
+    }
+}

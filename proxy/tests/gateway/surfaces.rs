@@ -7,7 +7,7 @@ use super::*;
 /// Adds `claude-x` (anthropic account `anth`), `gemini-x` (gemini account `gem`) on the first
 /// mock's root, group 5 exposing them with `gpt-4o-mini`, group 6 the same with `google_alias`,
 /// group 7 with `codex`.
-fn surfaces(text: String) -> String {
+pub(crate) fn surfaces(text: String) -> String {
     let root = mock_root(&text, "id = \"mock\"");
     let accounts = mock_account("anth", "anthropic", &root, "claude-x")
         + &mock_account("gem", "gemini", &root, "gemini-x");
@@ -1221,4 +1221,67 @@ async fn capacity_queue_full_keeps_its_code_on_every_surface() {
     assert_eq!(v["error"]["code"], "capacity_queue_full", "{v}");
     assert!(v["error"]["message"].is_string());
     assert_eq!(slow.join_next().await.unwrap().unwrap(), 200);
+}
+
+/// Cached-content requests need the native route (SPEC): a `cachedContent` reference reaches the
+/// Gemini account unchanged there, and is refused with 400 naming the field on chat completions,
+/// responses and Messages (never dropped silently), before any supplier or hold.
+#[tokio::test]
+async fn cached_content_is_served_on_the_native_route_only() {
+    let (h, key) = start().await;
+    let mut native = contents();
+    native["cachedContent"] = json!("cachedContents/abc123");
+    let resp = h
+        .native(&key, "/v1beta/models/gemini-x:generateContent", &native)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    resp.bytes().await.unwrap();
+    let sent = h.mock.requests().into_iter().last().unwrap();
+    assert_eq!(
+        sent.json().unwrap()["cachedContent"],
+        "cachedContents/abc123"
+    );
+    let before = h.mock.request_count();
+    let with = |mut v: Value| {
+        v["cachedContent"] = json!("cachedContents/abc123");
+        v
+    };
+    for (path, body) in [
+        ("/compat/v1/chat/completions", with(chat("gemini-x", false))),
+        (
+            "/compat/v1/responses",
+            with(json!({"model": "gemini-x", "input": "hi"})),
+        ),
+    ] {
+        let (s, v) = json_of(
+            h.http
+                .post(h.url(path))
+                .bearer_auth(&key)
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(s, 400, "{path}: {v}");
+        assert_eq!(v["error"]["param"], "cachedContent", "{path}");
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+    }
+    let (s, v) = json_of(
+        h.anthropic(&key, "/v1/messages", &with(messages("gemini-x", false)))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(s, 400, "{v}");
+    assert_eq!(v["error"]["param"], "cachedContent");
+    assert_eq!(
+        h.mock.request_count(),
+        before,
+        "no refused call reached a supplier"
+    );
+    assert_eq!(h.wallet().await.reserved, NanoUsd::ZERO);
 }

@@ -491,3 +491,90 @@ async fn video_tasks_on_a_fleet() {
     proxy_b.stop().await.unwrap();
     admin_running.stop().await.unwrap();
 }
+
+/// SPEC: a completed task's `data[0].url` is valid 15 minutes. With the default configuration
+/// (no `video.url_ttl_ms`), the signed URL's `expires` is 900 s after the poll that returned it,
+/// and polling again refreshes it.
+#[tokio::test]
+async fn the_video_url_lives_fifteen_minutes_by_default() {
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let config = TestConfig::embedded()
+        .database(&testkit::fresh_database_url().await)
+        .model(Model::gpt_4o_mini())
+        .model(Model::video("sora-2", 0.10).line("video_durations = [4, 8, 12]"))
+        .account(Account::openai("mock", &mock.base_url(), &["gpt-4o-mini"]))
+        .account(Account::openai("mock-video", &mock.base_url(), &["sora-2"]).capability("video"))
+        .group(Group::new(1, &["gpt-4o-mini", "sora-2"]).feature("video"));
+    let app = App::build(config.settings(), Role::Proxy).await.unwrap();
+    let s = app.admin_state().unwrap().clone();
+    let running = app.start();
+    let base = running.base_url().unwrap();
+    let key = admin_api::demo::demo_key(&s.db, s.stores.keys.as_ref(), &s.hasher, s.env, 1)
+        .await
+        .unwrap();
+    admin_api::services::wallets::reload(&s, key.organization_id)
+        .await
+        .unwrap();
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let created: Value = http
+        .post(format!("{base}/compat/v1/videos"))
+        .bearer_auth(&key.api_key)
+        .header("x-mock-video", "delay_ms=0,seconds=4,bytes=1000")
+        .json(&json!({"model": "sora-2", "prompt": "a fox", "durationSeconds": 4}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().unwrap().to_string();
+    let expires_of = |task: &Value| -> u64 {
+        let url = task["data"][0]["url"].as_str().unwrap();
+        let query = url.split_once('?').unwrap().1;
+        query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("expires="))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let poll = || async {
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let task: Value = http
+            .get(format!("{base}/compat/v1/videos/{id}"))
+            .bearer_auth(&key.api_key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        (before, task)
+    };
+    let (at, task) = wait_for("the task to complete", 20, async || {
+        let (at, task) = poll().await;
+        (task["status"] == "completed").then_some((at, task))
+    })
+    .await;
+    let lifetime = expires_of(&task) - at;
+    assert!(
+        (899..=901).contains(&lifetime),
+        "15 minutes: {lifetime} s ({task})"
+    );
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let (_, again) = poll().await;
+    assert!(
+        expires_of(&again) > expires_of(&task),
+        "polling again refreshes it"
+    );
+    // The URL works without credentials.
+    let url = again["data"][0]["url"].as_str().unwrap().to_string();
+    let path = &url[url.find("/compat/v1/videos/").unwrap()..];
+    let video = http.get(format!("{base}{path}")).send().await.unwrap();
+    assert_eq!(video.status(), StatusCode::OK);
+    assert_eq!(video.bytes().await.unwrap().len(), 1000);
+    running.stop().await.unwrap();
+}
