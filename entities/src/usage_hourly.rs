@@ -15,6 +15,7 @@ pub struct Model {
     pub input_tokens: i64,
     pub output_tokens: i64,
     pub cached_tokens: i64,
+    pub cache_write_tokens: i64,
     /// Requests whose usage was estimated (the supplier's count never arrived).
     pub estimated_requests: i64,
     /// Retail cost in nano-USD (what the organization's wallet is charged).

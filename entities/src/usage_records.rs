@@ -19,6 +19,8 @@ pub struct Model {
     pub input_tokens: i64,
     pub output_tokens: i64,
     pub cached_tokens: i64,
+    /// Input tokens written to the supplier's prompt cache (part of `input_tokens`).
+    pub cache_write_tokens: i64,
     /// `exact` or `estimated`.
     pub measurement: String,
     pub status: i32,

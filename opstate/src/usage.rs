@@ -36,6 +36,10 @@ pub struct UsageEvent {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cached_tokens: u64,
+    /// Input tokens written to the supplier's prompt cache (part of `input_tokens`, priced at
+    /// the model's cache-write price); 0 in events of gateways before it was metered.
+    #[serde(default)]
+    pub cache_write_tokens: u64,
     pub measurement: Measurement,
     /// HTTP status the client received (0 when the connection ended before a status was sent).
     pub status: u16,

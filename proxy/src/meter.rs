@@ -263,13 +263,14 @@ impl Meter {
                     input: self
                         .partial
                         .input()
-                        .map_or((request_bytes as u64).div_ceil(4), |(input, _)| input),
+                        .map_or((request_bytes as u64).div_ceil(4), |(input, ..)| input),
                     output: match self.mode {
                         Mode::Sse => self.content_events,
                         Mode::Json => self.bytes.div_ceil(4),
                     }
                     .min(output_bound),
-                    cached: self.partial.input().map_or(0, |(_, cached)| cached),
+                    cached: self.partial.input().map_or(0, |(_, cached, _)| cached),
+                    cache_write: self.partial.input().map_or(0, |(.., written)| written),
                 },
                 Measurement::Estimated,
             ),
@@ -320,6 +321,7 @@ mod tests {
     fn chat_stream_usage_across_any_split() {
         let expected = (
             Usage {
+                cache_write: 0,
                 input: 11,
                 output: 5,
                 cached: 2,
@@ -341,6 +343,7 @@ mod tests {
             run("text/event-stream", &[body]),
             (
                 Usage {
+                    cache_write: 0,
                     input: 7,
                     output: 3,
                     cached: 0
@@ -358,6 +361,7 @@ mod tests {
         assert_eq!(
             u,
             Usage {
+                cache_write: 0,
                 input: 100,
                 output: 2,
                 cached: 0
@@ -374,6 +378,7 @@ mod tests {
             run("application/json", &[a, b]),
             (
                 Usage {
+                    cache_write: 0,
                     input: 9,
                     output: 4,
                     cached: 0
@@ -477,6 +482,7 @@ mod tests {
                 m.outcome(100, 64),
                 (
                     Usage {
+                        cache_write: 0,
                         input: 12,
                         output: 16,
                         cached: 0
@@ -515,6 +521,7 @@ mod tests {
             m.outcome(100, 64),
             (
                 Usage {
+                    cache_write: 0,
                     input: 3,
                     output: 8,
                     cached: 0
@@ -535,6 +542,7 @@ mod tests {
             cut.outcome(100, 64),
             (
                 Usage {
+                    cache_write: 0,
                     input: 25,
                     output: 1,
                     cached: 0

@@ -26,7 +26,7 @@ pub struct Metrics {
     pub upstream_latency: HistogramVec,
     /// From arrival to the first response body byte sent to the client.
     pub ttfb: HistogramVec,
-    /// Tokens metered, by model and kind (input, output, cached) and measurement.
+    /// Tokens metered, by model and kind (input, output, cached, cache_write) and measurement.
     pub tokens: IntCounterVec,
     /// Requests in progress, by route.
     pub in_flight: IntGaugeVec,
@@ -244,6 +244,7 @@ impl Metrics {
             ("input", e.input_tokens),
             ("output", e.output_tokens),
             ("cached", e.cached_tokens),
+            ("cache_write", e.cache_write_tokens),
         ] {
             self.tokens
                 .with_label_values(&[e.model_served.as_str(), kind, measurement])

@@ -156,6 +156,7 @@ pub struct RawModel {
     pub input_per_mtok: Option<RawPrice>,
     pub output_per_mtok: Option<RawPrice>,
     pub cached_input_per_mtok: Option<RawPrice>,
+    pub cache_write_per_mtok: Option<RawPrice>,
     pub per_image: Option<RawPrice>,
     pub per_second: Option<RawPrice>,
     pub per_minute_audio: Option<RawPrice>,

@@ -247,6 +247,9 @@ pub struct ModelPrices {
     pub input_per_mtok: Option<NanoUsd>,
     pub output_per_mtok: Option<NanoUsd>,
     pub cached_input_per_mtok: Option<NanoUsd>,
+    /// Input tokens written to a supplier's prompt cache (Anthropic's cache creation), per
+    /// million; `None`: the input price.
+    pub cache_write_per_mtok: Option<NanoUsd>,
     pub per_image: Option<NanoUsd>,
     pub per_second: Option<NanoUsd>,
     pub per_minute_audio: Option<NanoUsd>,
@@ -939,6 +942,7 @@ fn validate_models(raw: &[RawModel]) -> Result<Vec<Model>, ConfigError> {
             input_per_mtok: opt(&m.input_per_mtok, "input_per_mtok")?,
             output_per_mtok: opt(&m.output_per_mtok, "output_per_mtok")?,
             cached_input_per_mtok: opt(&m.cached_input_per_mtok, "cached_input_per_mtok")?,
+            cache_write_per_mtok: opt(&m.cache_write_per_mtok, "cache_write_per_mtok")?,
             per_image: opt(&m.per_image, "per_image")?,
             per_second: opt(&m.per_second, "per_second")?,
             per_minute_audio: opt(&m.per_minute_audio, "per_minute_audio")?,

@@ -43,7 +43,11 @@ pub struct UsageTotals {
     pub requests: i64,
     pub input_tokens: i64,
     pub output_tokens: i64,
+    /// Input tokens read from a supplier's prompt cache (part of `input_tokens`).
     pub cache_tokens: i64,
+    /// Input tokens written to a supplier's prompt cache (part of `input_tokens`; Anthropic's
+    /// cache creation, priced at the model's cache-write price).
+    pub cache_write_tokens: i64,
     /// Images served (image generations and edits).
     pub images: i64,
     /// Seconds of video charged (video tasks).

@@ -91,6 +91,7 @@ struct Agg {
     input: i64,
     output: i64,
     cached: i64,
+    cache_write: i64,
     cost: i64,
     images: i64,
     video_seconds: i64,
@@ -102,6 +103,7 @@ impl Agg {
         self.input += r.input_tokens;
         self.output += r.output_tokens;
         self.cached += r.cached_tokens;
+        self.cache_write += r.cache_write_tokens;
         self.cost += r.cost_nanos;
         self.images += r.images;
         self.video_seconds += r.video_seconds;
@@ -112,6 +114,7 @@ impl Agg {
             input_tokens: self.input,
             output_tokens: self.output,
             cache_tokens: self.cached,
+            cache_write_tokens: self.cache_write,
             images: self.images,
             video_seconds: self.video_seconds,
             cost_usd: Usd(NanoUsd::from_nanos(self.cost)),
@@ -223,8 +226,8 @@ fn attributed(
     if records.iter().all(|r| key(r).is_none()) {
         return None;
     }
-    // requests, input, output, cached, cost, images, video seconds
-    type Sums = (i64, i64, i64, i64, i64, i64, i64);
+    // requests, input, output, cached, cost, images, video seconds, cache writes
+    type Sums = (i64, i64, i64, i64, i64, i64, i64, i64);
     let mut groups: BTreeMap<Option<String>, Sums> = BTreeMap::new();
     for r in records {
         let g = groups.entry(key(r)).or_default();
@@ -235,17 +238,19 @@ fn attributed(
         g.4 += r.cost_nanos;
         g.5 += r.images;
         g.6 += r.video_seconds;
+        g.7 += r.cache_write_tokens;
     }
     Some(
         groups
             .into_iter()
             .map(
-                |(k, (requests, input, output, cached, cost, images, video_seconds))| {
+                |(k, (requests, input, output, cached, cost, images, video_seconds, written))| {
                     let usage = UsageTotals {
                         requests,
                         input_tokens: input,
                         output_tokens: output,
                         cache_tokens: cached,
+                        cache_write_tokens: written,
                         images,
                         video_seconds,
                         cost_usd: Usd(NanoUsd::from_nanos(cost)),

@@ -72,6 +72,7 @@ pub async fn reconcile_once(state: &AppState) -> Result<usize, opstate::StoreErr
                 input_tokens: meta.input_tokens,
                 output_tokens: 0,
                 cached_tokens: 0,
+                cache_write_tokens: 0,
                 measurement: Measurement::Estimated,
                 status: 0,
                 stream: meta.stream,

@@ -283,6 +283,7 @@ struct Bucket {
     input: i64,
     output: i64,
     cached: i64,
+    cache_write: i64,
     estimated: i64,
     cost: i64,
     images: i64,
@@ -296,6 +297,9 @@ impl Bucket {
         self.input = self.input.saturating_add(tokens(e.input_tokens));
         self.output = self.output.saturating_add(tokens(e.output_tokens));
         self.cached = self.cached.saturating_add(tokens(e.cached_tokens));
+        self.cache_write = self
+            .cache_write
+            .saturating_add(tokens(e.cache_write_tokens));
         self.estimated += i64::from(e.measurement == Measurement::Estimated);
         self.cost = self.cost.saturating_add(e.cost_nanos.nanos());
         self.images = self.images.saturating_add(tokens(e.images));
@@ -328,6 +332,7 @@ fn record(
         input_tokens: Set(i64::try_from(e.input_tokens).unwrap_or(i64::MAX)),
         output_tokens: Set(i64::try_from(e.output_tokens).unwrap_or(i64::MAX)),
         cached_tokens: Set(i64::try_from(e.cached_tokens).unwrap_or(i64::MAX)),
+        cache_write_tokens: Set(i64::try_from(e.cache_write_tokens).unwrap_or(i64::MAX)),
         measurement: Set(match e.measurement {
             Measurement::Exact => "exact".into(),
             Measurement::Estimated => "estimated".into(),
@@ -493,8 +498,8 @@ async fn add_to_bucket(
         _ => "?".to_string(),
     };
     let sql = format!(
-        "INSERT INTO usage_hourly (organization_id, api_key_id, model, hour_start, requests, input_tokens, output_tokens, cached_tokens, estimated_requests, cost_nanos, images, video_seconds) \
-         VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}) \
+        "INSERT INTO usage_hourly (organization_id, api_key_id, model, hour_start, requests, input_tokens, output_tokens, cached_tokens, estimated_requests, cost_nanos, images, video_seconds, cache_write_tokens) \
+         VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}) \
          ON CONFLICT (organization_id, hour_start, api_key_id, model) DO UPDATE SET \
          requests = usage_hourly.requests + EXCLUDED.requests, \
          input_tokens = usage_hourly.input_tokens + EXCLUDED.input_tokens, \
@@ -503,7 +508,8 @@ async fn add_to_bucket(
          estimated_requests = usage_hourly.estimated_requests + EXCLUDED.estimated_requests, \
          cost_nanos = usage_hourly.cost_nanos + EXCLUDED.cost_nanos, \
          images = usage_hourly.images + EXCLUDED.images, \
-         video_seconds = usage_hourly.video_seconds + EXCLUDED.video_seconds",
+         video_seconds = usage_hourly.video_seconds + EXCLUDED.video_seconds, \
+         cache_write_tokens = usage_hourly.cache_write_tokens + EXCLUDED.cache_write_tokens",
         p(1),
         p(2),
         p(3),
@@ -515,7 +521,8 @@ async fn add_to_bucket(
         p(9),
         p(10),
         p(11),
-        p(12)
+        p(12),
+        p(13)
     );
     db.execute_raw(Statement::from_sql_and_values(
         backend,
@@ -533,6 +540,7 @@ async fn add_to_bucket(
             b.cost.into(),
             b.images.into(),
             b.video_seconds.into(),
+            b.cache_write.into(),
         ],
     ))
     .await?;

@@ -187,6 +187,7 @@ fn settled_event(
         input_tokens: 10,
         output_tokens: 5,
         cached_tokens: 0,
+        cache_write_tokens: 0,
         measurement: opstate::Measurement::Exact,
         status: 200,
         stream: false,

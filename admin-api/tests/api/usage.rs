@@ -72,7 +72,9 @@ async fn daily_usage_breaks_down_by_project_and_workflow() {
             account_id: "a".into(),
             input_tokens: 100,
             output_tokens: 10,
-            cached_tokens: 0,
+            cached_tokens: 20,
+            // Prompt-cache writes are metered apart (and rolled up apart).
+            cache_write_tokens: 30,
             measurement: if i == 2 {
                 opstate::Measurement::Estimated
             } else {
@@ -120,6 +122,33 @@ async fn daily_usage_breaks_down_by_project_and_workflow() {
     assert_eq!(d["totals"]["requests"], 3, "{v}");
     assert_eq!(d["totals"]["images"], 3, "{v}");
     assert_eq!(d["models"][0]["images"], 3, "{v}");
+    assert_eq!(
+        (
+            d["totals"]["cache_tokens"].as_i64(),
+            d["totals"]["cache_write_tokens"].as_i64()
+        ),
+        (Some(60), Some(90)),
+        "{v}"
+    );
+    assert_eq!(d["models"][0]["cache_write_tokens"], 90, "{v}");
+    assert!(
+        d["projects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["cache_write_tokens"].as_i64().unwrap() % 30 == 0)
+    );
+    let records = {
+        use sea_orm::EntityTrait;
+        entities::usage_records::Entity::find()
+            .all(&api.state.db)
+            .await
+            .unwrap()
+    };
+    assert!(
+        records.iter().all(|r| r.cache_write_tokens == 30),
+        "stored on each usage record"
+    );
     assert_eq!(
         d["projects"].as_array().unwrap().len(),
         2,

@@ -59,8 +59,9 @@ pub fn video_cost(
     priced(weighted, rate, 1_000_000)
 }
 
-/// The cost of `usage` at `prices` × `rate`. Cached input tokens are charged at the cached price
-/// when one is configured, else at the input price.
+/// The cost of `usage` at `prices` × `rate`. Cached input tokens (cache reads) are charged at the
+/// cached price when one is configured, cache writes at the cache-write price, each else at the
+/// input price; both are part of `usage.input`.
 pub fn cost(
     prices: &ModelPrices,
     usage: Usage,
@@ -69,11 +70,17 @@ pub fn cost(
     let input = prices.input_per_mtok.ok_or(PriceError::NoTokenPrices)?;
     let output = prices.output_per_mtok.ok_or(PriceError::NoTokenPrices)?;
     let cached = prices.cached_input_per_mtok.unwrap_or(input);
-    let uncached = usage.input.saturating_sub(usage.cached);
+    let cache_write = prices.cache_write_per_mtok.unwrap_or(input);
     let cached_tokens = usage.input.min(usage.cached);
+    let written_tokens = usage
+        .input
+        .saturating_sub(cached_tokens)
+        .min(usage.cache_write);
+    let uncached = usage.input - cached_tokens - written_tokens;
     // Σ tokens × nano-USD per million tokens, then × rate / 1e6, / 1e6 tokens.
     let weighted: i128 = i128::from(uncached) * i128::from(input.nanos())
         + i128::from(cached_tokens) * i128::from(cached.nanos())
+        + i128::from(written_tokens) * i128::from(cache_write.nanos())
         + i128::from(usage.output) * i128::from(output.nanos());
     priced(weighted, rate, 1_000_000 * 1_000_000)
 }
@@ -103,9 +110,41 @@ mod tests {
         }
     }
 
+    /// Cache writes are priced at `cache_write_per_mtok`, else at the input price; reads and
+    /// writes together never exceed the input (a supplier's inconsistent counts are clamped).
+    #[test]
+    fn cache_writes_have_their_own_price() {
+        let u = Usage {
+            input: 1_000,
+            output: 0,
+            cached: 300,
+            cache_write: 100,
+        };
+        // Without a cache-write price: 600 × 0.15 + 300 × 0.075 + 100 × 0.15 USD per Mtok.
+        assert_eq!(
+            cost(&prices(), u, r(1_000_000)),
+            Ok(NanoUsd::from_nanos(127_500))
+        );
+        let p = ModelPrices {
+            cache_write_per_mtok: Some(NanoUsd::from_nanos(187_500_000)), // 0.1875 USD
+            ..prices()
+        };
+        // 600 × 0.15 + 300 × 0.075 + 100 × 0.1875 USD per Mtok.
+        assert_eq!(cost(&p, u, r(1_000_000)), Ok(NanoUsd::from_nanos(131_250)));
+        let odd = Usage {
+            input: 10,
+            output: 0,
+            cached: 8,
+            cache_write: 8,
+        };
+        // 8 read + 2 written (what is left of the input), none uncached.
+        assert_eq!(cost(&p, odd, r(1_000_000)), Ok(NanoUsd::from_nanos(975)));
+    }
+
     #[test]
     fn exact_costs() {
         let u = Usage {
+            cache_write: 0,
             input: 1_000_000,
             output: 1_000_000,
             cached: 0,
@@ -120,6 +159,7 @@ mod tests {
         );
         // 11 input (2 cached) and 5 output tokens at 1.0: 9×150 + 2×75 + 5×600 = 4500 nano-USD·Mtok/1e6.
         let u = Usage {
+            cache_write: 0,
             input: 11,
             output: 5,
             cached: 2,
@@ -130,6 +170,7 @@ mod tests {
         );
         // Fractions of a nano-USD round up.
         let u = Usage {
+            cache_write: 0,
             input: 1,
             output: 0,
             cached: 0,

@@ -318,6 +318,7 @@ mod tests {
             input_tokens: 1,
             output_tokens: 1,
             cached_tokens: 0,
+            cache_write_tokens: 0,
             measurement: Measurement::Exact,
             status: 200,
             stream: false,

@@ -188,6 +188,7 @@ fn cost_of(f: &Finished<'_>, hold: &Hold, event: Option<&UsageEvent>) -> NanoUsd
         input: e.input_tokens,
         output: e.output_tokens,
         cached: e.cached_tokens,
+        cache_write: e.cache_write_tokens,
     };
     let prices = &call.model.model.prices;
     let priced = match (call.audio_seconds, call.images) {
@@ -253,6 +254,7 @@ fn usage_event(f: &Finished<'_>) -> Option<UsageEvent> {
         input_tokens: usage.input,
         output_tokens: usage.output,
         cached_tokens: usage.cached,
+        cache_write_tokens: usage.cache_write,
         measurement,
         status: f.status,
         stream: call.stream,

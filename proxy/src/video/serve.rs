@@ -562,6 +562,7 @@ fn usage_event(
         input_tokens: 0,
         output_tokens: 0,
         cached_tokens: 0,
+        cache_write_tokens: 0,
         measurement,
         status: 200,
         stream: false,

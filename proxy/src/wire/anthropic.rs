@@ -91,10 +91,10 @@ impl Partial {
         self.counted()
     }
 
-    /// The input side as reported so far (tokens, cached), even when the output is not final:
-    /// a cut stream's estimate starts from it.
-    pub fn input(self) -> Option<(u64, u64)> {
-        self.counted().map(|u| (u.input, u.cached))
+    /// The input side as reported so far (tokens, cached, written to the cache), even when the
+    /// output is not final: a cut stream's estimate starts from it.
+    pub fn input(self) -> Option<(u64, u64, u64)> {
+        self.counted().map(|u| (u.input, u.cached, u.cache_write))
     }
 
     fn counted(self) -> Option<Usage> {
@@ -108,6 +108,7 @@ impl Partial {
             input,
             output,
             cached,
+            cache_write: self.cache_creation.unwrap_or(0),
         })
     }
 }
@@ -172,7 +173,7 @@ mod tests {
             None,
             "message_start's output count is a placeholder"
         );
-        assert_eq!(start.input(), Some((15, 4)));
+        assert_eq!(start.input(), Some((15, 4, 2)));
     }
 
     #[test]

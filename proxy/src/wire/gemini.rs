@@ -141,6 +141,7 @@ pub(crate) fn usage(json: &[u8]) -> Option<Usage> {
         .checked_add(raw.thoughts_token_count.unwrap_or(0))?;
     let cached = raw.cached_content_token_count.unwrap_or(0);
     (input <= PLAUSIBLE_MAX && output <= PLAUSIBLE_MAX && cached <= input).then_some(Usage {
+        cache_write: 0,
         input,
         output,
         cached,

@@ -23,12 +23,14 @@ pub(crate) mod openai;
 /// Token counts above this are implausible and ignored (the call is then estimated).
 pub(crate) const PLAUSIBLE_MAX: u64 = 100_000_000;
 
-/// Token counts of one call.
+/// Token counts of one call. `cached` (prompt-cache reads) and `cache_write` (tokens written to
+/// the supplier's prompt cache, Anthropic's cache creation) are parts of `input`, priced apart.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
     pub input: u64,
     pub output: u64,
     pub cached: u64,
+    pub cache_write: u64,
 }
 
 /// What a generation call asks for, read from its body.

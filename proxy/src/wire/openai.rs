@@ -255,6 +255,7 @@ pub(crate) fn usage(json: &[u8]) -> Option<Usage> {
         return None;
     }
     Some(Usage {
+        cache_write: 0,
         input,
         output,
         cached,

@@ -21,6 +21,7 @@ author = "anthropic"
 input_per_mtok = 3
 output_per_mtok = 15
 cached_input_per_mtok = 0.3
+cache_write_per_mtok = 3.75
 
 [[models]]
 id = "gemini-x"
@@ -106,9 +107,13 @@ impl Harness {
     }
 }
 
-/// Nano-USD of a claude-x call: 3 / 0.3 (cached) / 15 USD per million tokens.
-fn claude_cost(input: u64, cached: u64, output: u64) -> NanoUsd {
-    nano(((input - cached) * 3_000 + cached * 300 + output * 15_000) as i64)
+/// Nano-USD of a claude-x call: 3 / 0.3 (cache reads) / 3.75 (cache writes) / 15 USD per
+/// million tokens.
+fn claude_cost(input: u64, cached: u64, written: u64, output: u64) -> NanoUsd {
+    nano(
+        ((input - cached - written) * 3_000 + cached * 300 + written * 3_750 + output * 15_000)
+            as i64,
+    )
 }
 
 /// Nano-USD of a gemini-x call: 1.25 / 0.125 (cached) / 10 USD per million tokens.
@@ -164,13 +169,19 @@ async fn messages_pass_through_to_anthropic_accounts_and_are_charged_exactly() {
         assert_eq!(sent.json().unwrap()["model"], "claude-x");
         let e = h.usage_event().await;
         assert_eq!(
-            (e.input_tokens, e.cached_tokens, e.output_tokens),
-            (1000, 300, 200),
+            (
+                e.input_tokens,
+                e.cached_tokens,
+                e.cache_write_tokens,
+                e.output_tokens
+            ),
+            (1000, 300, 100, 200),
             "cache reads and writes are input; the cumulative message_delta is not added"
         );
         assert_eq!(e.measurement, opstate::Measurement::Exact);
         assert_eq!(e.route, "messages");
-        assert_eq!(e.cost_nanos, claude_cost(1000, 300, 200));
+        // Cache writes at their own price (3.75), reads at theirs (0.3), the rest at 3.
+        assert_eq!(e.cost_nanos, claude_cost(1000, 300, 100, 200));
         assert_eq!(e.charged_nanos, e.cost_nanos);
     }
     assert_eq!(h.wallet().await.reserved, NanoUsd::ZERO);
@@ -608,13 +619,13 @@ async fn translated_cells_answer_in_the_clients_format_and_charge_exactly() {
             "/compat/v1/chat/completions",
             "claude-x",
             "/v1/messages",
-            claude_cost(1000, 300, 200),
+            claude_cost(1000, 300, 0, 200),
         ),
         (
             "/compat/v1/responses",
             "claude-x",
             "/v1/messages",
-            claude_cost(1000, 300, 200),
+            claude_cost(1000, 300, 0, 200),
         ),
         (
             "/compat/v1/chat/completions",
@@ -858,7 +869,7 @@ async fn anthropic_and_gemini_accounts_fail_over_cool_and_answer_503_in_each_sha
         );
         let e = h.usage_event().await;
         assert_eq!((e.account_id.as_str(), e.status), ("anth-b", 200));
-        assert_eq!(e.cost_nanos, claude_cost(100, 0, 10), "charged once");
+        assert_eq!(e.cost_nanos, claude_cost(100, 0, 0, 10), "charged once");
         assert_eq!(e.charged_nanos, e.cost_nanos);
     }
     assert_eq!(h.mock.requests()[0].path, "/v1/messages");
@@ -1107,7 +1118,7 @@ async fn codex_payloads_are_adapted_only_with_the_group_feature() {
         "{system}"
     );
     let e = h.usage_event().await;
-    assert_eq!(e.cost_nanos, claude_cost(40, 0, 4));
+    assert_eq!(e.cost_nanos, claude_cost(40, 0, 0, 4));
 
     // The history of Codex's own tools reaches the supplier as tool calls and results.
     let (s, v) = json_of(
