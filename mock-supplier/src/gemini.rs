@@ -12,6 +12,14 @@
 //! chunk also carries `finishReason: "STOP"` and the final counts (n = 0
 //! gives one chunk with an empty text part). Tool call: one chunk with the
 //! `functionCall` part, the final usage and `STOP`.
+//!
+//! # Thought signatures
+//!
+//! Like Gemini 3, a `functionCall` part comes with a `thoughtSignature` (standard base64 of
+//! `mock-thought:<body hash>`), and a request is refused (400 `INVALID_ARGUMENT`, the real
+//! message) when a model turn of the current turn (after the latest user text) has a first
+//! `functionCall` part without a signature that decodes (standard or URL-safe base64) to bytes
+//! starting `mock-thought:`.
 
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
@@ -119,6 +127,62 @@ pub(crate) fn models_body() -> Bytes {
     to_bytes(&json!({ "models": models }))
 }
 
+/// What every thought signature the mock issues decodes to, at its start.
+pub const THOUGHT_PREFIX: &str = "mock-thought:";
+
+/// Gemini 3's rule: in the current turn (the model steps after the latest user content that is
+/// not a `functionResponse`), each step's first `functionCall` part carries the signature it came
+/// with. `Err`: the real API's message, with the 1-based position of the offending content.
+fn check_signatures(contents: &[Value]) -> Result<(), String> {
+    use base64::Engine;
+    let engines = [
+        base64::engine::general_purpose::STANDARD,
+        base64::engine::general_purpose::URL_SAFE,
+    ];
+    let parts = |c: &Value| {
+        c.get("parts")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let standard_user = |c: &Value| {
+        c.get("role").and_then(Value::as_str) != Some("model")
+            && parts(c).iter().any(|p| p.get("functionResponse").is_none())
+    };
+    let start = contents
+        .iter()
+        .rposition(standard_user)
+        .map_or(0, |i| i + 1);
+    for (i, c) in contents.iter().enumerate().skip(start) {
+        if c.get("role").and_then(Value::as_str) != Some("model") {
+            continue;
+        }
+        let Some(call) = parts(c)
+            .into_iter()
+            .find(|p| p.get("functionCall").is_some())
+        else {
+            continue;
+        };
+        let signature = call
+            .get("thoughtSignature")
+            .or_else(|| call.get("thought_signature"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let valid = engines.iter().any(|e| {
+            e.decode(signature)
+                .is_ok_and(|bytes| bytes.starts_with(THOUGHT_PREFIX.as_bytes()))
+        });
+        if !valid {
+            let name = call["functionCall"]["name"].as_str().unwrap_or_default();
+            return Err(format!(
+                "Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call `default_api:{name}` , position {}. Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more details.",
+                i + 1
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Validates a `generateContent` / `streamGenerateContent` body.
 pub(crate) fn validate(body: &Value) -> Result<(), String> {
     let obj = body
@@ -154,7 +218,7 @@ pub(crate) fn validate(body: &Value) -> Result<(), String> {
             ));
         }
     }
-    Ok(())
+    check_signatures(contents)
 }
 
 /// Validates a `countTokens` body: `{contents}` or
@@ -198,9 +262,12 @@ impl Reply {
     }
 
     fn function_call_part(&self) -> Option<Value> {
-        self.tool
-            .as_ref()
-            .map(|name| json!({"functionCall": {"name": name, "args": {"q": "mock"}}}))
+        use base64::Engine;
+        let signature = base64::engine::general_purpose::STANDARD
+            .encode(format!("{THOUGHT_PREFIX}{}", self.hash));
+        self.tool.as_ref().map(|name| {
+            json!({"functionCall": {"name": name, "args": {"q": "mock"}}, "thoughtSignature": signature})
+        })
     }
 
     fn final_usage(&self) -> Value {
@@ -381,12 +448,49 @@ mod tests {
     fn tool_reply() {
         let r = reply(3, "", Some("find"));
         let v: Value = serde_json::from_slice(&r.gemini_response()).unwrap();
+        use base64::Engine;
+        let signature = base64::engine::general_purpose::STANDARD
+            .encode(format!("{THOUGHT_PREFIX}{}", body_hash_hex(b"{}")));
         assert_eq!(
             v["candidates"][0]["content"]["parts"],
-            json!([{"functionCall": {"name": "find", "args": {"q": "mock"}}}])
+            json!([{"functionCall": {"name": "find", "args": {"q": "mock"}}, "thoughtSignature": signature}])
         );
         let chunks = r.gemini_chunks();
         assert_eq!(chunks.len(), 1);
         assert_eq!(chunks[0], v);
+    }
+
+    /// The current turn's function calls must come back with their signatures (either base64
+    /// alphabet); earlier turns are not checked.
+    #[test]
+    fn thought_signatures_are_required_in_the_current_turn() {
+        use base64::Engine;
+        let sig = base64::engine::general_purpose::URL_SAFE.encode(format!("{THOUGHT_PREFIX}x"));
+        let call = |signature: Option<&str>| {
+            let mut part = json!({"functionCall": {"name": "find", "args": {}}});
+            if let Some(s) = signature {
+                part["thoughtSignature"] = json!(s);
+            }
+            json!({"role": "model", "parts": [part, {"functionCall": {"name": "g", "args": {}}}]})
+        };
+        let answer = json!({"role": "user", "parts": [{"functionResponse": {"name": "find", "response": {}}}]});
+        let ask = json!({"role": "user", "parts": [{"text": "hi"}]});
+        let body = |contents: Vec<Value>| json!({ "contents": contents });
+        assert!(validate(&body(vec![ask.clone(), call(Some(&sig)), answer.clone()])).is_ok());
+        let err = validate(&body(vec![ask.clone(), call(None), answer.clone()])).unwrap_err();
+        assert!(
+            err.contains("missing a thought_signature") && err.contains("position 2"),
+            "{err}"
+        );
+        assert!(
+            validate(&body(vec![
+                ask.clone(),
+                call(Some("bm9wZQ==")),
+                answer.clone()
+            ]))
+            .is_err()
+        );
+        // An earlier turn (before the latest user text) is not checked.
+        assert!(validate(&body(vec![ask.clone(), call(None), answer, ask])).is_ok());
     }
 }

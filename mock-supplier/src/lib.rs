@@ -149,7 +149,7 @@ mod anthropic_check;
 mod audio;
 mod clock;
 mod fault;
-mod gemini;
+pub mod gemini;
 pub mod images;
 mod openai_tools;
 mod record;

@@ -21,6 +21,7 @@ pub mod codex;
 pub mod ir;
 pub mod request;
 pub mod response;
+pub mod signature;
 
 /// A wire format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -224,7 +224,9 @@ async fn anthropic_tool_calls() {
 fn gemini_body(tool_result: bool) -> String {
     let mut contents = vec![json!({"role": "user", "parts": [{"text": "weather?"}]})];
     if tool_result {
-        contents.push(json!({"role": "model", "parts": [{"functionCall": {"name": "lookup", "args": {"q": "x"}}}]}));
+        // The call comes back with the thought signature it was given (Gemini 3 refuses it
+        // otherwise; see `thought_signature_refusal`).
+        contents.push(json!({"role": "model", "parts": [{"functionCall": {"name": "lookup", "args": {"q": "x"}}, "thoughtSignature": mock_signature("earlier")}]}));
         contents.push(json!({"role": "user", "parts": [{"functionResponse": {"name": "lookup", "response": {"result": "sunny"}}}]}));
     }
     json!({
@@ -233,6 +235,13 @@ fn gemini_body(tool_result: bool) -> String {
         "toolConfig": {"functionCallingConfig": {"mode": "AUTO"}},
     })
     .to_string()
+}
+
+/// A thought signature the mock accepts.
+fn mock_signature(tail: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .encode(format!("{}{tail}", mock_supplier::gemini::THOUGHT_PREFIX))
 }
 
 #[tokio::test]
@@ -249,9 +258,10 @@ async fn gemini_tool_calls() {
     .await;
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&resp));
     let v = json_of(&resp);
+    let signature = mock_signature(&mock_supplier::reply::body_hash_hex(body.as_bytes()));
     assert_eq!(
         v["candidates"][0],
-        json!({"content": {"parts": [{"functionCall": {"name": "lookup", "args": {"q": "mock"}}}], "role": "model"}, "finishReason": "STOP", "index": 0})
+        json!({"content": {"parts": [{"functionCall": {"name": "lookup", "args": {"q": "mock"}}, "thoughtSignature": signature}], "role": "model"}, "finishReason": "STOP", "index": 0})
     );
     assert_eq!(
         v["usageMetadata"],
@@ -274,5 +284,34 @@ async fn gemini_tool_calls() {
     assert_eq!(
         v["candidates"][0]["content"]["parts"][0]["text"],
         "mock reply w1 w2 w3 w4 w5"
+    );
+}
+
+/// A function-call turn sent back without its thought signature is refused as Gemini 3 refuses
+/// it: 400 `INVALID_ARGUMENT` naming the call and the content's position.
+#[tokio::test]
+async fn thought_signature_refusal() {
+    let mock = start().await;
+    let body = gemini_body(true).replace(
+        &format!(",\"thoughtSignature\":\"{}\"", mock_signature("earlier")),
+        "",
+    );
+    assert!(!body.contains("thoughtSignature"));
+    let (status, _, resp) = post_root_full(
+        &mock,
+        "/v1beta/models/gemini-2.5-flash:generateContent",
+        &body,
+        &[],
+    )
+    .await;
+    assert_eq!(status, 400);
+    let v = json_of(&resp);
+    assert_eq!(v["error"]["status"], "INVALID_ARGUMENT");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("missing a thought_signature")
+            && message.contains("default_api:lookup")
+            && message.contains("position 2"),
+        "{message}"
     );
 }

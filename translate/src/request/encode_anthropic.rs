@@ -220,6 +220,7 @@ fn block(role: Role, field: Field, part: &Part, origin: &Origin) -> Result<Value
             if role != Role::Assistant {
                 return Err(shared::misplaced(origin, field, "a user turn"));
             }
+            let id = crate::signature::bare_id(id);
             json!({"type": "tool_use", "id": id, "name": name, "input": arguments})
         }
         Part::ToolResult {
@@ -233,7 +234,7 @@ fn block(role: Role, field: Field, part: &Part, origin: &Origin) -> Result<Value
             }
             let mut result = Map::new();
             result.insert("type".into(), json!("tool_result"));
-            result.insert("tool_use_id".into(), json!(id));
+            result.insert("tool_use_id".into(), json!(crate::signature::bare_id(id)));
             if !content.is_empty() {
                 result.insert("content".into(), json!(content));
             }

@@ -130,6 +130,7 @@ fn user_turn(turn: &Turn<'_>, origin: &Origin, messages: &mut Vec<Value>) -> Res
     for &(field, part) in &turn.parts {
         match part {
             Part::ToolResult { id, content, .. } => {
+                let id = crate::signature::bare_id(id);
                 messages.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
             }
             Part::Text(text) => content.push(json!({"type": "text", "text": text})),
@@ -168,7 +169,7 @@ fn assistant_turn(turn: &Turn<'_>, origin: &Origin) -> Result<Option<Value>, Ref
                 name,
                 arguments,
             } => calls.push(json!({
-                "id": id,
+                "id": crate::signature::bare_id(id),
                 "type": "function",
                 "function": {"name": name, "arguments": arguments.to_string()},
             })),

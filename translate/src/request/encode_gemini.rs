@@ -153,7 +153,14 @@ fn contents(request: &Request, origin: &Origin) -> Result<Vec<Value>, Refusal> {
                     },
                 ) => {
                     names.insert(id, name);
-                    json!({"functionCall": {"name": name, "args": arguments}})
+                    // The signature the call arrived with goes back in the same part.
+                    match crate::signature::split_id(id).1 {
+                        Some(signature) => json!({
+                            "functionCall": {"name": name, "args": arguments},
+                            "thoughtSignature": signature,
+                        }),
+                        None => json!({"functionCall": {"name": name, "args": arguments}}),
+                    }
                 }
                 (
                     Role::User,

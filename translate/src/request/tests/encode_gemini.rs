@@ -203,3 +203,48 @@ fn tool_config_variants_and_stop_limit() {
         json!(vec!["s"; 5])
     );
 }
+
+/// A tool call whose id carries a Gemini thought signature (as the gateway gave it to a chat
+/// client) goes back to Gemini with `thoughtSignature` beside its `functionCall`, in standard
+/// base64; Anthropic and chat suppliers get the bare id on the call and on its result.
+#[test]
+fn thought_signatures_ride_in_tool_call_ids() {
+    let signed = crate::signature::signed_id("call_r_0", "Zm9v+/8=");
+    let body = json!({"model": "m", "messages": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": signed, "type": "function", "function": {"name": "look", "arguments": "{\"q\":1}"}},
+            {"id": "call_r_1", "type": "function", "function": {"name": "find", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": signed, "content": "sunny"},
+        {"role": "tool", "tool_call_id": "call_r_1", "content": "found"},
+    ]});
+    let gemini = translated(Format::Chat, Format::Gemini, body.clone()).unwrap();
+    let model = &gemini["contents"][1]["parts"];
+    assert_eq!(model[0]["thoughtSignature"], "Zm9v+/8=", "{gemini}");
+    assert_eq!(model[0]["functionCall"]["name"], "look");
+    assert!(
+        model[1].get("thoughtSignature").is_none(),
+        "only the call that had one"
+    );
+    assert_eq!(
+        gemini["contents"][2]["parts"][0]["functionResponse"]["name"], "look",
+        "the result still finds its call"
+    );
+    let claude = translated(Format::Chat, Format::Messages, body.clone()).unwrap();
+    assert_eq!(claude["messages"][1]["content"][0]["id"], "call_r_0");
+    assert_eq!(
+        claude["messages"][2]["content"][0]["tool_use_id"],
+        "call_r_0"
+    );
+    let chat = translated(Format::Messages, Format::Chat, json!({"model": "m", "max_tokens": 10, "messages": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": signed, "name": "look", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": signed, "content": "sunny"}]},
+    ]}))
+    .unwrap();
+    assert_eq!(
+        chat["messages"][1]["tool_calls"][0]["id"], "call_r_0",
+        "{chat}"
+    );
+    assert_eq!(chat["messages"][2]["tool_call_id"], "call_r_0");
+}

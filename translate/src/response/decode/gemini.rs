@@ -3,8 +3,10 @@
 //!
 //! Only `candidates[0]` is read. Parts: `text` (`thought: true` → thinking), `functionCall`
 //! (whole: a start with a counter index and the id the supplier gave, else a synthesized
-//! `call_<request id>_<index>`, then its `args` as one fragment). Other parts (inline data, code
-//! execution) and `thoughtSignature`s are dropped. `usageMetadata` holds running totals: each
+//! `call_<request id>_<index>`, then its `args` as one fragment); a `thoughtSignature` beside a
+//! `functionCall` rides in that call's id (`crate::signature`), so the client echoes it back.
+//! Other parts (inline data, code execution) and the signatures of text parts are dropped (Gemini
+//! only requires the function calls' back). `usageMetadata` holds running totals: each
 //! field keeps its last value. There is no terminal marker: the `finishReason` settles the stream.
 
 use serde_json::Value;
@@ -117,12 +119,18 @@ impl Gemini {
         if let Some(call) = part.get("functionCall") {
             let index = self.tools;
             self.tools += 1;
+            let id = text(call, "id")
+                .filter(|id| !id.is_empty())
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("call_{}_{index}", self.request_id));
+            // A thought signature travels in the id the client echoes back (see `signature`).
+            let id = match text(part, "thoughtSignature").filter(|s| !s.is_empty()) {
+                Some(signature) => crate::signature::signed_id(&id, signature),
+                None => id,
+            };
             out.push(Event::ToolCallStart {
                 index,
-                id: text(call, "id")
-                    .filter(|id| !id.is_empty())
-                    .map(str::to_string)
-                    .unwrap_or_else(|| format!("call_{}_{index}", self.request_id)),
+                id,
                 name: text(call, "name").unwrap_or_default().to_string(),
             });
             let fragment = match call.get("args") {

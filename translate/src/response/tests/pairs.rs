@@ -31,7 +31,12 @@ fn expected(scenario: &Scenario, supplier: Format, client: Format) -> Summary {
             .iter()
             .enumerate()
             .map(|(index, call)| {
+                // Gemini's first call carries its thought signature inside the id.
                 let id = match supplier {
+                    Format::Gemini if index == 0 => crate::signature::signed_id(
+                        &format!("call_{REQUEST_ID}_{index}"),
+                        suppliers::SIGNATURE,
+                    ),
                     Format::Gemini => format!("call_{REQUEST_ID}_{index}"),
                     _ => call.id.to_string(),
                 };

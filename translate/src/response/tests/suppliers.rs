@@ -354,12 +354,21 @@ fn gemini_response(parts: Vec<Value>, finish: Option<FinishReason>, usage: Value
         "modelVersion": "gemini-2.5-flash", "responseId": "mCjYaJ7nLPuQ1MkP-upstream"})
 }
 
+/// The thought signature Gemini puts beside a turn's first function call (parallel calls: only
+/// the first carries one).
+pub(super) const SIGNATURE: &str = "CiQB0e2Kb+/Q==";
+
 fn gemini_calls(s: &Scenario) -> Vec<Value> {
     s.calls
         .iter()
-        .map(|call| {
+        .enumerate()
+        .map(|(i, call)| {
             let args: Value = serde_json::from_str(&arguments(call)).unwrap_or_default();
-            json!({"functionCall": {"name": call.name, "args": args}, "thoughtSignature": "CiQB0e2Kb"})
+            let mut part = json!({"functionCall": {"name": call.name, "args": args}});
+            if i == 0 {
+                part["thoughtSignature"] = json!(SIGNATURE);
+            }
+            part
         })
         .collect()
 }
