@@ -41,7 +41,7 @@ pub fn split_id(id: &str) -> (&str, Option<String>) {
                     other => other,
                 })
                 .collect();
-            while standard.len() % 4 != 0 {
+            while !standard.len().is_multiple_of(4) {
                 standard.push('=');
             }
             (bare, Some(standard))
