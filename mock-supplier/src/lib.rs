@@ -51,7 +51,8 @@
 //!   `…:streamGenerateContent` (`?alt=sse`: SSE; without: a JSON array of the
 //!   same chunks), `…:countTokens` (`{"totalTokens": prompt}`; body
 //!   `{contents}` or `{generateContentRequest:{…}}`); the same under
-//!   `/v1/models/`; anything else 404. The model comes from the path. Bodies:
+//!   `/v1/models/`; Veo's `…:predictLongRunning`, its operations and the file
+//!   download (see [`veo`]); anything else 404. The model comes from the path. Bodies:
 //!   `contents` non-empty, each role `user`/`model` (or absent; else 400
 //!   `Please use a valid role: user, model.`), `parts` non-empty objects;
 //!   top-level fields other than `contents`, `systemInstruction`,
@@ -161,6 +162,7 @@ mod route_openai;
 mod server;
 mod tools;
 mod usage;
+pub mod veo;
 pub mod videos;
 
 use std::net::{Ipv4Addr, SocketAddr};

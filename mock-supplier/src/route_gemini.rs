@@ -94,6 +94,9 @@ pub(crate) fn serve(req: &Req<'_>) -> Response {
     if req.method == Method::GET && req.path == "/v1beta/models" {
         return json_ok(rec, gemini::models_body(), cut);
     }
+    if let Some(resp) = crate::veo::serve(req) {
+        return resp;
+    }
     let Some((model, action)) = gemini::parse_path(req.path).filter(|_| req.method == Method::POST)
     else {
         return error(

@@ -40,8 +40,58 @@ pub(crate) struct VideoTask {
     seconds: Option<String>,
 }
 
-/// How a task is at `now`.
-fn status(task: &VideoTask) -> (&'static str, u64) {
+impl VideoTask {
+    /// A task of `model` made now, ended at the first poll unless `x-mock-video` (the create's
+    /// header, see the module) says otherwise.
+    pub(crate) fn new(
+        model: &str,
+        size: String,
+        seconds: Option<String>,
+        header: Option<&str>,
+    ) -> Result<VideoTask, String> {
+        let mut task = VideoTask {
+            model: model.to_string(),
+            size,
+            created: Instant::now(),
+            created_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            delay: Duration::ZERO,
+            fail: false,
+            bytes: 1024,
+            seconds,
+        };
+        for pair in header
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
+            let number = |v: &str| {
+                v.parse::<u64>()
+                    .map_err(|_| format!("bad x-mock-video value {pair:?}"))
+            };
+            match pair.split_once('=') {
+                Some(("delay_ms", v)) => task.delay = Duration::from_millis(number(v)?),
+                Some(("bytes", v)) => task.bytes = number(v)?,
+                Some(("fail", "safety")) => task.fail = true,
+                Some(("seconds", "none")) => task.seconds = None,
+                Some(("seconds", v)) => task.seconds = Some(number(v)?.to_string()),
+                _ => return Err(format!("unknown x-mock-video setting {pair:?}")),
+            }
+        }
+        Ok(task)
+    }
+
+    /// The content's size in bytes.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+/// How a task is at `now`: its status (`queued`, `in_progress`, `completed`, `failed`) and
+/// progress.
+pub(crate) fn status(task: &VideoTask) -> (&'static str, u64) {
     let elapsed = task.created.elapsed();
     if elapsed >= task.delay {
         return (if task.fail { "failed" } else { "completed" }, 100);
@@ -149,46 +199,12 @@ fn create(req: &Req<'_>) -> Response {
         Some(Value::String(s)) if s.split_once('x').is_some() => s.clone(),
         Some(_) => return bad_request(rec, "`size` must be WxH"),
     };
-    let mut task = VideoTask {
-        model: model.to_string(),
-        size,
-        created: Instant::now(),
-        created_unix: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
-        delay: Duration::ZERO,
-        fail: false,
-        bytes: 1024,
-        seconds: Some(asked.unwrap_or_else(|| "4".to_string())),
+    let header = header_str(req.headers, "x-mock-video");
+    let seconds = Some(asked.unwrap_or_else(|| "4".to_string()));
+    let task = match VideoTask::new(model, size, seconds, header) {
+        Ok(task) => task,
+        Err(message) => return bad_request(rec, &message),
     };
-    for pair in header_str(req.headers, "x-mock-video")
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-    {
-        let number = |v: &str| {
-            v.parse::<u64>()
-                .map_err(|_| format!("bad x-mock-video value {pair:?}"))
-        };
-        let set = match pair.split_once('=') {
-            Some(("delay_ms", v)) => number(v).map(|n| task.delay = Duration::from_millis(n)),
-            Some(("bytes", v)) => number(v).map(|n| task.bytes = n),
-            Some(("fail", "safety")) => {
-                task.fail = true;
-                Ok(())
-            }
-            Some(("seconds", "none")) => {
-                task.seconds = None;
-                Ok(())
-            }
-            Some(("seconds", v)) => number(v).map(|n| task.seconds = Some(n.to_string())),
-            _ => Err(format!("unknown x-mock-video setting {pair:?}")),
-        };
-        if let Err(message) = set {
-            return bad_request(rec, &message);
-        }
-    }
     let Ok(mut videos) = rec.shared.videos.lock() else {
         return error(rec, Wire::OpenAi, StatusCode::INTERNAL_SERVER_ERROR, "lock");
     };
@@ -214,7 +230,7 @@ pub fn content_byte(i: u64) -> u8 {
 }
 
 /// `bytes` of generated content, or the `Range` asked, streamed in 64 KiB pieces.
-fn download(rec: &Rec, bytes: u64, range: Option<&str>) -> Response {
+pub(crate) fn download(rec: &Rec, bytes: u64, range: Option<&str>) -> Response {
     let (status, start, end) = match range.map(|r| parse_range(r, bytes)) {
         None => (StatusCode::OK, 0, bytes),
         Some(Some((a, b))) => (StatusCode::PARTIAL_CONTENT, a, b),

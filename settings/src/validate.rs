@@ -1253,21 +1253,36 @@ fn validate_account(
     })
 }
 
-/// Video tasks speak the OpenAI video API (`{base}/videos`): a video model is served by `openai`
-/// accounts only.
+/// Video tasks speak the OpenAI video API (`{base}/videos`) to `openai` accounts and Veo's
+/// long-running operations (`:predictLongRunning`) to `gemini` accounts. All the accounts of one
+/// video model speak the same one (the create body, its limits and the task's polling depend on
+/// it); Anthropic makes no video.
 fn video_providers(models: &[Model], accounts: &[Account]) -> Result<(), ConfigError> {
     for m in models.iter().filter(|m| m.kind == ModelKind::Video) {
+        let mut first: Option<Provider> = None;
         for (i, a) in accounts.iter().enumerate() {
-            if let Some(j) = a.models.iter().position(|id| id == &m.id)
-                && a.provider != Provider::OpenAi
-            {
+            let Some(j) = a.models.iter().position(|id| id == &m.id) else {
+                continue;
+            };
+            let at = format!("accounts[{i}].models[{j}]");
+            if a.provider == Provider::Anthropic {
                 return Err(err(
-                    format!("accounts[{i}].models[{j}]"),
-                    format!(
-                        "video model {:?} is served by openai accounts only (the gateway speaks the OpenAI video API)",
-                        m.id
-                    ),
+                    at,
+                    format!("video model {:?} needs openai or gemini accounts", m.id),
                 ));
+            }
+            match first {
+                None => first = Some(a.provider),
+                Some(p) if p != a.provider => {
+                    return Err(err(
+                        at,
+                        format!(
+                            "all accounts of video model {:?} must speak the same provider",
+                            m.id
+                        ),
+                    ));
+                }
+                Some(_) => {}
             }
         }
     }

@@ -7,17 +7,29 @@
 //!
 //! Reference image URLs are forwarded as given: the gateway never fetches what a client names (no
 //! SSRF surface). They must be `http(s)` URLs with a host, or `data:image/…` URLs.
+//!
+//! What the served model's accounts accept ([`Job::check`]): `openai` accounts (the OpenAI video
+//! API) take one reference image, by URL or data URL; `gemini` accounts (Veo) take up to three,
+//! as inline bytes only, so a `data:image/…;base64,` URL is sent as its bytes and an `http(s)` URL
+//! is refused with 400 naming the field (*decision*: the gateway does not fetch client-chosen
+//! URLs); Veo on the Gemini API always adds audio and its watermark and returns no last frame, so
+//! `generate_audio: false`, `watermark: false` and `return_last_frame: true` are refused on
+//! `gemini` accounts rather than silently ignored.
 
 use crate::errors::GatewayError;
 use serde_json::{Map, Value, json};
-use settings::Model;
+use settings::{Model, Provider};
 
 /// Longest prompt accepted, in characters.
 const MAX_PROMPT_CHARS: usize = 32_000;
 /// Longest reference URL accepted, in bytes (a data URL carries the image itself).
 const MAX_URL_BYTES: usize = 8 * 1024 * 1024;
+/// Reference images a create may name at all (each account kind takes fewer: [`Job::check`]).
+const MAX_REFERENCES: usize = 16;
 /// Reference images the OpenAI video API takes (`input_reference`).
-const MAX_REFERENCES: usize = 1;
+const OPENAI_REFERENCES: usize = 1;
+/// Reference images Veo takes (`instances[0].referenceImages`, "up to 3").
+const VEO_REFERENCES: usize = 3;
 
 /// A checked create request.
 #[derive(Debug, Clone, PartialEq)]
@@ -126,10 +138,9 @@ pub(crate) fn parse(body: &[u8]) -> Result<Job, GatewayError> {
     if let Some(value) = map.get("image_urls").filter(|v| !v.is_null()) {
         image_urls(value, &mut job.references)?;
     }
-    if job.references.len() > MAX_REFERENCES {
-        let extra = &job.references[MAX_REFERENCES];
+    if let Some(extra) = job.references.get(MAX_REFERENCES) {
         return Err(field(
-            format!("at most {MAX_REFERENCES} reference image is supported for a video task"),
+            format!("at most {MAX_REFERENCES} reference images are accepted"),
             extra.param.clone(),
         ));
     }
@@ -261,11 +272,48 @@ fn checked_url(url: &str, param: &str) -> Result<String, GatewayError> {
 }
 
 impl Job {
-    /// Checks the request against the served model's options (durations and resolutions).
-    pub fn check(&self, model: &Model) -> Result<(), GatewayError> {
+    /// Checks the request against the served model's options (durations and resolutions) and
+    /// what its accounts' `provider` takes (see the module).
+    pub fn check(&self, model: &Model, provider: Provider) -> Result<(), GatewayError> {
         let Some(options) = &model.video else {
             return Err(GatewayError::Internal);
         };
+        let most = match provider {
+            Provider::Gemini => VEO_REFERENCES,
+            Provider::OpenAi | Provider::Anthropic => OPENAI_REFERENCES,
+        };
+        if let Some(extra) = self.references.get(most) {
+            return Err(field(
+                format!(
+                    "at most {most} reference image(s) are supported by model {:?}",
+                    model.id
+                ),
+                extra.param.clone(),
+            ));
+        }
+        if provider == Provider::Gemini {
+            if let Some(r) = self.references.iter().find(|r| inline(&r.url).is_none()) {
+                return Err(field(
+                    format!(
+                        "'{}': model {:?} takes reference images as inline data only; send a data:image/…;base64, URL",
+                        r.param, model.id
+                    ),
+                    r.param.clone(),
+                ));
+            }
+            for (name, value) in &self.flags {
+                let refused = match *name {
+                    "generate_audio" | "watermark" => !value,
+                    _ => *value,
+                };
+                if refused {
+                    return Err(field(
+                        format!("'{name}: {value}' is not available on model {:?}", model.id),
+                        *name,
+                    ));
+                }
+            }
+        }
         if let Some(s) = self.seconds
             && !options.durations.contains(&s)
         {
@@ -334,6 +382,49 @@ impl Job {
     }
 }
 
+impl Job {
+    /// The body for a `gemini` account (Veo, `POST {base}/v1beta/models/{model}:predictLongRunning`):
+    /// `instances[0]` with the prompt and the reference images as inline bytes (`asset`),
+    /// `parameters` with `durationSeconds` (always sent: the seconds held, so the length made is
+    /// the length charged), `aspectRatio`, `resolution` and `sampleCount: 1`.
+    pub fn veo_body(&self, seconds: u64, resolution: &str) -> Vec<u8> {
+        let mut instance = Map::new();
+        instance.insert("prompt".into(), json!(self.prompt));
+        let references: Vec<Value> = self
+            .references
+            .iter()
+            .filter_map(|r| inline(&r.url))
+            .map(|(mime, data)| {
+                json!({"image": {"bytesBase64Encoded": data, "mimeType": mime}, "referenceType": "asset"})
+            })
+            .collect();
+        if !references.is_empty() {
+            instance.insert("referenceImages".into(), Value::Array(references));
+        }
+        let mut parameters = Map::new();
+        parameters.insert("durationSeconds".into(), json!(seconds));
+        if let Some(ratio) = &self.aspect_ratio {
+            parameters.insert("aspectRatio".into(), json!(ratio));
+        }
+        parameters.insert("resolution".into(), json!(resolution));
+        parameters.insert("sampleCount".into(), json!(1));
+        json!({"instances": [Value::Object(instance)], "parameters": Value::Object(parameters)})
+            .to_string()
+            .into_bytes()
+    }
+}
+
+/// The media type and base64 data of a `data:image/…;base64,` URL (`None` for any other URL).
+fn inline(url: &str) -> Option<(&str, &str)> {
+    let rest = url.strip_prefix("data:").or_else(|| {
+        url.get(..5)
+            .filter(|p| p.eq_ignore_ascii_case("data:"))
+            .map(|_| &url[5..])
+    })?;
+    let (mime, data) = rest.split_once(";base64,")?;
+    (mime.to_ascii_lowercase().starts_with("image/") && !data.is_empty()).then_some((mime, data))
+}
+
 /// `WxH` of a resolution and orientation.
 fn size(resolution: &str, landscape: bool) -> String {
     let (long, short) = match resolution {
@@ -378,6 +469,81 @@ mod tests {
                    "input_reference":{"image_url":"https://x.test/a.png"},
                    "generate_audio":true,"watermark":false,"return_last_frame":true})
         );
+    }
+
+    fn model(durations: Vec<u64>) -> Model {
+        Model {
+            id: "veo".into(),
+            family: "veo".into(),
+            kind: settings::ModelKind::Video,
+            author: None,
+            prices: settings::ModelPrices::default(),
+            downgrade_to: None,
+            image_aspect_ratios: Vec::new(),
+            image_sizes: Vec::new(),
+            video: Some(settings::VideoOptions {
+                durations,
+                resolutions: vec!["720p".into(), "1080p".into()],
+                per_second_by_resolution: Default::default(),
+            }),
+        }
+    }
+
+    #[test]
+    fn veo_bodies_and_what_veo_accounts_refuse() {
+        let png = "data:image/png;base64,iVBORw0KGgo=";
+        let job = parse(
+            format!(
+                r#"{{"model":"veo","prompt":"a fox","reference_images":[{{"url":"{png}"}}],"image_urls":["{png}"],
+                    "aspectRatio":"9:16","generate_audio":true,"watermark":true}}"#
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let m = model(vec![4, 6, 8]);
+        job.check(&m, Provider::Gemini).unwrap();
+        let body: Value =
+            serde_json::from_slice(&job.veo_body(job.held_seconds(&m), "720p")).unwrap();
+        assert_eq!(
+            body,
+            json!({"instances": [{"prompt": "a fox", "referenceImages": [
+                {"image": {"bytesBase64Encoded": "iVBORw0KGgo=", "mimeType": "image/png"}, "referenceType": "asset"},
+                {"image": {"bytesBase64Encoded": "iVBORw0KGgo=", "mimeType": "image/png"}, "referenceType": "asset"}]}],
+                "parameters": {"durationSeconds": 8, "aspectRatio": "9:16", "resolution": "720p", "sampleCount": 1}})
+        );
+        // OpenAI accounts take one reference; Veo three, inline only; Veo's fixed behaviours.
+        let refused = |body: String, provider| match parse(body.as_bytes())
+            .and_then(|j| j.check(&m, provider))
+        {
+            Err(GatewayError::InvalidField { param, .. }) => param,
+            other => panic!("{body}: {other:?}"),
+        };
+        let two = format!(r#"{{"model":"veo","prompt":"p","image_urls":["{png}","{png}"]}}"#);
+        assert_eq!(refused(two, Provider::OpenAi), "image_urls[1]");
+        let four = format!(
+            r#"{{"model":"veo","prompt":"p","image_urls":["{png}","{png}","{png}","{png}"]}}"#
+        );
+        assert_eq!(refused(four, Provider::Gemini), "image_urls[3]");
+        let url =
+            r#"{"model":"veo","prompt":"p","reference_images":[{"url":"https://x.test/a.png"}]}"#;
+        assert_eq!(
+            refused(url.into(), Provider::Gemini),
+            "reference_images[0].url"
+        );
+        assert!(
+            parse(url.as_bytes())
+                .unwrap()
+                .check(&m, Provider::OpenAi)
+                .is_ok()
+        );
+        for (flag, value) in [
+            ("generate_audio", false),
+            ("watermark", false),
+            ("return_last_frame", true),
+        ] {
+            let body = format!(r#"{{"model":"veo","prompt":"p","{flag}":{value}}}"#);
+            assert_eq!(refused(body, Provider::Gemini), flag);
+        }
     }
 
     #[test]
@@ -425,10 +591,6 @@ mod tests {
             (
                 r#"{"model":"v","prompt":"p","reference_images":[{"uri":"https://x/a"}]}"#,
                 "reference_images[0].uri",
-            ),
-            (
-                r#"{"model":"v","prompt":"p","reference_images":[{"url":"https://x/a"}],"image_urls":["https://x/b"]}"#,
-                "image_urls[0]",
             ),
             ("[1]", "-"),
         ] {

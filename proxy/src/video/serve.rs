@@ -21,6 +21,7 @@ use opstate::{KeyRecord, Measurement, Settlement, UsageEvent};
 use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
 use serde_json::{Value, json};
+use settings::Provider;
 use std::time::Duration;
 
 /// Largest task object read from a supplier.
@@ -111,8 +112,19 @@ async fn create(
     let decision = route::decide(&s.routing(&live), &work, Route::VideoCreate, who, None).await?;
     let served = decision.model.model.clone();
     ctx.follow(decision);
-    job.check(&served)?;
+    // Every account of a video model speaks one provider (configuration rule).
+    let provider = ctx
+        .order
+        .first()
+        .and_then(|&i| live.accounts.get(i))
+        .map_or(Provider::OpenAi, |u| u.account.provider);
+    job.check(&served, provider)?;
     let resolution = job.resolution(&served).to_string();
+    // Veo is always told the seconds (the ones held), so the length made is the one charged.
+    let seconds_sent = match provider {
+        Provider::Gemini => Some(job.held_seconds(&served)),
+        Provider::OpenAi | Provider::Anthropic => job.seconds,
+    };
     let plan = admit::hold_for(
         &work,
         Route::VideoCreate,
@@ -135,7 +147,7 @@ async fn create(
         model_requested: job.model.clone(),
         model_served: served.id.clone(),
         resolution: resolution.clone(),
-        seconds_requested: job.seconds.map(|s| i64::try_from(s).unwrap_or(i64::MAX)),
+        seconds_requested: seconds_sent.map(|s| i64::try_from(s).unwrap_or(i64::MAX)),
         account_id: None,
         supplier_task_id: None,
         hold_id: hold.id.clone(),
@@ -154,8 +166,22 @@ async fn create(
         completed_at: None,
     };
     book.insert(task.clone()).await.map_err(unavailable)?;
-    let body = Bytes::from(job.openai_body(&served.id, &resolution));
-    let outcome = submit(s, ctx, body, &session.req_header().headers).await;
+    let create = match provider {
+        Provider::Gemini => Create {
+            suffix: format!(
+                "/v1beta/models/{}:predictLongRunning",
+                encode_segment(&served.id)
+            ),
+            body: Bytes::from(job.veo_body(job.held_seconds(&served), &resolution)),
+            provider,
+        },
+        Provider::OpenAi | Provider::Anthropic => Create {
+            suffix: "/videos".to_string(),
+            body: Bytes::from(job.openai_body(&served.id, &resolution)),
+            provider,
+        },
+    };
+    let outcome = submit(s, ctx, &create, &session.req_header().headers).await;
     match outcome {
         Submitted::Accepted { account, state } => {
             let sid = state.id.clone().unwrap_or_default();
@@ -200,6 +226,13 @@ async fn create(
     }
 }
 
+/// A create as the served model's accounts take it.
+struct Create {
+    suffix: String,
+    body: Bytes,
+    provider: Provider,
+}
+
 enum Submitted {
     Accepted {
         account: String,
@@ -219,7 +252,7 @@ enum Submitted {
 async fn submit(
     s: &Shared,
     ctx: &mut RequestCtx,
-    body: Bytes,
+    create: &Create,
     client: &http::HeaderMap,
 ) -> Submitted {
     let server = &s.settings.server;
@@ -249,8 +282,8 @@ async fn submit(
             .collect();
         let call = Call {
             method: "POST",
-            suffix: "/videos",
-            body: Some(("application/json", body.clone())),
+            suffix: &create.suffix,
+            body: Some(("application/json", create.body.clone())),
             headers,
         };
         let mut answer = match s.supplier.send(upstream, server, call).await {
@@ -299,7 +332,11 @@ async fn submit(
                 body: bytes,
             };
         }
-        return match SupplierState::parse(&bytes) {
+        let created = match create.provider {
+            Provider::Gemini => SupplierState::operation_started(&bytes),
+            Provider::OpenAi | Provider::Anthropic => SupplierState::parse(&bytes),
+        };
+        return match created {
             Some(state) if state.id.as_deref().is_some_and(|id| !id.is_empty()) => {
                 Submitted::Accepted {
                     account: upstream.account.id.clone(),
@@ -348,6 +385,82 @@ impl SupplierState {
             seconds: None,
             failure: Some((code.to_string(), message.to_string())),
         }
+    }
+
+    /// A Veo create's answer, `{"name": "models/…/operations/…"}`: the operation's name is the
+    /// task's id at the supplier.
+    pub fn operation_started(body: &[u8]) -> Option<SupplierState> {
+        let v: Value = serde_json::from_slice(body).ok()?;
+        let name = v.get("name")?.as_str()?;
+        operation_path(name)?;
+        Some(SupplierState {
+            id: Some(name.to_string()),
+            status: VideoTaskStatus::Queued,
+            progress: 0,
+            seconds: None,
+            failure: None,
+        })
+    }
+
+    /// A Veo operation: running until `done`; done with a generated sample → completed (its
+    /// length is `seconds`, what the create asked: Veo makes exactly that); done with an `error`
+    /// or with samples filtered by safety (`raiMediaFilteredCount`) and none made → failed,
+    /// charged nothing.
+    pub fn operation(body: &[u8], seconds: Option<u64>) -> Option<SupplierState> {
+        let v: Value = serde_json::from_slice(body).ok()?;
+        let name = v.get("name").and_then(Value::as_str).map(str::to_string);
+        let running = SupplierState {
+            id: name,
+            status: VideoTaskStatus::InProgress,
+            progress: 50,
+            seconds: None,
+            failure: None,
+        };
+        if v.get("done").and_then(Value::as_bool) != Some(true) {
+            return Some(running);
+        }
+        let clip = |s: &str| s.chars().take(1000).collect::<String>();
+        if let Some(error) = v.get("error") {
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("the supplier failed the task");
+            let code = error
+                .get("status")
+                .and_then(Value::as_str)
+                .unwrap_or("video_generation_failed");
+            return Some(SupplierState::failed(
+                &code.to_ascii_lowercase(),
+                &clip(message),
+            ));
+        }
+        let response = v
+            .get("response")
+            .and_then(|r| r.get("generateVideoResponse"));
+        if veo_file(&v).is_some() {
+            return Some(SupplierState {
+                status: VideoTaskStatus::Completed,
+                progress: 100,
+                seconds,
+                ..running
+            });
+        }
+        let reasons = response
+            .and_then(|r| r.get("raiMediaFilteredReasons"))
+            .and_then(Value::as_array)
+            .and_then(|a| a.first())
+            .and_then(Value::as_str)
+            .unwrap_or("the supplier made no video");
+        let filtered = response
+            .and_then(|r| r.get("raiMediaFilteredCount"))
+            .and_then(Value::as_u64)
+            .is_some_and(|n| n > 0);
+        let code = if filtered {
+            "moderation_blocked"
+        } else {
+            "video_generation_failed"
+        };
+        Some(SupplierState::failed(code, &clip(reasons)))
     }
 
     /// Reads `{id, status, progress, seconds, error: {code, message}}`; statuses of other
@@ -415,7 +528,17 @@ pub(crate) async fn refresh(s: &Shared, book: &TaskBook, task: Task) -> Task {
         tracing::warn!(task = %task.id, account = %account, "video task's account is no longer configured");
         return task;
     };
-    let suffix = format!("/videos/{}", encode_segment(sid));
+    let provider = upstream.account.provider;
+    let suffix = match provider {
+        Provider::Gemini => match operation_path(sid) {
+            Some(path) => path,
+            None => {
+                tracing::warn!(task = %task.id, "video task's operation name is not a path");
+                return task;
+            }
+        },
+        Provider::OpenAi | Provider::Anthropic => format!("/videos/{}", encode_segment(sid)),
+    };
     let call = Call {
         method: "GET",
         suffix: &suffix,
@@ -432,7 +555,11 @@ pub(crate) async fn refresh(s: &Shared, book: &TaskBook, task: Task) -> Task {
     let status = answer.status();
     let read = answer.body(OBJECT_LIMIT).await;
     s.supplier.release(answer).await;
+    let asked = task.seconds_requested.and_then(|s| u64::try_from(s).ok());
     let state = match (status, read) {
+        (200..=299, Ok(bytes)) if provider == Provider::Gemini => {
+            SupplierState::operation(&bytes, asked)
+        }
         (200..=299, Ok(bytes)) => SupplierState::parse(&bytes),
         (404, _) => Some(SupplierState::failed(
             "not_found",
@@ -670,6 +797,82 @@ impl Signed {
     }
 }
 
+/// Where a completed Veo task's content is downloaded: the operation is read again for its
+/// sample's file id (the task book keeps the operation, not the file), then
+/// `/v1beta/files/{id}:download?alt=media` on the account itself.
+async fn veo_download(
+    s: &Shared,
+    upstream: &crate::upstream::accounts::Upstream,
+    task: &Task,
+    operation: &str,
+) -> Result<String, GatewayError> {
+    let path = operation_path(operation).ok_or(GatewayError::UpstreamProtocol)?;
+    let call = Call {
+        method: "GET",
+        suffix: &path,
+        body: None,
+        headers: Vec::new(),
+    };
+    let mut answer = s
+        .supplier
+        .send(upstream, &s.settings.server, call)
+        .await
+        .map_err(|e| {
+            tracing::warn!(task = %task.id, error = %e.message(), "video operation not read");
+            GatewayError::UpstreamUnreachable
+        })?;
+    let status = answer.status();
+    let read = answer.body(OBJECT_LIMIT).await;
+    s.supplier.release(answer).await;
+    let file = match (status, read) {
+        (200..=299, Ok(bytes)) => serde_json::from_slice::<Value>(&bytes)
+            .ok()
+            .and_then(|v| veo_file(&v)),
+        _ => None,
+    };
+    let file = file.ok_or_else(|| {
+        tracing::warn!(task = %task.id, status, "video operation names no file");
+        GatewayError::VideoNotReady(task.id.clone(), "no longer available at the supplier")
+    })?;
+    Ok(format!("/v1beta/files/{file}:download?alt=media"))
+}
+
+/// The path of a Veo operation's name (`models/{model}/operations/{id}`), each segment encoded;
+/// `None` for a name that is not plain segments (it must never change the path).
+fn operation_path(name: &str) -> Option<String> {
+    let segments: Vec<&str> = name.split('/').collect();
+    let plain = |s: &&str| {
+        !s.is_empty()
+            && *s != "."
+            && *s != ".."
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    };
+    (segments.len() >= 2 && segments.iter().all(plain)).then(|| {
+        let encoded: Vec<String> = segments.iter().map(|s| encode_segment(s)).collect();
+        format!("/v1beta/{}", encoded.join("/"))
+    })
+}
+
+/// The file id of a done Veo operation's first sample (`…/files/{id}:download…`): the content
+/// is then downloaded from the account's own base URL with its key, never from the uri as given.
+fn veo_file(operation: &Value) -> Option<String> {
+    let uri = operation
+        .get("response")?
+        .get("generateVideoResponse")?
+        .get("generatedSamples")?
+        .get(0)?
+        .get("video")?
+        .get("uri")?
+        .as_str()?;
+    let after = &uri[uri.find("/files/")? + "/files/".len()..];
+    let id: String = after
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+        .collect();
+    (!id.is_empty()).then_some(id)
+}
+
 /// A supplier's id as one path segment (ids are opaque; anything outside `[A-Za-z0-9._~-]` is
 /// percent-encoded so an id can never change the path).
 fn encode_segment(id: &str) -> String {
@@ -730,7 +933,12 @@ async fn content(
             headers.push((name, v.to_string()));
         }
     }
-    let suffix = format!("/videos/{}/content", encode_segment(sid));
+    let suffix = match upstream.account.provider {
+        Provider::Gemini => veo_download(s, upstream, task, sid).await?,
+        Provider::OpenAi | Provider::Anthropic => {
+            format!("/videos/{}/content", encode_segment(sid))
+        }
+    };
     let call = Call {
         method: "GET",
         suffix: &suffix,
@@ -839,6 +1047,45 @@ mod tests {
         );
         assert!(SupplierState::parse(b"not json").is_none());
         assert!(SupplierState::parse(br#"{"id":"v1"}"#).is_none());
+    }
+
+    #[test]
+    fn veo_operations() {
+        let running =
+            SupplierState::operation(br#"{"name":"models/veo/operations/a1"}"#, Some(8)).unwrap();
+        assert_eq!(running.status, VideoTaskStatus::InProgress);
+        let done = br#"{"name":"models/veo/operations/a1","done":true,"response":{"generateVideoResponse":{"generatedSamples":[{"video":{"uri":"https://generativelanguage.googleapis.com/v1beta/files/qu4d28:download?alt=media"}}]}}}"#;
+        let state = SupplierState::operation(done, Some(8)).unwrap();
+        assert_eq!(
+            (state.status, state.seconds),
+            (VideoTaskStatus::Completed, Some(8))
+        );
+        let v: Value = serde_json::from_slice(done).unwrap();
+        assert_eq!(veo_file(&v).as_deref(), Some("qu4d28"));
+        let filtered = SupplierState::operation(
+            br#"{"name":"n/x","done":true,"response":{"generateVideoResponse":{"raiMediaFilteredCount":1,"raiMediaFilteredReasons":["blocked; You have not been charged"]}}}"#,
+            Some(8),
+        )
+        .unwrap();
+        assert_eq!(filtered.status, VideoTaskStatus::Failed);
+        assert_eq!(filtered.failure.unwrap().0, "moderation_blocked");
+        let failed = SupplierState::operation(
+            br#"{"name":"n/x","done":true,"error":{"code":3,"message":"bad","status":"INVALID_ARGUMENT"}}"#,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            failed.failure,
+            Some(("invalid_argument".into(), "bad".into()))
+        );
+        assert_eq!(
+            operation_path("models/veo-3/operations/x.1").as_deref(),
+            Some("/v1beta/models/veo-3/operations/x.1")
+        );
+        for bad in ["../x", "models//x", "a/b?c", "x"] {
+            assert!(operation_path(bad).is_none(), "{bad}");
+        }
+        assert!(SupplierState::operation_started(br#"{"name":"../../etc"}"#).is_none());
     }
 
     #[test]

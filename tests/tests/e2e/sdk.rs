@@ -558,7 +558,8 @@ async fn official_sdks_generate_and_edit_images() {
 
 /// The README's video example: the official openai SDK's generic `post`/`get` create a task, poll
 /// it to completion and download it (signed URL without a key, and with the key); one usage
-/// record at 4 s × the per-second price.
+/// record at 4 s × the per-second price. The same script against both kinds of video account:
+/// the OpenAI video API and Veo on a Gemini account.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_openai_sdk_runs_a_video_task() {
     let Some(python) = testkit::sdk_python() else {
@@ -570,46 +571,58 @@ async fn official_openai_sdk_runs_a_video_task() {
     let config = TestConfig::embedded()
         .database(&db_url)
         .model(Model::video("vid-x", 0.10))
+        .model(Model::video("veo-x", 0.10).line("video_durations = [4, 6, 8]"))
         .account(Account::openai("oa-vid", &mock.base_url(), &["vid-x"]).capability("video"))
-        .group(Group::new(1, &["vid-x"]).feature("video"));
+        .account(Account::gemini("veo", &mock.root_url(), &["veo-x"]).capability("video"))
+        .group(Group::new(1, &["vid-x", "veo-x"]).feature("video"));
     let (db, key) = super::database_with_demo_key(&db_url).await;
     let running = App::build(config.settings(), Role::Proxy)
         .await
         .unwrap()
         .start();
     let base = running.base_url().unwrap();
-    let stdout = run_script(&python, "videos.py", &[&base, &key.api_key, "vid-x"], 60).await;
-    let out: Value = serde_json::from_str(stdout.trim()).unwrap();
-    assert!(out.get("error").is_none(), "{out:#}");
-    assert_eq!(out["status"], "completed");
-    assert_eq!(out["seconds"], 4);
-    assert_eq!(
-        (out["signed_bytes"].as_u64(), out["keyed_bytes"].as_u64()),
-        (Some(1024), Some(1024))
-    );
-    let created = mock
-        .requests()
-        .into_iter()
-        .filter(|r| r.method == "POST" && r.path == "/v1/videos")
-        .count();
-    assert_eq!(created, 1, "one task created at the supplier");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let records = entities::usage_records::Entity::find()
-            .filter(entities::usage_records::Column::OrganizationId.eq(key.organization_id))
-            .filter(entities::usage_records::Column::Route.eq("video_create"))
-            .all(&db)
-            .await
-            .unwrap();
-        if let Some(r) = records.first() {
-            assert_eq!(records.len(), 1);
-            assert_eq!(r.video_seconds, 4);
-            // 4 s × 0.10 USD × the demo key's retail rate (1.0).
-            assert_eq!(r.cost_nanos, 400_000_000);
-            break;
+    for (model, create_path) in [
+        ("vid-x", "/v1/videos"),
+        ("veo-x", "/v1beta/models/veo-x:predictLongRunning"),
+    ] {
+        let stdout = run_script(&python, "videos.py", &[&base, &key.api_key, model], 60).await;
+        let out: Value = serde_json::from_str(stdout.trim()).unwrap();
+        assert!(out.get("error").is_none(), "{model}: {out:#}");
+        assert_eq!(out["status"], "completed", "{model}");
+        assert_eq!(out["seconds"], 4, "{model}");
+        assert_eq!(
+            (out["signed_bytes"].as_u64(), out["keyed_bytes"].as_u64()),
+            (Some(1024), Some(1024)),
+            "{model}"
+        );
+        let created = mock
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "POST" && r.path == create_path)
+            .count();
+        assert_eq!(created, 1, "{model}: one task created at the supplier");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let records = entities::usage_records::Entity::find()
+                .filter(entities::usage_records::Column::OrganizationId.eq(key.organization_id))
+                .filter(entities::usage_records::Column::Route.eq("video_create"))
+                .filter(entities::usage_records::Column::ModelServed.eq(model))
+                .all(&db)
+                .await
+                .unwrap();
+            if let Some(r) = records.first() {
+                assert_eq!(records.len(), 1, "{model}");
+                assert_eq!(r.video_seconds, 4, "{model}");
+                // 4 s × 0.10 USD × the demo key's retail rate (1.0).
+                assert_eq!(r.cost_nanos, 400_000_000, "{model}");
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{model}: never settled"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
-        assert!(std::time::Instant::now() < deadline, "never settled");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     running.stop().await.unwrap();
 }

@@ -578,3 +578,231 @@ async fn the_video_url_lives_fifteen_minutes_by_default() {
     assert_eq!(video.bytes().await.unwrap().len(), 1000);
     running.stop().await.unwrap();
 }
+
+/// Video on a Gemini (Veo) account, on a fleet (two proxies, one Redis, one ledger database):
+/// create on one proxy (Veo's `:predictLongRunning` with the reference images as inline bytes),
+/// poll on the other (the operation), download through the signed URL (the file named by the
+/// operation, fetched from the account itself with its key), exactly the seconds asked charged
+/// once; a URL reference and a fourth reference refused before any supplier; a safety failure
+/// charged nothing.
+#[tokio::test]
+async fn veo_tasks_on_a_fleet() {
+    let Some(redis_url) = testkit::redis_url() else {
+        eprintln!("REDIS_URL not set: the fleet Veo scenario needs Redis; skipped");
+        return;
+    };
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let config = TestConfig::embedded()
+        .database(&testkit::fresh_database_url().await)
+        .redis(&redis_url, &testkit::redis_prefix("veo"))
+        .set("admin", "embedded", false)
+        .set("admin", "listen", "127.0.0.1:0")
+        .set("video", "sweep_interval_ms", 300u64)
+        .model(Model::gpt_4o_mini())
+        .model(
+            Model::video("veo-3.1-generate-preview", 0.40)
+                .line("video_durations = [4, 6, 8]")
+                .line("video_resolutions = [\"720p\", \"1080p\"]"),
+        )
+        .account(Account::openai("mock", &mock.base_url(), &["gpt-4o-mini"]))
+        .account(
+            Account::gemini("veo", &mock.root_url(), &["veo-3.1-generate-preview"])
+                .capability("video"),
+        )
+        .group(Group::new(1, &["gpt-4o-mini", "veo-3.1-generate-preview"]).feature("video"));
+    let admin = App::build(config.settings(), Role::AdminApi).await.unwrap();
+    let state = admin.admin_state().unwrap().clone();
+    let admin_addr = admin.addresses().admin.unwrap();
+    let _admin_running = admin.start();
+    let s = &state;
+    let key = admin_api::demo::demo_key(&s.db, s.stores.keys.as_ref(), &s.hasher, s.env, 1)
+        .await
+        .unwrap();
+    admin_api::services::wallets::reload(s, key.organization_id)
+        .await
+        .unwrap();
+    let proxy_config = config.set("admin", "listen", admin_addr.to_string());
+    let proxy_a = App::build(proxy_config.settings(), Role::Proxy)
+        .await
+        .unwrap()
+        .start();
+    let proxy_b = App::build(proxy_config.settings(), Role::Proxy)
+        .await
+        .unwrap()
+        .start();
+    let (a, b) = (proxy_a.base_url().unwrap(), proxy_b.base_url().unwrap());
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let reserved = || async {
+        s.stores
+            .wallets
+            .snapshot(key.organization_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .reserved
+            .nanos()
+    };
+    let create = |base: &str, body: Value, mock_video: &str| {
+        http.post(format!("{base}/compat/v1/videos"))
+            .bearer_auth(&key.api_key)
+            .header("x-mock-video", mock_video)
+            .json(&body)
+            .send()
+    };
+    let poll = |base: &str, id: &str| {
+        http.get(format!("{base}/compat/v1/videos/{id}"))
+            .bearer_auth(&key.api_key)
+            .send()
+    };
+    let png = format!(
+        "data:image/png;base64,{}",
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, b"\x89PNG fake")
+    );
+
+    // Refused before any supplier: a URL reference (never fetched), a fourth reference, a
+    // behaviour Veo does not have.
+    let before = mock.requests().len();
+    for (body, param) in [
+        (
+            json!({"model": "veo-3.1-generate-preview", "prompt": "p", "image_urls": ["https://example.com/a.png"]}),
+            "image_urls[0]",
+        ),
+        (
+            json!({"model": "veo-3.1-generate-preview", "prompt": "p", "image_urls": [png, png, png, png]}),
+            "image_urls[3]",
+        ),
+        (
+            json!({"model": "veo-3.1-generate-preview", "prompt": "p", "generate_audio": false}),
+            "generate_audio",
+        ),
+        (
+            json!({"model": "veo-3.1-generate-preview", "prompt": "p", "durationSeconds": 5}),
+            "durationSeconds",
+        ),
+    ] {
+        let r = create(&a, body, "").await.unwrap();
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(v["error"]["param"], param, "{v}");
+    }
+    assert_eq!(mock.requests().len(), before);
+    assert_eq!(reserved().await, 0);
+
+    // Create on A.
+    let job = json!({"model": "veo-3.1-generate-preview", "prompt": "a lighthouse at dusk",
+                     "durationSeconds": 6, "aspectRatio": "9:16", "resolution": "1080p",
+                     "reference_images": [{"url": png}], "image_urls": [png], "generate_audio": true});
+    let created = create(&a, job, "delay_ms=600,bytes=500000").await.unwrap();
+    assert_eq!(created.status(), StatusCode::OK);
+    let hold_id = created.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let text = created.text().await.unwrap();
+    assert!(
+        !text.contains("operations"),
+        "the supplier's operation is never shown: {text}"
+    );
+    let task: Value = serde_json::from_str(&text).unwrap();
+    let id = task["id"].as_str().unwrap().to_string();
+    assert_eq!(task["status"], "queued");
+    assert_eq!(reserved().await, 6 * 400_000_000, "6 s held at 0.40");
+    let sent = mock
+        .requests()
+        .into_iter()
+        .rfind(|r| r.path.ends_with(":predictLongRunning"))
+        .unwrap();
+    assert_eq!(
+        sent.path,
+        "/v1beta/models/veo-3.1-generate-preview:predictLongRunning"
+    );
+    assert_eq!(sent.header("x-goog-api-key"), Some("sk-mock-supplier"));
+    let body: Value = serde_json::from_slice(&sent.body).unwrap();
+    assert_eq!(
+        body["parameters"],
+        json!({"durationSeconds": 6, "aspectRatio": "9:16", "resolution": "1080p", "sampleCount": 1})
+    );
+    let refs = body["instances"][0]["referenceImages"].as_array().unwrap();
+    assert_eq!(refs.len(), 2);
+    assert_eq!(refs[0]["image"]["mimeType"], "image/png");
+    assert_eq!(refs[0]["referenceType"], "asset");
+
+    // Poll on B until done: exactly the 6 seconds charged, once.
+    let done = wait_for("completion", 15, async || {
+        let v: Value = poll(&b, &id).await.ok()?.json().await.ok()?;
+        (v["status"] == "completed").then_some(v)
+    })
+    .await;
+    assert_eq!(done["seconds"], 6, "{done}");
+    let records = wait_for("the usage record", 10, async || {
+        let r = usage_records(&s.db, &hold_id).await;
+        (!r.is_empty()).then_some(r)
+    })
+    .await;
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        (
+            records[0].video_seconds,
+            records[0].cost_nanos,
+            records[0].measurement.as_str()
+        ),
+        (6, 6 * 400_000_000, "exact")
+    );
+    assert_eq!(reserved().await, 0);
+
+    // The signed URL (no key) streams the file from the account, whatever host the uri named.
+    let url = done["data"][0]["url"].as_str().unwrap().to_string();
+    let video = http.get(&url).send().await.unwrap();
+    assert_eq!(video.status(), StatusCode::OK);
+    let bytes = video.bytes().await.unwrap();
+    assert_eq!(bytes.len(), 500_000);
+    assert!(
+        bytes
+            .iter()
+            .enumerate()
+            .all(|(i, b)| *b == mock_supplier::videos::content_byte(i as u64))
+    );
+    let download = mock
+        .requests()
+        .into_iter()
+        .rfind(|r| r.path.contains("/files/"))
+        .unwrap();
+    assert!(
+        download.path.starts_with("/v1beta/files/") && download.path.contains(":download"),
+        "{}",
+        download.path
+    );
+    assert_eq!(download.header("x-goog-api-key"), Some("sk-mock-supplier"));
+
+    // A safety failure costs nothing.
+    let failing = create(
+        &b,
+        json!({"model": "veo-3.1-generate-preview", "prompt": "p", "durationSeconds": 4}),
+        "fail=safety",
+    )
+    .await
+    .unwrap();
+    assert_eq!(failing.status(), StatusCode::OK);
+    let failing_hold = failing.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let failing: Value = failing.json().await.unwrap();
+    let failed: Value = poll(&a, failing["id"].as_str().unwrap())
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert_eq!(failed["error"]["code"], "moderation_blocked");
+    let records = wait_for("the failed task's record", 10, async || {
+        let r = usage_records(&s.db, &failing_hold).await;
+        (!r.is_empty()).then_some(r)
+    })
+    .await;
+    assert_eq!((records[0].cost_nanos, records[0].video_seconds), (0, 0));
+    assert_eq!(reserved().await, 0);
+    proxy_a.stop().await.unwrap();
+    proxy_b.stop().await.unwrap();
+}
