@@ -132,12 +132,19 @@ fn create(req: &Req<'_>, model: &str) -> Response {
     let id = format!("veo{}", tasks.len() + 1);
     tasks.insert(id.clone(), task);
     drop(tasks);
-    let answer = json!({"name": format!("models/{model}/operations/{id}")});
+    answer(
+        req,
+        &json!({"name": format!("models/{model}/operations/{id}")}),
+    )
+}
+
+/// A 200 JSON answer.
+fn answer(req: &Req<'_>, body: &Value) -> Response {
     full(
         req.rec,
         StatusCode::OK,
         "application/json",
-        Bytes::from(answer.to_string()),
+        Bytes::from(body.to_string()),
         Vec::new(),
     )
 }
@@ -212,13 +219,7 @@ fn operation(req: &Req<'_>, model: &str, id: &str) -> Response {
         ]}}}),
         _ => json!({"name": name}),
     };
-    full(
-        req.rec,
-        StatusCode::OK,
-        "application/json",
-        Bytes::from(body.to_string()),
-        Vec::new(),
-    )
+    answer(req, &body)
 }
 
 fn download(req: &Req<'_>, file: &str) -> Response {

@@ -8,12 +8,7 @@ async fn billing_api_tokens_balance_and_daily_usage() {
     let api = Api::start().await;
     let owner = api.owner("100").await;
     let (_, org) = api.active_customer(&owner, "bill", 40.0, 1.0).await;
-    let token = admin_api::cli::billing_token(&api.state, "create", org)
-        .await
-        .unwrap()["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = api.billing_token(org).await;
     assert!(
         admin_api::cli::billing_token(&api.state, "create", org)
             .await
@@ -153,12 +148,7 @@ async fn missing_wallet_is_reconciliation_required_never_zero() {
     )
     .await
     .unwrap();
-    let token = admin_api::cli::billing_token(&api.state, "create", demo.organization_id)
-        .await
-        .unwrap()["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = api.billing_token(demo.organization_id).await;
     let resp = api
         .http
         .get(format!("{}/api/v1/organization/billing/balance", api.base))
@@ -190,12 +180,7 @@ async fn billing_token_of_an_inactive_organization_is_invalid() {
             .unwrap()
             .organization_id
     };
-    let token = admin_api::cli::billing_token(&api.state, "create", org)
-        .await
-        .unwrap()["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = api.billing_token(org).await;
     let resp = api
         .http
         .get(format!("{}/api/v1/organization/billing/balance", api.base))
@@ -213,12 +198,7 @@ async fn lost_wallet_mirror_answers_503_until_reloaded() {
     let api = Api::start().await;
     let owner = api.owner("100").await;
     let (_, org) = api.active_customer(&owner, "lost", 12.0, 1.0).await;
-    let token = admin_api::cli::billing_token(&api.state, "create", org)
-        .await
-        .unwrap()["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = api.billing_token(org).await;
     // The same database over a store that lost everything (a Redis flush).
     let mut state = api.state.clone();
     state.stores = Stores::memory();
@@ -273,12 +253,7 @@ async fn a_mirror_found_below_its_holds_answers_503_until_reloaded() {
     let api = Api::start().await;
     let owner = api.owner("100").await;
     let (_, org) = api.active_customer(&owner, "below", 12.0, 1.0).await;
-    let token = admin_api::cli::billing_token(&api.state, "create", org)
-        .await
-        .unwrap()["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = api.billing_token(org).await;
     let usd = |n: i64| money::NanoUsd::from_nanos(n * 1_000_000_000);
     let w = api.state.stores.wallets.clone();
     w.reserve(org, "a", usd(8), 60_000, "").await.unwrap();

@@ -265,12 +265,7 @@ async fn held_money_cannot_be_taken_back() {
         (nano(30_000_000_000), nano(25_000_000_000))
     );
     // The billing balance shows the hold.
-    let token = admin_api::cli::billing_token(&api.state, "create", org)
-        .await
-        .unwrap()["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = api.billing_token(org).await;
     let b: Value = api
         .http
         .get(format!("{}/api/v1/organization/billing/balance", api.base))

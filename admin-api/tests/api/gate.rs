@@ -297,12 +297,7 @@ async fn secrets_never_reach_logs_or_error_bodies() {
         )
         .await;
     let secret = key["data"]["key"].as_str().unwrap().to_string();
-    let billing = admin_api::cli::billing_token(&api.state, "create", org)
-        .await
-        .unwrap()["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let billing = api.billing_token(org).await;
     // Refusals that see each secret: a wrong route for the partner token, the billing token on the
     // partner API, the customer key as a partner token.
     let mut bodies = Vec::new();

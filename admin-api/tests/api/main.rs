@@ -274,6 +274,16 @@ impl Api {
         )
     }
 
+    /// A new organization billing token of `org` (the operator command's).
+    async fn billing_token(&self, org: i64) -> String {
+        admin_api::cli::billing_token(&self.state, "create", org)
+            .await
+            .unwrap()["token"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
     async fn funding(&self, p: &Partner) -> Value {
         let (s, v) = self.get(p, "/funding").await;
         assert_eq!(s, 200);

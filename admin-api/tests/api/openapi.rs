@@ -149,12 +149,7 @@ async fn openapi_documents_every_route_and_field() {
     assert_documented(&doc, "TopUpSession", &top_up["data"]);
     let (_, err) = api.get(&owner, "/customers/999").await;
     assert_documented(&doc, "ErrorEnvelope", &err);
-    let token = admin_api::cli::billing_token(&api.state, "create", org)
-        .await
-        .unwrap()["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = api.billing_token(org).await;
     for (path, schema) in [
         ("balance", "OrganizationBalance"),
         ("usage/daily", "DailyUsage"),

@@ -43,12 +43,7 @@ async fn daily_usage_breaks_down_by_project_and_workflow() {
     let api = Api::start().await;
     let owner = api.owner("100").await;
     let (_, org) = api.active_customer(&owner, "attr", 10.0, 1.0).await;
-    let token = admin_api::cli::billing_token(&api.state, "create", org)
-        .await
-        .unwrap()["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let token = api.billing_token(org).await;
     let day = chrono::NaiveDate::from_ymd_opt(2026, 3, 4).unwrap();
     let started = u64::try_from(
         day.and_hms_opt(12, 0, 0)

@@ -797,6 +797,31 @@ impl Signed {
     }
 }
 
+/// A `GET` of `suffix` at `upstream` for `task`'s content; a supplier that cannot be reached is
+/// logged (`what`) and answered 502.
+async fn get(
+    s: &Shared,
+    upstream: &crate::upstream::accounts::Upstream,
+    task: &Task,
+    suffix: &str,
+    headers: Vec<(http::HeaderName, String)>,
+    what: &'static str,
+) -> Result<super::supplier::Answer, GatewayError> {
+    let call = Call {
+        method: "GET",
+        suffix,
+        body: None,
+        headers,
+    };
+    s.supplier
+        .send(upstream, &s.settings.server, call)
+        .await
+        .map_err(|e| {
+            tracing::warn!(task = %task.id, error = %e.message(), "{what}");
+            GatewayError::UpstreamUnreachable
+        })
+}
+
 /// Where a completed Veo task's content is downloaded: the operation is read again for its
 /// sample's file id (the task book keeps the operation, not the file), then
 /// `/v1beta/files/{id}:download?alt=media` on the account itself.
@@ -807,20 +832,15 @@ async fn veo_download(
     operation: &str,
 ) -> Result<String, GatewayError> {
     let path = operation_path(operation).ok_or(GatewayError::UpstreamProtocol)?;
-    let call = Call {
-        method: "GET",
-        suffix: &path,
-        body: None,
-        headers: Vec::new(),
-    };
-    let mut answer = s
-        .supplier
-        .send(upstream, &s.settings.server, call)
-        .await
-        .map_err(|e| {
-            tracing::warn!(task = %task.id, error = %e.message(), "video operation not read");
-            GatewayError::UpstreamUnreachable
-        })?;
+    let mut answer = get(
+        s,
+        upstream,
+        task,
+        &path,
+        Vec::new(),
+        "video operation not read",
+    )
+    .await?;
     let status = answer.status();
     let read = answer.body(OBJECT_LIMIT).await;
     s.supplier.release(answer).await;
@@ -939,20 +959,15 @@ async fn content(
             format!("/videos/{}/content", encode_segment(sid))
         }
     };
-    let call = Call {
-        method: "GET",
-        suffix: &suffix,
-        body: None,
+    let mut answer = get(
+        s,
+        upstream,
+        task,
+        &suffix,
         headers,
-    };
-    let mut answer = s
-        .supplier
-        .send(upstream, &s.settings.server, call)
-        .await
-        .map_err(|e| {
-            tracing::warn!(task = %task.id, error = %e.message(), "video content not fetched");
-            GatewayError::UpstreamUnreachable
-        })?;
+        "video content not fetched",
+    )
+    .await?;
     let status = answer.status();
     if !(200..300).contains(&status) && status != 416 {
         s.supplier.release(answer).await;

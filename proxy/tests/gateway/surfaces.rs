@@ -314,30 +314,20 @@ async fn each_surface_answers_errors_in_its_own_shape() {
         assert_eq!(v["error"]["status"], status, "{v}");
         assert!(v["error"]["message"].is_string(), "{v}");
     };
-    // 401: no key, a wrong key.
-    let (s, v) = json_of(
-        h.http
-            .post(h.url("/v1/messages"))
-            .body(messages("claude-x", false).to_string())
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    // No key: SPEC's body on every surface (`error` a string, `message`).
-    assert_eq!(s, 401);
-    assert!(v["error"].is_string() && v["message"].is_string(), "{v}");
-    let (s, v) = json_of(
-        h.http
-            .post(h.url("/v1beta/models/gemini-x:generateContent"))
-            .body(contents().to_string())
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(s, 401);
-    assert!(v["error"].is_string() && v["message"].is_string(), "{v}");
+    // 401 without a key: SPEC's body on every surface (`error` a string, `message`).
+    for (path, body) in [
+        ("/v1/messages", messages("claude-x", false)),
+        ("/v1beta/models/gemini-x:generateContent", contents()),
+    ] {
+        let resp = h.http.post(h.url(path)).body(body.to_string()).send();
+        let (s, v) = json_of(resp.await.unwrap()).await;
+        assert_eq!(s, 401, "{path}");
+        assert!(
+            v["error"].is_string() && v["message"].is_string(),
+            "{path}: {v}"
+        );
+    }
+    // 401 with a wrong key: each surface's own shape.
     let (s, v) = json_of(
         h.http
             .post(h.url("/v1/messages"))

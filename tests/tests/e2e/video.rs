@@ -36,6 +36,49 @@ async fn usage_records(
         .unwrap()
 }
 
+/// admin-api (`Role::AdminApi`) and two proxies of `config` sharing its stores, and a demo key
+/// of group 1 with its wallet mirror loaded.
+struct Fleet {
+    state: admin_api::AppState,
+    key: admin_api::demo::DemoKey,
+    admin: tollgate::Running,
+    a: tollgate::Running,
+    b: tollgate::Running,
+}
+
+async fn fleet(config: TestConfig) -> Fleet {
+    let admin = App::build(config.settings(), Role::AdminApi).await.unwrap();
+    let state = admin.admin_state().unwrap().clone();
+    let admin_addr = admin.addresses().admin.unwrap();
+    let admin = admin.start();
+    let s = &state;
+    let key = admin_api::demo::demo_key(&s.db, s.stores.keys.as_ref(), &s.hasher, s.env, 1)
+        .await
+        .unwrap();
+    admin_api::services::wallets::reload(s, key.organization_id)
+        .await
+        .unwrap();
+    let proxy_config = config.set("admin", "listen", admin_addr.to_string());
+    let mut proxies = Vec::new();
+    for _ in 0..2 {
+        proxies.push(
+            App::build(proxy_config.settings(), Role::Proxy)
+                .await
+                .unwrap()
+                .start(),
+        );
+    }
+    let b = proxies.pop().unwrap();
+    let a = proxies.pop().unwrap();
+    Fleet {
+        state,
+        key,
+        admin,
+        a,
+        b,
+    }
+}
+
 #[tokio::test]
 async fn video_tasks_on_a_fleet() {
     let Some(redis_url) = testkit::redis_url() else {
@@ -63,17 +106,14 @@ async fn video_tasks_on_a_fleet() {
         .account(Account::openai("mock-video", &mock.base_url(), &["sora-2"]).capability("video"))
         .group(Group::new(1, &["gpt-4o-mini", "sora-2"]).feature("video"))
         .group(Group::new(2, &["gpt-4o-mini", "sora-2"]));
-    let admin = App::build(config.settings(), Role::AdminApi).await.unwrap();
-    let state = admin.admin_state().unwrap().clone();
-    let admin_addr = admin.addresses().admin.unwrap();
-    let admin_running = admin.start();
+    let Fleet {
+        state,
+        key,
+        admin: admin_running,
+        a: proxy_a,
+        b: proxy_b,
+    } = fleet(config).await;
     let s = &state;
-    let key = admin_api::demo::demo_key(&s.db, s.stores.keys.as_ref(), &s.hasher, s.env, 1)
-        .await
-        .unwrap();
-    admin_api::services::wallets::reload(s, key.organization_id)
-        .await
-        .unwrap();
     let no_feature = admin_api::demo::demo_key(&s.db, s.stores.keys.as_ref(), &s.hasher, s.env, 2)
         .await
         .unwrap();
@@ -103,15 +143,6 @@ async fn video_tasks_on_a_fleet() {
                 .unwrap();
         created.secret.expose().to_string()
     };
-    let proxy_config = config.set("admin", "listen", admin_addr.to_string());
-    let proxy_a = App::build(proxy_config.settings(), Role::Proxy)
-        .await
-        .unwrap()
-        .start();
-    let proxy_b = App::build(proxy_config.settings(), Role::Proxy)
-        .await
-        .unwrap()
-        .start();
     let (a, b) = (proxy_a.base_url().unwrap(), proxy_b.base_url().unwrap());
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
     let wallet = || async {
@@ -610,26 +641,14 @@ async fn veo_tasks_on_a_fleet() {
                 .capability("video"),
         )
         .group(Group::new(1, &["gpt-4o-mini", "veo-3.1-generate-preview"]).feature("video"));
-    let admin = App::build(config.settings(), Role::AdminApi).await.unwrap();
-    let state = admin.admin_state().unwrap().clone();
-    let admin_addr = admin.addresses().admin.unwrap();
-    let _admin_running = admin.start();
+    let Fleet {
+        state,
+        key,
+        admin: _admin_running,
+        a: proxy_a,
+        b: proxy_b,
+    } = fleet(config).await;
     let s = &state;
-    let key = admin_api::demo::demo_key(&s.db, s.stores.keys.as_ref(), &s.hasher, s.env, 1)
-        .await
-        .unwrap();
-    admin_api::services::wallets::reload(s, key.organization_id)
-        .await
-        .unwrap();
-    let proxy_config = config.set("admin", "listen", admin_addr.to_string());
-    let proxy_a = App::build(proxy_config.settings(), Role::Proxy)
-        .await
-        .unwrap()
-        .start();
-    let proxy_b = App::build(proxy_config.settings(), Role::Proxy)
-        .await
-        .unwrap()
-        .start();
     let (a, b) = (proxy_a.base_url().unwrap(), proxy_b.base_url().unwrap());
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
     let reserved = || async {
