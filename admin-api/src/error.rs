@@ -344,6 +344,8 @@ impl InvitationError {
             AlreadyAccepted => StatusCode::CONFLICT,
             EmailMismatch => StatusCode::FORBIDDEN,
             Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            SignInFailed => StatusCode::UNAUTHORIZED,
+            WeakPassword => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -357,6 +359,8 @@ impl InvitationError {
             Revoked => "INVITATION_REVOKED",
             EmailMismatch => "INVITATION_EMAIL_MISMATCH",
             Unavailable => "SERVICE_UNAVAILABLE",
+            SignInFailed => "INVITATION_SIGN_IN_FAILED",
+            WeakPassword => "INVITATION_WEAK_PASSWORD",
         };
         ErrorEnvelope {
             code: self.status().as_u16(),

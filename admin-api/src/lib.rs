@@ -14,6 +14,7 @@
 pub mod auth;
 pub mod caller;
 pub mod cli;
+pub(crate) mod console;
 pub mod db;
 pub mod demo;
 pub mod dto;

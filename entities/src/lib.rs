@@ -1,6 +1,10 @@
 //! sea-orm entity models of the ledger of record (PostgreSQL or SQLite). Models only, no logic:
 //! rules live in admin-api's services, which map these to their own DTOs.
 
+pub mod audit_records;
+pub mod console_sessions;
+pub mod console_tokens;
+pub mod console_users;
 pub mod customer_api_keys;
 pub mod customer_groups;
 pub mod customers;
@@ -10,7 +14,9 @@ pub mod ledger_accounts;
 pub mod ledger_entries;
 pub mod ledger_transactions;
 pub mod org_billing_tokens;
+pub mod org_members;
 pub mod organizations;
+pub mod partner_members;
 pub mod partner_tokens;
 pub mod partners;
 pub mod status;

@@ -19,6 +19,7 @@ mod m20261125_000009_usage_mirror_confirmed;
 mod m20261125_000010_key_expiry_and_limits;
 mod m20261125_000011_top_up_payments;
 mod m20261125_000012_usage_cache_writes;
+mod m20261125_000013_console_people;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -39,6 +40,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000010_key_expiry_and_limits::Migration),
             Box::new(m20261125_000011_top_up_payments::Migration),
             Box::new(m20261125_000012_usage_cache_writes::Migration),
+            Box::new(m20261125_000013_console_people::Migration),
         ]
     }
 }

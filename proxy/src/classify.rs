@@ -59,17 +59,19 @@ pub enum Route {
     /// from a Google client).
     NativeModel,
     /// `/partner/v1/*`, `/api/v1/*`, `/invitations/*`, `/billing/top-up` and `/billing/top-up/*`,
+    /// `/console` and `/console/*` (the web console),
     /// `/billing/webhooks/*`: forwarded to admin-api untouched (it authenticates and answers them).
     Admin,
 }
 
 /// Path prefixes served by admin-api behind the one public base URL.
-const ADMIN_PREFIXES: [&str; 5] = [
+const ADMIN_PREFIXES: [&str; 6] = [
     "/partner/v1",
     "/api/v1/",
     "/invitations/",
     "/billing/top-up",
     "/billing/webhooks/",
+    "/console",
 ];
 
 /// The roots of the native surface's model paths (`google-genai` uses `v1beta` by default; some
@@ -379,6 +381,18 @@ mod tests {
             Route::classify(&Method::POST, "/billing/webhooks/stripe"),
             Some(Route::Admin)
         );
+        for console in [
+            "/console",
+            "/console/",
+            "/console/orgs/7",
+            "/console/assets/console.css",
+        ] {
+            assert_eq!(
+                Route::classify(&Method::GET, console),
+                Some(Route::Admin),
+                "{console}"
+            );
+        }
         assert_eq!(Route::classify(&Method::GET, "/api/v10/x"), None);
         assert_eq!(Route::classify(&Method::POST, "/v1/responses"), None);
         assert_eq!(

@@ -211,12 +211,14 @@ impl ProxyHttp for Gateway {
     /// Rewrite path, credential and framing for the chosen account.
     async fn upstream_request_filter(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         upstream_request: &mut RequestHeader,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<()> {
         if ctx.route == Some(Route::Admin) {
-            return Ok(());
+            // admin-api throttles the console's sign-in per client address: it learns it here
+            // (whatever the client claimed in the same header is replaced).
+            return rewrite::client_address(upstream_request, session.client_addr());
         }
         let (Some(route), Some(call), Some(i)) = (ctx.route, ctx.call.as_ref(), ctx.current())
         else {
@@ -300,7 +302,13 @@ impl ProxyHttp for Gateway {
         upstream_response: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<()> {
-        rewrite::downstream_response(upstream_response, &ctx.request_id)?;
+        // admin-api's answers are the gateway's own (its console sets session cookies): only
+        // suppliers' answers are cleaned.
+        if ctx.route == Some(Route::Admin) {
+            upstream_response.insert_header("x-request-id", ctx.request_id.as_str())?;
+        } else {
+            rewrite::downstream_response(upstream_response, &ctx.request_id)?;
+        }
         // Only metered calls are measured; admin traffic passes through without a meter.
         let Some(call) = &ctx.call else {
             return Ok(());

@@ -116,13 +116,19 @@ pub async fn serve_listener(
         tokio::select! {
             _ = shutdown.changed() => break,
             accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => {
+                Ok((tcp, peer)) => {
                     let _ = tcp.set_nodelay(true);
                     let app = app.clone();
                     let stop = shutdown.clone();
                     connections.spawn(async move {
-                        let mut stream: pingora::protocols::Stream =
-                            Box::new(pingora::protocols::l4::stream::Stream::from(tcp));
+                        let mut l4 = pingora::protocols::l4::stream::Stream::from(tcp);
+                        // The client's address, as Pingora's own listener records it.
+                        let digest = pingora::protocols::SocketDigest::from_raw_fd(
+                            std::os::fd::AsRawFd::as_raw_fd(&l4),
+                        );
+                        let _ = digest.peer_addr.set(Some(peer.into()));
+                        pingora::protocols::GetSocketDigest::set_socket_digest(&mut l4, digest);
+                        let mut stream: pingora::protocols::Stream = Box::new(l4);
                         while let Some(next) = app.process_new(stream, &stop).await {
                             stream = next;
                         }

@@ -187,13 +187,54 @@ async fn customer_lifecycle_through_the_proxy() {
     let page = http.get(format!("{base}{path}")).send().await.unwrap();
     assert_eq!(page.status(), 200);
     assert!(page.text().await.unwrap().contains("<form"));
+    // Accepted by a program that also signs the person up (DESIGN §6c): a console session comes
+    // back, and admin-api learns the client's address from the gateway, whatever the client
+    // claimed in that header.
     let accepted = http
         .post(format!("{base}{path}/accept"))
-        .json(&json!({"email": "ann@globex.example"}))
+        .header("x-tollgate-client-ip", "203.0.113.9")
+        .json(&json!({"email": "ann@globex.example", "password": "correct horse battery staple"}))
         .send()
         .await
         .unwrap();
     assert_eq!(accepted.status(), 200);
+    assert!(
+        accepted
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .any(|c| c.to_str().unwrap().starts_with("tg_session=")),
+        "a console session"
+    );
+    {
+        use sea_orm::EntityTrait;
+        let audit = entities::audit_records::Entity::find()
+            .all(&state.db)
+            .await
+            .unwrap();
+        let sign_in = audit.iter().find(|a| a.action == "sign_in").unwrap();
+        assert_eq!(
+            sign_in.ip.as_deref(),
+            Some("127.0.0.1"),
+            "the gateway's word, not the client's"
+        );
+    }
+    let console = http
+        .get(format!("{base}/console/sign-in"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        console.status(),
+        200,
+        "the console is served through the gateway"
+    );
+    assert!(
+        console.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("frame-ancestors 'none'")
+    );
 
     let (s, funded) = call(
         reqwest::Method::POST,

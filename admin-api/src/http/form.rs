@@ -2,7 +2,7 @@
 //! percent escape or invalid UTF-8 drops the pair.
 
 /// The value of `name` in a form body.
-pub(super) fn field(body: &[u8], name: &str) -> Option<String> {
+pub(crate) fn field(body: &[u8], name: &str) -> Option<String> {
     pairs(body)
         .into_iter()
         .find(|(k, _)| k == name)

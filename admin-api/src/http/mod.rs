@@ -13,12 +13,12 @@
 
 pub(crate) mod billing;
 pub(crate) mod customers;
-mod form;
+pub(crate) mod form;
 pub(crate) mod funding;
 mod invitations;
 pub(crate) mod keys;
-mod pages;
-mod params;
+pub(crate) mod pages;
+pub(crate) mod params;
 mod top_up;
 pub(crate) mod usage;
 pub(crate) mod webhooks;
@@ -127,16 +127,22 @@ pub fn router(state: AppState) -> Router {
             "/api/v1/organization/billing/usage/daily",
             get(billing::daily),
         )
-        .route("/invitations/{token}", get(invitations::show))
-        .route("/invitations/{token}/accept", post(invitations::accept))
-        .route("/billing/top-up", get(top_up::start))
-        .route("/billing/top-up/done", get(top_up::done))
-        .route("/billing/top-up/cancelled", get(top_up::cancelled))
-        .route("/billing/top-up/{token}", get(top_up::show))
+        .merge(
+            // Pages a person opens: the console's security headers.
+            Router::new()
+                .route("/invitations/{token}", get(invitations::show))
+                .route("/invitations/{token}/accept", post(invitations::accept))
+                .route("/billing/top-up", get(top_up::start))
+                .route("/billing/top-up/done", get(top_up::done))
+                .route("/billing/top-up/cancelled", get(top_up::cancelled))
+                .route("/billing/top-up/{token}", get(top_up::show))
+                .layer(axum::middleware::from_fn(crate::console::security_headers)),
+        )
         .route(
             "/billing/webhooks/stripe",
             post(webhooks::stripe).layer(axum::extract::DefaultBodyLimit::max(webhooks::MAX_BODY)),
         )
+        .merge(crate::console::routes())
         .with_state(state)
 }
 

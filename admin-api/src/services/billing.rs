@@ -347,6 +347,42 @@ pub async fn revoke_token(state: &AppState, org_id: i64) -> Result<usize, String
     Ok(n)
 }
 
+/// Spend per UTC day (cost of usage, nano-USD) and requests, for the `days` days up to and
+/// including `today`, oldest first; days without usage are zero. Read from the hourly buckets,
+/// the same figures as the daily usage route.
+pub async fn daily_spend(
+    db: &impl ConnectionTrait,
+    org_id: i64,
+    today: NaiveDate,
+    days: u32,
+) -> Result<Vec<(NaiveDate, NanoUsd, i64)>, ApiError> {
+    let first = today - chrono::Duration::days(i64::from(days.max(1)) - 1);
+    let from = first
+        .and_hms_opt(0, 0, 0)
+        .ok_or(ApiError::InvalidDate)?
+        .and_utc();
+    let rows = usage_hourly::Entity::find()
+        .filter(usage_hourly::Column::OrganizationId.eq(org_id))
+        .filter(usage_hourly::Column::HourStart.gte(from))
+        .all(db)
+        .await?;
+    let mut by_day: BTreeMap<NaiveDate, (i64, i64)> = BTreeMap::new();
+    for r in rows {
+        let day = r.hour_start.date_naive();
+        let e = by_day.entry(day).or_default();
+        e.0 = e.0.saturating_add(r.cost_nanos);
+        e.1 = e.1.saturating_add(r.requests);
+    }
+    Ok(first
+        .iter_days()
+        .take_while(|d| *d <= today)
+        .map(|d| {
+            let (cost, requests) = by_day.get(&d).copied().unwrap_or_default();
+            (d, NanoUsd::from_nanos(cost), requests)
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -603,3 +603,11 @@ pub async fn rebalance_reservation(
     .await?;
     Ok(())
 }
+
+/// The organization `id`, if it exists.
+pub async fn organization(
+    db: &impl ConnectionTrait,
+    id: i64,
+) -> Result<Option<organizations::Model>, ApiError> {
+    Ok(organizations::Entity::find_by_id(id).one(db).await?)
+}

@@ -9,6 +9,7 @@ use crate::db::begin;
 use crate::dto::InvitationAccepted;
 use crate::ledger::{self, AccountRef};
 use crate::services::customers;
+use crate::services::people;
 use crate::state::AppState;
 use chrono::Utc;
 use entities::status::{InvitationStatus, OrganizationStatus};
@@ -31,6 +32,10 @@ pub enum InvitationError {
     EmailMismatch,
     #[error("please try again later")]
     Unavailable,
+    #[error("the password is not correct for the account of this address")]
+    SignInFailed,
+    #[error("the password must be 12 to 128 characters")]
+    WeakPassword,
 }
 
 impl From<sea_orm::DbErr> for InvitationError {
@@ -90,12 +95,17 @@ pub async fn view(state: &AppState, token: &str) -> Result<InvitationView, Invit
     })
 }
 
-/// Accepts the invitation for `email`: the organization is active from now on.
+/// Accepts the invitation for `email`: the organization is active from now on. With a
+/// `password` the person signs up (a new console user, the address proven by the invitation) or
+/// signs in (the account of that address) in the same transaction; either way the user of that
+/// address becomes the organization's owner. Without one (a program accepting) the activation
+/// alone happens, and the address's user, now or when it signs up later, becomes the owner.
 pub async fn accept(
     state: &AppState,
     token: &str,
     email: &str,
-) -> Result<InvitationAccepted, InvitationError> {
+    password: Option<&str>,
+) -> Result<(InvitationAccepted, Option<entities::console_users::Model>), InvitationError> {
     let txn = begin(&state.db).await?;
     let inv = find(state, &txn, token).await?;
     match effective_status(&inv, state.clock.now()) {
@@ -107,6 +117,28 @@ pub async fn accept(
     if !inv.email.eq_ignore_ascii_case(email.trim()) {
         return Err(InvitationError::EmailMismatch);
     }
+    let now = state.clock.now();
+    let user = match password {
+        None => people::find_user(&txn, email).await?,
+        Some(password) => match people::find_user(&txn, email).await? {
+            Some(_) => Some(
+                people::authenticate(&txn, email, password)
+                    .await?
+                    .ok_or(InvitationError::SignInFailed)?,
+            ),
+            None => Some(
+                people::create_user(&txn, email, password, now)
+                    .await
+                    .map_err(|e| match e {
+                        people::PeopleError::WeakPassword => InvitationError::WeakPassword,
+                        people::PeopleError::InvalidEmail => InvitationError::EmailMismatch,
+                        people::PeopleError::Db(_) | people::PeopleError::Hash => {
+                            InvitationError::Unavailable
+                        }
+                    })?,
+            ),
+        },
+    };
     let customer = customer_rows::Entity::find_by_id(inv.customer_id)
         .one(&txn)
         .await?
@@ -118,7 +150,6 @@ pub async fn accept(
         .one(&txn)
         .await?
         .ok_or(InvitationError::NotFound)?;
-    let now = state.clock.now();
     let mut i: invitations::ActiveModel = inv.into();
     i.status = Set(InvitationStatus::Accepted);
     i.accepted_at = Set(Some(now));
@@ -143,6 +174,23 @@ pub async fn accept(
         tracing::error!(error = %e, "activation posting failed");
         InvitationError::Unavailable
     })?;
+    if let Some(user) = &user {
+        people::join_org(&txn, org_id, user.id, "owner", now).await?;
+    }
+    people::audit(
+        &txn,
+        people::Audit {
+            organization: Some(org_id),
+            partner: None,
+            actor: user.as_ref().map(|u| u.id),
+            action: "organization_activated",
+            target: Some(format!("customer:{}", customer.id)),
+            detail: serde_json::json!({"email": email.trim().to_ascii_lowercase()}),
+            ip: None,
+        },
+        now,
+    )
+    .await?;
     txn.commit().await?;
     // The wallet mirror opens from the ledger; if that fails it is reloaded at the next tick, and
     // until then admission and the billing balance fail closed.
@@ -155,10 +203,13 @@ pub async fn accept(
         customer_id = customer.id,
         "customer activated"
     );
-    Ok(InvitationAccepted {
-        organization_id: org_id,
-        status: "active",
-    })
+    Ok((
+        InvitationAccepted {
+            organization_id: org_id,
+            status: "active",
+        },
+        user,
+    ))
 }
 
 /// What an operator's revocation or re-issue did.

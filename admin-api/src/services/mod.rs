@@ -6,5 +6,6 @@ pub mod customers;
 pub mod funding;
 pub mod invitations;
 pub mod keys;
+pub mod people;
 pub mod usage;
 pub mod wallets;

@@ -148,7 +148,8 @@ async fn run(ops: Vec<Op>) {
                         .await
                         .unwrap();
                     let _ =
-                        admin_api::services::invitations::accept(&api.state, &token, &email).await;
+                        admin_api::services::invitations::accept(&api.state, &token, &email, None)
+                            .await;
                 }
                 check(&api, &partner, &caller, step).await;
                 continue;

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::task::JoinSet;
 
 mod billing;
+mod console;
 mod customers;
 mod funding;
 mod funding_properties;

@@ -164,3 +164,19 @@ pub(crate) fn substitute_body(body: &mut Option<Bytes>, end_of_stream: bool, ful
         Some(Bytes::new())
     };
 }
+
+/// The header admin-api reads the client's address from (`admin-api` `console::client_ip`).
+pub const CLIENT_ADDRESS: &str = "x-tollgate-client-ip";
+
+/// An admin route's request to admin-api: [`CLIENT_ADDRESS`] set to the client's IP address (a
+/// value the client sent in that header is replaced, never passed on).
+pub(crate) fn client_address(
+    req: &mut RequestHeader,
+    client: Option<&pingora::protocols::l4::socket::SocketAddr>,
+) -> pingora::Result<()> {
+    req.remove_header(CLIENT_ADDRESS);
+    if let Some(ip) = client.and_then(|a| a.as_inet()).map(|a| a.ip().to_string()) {
+        req.insert_header(CLIENT_ADDRESS, ip)?;
+    }
+    Ok(())
+}

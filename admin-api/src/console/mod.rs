@@ -1,0 +1,91 @@
+//! The web console (DESIGN §6c, issue 28): server-rendered pages under `/console/` from
+//! compile-time-checked templates (`admin-api/templates/console/`), assets embedded in the binary
+//! (`admin-api/assets/`), no CDN and no inline script. Every answer carries the security headers
+//! of [`security_headers`]; sessions and CSRF are `session`'s, pages `pages`'.
+
+pub(crate) mod pages;
+pub(crate) mod session;
+
+use crate::state::AppState;
+use axum::Router;
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+
+/// The console's routes (under the one public base URL).
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/console",
+            get(|| async { Redirect::permanent("/console/") }),
+        )
+        .route("/console/", get(pages::home))
+        .route(
+            "/console/sign-in",
+            get(pages::sign_in_form).post(pages::sign_in),
+        )
+        .route("/console/sign-out", post(pages::sign_out))
+        .route("/console/orgs/{org}", get(pages::org_overview))
+        .route("/console/assets/{file}", get(asset))
+        .layer(axum::middleware::from_fn(security_headers))
+}
+
+/// The Content-Security-Policy of every console page: only this origin's own script, style and
+/// images; no inline script, no framing, forms only to this origin.
+pub(crate) const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// Adds the console's security headers: CSP, no framing, no referrer (pages show secrets), no
+/// sniffing, no caching of pages.
+pub(crate) async fn security_headers(req: Request, next: Next) -> Response {
+    let is_asset = req.uri().path().starts_with("/console/assets/");
+    let mut resp = next.run(req).await;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if !is_asset {
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    resp
+}
+
+/// The embedded assets: (name, content type, bytes).
+const ASSETS: [(&str, &str, &[u8]); 2] = [
+    (
+        "console.css",
+        "text/css; charset=utf-8",
+        include_bytes!("../../assets/console.css"),
+    ),
+    (
+        "console.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../assets/console.js"),
+    ),
+];
+
+/// `GET /console/assets/{file}`.
+async fn asset(crate::http::params::Seg(file): crate::http::params::Seg) -> Response {
+    match ASSETS.iter().find(|(name, ..)| *name == file) {
+        Some((_, content_type, bytes)) => (
+            [
+                (header::CONTENT_TYPE, *content_type),
+                (header::CACHE_CONTROL, "public, max-age=3600"),
+            ],
+            *bytes,
+        )
+            .into_response(),
+        None => (StatusCode::NOT_FOUND, "not found").into_response(),
+    }
+}

@@ -1,0 +1,434 @@
+//! The console's pages: sign-in and sign-out, the organization list and an organization's
+//! overview. Handlers read the request, call the services (`services::people`,
+//! `services::wallets`, `services::billing`) and render a template; permissions are checked on
+//! the server for every request (a page of an organization the viewer is not a member of answers
+//! 404, exactly like one that does not exist).
+
+use super::session::{self, Viewer};
+use crate::http::form::field;
+use crate::services::{billing, people, wallets};
+use crate::state::AppState;
+use askama::Template;
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use money::NanoUsd;
+use serde::Deserialize;
+
+/// Renders `t` with `status`; a template that fails to render is a 500 page.
+pub(crate) fn render(status: StatusCode, t: &impl Template) -> Response {
+    match t.render() {
+        Ok(html) => (status, Html(html)).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "console template failed");
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response()
+        }
+    }
+}
+
+/// A page with a heading, a message and maybe a link.
+#[derive(Template)]
+#[template(path = "console/message.html")]
+pub(crate) struct Message<'a> {
+    pub signed_in: Option<&'a str>,
+    pub csrf: &'a str,
+    pub heading: &'a str,
+    pub message: &'a str,
+    pub link: Option<(&'a str, &'a str)>,
+}
+
+/// A message page without a session.
+pub(crate) fn message(status: StatusCode, heading: &str, text: &str) -> Response {
+    render(
+        status,
+        &Message {
+            signed_in: None,
+            csrf: "",
+            heading,
+            message: text,
+            link: None,
+        },
+    )
+}
+
+/// The store or the database cannot answer: 503, try again.
+pub(crate) fn unavailable() -> Response {
+    message(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Try again shortly",
+        "The console cannot answer right now. Nothing was changed; please try again in a moment.",
+    )
+}
+
+/// A refused state-changing request (CSRF token or origin): nothing changed.
+pub(crate) fn forbidden() -> Response {
+    message(
+        StatusCode::FORBIDDEN,
+        "Request refused",
+        "This form has expired or was not sent from this site. Nothing was changed; reload the page and try again.",
+    )
+}
+
+/// The 404 of a page that does not exist or is not the viewer's.
+fn not_found(viewer: &Viewer) -> Response {
+    render(
+        StatusCode::NOT_FOUND,
+        &Message {
+            signed_in: Some(&viewer.user.email),
+            csrf: &viewer.session.csrf,
+            heading: "Not found",
+            message: "There is no such page in your console.",
+            link: Some(("/console/", "Your organizations")),
+        },
+    )
+}
+
+#[derive(Template)]
+#[template(path = "console/sign_in.html")]
+struct SignIn<'a> {
+    signed_in: Option<&'a str>,
+    csrf: &'a str,
+    next: &'a str,
+    email: &'a str,
+    error: Option<&'a str>,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct NextQuery {
+    next: Option<String>,
+}
+
+/// Where to go after signing in: a console path only (never another site).
+fn safe_next(next: Option<&str>) -> &str {
+    match next {
+        Some(n) if n.starts_with("/console/") && !n.starts_with("//") && !n.contains('\\') => n,
+        _ => "/console/",
+    }
+}
+
+/// The sign-in form with a fresh double-submit token (set as a cookie with the page).
+fn sign_in_page(
+    state: &AppState,
+    status: StatusCode,
+    next: &str,
+    email: &str,
+    error: Option<&str>,
+) -> Response {
+    let csrf = people::secret();
+    let mut resp = render(
+        status,
+        &SignIn {
+            signed_in: None,
+            csrf: &csrf,
+            next,
+            email,
+            error,
+        },
+    );
+    resp.headers_mut().append(
+        header::SET_COOKIE,
+        session::set_cookie(state, session::PRE_CSRF, &csrf, 3600),
+    );
+    resp
+}
+
+/// `GET /console/sign-in`.
+pub(crate) async fn sign_in_form(
+    State(state): State<AppState>,
+    Query(q): Query<NextQuery>,
+) -> Response {
+    sign_in_page(
+        &state,
+        StatusCode::OK,
+        safe_next(q.next.as_deref()),
+        "",
+        None,
+    )
+}
+
+/// The one answer to a failed sign-in, whether the address has an account or not.
+const SIGN_IN_FAILED: &str = "The email address or the password is not correct.";
+
+/// `POST /console/sign-in`: throttled per address and per client address; the same answer for
+/// an unknown address and a wrong password; on success a new session (any session cookie the
+/// browser had is replaced: rotation at sign-in).
+pub(crate) async fn sign_in(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let pre = session::cookie(&headers, session::PRE_CSRF).unwrap_or_default();
+    let csrf = field(&body, "csrf").unwrap_or_default();
+    if !session::same_origin(&state, &headers) || !session::same_token(&csrf, &pre) {
+        return forbidden();
+    }
+    let email = field(&body, "email").unwrap_or_default();
+    let password = field(&body, "password").unwrap_or_default();
+    let next = field(&body, "next");
+    let next = safe_next(next.as_deref()).to_string();
+    let ip = session::client_ip(&headers);
+    if let Err(retry) = session::throttle(&state, &email, ip.as_deref()).await {
+        let mut resp = sign_in_page(
+            &state,
+            StatusCode::TOO_MANY_REQUESTS,
+            &next,
+            &email,
+            Some("Too many sign-in attempts. Wait a few minutes, then try again."),
+        );
+        if let Ok(v) = HeaderValue::from_str(&retry.to_string()) {
+            resp.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        return resp;
+    }
+    let now = state.clock.now();
+    let user = match people::authenticate(&state.db, &email, &password).await {
+        Ok(user) => user,
+        Err(e) => {
+            tracing::error!(error = %e, "sign-in lookup failed");
+            return unavailable();
+        }
+    };
+    let Some(user) = user else {
+        return sign_in_page(
+            &state,
+            StatusCode::UNAUTHORIZED,
+            &next,
+            &email,
+            Some(SIGN_IN_FAILED),
+        );
+    };
+    match signed_in(&state, &user, ip, &next, now).await {
+        Ok(resp) => resp,
+        Err(e) => {
+            tracing::error!(error = %e, "session not opened");
+            unavailable()
+        }
+    }
+}
+
+/// Opens a session for `user` (recorded in the audit log) and redirects to `next` with its
+/// cookie; the pre-session CSRF cookie is removed.
+pub(crate) async fn signed_in(
+    state: &AppState,
+    user: &entities::console_users::Model,
+    ip: Option<String>,
+    next: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Response, sea_orm::DbErr> {
+    let (cookie, _) = people::open_session(&state.db, user.id, ip.clone(), now).await?;
+    people::claim_owned_orgs(&state.db, user, now).await?;
+    people::audit(
+        &state.db,
+        people::Audit {
+            organization: None,
+            partner: None,
+            actor: Some(user.id),
+            action: "sign_in",
+            target: None,
+            detail: serde_json::json!({}),
+            ip,
+        },
+        now,
+    )
+    .await?;
+    let mut resp = Redirect::to(next).into_response();
+    let max_age = people::SESSION_MAX.num_seconds();
+    let headers = resp.headers_mut();
+    headers.append(
+        header::SET_COOKIE,
+        session::set_cookie(state, session::COOKIE, &cookie, max_age),
+    );
+    headers.append(
+        header::SET_COOKIE,
+        session::set_cookie(state, session::PRE_CSRF, "", 0),
+    );
+    Ok(resp)
+}
+
+/// `POST /console/sign-out`: ends the session (server side) and clears the cookie.
+pub(crate) async fn sign_out(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let csrf = field(&body, "csrf");
+    if !session::same_origin(&state, &headers) || !viewer.csrf_ok(csrf.as_deref()) {
+        return forbidden();
+    }
+    let cookie = session::cookie(&headers, session::COOKIE).unwrap_or_default();
+    let audit = people::Audit {
+        organization: None,
+        partner: None,
+        actor: Some(viewer.user.id),
+        action: "sign_out",
+        target: None,
+        detail: serde_json::json!({}),
+        ip: viewer.ip.clone(),
+    };
+    let ended = people::end_session(&state.db, &cookie).await;
+    let ended = match ended {
+        Ok(()) => people::audit(&state.db, audit, state.clock.now()).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = ended {
+        tracing::error!(error = %e, "sign-out failed");
+        return unavailable();
+    }
+    let mut resp = Redirect::to("/console/sign-in").into_response();
+    resp.headers_mut().append(
+        header::SET_COOKIE,
+        session::set_cookie(&state, session::COOKIE, "", 0),
+    );
+    resp
+}
+
+#[derive(Template)]
+#[template(path = "console/home.html")]
+struct Home<'a> {
+    signed_in: Option<&'a str>,
+    csrf: &'a str,
+    orgs: Vec<(i64, String, String)>,
+}
+
+/// `GET /console/`: the organizations the viewer belongs to.
+pub(crate) async fn home(State(state): State<AppState>, viewer: Viewer) -> Response {
+    let orgs = match people::org_memberships(&state.db, viewer.user.id).await {
+        Ok(orgs) => orgs,
+        Err(e) => {
+            tracing::error!(error = %e, "memberships not read");
+            return unavailable();
+        }
+    };
+    render(
+        StatusCode::OK,
+        &Home {
+            signed_in: Some(&viewer.user.email),
+            csrf: &viewer.session.csrf,
+            orgs: orgs
+                .into_iter()
+                .map(|(org, role)| (org.id, org.name, role))
+                .collect(),
+        },
+    )
+}
+
+/// Figures of a reconciled wallet, in USD.
+struct Balance {
+    available: String,
+    book: String,
+    reserved: String,
+}
+
+#[derive(Template)]
+#[template(path = "console/org.html")]
+struct Org<'a> {
+    signed_in: Option<&'a str>,
+    csrf: &'a str,
+    name: &'a str,
+    role: &'a str,
+    balance: Option<Balance>,
+    today: String,
+    week: String,
+    days: Vec<(String, i64, String)>,
+}
+
+/// `GET /console/orgs/{org}`: balance (or "being reconciled", never zero), spend today and over 7
+/// days, and the daily spend of the last 14 days. Members only.
+pub(crate) async fn org_overview(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    crate::http::params::Seg(org): crate::http::params::Seg,
+) -> Response {
+    let Ok(org_id) = org.parse::<i64>() else {
+        return not_found(&viewer);
+    };
+    let role = match people::org_role(&state.db, org_id, viewer.user.id).await {
+        Ok(Some(role)) => role,
+        Ok(None) => return not_found(&viewer),
+        Err(e) => {
+            tracing::error!(error = %e, "membership not read");
+            return unavailable();
+        }
+    };
+    let org = match crate::services::customers::organization(&state.db, org_id).await {
+        Ok(Some(org)) => org,
+        Ok(None) => return not_found(&viewer),
+        Err(_) => return unavailable(),
+    };
+    let balance = match wallets::reconciled(&state, org_id).await {
+        Ok(Some((book, reserved))) => Some(Balance {
+            available: book.remaining_after(reserved).to_decimal_usd().to_string(),
+            book: book.to_decimal_usd().to_string(),
+            reserved: reserved.to_decimal_usd().to_string(),
+        }),
+        Ok(None) => None,
+        Err(_) => None,
+    };
+    let today = state.clock.now().date_naive();
+    let days = match billing::daily_spend(&state.db, org_id, today, 14).await {
+        Ok(days) => days,
+        Err(_) => return unavailable(),
+    };
+    let sum = |n: usize| {
+        days.iter()
+            .rev()
+            .take(n)
+            .fold(NanoUsd::ZERO, |a, (_, cost, _)| {
+                a.checked_add(*cost).unwrap_or(a)
+            })
+            .to_decimal_usd()
+            .to_string()
+    };
+    render(
+        StatusCode::OK,
+        &Org {
+            signed_in: Some(&viewer.user.email),
+            csrf: &viewer.session.csrf,
+            name: &org.name,
+            role: &role,
+            balance,
+            today: sum(1),
+            week: sum(7),
+            days: days
+                .iter()
+                .rev()
+                .map(|(d, cost, requests)| {
+                    (d.to_string(), *requests, cost.to_decimal_usd().to_string())
+                })
+                .collect(),
+        },
+    )
+}
+
+/// The form of a link that adds a person (an organization's invitation, a sign-up link).
+#[derive(Template)]
+#[template(path = "console/join.html")]
+pub(crate) struct Join<'a> {
+    pub signed_in: Option<&'a str>,
+    pub csrf: &'a str,
+    pub heading: &'a str,
+    pub intro: &'a str,
+    pub action: &'a str,
+    pub email: &'a str,
+    pub button: &'a str,
+    pub error: Option<&'a str>,
+}
+
+/// A join form with a fresh double-submit token (set as a cookie with the page).
+pub(crate) fn join_page(state: &AppState, status: StatusCode, join: Join<'_>) -> Response {
+    let csrf = people::secret();
+    let mut resp = render(
+        status,
+        &Join {
+            csrf: &csrf,
+            ..join
+        },
+    );
+    resp.headers_mut().append(
+        header::SET_COOKIE,
+        session::set_cookie(state, session::PRE_CSRF, &csrf, 3600),
+    );
+    resp
+}

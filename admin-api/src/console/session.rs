@@ -1,0 +1,165 @@
+//! Console sessions on the wire: the cookie (only a random id, `HttpOnly`, `SameSite=Lax`, `Secure`
+//! when the public URL is https), the signed-in [`Viewer`] every page extracts (or a redirect to
+//! the sign-in page), CSRF checks, the client's address and the sign-in throttle.
+//!
+//! CSRF: every state-changing form of a signed-in page carries the session's token (a hidden
+//! `csrf` field, compared in constant time); forms without a session (sign-in, a join link) carry
+//! a random token that must equal the `tg_csrf` cookie set with the form (double submit). Every
+//! console `POST` whose `Origin` is present must also be this service's origin.
+
+use crate::services::people;
+use crate::state::AppState;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use entities::{console_sessions, console_users};
+use std::time::Duration;
+
+/// The session cookie.
+pub(crate) const COOKIE: &str = "tg_session";
+/// The double-submit cookie of forms shown before a session exists.
+pub(crate) const PRE_CSRF: &str = "tg_csrf";
+/// Sign-in attempts per address in [`THROTTLE_WINDOW`].
+pub(crate) const PER_ADDRESS: u64 = 10;
+/// Sign-in attempts per client address in [`THROTTLE_WINDOW`].
+pub(crate) const PER_CLIENT: u64 = 50;
+/// The sign-in throttle's window.
+pub(crate) const THROTTLE_WINDOW: Duration = Duration::from_secs(15 * 60);
+/// The header the gateway sets to the client's address on the routes it forwards.
+const CLIENT_ADDRESS: &str = "x-tollgate-client-ip";
+
+/// The value of cookie `name` in `headers`.
+pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_string())
+}
+
+/// A `Set-Cookie` value for `name` (`max_age` 0 removes it).
+pub(crate) fn set_cookie(state: &AppState, name: &str, value: &str, max_age: i64) -> HeaderValue {
+    let secure = if state.settings.server.public_base_url.scheme() == "https" {
+        "; Secure"
+    } else {
+        ""
+    };
+    let text = format!("{name}={value}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}");
+    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("invalid=1"))
+}
+
+/// The client's address: the gateway's header, else unknown (admin-api is reached through the
+/// gateway; direct callers share one throttle bucket).
+pub(crate) fn client_ip(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(CLIENT_ADDRESS)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| v.len() <= 64 && v.parse::<std::net::IpAddr>().is_ok())
+        .map(str::to_string)
+}
+
+/// Whether a state-changing request may come from where it says: no `Origin` (not a browser's
+/// cross-site request) or this service's own origin (the public URL's, or the `Host` it was sent
+/// to).
+pub(crate) fn same_origin(state: &AppState, headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+        return true;
+    };
+    let public_origin = state
+        .settings
+        .server
+        .public_base_url
+        .origin()
+        .ascii_serialization();
+    if origin.eq_ignore_ascii_case(&public_origin) {
+        return true;
+    }
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    host.is_some_and(|h| {
+        origin.eq_ignore_ascii_case(&format!("http://{h}"))
+            || origin.eq_ignore_ascii_case(&format!("https://{h}"))
+    })
+}
+
+/// Constant-time equality of two tokens.
+pub(crate) fn same_token(a: &str, b: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    !a.is_empty() && a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
+}
+
+/// The signed-in person of a console request.
+pub(crate) struct Viewer {
+    pub user: console_users::Model,
+    pub session: console_sessions::Model,
+    pub ip: Option<String>,
+}
+
+impl Viewer {
+    /// Whether a form's `csrf` field is this session's token.
+    pub fn csrf_ok(&self, field: Option<&str>) -> bool {
+        field.is_some_and(|f| same_token(f, &self.session.csrf))
+    }
+}
+
+/// Not signed in: the sign-in page (the page asked for comes back after signing in).
+pub(crate) struct SignInFirst(String);
+
+impl IntoResponse for SignInFirst {
+    fn into_response(self) -> Response {
+        Redirect::to(&format!("/console/sign-in?next={}", self.0)).into_response()
+    }
+}
+
+impl FromRequestParts<AppState> for Viewer {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Viewer, Response> {
+        let next = parts.uri.path().to_string();
+        let next: String = url::form_urlencoded::byte_serialize(next.as_bytes()).collect();
+        let Some(cookie) = cookie(&parts.headers, COOKIE) else {
+            return Err(SignInFirst(next).into_response());
+        };
+        match people::session(&state.db, &cookie, state.clock.now()).await {
+            Ok(Some((session, user))) => Ok(Viewer {
+                user,
+                session,
+                ip: client_ip(&parts.headers),
+            }),
+            Ok(None) => Err(SignInFirst(next).into_response()),
+            Err(e) => {
+                tracing::error!(error = %e, "console session lookup failed");
+                Err(super::pages::unavailable())
+            }
+        }
+    }
+}
+
+/// Counts a sign-in attempt for `email` from `ip`; `Err(seconds)` when over either limit.
+pub(crate) async fn throttle(state: &AppState, email: &str, ip: Option<&str>) -> Result<(), u64> {
+    use sha2::{Digest, Sha256};
+    let counters = &state.stores.counters;
+    let address = hex::encode(Sha256::digest(people::normal_email(email).as_bytes()));
+    let keys = [
+        (format!("console-signin:addr:{address}"), PER_ADDRESS),
+        (
+            format!("console-signin:ip:{}", ip.unwrap_or("unknown")),
+            PER_CLIENT,
+        ),
+    ];
+    for (key, limit) in keys {
+        match counters.hit(&key, THROTTLE_WINDOW).await {
+            Ok(hit) if hit.count > limit => return Err(hit.resets_in.as_secs().max(1)),
+            Ok(_) => {}
+            // The store is down: refuse rather than allow unlimited guessing.
+            Err(e) => {
+                tracing::error!(error = %e, "sign-in throttle unavailable");
+                return Err(60);
+            }
+        }
+    }
+    Ok(())
+}

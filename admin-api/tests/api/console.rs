@@ -1,0 +1,378 @@
+//! The console over HTTP (issue 28, first part): activation by signing up with exactly the
+//! invited address, sessions (cookie flags, rotation, sign-out), CSRF and origin refusals, the
+//! sign-in throttle, no account enumeration, members-only pages, security headers, and a balance
+//! that is never shown as zero when it is not reconciled.
+
+use super::*;
+
+const PASSWORD: &str = "correct horse battery staple";
+
+/// A browser-like client of the console: keeps cookies by hand, never follows redirects.
+struct Browser {
+    http: reqwest::Client,
+    base: String,
+    cookies: std::collections::BTreeMap<String, String>,
+}
+
+struct Page {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    body: String,
+}
+
+impl Page {
+    fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+    }
+
+    fn location(&self) -> &str {
+        self.header("location")
+    }
+
+    /// The value of the hidden `csrf` field of the page's (first) form.
+    fn csrf(&self) -> String {
+        let at = self
+            .body
+            .find("name=\"csrf\" value=\"")
+            .expect("a csrf field");
+        let rest = &self.body[at + "name=\"csrf\" value=\"".len()..];
+        rest[..rest.find('"').unwrap()].to_string()
+    }
+}
+
+impl Browser {
+    fn new(api: &Api) -> Browser {
+        Browser {
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+            base: api.base.clone(),
+            cookies: Default::default(),
+        }
+    }
+
+    fn cookie_header(&self) -> String {
+        self.cookies
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    async fn keep(&mut self, resp: reqwest::Response) -> Page {
+        for c in resp.headers().get_all("set-cookie") {
+            let c = c.to_str().unwrap();
+            let (pair, _) = c.split_once(';').unwrap_or((c, ""));
+            let (k, v) = pair.split_once('=').unwrap();
+            if c.contains("Max-Age=0") {
+                self.cookies.remove(k);
+            } else {
+                self.cookies.insert(k.to_string(), v.to_string());
+            }
+        }
+        Page {
+            status: resp.status().as_u16(),
+            headers: resp.headers().clone(),
+            body: resp.text().await.unwrap(),
+        }
+    }
+
+    async fn get(&mut self, path: &str) -> Page {
+        let resp = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .header("cookie", self.cookie_header())
+            .send()
+            .await
+            .unwrap();
+        self.keep(resp).await
+    }
+
+    async fn post(&mut self, path: &str, form: &[(&str, &str)], origin: Option<&str>) -> Page {
+        let body: String = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form)
+            .finish();
+        let mut req = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("cookie", self.cookie_header())
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body);
+        if let Some(o) = origin {
+            req = req.header("origin", o);
+        }
+        let resp = req.send().await.unwrap();
+        self.keep(resp).await
+    }
+
+    async fn sign_in(&mut self, email: &str, password: &str) -> Page {
+        let form = self.get("/console/sign-in").await;
+        let csrf = form.csrf();
+        self.post(
+            "/console/sign-in",
+            &[
+                ("csrf", &csrf),
+                ("email", email),
+                ("password", password),
+                ("next", "/console/"),
+            ],
+            None,
+        )
+        .await
+    }
+}
+
+/// A customer of a new partner, created and not activated: (customer id, invitation path, email).
+async fn invited(api: &Api, external: &str) -> (i64, String, String) {
+    let owner = api.owner("100").await;
+    let (s, v) = api.create(&owner, external, 10.0, 1.0).await;
+    assert_eq!(s, 200, "{v}");
+    let url = v["data"]["activation"]["invite_url"].as_str().unwrap();
+    let path = url[url.find("/invitations/").unwrap()..].to_string();
+    (
+        v["data"]["customer"]["id"].as_i64().unwrap(),
+        path,
+        format!("owner@{external}.example"),
+    )
+}
+
+/// Activates through the invitation page as a person: returns the browser (signed in) and the
+/// organization id.
+async fn activate(api: &Api, external: &str) -> (Browser, i64, String) {
+    let (_, path, email) = invited(api, external).await;
+    let mut b = Browser::new(api);
+    let page = b.get(&path).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let csrf = page.csrf();
+    let done = b
+        .post(
+            &format!("{path}/accept"),
+            &[("csrf", &csrf), ("email", &email), ("password", PASSWORD)],
+            None,
+        )
+        .await;
+    assert_eq!(done.status, 303, "{}", done.body);
+    let org: i64 = done
+        .location()
+        .strip_prefix("/console/orgs/")
+        .unwrap()
+        .parse()
+        .unwrap();
+    (b, org, email)
+}
+
+#[tokio::test]
+async fn the_invited_person_signs_up_and_owns_the_activated_organization() {
+    let api = Api::start().await;
+    let (_, path, email) = invited(&api, "console-a").await;
+    let mut b = Browser::new(&api);
+    let page = b.get(&path).await;
+    assert_eq!(page.status, 200);
+    for needle in [
+        "<label for=\"email\">Email</label>",
+        "<label for=\"password\">Password</label>",
+        "Activate Org console-a",
+    ] {
+        assert!(page.body.contains(needle), "{needle}: {}", page.body);
+    }
+    assert!(
+        page.header("content-security-policy")
+            .contains("script-src 'self'")
+    );
+    assert_eq!(page.header("x-frame-options"), "DENY");
+    assert!(!page.body.contains("<script>"), "no inline script");
+    let csrf = page.csrf();
+    let accept = format!("{path}/accept");
+    // Another address, a weak password: refused, nothing changes.
+    for (mail, pw, status) in [
+        ("eve@evil.example", PASSWORD, 403),
+        (email.as_str(), "short", 400),
+    ] {
+        let p = b
+            .post(
+                &accept,
+                &[("csrf", &csrf), ("email", mail), ("password", pw)],
+                None,
+            )
+            .await;
+        assert_eq!(p.status, status, "{mail}: {}", p.body);
+    }
+    // A cross-site post is refused before anything is read.
+    let p = b
+        .post(
+            &accept,
+            &[("csrf", &csrf), ("email", &email), ("password", PASSWORD)],
+            Some("https://evil.example"),
+        )
+        .await;
+    assert_eq!(p.status, 403);
+    assert_eq!(api.count("console_users").await, 0);
+    assert_eq!(api.count("org_members").await, 0);
+    // The invited address, a good password: active, owner, signed in.
+    let done = b
+        .post(
+            &accept,
+            &[
+                ("csrf", &csrf),
+                ("email", &email.to_uppercase()),
+                ("password", PASSWORD),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(done.status, 303, "{}", done.body);
+    let cookie = done
+        .headers
+        .get_all("set-cookie")
+        .iter()
+        .map(|c| c.to_str().unwrap().to_string())
+        .find(|c| c.starts_with("tg_session="))
+        .unwrap();
+    for flag in ["HttpOnly", "SameSite=Lax", "Path=/"] {
+        assert!(cookie.contains(flag), "{cookie}");
+    }
+    assert!(
+        cookie.contains("Secure"),
+        "the public URL is https: {cookie}"
+    );
+    let overview = b.get(done.location()).await;
+    assert_eq!(overview.status, 200, "{}", overview.body);
+    assert!(overview.body.contains("Org console-a") && overview.body.contains("owner"));
+    assert!(
+        overview.body.contains("data-figure=\"available\">10 USD"),
+        "{}",
+        overview.body
+    );
+    assert_eq!(overview.header("cache-control"), "no-store");
+    let home = b.get("/console/").await;
+    assert!(home.body.contains("Org console-a"), "{}", home.body);
+    assert_eq!(api.count("console_users").await, 1);
+    assert_eq!(api.count("org_members").await, 1);
+    assert!(
+        api.count("audit_records").await >= 2,
+        "activation and sign-in recorded"
+    );
+    // The invitation is spent.
+    let again = b.get(&path).await;
+    assert_eq!(again.status, 410);
+}
+
+#[tokio::test]
+async fn sign_in_rotates_sessions_refuses_alike_and_sign_out_ends_the_session() {
+    let api = Api::start().await;
+    let (mut first, org, email) = activate(&api, "console-b").await;
+    let mut b = Browser::new(&api);
+    // Wrong password and unknown address: the same answer.
+    let wrong = b.sign_in(&email, "not the password at all").await;
+    let unknown = b
+        .sign_in("nobody@nowhere.example", "not the password at all")
+        .await;
+    assert_eq!((wrong.status, unknown.status), (401, 401));
+    let message = "The email address or the password is not correct.";
+    assert!(wrong.body.contains(message) && unknown.body.contains(message));
+    assert!(!b.cookies.contains_key("tg_session"));
+    // Signed in: a new session, distinct from the first browser's.
+    let ok = b.sign_in(&email, PASSWORD).await;
+    assert_eq!((ok.status, ok.location()), (303, "/console/"));
+    assert_ne!(b.cookies["tg_session"], first.cookies["tg_session"]);
+    let page = b.get(&format!("/console/orgs/{org}")).await;
+    assert_eq!(page.status, 200);
+    // Sign-out needs the session's token.
+    let refused = b
+        .post("/console/sign-out", &[("csrf", "forged")], None)
+        .await;
+    assert_eq!(refused.status, 403);
+    let csrf = page.csrf();
+    let session = b.cookies["tg_session"].clone();
+    let out = b.post("/console/sign-out", &[("csrf", &csrf)], None).await;
+    assert_eq!((out.status, out.location()), (303, "/console/sign-in"));
+    // The ended session's cookie opens nothing any more; the other browser's session lives.
+    let mut stale = Browser::new(&api);
+    stale.cookies.insert("tg_session".into(), session);
+    let gone = stale.get("/console/").await;
+    assert_eq!(gone.status, 303);
+    assert!(gone.location().starts_with("/console/sign-in"));
+    assert_eq!(first.get("/console/").await.status, 200);
+}
+
+#[tokio::test]
+async fn forged_and_cross_site_sign_ins_are_refused_and_guessing_is_throttled() {
+    let api = Api::start().await;
+    let (_, _, email) = activate(&api, "console-c").await;
+    let mut b = Browser::new(&api);
+    // No double-submit token, or a cross-site origin: 403, no session.
+    let form = b.get("/console/sign-in").await;
+    let csrf = form.csrf();
+    let no_token = b
+        .post(
+            "/console/sign-in",
+            &[("email", &email), ("password", PASSWORD)],
+            None,
+        )
+        .await;
+    assert_eq!(no_token.status, 403);
+    let cross = b
+        .post(
+            "/console/sign-in",
+            &[("csrf", &csrf), ("email", &email), ("password", PASSWORD)],
+            Some("https://evil.example"),
+        )
+        .await;
+    assert_eq!(cross.status, 403);
+    assert!(!b.cookies.contains_key("tg_session"));
+    // Ten attempts per address per window; the eleventh is refused even with the right password.
+    for _ in 0..10 {
+        assert_eq!(b.sign_in(&email, "wrong password here").await.status, 401);
+    }
+    let throttled = b.sign_in(&email, PASSWORD).await;
+    assert_eq!(throttled.status, 429, "{}", throttled.body);
+    assert!(throttled.header("retry-after").parse::<u64>().unwrap() > 0);
+    assert!(!b.cookies.contains_key("tg_session"));
+    // Another address is not held up by this one.
+    let (_, _, other) = activate(&api, "console-c2").await;
+    assert_eq!(b.sign_in(&other, PASSWORD).await.status, 303);
+}
+
+#[tokio::test]
+async fn pages_are_for_members_only_and_a_balance_is_never_shown_as_zero() {
+    let api = Api::start().await;
+    let (mut alice, org_a, _) = activate(&api, "console-d").await;
+    let (mut bob, org_b, _) = activate(&api, "console-e").await;
+    for (browser, other) in [(&mut alice, org_b), (&mut bob, org_a)] {
+        let page = browser.get(&format!("/console/orgs/{other}")).await;
+        assert_eq!(page.status, 404, "another organization's page");
+    }
+    assert_eq!(alice.get("/console/orgs/999999").await.status, 404);
+    assert_eq!(alice.get("/console/orgs/abc").await.status, 404);
+    // Signed out: the sign-in page, and back to the page asked for.
+    let mut anonymous = Browser::new(&api);
+    let page = anonymous.get(&format!("/console/orgs/{org_a}")).await;
+    assert_eq!(page.status, 303);
+    assert_eq!(
+        page.location(),
+        format!("/console/sign-in?next=%2Fconsole%2Forgs%2F{org_a}")
+    );
+    // A wallet mirror the store lost: "being reconciled", no figure.
+    api.state
+        .stores
+        .wallets
+        .load(org_a, NanoUsd::from_nanos(1))
+        .await
+        .unwrap();
+    let page = alice.get(&format!("/console/orgs/{org_a}")).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("being reconciled"), "{}", page.body);
+    assert!(!page.body.contains("data-figure=\"available\""));
+    // Assets are embedded and served with their types.
+    let css = anonymous.get("/console/assets/console.css").await;
+    assert_eq!(
+        (css.status, css.header("content-type")),
+        (200, "text/css; charset=utf-8")
+    );
+    assert_eq!(anonymous.get("/console/assets/nope.js").await.status, 404);
+}
