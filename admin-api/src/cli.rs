@@ -240,3 +240,84 @@ pub async fn invitation(state: &AppState, action: &str, customer_id: i64) -> Res
     let done = crate::services::invitations::revoke_or_reissue(state, customer_id, reissue).await?;
     serde_json::to_value(done).map_err(|e| e.to_string())
 }
+
+/// `user invite --email E (--org ID | --partner ID) --role ROLE`: a single-use sign-up link for
+/// `email` to join the organization or partner team with `role` (organization roles `owner`,
+/// `administrator`, `member`; partner roles `owner`, `admin`, `operator`, `viewer`), mailed
+/// through `[mail]` and printed as JSON.
+pub async fn user_invite(
+    state: &AppState,
+    email: &str,
+    org: Option<i64>,
+    partner: Option<i64>,
+    role: &str,
+) -> Result<Value, String> {
+    use crate::services::people;
+    let email = people::normal_email(email);
+    if !crate::services::customers::valid_email(&email) {
+        return Err(format!("--email {email:?} is not a valid email address"));
+    }
+    let (purpose, name) = match (org, partner) {
+        (Some(id), None) => {
+            if !people::ORG_ROLES.contains(&role) {
+                return Err(format!(
+                    "--role must be one of {:?} for an organization",
+                    people::ORG_ROLES
+                ));
+            }
+            let org = crate::services::customers::organization(&state.db, id)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("organization {id} does not exist"))?;
+            ("org_invite", org.name)
+        }
+        (None, Some(id)) => {
+            if !people::PARTNER_ROLES.contains(&role) {
+                return Err(format!(
+                    "--role must be one of {:?} for a partner team",
+                    people::PARTNER_ROLES
+                ));
+            }
+            use sea_orm::EntityTrait;
+            let partner = entities::partners::Entity::find_by_id(id)
+                .one(&state.db)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("partner {id} does not exist"))?;
+            ("partner_invite", partner.name)
+        }
+        _ => return Err("give exactly one of --org and --partner".into()),
+    };
+    let token = people::issue_token(
+        &state.db,
+        state,
+        purpose,
+        &email,
+        org,
+        partner,
+        Some(role),
+        None,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let url = state.public_url(&format!("/console/join/{token}"));
+    let body = format!(
+        "Hello,\n\nYou are invited to join {name} on Tollgate as {role}.\n\nSign up (or sign in) with this address ({email}) within {} days:\n\n{url}\n",
+        people::TOKEN_DAYS
+    );
+    if let Err(e) = state
+        .mailer
+        .send(&email, &format!("Join {name} on Tollgate"), body)
+        .await
+    {
+        tracing::warn!(error = %e, "the sign-up link was not mailed; it is printed");
+    }
+    Ok(serde_json::json!({
+        "email": email,
+        "organization_id": org,
+        "partner_id": partner,
+        "role": role,
+        "sign_up_url": url,
+        "expires_in_days": people::TOKEN_DAYS,
+    }))
+}

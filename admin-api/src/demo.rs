@@ -22,7 +22,14 @@ pub struct DemoKey {
     pub key_id: i64,
     pub group_id: i64,
     pub api_key: String,
+    /// The demo organization's owner in the console, with a fresh password each time (a
+    /// development convenience: it is printed once, like the key).
+    pub console_email: String,
+    pub console_password: String,
 }
+
+/// The console address of the demo organization's owner.
+pub const DEMO_OWNER: &str = "owner@demo.example";
 
 /// Ensures the demo organization exists and mints a key for `group_id`.
 pub async fn demo_key(
@@ -76,10 +83,20 @@ pub async fn demo_key(
         },
     )
     .await?;
+    let now = Utc::now();
+    let password = crate::services::people::secret()[..20].to_string();
+    let owner = match crate::services::people::find_user(db, DEMO_OWNER).await? {
+        Some(user) => crate::services::people::set_password(db, user, &password, now).await,
+        None => crate::services::people::create_user(db, DEMO_OWNER, &password, now).await,
+    }
+    .map_err(|e| KeyError::Database(sea_orm::DbErr::Custom(e.to_string())))?;
+    crate::services::people::join_org(db, org.id, owner.id, "owner", now).await?;
     Ok(DemoKey {
         organization_id: org.id,
         key_id: created.row.id,
         group_id,
         api_key: created.secret.expose().to_string(),
+        console_email: DEMO_OWNER.to_string(),
+        console_password: password,
     })
 }

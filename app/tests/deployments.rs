@@ -538,6 +538,62 @@ fn operator_cli_prints_json() {
     assert_eq!(created["available_funding_usd"], 250);
     assert_eq!(created["scopes"], json!(["partner:read", "partner:write"]));
     let id = created["partner_id"].as_i64().unwrap().to_string();
+    // A console sign-up link for the partner team (DESIGN §6d), printed as JSON.
+    let (code, out, err) = run(&[
+        "user",
+        "invite",
+        "--email",
+        "Pat@Acme.example",
+        "--partner",
+        &id,
+        "--role",
+        "admin",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let invited: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(invited["email"], "pat@acme.example");
+    assert_eq!(invited["role"], "admin");
+    assert!(
+        invited["sign_up_url"]
+            .as_str()
+            .unwrap()
+            .contains("/console/join/")
+    );
+    for bad in [
+        vec![
+            "user",
+            "invite",
+            "--email",
+            "pat@acme.example",
+            "--partner",
+            id.as_str(),
+            "--role",
+            "administrator",
+        ],
+        vec![
+            "user",
+            "invite",
+            "--email",
+            "not-an-email",
+            "--partner",
+            id.as_str(),
+            "--role",
+            "admin",
+        ],
+        vec![
+            "user",
+            "invite",
+            "--email",
+            "pat@acme.example",
+            "--org",
+            "999",
+            "--role",
+            "owner",
+        ],
+    ] {
+        let (code, _, err) = run(&bad);
+        assert_eq!(code, Some(1), "{bad:?}: {err}");
+    }
     let (code, out, _) = run(&[
         "partner",
         "fund",

@@ -3,6 +3,7 @@
 //! (`admin-api/assets/`), no CDN and no inline script. Every answer carries the security headers
 //! of [`security_headers`]; sessions and CSRF are `session`'s, pages `pages`'.
 
+pub(crate) mod join;
 pub(crate) mod pages;
 pub(crate) mod session;
 
@@ -28,6 +29,7 @@ pub(crate) fn routes() -> Router<AppState> {
         )
         .route("/console/sign-out", post(pages::sign_out))
         .route("/console/orgs/{org}", get(pages::org_overview))
+        .route("/console/join/{token}", get(join::form).post(join::join))
         .route("/console/assets/{file}", get(asset))
         .layer(axum::middleware::from_fn(security_headers))
 }

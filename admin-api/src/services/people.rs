@@ -17,6 +17,7 @@ use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, Salt
 use chrono::{DateTime, Duration, Utc};
 use entities::{
     audit_records, console_sessions, console_tokens, console_users, org_members, organizations,
+    partner_members,
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
@@ -348,6 +349,34 @@ pub async fn join_org(
             Ok(())
         }
     }
+}
+
+/// Makes `user_id` a member of partner team `partner` with `role` (an existing membership is
+/// left as it is).
+pub async fn join_partner(
+    db: &impl ConnectionTrait,
+    partner: i64,
+    user_id: i64,
+    role: &str,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let existing = partner_members::Entity::find()
+        .filter(partner_members::Column::PartnerId.eq(partner))
+        .filter(partner_members::Column::UserId.eq(user_id))
+        .one(db)
+        .await?;
+    if existing.is_none() {
+        partner_members::ActiveModel {
+            partner_id: Set(partner),
+            user_id: Set(user_id),
+            role: Set(role.to_string()),
+            created_at: Set(now),
+            ..Default::default()
+        }
+        .insert(db)
+        .await?;
+    }
+    Ok(())
 }
 
 /// Active organizations whose owner address is `email` and that have no owner member yet (the

@@ -376,3 +376,171 @@ async fn pages_are_for_members_only_and_a_balance_is_never_shown_as_zero() {
     );
     assert_eq!(anonymous.get("/console/assets/nope.js").await.status, 404);
 }
+
+/// An operator's (or an owner's) sign-up link joins exactly the invited address with its role:
+/// a new address signs up, an existing one signs in; the link is single use; another address or
+/// a wrong password is refused and changes nothing.
+#[tokio::test]
+async fn sign_up_links_join_people_with_their_role() {
+    let api = Api::start().await;
+    let (mut owner, org, owner_email) = activate(&api, "console-f").await;
+    let link =
+        admin_api::cli::user_invite(&api.state, "Mia@Member.example", Some(org), None, "member")
+            .await
+            .unwrap();
+    let url = link["sign_up_url"].as_str().unwrap();
+    let path = url[url.find("/console/join/").unwrap()..].to_string();
+    let mut mia = Browser::new(&api);
+    let page = mia.get(&path).await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains("Join Org console-f") && page.body.contains("as member"),
+        "{}",
+        page.body
+    );
+    let csrf = page.csrf();
+    let other = mia
+        .post(
+            &path,
+            &[
+                ("csrf", &csrf),
+                ("email", "eve@evil.example"),
+                ("password", PASSWORD),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(other.status, 403);
+    // Each answer is a fresh form with a fresh token.
+    let csrf = other.csrf();
+    let weak = mia
+        .post(
+            &path,
+            &[
+                ("csrf", &csrf),
+                ("email", "mia@member.example"),
+                ("password", "short"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(weak.status, 400);
+    assert_eq!(api.count("org_members").await, 1, "nothing changed");
+    let csrf = weak.csrf();
+    let joined = mia
+        .post(
+            &path,
+            &[
+                ("csrf", &csrf),
+                ("email", "MIA@member.example"),
+                ("password", PASSWORD),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(
+        (joined.status, joined.location()),
+        (303, format!("/console/orgs/{org}").as_str())
+    );
+    let overview = mia.get(&format!("/console/orgs/{org}")).await;
+    assert!(overview.body.contains(">member<"), "{}", overview.body);
+    assert_eq!(mia.get(&path).await.status, 410, "single use");
+    // An existing account joins a partner team by signing in with its password.
+    let owner_partner = api.owner("1").await;
+    let team = admin_api::cli::user_invite(
+        &api.state,
+        &owner_email,
+        None,
+        Some(owner_partner.id),
+        "viewer",
+    )
+    .await
+    .unwrap();
+    let url = team["sign_up_url"].as_str().unwrap();
+    let path = url[url.find("/console/join/").unwrap()..].to_string();
+    let csrf = owner.get(&path).await.csrf();
+    let wrong = owner
+        .post(
+            &path,
+            &[
+                ("csrf", &csrf),
+                ("email", &owner_email),
+                ("password", "not the right password"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(wrong.status, 401);
+    assert_eq!(api.count("partner_members").await, 0);
+    let csrf = wrong.csrf();
+    let ok = owner
+        .post(
+            &path,
+            &[
+                ("csrf", &csrf),
+                ("email", &owner_email),
+                ("password", PASSWORD),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(ok.status, 303, "{}", ok.body);
+    assert_eq!(api.count("partner_members").await, 1);
+    assert_eq!(api.count("console_users").await, 2);
+    // Bad commands.
+    assert!(
+        admin_api::cli::user_invite(&api.state, "x@y.example", Some(org), None, "admin")
+            .await
+            .is_err()
+    );
+    assert!(
+        admin_api::cli::user_invite(&api.state, "x@y.example", Some(org), Some(1), "owner")
+            .await
+            .is_err()
+    );
+    assert!(
+        admin_api::cli::user_invite(&api.state, "x@y.example", None, None, "owner")
+            .await
+            .is_err()
+    );
+}
+
+/// The quickstart's demo: `demo` prints a console sign-in for the demo organization's owner (a
+/// fresh password each time; the previous one stops working).
+#[tokio::test]
+async fn the_demo_prints_a_working_console_sign_in() {
+    let api = Api::start().await;
+    let s = &api.state;
+    let first = admin_api::demo::demo_key(&s.db, s.stores.keys.as_ref(), &s.hasher, s.env, 1)
+        .await
+        .unwrap();
+    let second = admin_api::demo::demo_key(&s.db, s.stores.keys.as_ref(), &s.hasher, s.env, 1)
+        .await
+        .unwrap();
+    assert_eq!(second.console_email, "owner@demo.example");
+    assert_ne!(first.console_password, second.console_password);
+    admin_api::services::wallets::reload(s, second.organization_id)
+        .await
+        .unwrap();
+    let mut b = Browser::new(&api);
+    assert_eq!(
+        b.sign_in(&first.console_email, &first.console_password)
+            .await
+            .status,
+        401
+    );
+    let ok = b
+        .sign_in(&second.console_email, &second.console_password)
+        .await;
+    assert_eq!(ok.status, 303);
+    let home = b.get("/console/").await;
+    assert!(home.body.contains("Demo organization"), "{}", home.body);
+    let overview = b
+        .get(&format!("/console/orgs/{}", second.organization_id))
+        .await;
+    assert!(
+        overview.body.contains("data-figure=\"available\">100 USD"),
+        "{}",
+        overview.body
+    );
+}

@@ -49,10 +49,32 @@ enum Command {
         #[arg(long)]
         customer: i64,
     },
+    /// Console people.
+    User {
+        #[command(subcommand)]
+        action: UserAction,
+    },
     /// Quickstart: ensure a demo organization and print a fresh customer key for it.
     Demo {
         #[arg(long, default_value_t = 1)]
         group: i64,
+    },
+}
+
+#[derive(Subcommand)]
+enum UserAction {
+    /// Mail (and print as JSON) a single-use sign-up link to join an organization (`--org`, roles
+    /// owner|administrator|member) or a partner team (`--partner`, roles
+    /// owner|admin|operator|viewer).
+    Invite {
+        #[arg(long)]
+        email: String,
+        #[arg(long, conflicts_with = "partner")]
+        org: Option<i64>,
+        #[arg(long)]
+        partner: Option<i64>,
+        #[arg(long)]
+        role: String,
     },
 }
 
@@ -182,6 +204,15 @@ async fn run(
         Some(Command::BillingToken { action, org }) => {
             print(&cli::billing_token(&state, &action, org).await?)
         }
+        Some(Command::User {
+            action:
+                UserAction::Invite {
+                    email,
+                    org,
+                    partner,
+                    role,
+                },
+        }) => print(&cli::user_invite(&state, &email, org, partner, &role).await?),
         Some(Command::Invitation { action, customer }) => {
             print(&cli::invitation(&state, &action, customer).await?)
         }
