@@ -38,8 +38,10 @@ pub(crate) fn routes() -> Router<AppState> {
 /// images; no inline script, no framing, forms only to this origin.
 pub(crate) const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
-/// Adds the console's security headers: CSP, no framing, no referrer (pages show secrets), no
-/// sniffing, no caching of pages.
+/// Adds the console's security headers: CSP, no framing, a referrer only to this origin (pages
+/// show secrets and carry tokens in their URLs; `same-origin` rather than `no-referrer` because
+/// with `no-referrer` browsers send `Origin: null` on the site's own form posts, which the origin
+/// check must be able to tell from a cross-site post), no sniffing, no caching of pages.
 pub(crate) async fn security_headers(req: Request, next: Next) -> Response {
     let is_asset = req.uri().path().starts_with("/console/assets/");
     let mut resp = next.run(req).await;
@@ -51,7 +53,7 @@ pub(crate) async fn security_headers(req: Request, next: Next) -> Response {
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
@@ -64,7 +66,7 @@ pub(crate) async fn security_headers(req: Request, next: Next) -> Response {
 }
 
 /// The embedded assets: (name, content type, bytes).
-const ASSETS: [(&str, &str, &[u8]); 2] = [
+const ASSETS: [(&str, &str, &[u8]); 3] = [
     (
         "console.css",
         "text/css; charset=utf-8",
@@ -74,6 +76,11 @@ const ASSETS: [(&str, &str, &[u8]); 2] = [
         "console.js",
         "text/javascript; charset=utf-8",
         include_bytes!("../../assets/console.js"),
+    ),
+    (
+        "favicon.svg",
+        "image/svg+xml",
+        include_bytes!("../../assets/favicon.svg"),
     ),
 ];
 

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""The console as a person uses it, in headless Chromium (Debian's chromium + chromium-driver).
+
+Run by tests/tests/e2e/browser.rs (`the_console_in_a_real_browser`):
+
+    console.py BASE_URL INVITE_PATH EMAIL SHOTS_DIR
+
+Drives the pages by their visible labels and button texts: accept the invitation by signing up,
+see the organization's overview, sign out, fail a sign-in, sign in, open the organization from the
+list, open a spent invitation link. On every page: no SEVERE entry in the browser's log (uncaught
+JavaScript errors and CSP violations land there) and no serious or critical axe-core finding
+(axe is injected through WebDriver, never a <script> tag, so the page's CSP stays strict). Saves a
+screenshot of each page in SHOTS_DIR.
+
+Prints one JSON object: {"steps": [...], "pages": {name: {"axe": [...], "log": [...]}}}, or
+{"error": ...} on an unexpected exception.
+"""
+
+import json
+import os
+import sys
+import traceback
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+AXE = open(os.path.join(HERE, "vendor", "axe-core", "axe.min.js"), encoding="utf-8").read()
+PASSWORD = "correct horse battery staple"
+
+
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1280,900", "--no-first-run", "--disable-extensions"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    service = Service(os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver"))
+    return webdriver.Chrome(service=service, options=options)
+
+
+def field(driver, label_text):
+    """The input a <label> with this visible text names (as a person finds it)."""
+    for label in driver.find_elements(By.TAG_NAME, "label"):
+        if label.text.strip() == label_text:
+            return driver.find_element(By.ID, label.get_attribute("for"))
+    raise AssertionError(f"no field labelled {label_text!r} on {driver.current_url}")
+
+
+def button(driver, text):
+    for b in driver.find_elements(By.TAG_NAME, "button"):
+        if b.text.strip() == text:
+            return b
+    raise AssertionError(f"no button {text!r} on {driver.current_url}")
+
+
+def press(driver, element):
+    """Clicks `element` and waits for the page it leads to (a form post or a link)."""
+    old = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(driver, 15).until(expected_conditions.staleness_of(old))
+
+
+def link(driver, text):
+    for a in driver.find_elements(By.TAG_NAME, "a"):
+        if a.text.strip() == text:
+            return a
+    raise AssertionError(f"no link {text!r} on {driver.current_url}")
+
+
+class Run:
+    def __init__(self, driver, shots):
+        self.driver = driver
+        self.shots = shots
+        self.pages = {}
+        self.steps = []
+
+    def check(self, name):
+        """Axe, the browser log and a screenshot of the page as it is now."""
+        d = self.driver
+        d.execute_script(AXE)
+        result = d.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "axe.run(document, {resultTypes: ['violations']})"
+            ".then(r => done(r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,"
+            " nodes: v.nodes.length}))), e => done([{id: 'axe-error', impact: 'critical',"
+            " help: String(e), nodes: 0}]));")
+        # SEVERE entries: JavaScript errors, CSP violations, failed subresources. The page's own
+        # deliberate status (a 401 sign-in, a 410 spent link) is logged too; it is not an error.
+        own = d.current_url + " "
+        log = [e for e in d.get_log("browser") if e.get("level") == "SEVERE"
+               and not (e.get("source") == "network" and e.get("message", "").startswith(own))]
+        d.save_screenshot(os.path.join(self.shots, f"{name}.png"))
+        self.pages[name] = {"axe": result, "log": log, "title": d.title, "url": d.current_url}
+
+    def step(self, what):
+        self.steps.append(what)
+
+
+def main():
+    base, invite, email, shots = sys.argv[1:5]
+    os.makedirs(shots, exist_ok=True)
+    driver = browser()
+    run = Run(driver, shots)
+    try:
+        d = driver
+        d.get(base + invite)
+        run.check("invitation")
+        field(d, "Email").send_keys(email)
+        field(d, "Password").send_keys(PASSWORD)
+        press(d, button(d, "Activate the organization"))
+        assert "/console/orgs/" in d.current_url, (d.current_url, d.find_element(By.TAG_NAME, "main").text)
+        assert d.find_element(By.TAG_NAME, "h1").text.startswith("Org "), d.page_source
+        assert "Available" in d.page_source
+        run.step("activated and signed up")
+        run.check("organization-overview")
+        press(d, button(d, "Sign out"))
+        assert d.current_url.endswith("/console/sign-in"), d.current_url
+        run.check("sign-in")
+        field(d, "Email").send_keys(email)
+        field(d, "Password").send_keys("not the password at all")
+        press(d, button(d, "Sign in"))
+        alert = d.find_element(By.CSS_SELECTOR, "[role=alert]").text
+        assert "not correct" in alert, alert
+        run.step("wrong password refused")
+        run.check("sign-in-refused")
+        field(d, "Email").clear()
+        field(d, "Email").send_keys(email)
+        field(d, "Password").send_keys(PASSWORD)
+        press(d, button(d, "Sign in"))
+        assert d.current_url.endswith("/console/"), d.current_url
+        run.check("organizations")
+        press(d, link(d, d.find_element(By.CSS_SELECTOR, "ul.list a").text))
+        assert "/console/orgs/" in d.current_url
+        run.step("signed in and opened the organization")
+        d.get(base + invite)
+        assert "already accepted" in d.page_source, d.page_source
+        run.check("invitation-spent")
+        run.step("spent invitation explained")
+        print(json.dumps({"steps": run.steps, "pages": run.pages}), flush=True)
+    finally:
+        driver.quit()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception as e:  # noqa: BLE001 - reported to the Rust test
+        print(json.dumps({"error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()}),
+              flush=True)
