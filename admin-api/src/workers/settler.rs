@@ -26,7 +26,7 @@ use crate::state::AppState;
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use entities::usage_records;
 use money::NanoUsd;
-use opstate::{Measurement, UsageEvent};
+use opstate::{Measurement, StreamEntry, UsageEvent};
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, EntityTrait, Set, Statement};
 use std::time::Duration;
@@ -46,6 +46,9 @@ pub enum SettleError {
     Ledger(#[from] ledger::LedgerError),
     #[error("store: {0}")]
     Store(#[from] opstate::StoreError),
+    /// A round that failed after claiming its entries: they are still this settler's.
+    #[error("{0}")]
+    Held(Box<SettleError>, Vec<StreamEntry>),
 }
 
 /// Longest a stopping settler keeps draining what is left in the stream.
@@ -82,11 +85,23 @@ async fn drain_until(
     idle: Duration,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    // Entries this settler claimed in a round that failed (the database was down): still its
+    // own, so they are retried at once on the next round instead of waiting out the claim
+    // timeout for their redelivery.
+    let mut held: Vec<StreamEntry> = Vec::new();
     loop {
-        let drained = match drain_once(state, consumer).await {
+        let round = if held.is_empty() {
+            drain_once(state, consumer).await
+        } else {
+            settle_entries(state, std::mem::take(&mut held)).await
+        };
+        let drained = match round {
             Ok(n) => n,
             Err(e) => {
                 tracing::error!(error = %e, "settler round failed; retrying");
+                if let SettleError::Held(_, entries) = e {
+                    held = entries;
+                }
                 0
             }
         };
@@ -110,9 +125,25 @@ pub async fn drain_once(state: &AppState, consumer: &str) -> Result<usize, Settl
         .usage
         .claim(consumer, BATCH, CLAIM_TIMEOUT)
         .await?;
+    settle_entries(state, entries).await
+}
+
+/// Settles claimed `entries` and acknowledges them; on a failure the entries come back with the
+/// error ([`SettleError::Held`]) so the caller can retry them.
+async fn settle_entries(state: &AppState, entries: Vec<StreamEntry>) -> Result<usize, SettleError> {
     if entries.is_empty() {
         return Ok(0);
     }
+    match settle_claimed(state, &entries).await {
+        Ok(()) => {}
+        Err(e) => return Err(SettleError::Held(Box::new(e), entries)),
+    }
+    let acked: Vec<String> = entries.into_iter().map(|e| e.id).collect();
+    state.stores.usage.ack(&acked).await?;
+    Ok(acked.len())
+}
+
+async fn settle_claimed(state: &AppState, entries: &[StreamEntry]) -> Result<(), SettleError> {
     let events: Vec<&UsageEvent> = entries.iter().map(|e| &e.event).collect();
     let confirmations = match settle_batch(state, &events).await? {
         Some(confirmations) => confirmations,
@@ -127,9 +158,7 @@ pub async fn drain_once(state: &AppState, consumer: &str) -> Result<usize, Settl
         }
     };
     confirm(state, &confirmations).await?;
-    let acked: Vec<String> = entries.into_iter().map(|e| e.id).collect();
-    state.stores.usage.ack(&acked).await?;
-    Ok(acked.len())
+    Ok(())
 }
 
 /// What one new event of a batch is charged, and what it could not be.
