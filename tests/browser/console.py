@@ -19,12 +19,15 @@ Prints one JSON object: {"steps": [...], "pages": {name: {"axe": [...], "log": [
 import json
 import os
 import sys
+import time
 import traceback
+import urllib.error
+import urllib.request
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.support.ui import WebDriverWait
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -62,7 +65,17 @@ def press(driver, element):
     """Clicks `element` and waits for the page it leads to (a form post or a link)."""
     old = driver.find_element(By.TAG_NAME, "html")
     element.click()
-    WebDriverWait(driver, 15).until(expected_conditions.staleness_of(old))
+
+    def left(_):
+        # The old page's root is gone once the new page loaded; chromedriver reports that as a
+        # stale element or, mid-navigation, as a generic inspector error.
+        try:
+            old.is_enabled()
+            return False
+        except WebDriverException:
+            return True
+
+    WebDriverWait(driver, 15).until(left)
 
 
 def link(driver, text):
@@ -137,6 +150,41 @@ def main():
         press(d, link(d, d.find_element(By.CSS_SELECTOR, "ul.list a").text))
         assert "/console/orgs/" in d.current_url
         run.step("signed in and opened the organization")
+        overview = d.current_url
+        press(d, link(d, "API keys"))
+        run.check("keys")
+        field(d, "Name").send_keys("browser key")
+        press(d, button(d, "Create key"))
+        secret = d.find_element(By.ID, "new-key").text.strip()
+        assert secret.startswith("tgk_"), secret
+        run.check("key-created")
+        chat = json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
+        answer = urllib.request.urlopen(urllib.request.Request(
+            base + "/compat/v1/chat/completions", data=chat.encode(),
+            headers={"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}))
+        assert answer.status == 200
+        run.step("created a key and called the gateway with it")
+        for _ in range(60):
+            d.get(overview)
+            cells = [td.text for td in d.find_elements(By.CSS_SELECTOR, "table.data tbody tr:first-child td")]
+            if len(cells) == 3 and cells[1] == "1":
+                break
+            time.sleep(0.25)
+        assert cells[1] == "1", cells
+        run.check("organization-overview-with-usage")
+        run.step("the call shows in today's spend")
+        d.get(overview.rstrip("/") + "/keys")
+        press(d, button(d, "Disable"))
+        assert "disabled" in d.find_element(By.CSS_SELECTOR, "table.data tbody").text
+        try:
+            urllib.request.urlopen(urllib.request.Request(
+                base + "/compat/v1/chat/completions", data=chat.encode(),
+                headers={"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}))
+            raise AssertionError("a disabled key was accepted")
+        except urllib.error.HTTPError as e:
+            assert e.code == 401, e.code
+        run.check("key-disabled")
+        run.step("disabled the key; the gateway refuses it")
         d.get(base + invite)
         assert "already accepted" in d.page_source, d.page_source
         run.check("invitation-spent")

@@ -4,6 +4,7 @@
 //! of [`security_headers`]; sessions and CSRF are `session`'s, pages `pages`'.
 
 pub(crate) mod join;
+pub(crate) mod keys;
 pub(crate) mod pages;
 pub(crate) mod session;
 
@@ -30,6 +31,14 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/console/sign-out", post(pages::sign_out))
         .route("/console/orgs/{org}", get(pages::org_overview))
         .route("/console/join/{token}", get(join::form).post(join::join))
+        .route(
+            "/console/orgs/{org}/keys",
+            get(keys::list).post(keys::create),
+        )
+        .route(
+            "/console/orgs/{org}/keys/{key}/disable",
+            post(keys::disable),
+        )
         .route("/console/assets/{file}", get(asset))
         .layer(axum::middleware::from_fn(security_headers))
 }

@@ -71,7 +71,7 @@ pub(crate) fn forbidden() -> Response {
 }
 
 /// The 404 of a page that does not exist or is not the viewer's.
-fn not_found(viewer: &Viewer) -> Response {
+pub(crate) fn not_found(viewer: &Viewer) -> Response {
     render(
         StatusCode::NOT_FOUND,
         &Message {
@@ -326,6 +326,8 @@ struct Balance {
 struct Org<'a> {
     signed_in: Option<&'a str>,
     csrf: &'a str,
+    org_id: i64,
+    tab: &'a str,
     name: &'a str,
     role: &'a str,
     balance: Option<Balance>,
@@ -386,6 +388,8 @@ pub(crate) async fn org_overview(
         &Org {
             signed_in: Some(&viewer.user.email),
             csrf: &viewer.session.csrf,
+            org_id,
+            tab: "overview",
             name: &org.name,
             role: &role,
             balance,

@@ -544,3 +544,165 @@ async fn the_demo_prints_a_working_console_sign_in() {
         overview.body
     );
 }
+
+/// The keys page: owners and administrators create (the secret shown once, published so the
+/// gateway accepts it) and disable keys (it leaves the directory at once); a member sees the list
+/// without actions and a forged post of theirs is refused and changes nothing; another
+/// organization's key reads as not found.
+#[tokio::test]
+async fn keys_are_created_once_shown_and_disabled_by_managers_only() {
+    let api = Api::start().await;
+    let (mut owner, org, _) = activate(&api, "console-g").await;
+    let keys_path = format!("/console/orgs/{org}/keys");
+    let page = owner.get(&keys_path).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("No keys yet") && page.body.contains("Create a key"));
+    let csrf = page.csrf();
+    let bad = owner
+        .post(
+            &keys_path,
+            &[("csrf", &csrf), ("name", ""), ("group_id", "1")],
+            None,
+        )
+        .await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    let past = owner
+        .post(
+            &keys_path,
+            &[
+                ("csrf", &csrf),
+                ("name", "old"),
+                ("group_id", "1"),
+                ("expires_on", "2001-01-01"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(past.status, 400);
+    assert_eq!(api.count("customer_api_keys").await, 0, "nothing created");
+    let created = owner
+        .post(
+            &keys_path,
+            &[("csrf", &csrf), ("name", "prod"), ("group_id", "1")],
+            None,
+        )
+        .await;
+    assert_eq!(created.status, 200, "{}", created.body);
+    let at = created
+        .body
+        .find("id=\"new-key\" class=\"secret\">")
+        .unwrap();
+    let rest = &created.body[at + "id=\"new-key\" class=\"secret\">".len()..];
+    let secret = rest[..rest.find('<').unwrap()].to_string();
+    assert!(secret.starts_with("tgk_"), "{secret}");
+    assert!(
+        created.body.contains("data-copy=\"new-key\""),
+        "a copy button"
+    );
+    // Published: the directory knows it; the list shows the preview, never the secret again.
+    let hash = api.state.hasher.hash(&secret);
+    let record = api.state.stores.keys.lookup(&hash).await.unwrap().unwrap();
+    assert_eq!(record.org_id, org);
+    let list = owner.get(&keys_path).await;
+    assert!(
+        list.body.contains("prod") && !list.body.contains(&secret),
+        "{}",
+        list.body
+    );
+    // A member: the list, no actions; a forged create or disable is refused.
+    let link =
+        admin_api::cli::user_invite(&api.state, "mo@member.example", Some(org), None, "member")
+            .await
+            .unwrap();
+    let url = link["sign_up_url"].as_str().unwrap();
+    let join = url[url.find("/console/join/").unwrap()..].to_string();
+    let mut member = Browser::new(&api);
+    let csrf_join = member.get(&join).await.csrf();
+    let joined = member
+        .post(
+            &join,
+            &[
+                ("csrf", &csrf_join),
+                ("email", "mo@member.example"),
+                ("password", PASSWORD),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(joined.status, 303);
+    let seen = member.get(&keys_path).await;
+    assert_eq!(seen.status, 200);
+    assert!(
+        seen.body.contains("prod")
+            && !seen.body.contains("Create a key")
+            && !seen.body.contains(">Disable<")
+    );
+    let member_csrf = seen.csrf();
+    let key_id = {
+        use sea_orm::EntityTrait;
+        entities::customer_api_keys::Entity::find()
+            .all(&api.state.db)
+            .await
+            .unwrap()[0]
+            .id
+    };
+    let forged = member
+        .post(
+            &keys_path,
+            &[("csrf", &member_csrf), ("name", "mine"), ("group_id", "1")],
+            None,
+        )
+        .await;
+    assert_eq!(forged.status, 403);
+    let forged = member
+        .post(
+            &format!("{keys_path}/{key_id}/disable"),
+            &[("csrf", &member_csrf)],
+            None,
+        )
+        .await;
+    assert_eq!(forged.status, 403);
+    assert_eq!(api.count("customer_api_keys").await, 1);
+    assert!(
+        api.state.stores.keys.lookup(&hash).await.unwrap().is_some(),
+        "still usable"
+    );
+    // Another organization's owner cannot touch it.
+    let (mut stranger, other_org, _) = activate(&api, "console-h").await;
+    let s_csrf = stranger
+        .get(&format!("/console/orgs/{other_org}/keys"))
+        .await
+        .csrf();
+    let across = stranger
+        .post(
+            &format!("/console/orgs/{other_org}/keys/{key_id}/disable"),
+            &[("csrf", &s_csrf)],
+            None,
+        )
+        .await;
+    assert_eq!(across.status, 404);
+    let across = stranger
+        .post(
+            &format!("/console/orgs/{org}/keys/{key_id}/disable"),
+            &[("csrf", &s_csrf)],
+            None,
+        )
+        .await;
+    assert_eq!(across.status, 404);
+    // The owner disables it: out of the directory at once, listed as disabled.
+    let csrf = owner.get(&keys_path).await.csrf();
+    let disabled = owner
+        .post(
+            &format!("{keys_path}/{key_id}/disable"),
+            &[("csrf", &csrf)],
+            None,
+        )
+        .await;
+    assert_eq!(
+        (disabled.status, disabled.location()),
+        (303, keys_path.as_str())
+    );
+    assert!(api.state.stores.keys.lookup(&hash).await.unwrap().is_none());
+    assert!(owner.get(&keys_path).await.body.contains(">disabled<"));
+    assert!(api.count("audit_records").await >= 4);
+}
