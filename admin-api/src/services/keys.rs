@@ -115,6 +115,34 @@ impl NewKey {
     }
 }
 
+/// A key's own limits may only tighten its group's limits per key.
+fn within_group_limits(state: &AppState, new: &NewKey) -> Result<(), ApiError> {
+    let Some(group) = state.group(new.group_id) else {
+        return Ok(());
+    };
+    for (name, asked, most) in [
+        (
+            "max_concurrency",
+            new.limits.max_concurrency,
+            group.key_max_concurrency,
+        ),
+        (
+            "requests_per_minute",
+            new.limits.requests_per_minute,
+            group.key_requests_per_minute,
+        ),
+    ] {
+        if let (Some(asked), Some(most)) = (asked, most)
+            && asked > most
+        {
+            return Err(ApiError::InvalidApiKey(format!(
+                "{name} must be at most {most}, the group's limit per key"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// `POST /customers/{id}/api-keys`: the secret is in this response only.
 pub async fn create(
     txn: &impl ConnectionTrait,
@@ -137,28 +165,7 @@ pub async fn create(
         .await?
         .ok_or(ApiError::CustomerNotFound)
         .and_then(|g| customers::stored_rate(g.retail_rate_multiplier_ppm))?;
-    if let Some(group) = state.group(new.group_id) {
-        for (name, asked, most) in [
-            (
-                "max_concurrency",
-                new.limits.max_concurrency,
-                group.key_max_concurrency,
-            ),
-            (
-                "requests_per_minute",
-                new.limits.requests_per_minute,
-                group.key_requests_per_minute,
-            ),
-        ] {
-            if let (Some(asked), Some(most)) = (asked, most)
-                && asked > most
-            {
-                return Err(ApiError::InvalidApiKey(format!(
-                    "{name} must be at most {most}, the group's limit per key"
-                )));
-            }
-        }
-    }
+    within_group_limits(state, &new)?;
     let key_store::CreatedKey { row, secret } = key_store::insert_key(
         txn,
         &state.hasher,
@@ -319,30 +326,10 @@ pub async fn org_create(
         .ok_or_else(|| {
             ApiError::InvalidApiKey("the group is not one of the organization's".into())
         })?;
-    if let Some(group) = state.group(new.group_id) {
-        for (name, asked, most) in [
-            (
-                "max_concurrency",
-                new.limits.max_concurrency,
-                group.key_max_concurrency,
-            ),
-            (
-                "requests_per_minute",
-                new.limits.requests_per_minute,
-                group.key_requests_per_minute,
-            ),
-        ] {
-            if let (Some(asked), Some(most)) = (asked, most)
-                && asked > most
-            {
-                return Err(ApiError::InvalidApiKey(format!(
-                    "{name} must be at most {most}, the group's limit per key"
-                )));
-            }
-        }
-    } else {
+    if state.group(new.group_id).is_none() {
         return Err(ApiError::InvalidApiKey("no such group".into()));
     }
+    within_group_limits(state, &new)?;
     let key_store::CreatedKey { row, secret } = key_store::insert_key(
         &txn,
         &state.hasher,
