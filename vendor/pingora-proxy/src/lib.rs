@@ -78,6 +78,10 @@ use pingora_core::server::{RuntimeOpts, ShutdownWatch};
 use pingora_core::upstreams::peer::{HttpPeer, Peer};
 use pingora_error::{Error, ErrorSource, ErrorType::*, OrErr, Result};
 
+// Tollgate patch: how long a connection still waiting for its request is given once shutdown
+// begins (see `handle_new_request`).
+const SHUTDOWN_READ_GRACE: std::time::Duration = std::time::Duration::from_millis(1000);
+
 // Tollgate patch: 4 → 16. The proxy writes downstream, in one write, the tasks it finds queued
 // (`process_upstream_tasks`); with room for 4, a read holding 17 stream events left in 5 writes.
 // The bound on what a slow client can keep buffered per connection is 16 body pieces.
@@ -332,12 +336,24 @@ where
     {
         // phase 1 read request header
 
-        let res = tokio::select! {
-            biased; // biased select is cheaper, and we don't want to drop already buffered requests
-            res = downstream_session.read_request() => { res }
-            _ = self.await_shutdown() => {
-                // service shutting down, dropping the connection to stop more req from coming in
-                return None;
+        // Tollgate patch: on shutdown a request that is already on its way (a new connection the
+        // process accepted just before handing its listener over, whose request bytes arrive just
+        // after) is still read and served, within SHUTDOWN_READ_GRACE; the read is never
+        // cancelled and restarted. Upstream dropped the connection at once, so such a client saw
+        // its first request cut (an incomplete message) during a graceful upgrade.
+        let res = {
+            let read = downstream_session.read_request();
+            tokio::pin!(read);
+            tokio::select! {
+                biased; // biased select is cheaper, and we don't want to drop already buffered requests
+                res = &mut read => { res }
+                _ = self.await_shutdown() => {
+                    match tokio::time::timeout(SHUTDOWN_READ_GRACE, &mut read).await {
+                        Ok(res) => res,
+                        // service shutting down, dropping the connection to stop more req from coming in
+                        Err(_) => return None,
+                    }
+                }
             }
         };
         match res {
