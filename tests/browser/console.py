@@ -185,6 +185,17 @@ def main():
             assert e.code == 401, e.code
         run.check("key-disabled")
         run.step("disabled the key; the gateway refuses it")
+        press(d, link(d, "Billing token"))
+        run.check("billing-token")
+        press(d, button(d, "Create token"))
+        token = d.find_element(By.ID, "new-token").text.strip()
+        balance = urllib.request.urlopen(urllib.request.Request(
+            base + "/api/v1/organization/billing/balance",
+            headers={"Authorization": f"Bearer {token}"}))
+        assert balance.status == 200
+        assert json.load(balance)["data"]["status"] == "reconciled"
+        run.check("billing-token-created")
+        run.step("created a billing token and read the billing API with it")
         d.get(base + invite)
         assert "already accepted" in d.page_source, d.page_source
         run.check("invitation-spent")

@@ -20,7 +20,7 @@ use sea_orm::ActiveEnum;
 use serde_json::Value;
 
 /// Roles that may create and disable keys.
-const MANAGERS: [&str; 2] = ["owner", "administrator"];
+pub(crate) const MANAGERS: [&str; 2] = ["owner", "administrator"];
 
 /// One row of the list.
 struct Row {
@@ -52,7 +52,7 @@ struct Keys<'a> {
 }
 
 /// The viewer's role in organization `org` (a path segment), or the page to answer instead.
-async fn member(
+pub(crate) async fn member(
     state: &AppState,
     viewer: &Viewer,
     org: &str,
@@ -148,7 +148,7 @@ pub(crate) async fn list(State(state): State<AppState>, viewer: Viewer, Seg(org)
 }
 
 /// A state-changing post's common checks: origin, the session's CSRF token, a managing role.
-async fn managing(
+pub(crate) async fn managing(
     state: &AppState,
     viewer: &Viewer,
     org: &str,
@@ -163,7 +163,7 @@ async fn managing(
         return Err(pages::message(
             StatusCode::FORBIDDEN,
             "Not permitted",
-            "Only the organization's owners and administrators manage its keys. Nothing was changed.",
+            "Only the organization's owners and administrators may do this. Nothing was changed.",
         ));
     }
     Ok(m)

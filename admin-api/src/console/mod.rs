@@ -3,6 +3,7 @@
 //! (`admin-api/assets/`), no CDN and no inline script. Every answer carries the security headers
 //! of [`security_headers`]; sessions and CSRF are `session`'s, pages `pages`'.
 
+pub(crate) mod billing_token;
 pub(crate) mod join;
 pub(crate) mod keys;
 pub(crate) mod pages;
@@ -38,6 +39,10 @@ pub(crate) fn routes() -> Router<AppState> {
         .route(
             "/console/orgs/{org}/keys/{key}/disable",
             post(keys::disable),
+        )
+        .route(
+            "/console/orgs/{org}/billing-token",
+            get(billing_token::show).post(billing_token::act),
         )
         .route("/console/assets/{file}", get(asset))
         .layer(axum::middleware::from_fn(security_headers))

@@ -706,3 +706,91 @@ async fn keys_are_created_once_shown_and_disabled_by_managers_only() {
     assert!(owner.get(&keys_path).await.body.contains(">disabled<"));
     assert!(api.count("audit_records").await >= 4);
 }
+
+/// The billing token page: an owner creates a token (shown once) that reads the billing API,
+/// rotates it (the old one stops at once), revokes it; a member sees the status only and a forged
+/// post of theirs changes nothing.
+#[tokio::test]
+async fn billing_tokens_are_created_rotated_and_revoked_by_managers_only() {
+    let api = Api::start().await;
+    let (mut owner, org, _) = activate(&api, "console-i").await;
+    let path = format!("/console/orgs/{org}/billing-token");
+    let secret_of = |page: &Page| {
+        let at = page
+            .body
+            .find("id=\"new-token\" class=\"secret\">")
+            .unwrap();
+        let rest = &page.body[at + "id=\"new-token\" class=\"secret\">".len()..];
+        rest[..rest.find('<').unwrap()].to_string()
+    };
+    let balance = |token: String| {
+        let http = api.http.clone();
+        let url = format!("{}/api/v1/organization/billing/balance", api.base);
+        async move {
+            http.get(url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    let page = owner.get(&path).await;
+    assert!(page.body.contains("No active billing token") && page.body.contains("Create token"));
+    let csrf = page.csrf();
+    let created = owner
+        .post(&path, &[("csrf", &csrf), ("action", "create")], None)
+        .await;
+    assert_eq!(created.status, 200, "{}", created.body);
+    let first = secret_of(&created);
+    assert!(first.starts_with("tgb_"), "{first}");
+    assert_eq!(balance(first.clone()).await, 200);
+    let again = owner
+        .post(&path, &[("csrf", &csrf), ("action", "create")], None)
+        .await;
+    assert_eq!(again.status, 409, "one active token at most");
+    // A member: status only, a forged rotate refused.
+    let link =
+        admin_api::cli::user_invite(&api.state, "mel@member.example", Some(org), None, "member")
+            .await
+            .unwrap();
+    let url = link["sign_up_url"].as_str().unwrap();
+    let join = url[url.find("/console/join/").unwrap()..].to_string();
+    let mut member = Browser::new(&api);
+    let c = member.get(&join).await.csrf();
+    member
+        .post(
+            &join,
+            &[
+                ("csrf", &c),
+                ("email", "mel@member.example"),
+                ("password", PASSWORD),
+            ],
+            None,
+        )
+        .await;
+    let seen = member.get(&path).await;
+    assert!(seen.body.contains("Active token") && !seen.body.contains("Rotate token"));
+    let forged = member
+        .post(&path, &[("csrf", &seen.csrf()), ("action", "rotate")], None)
+        .await;
+    assert_eq!(forged.status, 403);
+    assert_eq!(balance(first.clone()).await, 200, "unchanged");
+    // Rotate: the old one stops at once; revoke: none works.
+    let rotated = owner
+        .post(&path, &[("csrf", &csrf), ("action", "rotate")], None)
+        .await;
+    assert_eq!(rotated.status, 200);
+    let second = secret_of(&rotated);
+    assert_eq!(
+        (balance(first).await, balance(second.clone()).await),
+        (401, 200)
+    );
+    let revoked = owner
+        .post(&path, &[("csrf", &csrf), ("action", "revoke")], None)
+        .await;
+    assert_eq!(revoked.status, 200);
+    assert!(revoked.body.contains("No active billing token"));
+    assert_eq!(balance(second).await, 401);
+}

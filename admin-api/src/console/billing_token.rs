@@ -1,0 +1,134 @@
+//! An organization's billing token in the console (SPEC "Organization billing token"): every
+//! member sees whether one is active (its preview); owners and administrators create one (shown
+//! once, with a copy button), rotate it (the previous one stops at once) or revoke it. Checked on
+//! the server for every request; audited.
+
+use super::keys::{managing, member};
+use super::pages::{self, render};
+use super::session::Viewer;
+use crate::http::form::field;
+use crate::http::params::Seg;
+use crate::services::{billing, people};
+use crate::state::AppState;
+use askama::Template;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use entities::org_billing_tokens;
+use entities::status::TokenStatus;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+
+#[derive(Template)]
+#[template(path = "console/billing_token.html")]
+struct Page<'a> {
+    signed_in: Option<&'a str>,
+    csrf: &'a str,
+    org_id: i64,
+    tab: &'a str,
+    name: &'a str,
+    active: Option<(String, String)>,
+    can_manage: bool,
+    created: Option<&'a str>,
+    error: Option<&'a str>,
+}
+
+async fn page(
+    state: &AppState,
+    viewer: &Viewer,
+    (org_id, name, role): (i64, String, String),
+    status: StatusCode,
+    created: Option<&str>,
+    error: Option<&str>,
+) -> Response {
+    let active = match org_billing_tokens::Entity::find()
+        .filter(org_billing_tokens::Column::OrganizationId.eq(org_id))
+        .filter(org_billing_tokens::Column::Status.eq(TokenStatus::Active))
+        .one(&state.db)
+        .await
+    {
+        Ok(t) => t.map(|t| {
+            (
+                t.preview,
+                t.created_at.format("%Y-%m-%d %H:%M UTC").to_string(),
+            )
+        }),
+        Err(_) => return pages::unavailable(),
+    };
+    render(
+        status,
+        &Page {
+            signed_in: Some(&viewer.user.email),
+            csrf: &viewer.session.csrf,
+            org_id,
+            tab: "billing",
+            name: &name,
+            active,
+            can_manage: super::keys::MANAGERS.contains(&role.as_str()),
+            created,
+            error,
+        },
+    )
+}
+
+/// `GET /console/orgs/{org}/billing-token`.
+pub(crate) async fn show(State(state): State<AppState>, viewer: Viewer, Seg(org): Seg) -> Response {
+    match member(&state, &viewer, &org).await {
+        Ok(m) => page(&state, &viewer, m, StatusCode::OK, None, None).await,
+        Err(resp) => resp,
+    }
+}
+
+/// `POST /console/orgs/{org}/billing-token` with `action` `create`, `rotate` or `revoke`.
+pub(crate) async fn act(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Seg(org): Seg,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let m = match managing(&state, &viewer, &org, &headers, &body).await {
+        Ok(m) => m,
+        Err(resp) => return resp,
+    };
+    let action = field(&body, "action").unwrap_or_default();
+    let outcome = match action.as_str() {
+        "create" | "rotate" => billing::issue_token(&state, m.0, action == "rotate")
+            .await
+            .map(|secret| Some(secret.expose().to_string())),
+        "revoke" => billing::revoke_token(&state, m.0).await.map(|_| None),
+        _ => Err("unknown action".to_string()),
+    };
+    match outcome {
+        Ok(secret) => {
+            let audit = people::Audit {
+                organization: Some(m.0),
+                partner: None,
+                actor: Some(viewer.user.id),
+                action: match action.as_str() {
+                    "create" => "billing_token_created",
+                    "rotate" => "billing_token_rotated",
+                    _ => "billing_token_revoked",
+                },
+                target: None,
+                detail: serde_json::json!({}),
+                ip: viewer.ip.clone(),
+            };
+            if let Err(e) = people::audit(&state.db, audit, state.clock.now()).await {
+                tracing::error!(error = %e, "billing token change not audited");
+            }
+            page(&state, &viewer, m, StatusCode::OK, secret.as_deref(), None).await
+        }
+        Err(message) => {
+            page(
+                &state,
+                &viewer,
+                m,
+                StatusCode::CONFLICT,
+                None,
+                Some(&message),
+            )
+            .await
+        }
+    }
+}
