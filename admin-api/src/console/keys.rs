@@ -170,7 +170,8 @@ pub(crate) async fn managing(
 }
 
 /// `POST /console/orgs/{org}/keys`: `name`, `group_id`, optional `expires_on` (a UTC date; the
-/// key stops at its start).
+/// key stops at its start), `max_concurrency` and `requests_per_minute` (the key's own limits,
+/// within its group's).
 pub(crate) async fn create(
     State(state): State<AppState>,
     viewer: Viewer,
@@ -189,8 +190,8 @@ pub(crate) async fn create(
             .and_then(|g| g.trim().parse::<i64>().ok())
             .map(Value::from),
         expires_at: expires.map(|d| Value::String(format!("{}T00:00:00Z", d.trim()))),
-        max_concurrency: None,
-        requests_per_minute: None,
+        max_concurrency: number(&body, "max_concurrency"),
+        requests_per_minute: number(&body, "requests_per_minute"),
         unknown: Default::default(),
     };
     let created = match keys::NewKey::parse(request) {
@@ -218,6 +219,20 @@ pub(crate) async fn create(
             pages::unavailable()
         }
     }
+}
+
+/// An optional number field of a form: absent or empty → `None`; anything else is passed on as
+/// JSON (a number when it parses, else the text, which the key rules refuse with their message).
+fn number(body: &[u8], name: &str) -> Option<Value> {
+    let raw = field(body, name)?;
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return None;
+    }
+    Some(
+        raw.parse::<u64>()
+            .map_or_else(|_| Value::String(raw.to_string()), Value::from),
+    )
 }
 
 /// `POST /console/orgs/{org}/keys/{key}/disable`.

@@ -580,10 +580,30 @@ async fn keys_are_created_once_shown_and_disabled_by_managers_only() {
         .await;
     assert_eq!(past.status, 400);
     assert_eq!(api.count("customer_api_keys").await, 0, "nothing created");
+    let limits = owner
+        .post(
+            &keys_path,
+            &[
+                ("csrf", &csrf),
+                ("name", "x"),
+                ("group_id", "1"),
+                ("max_concurrency", "0"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(limits.status, 400, "a limit below 1 is refused");
+    assert!(limits.body.contains("max_concurrency"), "{}", limits.body);
     let created = owner
         .post(
             &keys_path,
-            &[("csrf", &csrf), ("name", "prod"), ("group_id", "1")],
+            &[
+                ("csrf", &csrf),
+                ("name", "prod"),
+                ("group_id", "1"),
+                ("max_concurrency", "3"),
+                ("requests_per_minute", ""),
+            ],
             None,
         )
         .await;
@@ -603,6 +623,14 @@ async fn keys_are_created_once_shown_and_disabled_by_managers_only() {
     let hash = api.state.hasher.hash(&secret);
     let record = api.state.stores.keys.lookup(&hash).await.unwrap().unwrap();
     assert_eq!(record.org_id, org);
+    assert_eq!(
+        (
+            record.limits.max_concurrency,
+            record.limits.requests_per_minute
+        ),
+        (Some(3), None),
+        "the key's own limits travel with its record"
+    );
     let list = owner.get(&keys_path).await;
     assert!(
         list.body.contains("prod") && !list.body.contains(&secret),
