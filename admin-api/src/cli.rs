@@ -301,17 +301,7 @@ pub async fn user_invite(
     .await
     .map_err(|e| e.to_string())?;
     let url = state.public_url(&format!("/console/join/{token}"));
-    let body = format!(
-        "Hello,\n\nYou are invited to join {name} on Tollgate as {role}.\n\nSign up (or sign in) with this address ({email}) within {} days:\n\n{url}\n",
-        people::TOKEN_DAYS
-    );
-    if let Err(e) = state
-        .mailer
-        .send(&email, &format!("Join {name} on Tollgate"), body)
-        .await
-    {
-        tracing::warn!(error = %e, "the sign-up link was not mailed; it is printed");
-    }
+    people::mail_join_link(state, &email, &name, role, &url).await;
     Ok(serde_json::json!({
         "email": email,
         "organization_id": org,

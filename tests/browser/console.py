@@ -196,6 +196,18 @@ def main():
         assert json.load(balance)["data"]["status"] == "reconciled"
         run.check("billing-token-created")
         run.step("created a billing token and read the billing API with it")
+        press(d, link(d, "Members"))
+        assert "ann@browser.example (you)" in d.page_source, d.page_source
+        run.check("members")
+        field(d, "Email address").send_keys("bo@browser.example")
+        press(d, button(d, "Send invitation"))
+        assert "/console/join/" in d.find_element(By.ID, "join-link").text
+        assert "bo@browser.example" in d.page_source
+        run.check("members-invited")
+        press(d, link(d, "Audit log"))
+        assert "member invited" in d.page_source, d.page_source
+        run.check("audit")
+        run.step("invited a member and read the audit log")
         d.get(base + invite)
         assert "already accepted" in d.page_source, d.page_source
         run.check("invitation-spent")

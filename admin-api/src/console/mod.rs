@@ -6,6 +6,7 @@
 pub(crate) mod billing_token;
 pub(crate) mod join;
 pub(crate) mod keys;
+pub(crate) mod members;
 pub(crate) mod pages;
 pub(crate) mod session;
 
@@ -44,6 +45,15 @@ pub(crate) fn routes() -> Router<AppState> {
             "/console/orgs/{org}/billing-token",
             get(billing_token::show).post(billing_token::act),
         )
+        .route(
+            "/console/orgs/{org}/members",
+            get(members::list).post(members::invite),
+        )
+        .route(
+            "/console/orgs/{org}/members/{member}",
+            post(members::change),
+        )
+        .route("/console/orgs/{org}/audit", get(members::audit))
         .route("/console/assets/{file}", get(asset))
         .layer(axum::middleware::from_fn(security_headers))
 }

@@ -441,6 +441,162 @@ pub async fn org_role(
         .map(|m| m.role))
 }
 
+/// Why a membership change was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum MemberError {
+    /// no such member in this organization
+    #[error("no such member")]
+    NotFound,
+    /// not one of [`ORG_ROLES`]
+    #[error("the role must be owner, administrator or member")]
+    BadRole,
+    /// the change would leave the organization without an owner
+    #[error("an organization keeps at least one owner: make someone else owner first")]
+    LastOwner,
+    /// a database failure
+    #[error("database error: {0}")]
+    Db(#[from] DbErr),
+}
+
+/// The members of `organization` with their addresses, oldest first.
+pub async fn org_members_of(
+    db: &impl ConnectionTrait,
+    organization: i64,
+) -> Result<Vec<(org_members::Model, String)>, DbErr> {
+    let rows = org_members::Entity::find()
+        .filter(org_members::Column::OrganizationId.eq(organization))
+        .order_by_asc(org_members::Column::Id)
+        .all(db)
+        .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for m in rows {
+        let email = console_users::Entity::find_by_id(m.user_id)
+            .one(db)
+            .await?
+            .map(|u| u.email)
+            .unwrap_or_default();
+        out.push((m, email));
+    }
+    Ok(out)
+}
+
+/// Changes member `member_id`'s role in `organization` to `role` (`None`: removes the member),
+/// in `txn`, refusing a change that leaves no owner. The organization's membership rows are
+/// locked first (`FOR UPDATE`; SQLite's writers are serialised by its immediate transactions), so
+/// two owners demoting each other at once cannot both succeed. Returns the member's address and
+/// former role.
+pub async fn change_org_member(
+    txn: &impl ConnectionTrait,
+    organization: i64,
+    member_id: i64,
+    role: Option<&str>,
+) -> Result<(String, String), MemberError> {
+    use sea_orm::QuerySelect;
+    if role.is_some_and(|r| !ORG_ROLES.contains(&r)) {
+        return Err(MemberError::BadRole);
+    }
+    let all = org_members::Entity::find()
+        .filter(org_members::Column::OrganizationId.eq(organization))
+        .lock_exclusive()
+        .all(txn)
+        .await?;
+    let target = all
+        .iter()
+        .find(|m| m.id == member_id)
+        .cloned()
+        .ok_or(MemberError::NotFound)?;
+    let owners_after = all
+        .iter()
+        .filter(|m| {
+            if m.id == member_id {
+                role == Some("owner")
+            } else {
+                m.role == "owner"
+            }
+        })
+        .count();
+    if owners_after == 0 {
+        return Err(MemberError::LastOwner);
+    }
+    let email = console_users::Entity::find_by_id(target.user_id)
+        .one(txn)
+        .await?
+        .map(|u| u.email)
+        .unwrap_or_default();
+    let former = target.role.clone();
+    match role {
+        Some(r) => {
+            let mut m: org_members::ActiveModel = target.into();
+            m.role = Set(r.to_string());
+            m.update(txn).await?;
+        }
+        None => {
+            org_members::Entity::delete_by_id(target.id)
+                .exec(txn)
+                .await?;
+        }
+    }
+    Ok((email, former))
+}
+
+/// The organization's sign-up links not used yet and not expired: (address, role, expiry).
+pub async fn pending_org_invites(
+    db: &impl ConnectionTrait,
+    organization: i64,
+    now: DateTime<Utc>,
+) -> Result<Vec<console_tokens::Model>, DbErr> {
+    console_tokens::Entity::find()
+        .filter(console_tokens::Column::OrganizationId.eq(organization))
+        .filter(console_tokens::Column::Purpose.eq("org_invite"))
+        .filter(console_tokens::Column::UsedAt.is_null())
+        .filter(console_tokens::Column::ExpiresAt.gt(now))
+        .order_by_asc(console_tokens::Column::Id)
+        .all(db)
+        .await
+}
+
+/// The latest `limit` audit records of `organization`, newest first, with the actor's address.
+pub async fn org_audit(
+    db: &impl ConnectionTrait,
+    organization: i64,
+    limit: u64,
+) -> Result<Vec<(audit_records::Model, Option<String>)>, DbErr> {
+    use sea_orm::QuerySelect;
+    let records = audit_records::Entity::find()
+        .filter(audit_records::Column::OrganizationId.eq(organization))
+        .order_by_desc(audit_records::Column::Id)
+        .limit(limit)
+        .all(db)
+        .await?;
+    let mut out = Vec::with_capacity(records.len());
+    for r in records {
+        let actor = match r.actor_user_id {
+            Some(id) => console_users::Entity::find_by_id(id)
+                .one(db)
+                .await?
+                .map(|u| u.email),
+            None => None,
+        };
+        out.push((r, actor));
+    }
+    Ok(out)
+}
+
+/// Mails a join link (`url`) for `name` with `role` to `email`; a mail failure is logged, not
+/// returned (the caller shows or prints the link as well).
+pub async fn mail_join_link(state: &AppState, email: &str, name: &str, role: &str, url: &str) {
+    let body = format!(
+        "Hello,\n\nYou are invited to join {name} on Tollgate as {role}.\n\nSign up (or sign in) with this address ({email}) within {TOKEN_DAYS} days:\n\n{url}\n"
+    );
+    if let Err(e) = state
+        .mailer
+        .send(email, &format!("Join {name} on Tollgate"), body)
+        .await
+    {
+        tracing::warn!(error = %e, "the sign-up link was not mailed; it is shown to the sender");
+    }
+}
+
 /// What an audit record says.
 pub struct Audit<'a> {
     pub organization: Option<i64>,

@@ -822,3 +822,196 @@ async fn billing_tokens_are_created_rotated_and_revoked_by_managers_only() {
     assert!(revoked.body.contains("No active billing token"));
     assert_eq!(balance(second).await, 401);
 }
+
+#[tokio::test]
+async fn owners_invite_change_roles_and_remove_members_and_one_owner_always_remains() {
+    let api = Api::start().await;
+    let (mut owner, org, owner_email) = activate(&api, "console-m").await;
+    let path = format!("/console/orgs/{org}/members");
+    let ids = |page: &Page| {
+        let marker = format!("action=\"/console/orgs/{org}/members/");
+        let mut ids: Vec<String> = page
+            .body
+            .match_indices(&marker)
+            .map(|(at, _)| {
+                let rest = &page.body[at + marker.len()..];
+                rest[..rest.find('"').unwrap()].to_string()
+            })
+            .collect();
+        ids.dedup();
+        ids
+    };
+    let page = owner.get(&path).await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains(&format!("{owner_email} (you)"))
+            && page.body.contains("Send invitation")
+    );
+    let csrf = page.csrf();
+    let owner_id = ids(&page)[0].clone();
+    // Bad inputs: a clear message, nothing issued.
+    let tokens = api.count("console_tokens").await;
+    for (email, role, says) in [
+        ("not-an-address", "member", "valid email"),
+        ("ann@team.example", "emperor", "Choose a role"),
+    ] {
+        let refused = owner
+            .post(
+                &path,
+                &[("csrf", &csrf), ("email", email), ("role", role)],
+                None,
+            )
+            .await;
+        assert_eq!(refused.status, 400, "{email}");
+        assert!(refused.body.contains(says), "{}", refused.body);
+    }
+    assert_eq!(api.count("console_tokens").await, tokens, "nothing issued");
+    // The sole owner cannot demote or remove themself.
+    for form in [
+        vec![
+            ("csrf", csrf.as_str()),
+            ("action", "role"),
+            ("role", "member"),
+        ],
+        vec![("csrf", csrf.as_str()), ("action", "remove")],
+    ] {
+        let refused = owner.post(&format!("{path}/{owner_id}"), &form, None).await;
+        assert_eq!(refused.status, 409);
+        assert!(
+            refused.body.contains("at least one owner"),
+            "{}",
+            refused.body
+        );
+    }
+    // Invite an administrator: the link is shown once and listed as open until used.
+    let invited = owner
+        .post(
+            &path,
+            &[
+                ("csrf", &csrf),
+                ("email", " Ann@Team.example "),
+                ("role", "administrator"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(invited.status, 200, "{}", invited.body);
+    assert!(invited.body.contains("Invitations not accepted yet"));
+    let at = invited.body.find("/console/join/").unwrap();
+    let rest = &invited.body[at..];
+    let join = rest[..rest.find('<').unwrap()].to_string();
+    let mut ann = Browser::new(&api);
+    let c = ann.get(&join).await.csrf();
+    let joined = ann
+        .post(
+            &join,
+            &[
+                ("csrf", &c),
+                ("email", "ann@team.example"),
+                ("password", PASSWORD),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(joined.status, 303, "{}", joined.body);
+    let seen = ann.get(&path).await;
+    assert!(seen.body.contains("administrator") && !seen.body.contains("Send invitation"));
+    assert!(
+        !seen.body.contains("Invitations not accepted yet"),
+        "the link is spent"
+    );
+    let ann_id = ids(&owner.get(&path).await)[1].clone();
+    // An administrator's forged posts are refused and change nothing; no audit page either.
+    let forged = ann
+        .post(
+            &path,
+            &[
+                ("csrf", &seen.csrf()),
+                ("email", "eve@x.example"),
+                ("role", "owner"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(forged.status, 403);
+    let forged = ann
+        .post(
+            &format!("{path}/{ann_id}"),
+            &[
+                ("csrf", &seen.csrf()),
+                ("action", "role"),
+                ("role", "owner"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(forged.status, 403);
+    assert_eq!(
+        ann.get(&format!("/console/orgs/{org}/audit")).await.status,
+        403
+    );
+    // A post without the session's token is refused.
+    let no_csrf = owner
+        .post(&format!("{path}/{ann_id}"), &[("action", "remove")], None)
+        .await;
+    assert_eq!(no_csrf.status, 403);
+    // Make Ann owner; then the first owner may step down to member.
+    let promoted = owner
+        .post(
+            &format!("{path}/{ann_id}"),
+            &[("csrf", &csrf), ("action", "role"), ("role", "owner")],
+            None,
+        )
+        .await;
+    assert_eq!(promoted.status, 303, "{}", promoted.body);
+    let stepped = owner
+        .post(
+            &format!("{path}/{owner_id}"),
+            &[("csrf", &csrf), ("action", "role"), ("role", "member")],
+            None,
+        )
+        .await;
+    assert_eq!(stepped.status, 303);
+    let now_member = owner.get(&path).await;
+    assert!(!now_member.body.contains("Send invitation") && !now_member.body.contains("Remove"));
+    // Ann reads the audit log, removes the former owner (whose pages are gone at once) and, as
+    // the last owner, cannot remove herself.
+    let audit = ann.get(&format!("/console/orgs/{org}/audit")).await;
+    assert_eq!(audit.status, 200);
+    for what in ["member invited", "member role changed", "ann@team.example"] {
+        assert!(audit.body.contains(what), "{what}");
+    }
+    let c = ann.get(&path).await.csrf();
+    let removed = ann
+        .post(
+            &format!("{path}/{owner_id}"),
+            &[("csrf", &c), ("action", "remove")],
+            None,
+        )
+        .await;
+    assert_eq!(removed.status, 303);
+    assert_eq!(owner.get(&format!("/console/orgs/{org}")).await.status, 404);
+    let last = ann
+        .post(
+            &format!("{path}/{ann_id}"),
+            &[("csrf", &c), ("action", "remove")],
+            None,
+        )
+        .await;
+    assert_eq!(last.status, 409);
+    assert!(
+        ann.get(&format!("/console/orgs/{org}/audit"))
+            .await
+            .body
+            .contains("member removed")
+    );
+    // A member id that is not this organization's is not found.
+    let other = ann
+        .post(
+            &format!("{path}/999999"),
+            &[("csrf", &c), ("action", "remove")],
+            None,
+        )
+        .await;
+    assert_eq!(other.status, 404);
+}
