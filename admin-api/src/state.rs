@@ -42,6 +42,9 @@ pub struct AppState {
     pub hasher: KeyHasher,
     pub env: Env,
     pub mailer: Arc<Mailer>,
+    /// Mails sent after their answer (a password reset's, so its time tells nothing): owned
+    /// here, finished ones reaped at each new one, the rest stopped with the state's last clone.
+    pub mail_tasks: Arc<std::sync::Mutex<tokio::task::JoinSet<()>>>,
     /// Set when a key could not be published: the directory rebuild runs at its next tick.
     pub stale_directory: Arc<std::sync::atomic::AtomicBool>,
     /// Organizations whose wallet mirror must be reloaded from the ledger at the next tick.
@@ -92,6 +95,7 @@ impl AppState {
             stores,
             settings,
             mailer: Arc::new(mailer),
+            mail_tasks: Default::default(),
             stale_directory: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             stale_wallets: Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new())),
             stripe: None,

@@ -8,6 +8,7 @@ pub(crate) mod join;
 pub(crate) mod keys;
 pub(crate) mod members;
 pub(crate) mod pages;
+pub(crate) mod reset;
 pub(crate) mod session;
 
 use crate::state::AppState;
@@ -31,6 +32,14 @@ pub(crate) fn routes() -> Router<AppState> {
             get(pages::sign_in_form).post(pages::sign_in),
         )
         .route("/console/sign-out", post(pages::sign_out))
+        .route(
+            "/console/reset",
+            get(reset::request_form).post(reset::request),
+        )
+        .route(
+            "/console/reset/{token}",
+            get(reset::set_form).post(reset::set),
+        )
         .route("/console/orgs/{org}", get(pages::org_overview))
         .route("/console/join/{token}", get(join::form).post(join::join))
         .route(

@@ -1015,3 +1015,155 @@ async fn owners_invite_change_roles_and_remove_members_and_one_owner_always_rema
         .await;
     assert_eq!(other.status, 404);
 }
+
+/// The reset links mailed so far (the mail is sent just after the answer: waits up to 5 s for
+/// `want` of them).
+async fn reset_links(api: &Api, want: usize) -> Vec<String> {
+    for _ in 0..100 {
+        let mut links: Vec<String> = std::fs::read_dir(&api.outbox)
+            .map(|d| {
+                d.filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+                    .map(|m| m.replace("=\r\n", "").replace("=\n", ""))
+                    .filter_map(|m| {
+                        let at = m.find("/console/reset/")?;
+                        let rest = &m[at..];
+                        let end = rest
+                            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '/' || c == '-'))
+                            .unwrap_or(rest.len());
+                        Some(rest[..end].to_string())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if links.len() >= want {
+            links.sort();
+            return links;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("fewer than {want} reset mails");
+}
+
+#[tokio::test]
+async fn a_mailed_link_resets_the_password_once_and_signs_every_session_out() {
+    let api = Api::start().await;
+    let (mut owner, _org, email) = activate(&api, "console-r").await;
+    assert_eq!(owner.get("/console/").await.status, 200);
+    let sign_in = Browser::new(&api).get("/console/sign-in").await;
+    assert!(sign_in.body.contains("href=\"/console/reset\""));
+    let mut anon = Browser::new(&api);
+    let form = anon.get("/console/reset").await;
+    assert_eq!(form.status, 200);
+    let csrf = form.csrf();
+    // The same answer for an address with and without an account; only the account gets mail.
+    let unknown = anon
+        .post(
+            "/console/reset",
+            &[("csrf", &csrf), ("email", "nobody@nowhere.example")],
+            None,
+        )
+        .await;
+    let known = anon
+        .post(
+            "/console/reset",
+            &[("csrf", &csrf), ("email", &email.to_uppercase())],
+            None,
+        )
+        .await;
+    assert_eq!((unknown.status, known.status), (200, 200));
+    assert_eq!(unknown.body, known.body);
+    assert!(known.body.contains("Check your mail"));
+    let links = reset_links(&api, 1).await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(
+        reset_links(&api, 1).await.len(),
+        1,
+        "no mail for an unknown address"
+    );
+    let link = links[0].clone();
+    // Bad inputs: a clear answer, nothing changes.
+    let bad = anon
+        .post(
+            "/console/reset",
+            &[("csrf", &csrf), ("email", "not-an-address")],
+            None,
+        )
+        .await;
+    assert_eq!(bad.status, 400);
+    let forged = anon
+        .post("/console/reset", &[("email", email.as_str())], None)
+        .await;
+    assert_eq!(forged.status, 403);
+    let page = anon.get(&link).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("New password"));
+    let c = page.csrf();
+    let short = anon
+        .post(&link, &[("csrf", &c), ("password", "short")], None)
+        .await;
+    assert_eq!(short.status, 400);
+    assert!(short.body.contains("12 to 128"));
+    let c = short.csrf();
+    let no_token = anon
+        .post(&link, &[("password", "a brand new passphrase")], None)
+        .await;
+    assert_eq!(no_token.status, 403);
+    assert_eq!(
+        owner.get("/console/").await.status,
+        200,
+        "nothing changed yet"
+    );
+    // The new password: every session ends, the old password stops, the link is spent.
+    let done = anon
+        .post(
+            &link,
+            &[("csrf", &c), ("password", "a brand new passphrase")],
+            None,
+        )
+        .await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert!(done.body.contains("Password changed"));
+    let after = owner.get("/console/").await;
+    assert_eq!(after.status, 303);
+    assert!(after.location().starts_with("/console/sign-in"));
+    assert_eq!(
+        Browser::new(&api).sign_in(&email, PASSWORD).await.status,
+        401
+    );
+    assert_eq!(
+        Browser::new(&api)
+            .sign_in(&email, "a brand new passphrase")
+            .await
+            .status,
+        303
+    );
+    assert_eq!(anon.get(&link).await.status, 410);
+    let c = anon.get("/console/reset").await.csrf();
+    let again = anon
+        .post(
+            &link,
+            &[("csrf", &c), ("password", "yet another passphrase")],
+            None,
+        )
+        .await;
+    assert_eq!(again.status, 410, "single use");
+    assert!(api.count("audit_records").await >= 2);
+    // A link older than an hour is expired.
+    anon.post(
+        "/console/reset",
+        &[("csrf", &c), ("email", email.as_str())],
+        None,
+    )
+    .await;
+    let fresh = reset_links(&api, 2)
+        .await
+        .into_iter()
+        .find(|l| *l != link)
+        .unwrap();
+    api.state
+        .clock
+        .set(Some(chrono::Utc::now() + chrono::Duration::minutes(61)));
+    assert_eq!(anon.get(&fresh).await.status, 410);
+    api.state.clock.set(None);
+    assert_eq!(anon.get(&fresh).await.status, 200);
+}
