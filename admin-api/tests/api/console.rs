@@ -249,6 +249,12 @@ async fn the_invited_person_signs_up_and_owns_the_activated_organization() {
         overview.body
     );
     assert_eq!(overview.header("cache-control"), "no-store");
+    // The daily spend chart: one bar per day of the 14, no spend yet → 1-unit stubs.
+    assert!(
+        overview.body.contains("<svg") && overview.body.contains("aria-labelledby=\"chart-title\"")
+    );
+    assert_eq!(overview.body.matches("<rect class=\"bar\"").count(), 14);
+    assert_eq!(overview.body.matches("height=\"1\"><title>").count(), 14);
     let home = b.get("/console/").await;
     assert!(home.body.contains("Org console-a"), "{}", home.body);
     assert_eq!(api.count("console_users").await, 1);
