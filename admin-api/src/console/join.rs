@@ -103,9 +103,7 @@ pub(crate) async fn join(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let pre = session::cookie(&headers, session::PRE_CSRF).unwrap_or_default();
-    let csrf = field(&body, "csrf").unwrap_or_default();
-    if !session::same_origin(&state, &headers) || !session::same_token(&csrf, &pre) {
+    if !session::pre_session_ok(&state, &headers, &body) {
         return pages::forbidden();
     }
     let (t, name) = match offer(&state, &token).await {

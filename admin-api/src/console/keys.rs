@@ -155,18 +155,46 @@ pub(crate) async fn managing(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<(i64, String, String), Response> {
+    allowed(
+        state,
+        viewer,
+        org,
+        headers,
+        body,
+        &MANAGERS,
+        "owners and administrators",
+    )
+    .await
+}
+
+/// The checks of every state-changing post of an organization's pages: origin, the session's
+/// CSRF token, membership, and one of `roles` (`who` names them in the refusal).
+pub(crate) async fn allowed(
+    state: &AppState,
+    viewer: &Viewer,
+    org: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+    roles: &[&str],
+    who: &str,
+) -> Result<(i64, String, String), Response> {
     if !session::same_origin(state, headers) || !viewer.csrf_ok(field(body, "csrf").as_deref()) {
         return Err(pages::forbidden());
     }
     let m = member(state, viewer, org).await?;
-    if !MANAGERS.contains(&m.2.as_str()) {
-        return Err(pages::message(
-            StatusCode::FORBIDDEN,
-            "Not permitted",
-            "Only the organization's owners and administrators may do this. Nothing was changed.",
-        ));
+    if !roles.contains(&m.2.as_str()) {
+        return Err(not_permitted(who));
     }
     Ok(m)
+}
+
+/// The 403 page of a role that may not do this.
+pub(crate) fn not_permitted(who: &str) -> Response {
+    pages::message(
+        StatusCode::FORBIDDEN,
+        "Not permitted",
+        &format!("Only the organization's {who} may do this. Nothing was changed."),
+    )
 }
 
 /// `POST /console/orgs/{org}/keys`: `name`, `group_id`, optional `expires_on` (a UTC date; the

@@ -4,9 +4,9 @@
 //! keeps at least one owner (checked under a lock, see [`people::change_org_member`]). Owners
 //! also read the organization's audit log. Every change commits with its audit record.
 
-use super::keys::member;
+use super::keys::{allowed, member, not_permitted};
 use super::pages::{self, render};
-use super::session::{self, Viewer};
+use super::session::Viewer;
 use crate::db::begin;
 use crate::http::form::field;
 use crate::http::params::{Seg, Segs};
@@ -114,22 +114,7 @@ async fn owning(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<(i64, String, String), Response> {
-    if !session::same_origin(state, headers) || !viewer.csrf_ok(field(body, "csrf").as_deref()) {
-        return Err(pages::forbidden());
-    }
-    let m = member(state, viewer, org).await?;
-    if m.2 != "owner" {
-        return Err(only_owners());
-    }
-    Ok(m)
-}
-
-fn only_owners() -> Response {
-    pages::message(
-        StatusCode::FORBIDDEN,
-        "Not permitted",
-        "Only the organization's owners may do this. Nothing was changed.",
-    )
+    allowed(state, viewer, org, headers, body, &["owner"], "owners").await
 }
 
 /// `POST /console/orgs/{org}/members`: `email`, `role` → a join link, mailed and shown once.
@@ -269,7 +254,6 @@ pub(crate) async fn change(
         }
         Err(e) => {
             let message = format!("{e}. Nothing was changed.");
-            let message = message[..1].to_uppercase() + &message[1..];
             page(
                 &state,
                 &viewer,
@@ -331,7 +315,7 @@ pub(crate) async fn audit(
         Err(resp) => return resp,
     };
     if role != "owner" {
-        return only_owners();
+        return not_permitted("owners");
     }
     let Ok(records) = people::org_audit(&state.db, org_id, AUDIT_PAGE).await else {
         return pages::unavailable();

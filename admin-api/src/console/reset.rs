@@ -58,13 +58,6 @@ fn form_page(
     resp
 }
 
-/// The form's origin and double-submit token.
-fn form_ok(state: &AppState, headers: &HeaderMap, body: &[u8]) -> bool {
-    let pre = session::cookie(headers, session::PRE_CSRF).unwrap_or_default();
-    let csrf = field(body, "csrf").unwrap_or_default();
-    session::same_origin(state, headers) && session::same_token(&csrf, &pre)
-}
-
 /// `GET /console/reset`.
 pub(crate) async fn request_form(State(state): State<AppState>) -> Response {
     form_page(&state, StatusCode::OK, None, None)
@@ -76,7 +69,7 @@ pub(crate) async fn request(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if !form_ok(&state, &headers, &body) {
+    if !session::pre_session_ok(&state, &headers, &body) {
         return pages::forbidden();
     }
     let email = people::normal_email(&field(&body, "email").unwrap_or_default());
@@ -182,7 +175,7 @@ pub(crate) async fn set(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if !form_ok(&state, &headers, &body) {
+    if !session::pre_session_ok(&state, &headers, &body) {
         return pages::forbidden();
     }
     let password = field(&body, "password").unwrap_or_default();

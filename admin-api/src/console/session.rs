@@ -85,6 +85,14 @@ pub(crate) fn same_origin(state: &AppState, headers: &HeaderMap) -> bool {
     })
 }
 
+/// A form posted before a session exists (sign-in, join, reset): this site's origin and the
+/// double-submit token (the `csrf` field equals the `tg_csrf` cookie).
+pub(crate) fn pre_session_ok(state: &AppState, headers: &HeaderMap, body: &[u8]) -> bool {
+    let pre = cookie(headers, PRE_CSRF).unwrap_or_default();
+    let csrf = crate::http::form::field(body, "csrf").unwrap_or_default();
+    same_origin(state, headers) && same_token(&csrf, &pre)
+}
+
 /// Constant-time equality of two tokens.
 pub(crate) fn same_token(a: &str, b: &str) -> bool {
     use subtle::ConstantTimeEq;

@@ -445,13 +445,13 @@ pub async fn org_role(
 #[derive(Debug, thiserror::Error)]
 pub enum MemberError {
     /// no such member in this organization
-    #[error("no such member")]
+    #[error("No such member")]
     NotFound,
     /// not one of [`ORG_ROLES`]
-    #[error("the role must be owner, administrator or member")]
+    #[error("The role must be owner, administrator or member")]
     BadRole,
     /// the change would leave the organization without an owner
-    #[error("an organization keeps at least one owner: make someone else owner first")]
+    #[error("An organization keeps at least one owner: make someone else owner first")]
     LastOwner,
     /// a database failure
     #[error("database error: {0}")]
@@ -468,16 +468,32 @@ pub async fn org_members_of(
         .order_by_asc(org_members::Column::Id)
         .all(db)
         .await?;
-    let mut out = Vec::with_capacity(rows.len());
-    for m in rows {
-        let email = console_users::Entity::find_by_id(m.user_id)
-            .one(db)
-            .await?
-            .map(|u| u.email)
-            .unwrap_or_default();
-        out.push((m, email));
+    let emails = emails_of(db, rows.iter().map(|m| m.user_id)).await?;
+    Ok(rows
+        .into_iter()
+        .map(|m| {
+            let email = emails.get(&m.user_id).cloned().unwrap_or_default();
+            (m, email)
+        })
+        .collect())
+}
+
+/// The addresses of users `ids`, in one query.
+async fn emails_of(
+    db: &impl ConnectionTrait,
+    ids: impl Iterator<Item = i64>,
+) -> Result<std::collections::HashMap<i64, String>, DbErr> {
+    let ids: Vec<i64> = ids.collect();
+    if ids.is_empty() {
+        return Ok(Default::default());
     }
-    Ok(out)
+    Ok(console_users::Entity::find()
+        .filter(console_users::Column::Id.is_in(ids))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|u| (u.id, u.email))
+        .collect())
 }
 
 /// Changes member `member_id`'s role in `organization` to `role` (`None`: removes the member),
@@ -568,18 +584,14 @@ pub async fn org_audit(
         .limit(limit)
         .all(db)
         .await?;
-    let mut out = Vec::with_capacity(records.len());
-    for r in records {
-        let actor = match r.actor_user_id {
-            Some(id) => console_users::Entity::find_by_id(id)
-                .one(db)
-                .await?
-                .map(|u| u.email),
-            None => None,
-        };
-        out.push((r, actor));
-    }
-    Ok(out)
+    let emails = emails_of(db, records.iter().filter_map(|r| r.actor_user_id)).await?;
+    Ok(records
+        .into_iter()
+        .map(|r| {
+            let actor = r.actor_user_id.and_then(|id| emails.get(&id).cloned());
+            (r, actor)
+        })
+        .collect())
 }
 
 /// Mails a join link (`url`) for `name` with `role` to `email`; a mail failure is logged, not
