@@ -3,11 +3,15 @@
 
 Run by tests/tests/e2e/browser.rs (`the_console_in_a_real_browser`):
 
-    console.py BASE_URL INVITE_PATH EMAIL SHOTS_DIR
+    console.py BASE_URL INVITE_PATH EMAIL SHOTS_DIR OUTBOX_DIR EXPIRED_INVITE_PATH
 
 Drives the pages by their visible labels and button texts: accept the invitation by signing up,
 see the organization's overview, sign out, fail a sign-in, sign in, open the organization from the
-list, open a spent invitation link. On every page: no SEVERE entry in the browser's log (uncaught
+list; create a key, call the gateway with it, see the call on the overview and the usage page (by
+day and by hour), disable the key; create, rotate and revoke a billing token and read the billing
+API with each; invite a member, read the audit log; a stale form refused (CSRF); the member signs
+up and sees no key, token or member actions; reset the password by the mailed link; sign-in
+throttled after repeated wrong passwords; an expired and a spent invitation explained. On every page: no SEVERE entry in the browser's log (uncaught
 JavaScript errors and CSP violations land there) and no serious or critical axe-core finding
 (axe is injected through WebDriver, never a <script> tag, so the page's CSP stays strict). Saves a
 screenshot of each page in SHOTS_DIR.
@@ -28,7 +32,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.common.exceptions import WebDriverException
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 AXE = open(os.path.join(HERE, "vendor", "axe-core", "axe.min.js"), encoding="utf-8").read()
@@ -85,6 +89,41 @@ def link(driver, text):
     raise AssertionError(f"no link {text!r} on {driver.current_url}")
 
 
+def has_button(driver, text):
+    return any(b.text.strip() == text for b in driver.find_elements(By.TAG_NAME, "button"))
+
+
+def status_of(url, token):
+    """The HTTP status of a billing API read with `token`."""
+    try:
+        return urllib.request.urlopen(urllib.request.Request(
+            url, headers={"Authorization": f"Bearer {token}"})).status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def mailed_link(outbox, marker, seen):
+    """The first link containing `marker` in a mail of `outbox` not in `seen` (waits up to 10 s;
+    the mail is sent just after the page answers)."""
+    for _ in range(100):
+        for name in sorted(os.listdir(outbox)):
+            if name in seen:
+                continue
+            text = open(os.path.join(outbox, name), encoding="utf-8", errors="replace").read()
+            text = text.replace("=\r\n", "").replace("=\n", "")
+            at = text.find(marker)
+            if at < 0:
+                continue
+            start = text.rfind("http", 0, at)
+            end = at
+            while end < len(text) and (text[end].isalnum() or text[end] in "/-_"):
+                end += 1
+            seen.add(name)
+            return text[start:end]
+        time.sleep(0.1)
+    raise AssertionError(f"no mail with {marker!r} in {outbox}")
+
+
 class Run:
     def __init__(self, driver, shots):
         self.driver = driver
@@ -107,7 +146,11 @@ class Run:
         own = d.current_url + " "
         log = [e for e in d.get_log("browser") if e.get("level") == "SEVERE"
                and not (e.get("source") == "network" and e.get("message", "").startswith(own))]
+        # The whole page, not only the first screen: grow the window to the page, then back.
+        height = d.execute_script("return document.documentElement.scrollHeight")
+        d.set_window_size(1280, max(900, min(int(height) + 140, 4000)))
         d.save_screenshot(os.path.join(self.shots, f"{name}.png"))
+        d.set_window_size(1280, 900)
         self.pages[name] = {"axe": result, "log": log, "title": d.title, "url": d.current_url}
 
     def step(self, what):
@@ -115,7 +158,7 @@ class Run:
 
 
 def main():
-    base, invite, email, shots = sys.argv[1:5]
+    base, invite, email, shots, outbox, expired = sys.argv[1:7]
     os.makedirs(shots, exist_ok=True)
     driver = browser()
     run = Run(driver, shots)
@@ -173,6 +216,30 @@ def main():
         assert cells[1] == "1", cells
         run.check("organization-overview-with-usage")
         run.step("the call shows in today's spend")
+        press(d, link(d, "Usage"))
+        rows = {tr.find_element(By.TAG_NAME, "th").text.strip(): [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+                for tr in d.find_elements(By.CSS_SELECTOR, "table.data tbody tr")}
+        assert rows.get("gpt-4o-mini", [None])[0] == "1", rows
+        assert "gpt-4o-mini" in d.find_element(By.CSS_SELECTOR, "ul.legend").text
+        assert link(d, "Download CSV").get_attribute("href").count("/usage.csv?") == 1
+        run.check("usage")
+        press(d, link(d, "Last 7 days, by hour"))
+        assert len(d.find_elements(By.CSS_SELECTOR, "figure.chart g.col")) == 7 * 24
+        assert Select(field(d, "Buckets")).first_selected_option.text.startswith("By hour")
+        Select(field(d, "Break down by")).select_by_visible_text("API key")
+        press(d, button(d, "Show usage"))
+        columns = d.find_elements(By.CSS_SELECTOR, "figure.chart g.col")
+        assert len(columns) == 7 * 24, len(columns)
+        assert "browser key" in d.find_element(By.CSS_SELECTOR, "table.data tbody").text
+        run.check("usage-hourly")
+        field(d, "From (UTC date)").clear()
+        field(d, "From (UTC date)").send_keys("01/01/2020")
+        press(d, button(d, "Show usage"))
+        alert = d.find_element(By.CSS_SELECTOR, "[role=alert]").text
+        assert "at most 7 days" in alert, alert
+        assert field(d, "From (UTC date)").get_attribute("aria-invalid") == "true"
+        run.check("usage-refused")
+        run.step("the call shows on the usage page, by day and by hour; a bad window is explained")
         d.get(overview.rstrip("/") + "/keys")
         press(d, button(d, "Disable"))
         assert "disabled" in d.find_element(By.CSS_SELECTOR, "table.data tbody").text
@@ -189,29 +256,110 @@ def main():
         run.check("billing-token")
         press(d, button(d, "Create token"))
         token = d.find_element(By.ID, "new-token").text.strip()
+        balance_url = base + "/api/v1/organization/billing/balance"
         balance = urllib.request.urlopen(urllib.request.Request(
-            base + "/api/v1/organization/billing/balance",
-            headers={"Authorization": f"Bearer {token}"}))
+            balance_url, headers={"Authorization": f"Bearer {token}"}))
         assert balance.status == 200
         assert json.load(balance)["data"]["status"] == "reconciled"
         run.check("billing-token-created")
         run.step("created a billing token and read the billing API with it")
+        d.get(d.current_url)
+        assert token not in d.page_source, "a token is shown once"
+        press(d, button(d, "Rotate token"))
+        rotated = d.find_element(By.ID, "new-token").text.strip()
+        assert rotated != token
+        assert status_of(balance_url, token) == 401
+        assert status_of(balance_url, rotated) == 200
+        run.check("billing-token-rotated")
+        d.get(d.current_url)
+        press(d, button(d, "Revoke token"))
+        assert "No active billing token" in d.page_source, d.page_source
+        assert status_of(balance_url, rotated) == 401
+        run.check("billing-token-revoked")
+        run.step("rotated the billing token (the old one refused at once) and revoked it")
         press(d, link(d, "Members"))
         assert "ann@browser.example (you)" in d.page_source, d.page_source
         run.check("members")
         field(d, "Email address").send_keys("bo@browser.example")
+        Select(field(d, "Role")).select_by_visible_text("member")
         press(d, button(d, "Send invitation"))
-        assert "/console/join/" in d.find_element(By.ID, "join-link").text
+        join = d.find_element(By.ID, "join-link").text.strip()
+        assert "/console/join/" in join, join
         assert "bo@browser.example" in d.page_source
         run.check("members-invited")
         press(d, link(d, "Audit log"))
         assert "member invited" in d.page_source, d.page_source
         run.check("audit")
         run.step("invited a member and read the audit log")
+        # A stale form (its token no longer the session's): refused, nothing changed.
+        press(d, link(d, "Members"))
+        d.execute_script("document.querySelector('form[action$=\"/members\"] input[name=csrf]').value = 'stale'")
+        field(d, "Email address").send_keys("eve@browser.example")
+        press(d, button(d, "Send invitation"))
+        assert d.find_element(By.TAG_NAME, "h1").text == "Request refused", d.page_source
+        run.check("csrf-refused")
+        d.get(overview.rstrip("/") + "/members")
+        assert "eve@browser.example" not in d.page_source
+        run.step("a stale form is refused and changes nothing")
+        press(d, button(d, "Sign out"))
+        # The link names the configured public URL; the test's server listens elsewhere.
+        d.get(base + join[join.find("/console/join/"):])
+        run.check("join")
+        field(d, "Email").send_keys("bo@browser.example")
+        field(d, "Password").send_keys(PASSWORD)
+        press(d, button(d, "Join"))
+        assert d.find_element(By.TAG_NAME, "h1").text.startswith("Org "), d.page_source
+        press(d, link(d, "API keys"))
+        assert "browser key" in d.page_source
+        assert not has_button(d, "Create key") and not has_button(d, "Disable")
+        run.check("member-keys")
+        press(d, link(d, "Billing token"))
+        assert not any(has_button(d, t) for t in ("Create token", "Rotate token", "Revoke token"))
+        run.check("member-billing-token")
+        press(d, link(d, "Members"))
+        assert not has_button(d, "Send invitation") and not has_button(d, "Remove")
+        assert not [a for a in d.find_elements(By.TAG_NAME, "a") if a.text.strip() == "Audit log"]
+        run.check("member-members")
+        run.step("a member sees keys, token and members but no action on them")
+        press(d, button(d, "Sign out"))
+        press(d, link(d, "Forgot your password?"))
+        run.check("reset-request")
+        seen = set(os.listdir(outbox))
+        field(d, "Email").send_keys(email)
+        press(d, button(d, "Send reset link"))
+        run.check("reset-requested")
+        reset = mailed_link(outbox, "/console/reset/", seen)
+        d.get(base + reset[reset.find("/console/reset/"):])
+        run.check("reset-form")
+        field(d, "New password").send_keys("a brand new pass phrase")
+        press(d, button(d, "Set password"))
+        run.check("reset-done")
+        d.get(base + "/console/sign-in")
+        field(d, "Email").send_keys(email)
+        field(d, "Password").send_keys("a brand new pass phrase")
+        press(d, button(d, "Sign in"))
+        assert d.current_url.endswith("/console/"), d.current_url
+        run.step("reset the password by the mailed link and signed in with the new one")
+        press(d, button(d, "Sign out"))
+        for attempt in range(20):
+            field(d, "Email").clear()
+            field(d, "Email").send_keys("nobody@browser.example")
+            field(d, "Password").send_keys(f"guess number {attempt}")
+            press(d, button(d, "Sign in"))
+            alert = d.find_element(By.CSS_SELECTOR, "[role=alert]").text
+            if "Too many" in alert:
+                break
+            assert "not correct" in alert, alert
+        assert "Too many" in alert and attempt >= 10, (attempt, alert)
+        run.check("sign-in-throttled")
+        run.step("sign-in throttled after repeated wrong passwords")
+        d.get(base + expired)
+        assert "expired" in d.find_element(By.TAG_NAME, "main").text, d.page_source
+        run.check("invitation-expired")
         d.get(base + invite)
         assert "already accepted" in d.page_source, d.page_source
         run.check("invitation-spent")
-        run.step("spent invitation explained")
+        run.step("expired and spent invitations explained")
         print(json.dumps({"steps": run.steps, "pages": run.pages}), flush=True)
     finally:
         driver.quit()

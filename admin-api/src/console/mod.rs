@@ -4,12 +4,14 @@
 //! of [`security_headers`]; sessions and CSRF are `session`'s, pages `pages`'.
 
 pub(crate) mod billing_token;
+pub(crate) mod chart;
 pub(crate) mod join;
 pub(crate) mod keys;
 pub(crate) mod members;
 pub(crate) mod pages;
 pub(crate) mod reset;
 pub(crate) mod session;
+pub(crate) mod usage;
 
 use crate::state::AppState;
 use axum::Router;
@@ -41,6 +43,8 @@ pub(crate) fn routes() -> Router<AppState> {
             get(reset::set_form).post(reset::set),
         )
         .route("/console/orgs/{org}", get(pages::org_overview))
+        .route("/console/orgs/{org}/usage", get(usage::page))
+        .route("/console/orgs/{org}/usage.csv", get(usage::download))
         .route("/console/join/{token}", get(join::form).post(join::join))
         .route(
             "/console/orgs/{org}/keys",

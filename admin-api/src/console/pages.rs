@@ -63,10 +63,15 @@ pub(crate) fn unavailable() -> Response {
 
 /// A refused state-changing request (CSRF token or origin): nothing changed.
 pub(crate) fn forbidden() -> Response {
-    message(
+    render(
         StatusCode::FORBIDDEN,
-        "Request refused",
-        "This form has expired or was not sent from this site. Nothing was changed; reload the page and try again.",
+        &Message {
+            signed_in: None,
+            csrf: "",
+            heading: "Request refused",
+            message: "This form has expired or was not sent from this site. Nothing was changed; reload the page and try again.",
+            link: Some(("/console/", "Back to the console")),
+        },
     )
 }
 
@@ -332,47 +337,8 @@ struct Org<'a> {
     today: String,
     week: String,
     days: Vec<(String, i64, String)>,
-    chart: Vec<Bar>,
-}
-
-/// One bar of the overview's daily spend chart (server-rendered SVG: no script needed).
-pub(crate) struct Bar {
-    x: u32,
-    y: u32,
-    height: u32,
-    label: String,
-}
-
-/// Chart area height in SVG units; bars are scaled to the largest day (a day of no spend has a
-/// 1-unit stub so every day is visible).
-const CHART_HEIGHT: u32 = 120;
-/// Width of one day's slot in SVG units.
-const CHART_SLOT: u32 = 40;
-
-/// The bars of `days` (oldest first), scaled to the largest day. Heights stay within
-/// `1..=CHART_HEIGHT` whatever the figures (checked by a unit test).
-pub(crate) fn chart(days: &[(chrono::NaiveDate, NanoUsd, i64)]) -> Vec<Bar> {
-    let max = days
-        .iter()
-        .map(|(_, c, _)| c.nanos().max(0) as u128)
-        .max()
-        .unwrap_or(0);
-    days.iter()
-        .enumerate()
-        .map(|(i, (d, c, _))| {
-            let v = c.nanos().max(0) as u128;
-            let h = (v * u128::from(CHART_HEIGHT))
-                .checked_div(max)
-                .unwrap_or(1)
-                .clamp(1, u128::from(CHART_HEIGHT)) as u32;
-            Bar {
-                x: i as u32 * CHART_SLOT + 4,
-                y: CHART_HEIGHT - h,
-                height: h,
-                label: format!("{}: {} USD", d.format("%b %-d"), c.to_decimal_usd()),
-            }
-        })
-        .collect()
+    chart: super::chart::Chart,
+    chart_title: &'a str,
 }
 
 /// `GET /console/orgs/{org}`: balance (or "being reconciled", never zero), spend today and over 7
@@ -434,7 +400,8 @@ pub(crate) async fn org_overview(
             balance,
             today: sum(1),
             week: sum(7),
-            chart: chart(&days),
+            chart: super::chart::daily(&days),
+            chart_title: "Daily spend, last 14 days, oldest on the left (UTC)",
             days: days
                 .iter()
                 .rev()
@@ -475,29 +442,4 @@ pub(crate) fn join_page(state: &AppState, status: StatusCode, join: Join<'_>) ->
         session::set_cookie(state, session::PRE_CSRF, &csrf, 3600),
     );
     resp
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    proptest! {
-        /// Whatever the figures (none, zeros, huge, negative corrections), every bar stays inside
-        /// the chart and the largest day fills it.
-        #[test]
-        fn bars_stay_inside_the_chart(costs in proptest::collection::vec(any::<i64>(), 0..20)) {
-            let day = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();
-            let days: Vec<_> = costs.iter().map(|c| (day, NanoUsd::from_nanos(*c), 0)).collect();
-            let bars = chart(&days);
-            prop_assert_eq!(bars.len(), days.len());
-            for b in &bars {
-                prop_assert!(b.height >= 1 && b.height <= CHART_HEIGHT);
-                prop_assert_eq!(b.y + b.height, CHART_HEIGHT);
-            }
-            if costs.iter().any(|c| *c > 0) {
-                prop_assert!(bars.iter().any(|b| b.height == CHART_HEIGHT));
-            }
-        }
-    }
 }

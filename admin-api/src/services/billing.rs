@@ -7,11 +7,12 @@ use crate::dto::{
 };
 use crate::error::ApiError;
 use crate::ledger::AccountRef;
+use crate::services::usage::{self, Totals};
 use crate::state::AppState;
-use chrono::{DateTime, NaiveDate, SecondsFormat, TimeDelta, Utc};
+use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use credentials::{Kind, Secret};
 use entities::status::{OrganizationStatus, TokenStatus};
-use entities::{org_billing_tokens, organizations, usage_hourly, usage_records};
+use entities::{org_billing_tokens, organizations, usage_records};
 use money::NanoUsd;
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use std::collections::BTreeMap;
@@ -85,63 +86,18 @@ fn ts(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
-#[derive(Default)]
-struct Agg {
-    requests: i64,
-    input: i64,
-    output: i64,
-    cached: i64,
-    cache_write: i64,
-    cost: i64,
-    images: i64,
-    video_seconds: i64,
-}
-
-impl Agg {
-    fn add(&mut self, r: &usage_hourly::Model) {
-        self.requests += r.requests;
-        self.input += r.input_tokens;
-        self.output += r.output_tokens;
-        self.cached += r.cached_tokens;
-        self.cache_write += r.cache_write_tokens;
-        self.cost += r.cost_nanos;
-        self.images += r.images;
-        self.video_seconds += r.video_seconds;
-    }
-    fn totals(&self) -> UsageTotals {
-        UsageTotals {
-            requests: self.requests,
-            input_tokens: self.input,
-            output_tokens: self.output,
-            cache_tokens: self.cached,
-            cache_write_tokens: self.cache_write,
-            images: self.images,
-            video_seconds: self.video_seconds,
-            cost_usd: Usd(NanoUsd::from_nanos(self.cost)),
-        }
-    }
-}
-
 /// `GET /api/v1/organization/billing/usage/daily`: one UTC day, [date 00:00Z, next 00:00Z).
 pub async fn daily(
     state: &AppState,
     org: &organizations::Model,
     date: NaiveDate,
 ) -> Result<DailyUsage, ApiError> {
-    let from = date
-        .and_hms_opt(0, 0, 0)
-        .ok_or(ApiError::InvalidDate)?
-        .and_utc();
-    let to = from + TimeDelta::days(1);
-    let rows = usage_hourly::Entity::find()
-        .filter(usage_hourly::Column::OrganizationId.eq(org.id))
-        .filter(usage_hourly::Column::HourStart.gte(from))
-        .filter(usage_hourly::Column::HourStart.lt(to))
-        .all(&state.db)
-        .await?;
-    let mut totals = Agg::default();
-    let mut by_key: BTreeMap<i64, Agg> = BTreeMap::new();
-    let mut by_model: BTreeMap<String, Agg> = BTreeMap::new();
+    let window = usage::Window::days(usage::Granularity::Day, date, date)?;
+    let (from, to) = (window.start, window.end);
+    let rows = usage::hourly_rows(&state.db, org.id, None, &window).await?;
+    let mut totals = Totals::default();
+    let mut by_key: BTreeMap<i64, Totals> = BTreeMap::new();
+    let mut by_model: BTreeMap<String, Totals> = BTreeMap::new();
     let mut estimated = 0i64;
     for r in &rows {
         totals.add(r);
@@ -171,9 +127,9 @@ pub async fn daily(
         from: ts(from),
         to: ts(to),
         totals: DailyTotals {
-            usage: totals.totals(),
+            usage: totals.to_dto(),
             actual_cost_usd: Usd(spend),
-            usage_cost_usd: Usd(NanoUsd::from_nanos(totals.cost)),
+            usage_cost_usd: Usd(totals.cost_usd()),
         },
         projects: projects
             .unwrap_or_default()
@@ -184,14 +140,14 @@ pub async fn daily(
             .iter()
             .map(|(k, a)| KeyUsage {
                 api_key_id: *k,
-                usage: a.totals(),
+                usage: a.to_dto(),
             })
             .collect(),
         models: by_model
             .iter()
             .map(|(m, a)| ModelUsage {
                 model: m.clone(),
-                usage: a.totals(),
+                usage: a.to_dto(),
             })
             .collect(),
         workflows: workflows
@@ -226,40 +182,11 @@ fn attributed(
     if records.iter().all(|r| key(r).is_none()) {
         return None;
     }
-    // requests, input, output, cached, cost, images, video seconds, cache writes
-    type Sums = (i64, i64, i64, i64, i64, i64, i64, i64);
-    let mut groups: BTreeMap<Option<String>, Sums> = BTreeMap::new();
+    let mut groups: BTreeMap<Option<String>, Totals> = BTreeMap::new();
     for r in records {
-        let g = groups.entry(key(r)).or_default();
-        g.0 += 1;
-        g.1 += r.input_tokens;
-        g.2 += r.output_tokens;
-        g.3 += r.cached_tokens;
-        g.4 += r.cost_nanos;
-        g.5 += r.images;
-        g.6 += r.video_seconds;
-        g.7 += r.cache_write_tokens;
+        groups.entry(key(r)).or_default().add_record(r);
     }
-    Some(
-        groups
-            .into_iter()
-            .map(
-                |(k, (requests, input, output, cached, cost, images, video_seconds, written))| {
-                    let usage = UsageTotals {
-                        requests,
-                        input_tokens: input,
-                        output_tokens: output,
-                        cache_tokens: cached,
-                        cache_write_tokens: written,
-                        images,
-                        video_seconds,
-                        cost_usd: Usd(NanoUsd::from_nanos(cost)),
-                    };
-                    (k, usage)
-                },
-            )
-            .collect(),
-    )
+    Some(groups.into_iter().map(|(k, t)| (k, t.to_dto())).collect())
 }
 
 /// Money debited from the wallet to spend in a window (settled usage), from the ledger.
@@ -356,30 +283,14 @@ pub async fn daily_spend(
     today: NaiveDate,
     days: u32,
 ) -> Result<Vec<(NaiveDate, NanoUsd, i64)>, ApiError> {
-    let first = today - chrono::Duration::days(i64::from(days.max(1)) - 1);
-    let from = first
-        .and_hms_opt(0, 0, 0)
-        .ok_or(ApiError::InvalidDate)?
-        .and_utc();
-    let rows = usage_hourly::Entity::find()
-        .filter(usage_hourly::Column::OrganizationId.eq(org_id))
-        .filter(usage_hourly::Column::HourStart.gte(from))
-        .all(db)
-        .await?;
-    let mut by_day: BTreeMap<NaiveDate, (i64, i64)> = BTreeMap::new();
-    for r in rows {
-        let day = r.hour_start.date_naive();
-        let e = by_day.entry(day).or_default();
-        e.0 = e.0.saturating_add(r.cost_nanos);
-        e.1 = e.1.saturating_add(r.requests);
-    }
-    Ok(first
-        .iter_days()
-        .take_while(|d| *d <= today)
-        .map(|d| {
-            let (cost, requests) = by_day.get(&d).copied().unwrap_or_default();
-            (d, NanoUsd::from_nanos(cost), requests)
-        })
+    let first = today - chrono::Duration::days(i64::from(days.clamp(1, 366)) - 1);
+    let window = usage::Window::days(usage::Granularity::Day, first, today)?;
+    let rows = usage::hourly_rows(db, org_id, None, &window).await?;
+    let b = usage::breakdown(&rows, &window, |_| ());
+    Ok(b.periods
+        .iter()
+        .zip(&b.per_period)
+        .map(|(t, sums)| (t.date_naive(), sums.cost_usd(), sums.requests))
         .collect())
 }
 

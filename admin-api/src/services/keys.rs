@@ -262,11 +262,7 @@ pub struct OrgKey {
 
 /// The keys of organization `org_id`, newest first.
 pub async fn org_keys(db: &impl ConnectionTrait, org_id: i64) -> Result<Vec<OrgKey>, ApiError> {
-    let rows = customer_api_keys::Entity::find()
-        .filter(customer_api_keys::Column::OrganizationId.eq(org_id))
-        .order_by_desc(customer_api_keys::Column::Id)
-        .all(db)
-        .await?;
+    let rows = org_key_rows(db, org_id).await?;
     let buckets = entities::usage_hourly::Entity::find()
         .filter(entities::usage_hourly::Column::OrganizationId.eq(org_id))
         .all(db)
@@ -286,6 +282,18 @@ pub async fn org_keys(db: &impl ConnectionTrait, org_id: i64) -> Result<Vec<OrgK
             }
         })
         .collect())
+}
+
+/// Every key of organization `org_id` (any status), newest first.
+pub async fn org_key_rows(
+    db: &impl ConnectionTrait,
+    org_id: i64,
+) -> Result<Vec<customer_api_keys::Model>, ApiError> {
+    Ok(customer_api_keys::Entity::find()
+        .filter(customer_api_keys::Column::OrganizationId.eq(org_id))
+        .order_by_desc(customer_api_keys::Column::Id)
+        .all(db)
+        .await?)
 }
 
 /// The groups organization `org_id` may mint keys in (its customer's groups, or every configured

@@ -12,7 +12,7 @@ use chrono::{DateTime, Duration, DurationRound, SecondsFormat, TimeDelta, Utc};
 use entities::usage_hourly;
 use money::NanoUsd;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 /// Bucket size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +78,38 @@ impl Window {
         })
     }
 
-    fn step(&self) -> TimeDelta {
+    /// A window of whole UTC days, `first` to `last` inclusive (the console's date fields), under
+    /// the same limits as the query form: at most 366 days by day, 7 days by hour.
+    pub fn days(
+        granularity: Granularity,
+        first: chrono::NaiveDate,
+        last: chrono::NaiveDate,
+    ) -> Result<Window, ApiError> {
+        if last < first {
+            return Err(ApiError::InvalidUsageWindow(
+                "the last day must not be before the first".into(),
+            ));
+        }
+        let longest = match granularity {
+            Granularity::Day => 366,
+            Granularity::Hour => 7,
+        };
+        let span = (last - first).num_days() + 1;
+        if span > longest {
+            return Err(ApiError::InvalidUsageWindow(format!(
+                "the window may span at most {longest} days at this granularity"
+            )));
+        }
+        let midnight = |d: chrono::NaiveDate| d.and_time(chrono::NaiveTime::MIN).and_utc();
+        Ok(Window {
+            granularity,
+            start: midnight(first),
+            end: midnight(first) + Duration::days(span),
+        })
+    }
+
+    /// The length of one bucket.
+    pub fn step(&self) -> TimeDelta {
         match self.granularity {
             Granularity::Day => TimeDelta::days(1),
             Granularity::Hour => TimeDelta::hours(1),
@@ -90,14 +121,170 @@ fn ts(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
-#[derive(Default)]
-struct Bucket {
-    cost: i64,
-    requests: i64,
-    tokens: i64,
-    images: i64,
-    video_seconds: i64,
-    keys: BTreeSet<i64>,
+/// Sums of usage (hourly buckets or single records). Additions saturate: a sum never wraps.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Totals {
+    pub requests: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cached_tokens: i64,
+    pub cache_write_tokens: i64,
+    pub images: i64,
+    pub video_seconds: i64,
+    /// Retail cost in nano-USD.
+    pub cost: i64,
+}
+
+impl Totals {
+    /// Adds one hourly bucket.
+    pub fn add(&mut self, r: &usage_hourly::Model) {
+        self.add_parts([
+            r.requests,
+            r.input_tokens,
+            r.output_tokens,
+            r.cached_tokens,
+            r.cache_write_tokens,
+            r.images,
+            r.video_seconds,
+            r.cost_nanos,
+        ]);
+    }
+
+    /// Adds one usage record (one request).
+    pub fn add_record(&mut self, r: &entities::usage_records::Model) {
+        self.add_parts([
+            1,
+            r.input_tokens,
+            r.output_tokens,
+            r.cached_tokens,
+            r.cache_write_tokens,
+            r.images,
+            r.video_seconds,
+            r.cost_nanos,
+        ]);
+    }
+
+    /// Adds another sum.
+    pub fn merge(&mut self, o: &Totals) {
+        self.add_parts([
+            o.requests,
+            o.input_tokens,
+            o.output_tokens,
+            o.cached_tokens,
+            o.cache_write_tokens,
+            o.images,
+            o.video_seconds,
+            o.cost,
+        ]);
+    }
+
+    fn add_parts(&mut self, p: [i64; 8]) {
+        let fields = [
+            &mut self.requests,
+            &mut self.input_tokens,
+            &mut self.output_tokens,
+            &mut self.cached_tokens,
+            &mut self.cache_write_tokens,
+            &mut self.images,
+            &mut self.video_seconds,
+            &mut self.cost,
+        ];
+        for (f, v) in fields.into_iter().zip(p) {
+            *f = f.saturating_add(v);
+        }
+    }
+
+    /// The cost as money.
+    pub fn cost_usd(&self) -> NanoUsd {
+        NanoUsd::from_nanos(self.cost)
+    }
+
+    /// The billing API's shape of these sums.
+    pub fn to_dto(&self) -> crate::dto::UsageTotals {
+        crate::dto::UsageTotals {
+            requests: self.requests,
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            cache_tokens: self.cached_tokens,
+            cache_write_tokens: self.cache_write_tokens,
+            images: self.images,
+            video_seconds: self.video_seconds,
+            cost_usd: Usd(self.cost_usd()),
+        }
+    }
+}
+
+/// The hourly buckets of an organization (optionally one key) over a window.
+pub async fn hourly_rows(
+    db: &impl ConnectionTrait,
+    organization_id: i64,
+    api_key_id: Option<i64>,
+    w: &Window,
+) -> Result<Vec<usage_hourly::Model>, ApiError> {
+    let mut q = usage_hourly::Entity::find()
+        .filter(usage_hourly::Column::OrganizationId.eq(organization_id))
+        .filter(usage_hourly::Column::HourStart.gte(w.start))
+        .filter(usage_hourly::Column::HourStart.lt(w.end));
+    if let Some(k) = api_key_id {
+        q = q.filter(usage_hourly::Column::ApiKeyId.eq(k));
+    }
+    Ok(q.all(db).await?)
+}
+
+/// Usage over a window split by period and by one dimension (model, key, group: whatever `of`
+/// maps a bucket to), for the console's usage page and its CSV.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Breakdown<D: Ord> {
+    /// Every period of the window, oldest first.
+    pub periods: Vec<DateTime<Utc>>,
+    /// Per dimension value: its sums per period (parallel to `periods`) and over the window.
+    pub lines: BTreeMap<D, (Vec<Totals>, Totals)>,
+    /// Per period, over every value (parallel to `periods`).
+    pub per_period: Vec<Totals>,
+    /// Over the whole window.
+    pub total: Totals,
+}
+
+/// Splits `rows` (buckets inside `w`) by period and by `of`.
+pub fn breakdown<D: Ord>(
+    rows: &[usage_hourly::Model],
+    w: &Window,
+    of: impl Fn(&usage_hourly::Model) -> D,
+) -> Breakdown<D> {
+    let step = w.step();
+    let mut periods = Vec::new();
+    let mut t = w.start;
+    while t < w.end {
+        periods.push(t);
+        t += step;
+    }
+    let mut out = Breakdown {
+        per_period: vec![Totals::default(); periods.len()],
+        periods,
+        lines: BTreeMap::new(),
+        total: Totals::default(),
+    };
+    let n = out.periods.len();
+    for r in rows {
+        // Rows outside the window are skipped (before it: a negative offset, which must not
+        // truncate towards zero into the first period).
+        let offset = (r.hour_start - w.start).num_seconds();
+        let Ok(i) = usize::try_from(offset.div_euclid(step.num_seconds().max(1))) else {
+            continue;
+        };
+        if i >= n {
+            continue;
+        }
+        let line = out
+            .lines
+            .entry(of(r))
+            .or_insert_with(|| (vec![Totals::default(); n], Totals::default()));
+        line.0[i].add(r);
+        line.1.add(r);
+        out.per_period[i].add(r);
+        out.total.add(r);
+    }
+    out
 }
 
 /// The buckets of an organization (optionally one key) over a window, every period listed.
@@ -107,44 +294,27 @@ pub async fn buckets(
     api_key_id: Option<i64>,
     w: Window,
 ) -> Result<UsageBuckets, ApiError> {
-    let mut q = usage_hourly::Entity::find()
-        .filter(usage_hourly::Column::OrganizationId.eq(organization_id))
-        .filter(usage_hourly::Column::HourStart.gte(w.start))
-        .filter(usage_hourly::Column::HourStart.lt(w.end));
-    if let Some(k) = api_key_id {
-        q = q.filter(usage_hourly::Column::ApiKeyId.eq(k));
-    }
-    let rows = q.all(db).await?;
+    let rows = hourly_rows(db, organization_id, api_key_id, &w).await?;
+    let b = breakdown(&rows, &w, |r| r.api_key_id);
     let step = w.step();
-    let mut map: BTreeMap<DateTime<Utc>, Bucket> = BTreeMap::new();
-    let mut t = w.start;
-    while t < w.end {
-        map.insert(t, Bucket::default());
-        t += step;
-    }
-    for r in rows {
-        let key = r.hour_start.duration_trunc(step).unwrap_or(r.hour_start);
-        let b = map.entry(key).or_default();
-        b.cost += r.cost_nanos;
-        b.requests += r.requests;
-        b.tokens += r.input_tokens + r.output_tokens;
-        b.images += r.images;
-        b.video_seconds += r.video_seconds;
-        if r.requests > 0 {
-            b.keys.insert(r.api_key_id);
-        }
-    }
-    let buckets = map
-        .into_iter()
-        .map(|(start, b)| UsageBucket {
-            start_time: ts(start),
-            end_time: ts((start + step).min(w.end)),
-            burn_usd: Usd(NanoUsd::from_nanos(b.cost)),
-            requests: b.requests,
-            total_tokens: b.tokens,
-            images: b.images,
-            video_seconds: b.video_seconds,
-            active_api_keys: b.keys.len(),
+    let buckets = b
+        .periods
+        .iter()
+        .zip(&b.per_period)
+        .enumerate()
+        .map(|(i, (start, t))| UsageBucket {
+            start_time: ts(*start),
+            end_time: ts((*start + step).min(w.end)),
+            burn_usd: Usd(t.cost_usd()),
+            requests: t.requests,
+            total_tokens: t.input_tokens.saturating_add(t.output_tokens),
+            images: t.images,
+            video_seconds: t.video_seconds,
+            active_api_keys: b
+                .lines
+                .values()
+                .filter(|(per, _)| per.get(i).is_some_and(|p| p.requests > 0))
+                .count(),
         })
         .collect();
     Ok(UsageBuckets {
@@ -244,5 +414,73 @@ mod tests {
             now(),
         );
         assert!(ok.is_ok(), "366 days is allowed");
+    }
+
+    fn bucket(key: i64, model: &str, hour: &str, cost: i64) -> usage_hourly::Model {
+        usage_hourly::Model {
+            id: 0,
+            organization_id: 1,
+            api_key_id: key,
+            model: model.into(),
+            hour_start: DateTime::parse_from_rfc3339(hour)
+                .unwrap()
+                .with_timezone(&Utc),
+            requests: 1,
+            input_tokens: 10,
+            output_tokens: 5,
+            cached_tokens: 0,
+            cache_write_tokens: 0,
+            estimated_requests: 0,
+            cost_nanos: cost,
+            images: 0,
+            video_seconds: 0,
+        }
+    }
+
+    #[test]
+    fn whole_days_windows() {
+        let d = |s: &str| chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap();
+        let w = Window::days(Granularity::Hour, d("2026-11-20"), d("2026-11-26")).unwrap();
+        assert_eq!(
+            (ts(w.start), ts(w.end)),
+            ("2026-11-20T00:00:00Z".into(), "2026-11-27T00:00:00Z".into())
+        );
+        assert!(Window::days(Granularity::Hour, d("2026-11-19"), d("2026-11-26")).is_err());
+        assert!(
+            Window::days(Granularity::Day, d("2025-11-26"), d("2026-11-26")).is_ok(),
+            "366 days"
+        );
+        assert!(Window::days(Granularity::Day, d("2025-11-25"), d("2026-11-26")).is_err());
+        assert!(Window::days(Granularity::Day, d("2026-11-26"), d("2026-11-25")).is_err());
+    }
+
+    #[test]
+    fn breakdown_sums_by_period_and_line() {
+        let d = |s: &str| chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap();
+        let w = Window::days(Granularity::Day, d("2026-11-20"), d("2026-11-22")).unwrap();
+        let rows = [
+            bucket(1, "a", "2026-11-20T03:00:00Z", 100),
+            bucket(1, "a", "2026-11-20T04:00:00Z", 50),
+            bucket(2, "b", "2026-11-22T23:00:00Z", 7),
+            // Outside the window: ignored.
+            bucket(2, "b", "2026-11-23T00:00:00Z", 1_000),
+            bucket(2, "b", "2026-11-19T23:00:00Z", 1_000),
+        ];
+        let b = breakdown(&rows, &w, |r| r.model.clone());
+        assert_eq!(b.periods.len(), 3);
+        assert_eq!(
+            b.per_period.iter().map(|t| t.cost).collect::<Vec<_>>(),
+            vec![150, 0, 7]
+        );
+        assert_eq!(b.total.cost, 157);
+        assert_eq!(b.total.requests, 3);
+        assert_eq!(b.lines["a"].1.cost, 150);
+        assert_eq!(b.lines["b"].0[2].requests, 1);
+        // Per line sums add up to the total, per period and overall.
+        let mut sum = Totals::default();
+        for (_, t) in b.lines.values() {
+            sum.merge(t);
+        }
+        assert_eq!(sum, b.total);
     }
 }

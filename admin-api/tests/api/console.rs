@@ -166,6 +166,27 @@ async fn activate(api: &Api, external: &str) -> (Browser, i64, String) {
     (b, org, email)
 }
 
+/// A new person who joined organization `org` as a member through an operator's sign-up link,
+/// signed in.
+async fn member_of(api: &Api, org: i64, email: &str) -> Browser {
+    let link = admin_api::cli::user_invite(&api.state, email, Some(org), None, "member")
+        .await
+        .unwrap();
+    let url = link["sign_up_url"].as_str().unwrap();
+    let join = url[url.find("/console/join/").unwrap()..].to_string();
+    let mut member = Browser::new(api);
+    let csrf = member.get(&join).await.csrf();
+    let joined = member
+        .post(
+            &join,
+            &[("csrf", &csrf), ("email", email), ("password", PASSWORD)],
+            None,
+        )
+        .await;
+    assert_eq!(joined.status, 303, "{}", joined.body);
+    member
+}
+
 #[tokio::test]
 async fn the_invited_person_signs_up_and_owns_the_activated_organization() {
     let api = Api::start().await;
@@ -251,10 +272,13 @@ async fn the_invited_person_signs_up_and_owns_the_activated_organization() {
     assert_eq!(overview.header("cache-control"), "no-store");
     // The daily spend chart: one bar per day of the 14, no spend yet → 1-unit stubs.
     assert!(
-        overview.body.contains("<svg") && overview.body.contains("aria-labelledby=\"chart-title\"")
+        overview.body.contains("<svg")
+            && overview
+                .body
+                .contains("role=\"img\" aria-label=\"Daily spend, last 14 days")
     );
-    assert_eq!(overview.body.matches("<rect class=\"bar\"").count(), 14);
-    assert_eq!(overview.body.matches("height=\"1\"><title>").count(), 14);
+    assert_eq!(overview.body.matches("<g class=\"col\">").count(), 14);
+    assert_eq!(overview.body.matches("<rect class=\"stub\"").count(), 14);
     let home = b.get("/console/").await;
     assert!(home.body.contains("Org console-a"), "{}", home.body);
     assert_eq!(api.count("console_users").await, 1);
@@ -549,6 +573,19 @@ async fn the_demo_prints_a_working_console_sign_in() {
         "{}",
         overview.body
     );
+    // The quickstart's promise: balance (above), a usage chart and the keys.
+    assert_eq!(overview.body.matches("<g class=\"col\">").count(), 14);
+    let org = second.organization_id;
+    let usage = b.get(&format!("/console/orgs/{org}/usage")).await;
+    assert_eq!(usage.status, 200);
+    assert!(usage.body.contains("<figure class=\"chart\">"));
+    let keys = b.get(&format!("/console/orgs/{org}/keys")).await;
+    assert_eq!(
+        keys.body.matches("<td>quickstart</td>").count(),
+        2,
+        "both demo keys listed: {}",
+        keys.body
+    );
 }
 
 /// The keys page: owners and administrators create (the secret shown once, published so the
@@ -644,26 +681,7 @@ async fn keys_are_created_once_shown_and_disabled_by_managers_only() {
         list.body
     );
     // A member: the list, no actions; a forged create or disable is refused.
-    let link =
-        admin_api::cli::user_invite(&api.state, "mo@member.example", Some(org), None, "member")
-            .await
-            .unwrap();
-    let url = link["sign_up_url"].as_str().unwrap();
-    let join = url[url.find("/console/join/").unwrap()..].to_string();
-    let mut member = Browser::new(&api);
-    let csrf_join = member.get(&join).await.csrf();
-    let joined = member
-        .post(
-            &join,
-            &[
-                ("csrf", &csrf_join),
-                ("email", "mo@member.example"),
-                ("password", PASSWORD),
-            ],
-            None,
-        )
-        .await;
-    assert_eq!(joined.status, 303);
+    let mut member = member_of(&api, org, "mo@member.example").await;
     let seen = member.get(&keys_path).await;
     assert_eq!(seen.status, 200);
     assert!(
@@ -785,25 +803,7 @@ async fn billing_tokens_are_created_rotated_and_revoked_by_managers_only() {
         .await;
     assert_eq!(again.status, 409, "one active token at most");
     // A member: status only, a forged rotate refused.
-    let link =
-        admin_api::cli::user_invite(&api.state, "mel@member.example", Some(org), None, "member")
-            .await
-            .unwrap();
-    let url = link["sign_up_url"].as_str().unwrap();
-    let join = url[url.find("/console/join/").unwrap()..].to_string();
-    let mut member = Browser::new(&api);
-    let c = member.get(&join).await.csrf();
-    member
-        .post(
-            &join,
-            &[
-                ("csrf", &c),
-                ("email", "mel@member.example"),
-                ("password", PASSWORD),
-            ],
-            None,
-        )
-        .await;
+    let mut member = member_of(&api, org, "mel@member.example").await;
     let seen = member.get(&path).await;
     assert!(seen.body.contains("Active token") && !seen.body.contains("Rotate token"));
     let forged = member
@@ -1020,6 +1020,129 @@ async fn owners_invite_change_roles_and_remove_members_and_one_owner_always_rema
         )
         .await;
     assert_eq!(other.status, 404);
+    // A real membership of another organization, forged into this organization's URL: not
+    // found, and nothing changes there.
+    let (_, elsewhere, _) = activate(&api, "console-m2").await;
+    let theirs = {
+        use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+        entities::org_members::Entity::find()
+            .filter(entities::org_members::Column::OrganizationId.eq(elsewhere))
+            .one(&api.state.db)
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    for form in [
+        vec![("csrf", c.as_str()), ("action", "remove")],
+        vec![("csrf", c.as_str()), ("action", "role"), ("role", "member")],
+    ] {
+        let forged = ann
+            .post(&format!("{path}/{}", theirs.id), &form, None)
+            .await;
+        assert_eq!(forged.status, 404, "{form:?}");
+    }
+    let after = {
+        use sea_orm::EntityTrait;
+        entities::org_members::Entity::find_by_id(theirs.id)
+            .one(&api.state.db)
+            .await
+            .unwrap()
+    };
+    assert_eq!(
+        after,
+        Some(theirs),
+        "the other organization's owner is untouched"
+    );
+}
+
+/// Sends `requests` one after another on one HTTP/1.1 connection and returns each answer's
+/// status and head; every answer must arrive on that same connection.
+async fn on_one_connection(api: &Api, requests: &[String]) -> Vec<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = api.base.trim_start_matches("http://");
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut answers = Vec::new();
+    let mut buf: Vec<u8> = Vec::new();
+    for request in requests {
+        socket.write_all(request.as_bytes()).await.unwrap();
+        let head_end = loop {
+            if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at + 4;
+            }
+            let mut chunk = [0u8; 8192];
+            let n =
+                tokio::time::timeout(std::time::Duration::from_secs(5), socket.read(&mut chunk))
+                    .await
+                    .expect("an answer on the same connection")
+                    .unwrap();
+            assert!(n > 0, "the connection was closed after {answers:?}");
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+        let status: u16 = head[9..12].parse().unwrap();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .map(|v| v.trim().parse().unwrap())
+            .expect("a sized answer");
+        while buf.len() < head_end + length {
+            let mut chunk = [0u8; 8192];
+            let n = socket.read(&mut chunk).await.unwrap();
+            assert!(n > 0);
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        buf.drain(..head_end + length);
+        answers.push((status, head));
+    }
+    answers
+}
+
+/// Console refusals (forged forms, pages of another organization, a bad query, an unknown page,
+/// a signed-out visit) leave the connection usable: every answer arrives on one connection,
+/// none says `Connection: close`.
+#[tokio::test]
+async fn console_refusals_leave_the_connection_usable() {
+    let api = Api::start().await;
+    let (owner, org, _) = activate(&api, "console-k").await;
+    let (_, other, _) = activate(&api, "console-k2").await;
+    let cookie = owner.cookie_header();
+    let host = api.base.trim_start_matches("http://").to_string();
+    let get =
+        |path: &str| format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nCookie: {cookie}\r\n\r\n");
+    let post = |path: &str, body: &str| {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: {host}\r\nCookie: {cookie}\r\nOrigin: {}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{body}",
+            api.base,
+            body.len()
+        )
+    };
+    let answers = on_one_connection(
+        &api,
+        &[
+            post("/console/sign-in", "email=a%40b.example&password=x"),
+            post(
+                &format!("/console/orgs/{org}/keys"),
+                "csrf=forged&name=x&group_id=1",
+            ),
+            post(
+                &format!("/console/orgs/{org}/members/999999"),
+                "csrf=forged&action=remove",
+            ),
+            get(&format!("/console/orgs/{other}")),
+            get(&format!("/console/orgs/{org}/usage?from=yesterday")),
+            get(&format!("/console/orgs/{other}/usage.csv")),
+            get("/console/nope"),
+            format!("GET /console/orgs/{org} HTTP/1.1\r\nHost: {host}\r\n\r\n"),
+            get(&format!("/console/orgs/{org}/usage")),
+        ],
+    )
+    .await;
+    let statuses: Vec<u16> = answers.iter().map(|(s, _)| *s).collect();
+    assert_eq!(statuses, vec![403, 403, 403, 404, 400, 404, 404, 303, 200]);
+    for (status, head) in &answers {
+        assert!(!head.contains("connection: close"), "{status}: {head}");
+    }
+    assert_eq!(api.count("customer_api_keys").await, 0, "nothing created");
 }
 
 /// The reset links mailed so far (the mail is sent just after the answer: waits up to 5 s for
@@ -1172,4 +1295,353 @@ async fn a_mailed_link_resets_the_password_once_and_signs_every_session_out() {
     assert_eq!(anon.get(&fresh).await.status, 410);
     api.state.clock.set(None);
     assert_eq!(anon.get(&fresh).await.status, 200);
+}
+
+/// One settled call of `key` in organization `org` at `at` (RFC 3339), through the usage stream.
+async fn spend(api: &Api, org: i64, key: i64, model: &str, at: &str, cost: i64, images: u64) {
+    let started = chrono::DateTime::parse_from_rfc3339(at).unwrap();
+    let n = api.idem.fetch_add(1, Ordering::Relaxed);
+    let event = opstate::UsageEvent {
+        request_id: format!("usage-{n}"),
+        key_id: key,
+        org_id: org,
+        group_id: 1,
+        route: "chat_completions".into(),
+        model_requested: model.into(),
+        model_served: model.into(),
+        account_id: "a".into(),
+        input_tokens: 100,
+        output_tokens: 10,
+        cached_tokens: 20,
+        cache_write_tokens: 0,
+        measurement: opstate::Measurement::Exact,
+        status: 200,
+        stream: false,
+        started_at_ms: u64::try_from(started.timestamp_millis()).unwrap(),
+        latency_ms: 1,
+        ttfb_ms: None,
+        attempts: 1,
+        cost_nanos: nano(cost),
+        charged_nanos: nano(cost),
+        excess_nanos: nano(0),
+        hold_nanos: nano(cost),
+        project: None,
+        workflow: None,
+        audio_seconds: 0,
+        images,
+        video_seconds: 0,
+        retail_rate: None,
+        wholesale_rate: None,
+        resent: false,
+    };
+    api.state.stores.usage.append(&event).await.unwrap();
+}
+
+/// A CSV figure (a decimal) and the billing API's (a JSON number) are the same amount.
+fn same(csv: &str, json: &Value) -> bool {
+    csv.parse::<f64>()
+        .ok()
+        .is_some_and(|c| Some(c) == json.as_f64())
+}
+
+/// The rows of a CSV answer (header first), split on commas outside quotes.
+fn csv_rows(body: &str) -> Vec<Vec<String>> {
+    body.split("\r\n")
+        .filter(|l| !l.is_empty())
+        .map(|line| {
+            let mut fields = vec![String::new()];
+            let mut quoted = false;
+            for c in line.chars() {
+                match c {
+                    '"' => quoted = !quoted,
+                    ',' if !quoted => fields.push(String::new()),
+                    c => fields.last_mut().unwrap().push(c),
+                }
+            }
+            fields
+        })
+        .collect()
+}
+
+/// The usage page and its CSV: by model, key and group, by day and by hour, with the billing
+/// API's figures for the same day; other organizations' usage never shows; a bad window is a 400
+/// naming its field; a member reads it; another organization's usage is a 404.
+#[tokio::test]
+async fn usage_page_and_csv_show_the_billing_api_figures() {
+    let api = Api::start().await;
+    let (mut owner, org, _) = activate(&api, "console-u").await;
+    let (_, other_org, _) = activate(&api, "console-u2").await;
+    let keys_path = format!("/console/orgs/{org}/keys");
+    let csrf = owner.get(&keys_path).await.csrf();
+    for name in ["web", "=batch"] {
+        let created = owner
+            .post(
+                &keys_path,
+                &[("csrf", &csrf), ("name", name), ("group_id", "1")],
+                None,
+            )
+            .await;
+        assert_eq!(created.status, 200, "{}", created.body);
+    }
+    let keys = {
+        use sea_orm::{EntityTrait, QueryOrder};
+        entities::customer_api_keys::Entity::find()
+            .order_by_asc(entities::customer_api_keys::Column::Id)
+            .all(&api.state.db)
+            .await
+            .unwrap()
+    };
+    let (web, batch) = (keys[0].id, keys[1].id);
+    spend(
+        &api,
+        org,
+        web,
+        "gpt-4o-mini",
+        "2026-03-04T10:15:00Z",
+        1_500,
+        0,
+    )
+    .await;
+    spend(
+        &api,
+        org,
+        web,
+        "gpt-4o-mini",
+        "2026-03-04T10:45:00Z",
+        2_500,
+        0,
+    )
+    .await;
+    spend(
+        &api,
+        org,
+        web,
+        "gpt-4o",
+        "2026-03-04T15:00:00Z",
+        123_456_789,
+        0,
+    )
+    .await;
+    spend(
+        &api,
+        org,
+        batch,
+        "gpt-4o-mini",
+        "2026-03-04T23:59:59Z",
+        7,
+        2,
+    )
+    .await;
+    spend(
+        &api,
+        org,
+        batch,
+        "gpt-4o",
+        "2026-03-05T00:00:00Z",
+        1_000_000_000,
+        0,
+    )
+    .await;
+    spend(
+        &api,
+        other_org,
+        999,
+        "other-model",
+        "2026-03-04T10:00:00Z",
+        42,
+        0,
+    )
+    .await;
+    admin_api::workers::settler::drain_once(&api.state, "t")
+        .await
+        .unwrap();
+
+    let token = api.billing_token(org).await;
+    let billing: Value = api
+        .http
+        .get(format!(
+            "{}/api/v1/organization/billing/usage/daily?date=2026-03-04",
+            api.base
+        ))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let day = &billing["data"];
+    assert_eq!(day["totals"]["requests"], 4, "{billing}");
+
+    // By model, by day: the day's rows equal the billing API's models.
+    let path = format!("/console/orgs/{org}/usage");
+    let q = "?granularity=day&from=2026-03-04&to=2026-03-05";
+    let csv = owner.get(&format!("{path}.csv{q}&by=model")).await;
+    assert_eq!(csv.status, 200, "{}", csv.body);
+    assert_eq!(csv.header("content-type"), "text/csv; charset=utf-8");
+    assert!(
+        csv.header("content-disposition").contains(&format!(
+            "usage-{org}-2026-03-04-2026-03-05-by-day-model.csv"
+        )),
+        "{}",
+        csv.header("content-disposition")
+    );
+    let rows = csv_rows(&csv.body);
+    assert_eq!(
+        rows[0].join(","),
+        "period_start,period_end,model,requests,input_tokens,output_tokens,cached_tokens,cache_write_tokens,images,video_seconds,cost_usd"
+    );
+    let first_day: Vec<_> = rows[1..]
+        .iter()
+        .filter(|r| r[0] == "2026-03-04T00:00:00Z")
+        .collect();
+    let models = day["models"].as_array().unwrap();
+    assert_eq!(first_day.len(), models.len(), "{}", csv.body);
+    for m in models {
+        let row = first_day
+            .iter()
+            .find(|r| r[2] == m["model"].as_str().unwrap())
+            .unwrap();
+        assert_eq!(row[1], "2026-03-05T00:00:00Z");
+        for (i, field) in [
+            (3, "requests"),
+            (4, "input_tokens"),
+            (5, "output_tokens"),
+            (6, "cache_tokens"),
+            (8, "images"),
+            (10, "cost_usd"),
+        ] {
+            assert!(same(&row[i], &m[field]), "{field} of {m}: {row:?}");
+        }
+    }
+    assert!(
+        rows.iter()
+            .any(|r| r[0] == "2026-03-05T00:00:00Z" && r[2] == "gpt-4o" && r[10] == "1"),
+        "the next day has its own row: {}",
+        csv.body
+    );
+    assert!(
+        !csv.body.contains("other-model"),
+        "another organization's usage"
+    );
+
+    // By key: the billing API's api_keys, with the key's name; a name that looks like a formula
+    // is defused.
+    let csv = owner.get(&format!("{path}.csv{q}&by=key")).await;
+    let rows = csv_rows(&csv.body);
+    assert_eq!(rows[0][2..4].join(","), "api_key_id,api_key");
+    for k in day["api_keys"].as_array().unwrap() {
+        let id = k["api_key_id"].to_string();
+        let row = rows
+            .iter()
+            .find(|r| r[0] == "2026-03-04T00:00:00Z" && r[2] == id)
+            .unwrap();
+        assert!(same(&row[4], &k["requests"]), "{k} {row:?}");
+        assert!(same(&row[11], &k["cost_usd"]), "{k} {row:?}");
+    }
+    let batch_row = rows.iter().find(|r| r[2] == batch.to_string()).unwrap();
+    assert!(batch_row[3].starts_with("'=batch ("), "{batch_row:?}");
+
+    // By group: every key is in group 1 ("Standard"): one line, the day's totals.
+    let csv = owner.get(&format!("{path}.csv{q}&by=group")).await;
+    let rows = csv_rows(&csv.body);
+    let row = rows
+        .iter()
+        .find(|r| r[0] == "2026-03-04T00:00:00Z")
+        .unwrap();
+    assert_eq!((row[2].as_str(), row[3].as_str()), ("1", "Standard"));
+    assert!(same(&row[4], &day["totals"]["requests"]));
+    assert!(same(&row[11], &day["totals"]["cost_usd"]));
+
+    // By hour: the day's 10:00 hour holds two calls of one key and model.
+    let csv = owner
+        .get(&format!(
+            "{path}.csv?granularity=hour&from=2026-03-04&to=2026-03-04&by=model"
+        ))
+        .await;
+    let rows = csv_rows(&csv.body);
+    let ten: Vec<_> = rows
+        .iter()
+        .filter(|r| r[0] == "2026-03-04T10:00:00Z")
+        .collect();
+    assert_eq!(ten.len(), 1, "{}", csv.body);
+    assert_eq!(
+        (ten[0][1].as_str(), ten[0][3].as_str(), ten[0][10].as_str()),
+        ("2026-03-04T11:00:00Z", "2", "0.000004")
+    );
+    assert_eq!(rows.len(), 4, "three hours with usage: {}", csv.body);
+
+    // The page: the window's total, one line per model, a column per day, a CSV link.
+    let page = owner.get(&format!("{path}{q}&by=model")).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("aria-current=\"page\">Usage</a>"));
+    assert!(
+        page.body
+            .contains("data-figure=\"spend\">1.123460796 USD</dd>"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("data-figure=\"requests\">5</dd>"));
+    assert_eq!(page.body.matches("<g class=\"col\">").count(), 2);
+    assert!(page.body.contains(&format!(
+        "href=\"/console/orgs/{org}/usage.csv?granularity=day&#38;from=2026-03-04&#38;to=2026-03-05&#38;by=model\""
+    )));
+    for model in ["gpt-4o-mini", "gpt-4o"] {
+        assert!(
+            page.body.contains(&format!("</span>{model}</th>")),
+            "{model}"
+        );
+    }
+    let hourly = owner
+        .get(&format!(
+            "{path}?granularity=hour&from=2026-03-04&to=2026-03-04"
+        ))
+        .await;
+    assert_eq!(hourly.status, 200);
+    assert_eq!(hourly.body.matches("<g class=\"col\">").count(), 24);
+    assert!(hourly.body.contains("2026-03-04 15:00"));
+    // The default window: the last 30 days by day.
+    let default = owner.get(&path).await;
+    assert_eq!(default.status, 200);
+    assert_eq!(default.body.matches("<g class=\"col\">").count(), 30);
+
+    // Refusals name their field and change nothing.
+    for (q, field) in [
+        ("?granularity=minute", "usage-granularity"),
+        ("?by=account", "usage-by"),
+        ("?from=yesterday", "usage-from"),
+        ("?from=2026-03-05&to=2026-03-04", "usage-to"),
+        ("?from=2025-01-01&to=2026-03-04", "usage-from"),
+        (
+            "?granularity=hour&from=2026-03-01&to=2026-03-08",
+            "usage-from",
+        ),
+    ] {
+        let page = owner.get(&format!("{path}{q}")).await;
+        assert_eq!(page.status, 400, "{q}");
+        assert!(page.body.contains("role=\"alert\""), "{q}");
+        let at = page.body.find(&format!("id=\"{field}\"")).unwrap();
+        let tag = &page.body[at..at + page.body[at..].find('>').unwrap()];
+        assert!(tag.contains("aria-invalid=\"true\""), "{q}: {tag}");
+        let csv = owner.get(&format!("{path}.csv{q}")).await;
+        assert_eq!(csv.status, 400, "{q}");
+    }
+
+    // A member reads the same figures.
+    let mut mina = member_of(&api, org, "mina@member.example").await;
+    let seen = mina
+        .get(&format!(
+            "{path}.csv?granularity=hour&from=2026-03-04&to=2026-03-04&by=model"
+        ))
+        .await;
+    assert_eq!((seen.status, seen.body.as_str()), (200, csv.body.as_str()));
+
+    // Another organization's usage: 404, page and CSV; signed out: the sign-in page.
+    for p in [
+        format!("/console/orgs/{other_org}/usage"),
+        format!("/console/orgs/{other_org}/usage.csv"),
+    ] {
+        assert_eq!(owner.get(&p).await.status, 404, "{p}");
+        assert_eq!(Browser::new(&api).get(&p).await.status, 303, "{p}");
+    }
 }

@@ -65,32 +65,57 @@ async fn the_console_in_a_real_browser() {
     .unwrap();
     let token = partner["token"].as_str().unwrap();
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
-    let created: Value = http
-        .put(format!(
-            "{base}/partner/v1/customers/by-external-id/browser-1"
-        ))
-        .bearer_auth(token)
-        .header("idempotency-key", "browser-1")
-        .json(
-            &json!({"name": "Org Browser", "contact_email": "ann@browser.example",
-                      "initial_allocation_usd": 25, "retail_rate_multiplier": 1}),
-        )
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let invite = created["data"]["activation"]["invite_url"]
-        .as_str()
-        .unwrap();
-    let path = &invite[invite.find("/invitations/").unwrap()..];
+    // A customer's invitation path (`/invitations/…`) and customer id.
+    let customer = |external: &'static str, email: &'static str| {
+        let (http, base, token) = (http.clone(), base.clone(), token.to_string());
+        async move {
+            let created: Value = http
+                .put(format!(
+                    "{base}/partner/v1/customers/by-external-id/{external}"
+                ))
+                .bearer_auth(token)
+                .header("idempotency-key", external)
+                .json(&json!({"name": format!("Org {external}"), "contact_email": email,
+                              "initial_allocation_usd": 25, "retail_rate_multiplier": 1}))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let invite = created["data"]["activation"]["invite_url"]
+                .as_str()
+                .unwrap();
+            (
+                invite[invite.find("/invitations/").unwrap()..].to_string(),
+                created["data"]["customer"]["id"].as_i64().unwrap(),
+            )
+        }
+    };
+    let (path, _) = customer("browser-1", "ann@browser.example").await;
+    // A second customer whose invitation has expired.
+    let (expired, late) = customer("browser-2", "cy@browser.example").await;
+    {
+        use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+        let row = entities::invitations::Entity::find()
+            .filter(entities::invitations::Column::CustomerId.eq(late))
+            .one(&state.db)
+            .await
+            .unwrap()
+            .unwrap();
+        let mut row: entities::invitations::ActiveModel = row.into();
+        row.expires_at = Set(chrono::Utc::now() - chrono::Duration::hours(1));
+        row.update(&state.db).await.unwrap();
+    }
+    let outbox = config.settings().mail.outbox_dir.clone();
     let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/console-shots");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("browser/console.py");
     let mut cmd = std::process::Command::new(&python);
     cmd.arg(&script)
-        .args([base.as_str(), path, "ann@browser.example"])
+        .args([base.as_str(), &path, "ann@browser.example"])
         .arg(&shots)
+        .arg(&outbox)
+        .arg(&expired)
         .env("NO_PROXY", "*")
         .env_remove("HTTP_PROXY")
         .env_remove("HTTPS_PROXY")
@@ -111,9 +136,9 @@ async fn the_console_in_a_real_browser() {
         )
     });
     assert!(out.get("error").is_none(), "{out:#}");
-    assert_eq!(out["steps"].as_array().unwrap().len(), 9, "{out:#}");
+    assert_eq!(out["steps"].as_array().unwrap().len(), 15, "{out:#}");
     let pages = out["pages"].as_object().unwrap();
-    assert!(pages.len() >= 15, "{out:#}");
+    assert!(pages.len() >= 31, "{out:#}");
     for (name, page) in pages {
         assert_eq!(
             page["log"],

@@ -1,0 +1,606 @@
+//! An organization's usage in the console: by day (up to 366 days) or by hour (up to 7 days),
+//! broken down by model, key or group, as a stacked chart, tables and a CSV download. Every member
+//! may read it. The figures come from the same hourly buckets and the same sums
+//! (`services::usage`) as the billing API's daily usage, so a day here equals that day there.
+//!
+//! The window is chosen with whole UTC days (`from` and `to`, inclusive) so the form is two date
+//! fields; defaults: the last 30 days by day, yesterday and today by hour.
+
+use super::chart::{self, Chart};
+use super::keys::member;
+use super::pages::{self, render};
+use super::session::Viewer;
+use crate::error::ApiError;
+use crate::http::params::Seg;
+use crate::services::keys;
+use crate::services::usage::{self, Breakdown, Granularity, Totals, Window};
+use crate::state::AppState;
+use askama::Template;
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::{NaiveDate, SecondsFormat, TimeDelta};
+use money::NanoUsd;
+use std::collections::HashMap;
+
+/// What the usage is broken down by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum By {
+    Model,
+    Key,
+    Group,
+}
+
+impl By {
+    fn name(self) -> &'static str {
+        match self {
+            By::Model => "model",
+            By::Key => "key",
+            By::Group => "group",
+        }
+    }
+}
+
+/// The page's query, checked. Each refusal names its field.
+#[derive(Debug, Clone)]
+struct Choice {
+    granularity: Granularity,
+    from: NaiveDate,
+    to: NaiveDate,
+    by: By,
+}
+
+/// A refused query: the field and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Refusal {
+    field: &'static str,
+    message: String,
+}
+
+/// The raw values of the form, echoed back when refused.
+#[derive(Debug, Clone, Default)]
+struct Raw {
+    granularity: String,
+    from: String,
+    to: String,
+    by: String,
+}
+
+fn parse_day(value: &str, label: &str) -> Result<NaiveDate, String> {
+    NaiveDate::parse_from_str(value.trim(), "%Y-%m-%d")
+        .map_err(|_| format!("{label} must be a date such as 2026-01-31."))
+}
+
+/// Checks the query at date `today` (UTC).
+fn choose(q: &HashMap<String, String>, today: NaiveDate) -> Result<Choice, Refusal> {
+    let get = |k: &str| q.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+    let granularity = match get("granularity") {
+        None | Some("day") => Granularity::Day,
+        Some("hour") => Granularity::Hour,
+        Some(_) => {
+            return Err(Refusal {
+                field: "granularity",
+                message: "Choose by day or by hour.".into(),
+            });
+        }
+    };
+    let by = match get("by") {
+        None | Some("model") => By::Model,
+        Some("key") => By::Key,
+        Some("group") => By::Group,
+        Some(_) => {
+            return Err(Refusal {
+                field: "by",
+                message: "Choose model, key or group.".into(),
+            });
+        }
+    };
+    let to = match get("to") {
+        None => today,
+        Some(v) => parse_day(v, "To").map_err(|message| Refusal {
+            field: "to",
+            message,
+        })?,
+    };
+    let from = match get("from") {
+        None => match granularity {
+            Granularity::Day => to - TimeDelta::days(29),
+            Granularity::Hour => to - TimeDelta::days(1),
+        },
+        Some(v) => parse_day(v, "From").map_err(|message| Refusal {
+            field: "from",
+            message,
+        })?,
+    };
+    let choice = Choice {
+        granularity,
+        from,
+        to,
+        by,
+    };
+    choice.window().map_err(|e| Refusal {
+        field: if to < from { "to" } else { "from" },
+        message: match e {
+            ApiError::InvalidUsageWindow(_) if to < from => {
+                "To must not be before From.".to_string()
+            }
+            _ => match granularity {
+                Granularity::Day => "By day, the window may span at most 366 days.".to_string(),
+                Granularity::Hour => "By hour, the window may span at most 7 days.".to_string(),
+            },
+        },
+    })?;
+    Ok(choice)
+}
+
+impl Choice {
+    fn window(&self) -> Result<Window, ApiError> {
+        Window::days(self.granularity, self.from, self.to)
+    }
+
+    /// The query string of this choice (for the CSV link).
+    fn query(&self) -> String {
+        format!(
+            "granularity={}&from={}&to={}&by={}",
+            granularity_name(self.granularity),
+            self.from,
+            self.to,
+            self.by.name()
+        )
+    }
+
+    fn raw(&self) -> Raw {
+        Raw {
+            granularity: granularity_name(self.granularity).into(),
+            from: self.from.to_string(),
+            to: self.to.to_string(),
+            by: self.by.name().into(),
+        }
+    }
+}
+
+fn granularity_name(g: Granularity) -> &'static str {
+    match g {
+        Granularity::Day => "day",
+        Granularity::Hour => "hour",
+    }
+}
+
+/// A line of the breakdown: an optional id (key, group) and its label.
+type Line = (Option<i64>, String);
+
+/// The usage of the chosen window, broken down as chosen.
+async fn read(state: &AppState, org_id: i64, choice: &Choice) -> Result<Breakdown<Line>, ApiError> {
+    let window = choice.window()?;
+    let rows = usage::hourly_rows(&state.db, org_id, None, &window).await?;
+    let of: Box<dyn Fn(&entities::usage_hourly::Model) -> Line> = match choice.by {
+        By::Model => Box::new(|r| (None, r.model.clone())),
+        By::Key | By::Group => {
+            let keys: HashMap<i64, entities::customer_api_keys::Model> =
+                keys::org_key_rows(&state.db, org_id)
+                    .await?
+                    .into_iter()
+                    .map(|k| (k.id, k))
+                    .collect();
+            if choice.by == By::Key {
+                Box::new(move |r| {
+                    let label = keys.get(&r.api_key_id).map_or_else(
+                        || format!("key {}", r.api_key_id),
+                        |k| format!("{} ({})", k.name, k.preview),
+                    );
+                    (Some(r.api_key_id), label)
+                })
+            } else {
+                let state = state.clone();
+                Box::new(move |r| match keys.get(&r.api_key_id) {
+                    Some(k) => (
+                        Some(k.group_id),
+                        state
+                            .group(k.group_id)
+                            .map_or_else(|| format!("group {}", k.group_id), |g| g.name),
+                    ),
+                    None => (None, "unknown group".to_string()),
+                })
+            }
+        }
+    };
+    Ok(usage::breakdown(&rows, &window, of))
+}
+
+/// One line of a figures table.
+struct Row {
+    label: String,
+    /// Legend swatch class (`s0`…), when the line is drawn apart in the chart.
+    swatch: Option<String>,
+    requests: i64,
+    input: i64,
+    output: i64,
+    cached: i64,
+    images: i64,
+    video_seconds: i64,
+    spend: String,
+}
+
+fn row(label: String, swatch: Option<String>, t: &Totals) -> Row {
+    Row {
+        label,
+        swatch,
+        requests: t.requests,
+        input: t.input_tokens,
+        output: t.output_tokens,
+        cached: t.cached_tokens,
+        images: t.images,
+        video_seconds: t.video_seconds,
+        spend: t.cost_usd().to_decimal_usd().to_string(),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "console/usage.html")]
+struct Page<'a> {
+    signed_in: Option<&'a str>,
+    csrf: &'a str,
+    org_id: i64,
+    tab: &'a str,
+    name: &'a str,
+    raw: Raw,
+    error: Option<Refusal>,
+    by_label: &'a str,
+    period_label: &'a str,
+    csv: String,
+    total: Option<Row>,
+    lines: Vec<Row>,
+    legend: Vec<(String, String)>,
+    periods: Vec<Row>,
+    chart: Chart,
+    chart_title: String,
+    /// Ready-made windows: (label, link, whether it is the one shown).
+    presets: Vec<(&'static str, String, bool)>,
+}
+
+/// The ready-made windows offered above the form (with the current breakdown).
+fn presets(
+    org_id: i64,
+    today: NaiveDate,
+    shown: Option<&Choice>,
+) -> Vec<(&'static str, String, bool)> {
+    let by = shown.map_or(By::Model, |c| c.by);
+    [
+        ("Today, by hour", Granularity::Hour, 0),
+        ("Last 7 days, by hour", Granularity::Hour, 6),
+        ("Last 30 days", Granularity::Day, 29),
+        ("Last 12 months", Granularity::Day, 365),
+    ]
+    .into_iter()
+    .map(|(label, granularity, back)| {
+        let c = Choice {
+            granularity,
+            from: today - TimeDelta::days(back),
+            to: today,
+            by,
+        };
+        let current = shown
+            .is_some_and(|s| s.granularity == c.granularity && s.from == c.from && s.to == c.to);
+        (
+            label,
+            format!("/console/orgs/{org_id}/usage?{}", c.query()),
+            current,
+        )
+    })
+    .collect()
+}
+
+/// A line of the breakdown with its sums and its series in the chart.
+type Ordered<'b> = Vec<(&'b Line, &'b (Vec<Totals>, Totals), usize)>;
+
+/// The lines in chart order, largest spend first, each with its series: past
+/// [`chart::SERIES`] lines, the smallest are drawn together as the last series ("Other").
+fn ordered(b: &Breakdown<Line>) -> Ordered<'_> {
+    let mut lines: Vec<_> = b.lines.iter().collect();
+    lines.sort_by(|a, b| b.1.1.cost.cmp(&a.1.1.cost).then_with(|| a.0.cmp(b.0)));
+    let apart = if lines.len() > chart::SERIES {
+        chart::SERIES - 1
+    } else {
+        lines.len()
+    };
+    lines
+        .into_iter()
+        .enumerate()
+        .map(|(i, (line, sums))| (line, sums, i.min(apart)))
+        .collect()
+}
+
+/// The chart's columns: per period, the spend of each series.
+fn columns(
+    b: &Breakdown<Line>,
+    lines: &Ordered<'_>,
+    g: Granularity,
+) -> Vec<(String, Vec<NanoUsd>)> {
+    let n_series = lines.iter().map(|l| l.2 + 1).max().unwrap_or(0);
+    let mut columns: Vec<(String, Vec<NanoUsd>)> = b
+        .periods
+        .iter()
+        .zip(&b.per_period)
+        .map(|(t, sums)| {
+            let label = format!(
+                "{}: {} USD, {} requests",
+                period_label(t, g),
+                sums.cost_usd().to_decimal_usd(),
+                sums.requests
+            );
+            (label, vec![NanoUsd::ZERO; n_series])
+        })
+        .collect();
+    for (_, (per, _), s) in lines {
+        for (col, t) in columns.iter_mut().zip(per) {
+            if let Some(v) = col.1.get_mut(*s) {
+                *v = v.checked_add(t.cost_usd()).unwrap_or(*v);
+            }
+        }
+    }
+    columns
+}
+
+/// A period's name: the day, or the day and hour.
+fn period_label(t: &chrono::DateTime<chrono::Utc>, g: Granularity) -> String {
+    match g {
+        Granularity::Day => t.format("%Y-%m-%d").to_string(),
+        Granularity::Hour => t.format("%Y-%m-%d %H:00").to_string(),
+    }
+}
+
+/// `GET /console/orgs/{org}/usage`: members only.
+pub(crate) async fn page(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Seg(org): Seg,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let (org_id, name, _) = match member(&state, &viewer, &org).await {
+        Ok(m) => m,
+        Err(resp) => return resp,
+    };
+    let today = state.clock.now().date_naive();
+    let mut page = Page {
+        signed_in: Some(&viewer.user.email),
+        csrf: &viewer.session.csrf,
+        org_id,
+        tab: "usage",
+        name: &name,
+        raw: Raw::default(),
+        error: None,
+        by_label: "Model",
+        period_label: "Day",
+        csv: String::new(),
+        total: None,
+        lines: Vec::new(),
+        legend: Vec::new(),
+        periods: Vec::new(),
+        chart: Chart {
+            columns: Vec::new(),
+            ticks: None,
+        },
+        chart_title: String::new(),
+        presets: presets(org_id, today, None),
+    };
+    let choice = match choose(&q, today) {
+        Ok(c) => c,
+        Err(refusal) => {
+            page.raw = Raw {
+                granularity: q.get("granularity").cloned().unwrap_or_default(),
+                from: q.get("from").cloned().unwrap_or_default(),
+                to: q.get("to").cloned().unwrap_or_default(),
+                by: q.get("by").cloned().unwrap_or_default(),
+            };
+            page.error = Some(refusal);
+            return render(StatusCode::BAD_REQUEST, &page);
+        }
+    };
+    let b = match read(&state, org_id, &choice).await {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::error!(error = %e, "usage not read");
+            return pages::unavailable();
+        }
+    };
+    let g = choice.granularity;
+    let lines = ordered(&b);
+    let others = lines.len() > chart::SERIES;
+    page.legend = lines
+        .iter()
+        .filter(|(_, _, s)| !others || *s < chart::SERIES - 1)
+        .map(|(line, _, s)| (format!("s{s}"), line.1.clone()))
+        .chain(others.then(|| (format!("s{}", chart::SERIES - 1), "Other".to_string())))
+        .collect();
+    page.chart = chart::stacked(&columns(&b, &lines, g));
+    if let (Some(first), Some(last)) = (b.periods.first(), b.periods.last()) {
+        page.chart.ticks = Some((period_label(first, g), period_label(last, g)));
+    }
+    page.lines = lines
+        .iter()
+        .map(|(line, (_, t), s)| row(line.1.clone(), Some(format!("s{s}")), t))
+        .collect();
+    page.periods = b
+        .periods
+        .iter()
+        .zip(&b.per_period)
+        .rev()
+        .filter(|(_, t)| t.requests != 0 || t.cost != 0)
+        .map(|(p, t)| row(period_label(p, g), None, t))
+        .collect();
+    page.total = Some(row("Total".into(), None, &b.total));
+    page.by_label = match choice.by {
+        By::Model => "Model",
+        By::Key => "Key",
+        By::Group => "Group",
+    };
+    page.period_label = match choice.granularity {
+        Granularity::Day => "Day",
+        Granularity::Hour => "Hour (UTC)",
+    };
+    page.chart_title = format!(
+        "Spend {} from {} to {} (UTC), by {}, oldest on the left",
+        match choice.granularity {
+            Granularity::Day => "per day",
+            Granularity::Hour => "per hour",
+        },
+        choice.from,
+        choice.to,
+        choice.by.name()
+    );
+    page.csv = format!("/console/orgs/{org_id}/usage.csv?{}", choice.query());
+    page.raw = choice.raw();
+    page.presets = presets(org_id, today, Some(&choice));
+    render(StatusCode::OK, &page)
+}
+
+/// A CSV text field: quoted, quotes doubled, and a leading `=`, `+`, `-`, `@`, tab or carriage
+/// return defused with an apostrophe (a spreadsheet must not run a key's name as a formula).
+fn csv_text(s: &str) -> String {
+    let defused = if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{s}")
+    } else {
+        s.to_string()
+    };
+    format!("\"{}\"", defused.replace('"', "\"\""))
+}
+
+/// The CSV of a breakdown: one row per period and line with any usage, oldest first.
+fn csv(b: &Breakdown<Line>, w: &Window, by: By) -> String {
+    let ts = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let head = match by {
+        By::Model => "model",
+        By::Key => "api_key_id,api_key",
+        By::Group => "group_id,group",
+    };
+    let mut out = format!(
+        "period_start,period_end,{head},requests,input_tokens,output_tokens,cached_tokens,cache_write_tokens,images,video_seconds,cost_usd\r\n"
+    );
+    for (i, start) in b.periods.iter().enumerate() {
+        for ((id, label), (per, _)) in &b.lines {
+            let Some(t) = per.get(i) else { continue };
+            if t.requests == 0 && t.cost == 0 {
+                continue;
+            }
+            let who = match by {
+                By::Model => csv_text(label),
+                By::Key | By::Group => format!(
+                    "{},{}",
+                    id.map(|v| v.to_string()).unwrap_or_default(),
+                    csv_text(label)
+                ),
+            };
+            out.push_str(&format!(
+                "{},{},{who},{},{},{},{},{},{},{},{}\r\n",
+                ts(*start),
+                ts((*start + w.step()).min(w.end)),
+                t.requests,
+                t.input_tokens,
+                t.output_tokens,
+                t.cached_tokens,
+                t.cache_write_tokens,
+                t.images,
+                t.video_seconds,
+                t.cost_usd().to_decimal_usd()
+            ));
+        }
+    }
+    out
+}
+
+/// `GET /console/orgs/{org}/usage.csv`: the page's figures as CSV (members only; a refused
+/// query is a 400 page, as on the page).
+pub(crate) async fn download(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Seg(org): Seg,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let (org_id, _, _) = match member(&state, &viewer, &org).await {
+        Ok(m) => m,
+        Err(resp) => return resp,
+    };
+    let today = state.clock.now().date_naive();
+    let choice = match choose(&q, today) {
+        Ok(c) => c,
+        Err(refusal) => {
+            return pages::message(StatusCode::BAD_REQUEST, "Cannot download", &refusal.message);
+        }
+    };
+    let (b, w) = match (read(&state, org_id, &choice).await, choice.window()) {
+        (Ok(b), Ok(w)) => (b, w),
+        _ => return pages::unavailable(),
+    };
+    let name = format!(
+        "usage-{org_id}-{}-{}-by-{}-{}.csv",
+        choice.from,
+        choice.to,
+        granularity_name(choice.granularity),
+        choice.by.name()
+    );
+    (
+        [
+            (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{name}\""),
+            ),
+        ],
+        csv(&b, &w, choice.by),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn day(s: &str) -> NaiveDate {
+        NaiveDate::parse_from_str(s, "%Y-%m-%d").unwrap()
+    }
+
+    #[test]
+    fn defaults_and_limits() {
+        let today = day("2026-11-26");
+        let c = choose(&q(&[]), today).unwrap();
+        assert_eq!((c.from, c.to, c.by), (day("2026-10-28"), today, By::Model));
+        let c = choose(&q(&[("granularity", "hour"), ("by", "group")]), today).unwrap();
+        assert_eq!((c.from, c.to, c.by), (day("2026-11-25"), today, By::Group));
+        let w = c.window().unwrap();
+        assert_eq!(w.end - w.start, TimeDelta::days(2));
+        assert!(choose(&q(&[("from", "2025-11-26"), ("to", "2026-11-26")]), today).is_ok());
+        for (pairs, field) in [
+            (vec![("granularity", "minute")], "granularity"),
+            (vec![("by", "account")], "by"),
+            (vec![("from", "yesterday")], "from"),
+            (vec![("to", "2026-02-30")], "to"),
+            (vec![("from", "2026-11-20"), ("to", "2026-11-19")], "to"),
+            (vec![("from", "2025-11-25"), ("to", "2026-11-26")], "from"),
+            (
+                vec![("granularity", "hour"), ("from", "2026-11-19")],
+                "from",
+            ),
+        ] {
+            assert_eq!(
+                choose(&q(&pairs), today).map_err(|r| r.field).err(),
+                Some(field),
+                "{pairs:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn csv_fields_cannot_become_formulas() {
+        assert_eq!(csv_text("gpt-4o"), "\"gpt-4o\"");
+        assert_eq!(csv_text("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
+        assert_eq!(csv_text("-1"), "\"'-1\"");
+        assert_eq!(csv_text("a,b"), "\"a,b\"");
+    }
+}
