@@ -75,8 +75,10 @@ async fn the_console_in_a_real_browser() {
                 ))
                 .bearer_auth(token)
                 .header("idempotency-key", external)
-                .json(&json!({"name": format!("Org {external}"), "contact_email": email,
-                              "initial_allocation_usd": 25, "retail_rate_multiplier": 1}))
+                .json(
+                    &json!({"name": format!("Org {external}"), "contact_email": email,
+                              "initial_allocation_usd": 25, "retail_rate_multiplier": 1}),
+                )
                 .send()
                 .await
                 .unwrap()
