@@ -12,6 +12,8 @@ struct Browser {
     http: reqwest::Client,
     base: String,
     cookies: std::collections::BTreeMap<String, String>,
+    /// The client address a gateway in front would report (`x-tollgate-client-ip`).
+    client: Option<&'static str>,
 }
 
 struct Page {
@@ -53,6 +55,15 @@ impl Browser {
                 .unwrap(),
             base: api.base.clone(),
             cookies: Default::default(),
+            client: None,
+        }
+    }
+
+    /// A browser behind a gateway that reports its address as `ip`.
+    fn from(api: &Api, ip: &'static str) -> Browser {
+        Browser {
+            client: Some(ip),
+            ..Browser::new(api)
         }
     }
 
@@ -87,6 +98,7 @@ impl Browser {
             .http
             .get(format!("{}{path}", self.base))
             .header("cookie", self.cookie_header())
+            .header("x-tollgate-client-ip", self.client.unwrap_or_default())
             .send()
             .await
             .unwrap();
@@ -102,6 +114,7 @@ impl Browser {
             .post(format!("{}{path}", self.base))
             .header("cookie", self.cookie_header())
             .header("content-type", "application/x-www-form-urlencoded")
+            .header("x-tollgate-client-ip", self.client.unwrap_or_default())
             .body(body);
         if let Some(o) = origin {
             req = req.header("origin", o);
@@ -366,6 +379,21 @@ async fn forged_and_cross_site_sign_ins_are_refused_and_guessing_is_throttled() 
     // Another address is not held up by this one.
     let (_, _, other) = activate(&api, "console-c2").await;
     assert_eq!(b.sign_in(&other, PASSWORD).await.status, 303);
+    // Per client address: 50 attempts from one address (spread over many email addresses, each
+    // under its own limit), then even a right password from there is refused; another client
+    // address is not held up.
+    let mut guesser = Browser::from(&api, "203.0.113.7");
+    for i in 0..50 {
+        let page = guesser
+            .sign_in(&format!("guess{i}@nowhere.example"), "wrong password here")
+            .await;
+        assert_eq!(page.status, 401, "attempt {i}");
+    }
+    let refused = guesser.sign_in(&other, PASSWORD).await;
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert!(!guesser.cookies.contains_key("tg_session"));
+    let mut neighbour = Browser::from(&api, "203.0.113.8");
+    assert_eq!(neighbour.sign_in(&other, PASSWORD).await.status, 303);
 }
 
 #[tokio::test]
