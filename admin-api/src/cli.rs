@@ -6,7 +6,6 @@ use crate::ledger;
 use crate::services::{billing, funding};
 use crate::state::AppState;
 use chrono::Utc;
-use credentials::Kind;
 use entities::status::TokenStatus;
 use entities::{partner_tokens, partners};
 use money::{NanoUsd, RateMultiplier};
@@ -85,18 +84,15 @@ async fn mint_token(
     partner_id: i64,
     scopes: &[String],
 ) -> Result<(i64, String), String> {
-    let secret = credentials::generate(Kind::PartnerToken, state.env);
-    let row = partner_tokens::ActiveModel {
-        partner_id: Set(partner_id),
-        token_hash: Set(state.hasher.hash(secret.expose())),
-        preview: Set(credentials::preview(secret.expose())),
-        scopes: Set(scopes.join(" ")),
-        status: Set(TokenStatus::Active),
-        created_at: Set(Utc::now()),
-        revoked_at: Set(None),
-        ..Default::default()
-    }
-    .insert(txn)
+    let (row, secret) = crate::services::partner_tokens::mint(
+        state,
+        txn,
+        partner_id,
+        scopes,
+        None,
+        None,
+        Utc::now(),
+    )
     .await
     .map_err(|e| e.to_string())?;
     Ok((row.id, secret.expose().to_string()))

@@ -17,6 +17,13 @@ pub struct Model {
     pub status: crate::status::TokenStatus,
     pub created_at: DateTimeUtc,
     pub revoked_at: Option<DateTimeUtc>,
+    /// The team role of the person who made it in the dashboard, frozen at creation (the gate
+    /// uses it in place of the partner's role); `None` for a token of the operator's command.
+    pub role: Option<String>,
+    /// The console user who made it (`None`: the operator's command).
+    pub created_by: Option<i64>,
+    /// When it was last used (written at most once a minute).
+    pub last_used_at: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -20,6 +20,7 @@ mod m20261125_000010_key_expiry_and_limits;
 mod m20261125_000011_top_up_payments;
 mod m20261125_000012_usage_cache_writes;
 mod m20261125_000013_console_people;
+mod m20261126_000014_partner_tokens_console;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -41,6 +42,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000011_top_up_payments::Migration),
             Box::new(m20261125_000012_usage_cache_writes::Migration),
             Box::new(m20261125_000013_console_people::Migration),
+            Box::new(m20261126_000014_partner_tokens_console::Migration),
         ]
     }
 }

@@ -3,7 +3,8 @@
 
 Run by tests/tests/e2e/browser.rs (`the_console_in_a_real_browser`):
 
-    console.py BASE_URL INVITE_PATH EMAIL SHOTS_DIR OUTBOX_DIR EXPIRED_INVITE_PATH
+    console.py BASE_URL INVITE_PATH EMAIL SHOTS_DIR OUTBOX_DIR EXPIRED_INVITE_PATH \
+        PARTNER_JOIN_PATH OTHER_PARTNER_ID
 
 Drives the pages by their visible labels and button texts: accept the invitation by signing up,
 see the organization's overview, sign out, fail a sign-in, sign in, open the organization from the
@@ -11,7 +12,11 @@ list; create a key, call the gateway with it, see the call on the overview and t
 day and by hour), disable the key; create, rotate and revoke a billing token and read the billing
 API with each; invite a member, read the audit log; a stale form refused (CSRF); the member signs
 up and sees no key, token or member actions; reset the password by the mailed link; sign-in
-throttled after repeated wrong passwords; an expired and a spent invitation explained. On every page: no SEVERE entry in the browser's log (uncaught
+throttled after repeated wrong passwords; an expired and a spent invitation explained. Then the
+partner dashboard: the partner's owner signs up from the operator's link, makes a write token and
+uses it on the partner API, rotates it (the old one refused at once), invites a viewer and reads
+the partner's audit log; the viewer signs up and sees no token action; another partner's
+dashboard is not found. On every page: no SEVERE entry in the browser's log (uncaught
 JavaScript errors and CSP violations land there) and no serious or critical axe-core finding
 (axe is injected through WebDriver, never a <script> tag, so the page's CSP stays strict). Saves a
 screenshot of each page in SHOTS_DIR.
@@ -157,8 +162,85 @@ class Run:
         self.steps.append(what)
 
 
+def partner_api(base, token, path="/me"):
+    """Status and JSON of a partner API read with `token`."""
+    try:
+        r = urllib.request.urlopen(urllib.request.Request(
+            base + "/partner/v1" + path, headers={"Authorization": f"Bearer {token}"}))
+        return r.status, json.load(r)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+
+
+def row_button(driver, cell_text, text):
+    """The button `text` in the table row that has a cell `cell_text`."""
+    for tr in driver.find_elements(By.CSS_SELECTOR, "table.data tbody tr"):
+        if cell_text in [td.text.strip() for td in tr.find_elements(By.TAG_NAME, "td")]:
+            for b in tr.find_elements(By.TAG_NAME, "button"):
+                if b.text.strip() == text:
+                    return b
+    raise AssertionError(f"no {text!r} in a row with {cell_text!r} on {driver.current_url}")
+
+
+def partner_flow(d, run, base, partner_join, other_partner):
+    """The partner dashboard, from the operator's sign-up link (issue 29)."""
+    pat = "pat@acme.example"
+    if d.find_elements(By.XPATH, "//button[normalize-space()='Sign out']"):
+        press(d, button(d, "Sign out"))
+    d.get(base + partner_join)
+    run.check("partner-join")
+    field(d, "Email").send_keys(pat)
+    field(d, "Password").send_keys(PASSWORD)
+    press(d, button(d, "Join"))
+    assert "/console/partners/" in d.current_url, d.current_url
+    assert "Partner dashboard" in d.page_source
+    run.check("partner-overview")
+    press(d, link(d, "Partner tokens"))
+    run.check("partner-tokens")
+    Select(field(d, "Scope")).select_by_visible_text("partner:write (reads and changes)")
+    press(d, button(d, "Create token"))
+    token = d.find_element(By.ID, "new-token").text.strip()
+    status, me = partner_api(base, token)
+    assert status == 200 and me["data"]["role"] == "owner", (status, me)
+    run.check("partner-token-created")
+    run.step("the partner's owner signed up from the operator's link, made a write token and used it")
+    d.get(d.current_url)
+    assert token not in d.page_source, "a token is shown once"
+    press(d, row_button(d, pat, "Rotate"))
+    rotated = d.find_element(By.ID, "new-token").text.strip()
+    assert partner_api(base, token)[0] == 401
+    assert partner_api(base, rotated)[0] == 200
+    run.check("partner-token-rotated")
+    run.step("rotated the partner token: the old one is refused at once")
+    press(d, link(d, "Team"))
+    field(d, "Email address").send_keys("val@acme.example")
+    Select(field(d, "Role")).select_by_visible_text("viewer")
+    press(d, button(d, "Send invitation"))
+    join = d.find_element(By.ID, "join-link").text.strip()
+    run.check("partner-team")
+    press(d, link(d, "Audit log"))
+    assert "partner token rotated" in d.page_source and "member invited" in d.page_source
+    run.check("partner-audit")
+    run.step("invited a viewer to the team and read the partner's audit log")
+    press(d, button(d, "Sign out"))
+    d.get(base + join[join.find("/console/join/"):])
+    field(d, "Email").send_keys("val@acme.example")
+    field(d, "Password").send_keys(PASSWORD)
+    press(d, button(d, "Join"))
+    press(d, link(d, "Partner tokens"))
+    assert not has_button(d, "Create token") and not has_button(d, "Rotate") and not has_button(d, "Revoke")
+    run.check("partner-viewer-tokens")
+    press(d, link(d, "Team"))
+    assert not has_button(d, "Send invitation") and not has_button(d, "Remove")
+    run.step("a viewer sees the tokens and the team but no action")
+    d.get(f"{base}/console/partners/{other_partner}")
+    assert d.find_element(By.TAG_NAME, "h1").text == "Not found", d.page_source
+    run.check("partner-other-refused")
+    run.step("another partner's dashboard is not found")
+
+
 def main():
-    base, invite, email, shots, outbox, expired = sys.argv[1:7]
+    base, invite, email, shots, outbox, expired, partner_join, other_partner = sys.argv[1:9]
     os.makedirs(shots, exist_ok=True)
     driver = browser()
     run = Run(driver, shots)
@@ -341,7 +423,8 @@ def main():
         assert d.current_url.endswith("/console/"), d.current_url
         run.step("reset the password by the mailed link and signed in with the new one")
         press(d, button(d, "Sign out"))
-        for attempt in range(20):
+        # Up to 30: the throttle counts in fixed 15-minute windows, and a window may end mid-way.
+        for attempt in range(30):
             field(d, "Email").clear()
             field(d, "Email").send_keys("nobody@browser.example")
             field(d, "Password").send_keys(f"guess number {attempt}")
@@ -360,6 +443,7 @@ def main():
         assert "already accepted" in d.page_source, d.page_source
         run.check("invitation-spent")
         run.step("expired and spent invitations explained")
+        partner_flow(d, run, base, partner_join, other_partner)
         print(json.dumps({"steps": run.steps, "pages": run.pages}), flush=True)
     finally:
         driver.quit()

@@ -194,9 +194,10 @@ pub(crate) async fn join(
             return pages::unavailable();
         }
     };
-    let next = match t.organization_id {
-        Some(org) => format!("/console/orgs/{org}"),
-        None => "/console/".to_string(),
+    let next = match (t.organization_id, t.partner_id) {
+        (Some(org), _) => format!("/console/orgs/{org}"),
+        (None, Some(partner)) => format!("/console/partners/{partner}"),
+        (None, None) => "/console/".to_string(),
     };
     match pages::signed_in(&state, &user, ip, &next, now).await {
         Ok(resp) => resp,

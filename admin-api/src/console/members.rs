@@ -1,17 +1,21 @@
-//! An organization's members in the console: every member sees who belongs and with which role,
-//! and the sign-up links still open. Owners alone invite (a `/console/join` link mailed to the
-//! address and shown to the owner once), change roles and remove members; an organization always
-//! keeps at least one owner (checked under a lock, see [`people::change_org_member`]). Owners
-//! also read the organization's audit log. Every change commits with its audit record.
+//! A team's members in the console, for an organization (`/console/orgs/{id}/members`) and for a
+//! partner (`/console/partners/{id}/team`): every member sees who belongs and with which role,
+//! and the sign-up links still open. Managers invite (a `/console/join` link mailed to the
+//! address and shown once), change roles and remove members: an organization's owners; a
+//! partner's owners and admins, where only an owner grants the owner role or changes or removes
+//! an owner. A team always keeps at least one owner (checked under a lock, see
+//! [`teams::change_member`]). Managers also read the team's audit log. Every change commits with
+//! its audit record.
 
-use super::keys::{allowed, member, not_permitted};
+use super::keys::member;
 use super::pages::{self, render};
-use super::session::Viewer;
+use super::session::{self, Viewer};
 use crate::db::begin;
 use crate::http::form::field;
 use crate::http::params::{Seg, Segs};
 use crate::services::customers::valid_email;
-use crate::services::people::{self, MemberError};
+use crate::services::people;
+use crate::services::teams::{self, MemberError, Team};
 use crate::state::AppState;
 use askama::Template;
 use axum::body::Bytes;
@@ -22,12 +26,123 @@ use axum::response::{IntoResponse, Redirect, Response};
 /// How many audit records the audit page shows (newest first).
 pub(crate) const AUDIT_PAGE: u64 = 200;
 
+/// The team a page is about, its name and the viewer's role in it.
+pub(crate) struct Place {
+    team: Team,
+    name: String,
+    role: String,
+}
+
+impl Place {
+    fn id(&self) -> i64 {
+        match self.team {
+            Team::Org(id) | Team::Partner(id) => id,
+        }
+    }
+
+    /// The team's pages' path.
+    fn base(&self) -> String {
+        match self.team {
+            Team::Org(id) => format!("/console/orgs/{id}"),
+            Team::Partner(id) => format!("/console/partners/{id}"),
+        }
+    }
+
+    /// The members page's path.
+    fn members_path(&self) -> String {
+        match self.team {
+            Team::Org(_) => format!("{}/members", self.base()),
+            Team::Partner(_) => format!("{}/team", self.base()),
+        }
+    }
+
+    /// Roles that manage the team (and read its audit log).
+    fn managers(&self) -> &'static [&'static str] {
+        match self.team {
+            Team::Org(_) => &["owner"],
+            Team::Partner(_) => &["owner", "admin"],
+        }
+    }
+
+    fn who_manages(&self) -> &'static str {
+        match self.team {
+            Team::Org(_) => "the organization's owners",
+            Team::Partner(_) => "the partner's owners and admins",
+        }
+    }
+
+    fn can_manage(&self) -> bool {
+        self.managers().contains(&self.role.as_str())
+    }
+
+    /// Whether the viewer may give or take `role` (or change a member who has it): only an owner
+    /// touches the owner role.
+    fn may_touch(&self, role: &str) -> bool {
+        role != "owner" || self.role == "owner"
+    }
+}
+
+/// The viewer's place in organization `org` (a path segment), or the page to answer instead.
+async fn org_place(state: &AppState, viewer: &Viewer, org: &str) -> Result<Place, Response> {
+    let (id, name, role) = member(state, viewer, org).await?;
+    Ok(Place {
+        team: Team::Org(id),
+        name,
+        role,
+    })
+}
+
+/// The viewer's place in partner `partner`'s team, or the page to answer instead.
+async fn partner_place(
+    state: &AppState,
+    viewer: &Viewer,
+    partner: &str,
+) -> Result<Place, Response> {
+    let (id, name, role) = super::partner::team(state, viewer, partner).await?;
+    Ok(Place {
+        team: Team::Partner(id),
+        name,
+        role,
+    })
+}
+
+/// A team post's checks: origin, the session's CSRF token, a managing role; the refusal to
+/// answer, if any.
+fn refusal(
+    state: &AppState,
+    viewer: &Viewer,
+    place: &Place,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Option<Response> {
+    if !session::same_origin(state, headers) || !viewer.csrf_ok(field(body, "csrf").as_deref()) {
+        return Some(pages::forbidden());
+    }
+    if !place.can_manage() {
+        return Some(refused(place));
+    }
+    None
+}
+
+fn refused(place: &Place) -> Response {
+    pages::message(
+        StatusCode::FORBIDDEN,
+        "Not permitted",
+        &format!(
+            "Only {} may do this. Nothing was changed.",
+            place.who_manages()
+        ),
+    )
+}
+
 struct MemberRow {
     id: i64,
     email: String,
     role: String,
     since: String,
     is_you: bool,
+    /// Whether the viewer may change or remove this member.
+    changeable: bool,
 }
 
 #[derive(Template)]
@@ -36,12 +151,19 @@ struct Members<'a> {
     signed_in: Option<&'a str>,
     csrf: &'a str,
     org_id: i64,
+    partner_id: i64,
+    is_partner: bool,
+    base: String,
+    action: String,
     tab: &'a str,
     name: &'a str,
-    is_owner: bool,
+    role: &'a str,
+    can_manage: bool,
     members: Vec<MemberRow>,
     pending: Vec<(String, String, String)>,
-    roles: [&'a str; 3],
+    roles: Vec<&'a str>,
+    default_role: &'a str,
+    help: &'a str,
     invited: Option<(&'a str, &'a str)>,
     error: Option<&'a str>,
 }
@@ -49,33 +171,49 @@ struct Members<'a> {
 async fn page(
     state: &AppState,
     viewer: &Viewer,
-    (org_id, name, role): (i64, String, String),
+    place: &Place,
     status: StatusCode,
     invited: Option<(&str, &str)>,
     error: Option<&str>,
 ) -> Response {
     let now = state.clock.now();
     let (members, pending) = match (
-        people::org_members_of(&state.db, org_id).await,
-        people::pending_org_invites(&state.db, org_id, now).await,
+        teams::members_of(&state.db, place.team).await,
+        teams::pending_invites(&state.db, place.team, now).await,
     ) {
         (Ok(m), Ok(p)) => (m, p),
         _ => return pages::unavailable(),
     };
+    let roles: Vec<&str> = place
+        .team
+        .roles()
+        .iter()
+        .copied()
+        .filter(|r| place.may_touch(r))
+        .collect();
     render(
         status,
         &Members {
             signed_in: Some(&viewer.user.email),
             csrf: &viewer.session.csrf,
-            org_id,
-            tab: "members",
-            name: &name,
-            is_owner: role == "owner",
+            org_id: place.id(),
+            partner_id: place.id(),
+            is_partner: matches!(place.team, Team::Partner(_)),
+            base: place.base(),
+            action: place.members_path(),
+            tab: match place.team {
+                Team::Org(_) => "members",
+                Team::Partner(_) => "team",
+            },
+            name: &place.name,
+            role: &place.role,
+            can_manage: place.can_manage(),
             members: members
                 .into_iter()
                 .map(|(m, email)| MemberRow {
                     id: m.id,
                     is_you: m.user_id == viewer.user.id,
+                    changeable: place.can_manage() && place.may_touch(&m.role),
                     email,
                     role: m.role,
                     since: m.created_at.format("%Y-%m-%d").to_string(),
@@ -91,7 +229,16 @@ async fn page(
                     )
                 })
                 .collect(),
-            roles: people::ORG_ROLES,
+            default_role: place.team.roles().last().copied().unwrap_or_default(),
+            roles,
+            help: match place.team {
+                Team::Org(_) => {
+                    "Owners manage members and everything else; administrators manage API keys and the billing token; members read balance, usage and keys."
+                }
+                Team::Partner(_) => {
+                    "Owners and admins manage the team and partner tokens (only an owner makes or changes an owner); operators do customer work; viewers read everything and change nothing."
+                }
+            },
             invited,
             error,
         },
@@ -100,21 +247,22 @@ async fn page(
 
 /// `GET /console/orgs/{org}/members`.
 pub(crate) async fn list(State(state): State<AppState>, viewer: Viewer, Seg(org): Seg) -> Response {
-    match member(&state, &viewer, &org).await {
-        Ok(m) => page(&state, &viewer, m, StatusCode::OK, None, None).await,
+    match org_place(&state, &viewer, &org).await {
+        Ok(p) => page(&state, &viewer, &p, StatusCode::OK, None, None).await,
         Err(resp) => resp,
     }
 }
 
-/// A members post's checks: origin, the session's CSRF token, the owner role.
-async fn owning(
-    state: &AppState,
-    viewer: &Viewer,
-    org: &str,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<(i64, String, String), Response> {
-    allowed(state, viewer, org, headers, body, &["owner"], "owners").await
+/// `GET /console/partners/{partner}/team`.
+pub(crate) async fn partner_list(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Seg(partner): Seg,
+) -> Response {
+    match partner_place(&state, &viewer, &partner).await {
+        Ok(p) => page(&state, &viewer, &p, StatusCode::OK, None, None).await,
+        Err(resp) => resp,
+    }
 }
 
 /// `POST /console/orgs/{org}/members`: `email`, `role` → a join link, mailed and shown once.
@@ -125,27 +273,56 @@ pub(crate) async fn invite(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let m = match owning(&state, &viewer, &org, &headers, &body).await {
-        Ok(m) => m,
-        Err(resp) => return resp,
-    };
-    let email = people::normal_email(&field(&body, "email").unwrap_or_default());
-    let role = field(&body, "role").unwrap_or_default();
+    match org_place(&state, &viewer, &org).await {
+        Ok(p) => invite_to(&state, &viewer, &p, &headers, &body).await,
+        Err(resp) => resp,
+    }
+}
+
+/// `POST /console/partners/{partner}/team`: as [`invite`], for the partner's team.
+pub(crate) async fn partner_invite(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Seg(partner): Seg,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match partner_place(&state, &viewer, &partner).await {
+        Ok(p) => invite_to(&state, &viewer, &p, &headers, &body).await,
+        Err(resp) => resp,
+    }
+}
+
+async fn invite_to(
+    state: &AppState,
+    viewer: &Viewer,
+    place: &Place,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    if let Some(resp) = refusal(state, viewer, place, headers, body) {
+        return resp;
+    }
+    let email = people::normal_email(&field(body, "email").unwrap_or_default());
+    let role = field(body, "role").unwrap_or_default();
+    if !place.may_touch(&role) {
+        return refused_owner();
+    }
     let refusal = if !valid_email(&email) {
-        Some("Enter a valid email address.")
-    } else if !people::ORG_ROLES.contains(&role.as_str()) {
-        Some("Choose a role: owner, administrator or member.")
+        Some("Enter a valid email address.".to_string())
+    } else if !place.team.roles().contains(&role.as_str()) {
+        Some(format!("Choose a role: {}.", place.team.roles().join(", ")))
     } else {
         None
     };
     if let Some(message) = refusal {
         return page(
-            &state,
-            &viewer,
-            m,
+            state,
+            viewer,
+            place,
             StatusCode::BAD_REQUEST,
             None,
-            Some(message),
+            Some(&message),
         )
         .await;
     }
@@ -153,18 +330,18 @@ pub(crate) async fn invite(
         let txn = begin(&state.db).await?;
         let token = people::issue_token(
             &txn,
-            &state,
-            "org_invite",
+            state,
+            place.team.invite_purpose(),
             &email,
-            Some(m.0),
-            None,
+            place.team.organization(),
+            place.team.partner(),
             Some(&role),
             Some(viewer.user.id),
         )
         .await?;
         let audit = people::Audit {
-            organization: Some(m.0),
-            partner: None,
+            organization: place.team.organization(),
+            partner: place.team.partner(),
             actor: Some(viewer.user.id),
             action: "member_invited",
             target: Some(email.clone()),
@@ -180,16 +357,25 @@ pub(crate) async fn invite(
         return pages::unavailable();
     };
     let url = state.public_url(&format!("/console/join/{token}"));
-    people::mail_join_link(&state, &email, &m.1, &role, &url).await;
+    people::mail_join_link(state, &email, &place.name, &role, &url).await;
     page(
-        &state,
-        &viewer,
-        m,
+        state,
+        viewer,
+        place,
         StatusCode::OK,
         Some((&email, &url)),
         None,
     )
     .await
+}
+
+/// The 403 of an admin touching the owner role.
+fn refused_owner() -> Response {
+    pages::message(
+        StatusCode::FORBIDDEN,
+        "Not permitted",
+        "Only an owner may make someone an owner or change an owner. Nothing was changed.",
+    )
 }
 
 /// `POST /console/orgs/{org}/members/{member}`: `action` `role` (with `role`) or `remove`.
@@ -200,22 +386,49 @@ pub(crate) async fn change(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let m = match owning(&state, &viewer, &org, &headers, &body).await {
-        Ok(m) => m,
-        Err(resp) => return resp,
-    };
+    match org_place(&state, &viewer, &org).await {
+        Ok(p) => change_in(&state, &viewer, &p, &member_id, &headers, &body).await,
+        Err(resp) => resp,
+    }
+}
+
+/// `POST /console/partners/{partner}/team/{member}`: as [`change`], in the partner's team.
+pub(crate) async fn partner_change(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Segs(partner, member_id): Segs,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match partner_place(&state, &viewer, &partner).await {
+        Ok(p) => change_in(&state, &viewer, &p, &member_id, &headers, &body).await,
+        Err(resp) => resp,
+    }
+}
+
+async fn change_in(
+    state: &AppState,
+    viewer: &Viewer,
+    place: &Place,
+    member_id: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    if let Some(resp) = refusal(state, viewer, place, headers, body) {
+        return resp;
+    }
     let Ok(member_id) = member_id.parse::<i64>() else {
-        return pages::not_found(&viewer);
+        return pages::not_found(viewer);
     };
-    let action = field(&body, "action").unwrap_or_default();
+    let action = field(body, "action").unwrap_or_default();
     let role = match action.as_str() {
-        "role" => Some(field(&body, "role").unwrap_or_default()),
+        "role" => Some(field(body, "role").unwrap_or_default()),
         "remove" => None,
         _ => {
             return page(
-                &state,
-                &viewer,
-                m,
+                state,
+                viewer,
+                place,
                 StatusCode::BAD_REQUEST,
                 None,
                 Some("Unknown action. Nothing was changed."),
@@ -223,13 +436,19 @@ pub(crate) async fn change(
             .await;
         }
     };
+    if role.as_deref().is_some_and(|r| !place.may_touch(r)) {
+        return refused_owner();
+    }
     let done = async {
         let txn = begin(&state.db).await?;
-        let (email, former) =
-            people::change_org_member(&txn, m.0, member_id, role.as_deref()).await?;
+        let (target, email) =
+            teams::change_member(&txn, place.team, member_id, role.as_deref(), |m| {
+                place.may_touch(&m.role)
+            })
+            .await?;
         let audit = people::Audit {
-            organization: Some(m.0),
-            partner: None,
+            organization: place.team.organization(),
+            partner: place.team.partner(),
             actor: Some(viewer.user.id),
             action: if role.is_some() {
                 "member_role_changed"
@@ -237,7 +456,7 @@ pub(crate) async fn change(
                 "member_removed"
             },
             target: Some(email),
-            detail: serde_json::json!({ "from": former, "to": role }),
+            detail: serde_json::json!({ "from": target.role, "to": role }),
             ip: viewer.ip.clone(),
         };
         people::audit(&txn, audit, state.clock.now()).await?;
@@ -246,8 +465,9 @@ pub(crate) async fn change(
     }
     .await;
     match done {
-        Ok(()) => Redirect::to(&format!("/console/orgs/{}/members", m.0)).into_response(),
-        Err(MemberError::NotFound) => pages::not_found(&viewer),
+        Ok(()) => Redirect::to(&place.members_path()).into_response(),
+        Err(MemberError::Forbidden) => refused_owner(),
+        Err(MemberError::NotFound) => pages::not_found(viewer),
         Err(MemberError::Db(e)) => {
             tracing::error!(error = %e, "console member change failed");
             pages::unavailable()
@@ -255,9 +475,9 @@ pub(crate) async fn change(
         Err(e) => {
             let message = format!("{e}. Nothing was changed.");
             page(
-                &state,
-                &viewer,
-                m,
+                state,
+                viewer,
+                place,
                 StatusCode::CONFLICT,
                 None,
                 Some(&message),
@@ -282,8 +502,11 @@ struct Audit<'a> {
     signed_in: Option<&'a str>,
     csrf: &'a str,
     org_id: i64,
+    partner_id: i64,
+    is_partner: bool,
     tab: &'a str,
     name: &'a str,
+    role: &'a str,
     records: Vec<AuditRow>,
     limit: u64,
 }
@@ -310,14 +533,29 @@ pub(crate) async fn audit(
     viewer: Viewer,
     Seg(org): Seg,
 ) -> Response {
-    let (org_id, name, role) = match member(&state, &viewer, &org).await {
-        Ok(m) => m,
-        Err(resp) => return resp,
-    };
-    if role != "owner" {
-        return not_permitted("owners");
+    match org_place(&state, &viewer, &org).await {
+        Ok(p) => audit_page(&state, &viewer, &p).await,
+        Err(resp) => resp,
     }
-    let Ok(records) = people::org_audit(&state.db, org_id, AUDIT_PAGE).await else {
+}
+
+/// `GET /console/partners/{partner}/audit`: owners and admins only.
+pub(crate) async fn partner_audit(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Seg(partner): Seg,
+) -> Response {
+    match partner_place(&state, &viewer, &partner).await {
+        Ok(p) => audit_page(&state, &viewer, &p).await,
+        Err(resp) => resp,
+    }
+}
+
+async fn audit_page(state: &AppState, viewer: &Viewer, place: &Place) -> Response {
+    if !place.can_manage() {
+        return refused(place);
+    }
+    let Ok(records) = teams::audit_of(&state.db, place.team, AUDIT_PAGE).await else {
         return pages::unavailable();
     };
     let records = records
@@ -336,9 +574,15 @@ pub(crate) async fn audit(
         &Audit {
             signed_in: Some(&viewer.user.email),
             csrf: &viewer.session.csrf,
-            org_id,
-            tab: "members",
-            name: &name,
+            org_id: place.id(),
+            partner_id: place.id(),
+            is_partner: matches!(place.team, Team::Partner(_)),
+            tab: match place.team {
+                Team::Org(_) => "members",
+                Team::Partner(_) => "team",
+            },
+            name: &place.name,
+            role: &place.role,
             records,
             limit: AUDIT_PAGE,
         },

@@ -9,6 +9,7 @@ pub(crate) mod join;
 pub(crate) mod keys;
 pub(crate) mod members;
 pub(crate) mod pages;
+pub(crate) mod partner;
 pub(crate) mod reset;
 pub(crate) mod session;
 pub(crate) mod usage;
@@ -67,6 +68,27 @@ pub(crate) fn routes() -> Router<AppState> {
             post(members::change),
         )
         .route("/console/orgs/{org}/audit", get(members::audit))
+        .route("/console/partners/{partner}", get(partner::overview))
+        .route(
+            "/console/partners/{partner}/tokens",
+            get(partner::tokens).post(partner::create_token),
+        )
+        .route(
+            "/console/partners/{partner}/tokens/{token}",
+            post(partner::change_token),
+        )
+        .route(
+            "/console/partners/{partner}/team",
+            get(members::partner_list).post(members::partner_invite),
+        )
+        .route(
+            "/console/partners/{partner}/team/{member}",
+            post(members::partner_change),
+        )
+        .route(
+            "/console/partners/{partner}/audit",
+            get(members::partner_audit),
+        )
         .route("/console/assets/{file}", get(asset))
         .layer(axum::middleware::from_fn(security_headers))
 }

@@ -84,7 +84,7 @@ pub(crate) fn not_found(viewer: &Viewer) -> Response {
             csrf: &viewer.session.csrf,
             heading: "Not found",
             message: "There is no such page in your console.",
-            link: Some(("/console/", "Your organizations")),
+            link: Some(("/console/", "Your console")),
         },
     )
 }
@@ -293,13 +293,17 @@ struct Home<'a> {
     signed_in: Option<&'a str>,
     csrf: &'a str,
     orgs: Vec<(i64, String, String)>,
+    partners: Vec<(i64, String, String)>,
 }
 
 /// `GET /console/`: the organizations the viewer belongs to.
 pub(crate) async fn home(State(state): State<AppState>, viewer: Viewer) -> Response {
-    let orgs = match people::org_memberships(&state.db, viewer.user.id).await {
-        Ok(orgs) => orgs,
-        Err(e) => {
+    let (orgs, partners) = match (
+        people::org_memberships(&state.db, viewer.user.id).await,
+        people::partner_memberships(&state.db, viewer.user.id).await,
+    ) {
+        (Ok(orgs), Ok(partners)) => (orgs, partners),
+        (Err(e), _) | (_, Err(e)) => {
             tracing::error!(error = %e, "memberships not read");
             return unavailable();
         }
@@ -312,6 +316,10 @@ pub(crate) async fn home(State(state): State<AppState>, viewer: Viewer) -> Respo
             orgs: orgs
                 .into_iter()
                 .map(|(org, role)| (org.id, org.name, role))
+                .collect(),
+            partners: partners
+                .into_iter()
+                .map(|(p, role)| (p.id, p.name, role))
                 .collect(),
         },
     )

@@ -43,7 +43,15 @@ pub async fn view(
     state: &AppState,
     caller: &Caller,
 ) -> Result<Funding, ApiError> {
-    let p = caller.partner_id;
+    view_of(db, state, caller.partner_id).await
+}
+
+/// The funding object of partner `p` (the API's and the dashboard's).
+pub async fn view_of(
+    db: &impl ConnectionTrait,
+    state: &AppState,
+    p: i64,
+) -> Result<Funding, ApiError> {
     let available = ledger::balance(db, &AccountRef::partner_available(p).code).await?;
     let reserved = ledger::partner_total(db, p, AccountKind::PartnerReserved).await?;
     let outstanding = ledger::balance(db, &AccountRef::partner_outstanding_usage(p).code).await?;

@@ -6,6 +6,8 @@ pub mod customers;
 pub mod funding;
 pub mod invitations;
 pub mod keys;
+pub mod partner_tokens;
 pub mod people;
+pub mod teams;
 pub mod usage;
 pub mod wallets;

@@ -17,7 +17,7 @@ use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, Salt
 use chrono::{DateTime, Duration, Utc};
 use entities::{
     audit_records, console_sessions, console_tokens, console_users, org_members, organizations,
-    partner_members,
+    partner_members, partners,
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
@@ -426,6 +426,55 @@ pub async fn org_memberships(
     Ok(out)
 }
 
+/// The partner teams `user_id` belongs to, with its role, oldest membership first.
+pub async fn partner_memberships(
+    db: &impl ConnectionTrait,
+    user_id: i64,
+) -> Result<Vec<(partners::Model, String)>, DbErr> {
+    let members = partner_members::Entity::find()
+        .filter(partner_members::Column::UserId.eq(user_id))
+        .order_by_asc(partner_members::Column::Id)
+        .all(db)
+        .await?;
+    let ids: Vec<i64> = members.iter().map(|m| m.partner_id).collect();
+    let partners: std::collections::HashMap<i64, partners::Model> = if ids.is_empty() {
+        Default::default()
+    } else {
+        partners::Entity::find()
+            .filter(partners::Column::Id.is_in(ids))
+            .all(db)
+            .await?
+            .into_iter()
+            .map(|p| (p.id, p))
+            .collect()
+    };
+    Ok(members
+        .into_iter()
+        .filter_map(|m| partners.get(&m.partner_id).cloned().map(|p| (p, m.role)))
+        .collect())
+}
+
+/// `user_id`'s membership of partner team `partner`: the partner and the role (`None`: not a
+/// member, which every dashboard page answers like a missing partner).
+pub async fn partner_membership(
+    db: &impl ConnectionTrait,
+    partner: i64,
+    user_id: i64,
+) -> Result<Option<(partners::Model, String)>, DbErr> {
+    let Some(m) = partner_members::Entity::find()
+        .filter(partner_members::Column::PartnerId.eq(partner))
+        .filter(partner_members::Column::UserId.eq(user_id))
+        .one(db)
+        .await?
+    else {
+        return Ok(None);
+    };
+    Ok(partners::Entity::find_by_id(partner)
+        .one(db)
+        .await?
+        .map(|p| (p, m.role)))
+}
+
 /// `user_id`'s role in `organization` (`None`: not a member, which every console page answers
 /// like a missing organization).
 pub async fn org_role(
@@ -441,45 +490,8 @@ pub async fn org_role(
         .map(|m| m.role))
 }
 
-/// Why a membership change was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum MemberError {
-    /// no such member in this organization
-    #[error("No such member")]
-    NotFound,
-    /// not one of [`ORG_ROLES`]
-    #[error("The role must be owner, administrator or member")]
-    BadRole,
-    /// the change would leave the organization without an owner
-    #[error("An organization keeps at least one owner: make someone else owner first")]
-    LastOwner,
-    /// a database failure
-    #[error("database error: {0}")]
-    Db(#[from] DbErr),
-}
-
-/// The members of `organization` with their addresses, oldest first.
-pub async fn org_members_of(
-    db: &impl ConnectionTrait,
-    organization: i64,
-) -> Result<Vec<(org_members::Model, String)>, DbErr> {
-    let rows = org_members::Entity::find()
-        .filter(org_members::Column::OrganizationId.eq(organization))
-        .order_by_asc(org_members::Column::Id)
-        .all(db)
-        .await?;
-    let emails = emails_of(db, rows.iter().map(|m| m.user_id)).await?;
-    Ok(rows
-        .into_iter()
-        .map(|m| {
-            let email = emails.get(&m.user_id).cloned().unwrap_or_default();
-            (m, email)
-        })
-        .collect())
-}
-
 /// The addresses of users `ids`, in one query.
-async fn emails_of(
+pub async fn emails_of(
     db: &impl ConnectionTrait,
     ids: impl Iterator<Item = i64>,
 ) -> Result<std::collections::HashMap<i64, String>, DbErr> {
@@ -493,104 +505,6 @@ async fn emails_of(
         .await?
         .into_iter()
         .map(|u| (u.id, u.email))
-        .collect())
-}
-
-/// Changes member `member_id`'s role in `organization` to `role` (`None`: removes the member),
-/// in `txn`, refusing a change that leaves no owner. The organization's membership rows are
-/// locked first (`FOR UPDATE`; SQLite's writers are serialised by its immediate transactions), so
-/// two owners demoting each other at once cannot both succeed. Returns the member's address and
-/// former role.
-pub async fn change_org_member(
-    txn: &impl ConnectionTrait,
-    organization: i64,
-    member_id: i64,
-    role: Option<&str>,
-) -> Result<(String, String), MemberError> {
-    use sea_orm::QuerySelect;
-    if role.is_some_and(|r| !ORG_ROLES.contains(&r)) {
-        return Err(MemberError::BadRole);
-    }
-    let all = org_members::Entity::find()
-        .filter(org_members::Column::OrganizationId.eq(organization))
-        .lock_exclusive()
-        .all(txn)
-        .await?;
-    let target = all
-        .iter()
-        .find(|m| m.id == member_id)
-        .cloned()
-        .ok_or(MemberError::NotFound)?;
-    let owners_after = all
-        .iter()
-        .filter(|m| {
-            if m.id == member_id {
-                role == Some("owner")
-            } else {
-                m.role == "owner"
-            }
-        })
-        .count();
-    if owners_after == 0 {
-        return Err(MemberError::LastOwner);
-    }
-    let email = console_users::Entity::find_by_id(target.user_id)
-        .one(txn)
-        .await?
-        .map(|u| u.email)
-        .unwrap_or_default();
-    let former = target.role.clone();
-    match role {
-        Some(r) => {
-            let mut m: org_members::ActiveModel = target.into();
-            m.role = Set(r.to_string());
-            m.update(txn).await?;
-        }
-        None => {
-            org_members::Entity::delete_by_id(target.id)
-                .exec(txn)
-                .await?;
-        }
-    }
-    Ok((email, former))
-}
-
-/// The organization's sign-up links not used yet and not expired: (address, role, expiry).
-pub async fn pending_org_invites(
-    db: &impl ConnectionTrait,
-    organization: i64,
-    now: DateTime<Utc>,
-) -> Result<Vec<console_tokens::Model>, DbErr> {
-    console_tokens::Entity::find()
-        .filter(console_tokens::Column::OrganizationId.eq(organization))
-        .filter(console_tokens::Column::Purpose.eq("org_invite"))
-        .filter(console_tokens::Column::UsedAt.is_null())
-        .filter(console_tokens::Column::ExpiresAt.gt(now))
-        .order_by_asc(console_tokens::Column::Id)
-        .all(db)
-        .await
-}
-
-/// The latest `limit` audit records of `organization`, newest first, with the actor's address.
-pub async fn org_audit(
-    db: &impl ConnectionTrait,
-    organization: i64,
-    limit: u64,
-) -> Result<Vec<(audit_records::Model, Option<String>)>, DbErr> {
-    use sea_orm::QuerySelect;
-    let records = audit_records::Entity::find()
-        .filter(audit_records::Column::OrganizationId.eq(organization))
-        .order_by_desc(audit_records::Column::Id)
-        .limit(limit)
-        .all(db)
-        .await?;
-    let emails = emails_of(db, records.iter().filter_map(|r| r.actor_user_id)).await?;
-    Ok(records
-        .into_iter()
-        .map(|r| {
-            let actor = r.actor_user_id.and_then(|id| emails.get(&id).cloned());
-            (r, actor)
-        })
         .collect())
 }
 

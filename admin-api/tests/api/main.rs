@@ -23,6 +23,7 @@ use tokio::task::JoinSet;
 mod billing;
 mod console;
 mod customers;
+mod dashboard;
 mod funding;
 mod funding_properties;
 mod gate;

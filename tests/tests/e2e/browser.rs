@@ -110,6 +110,26 @@ async fn the_console_in_a_real_browser() {
         row.update(&state.db).await.unwrap();
     }
     let outbox = config.settings().mail.outbox_dir.clone();
+    // The partner's first owner, invited by the operator; and another partner.
+    let link = admin_api::cli::user_invite(
+        &state,
+        "pat@acme.example",
+        None,
+        Some(partner["partner_id"].as_i64().unwrap()),
+        "owner",
+    )
+    .await
+    .unwrap();
+    let url = link["sign_up_url"].as_str().unwrap();
+    let partner_join = url[url.find("/console/join/").unwrap()..].to_string();
+    let other = admin_api::cli::partner_create(
+        &state,
+        admin_api::cli::NewPartner::parse("Other", "1.0", "1", "owner", &["partner:read".into()])
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    let other_partner = other["partner_id"].as_i64().unwrap().to_string();
     let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/console-shots");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("browser/console.py");
     let mut cmd = std::process::Command::new(&python);
@@ -118,6 +138,8 @@ async fn the_console_in_a_real_browser() {
         .arg(&shots)
         .arg(&outbox)
         .arg(&expired)
+        .arg(&partner_join)
+        .arg(&other_partner)
         .env("NO_PROXY", "*")
         .env_remove("HTTP_PROXY")
         .env_remove("HTTPS_PROXY")
@@ -138,9 +160,9 @@ async fn the_console_in_a_real_browser() {
         )
     });
     assert!(out.get("error").is_none(), "{out:#}");
-    assert_eq!(out["steps"].as_array().unwrap().len(), 15, "{out:#}");
+    assert_eq!(out["steps"].as_array().unwrap().len(), 20, "{out:#}");
     let pages = out["pages"].as_object().unwrap();
-    assert!(pages.len() >= 31, "{out:#}");
+    assert!(pages.len() >= 40, "{out:#}");
     for (name, page) in pages {
         assert_eq!(
             page["log"],

@@ -1,0 +1,523 @@
+//! The partner dashboard (issue 29) over HTTP: a team member's pages, partner tokens made,
+//! rotated and revoked there and used on the partner API, roles refused on the server even when
+//! the request is forged, another partner's ids refused.
+
+use super::console::{Browser, PASSWORD, Page, joined};
+use super::*;
+
+/// A new person who joined partner `partner`'s team with `role`, signed in.
+async fn team_member(api: &Api, partner: i64, email: &str, role: &str) -> Browser {
+    joined(api, None, Some(partner), email, role).await
+}
+
+/// The secret shown once on a page (`id="new-token"`).
+fn shown_token(page: &Page) -> String {
+    let marker = "id=\"new-token\" class=\"secret\">";
+    let at = page.body.find(marker).expect("a new token on the page");
+    let rest = &page.body[at + marker.len()..];
+    rest[..rest.find('<').unwrap()].to_string()
+}
+
+async fn tokens_of(api: &Api, partner: i64) -> Vec<entities::partner_tokens::Model> {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+    entities::partner_tokens::Entity::find()
+        .filter(entities::partner_tokens::Column::PartnerId.eq(partner))
+        .order_by_asc(entities::partner_tokens::Column::Id)
+        .all(&api.state.db)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn partner_tokens_are_made_rotated_and_revoked_in_the_dashboard() {
+    let api = Api::start().await;
+    let acme = api.owner("100").await;
+    let mut olga = team_member(&api, acme.id, "olga@acme.example", "owner").await;
+    let home = olga.get("/console/").await;
+    assert!(
+        home.body.contains("Partner dashboards")
+            && home
+                .body
+                .contains(&format!("href=\"/console/partners/{}\"", acme.id)),
+        "{}",
+        home.body
+    );
+    let overview = olga.get(&format!("/console/partners/{}", acme.id)).await;
+    assert_eq!(overview.status, 200, "{}", overview.body);
+    assert!(
+        overview.body.contains("data-figure=\"available\">100 USD")
+            && overview.body.contains("Partner dashboard"),
+        "{}",
+        overview.body
+    );
+
+    let path = format!("/console/partners/{}/tokens", acme.id);
+    let page = olga.get(&path).await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains("<td>operator</td>") && page.body.contains("Create token"),
+        "the operator's token is listed: {}",
+        page.body
+    );
+    let csrf = page.csrf();
+    // Refusals change nothing.
+    let bad = olga
+        .post(&path, &[("csrf", &csrf), ("scope", "partner:admin")], None)
+        .await;
+    assert_eq!(bad.status, 400);
+    assert!(bad.body.contains("role=\"alert\""));
+    let forged = olga.post(&path, &[("scope", "partner:write")], None).await;
+    assert_eq!(forged.status, 403);
+    let cross = olga
+        .post(
+            &path,
+            &[("csrf", &csrf), ("scope", "partner:write")],
+            Some("https://evil.example"),
+        )
+        .await;
+    assert_eq!(cross.status, 403);
+    assert_eq!(tokens_of(&api, acme.id).await.len(), 1, "nothing minted");
+
+    // Made: shown once, works on the partner API with its maker's role.
+    let created = olga
+        .post(&path, &[("csrf", &csrf), ("scope", "partner:write")], None)
+        .await;
+    assert_eq!(created.status, 200, "{}", created.body);
+    let secret = shown_token(&created);
+    assert!(created.body.contains("data-copy=\"new-token\""));
+    let made = Partner {
+        id: acme.id,
+        token: secret.clone(),
+    };
+    let (s, me) = api.get(&made, "/me").await;
+    assert_eq!(s, 200, "{me}");
+    assert_eq!(me["data"]["role"], "owner");
+    let (s, v) = api.create(&made, "dash-1", 5.0, 1.0).await;
+    assert_eq!(s, 200, "a write with the dashboard's token: {v}");
+    let row = tokens_of(&api, acme.id).await.pop().unwrap();
+    assert_eq!(row.role.as_deref(), Some("owner"));
+    assert!(row.created_by.is_some() && row.last_used_at.is_some());
+    let list = olga.get(&path).await;
+    assert!(
+        list.body.contains("olga@acme.example") && !list.body.contains(&secret),
+        "maker shown, secret never again: {}",
+        list.body
+    );
+
+    // Rotated: the old one stops at once, the new one works.
+    let rotated = olga
+        .post(
+            &format!("{path}/{}", row.id),
+            &[("csrf", &csrf), ("action", "rotate")],
+            None,
+        )
+        .await;
+    assert_eq!(rotated.status, 200, "{}", rotated.body);
+    let fresh = Partner {
+        id: acme.id,
+        token: shown_token(&rotated),
+    };
+    let (s, v) = api.get(&made, "/me").await;
+    assert_error(s, &v, 401, "PARTNER_API_TOKEN_INVALID");
+    assert_eq!(api.get(&fresh, "/me").await.0, 200);
+    // Rotating the spent one again: not found, nothing minted.
+    let before = tokens_of(&api, acme.id).await.len();
+    let again = olga
+        .post(
+            &format!("{path}/{}", row.id),
+            &[("csrf", &csrf), ("action", "rotate")],
+            None,
+        )
+        .await;
+    assert_eq!(again.status, 404);
+    assert_eq!(tokens_of(&api, acme.id).await.len(), before);
+
+    // Revoked.
+    let newest = tokens_of(&api, acme.id).await.pop().unwrap();
+    let revoked = olga
+        .post(
+            &format!("{path}/{}", newest.id),
+            &[("csrf", &csrf), ("action", "revoke")],
+            None,
+        )
+        .await;
+    assert_eq!(revoked.status, 200);
+    let (s, v) = api.get(&fresh, "/me").await;
+    assert_error(s, &v, 401, "PARTNER_API_TOKEN_INVALID");
+    assert_eq!(
+        api.get(&acme, "/me").await.0,
+        200,
+        "the operator's token is untouched"
+    );
+
+    // Audited, in the partner's log.
+    let actions: Vec<String> = {
+        use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+        entities::audit_records::Entity::find()
+            .filter(entities::audit_records::Column::PartnerId.eq(acme.id))
+            .all(&api.state.db)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.action)
+            .collect()
+    };
+    for action in [
+        "partner_token_created",
+        "partner_token_rotated",
+        "partner_token_revoked",
+    ] {
+        assert!(actions.iter().any(|a| a == action), "{action}: {actions:?}");
+    }
+}
+
+#[tokio::test]
+async fn operators_and_viewers_cannot_touch_tokens_and_other_partners_stay_hidden() {
+    let api = Api::start().await;
+    let acme = api.owner("10").await;
+    let other = api.owner("10").await;
+    let path = format!("/console/partners/{}/tokens", acme.id);
+    let operator_token = tokens_of(&api, acme.id).await.pop().unwrap();
+    for (email, role) in [
+        ("otto@acme.example", "operator"),
+        ("vera@acme.example", "viewer"),
+    ] {
+        let mut b = team_member(&api, acme.id, email, role).await;
+        let page = b.get(&path).await;
+        assert_eq!(page.status, 200, "{role}");
+        assert!(
+            !page.body.contains("Create token")
+                && !page.body.contains(">Rotate<")
+                && !page.body.contains(">Revoke<"),
+            "{role} sees no token action: {}",
+            page.body
+        );
+        let csrf = page.csrf();
+        let forged = b
+            .post(&path, &[("csrf", &csrf), ("scope", "partner:write")], None)
+            .await;
+        assert_eq!(forged.status, 403, "{role}");
+        for action in ["rotate", "revoke"] {
+            let forged = b
+                .post(
+                    &format!("{path}/{}", operator_token.id),
+                    &[("csrf", &csrf), ("action", action)],
+                    None,
+                )
+                .await;
+            assert_eq!(forged.status, 403, "{role} {action}");
+        }
+    }
+    assert_eq!(tokens_of(&api, acme.id).await.len(), 1, "nothing changed");
+    assert_eq!(api.get(&acme, "/me").await.0, 200);
+
+    // Another partner's token id forged into this partner's URL: not found, untouched.
+    let mut olga = team_member(&api, acme.id, "olga@acme.example", "owner").await;
+    let csrf = olga.get(&path).await.csrf();
+    let theirs = tokens_of(&api, other.id).await.pop().unwrap();
+    for action in ["rotate", "revoke"] {
+        let forged = olga
+            .post(
+                &format!("{path}/{}", theirs.id),
+                &[("csrf", &csrf), ("action", action)],
+                None,
+            )
+            .await;
+        assert_eq!(forged.status, 404, "{action}");
+    }
+    assert_eq!(api.get(&other, "/me").await.0, 200, "still works");
+    // Another partner's pages: 404, like a missing one; not listed at home.
+    for p in [
+        format!("/console/partners/{}", other.id),
+        format!("/console/partners/{}/tokens", other.id),
+        "/console/partners/999999".to_string(),
+        "/console/partners/abc".to_string(),
+    ] {
+        assert_eq!(olga.get(&p).await.status, 404, "{p}");
+    }
+    let forged = olga
+        .post(
+            &format!("/console/partners/{}/tokens", other.id),
+            &[("csrf", &csrf), ("scope", "partner:write")],
+            None,
+        )
+        .await;
+    assert_eq!(forged.status, 404);
+    assert_eq!(tokens_of(&api, other.id).await.len(), 1);
+    let home = olga.get("/console/").await;
+    assert!(
+        !home
+            .body
+            .contains(&format!("/console/partners/{}\"", other.id))
+    );
+    // Signed out: the sign-in page.
+    assert_eq!(Browser::new(&api).get(&path).await.status, 303);
+}
+
+#[tokio::test]
+async fn a_dashboard_token_acts_with_its_makers_role_capped_by_the_partners() {
+    let api = Api::start().await;
+    // A partner the operator made a viewer: its team owner's tokens read but never write.
+    let viewer_partner = api.partner("viewer", &["partner:read"], "10", "1.0").await;
+    let mut olga = team_member(&api, viewer_partner.id, "olga@view.example", "owner").await;
+    let path = format!("/console/partners/{}/tokens", viewer_partner.id);
+    let csrf = olga.get(&path).await.csrf();
+    let created = olga
+        .post(&path, &[("csrf", &csrf), ("scope", "partner:write")], None)
+        .await;
+    let token = Partner {
+        id: viewer_partner.id,
+        token: shown_token(&created),
+    };
+    let (s, me) = api.get(&token, "/me").await;
+    assert_eq!(
+        (s.as_u16(), me["data"]["role"].as_str()),
+        (200, Some("viewer"))
+    );
+    let (s, v) = api.create(&token, "never", 1.0, 1.0).await;
+    assert_error(s, &v, 403, "PARTNER_ACCESS_REQUIRED");
+    // An admin of an owner partner: an admin token (the admin's role, not the partner's).
+    let acme = api.owner("10").await;
+    let mut ada = team_member(&api, acme.id, "ada@acme.example", "admin").await;
+    let path = format!("/console/partners/{}/tokens", acme.id);
+    let csrf = ada.get(&path).await.csrf();
+    let created = ada
+        .post(&path, &[("csrf", &csrf), ("scope", "partner:read")], None)
+        .await;
+    let token = Partner {
+        id: acme.id,
+        token: shown_token(&created),
+    };
+    let (s, me) = api.get(&token, "/me").await;
+    assert_eq!(
+        (s.as_u16(), me["data"]["role"].as_str()),
+        (200, Some("admin"))
+    );
+    assert_eq!(me["data"]["token"]["scopes"], json!(["partner:read"]));
+    let (s, v) = api.create(&token, "nope", 1.0, 1.0).await;
+    assert_error(s, &v, 403, "PARTNER_API_SCOPE_REQUIRED");
+}
+
+/// The member ids on a team page, in the order listed.
+fn member_ids(page: &Page, partner: i64) -> Vec<i64> {
+    let marker = format!("action=\"/console/partners/{partner}/team/");
+    let mut ids: Vec<i64> = page
+        .body
+        .match_indices(&marker)
+        .map(|(at, _)| {
+            let rest = &page.body[at + marker.len()..];
+            rest[..rest.find('"').unwrap()].parse().unwrap()
+        })
+        .collect();
+    ids.dedup();
+    ids
+}
+
+async fn membership_of(api: &Api, partner: i64, email: &str) -> Option<String> {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let user = entities::console_users::Entity::find()
+        .filter(entities::console_users::Column::Email.eq(email))
+        .one(&api.state.db)
+        .await
+        .unwrap()?;
+    entities::partner_members::Entity::find()
+        .filter(entities::partner_members::Column::PartnerId.eq(partner))
+        .filter(entities::partner_members::Column::UserId.eq(user.id))
+        .one(&api.state.db)
+        .await
+        .unwrap()
+        .map(|m| m.role)
+}
+
+#[tokio::test]
+async fn the_partner_team_is_managed_by_owners_and_admins_and_keeps_an_owner() {
+    let api = Api::start().await;
+    let acme = api.owner("10").await;
+    let other = api.owner("10").await;
+    let mut olga = team_member(&api, acme.id, "olga@acme.example", "owner").await;
+    let team = format!("/console/partners/{}/team", acme.id);
+    let page = olga.get(&team).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("olga@acme.example (you)") && page.body.contains("Send invitation"));
+    let csrf = page.csrf();
+    // The owner invites an admin, who joins through the link.
+    let invited = olga
+        .post(
+            &team,
+            &[
+                ("csrf", &csrf),
+                ("email", "Ada@Acme.example"),
+                ("role", "admin"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(invited.status, 200, "{}", invited.body);
+    let link = {
+        let marker = "id=\"join-link\" class=\"secret\">";
+        let at = invited.body.find(marker).unwrap();
+        let rest = &invited.body[at + marker.len()..];
+        rest[..rest.find('<').unwrap()].to_string()
+    };
+    let join = link[link.find("/console/join/").unwrap()..].to_string();
+    let mut ada = Browser::new(&api);
+    let c = ada.get(&join).await.csrf();
+    let joined = ada
+        .post(
+            &join,
+            &[
+                ("csrf", &c),
+                ("email", "ada@acme.example"),
+                ("password", PASSWORD),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(joined.status, 303, "{}", joined.body);
+    assert_eq!(
+        membership_of(&api, acme.id, "ada@acme.example")
+            .await
+            .as_deref(),
+        Some("admin")
+    );
+    // The admin invites an operator, but never an owner; the admin's role list has no owner.
+    let page = ada.get(&team).await;
+    assert!(
+        !page.body.contains("<option value=\"owner\""),
+        "{}",
+        page.body
+    );
+    let csrf = page.csrf();
+    let tokens = api.count("console_tokens").await;
+    let owner_invite = ada
+        .post(
+            &team,
+            &[
+                ("csrf", &csrf),
+                ("email", "eve@acme.example"),
+                ("role", "owner"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(owner_invite.status, 403);
+    assert_eq!(api.count("console_tokens").await, tokens, "no link issued");
+    let mut otto = team_member(&api, acme.id, "otto@acme.example", "operator").await;
+    let page = ada.get(&team).await;
+    let ids = member_ids(&page, acme.id);
+    assert_eq!(
+        ids.len(),
+        2,
+        "the admin may change the admin and the operator, not the owner"
+    );
+    let olga_id = {
+        use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+        entities::partner_members::Entity::find()
+            .filter(entities::partner_members::Column::PartnerId.eq(acme.id))
+            .filter(entities::partner_members::Column::Role.eq("owner"))
+            .one(&api.state.db)
+            .await
+            .unwrap()
+            .unwrap()
+            .id
+    };
+    for form in [
+        vec![
+            ("csrf", csrf.as_str()),
+            ("action", "role"),
+            ("role", "viewer"),
+        ],
+        vec![("csrf", csrf.as_str()), ("action", "remove")],
+    ] {
+        let forged = ada.post(&format!("{team}/{olga_id}"), &form, None).await;
+        assert_eq!(forged.status, 403, "{form:?}");
+    }
+    assert_eq!(
+        membership_of(&api, acme.id, "olga@acme.example")
+            .await
+            .as_deref(),
+        Some("owner"),
+        "the owner is untouched"
+    );
+    let otto_id = *ids.last().unwrap();
+    let changed = ada
+        .post(
+            &format!("{team}/{otto_id}"),
+            &[("csrf", &csrf), ("action", "role"), ("role", "viewer")],
+            None,
+        )
+        .await;
+    assert_eq!(changed.status, 303, "{}", changed.body);
+    assert_eq!(
+        membership_of(&api, acme.id, "otto@acme.example")
+            .await
+            .as_deref(),
+        Some("viewer")
+    );
+    // A viewer (or an operator) manages nothing and reads no audit log.
+    let page = otto.get(&team).await;
+    assert!(!page.body.contains("Send invitation") && !page.body.contains(">Remove<"));
+    let forged = otto
+        .post(
+            &team,
+            &[
+                ("csrf", &page.csrf()),
+                ("email", "x@acme.example"),
+                ("role", "viewer"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(forged.status, 403);
+    let audit = format!("/console/partners/{}/audit", acme.id);
+    assert_eq!(otto.get(&audit).await.status, 403);
+    let log = ada.get(&audit).await;
+    assert_eq!(log.status, 200);
+    assert!(log.body.contains("member invited") && log.body.contains("member role changed"));
+    // The last owner cannot leave or step down.
+    let csrf = olga.get(&team).await.csrf();
+    for form in [
+        vec![
+            ("csrf", csrf.as_str()),
+            ("action", "role"),
+            ("role", "admin"),
+        ],
+        vec![("csrf", csrf.as_str()), ("action", "remove")],
+    ] {
+        let refused = olga.post(&format!("{team}/{olga_id}"), &form, None).await;
+        assert_eq!(refused.status, 409, "{form:?}");
+        assert!(refused.body.contains("at least one owner"));
+    }
+    // Removal: the removed person's dashboard answers 404 at once.
+    let removed = olga
+        .post(
+            &format!("{team}/{otto_id}"),
+            &[("csrf", &csrf), ("action", "remove")],
+            None,
+        )
+        .await;
+    assert_eq!(removed.status, 303);
+    assert_eq!(otto.get(&team).await.status, 404);
+    // Another partner's member id forged into this team's URL: not found, untouched.
+    let mut theirs = team_member(&api, other.id, "oz@other.example", "owner").await;
+    let their_id = member_ids(
+        &theirs
+            .get(&format!("/console/partners/{}/team", other.id))
+            .await,
+        other.id,
+    )[0];
+    let forged = olga
+        .post(
+            &format!("{team}/{their_id}"),
+            &[("csrf", &csrf), ("action", "remove")],
+            None,
+        )
+        .await;
+    assert_eq!(forged.status, 404);
+    assert_eq!(
+        membership_of(&api, other.id, "oz@other.example")
+            .await
+            .as_deref(),
+        Some("owner")
+    );
+}
