@@ -212,6 +212,29 @@ def partner_flow(d, run, base, partner_join, other_partner):
     assert partner_api(base, rotated)[0] == 200
     run.check("partner-token-rotated")
     run.step("rotated the partner token: the old one is refused at once")
+    press(d, link(d, "Customers"))
+    run.check("partner-customers")
+    field(d, "Name").send_keys("Globex")
+    field(d, "External id (your id for this customer)").send_keys("globex-1")
+    field(d, "Contact email (the invitation goes here)").send_keys("ceo@globex.example")
+    field(d, "Initial allocation (USD)").send_keys("5")
+    rate = [l for l in d.find_elements(By.TAG_NAME, "label") if l.text.startswith("Retail rate multiplier")][0]
+    rate_field = d.find_element(By.ID, rate.get_attribute("for"))
+    rate_field.send_keys("0.5")
+    press(d, button(d, "Create customer"))
+    alert = d.find_element(By.CSS_SELECTOR, "[role=alert]").text
+    assert "PARTNER_RETAIL_RATE_BELOW_FLOOR" in alert, alert
+    run.check("partner-customer-refused")
+    rate = [l for l in d.find_elements(By.TAG_NAME, "label") if l.text.startswith("Retail rate multiplier")][0]
+    rate_field = d.find_element(By.ID, rate.get_attribute("for"))
+    assert rate_field.get_attribute("aria-invalid") == "true"
+    rate_field.clear()
+    rate_field.send_keys("1.5")
+    press(d, button(d, "Create customer"))
+    assert "was created and invited" in d.find_element(By.CSS_SELECTOR, "[role=status]").text
+    assert "globex-1" in d.find_element(By.CSS_SELECTOR, "table.data tbody").text
+    run.check("partner-customer-created")
+    run.step("created a customer: a rate below the floor refused with its reason, then created")
     press(d, link(d, "Team"))
     field(d, "Email address").send_keys("val@acme.example")
     Select(field(d, "Role")).select_by_visible_text("viewer")

@@ -5,6 +5,7 @@
 
 pub(crate) mod billing_token;
 pub(crate) mod chart;
+pub(crate) mod customers;
 pub(crate) mod join;
 pub(crate) mod keys;
 pub(crate) mod members;
@@ -69,6 +70,10 @@ pub(crate) fn routes() -> Router<AppState> {
         )
         .route("/console/orgs/{org}/audit", get(members::audit))
         .route("/console/partners/{partner}", get(partner::overview))
+        .route(
+            "/console/partners/{partner}/customers",
+            get(customers::list).post(customers::create),
+        )
         .route(
             "/console/partners/{partner}/tokens",
             get(partner::tokens).post(partner::create_token),

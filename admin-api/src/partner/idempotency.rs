@@ -346,7 +346,9 @@ async fn complete(
     Ok(())
 }
 
-async fn apply(state: &AppState, effects: Vec<Effect>) {
+/// Applies a committed write's effects (mails, wallet credits, key publications); failures are
+/// logged and repaired by the keepers, never undo the write.
+pub(crate) async fn apply(state: &AppState, effects: Vec<Effect>) {
     for effect in effects {
         match effect {
             Effect::Email { to, subject, body } => {

@@ -2,6 +2,7 @@
 //! DTO values or [`crate::error::ApiError`]s; handlers only extract and map.
 
 pub mod billing;
+pub mod customer_list;
 pub mod customers;
 pub mod funding;
 pub mod invitations;

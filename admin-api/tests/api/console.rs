@@ -1375,7 +1375,15 @@ async fn a_mailed_link_resets_the_password_once_and_signs_every_session_out() {
 }
 
 /// One settled call of `key` in organization `org` at `at` (RFC 3339), through the usage stream.
-async fn spend(api: &Api, org: i64, key: i64, model: &str, at: &str, cost: i64, images: u64) {
+pub(super) async fn spend(
+    api: &Api,
+    org: i64,
+    key: i64,
+    model: &str,
+    at: &str,
+    cost: i64,
+    images: u64,
+) {
     let started = chrono::DateTime::parse_from_rfc3339(at).unwrap();
     let n = api.idem.fetch_add(1, Ordering::Relaxed);
     let event = opstate::UsageEvent {

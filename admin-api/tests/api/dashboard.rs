@@ -521,3 +521,227 @@ async fn the_partner_team_is_managed_by_owners_and_admins_and_keeps_an_owner() {
         Some("owner")
     );
 }
+
+/// A form's fields as the browser helper takes them.
+fn as_pairs(f: &[(String, String)]) -> Vec<(&str, &str)> {
+    f.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}
+
+/// Whether the input with `id` on `page` is marked invalid.
+fn invalid(page: &Page, id: &str) -> bool {
+    let Some(at) = page.body.find(&format!("id=\"{id}\"")) else {
+        return false;
+    };
+    let tag = &page.body[at..at + page.body[at..].find('>').unwrap()];
+    tag.contains("aria-invalid=\"true\"")
+}
+
+#[tokio::test]
+async fn customers_are_created_with_the_apis_rules_and_listed_searched_and_paged() {
+    let api = Api::start().await;
+    let acme = api.owner("1000").await;
+    let other = api.owner("10").await;
+    let mut olga = team_member(&api, acme.id, "olga@acme.example", "owner").await;
+    let path = format!("/console/partners/{}/customers", acme.id);
+    let page = olga.get(&path).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("No customers yet") && page.body.contains("Create customer"));
+    let csrf = page.csrf();
+    let form = |name: &str, external: &str, contact: &str, allocation: &str, rate: &str| {
+        vec![
+            ("csrf".to_string(), csrf.clone()),
+            ("name".to_string(), name.to_string()),
+            ("external_id".to_string(), external.to_string()),
+            ("contact_email".to_string(), contact.to_string()),
+            ("billing_email".to_string(), String::new()),
+            ("initial_allocation_usd".to_string(), allocation.to_string()),
+            ("retail_rate_multiplier".to_string(), rate.to_string()),
+        ]
+    };
+    // Refusals: the API's reason, next to its field, nothing created.
+    for (f, status, reason, input) in [
+        (
+            form("", "c-1", "a@c1.example", "1", "1.2"),
+            400,
+            "INVALID_PARTNER_CUSTOMER",
+            "c-name",
+        ),
+        (
+            form("C", "has space", "a@c1.example", "1", "1.2"),
+            400,
+            "INVALID_PARTNER_EXTERNAL_CUSTOMER_ID",
+            "c-external",
+        ),
+        (
+            form("C", "c-1", "not-an-address", "1", "1.2"),
+            400,
+            "INVALID_PARTNER_CUSTOMER_CONTACT",
+            "c-contact",
+        ),
+        (
+            form("C", "c-1", "a@c1.example", "-1", "1.2"),
+            400,
+            "INVALID_PARTNER_INITIAL_ALLOCATION",
+            "c-allocation",
+        ),
+        (
+            form("C", "c-1", "a@c1.example", "ten", "1.2"),
+            400,
+            "INVALID_PARTNER_INITIAL_ALLOCATION",
+            "c-allocation",
+        ),
+        (
+            form("C", "c-1", "a@c1.example", "1", "0"),
+            400,
+            "INVALID_PARTNER_RETAIL_RATE",
+            "c-rate",
+        ),
+        (
+            form("C", "c-1", "a@c1.example", "1", "0.5"),
+            400,
+            "PARTNER_RETAIL_RATE_BELOW_FLOOR",
+            "c-rate",
+        ),
+        (
+            form("C", "c-1", "a@c1.example", "5000", "1.2"),
+            403,
+            "PARTNER_FUNDING_INSUFFICIENT",
+            "c-allocation",
+        ),
+    ] {
+        let pairs = as_pairs(&f);
+        let refused = olga.post(&path, &pairs, None).await;
+        assert_eq!(refused.status, status, "{reason}: {}", refused.body);
+        assert!(refused.body.contains(reason), "{reason}");
+        assert!(invalid(&refused, input), "{reason} marks {input}");
+    }
+    assert_eq!(api.count("customers").await, 0, "nothing created");
+    // Created: invited by mail, visible to the partner API.
+    let f = form("Cust Zero", "cust-000", "zed@c0.example", "10", "1.2");
+    let pairs = as_pairs(&f);
+    let created = olga.post(&path, &pairs, None).await;
+    assert_eq!(created.status, 200, "{}", created.body);
+    assert!(
+        created.body.contains("was created and invited"),
+        "{}",
+        created.body
+    );
+    let (s, v) = api.get(&acme, "/customers/by-external-id/cust-000").await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["status"], "pending_activation");
+    let again = olga.post(&path, &pairs, None).await;
+    assert_eq!(again.status, 200);
+    assert!(again.body.contains("already exists"));
+    let f = form("Cust Zero", "cust-000", "other@c0.example", "10", "1.2");
+    let pairs = as_pairs(&f);
+    let conflict = olga.post(&path, &pairs, None).await;
+    assert_eq!(conflict.status, 409);
+    assert!(
+        conflict.body.contains("PARTNER_EXTERNAL_CUSTOMER_CONFLICT")
+            && invalid(&conflict, "c-external")
+    );
+    assert_eq!(api.count("customers").await, 1);
+    // Paged by 50, newest first; searched by name or external id, case-insensitive, literally.
+    for i in 1..=54 {
+        let f = form(
+            &format!("Cust {i:03}"),
+            &format!("cust-{i:03}"),
+            &format!("c{i}@cust.example"),
+            "0",
+            "1.2",
+        );
+        let pairs = as_pairs(&f);
+        assert_eq!(olga.post(&path, &pairs, None).await.status, 200, "{i}");
+    }
+    let first = olga.get(&path).await;
+    assert_eq!(first.body.matches("<th scope=\"row\">").count(), 50);
+    assert!(first.body.contains("55 customers") && first.body.contains("Page 1 of 2"));
+    assert!(
+        first.body.contains("<th scope=\"row\">Cust 054</th>"),
+        "newest first"
+    );
+    assert!(first.body.contains("rel=\"next\"") && !first.body.contains("rel=\"prev\""));
+    let second = olga.get(&format!("{path}?page=2")).await;
+    assert_eq!(second.body.matches("<th scope=\"row\">").count(), 5);
+    assert!(second.body.contains("<th scope=\"row\">Cust Zero</th>"));
+    let clamped = olga.get(&format!("{path}?page=99")).await;
+    assert!(clamped.body.contains("Page 2 of 2"));
+    for (q, rows) in [
+        ("CUST-007", 1),
+        ("cust 01", 10),
+        ("zero", 1),
+        ("%", 0),
+        ("_", 0),
+    ] {
+        let found = olga
+            .get(&format!(
+                "{path}?q={}",
+                url::form_urlencoded::byte_serialize(q.as_bytes()).collect::<String>()
+            ))
+            .await;
+        assert_eq!(found.status, 200);
+        assert_eq!(
+            found.body.matches("<th scope=\"row\">").count(),
+            rows,
+            "{q}: {}",
+            found.body
+        );
+    }
+    // Balance and spend: a pending customer has no balance yet; an active one its available
+    // balance; a settled call shows in the 7-day spend (and the mirror, which that call did not
+    // pass through, is reported as being reconciled, never as a figure it cannot vouch for).
+    assert!(first.body.contains("not active yet"));
+    let (_, org) = api.active_customer(&acme, "active-1", 40.0, 1.0).await;
+    let listed = olga.get(&format!("{path}?q=active-1")).await;
+    assert!(listed.body.contains(">40 USD<"), "{}", listed.body);
+    assert!(listed.body.contains(">active<"));
+    super::console::spend(
+        &api,
+        org,
+        1,
+        "gpt-4o-mini",
+        &chrono::Utc::now().to_rfc3339(),
+        2_500_000,
+        0,
+    )
+    .await;
+    admin_api::workers::settler::drain_once(&api.state, "t")
+        .await
+        .unwrap();
+    let listed = olga.get(&format!("{path}?q=active-1")).await;
+    assert!(listed.body.contains(">0.0025<"), "{}", listed.body);
+    // Another partner's customers never show.
+    let (s, _) = api.create(&other, "theirs-1", 1.0, 1.0).await;
+    assert_eq!(s, 200);
+    let all = olga.get(&format!("{path}?q=theirs")).await;
+    assert!(all.body.contains("No customer matches"), "{}", all.body);
+    // A viewer reads the list but creates nothing, even forged.
+    let mut vera = team_member(&api, acme.id, "vera@acme.example", "viewer").await;
+    let seen = vera.get(&path).await;
+    assert!(seen.body.contains("55 customers") || seen.body.contains("56 customers"));
+    assert!(!seen.body.contains("Create customer"));
+    let before = api.count("customers").await;
+    let forged = vera
+        .post(
+            &path,
+            &[
+                ("csrf", &seen.csrf()),
+                ("name", "V"),
+                ("external_id", "v-1"),
+                ("contact_email", "v@v.example"),
+                ("initial_allocation_usd", "0"),
+                ("retail_rate_multiplier", "1.2"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(forged.status, 403);
+    assert_eq!(api.count("customers").await, before);
+    // Another partner's customer list: 404.
+    assert_eq!(
+        olga.get(&format!("/console/partners/{}/customers", other.id))
+            .await
+            .status,
+        404
+    );
+}

@@ -1,0 +1,372 @@
+//! A partner's customers in the dashboard: the searchable, paged list (`services::customer_list`)
+//! and the create form, which follows `PUT /partner/v1/customers/by-external-id/…` exactly (the
+//! same parsing, rules and reasons, through `services::customers`), showing a refusal's reason
+//! next to its field. Every member reads; owners, admins and operators create (customer work).
+
+use super::pages::{self, render};
+use super::partner::{Team, team};
+use super::session::{self, Viewer};
+use crate::caller::Caller;
+use crate::dto::CreateCustomerRequest;
+use crate::error::ApiError;
+use crate::http::form::field;
+use crate::http::params::Seg;
+use crate::services::customer_list::{self, Available};
+use crate::services::{customers, people};
+use crate::state::AppState;
+use askama::Template;
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use money::RateMultiplier;
+use sea_orm::EntityTrait;
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// Roles that create customers and do customer work.
+pub(crate) const CUSTOMER_WORK: [&str; 3] = ["owner", "admin", "operator"];
+
+/// One row of the list.
+struct Row {
+    name: String,
+    external_id: String,
+    status: String,
+    available: String,
+    spend_7d: String,
+}
+
+/// The create form's values (echoed back when refused) and its refusal.
+#[derive(Default)]
+struct Form {
+    name: String,
+    external_id: String,
+    contact_email: String,
+    billing_email: String,
+    allocation: String,
+    rate: String,
+    /// (field, reason code, message)
+    error: Option<(&'static str, &'static str, String)>,
+    /// (external id, message) after a create.
+    created: Option<(String, String)>,
+}
+
+#[derive(Template)]
+#[template(path = "console/partner_customers.html")]
+struct Page<'a> {
+    signed_in: Option<&'a str>,
+    csrf: &'a str,
+    partner_id: i64,
+    tab: &'a str,
+    name: &'a str,
+    role: &'a str,
+    search: &'a str,
+    rows: Vec<Row>,
+    total: u64,
+    page: u64,
+    pages: u64,
+    prev: Option<String>,
+    next: Option<String>,
+    can_create: bool,
+    floor: String,
+    form: Form,
+}
+
+fn usd(n: money::NanoUsd) -> String {
+    n.to_decimal_usd().to_string()
+}
+
+/// The list page of `t`, with `form` in the create section.
+async fn page(
+    state: &AppState,
+    viewer: &Viewer,
+    t: Team,
+    search: &str,
+    page_no: u64,
+    status: StatusCode,
+    form: Form,
+) -> Response {
+    let now = state.clock.now();
+    let listing = match customer_list::list(state, t.0, search, page_no, now).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(error = %e, "customer list not read");
+            return pages::unavailable();
+        }
+    };
+    let floor = match min_rate(state, t.0).await {
+        Ok(m) => customers::highest_floor(state, m),
+        Err(resp) => return resp,
+    };
+    let link = |p: u64| {
+        let q: String = url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("q", search)
+            .append_pair("page", &p.to_string())
+            .finish();
+        format!("/console/partners/{}/customers?{q}", t.0)
+    };
+    let rows = listing
+        .rows
+        .iter()
+        .map(|r| Row {
+            name: r.customer.display_name.clone(),
+            external_id: r.customer.external_id.clone(),
+            status: sea_orm::ActiveEnum::to_value(&r.status).replace('_', " "),
+            available: match r.available {
+                Available::Known(n) => format!("{} USD", usd(n)),
+                Available::Reconciling => "being reconciled".into(),
+                Available::Pending => "not active yet".into(),
+            },
+            spend_7d: usd(r.spend_7d),
+        })
+        .collect();
+    render(
+        status,
+        &Page {
+            signed_in: Some(&viewer.user.email),
+            csrf: &viewer.session.csrf,
+            partner_id: t.0,
+            tab: "customers",
+            name: &t.1,
+            role: &t.2,
+            search,
+            rows,
+            total: listing.total,
+            page: listing.page,
+            pages: listing.pages,
+            prev: (listing.page > 1).then(|| link(listing.page - 1)),
+            next: (listing.page < listing.pages).then(|| link(listing.page + 1)),
+            can_create: CUSTOMER_WORK.contains(&t.2.as_str()),
+            floor: floor.to_decimal().to_string(),
+            form,
+        },
+    )
+}
+
+/// The partner's agreement minimum rate.
+async fn min_rate(state: &AppState, partner_id: i64) -> Result<RateMultiplier, Response> {
+    match entities::partners::Entity::find_by_id(partner_id)
+        .one(&state.db)
+        .await
+    {
+        Ok(Some(p)) => {
+            RateMultiplier::from_ppm(p.min_rate_multiplier_ppm).ok_or_else(pages::unavailable)
+        }
+        _ => Err(pages::unavailable()),
+    }
+}
+
+/// `GET /console/partners/{partner}/customers?q=…&page=…`.
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Seg(partner): Seg,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let t = match team(&state, &viewer, &partner).await {
+        Ok(t) => t,
+        Err(resp) => return resp,
+    };
+    let search = q.get("q").map(|s| s.trim().to_string()).unwrap_or_default();
+    let page_no = q.get("page").and_then(|p| p.parse().ok()).unwrap_or(1);
+    page(
+        &state,
+        &viewer,
+        t,
+        &search,
+        page_no,
+        StatusCode::OK,
+        Form::default(),
+    )
+    .await
+}
+
+/// A form value as the API's JSON: a number when it reads as one, else the text (which the
+/// API's parsing then refuses with its reason).
+fn number(s: &str) -> Option<Value> {
+    let s = s.trim();
+    if s.is_empty() {
+        return None;
+    }
+    Some(match serde_json::from_str::<Value>(s) {
+        Ok(v @ Value::Number(_)) => v,
+        _ => Value::String(s.to_string()),
+    })
+}
+
+/// The field a refusal belongs to, its reason code and what to tell the person.
+fn placed(e: &ApiError, form: &Form) -> (&'static str, &'static str, String) {
+    match e {
+        ApiError::InvalidExternalCustomerId => (
+            "external_id",
+            "INVALID_PARTNER_EXTERNAL_CUSTOMER_ID",
+            "Use 1 to 128 letters, digits, dots, underscores, colons or dashes.".into(),
+        ),
+        ApiError::ExternalCustomerConflict => (
+            "external_id",
+            "PARTNER_EXTERNAL_CUSTOMER_CONFLICT",
+            "A customer with this external id exists with another contact email.".into(),
+        ),
+        ApiError::InvalidCustomer(m) => ("name", "INVALID_PARTNER_CUSTOMER", format!("{m}.")),
+        ApiError::CustomerSlugExists => (
+            "name",
+            "PARTNER_CUSTOMER_SLUG_EXISTS",
+            "An organization with this name already exists; choose another name.".into(),
+        ),
+        ApiError::InvalidCustomerContact => {
+            if customers::valid_email(form.contact_email.trim()) {
+                (
+                    "billing_email",
+                    "INVALID_PARTNER_CUSTOMER_CONTACT",
+                    "Enter a valid billing email address, or leave it empty.".into(),
+                )
+            } else {
+                (
+                    "contact_email",
+                    "INVALID_PARTNER_CUSTOMER_CONTACT",
+                    "Enter a valid contact email address.".into(),
+                )
+            }
+        }
+        ApiError::InvalidInitialAllocation => (
+            "allocation",
+            "INVALID_PARTNER_INITIAL_ALLOCATION",
+            "Enter an amount of USD of at least 0 with at most 9 decimals.".into(),
+        ),
+        ApiError::FundingInsufficient {
+            available,
+            required,
+        } => (
+            "allocation",
+            "PARTNER_FUNDING_INSUFFICIENT",
+            format!(
+                "This allocation needs {} USD of funding; {} USD is available. Top up or allocate less.",
+                usd(*required),
+                usd(*available)
+            ),
+        ),
+        ApiError::InvalidRetailRate => (
+            "rate",
+            "INVALID_PARTNER_RETAIL_RATE",
+            "Enter a positive multiplier with at most 6 decimals, such as 1.25.".into(),
+        ),
+        ApiError::RetailRateBelowFloor { floor } => (
+            "rate",
+            "PARTNER_RETAIL_RATE_BELOW_FLOOR",
+            format!("The retail rate must be at least {}.", floor.to_decimal()),
+        ),
+        _ => (
+            "name",
+            "INTERNAL",
+            "The customer could not be created.".into(),
+        ),
+    }
+}
+
+/// `POST /console/partners/{partner}/customers`: `name`, `external_id`, `contact_email`,
+/// optional `billing_email`, `initial_allocation_usd`, `retail_rate_multiplier`.
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Seg(partner): Seg,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if !session::same_origin(&state, &headers) || !viewer.csrf_ok(field(&body, "csrf").as_deref()) {
+        return pages::forbidden();
+    }
+    let t = match team(&state, &viewer, &partner).await {
+        Ok(t) => t,
+        Err(resp) => return resp,
+    };
+    if !CUSTOMER_WORK.contains(&t.2.as_str()) {
+        return pages::message(
+            StatusCode::FORBIDDEN,
+            "Not permitted",
+            "Only the partner's owners, admins and operators may do this. Nothing was changed.",
+        );
+    }
+    let get = |k: &str| field(&body, k).unwrap_or_default();
+    let mut form = Form {
+        name: get("name"),
+        external_id: get("external_id"),
+        contact_email: get("contact_email"),
+        billing_email: get("billing_email"),
+        allocation: get("initial_allocation_usd"),
+        rate: get("retail_rate_multiplier"),
+        ..Form::default()
+    };
+    let min_rate = match min_rate(&state, t.0).await {
+        Ok(m) => m,
+        Err(resp) => return resp,
+    };
+    let request = CreateCustomerRequest {
+        name: Some(Value::String(form.name.clone())),
+        slug: None,
+        contact_email: Some(Value::String(form.contact_email.clone())),
+        billing_email: (!form.billing_email.trim().is_empty())
+            .then(|| Value::String(form.billing_email.clone())),
+        initial_allocation_usd: number(&form.allocation),
+        retail_rate_multiplier: number(&form.rate),
+        unknown: Default::default(),
+    };
+    let caller = Caller {
+        partner_id: t.0,
+        partner_name: t.1.clone(),
+        token_id: 0,
+        token_preview: "console".into(),
+        scopes: vec!["partner:write".into()],
+        role: t.2.clone(),
+        min_rate,
+    };
+    let outcome = async {
+        let external = customers::external_id(&form.external_id)?;
+        let new = customers::NewCustomer::parse(request)?;
+        let txn = crate::db::begin(&state.db).await?;
+        let reference = format!("console:{}", people::secret());
+        let done = customers::create(&txn, &state, &caller, &reference, &external, new).await?;
+        let created = done.data.created == Some(true);
+        if created {
+            let audit = people::Audit {
+                organization: None,
+                partner: Some(t.0),
+                actor: Some(viewer.user.id),
+                action: "customer_created",
+                target: Some(external.clone()),
+                detail: serde_json::json!({ "name": form.name }),
+                ip: viewer.ip.clone(),
+            };
+            people::audit(&txn, audit, state.clock.now()).await?;
+        }
+        txn.commit().await?;
+        crate::partner::idempotency::apply(&state, done.effects).await;
+        Ok::<_, ApiError>((external, created))
+    }
+    .await;
+    match outcome {
+        Ok((external, created)) => {
+            form.created = Some((
+                external,
+                if created {
+                    format!("{} was created and invited.", form.name.trim())
+                } else {
+                    format!(
+                        "{} already exists with this external id and contact email.",
+                        form.name.trim()
+                    )
+                },
+            ));
+            let keep = Form {
+                created: form.created.take(),
+                ..Form::default()
+            };
+            page(&state, &viewer, t, "", 1, StatusCode::OK, keep).await
+        }
+        Err(ApiError::Unavailable | ApiError::Internal) => pages::unavailable(),
+        Err(e) => {
+            let status = e.parts().0;
+            form.error = Some(placed(&e, &form));
+            page(&state, &viewer, t, "", 1, status, form).await
+        }
+    }
+}
