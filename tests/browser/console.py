@@ -107,9 +107,9 @@ def status_of(url, token):
         return e.code
 
 
-def mailed_link(outbox, marker, seen):
-    """The first link containing `marker` in a mail of `outbox` not in `seen` (waits up to 10 s;
-    the mail is sent just after the page answers)."""
+def mailed_link(outbox, marker, seen, to=None):
+    """The first link containing `marker` in a mail of `outbox` not in `seen` (and addressed to
+    `to`, when given); waits up to 10 s: the mail is sent just after the page answers."""
     for _ in range(100):
         for name in sorted(os.listdir(outbox)):
             if name in seen:
@@ -117,7 +117,7 @@ def mailed_link(outbox, marker, seen):
             text = open(os.path.join(outbox, name), encoding="utf-8", errors="replace").read()
             text = text.replace("=\r\n", "").replace("=\n", "")
             at = text.find(marker)
-            if at < 0:
+            if at < 0 or (to is not None and to not in text):
                 continue
             start = text.rfind("http", 0, at)
             end = at
@@ -182,7 +182,7 @@ def row_button(driver, cell_text, text):
     raise AssertionError(f"no {text!r} in a row with {cell_text!r} on {driver.current_url}")
 
 
-def partner_flow(d, run, base, partner_join, other_partner):
+def partner_flow(d, run, base, partner_join, other_partner, outbox):
     """The partner dashboard, from the operator's sign-up link (issue 29)."""
     pat = "pat@acme.example"
     if d.find_elements(By.XPATH, "//button[normalize-space()='Sign out']"):
@@ -235,6 +235,47 @@ def partner_flow(d, run, base, partner_join, other_partner):
     assert "globex-1" in d.find_element(By.CSS_SELECTOR, "table.data tbody").text
     run.check("partner-customer-created")
     run.step("created a customer: a rate below the floor refused with its reason, then created")
+    # The customer follows its invitation to an active organization.
+    invite = mailed_link(outbox, "/invitations/", set(), to="ceo@globex.example")
+    press(d, button(d, "Sign out"))
+    d.get(base + invite[invite.find("/invitations/"):])
+    field(d, "Email").send_keys("ceo@globex.example")
+    field(d, "Password").send_keys(PASSWORD)
+    press(d, button(d, "Activate the organization"))
+    assert d.find_element(By.TAG_NAME, "h1").text == "Globex", d.page_source
+    press(d, button(d, "Sign out"))
+    field(d, "Email").send_keys("pat@acme.example")
+    field(d, "Password").send_keys(PASSWORD)
+    press(d, button(d, "Sign in"))
+    press(d, link(d, "Acme"))
+    press(d, link(d, "Customers"))
+    press(d, link(d, "Globex"))
+    assert "active" in d.find_element(By.CSS_SELECTOR, "[data-figure=status]").text
+    run.step("the customer followed its invitation to an active organization")
+    Select(field(d, "Change")).select_by_visible_text("Increase")
+    field(d, "Amount (USD)").send_keys("5")
+    press(d, button(d, "Change allocation"))
+    assert d.find_element(By.CSS_SELECTOR, "[data-figure=available]").text == "10 USD", d.page_source
+    rate = d.find_element(By.CSS_SELECTOR, "input[name=retail_rate_multiplier]")
+    rate.send_keys("0.5")
+    press(d, d.find_element(By.XPATH, "//button[normalize-space()='Set rate']"))
+    alert = d.find_element(By.CSS_SELECTOR, "[role=alert]").text
+    assert "PARTNER_RETAIL_RATE_BELOW_FLOOR" in alert, alert
+    run.check("partner-customer-rate-refused")
+    rate = d.find_element(By.CSS_SELECTOR, "input[name=retail_rate_multiplier]")
+    rate.send_keys("1")
+    press(d, d.find_element(By.XPATH, "//button[normalize-space()='Set rate']"))
+    assert "The rate was changed" in d.find_element(By.CSS_SELECTOR, "[role=status]").text
+    field(d, "Key name").send_keys("globex prod")
+    press(d, button(d, "Create key"))
+    key = d.find_element(By.ID, "new-key").text.strip()
+    chat = json.dumps({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
+    answer = urllib.request.urlopen(urllib.request.Request(
+        base + "/compat/v1/chat/completions", data=chat.encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"}))
+    assert answer.status == 200
+    run.check("partner-customer")
+    run.step("funded the customer, a rate below the floor refused and one at it set, a key made and used")
     press(d, link(d, "Team"))
     field(d, "Email address").send_keys("val@acme.example")
     Select(field(d, "Role")).select_by_visible_text("viewer")
@@ -466,7 +507,7 @@ def main():
         assert "already accepted" in d.page_source, d.page_source
         run.check("invitation-spent")
         run.step("expired and spent invitations explained")
-        partner_flow(d, run, base, partner_join, other_partner)
+        partner_flow(d, run, base, partner_join, other_partner, outbox)
         print(json.dumps({"steps": run.steps, "pages": run.pages}), flush=True)
     finally:
         driver.quit()

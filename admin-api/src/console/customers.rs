@@ -29,6 +29,7 @@ pub(crate) const CUSTOMER_WORK: [&str; 3] = ["owner", "admin", "operator"];
 
 /// One row of the list.
 struct Row {
+    id: i64,
     name: String,
     external_id: String,
     status: String,
@@ -109,6 +110,7 @@ async fn page(
         .rows
         .iter()
         .map(|r| Row {
+            id: r.customer.id,
             name: r.customer.display_name.clone(),
             external_id: r.customer.external_id.clone(),
             status: sea_orm::ActiveEnum::to_value(&r.status).replace('_', " "),

@@ -5,6 +5,7 @@
 
 pub(crate) mod billing_token;
 pub(crate) mod chart;
+pub(crate) mod customer;
 pub(crate) mod customers;
 pub(crate) mod join;
 pub(crate) mod keys;
@@ -73,6 +74,30 @@ pub(crate) fn routes() -> Router<AppState> {
         .route(
             "/console/partners/{partner}/customers",
             get(customers::list).post(customers::create),
+        )
+        .route(
+            "/console/partners/{partner}/customers/{customer}",
+            get(customer::show),
+        )
+        .route(
+            "/console/partners/{partner}/customers/{customer}/invitation",
+            post(customer::invitation),
+        )
+        .route(
+            "/console/partners/{partner}/customers/{customer}/allocations",
+            post(customer::allocate),
+        )
+        .route(
+            "/console/partners/{partner}/customers/{customer}/rates",
+            post(customer::rate),
+        )
+        .route(
+            "/console/partners/{partner}/customers/{customer}/keys",
+            post(customer::create_key),
+        )
+        .route(
+            "/console/partners/{partner}/customers/{customer}/keys/disable",
+            post(customer::disable_key),
         )
         .route(
             "/console/partners/{partner}/tokens",

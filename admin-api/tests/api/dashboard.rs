@@ -657,13 +657,13 @@ async fn customers_are_created_with_the_apis_rules_and_listed_searched_and_paged
     assert_eq!(first.body.matches("<th scope=\"row\">").count(), 50);
     assert!(first.body.contains("55 customers") && first.body.contains("Page 1 of 2"));
     assert!(
-        first.body.contains("<th scope=\"row\">Cust 054</th>"),
+        first.body.contains(">Cust 054</a></th>"),
         "newest first"
     );
     assert!(first.body.contains("rel=\"next\"") && !first.body.contains("rel=\"prev\""));
     let second = olga.get(&format!("{path}?page=2")).await;
     assert_eq!(second.body.matches("<th scope=\"row\">").count(), 5);
-    assert!(second.body.contains("<th scope=\"row\">Cust Zero</th>"));
+    assert!(second.body.contains(">Cust Zero</a></th>"));
     let clamped = olga.get(&format!("{path}?page=99")).await;
     assert!(clamped.body.contains("Page 2 of 2"));
     for (q, rows) in [
@@ -743,5 +743,294 @@ async fn customers_are_created_with_the_apis_rules_and_listed_searched_and_paged
             .await
             .status,
         404
+    );
+}
+
+#[tokio::test]
+async fn a_customer_page_moves_money_prices_keys_and_invitations_with_the_apis_rules() {
+    let api = Api::start().await;
+    let acme = api.owner("100").await;
+    let other = api.owner("10").await;
+    let mut olga = team_member(&api, acme.id, "olga@acme.example", "owner").await;
+    // A pending customer: its invitation is re-issued and revoked here.
+    let (s, v) = api.create(&acme, "pending-1", 0.0, 1.2).await;
+    assert_eq!(s, 200, "{v}");
+    let pending = v["data"]["customer"]["id"].as_i64().unwrap();
+    let path = format!("/console/partners/{}/customers/{pending}", acme.id);
+    let page = olga.get(&path).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(
+        page.body.contains("Invitation: <strong>pending</strong>")
+            && page.body.contains("has not activated yet")
+    );
+    let csrf = page.csrf();
+    let mails = std::fs::read_dir(&api.outbox)
+        .map(|d| d.count())
+        .unwrap_or(0);
+    let reissued = olga
+        .post(
+            &format!("{path}/invitation"),
+            &[("csrf", &csrf), ("action", "reissue")],
+            None,
+        )
+        .await;
+    assert_eq!(reissued.status, 200, "{}", reissued.body);
+    assert!(
+        reissued
+            .body
+            .contains("A new invitation was mailed to owner@pending-1.example")
+    );
+    let old_link = v["data"]["activation"]["invite_url"].as_str().unwrap();
+    let old_path = &old_link[old_link.find("/invitations/").unwrap()..];
+    assert_ne!(olga.get(old_path).await.status, 200, "the old link stops");
+    for _ in 0..50 {
+        if std::fs::read_dir(&api.outbox)
+            .map(|d| d.count())
+            .unwrap_or(0)
+            > mails
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        std::fs::read_dir(&api.outbox)
+            .map(|d| d.count())
+            .unwrap_or(0)
+            > mails,
+        "mailed"
+    );
+    let revoked = olga
+        .post(
+            &format!("{path}/invitation"),
+            &[("csrf", &csrf), ("action", "revoke")],
+            None,
+        )
+        .await;
+    assert!(revoked.body.contains("was revoked"), "{}", revoked.body);
+    assert!(
+        revoked
+            .body
+            .contains("Invitation: <strong>revoked</strong>"),
+        "{}",
+        revoked.body
+    );
+    // Pending: allocations and keys wait for activation, with the API's reason.
+    let refused = olga
+        .post(
+            &format!("{path}/keys"),
+            &[("csrf", &csrf), ("name", "k"), ("group_id", "1")],
+            None,
+        )
+        .await;
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert!(refused.body.contains("PARTNER_CUSTOMER_PENDING_ACTIVATION"));
+
+    // An active customer: allocation, rates, keys.
+    let (active, org) = api.active_customer(&acme, "active-1", 10.0, 1.2).await;
+    let path = format!("/console/partners/{}/customers/{active}", acme.id);
+    let page = olga.get(&path).await;
+    assert!(
+        page.body.contains("data-figure=\"available\">10 USD"),
+        "{}",
+        page.body
+    );
+    let funding_before = api.funding(&acme).await;
+    let more = olga
+        .post(
+            &format!("{path}/allocations"),
+            &[
+                ("csrf", &csrf),
+                ("direction", "increase"),
+                ("amount_usd", "5"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(more.status, 200, "{}", more.body);
+    assert!(
+        more.body.contains("data-figure=\"available\">15 USD"),
+        "{}",
+        more.body
+    );
+    let (s, b) = api
+        .get(&acme, &format!("/customers/{active}/balance"))
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(b["data"]["organization_available_usd"], 15, "the API sees it: {b}");
+    assert_ne!(
+        api.funding(&acme).await,
+        funding_before,
+        "partner funding moved"
+    );
+    for (amount, reason) in [
+        ("0", "INVALID_PARTNER_ALLOCATION_AMOUNT"),
+        ("ten", "INVALID_PARTNER_ALLOCATION_AMOUNT"),
+    ] {
+        let bad = olga
+            .post(
+                &format!("{path}/allocations"),
+                &[
+                    ("csrf", &csrf),
+                    ("direction", "increase"),
+                    ("amount_usd", amount),
+                ],
+                None,
+            )
+            .await;
+        assert_eq!(bad.status, 400, "{amount}");
+        assert!(bad.body.contains(reason), "{amount}: {}", bad.body);
+    }
+    let too_much = olga
+        .post(
+            &format!("{path}/allocations"),
+            &[
+                ("csrf", &csrf),
+                ("direction", "decrease"),
+                ("amount_usd", "20"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(too_much.status, 400, "{}", too_much.body);
+    assert!(too_much.body.contains("PARTNER_ALLOCATION_LIMIT_BELOW_USED"));
+    assert!(
+        too_much.body.contains("data-figure=\"available\">15 USD"),
+        "nothing changed"
+    );
+    let less = olga
+        .post(
+            &format!("{path}/allocations"),
+            &[
+                ("csrf", &csrf),
+                ("direction", "decrease"),
+                ("amount_usd", "3"),
+            ],
+            None,
+        )
+        .await;
+    assert!(
+        less.body.contains("data-figure=\"available\">12 USD"),
+        "{}",
+        less.body
+    );
+    // Rates: below the floor refused with the floor named; at the floor accepted.
+    let below = olga
+        .post(
+            &format!("{path}/rates"),
+            &[
+                ("csrf", &csrf),
+                ("group_id", "1"),
+                ("retail_rate_multiplier", "0.5"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(below.status, 400);
+    assert!(
+        below.body.contains("PARTNER_RETAIL_RATE_BELOW_FLOOR")
+            && below.body.contains("at least the floor, 1"),
+        "{}",
+        below.body
+    );
+    let at_floor = olga
+        .post(
+            &format!("{path}/rates"),
+            &[
+                ("csrf", &csrf),
+                ("group_id", "1"),
+                ("retail_rate_multiplier", "1"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(at_floor.status, 200, "{}", at_floor.body);
+    assert!(
+        at_floor.body.contains("data-rate=\"1\">1<"),
+        "{}",
+        at_floor.body
+    );
+    let (_, groups) = api.get(&acme, &format!("/customers/{active}/groups")).await;
+    assert_eq!(groups["data"][0]["rate_multiplier"], 1, "{groups}");
+    // Keys: created (shown once, works at the directory), disabled.
+    let created = olga
+        .post(
+            &format!("{path}/keys"),
+            &[("csrf", &csrf), ("name", "prod"), ("group_id", "1")],
+            None,
+        )
+        .await;
+    assert_eq!(created.status, 200, "{}", created.body);
+    let marker = "id=\"new-key\" class=\"secret\">";
+    let at = created.body.find(marker).unwrap();
+    let rest = &created.body[at + marker.len()..];
+    let secret = rest[..rest.find('<').unwrap()].to_string();
+    let record = api
+        .state
+        .stores
+        .keys
+        .lookup(&api.state.hasher.hash(&secret))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.org_id, org);
+    let again = olga.get(&path).await;
+    assert!(!again.body.contains(&secret) && again.body.contains("<td>prod</td>"));
+    let key_id = record.key_id.to_string();
+    let disabled = olga
+        .post(
+            &format!("{path}/keys/disable"),
+            &[("csrf", &csrf), ("key_id", &key_id)],
+            None,
+        )
+        .await;
+    assert_eq!(disabled.status, 200, "{}", disabled.body);
+    assert!(
+        api.state
+            .stores
+            .keys
+            .lookup(&api.state.hasher.hash(&secret))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // A viewer reads but cannot act; another partner's customer is not found.
+    let mut vera = team_member(&api, acme.id, "vera@acme.example", "viewer").await;
+    let seen = vera.get(&path).await;
+    assert_eq!(seen.status, 200);
+    assert!(
+        !seen.body.contains("Change allocation")
+            && !seen.body.contains("Create key")
+            && !seen.body.contains(">Set rate<")
+    );
+    let forged = vera
+        .post(
+            &format!("{path}/allocations"),
+            &[
+                ("csrf", &seen.csrf()),
+                ("direction", "increase"),
+                ("amount_usd", "1"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(forged.status, 403);
+    let (s, theirs) = api.create(&other, "theirs-1", 0.0, 1.2).await;
+    assert_eq!(s, 200);
+    let theirs = theirs["data"]["customer"]["id"].as_i64().unwrap();
+    let their_path = format!("/console/partners/{}/customers/{theirs}", acme.id);
+    assert_eq!(olga.get(&their_path).await.status, 404);
+    let forged = olga
+        .post(
+            &format!("{their_path}/invitation"),
+            &[("csrf", &csrf), ("action", "revoke")],
+            None,
+        )
+        .await;
+    assert_eq!(forged.status, 404);
+    let (_, v) = api.get(&other, &format!("/customers/{theirs}")).await;
+    assert_eq!(
+        v["data"]["activation"]["invitation_status"], "pending",
+        "untouched: {v}"
     );
 }
