@@ -656,10 +656,7 @@ async fn customers_are_created_with_the_apis_rules_and_listed_searched_and_paged
     let first = olga.get(&path).await;
     assert_eq!(first.body.matches("<th scope=\"row\">").count(), 50);
     assert!(first.body.contains("55 customers") && first.body.contains("Page 1 of 2"));
-    assert!(
-        first.body.contains(">Cust 054</a></th>"),
-        "newest first"
-    );
+    assert!(first.body.contains(">Cust 054</a></th>"), "newest first");
     assert!(first.body.contains("rel=\"next\"") && !first.body.contains("rel=\"prev\""));
     let second = olga.get(&format!("{path}?page=2")).await;
     assert_eq!(second.body.matches("<th scope=\"row\">").count(), 5);
@@ -857,7 +854,10 @@ async fn a_customer_page_moves_money_prices_keys_and_invitations_with_the_apis_r
         .get(&acme, &format!("/customers/{active}/balance"))
         .await;
     assert_eq!(s, 200);
-    assert_eq!(b["data"]["organization_available_usd"], 15, "the API sees it: {b}");
+    assert_eq!(
+        b["data"]["organization_available_usd"], 15,
+        "the API sees it: {b}"
+    );
     assert_ne!(
         api.funding(&acme).await,
         funding_before,
@@ -893,7 +893,11 @@ async fn a_customer_page_moves_money_prices_keys_and_invitations_with_the_apis_r
         )
         .await;
     assert_eq!(too_much.status, 400, "{}", too_much.body);
-    assert!(too_much.body.contains("PARTNER_ALLOCATION_LIMIT_BELOW_USED"));
+    assert!(
+        too_much
+            .body
+            .contains("PARTNER_ALLOCATION_LIMIT_BELOW_USED")
+    );
     assert!(
         too_much.body.contains("data-figure=\"available\">15 USD"),
         "nothing changed"
