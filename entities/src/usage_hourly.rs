@@ -20,6 +20,10 @@ pub struct Model {
     pub estimated_requests: i64,
     /// Retail cost in nano-USD (what the organization's wallet is charged).
     pub cost_nanos: i64,
+    /// Debited from the wallet (the ledger's spend postings), nano-USD.
+    pub charged_nanos: i64,
+    /// The partner's wholesale cost of these charges (its outstanding-usage accruals), nano-USD.
+    pub wholesale_nanos: i64,
     /// Images served (image calls).
     pub images: i64,
     /// Seconds of video charged (video tasks).

@@ -27,6 +27,10 @@ pub struct Model {
     pub stream: bool,
     pub cost_nanos: i64,
     pub charged_nanos: i64,
+    /// What the call cost the partner at wholesale (the charge × wholesale / retail of its
+    /// group, rounded down; 0 for an organization no partner resells): exactly the settler's
+    /// accrual on the partner's outstanding usage.
+    pub wholesale_nanos: i64,
     pub excess_nanos: i64,
     pub started_at: DateTimeUtc,
     pub settled_at: DateTimeUtc,

@@ -21,6 +21,7 @@ mod m20261125_000011_top_up_payments;
 mod m20261125_000012_usage_cache_writes;
 mod m20261125_000013_console_people;
 mod m20261126_000014_partner_tokens_console;
+mod m20261126_000015_usage_wholesale;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -43,6 +44,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000012_usage_cache_writes::Migration),
             Box::new(m20261125_000013_console_people::Migration),
             Box::new(m20261126_000014_partner_tokens_console::Migration),
+            Box::new(m20261126_000015_usage_wholesale::Migration),
         ]
     }
 }

@@ -276,6 +276,18 @@ def partner_flow(d, run, base, partner_join, other_partner, outbox):
     assert answer.status == 200
     run.check("partner-customer")
     run.step("funded the customer, a rate below the floor refused and one at it set, a key made and used")
+    usage_url = d.current_url.split("/customers/")[0] + "/usage"
+    for _ in range(60):
+        d.get(usage_url)
+        charged = d.find_element(By.CSS_SELECTOR, "[data-figure=charged]").text
+        if charged != "0 USD":
+            break
+        time.sleep(0.25)
+    assert charged != "0 USD", charged
+    assert "Globex" in d.find_element(By.CSS_SELECTOR, "table.data tbody").text
+    assert d.find_element(By.CSS_SELECTOR, "[data-figure=margin]").text.endswith("USD")
+    run.check("partner-usage")
+    run.step("the call shows in the partner's usage: charged, wholesale cost and margin by customer")
     press(d, link(d, "Team"))
     field(d, "Email address").send_keys("val@acme.example")
     Select(field(d, "Role")).select_by_visible_text("viewer")

@@ -72,6 +72,14 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/console/orgs/{org}/audit", get(members::audit))
         .route("/console/partners/{partner}", get(partner::overview))
         .route(
+            "/console/partners/{partner}/usage",
+            get(usage::partner_page),
+        )
+        .route(
+            "/console/partners/{partner}/usage.csv",
+            get(usage::partner_download),
+        )
+        .route(
             "/console/partners/{partner}/customers",
             get(customers::list).post(customers::create),
         )

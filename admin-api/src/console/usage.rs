@@ -1,6 +1,9 @@
-//! An organization's usage in the console: by day (up to 366 days) or by hour (up to 7 days),
-//! broken down by model, key or group, as a stacked chart, tables and a CSV download. Every member
-//! may read it. The figures come from the same hourly buckets and the same sums
+//! Usage in the console, for an organization (`/console/orgs/{id}/usage`) and for a partner
+//! (`/console/partners/{id}/usage`, its customers together): by day (up to 366 days) or by hour
+//! (up to 7 days), broken down by model, key or group (and, for a partner, by customer), as a
+//! stacked chart, tables and a CSV download. A partner's figures add what was charged, its
+//! wholesale cost and the margin (charged − wholesale), read from the hourly buckets the settler
+//! writes with the very amounts it posts to the ledger. Every member may read it. The figures come from the same hourly buckets and the same sums
 //! (`services::usage`) as the billing API's daily usage, so a day here equals that day there.
 //!
 //! The window is chosen with whole UTC days (`from` and `to`, inclusive) so the form is two date
@@ -12,8 +15,8 @@ use super::pages::{self, render};
 use super::session::Viewer;
 use crate::error::ApiError;
 use crate::http::params::Seg;
-use crate::services::keys;
 use crate::services::usage::{self, Breakdown, Granularity, Totals, Window};
+use crate::services::{customers, keys};
 use crate::state::AppState;
 use askama::Template;
 use axum::extract::{Query, State};
@@ -29,6 +32,7 @@ enum By {
     Model,
     Key,
     Group,
+    Customer,
 }
 
 impl By {
@@ -37,6 +41,42 @@ impl By {
             By::Model => "model",
             By::Key => "key",
             By::Group => "group",
+            By::Customer => "customer",
+        }
+    }
+}
+
+/// Whose usage a page shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    Org(i64),
+    Partner(i64),
+}
+
+impl Scope {
+    /// The pages' path of this scope.
+    fn base(self) -> String {
+        match self {
+            Scope::Org(id) => format!("/console/orgs/{id}"),
+            Scope::Partner(id) => format!("/console/partners/{id}"),
+        }
+    }
+
+    fn is_partner(self) -> bool {
+        matches!(self, Scope::Partner(_))
+    }
+
+    fn id(self) -> i64 {
+        match self {
+            Scope::Org(id) | Scope::Partner(id) => id,
+        }
+    }
+
+    /// The breakdown shown when none is asked for.
+    fn default_by(self) -> By {
+        match self {
+            Scope::Org(_) => By::Model,
+            Scope::Partner(_) => By::Customer,
         }
     }
 }
@@ -72,7 +112,7 @@ fn parse_day(value: &str, label: &str) -> Result<NaiveDate, String> {
 }
 
 /// Checks the query at date `today` (UTC).
-fn choose(q: &HashMap<String, String>, today: NaiveDate) -> Result<Choice, Refusal> {
+fn choose(q: &HashMap<String, String>, today: NaiveDate, scope: Scope) -> Result<Choice, Refusal> {
     let get = |k: &str| q.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
     let granularity = match get("granularity") {
         None | Some("day") => Granularity::Day,
@@ -85,13 +125,19 @@ fn choose(q: &HashMap<String, String>, today: NaiveDate) -> Result<Choice, Refus
         }
     };
     let by = match get("by") {
-        None | Some("model") => By::Model,
+        None => scope.default_by(),
+        Some("model") => By::Model,
         Some("key") => By::Key,
         Some("group") => By::Group,
+        Some("customer") if scope.is_partner() => By::Customer,
         Some(_) => {
             return Err(Refusal {
                 field: "by",
-                message: "Choose model, key or group.".into(),
+                message: if scope.is_partner() {
+                    "Choose customer, model, key or group.".into()
+                } else {
+                    "Choose model, key or group.".into()
+                },
             });
         }
     };
@@ -170,18 +216,39 @@ fn granularity_name(g: Granularity) -> &'static str {
 type Line = (Option<i64>, String);
 
 /// The usage of the chosen window, broken down as chosen.
-async fn read(state: &AppState, org_id: i64, choice: &Choice) -> Result<Breakdown<Line>, ApiError> {
+async fn read(
+    state: &AppState,
+    scope: Scope,
+    choice: &Choice,
+) -> Result<Breakdown<Line>, ApiError> {
     let window = choice.window()?;
-    let rows = usage::hourly_rows(&state.db, org_id, None, &window).await?;
+    let rows = match scope {
+        Scope::Org(org) => usage::hourly_rows(&state.db, org, None, &window).await?,
+        Scope::Partner(p) => usage::partner_hourly_rows(&state.db, p, &window).await?,
+    };
     let of: Box<dyn Fn(&entities::usage_hourly::Model) -> Line> = match choice.by {
         By::Model => Box::new(|r| (None, r.model.clone())),
-        By::Key | By::Group => {
-            let keys: HashMap<i64, entities::customer_api_keys::Model> =
-                keys::org_key_rows(&state.db, org_id)
+        By::Customer => {
+            let names: HashMap<i64, (i64, String)> = match scope {
+                Scope::Partner(p) => customers::of_partner(&state.db, p)
                     .await?
                     .into_iter()
-                    .map(|k| (k.id, k))
-                    .collect();
+                    .map(|c| (c.organization_id, (c.id, c.display_name)))
+                    .collect(),
+                Scope::Org(_) => HashMap::new(),
+            };
+            Box::new(move |r| match names.get(&r.organization_id) {
+                Some((id, name)) => (Some(*id), name.clone()),
+                None => (None, format!("organization {}", r.organization_id)),
+            })
+        }
+        By::Key | By::Group => {
+            let rows = match scope {
+                Scope::Org(org) => keys::org_key_rows(&state.db, org).await?,
+                Scope::Partner(p) => keys::partner_key_rows(&state.db, p).await?,
+            };
+            let keys: HashMap<i64, entities::customer_api_keys::Model> =
+                rows.into_iter().map(|k| (k.id, k)).collect();
             if choice.by == By::Key {
                 Box::new(move |r| {
                     let label = keys.get(&r.api_key_id).map_or_else(
@@ -219,6 +286,10 @@ struct Row {
     images: i64,
     video_seconds: i64,
     spend: String,
+    /// Charged, wholesale cost and margin (a partner's figures).
+    charged: String,
+    wholesale: String,
+    margin: String,
 }
 
 fn row(label: String, swatch: Option<String>, t: &Totals) -> Row {
@@ -232,6 +303,11 @@ fn row(label: String, swatch: Option<String>, t: &Totals) -> Row {
         images: t.images,
         video_seconds: t.video_seconds,
         spend: t.cost_usd().to_decimal_usd().to_string(),
+        charged: NanoUsd::from_nanos(t.charged).to_decimal_usd().to_string(),
+        wholesale: NanoUsd::from_nanos(t.wholesale)
+            .to_decimal_usd()
+            .to_string(),
+        margin: t.margin().to_decimal_usd().to_string(),
     }
 }
 
@@ -241,6 +317,10 @@ struct Page<'a> {
     signed_in: Option<&'a str>,
     csrf: &'a str,
     org_id: i64,
+    partner_id: i64,
+    is_partner: bool,
+    base: String,
+    role: &'a str,
     tab: &'a str,
     name: &'a str,
     raw: Raw,
@@ -260,11 +340,11 @@ struct Page<'a> {
 
 /// The ready-made windows offered above the form (with the current breakdown).
 fn presets(
-    org_id: i64,
+    scope: Scope,
     today: NaiveDate,
     shown: Option<&Choice>,
 ) -> Vec<(&'static str, String, bool)> {
-    let by = shown.map_or(By::Model, |c| c.by);
+    let by = shown.map_or(scope.default_by(), |c| c.by);
     [
         ("Today, by hour", Granularity::Hour, 0),
         ("Last 7 days, by hour", Granularity::Hour, 6),
@@ -283,7 +363,7 @@ fn presets(
             .is_some_and(|s| s.granularity == c.granularity && s.from == c.from && s.to == c.to);
         (
             label,
-            format!("/console/orgs/{org_id}/usage?{}", c.query()),
+            format!("{}/usage?{}", scope.base(), c.query()),
             current,
         )
     })
@@ -295,9 +375,9 @@ type Ordered<'b> = Vec<(&'b Line, &'b (Vec<Totals>, Totals), usize)>;
 
 /// The lines in chart order, largest spend first, each with its series: past
 /// [`chart::SERIES`] lines, the smallest are drawn together as the last series ("Other").
-fn ordered(b: &Breakdown<Line>) -> Ordered<'_> {
+fn ordered(b: &Breakdown<Line>, value: fn(&Totals) -> NanoUsd) -> Ordered<'_> {
     let mut lines: Vec<_> = b.lines.iter().collect();
-    lines.sort_by(|a, b| b.1.1.cost.cmp(&a.1.1.cost).then_with(|| a.0.cmp(b.0)));
+    lines.sort_by(|a, b| value(&b.1.1).cmp(&value(&a.1.1)).then_with(|| a.0.cmp(b.0)));
     let apart = if lines.len() > chart::SERIES {
         chart::SERIES - 1
     } else {
@@ -315,6 +395,7 @@ fn columns(
     b: &Breakdown<Line>,
     lines: &Ordered<'_>,
     g: Granularity,
+    value: fn(&Totals) -> NanoUsd,
 ) -> Vec<(String, Vec<NanoUsd>)> {
     let n_series = lines.iter().map(|l| l.2 + 1).max().unwrap_or(0);
     let mut columns: Vec<(String, Vec<NanoUsd>)> = b
@@ -325,7 +406,7 @@ fn columns(
             let label = format!(
                 "{}: {} USD, {} requests",
                 period_label(t, g),
-                sums.cost_usd().to_decimal_usd(),
+                value(sums).to_decimal_usd(),
                 sums.requests
             );
             (label, vec![NanoUsd::ZERO; n_series])
@@ -334,7 +415,7 @@ fn columns(
     for (_, (per, _), s) in lines {
         for (col, t) in columns.iter_mut().zip(per) {
             if let Some(v) = col.1.get_mut(*s) {
-                *v = v.checked_add(t.cost_usd()).unwrap_or(*v);
+                *v = v.checked_add(value(t)).unwrap_or(*v);
             }
         }
     }
@@ -356,17 +437,53 @@ pub(crate) async fn page(
     Seg(org): Seg,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let (org_id, name, _) = match member(&state, &viewer, &org).await {
-        Ok(m) => m,
-        Err(resp) => return resp,
-    };
+    match member(&state, &viewer, &org).await {
+        Ok((id, name, role)) => show(&state, &viewer, Scope::Org(id), &name, &role, &q).await,
+        Err(resp) => resp,
+    }
+}
+
+/// `GET /console/partners/{partner}/usage`: every team member.
+pub(crate) async fn partner_page(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Seg(partner): Seg,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    match super::partner::team(&state, &viewer, &partner).await {
+        Ok((id, name, role)) => show(&state, &viewer, Scope::Partner(id), &name, &role, &q).await,
+        Err(resp) => resp,
+    }
+}
+
+/// What the chart and the line order measure: an organization's usage cost; a partner's
+/// charges (its retail revenue).
+fn measure(scope: Scope) -> fn(&Totals) -> NanoUsd {
+    match scope {
+        Scope::Org(_) => Totals::cost_usd,
+        Scope::Partner(_) => |t| NanoUsd::from_nanos(t.charged),
+    }
+}
+
+async fn show(
+    state: &AppState,
+    viewer: &Viewer,
+    scope: Scope,
+    name: &str,
+    role: &str,
+    q: &HashMap<String, String>,
+) -> Response {
     let today = state.clock.now().date_naive();
     let mut page = Page {
         signed_in: Some(&viewer.user.email),
         csrf: &viewer.session.csrf,
-        org_id,
+        org_id: scope.id(),
+        partner_id: scope.id(),
+        is_partner: scope.is_partner(),
+        base: scope.base(),
+        role,
         tab: "usage",
-        name: &name,
+        name,
         raw: Raw::default(),
         error: None,
         by_label: "Model",
@@ -381,9 +498,9 @@ pub(crate) async fn page(
             ticks: None,
         },
         chart_title: String::new(),
-        presets: presets(org_id, today, None),
+        presets: presets(scope, today, None),
     };
-    let choice = match choose(&q, today) {
+    let choice = match choose(q, today, scope) {
         Ok(c) => c,
         Err(refusal) => {
             page.raw = Raw {
@@ -396,7 +513,7 @@ pub(crate) async fn page(
             return render(StatusCode::BAD_REQUEST, &page);
         }
     };
-    let b = match read(&state, org_id, &choice).await {
+    let b = match read(state, scope, &choice).await {
         Ok(b) => b,
         Err(e) => {
             tracing::error!(error = %e, "usage not read");
@@ -404,7 +521,8 @@ pub(crate) async fn page(
         }
     };
     let g = choice.granularity;
-    let lines = ordered(&b);
+    let value = measure(scope);
+    let lines = ordered(&b, value);
     let others = lines.len() > chart::SERIES;
     page.legend = lines
         .iter()
@@ -412,7 +530,7 @@ pub(crate) async fn page(
         .map(|(line, _, s)| (format!("s{s}"), line.1.clone()))
         .chain(others.then(|| (format!("s{}", chart::SERIES - 1), "Other".to_string())))
         .collect();
-    page.chart = chart::stacked(&columns(&b, &lines, g));
+    page.chart = chart::stacked(&columns(&b, &lines, g, value));
     if let (Some(first), Some(last)) = (b.periods.first(), b.periods.last()) {
         page.chart.ticks = Some((period_label(first, g), period_label(last, g)));
     }
@@ -433,13 +551,19 @@ pub(crate) async fn page(
         By::Model => "Model",
         By::Key => "Key",
         By::Group => "Group",
+        By::Customer => "Customer",
     };
     page.period_label = match choice.granularity {
         Granularity::Day => "Day",
         Granularity::Hour => "Hour (UTC)",
     };
     page.chart_title = format!(
-        "Spend {} from {} to {} (UTC), by {}, oldest on the left",
+        "{} {} from {} to {} (UTC), by {}, oldest on the left",
+        if scope.is_partner() {
+            "Charged"
+        } else {
+            "Spend"
+        },
         match choice.granularity {
             Granularity::Day => "per day",
             Granularity::Hour => "per hour",
@@ -448,9 +572,9 @@ pub(crate) async fn page(
         choice.to,
         choice.by.name()
     );
-    page.csv = format!("/console/orgs/{org_id}/usage.csv?{}", choice.query());
+    page.csv = format!("{}/usage.csv?{}", scope.base(), choice.query());
     page.raw = choice.raw();
-    page.presets = presets(org_id, today, Some(&choice));
+    page.presets = presets(scope, today, Some(&choice));
     render(StatusCode::OK, &page)
 }
 
@@ -465,33 +589,51 @@ fn csv_text(s: &str) -> String {
     format!("\"{}\"", defused.replace('"', "\"\""))
 }
 
-/// The CSV of a breakdown: one row per period and line with any usage, oldest first.
-fn csv(b: &Breakdown<Line>, w: &Window, by: By) -> String {
+/// The CSV of a breakdown: one row per period and line with any usage, oldest first; a
+/// partner's adds what was charged, the wholesale cost and the margin.
+fn csv(b: &Breakdown<Line>, w: &Window, by: By, scope: Scope) -> String {
     let ts = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let usd = |n: i64| NanoUsd::from_nanos(n).to_decimal_usd();
     let head = match by {
         By::Model => "model",
         By::Key => "api_key_id,api_key",
         By::Group => "group_id,group",
+        By::Customer => "customer_id,customer",
+    };
+    let money = if scope.is_partner() {
+        ",charged_usd,wholesale_usd,margin_usd"
+    } else {
+        ""
     };
     let mut out = format!(
-        "period_start,period_end,{head},requests,input_tokens,output_tokens,cached_tokens,cache_write_tokens,images,video_seconds,cost_usd\r\n"
+        "period_start,period_end,{head},requests,input_tokens,output_tokens,cached_tokens,cache_write_tokens,images,video_seconds,cost_usd{money}\r\n"
     );
     for (i, start) in b.periods.iter().enumerate() {
         for ((id, label), (per, _)) in &b.lines {
             let Some(t) = per.get(i) else { continue };
-            if t.requests == 0 && t.cost == 0 {
+            if t.requests == 0 && t.cost == 0 && t.charged == 0 {
                 continue;
             }
             let who = match by {
                 By::Model => csv_text(label),
-                By::Key | By::Group => format!(
+                By::Key | By::Group | By::Customer => format!(
                     "{},{}",
                     id.map(|v| v.to_string()).unwrap_or_default(),
                     csv_text(label)
                 ),
             };
+            let money = if scope.is_partner() {
+                format!(
+                    ",{},{},{}",
+                    usd(t.charged),
+                    usd(t.wholesale),
+                    t.margin().to_decimal_usd()
+                )
+            } else {
+                String::new()
+            };
             out.push_str(&format!(
-                "{},{},{who},{},{},{},{},{},{},{},{}\r\n",
+                "{},{},{who},{},{},{},{},{},{},{},{}{money}\r\n",
                 ts(*start),
                 ts((*start + w.step()).min(w.end)),
                 t.requests,
@@ -516,23 +658,41 @@ pub(crate) async fn download(
     Seg(org): Seg,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let (org_id, _, _) = match member(&state, &viewer, &org).await {
-        Ok(m) => m,
-        Err(resp) => return resp,
-    };
+    match member(&state, &viewer, &org).await {
+        Ok((id, _, _)) => csv_answer(&state, Scope::Org(id), &q).await,
+        Err(resp) => resp,
+    }
+}
+
+/// `GET /console/partners/{partner}/usage.csv`: as [`download`], for a partner.
+pub(crate) async fn partner_download(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Seg(partner): Seg,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    match super::partner::team(&state, &viewer, &partner).await {
+        Ok((id, _, _)) => csv_answer(&state, Scope::Partner(id), &q).await,
+        Err(resp) => resp,
+    }
+}
+
+async fn csv_answer(state: &AppState, scope: Scope, q: &HashMap<String, String>) -> Response {
     let today = state.clock.now().date_naive();
-    let choice = match choose(&q, today) {
+    let choice = match choose(q, today, scope) {
         Ok(c) => c,
         Err(refusal) => {
             return pages::message(StatusCode::BAD_REQUEST, "Cannot download", &refusal.message);
         }
     };
-    let (b, w) = match (read(&state, org_id, &choice).await, choice.window()) {
+    let (b, w) = match (read(state, scope, &choice).await, choice.window()) {
         (Ok(b), Ok(w)) => (b, w),
         _ => return pages::unavailable(),
     };
     let name = format!(
-        "usage-{org_id}-{}-{}-by-{}-{}.csv",
+        "usage-{}-{}-{}-{}-by-{}-{}.csv",
+        if scope.is_partner() { "partner" } else { "org" },
+        scope.id(),
         choice.from,
         choice.to,
         granularity_name(choice.granularity),
@@ -546,7 +706,7 @@ pub(crate) async fn download(
                 format!("attachment; filename=\"{name}\""),
             ),
         ],
-        csv(&b, &w, choice.by),
+        csv(&b, &w, choice.by, scope),
     )
         .into_response()
 }
@@ -569,13 +729,30 @@ mod tests {
     #[test]
     fn defaults_and_limits() {
         let today = day("2026-11-26");
-        let c = choose(&q(&[]), today).unwrap();
+        let org = Scope::Org(1);
+        let c = choose(&q(&[]), today, org).unwrap();
         assert_eq!((c.from, c.to, c.by), (day("2026-10-28"), today, By::Model));
-        let c = choose(&q(&[("granularity", "hour"), ("by", "group")]), today).unwrap();
+        let c = choose(&q(&[("granularity", "hour"), ("by", "group")]), today, org).unwrap();
         assert_eq!((c.from, c.to, c.by), (day("2026-11-25"), today, By::Group));
         let w = c.window().unwrap();
         assert_eq!(w.end - w.start, TimeDelta::days(2));
-        assert!(choose(&q(&[("from", "2025-11-26"), ("to", "2026-11-26")]), today).is_ok());
+        assert!(
+            choose(
+                &q(&[("from", "2025-11-26"), ("to", "2026-11-26")]),
+                today,
+                org
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            choose(&q(&[]), today, Scope::Partner(1)).unwrap().by,
+            By::Customer,
+            "a partner's default"
+        );
+        assert!(
+            choose(&q(&[("by", "customer")]), today, org).is_err(),
+            "not for an organization"
+        );
         for (pairs, field) in [
             (vec![("granularity", "minute")], "granularity"),
             (vec![("by", "account")], "by"),
@@ -589,7 +766,7 @@ mod tests {
             ),
         ] {
             assert_eq!(
-                choose(&q(&pairs), today).map_err(|r| r.field).err(),
+                choose(&q(&pairs), today, org).map_err(|r| r.field).err(),
                 Some(field),
                 "{pairs:?}"
             );

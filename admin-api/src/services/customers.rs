@@ -475,6 +475,17 @@ pub async fn find(
         .ok_or(ApiError::CustomerNotFound)
 }
 
+/// Every customer of partner `partner_id`.
+pub async fn of_partner(
+    db: &impl ConnectionTrait,
+    partner_id: i64,
+) -> Result<Vec<customers::Model>, ApiError> {
+    Ok(customers::Entity::find()
+        .filter(customers::Column::PartnerId.eq(partner_id))
+        .all(db)
+        .await?)
+}
+
 /// Refuses routes that need an active customer with the spec's pending metadata (the
 /// invitation's status as of `now`).
 pub async fn require_active(

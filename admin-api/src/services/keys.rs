@@ -296,6 +296,23 @@ pub async fn org_key_rows(
         .await?)
 }
 
+/// Every key of every organization partner `partner_id` resells (any status).
+pub async fn partner_key_rows(
+    db: &impl ConnectionTrait,
+    partner_id: i64,
+) -> Result<Vec<customer_api_keys::Model>, ApiError> {
+    use sea_orm::sea_query::Query;
+    let orgs = Query::select()
+        .column(entities::customers::Column::OrganizationId)
+        .from(entities::customers::Entity)
+        .and_where(entities::customers::Column::PartnerId.eq(partner_id))
+        .to_owned();
+    Ok(customer_api_keys::Entity::find()
+        .filter(customer_api_keys::Column::OrganizationId.in_subquery(orgs))
+        .all(db)
+        .await?)
+}
+
 /// The groups organization `org_id` may mint keys in (its customer's groups, or every configured
 /// group for an organization no partner resells), with their names.
 pub async fn org_groups(

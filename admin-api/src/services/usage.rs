@@ -133,6 +133,10 @@ pub struct Totals {
     pub video_seconds: i64,
     /// Retail cost in nano-USD.
     pub cost: i64,
+    /// Debited from the wallet, nano-USD (the ledger's spend).
+    pub charged: i64,
+    /// The partner's wholesale cost of the charges, nano-USD.
+    pub wholesale: i64,
 }
 
 impl Totals {
@@ -147,6 +151,8 @@ impl Totals {
             r.images,
             r.video_seconds,
             r.cost_nanos,
+            r.charged_nanos,
+            r.wholesale_nanos,
         ]);
     }
 
@@ -161,6 +167,8 @@ impl Totals {
             r.images,
             r.video_seconds,
             r.cost_nanos,
+            r.charged_nanos,
+            r.wholesale_nanos,
         ]);
     }
 
@@ -175,10 +183,12 @@ impl Totals {
             o.images,
             o.video_seconds,
             o.cost,
+            o.charged,
+            o.wholesale,
         ]);
     }
 
-    fn add_parts(&mut self, p: [i64; 8]) {
+    fn add_parts(&mut self, p: [i64; 10]) {
         let fields = [
             &mut self.requests,
             &mut self.input_tokens,
@@ -188,6 +198,8 @@ impl Totals {
             &mut self.images,
             &mut self.video_seconds,
             &mut self.cost,
+            &mut self.charged,
+            &mut self.wholesale,
         ];
         for (f, v) in fields.into_iter().zip(p) {
             *f = f.saturating_add(v);
@@ -197,6 +209,11 @@ impl Totals {
     /// The cost as money.
     pub fn cost_usd(&self) -> NanoUsd {
         NanoUsd::from_nanos(self.cost)
+    }
+
+    /// The margin: what was charged less the wholesale cost of it.
+    pub fn margin(&self) -> NanoUsd {
+        NanoUsd::from_nanos(self.charged.saturating_sub(self.wholesale))
     }
 
     /// The billing API's shape of these sums.
@@ -229,6 +246,27 @@ pub async fn hourly_rows(
         q = q.filter(usage_hourly::Column::ApiKeyId.eq(k));
     }
     Ok(q.all(db).await?)
+}
+
+/// The hourly buckets of every organization partner `partner_id` resells, over a window (one
+/// query: the organizations are a subquery on `customers`).
+pub async fn partner_hourly_rows(
+    db: &impl ConnectionTrait,
+    partner_id: i64,
+    w: &Window,
+) -> Result<Vec<usage_hourly::Model>, ApiError> {
+    use sea_orm::sea_query::Query;
+    let orgs = Query::select()
+        .column(entities::customers::Column::OrganizationId)
+        .from(entities::customers::Entity)
+        .and_where(entities::customers::Column::PartnerId.eq(partner_id))
+        .to_owned();
+    Ok(usage_hourly::Entity::find()
+        .filter(usage_hourly::Column::OrganizationId.in_subquery(orgs))
+        .filter(usage_hourly::Column::HourStart.gte(w.start))
+        .filter(usage_hourly::Column::HourStart.lt(w.end))
+        .all(db)
+        .await?)
 }
 
 /// Usage over a window split by period and by one dimension (model, key, group: whatever `of`
@@ -432,6 +470,8 @@ mod tests {
             cache_write_tokens: 0,
             estimated_requests: 0,
             cost_nanos: cost,
+            charged_nanos: cost,
+            wholesale_nanos: cost / 2,
             images: 0,
             video_seconds: 0,
         }

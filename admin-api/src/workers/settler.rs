@@ -166,6 +166,8 @@ struct Charge<'a> {
     event: &'a UsageEvent,
     charged: NanoUsd,
     excess: NanoUsd,
+    /// The partner's wholesale cost of `charged` (zero without a partner).
+    wholesale: NanoUsd,
 }
 
 /// Usage records inserted per statement (23 values each, under SQLite's 999-parameter limit).
@@ -244,7 +246,21 @@ async fn settle_batch<'a>(
             event: e,
             charged,
             excess,
+            wholesale: NanoUsd::ZERO,
         });
+    }
+    // Each charge's wholesale cost, before anything is written: the records, the buckets and
+    // the partner's accrual then carry the same figures.
+    let mut partners: HashMap<i64, Option<Partnered>> = HashMap::new();
+    for c in fresh.iter_mut().filter(|c| c.charged.is_positive()) {
+        let org = c.event.org_id;
+        let p = match partners.entry(org) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(partnered(&txn, org).await?),
+        };
+        if let Some(p) = p {
+            c.wholesale = wholesale_of(&txn, state, p, c).await?;
+        }
     }
     let now = Utc::now();
     let mut inserted = 0u64;
@@ -252,7 +268,7 @@ async fn settle_batch<'a>(
         inserted += usage_records::Entity::insert_many(
             chunk
                 .iter()
-                .map(|c| record(c.event, c.charged, c.excess, now)),
+                .map(|c| record(c.event, c.charged, c.excess, c.wholesale, now)),
         )
         .on_conflict(once_per_request())
         .exec_without_returning(&txn)
@@ -273,7 +289,7 @@ async fn settle_batch<'a>(
         buckets
             .entry((e.org_id, e.key_id, e.model_served.clone(), hour))
             .or_default()
-            .add(e);
+            .add(e, c.charged, c.wholesale);
     }
     for ((org, key, model, hour), b) in &buckets {
         add_to_bucket(&txn, *org, *key, model, *hour, b).await?;
@@ -299,7 +315,9 @@ async fn settle_batch<'a>(
             total,
         )
         .await?;
-        book_partner_usage_batch(&txn, state, org, &charges, &reference).await?;
+        if let Some(Some(p)) = partners.get(&org) {
+            book_partner_usage(&txn, p.partner_id, &charges, &reference).await?;
+        }
     }
     txn.commit().await?;
     Ok(Some(confirmations))
@@ -309,6 +327,8 @@ async fn settle_batch<'a>(
 #[derive(Default)]
 struct Bucket {
     requests: i64,
+    charged: i64,
+    wholesale: i64,
     input: i64,
     output: i64,
     cached: i64,
@@ -320,9 +340,11 @@ struct Bucket {
 }
 
 impl Bucket {
-    fn add(&mut self, e: &UsageEvent) {
+    fn add(&mut self, e: &UsageEvent, charged: NanoUsd, wholesale: NanoUsd) {
         let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         self.requests += 1;
+        self.charged = self.charged.saturating_add(charged.nanos());
+        self.wholesale = self.wholesale.saturating_add(wholesale.nanos());
         self.input = self.input.saturating_add(tokens(e.input_tokens));
         self.output = self.output.saturating_add(tokens(e.output_tokens));
         self.cached = self.cached.saturating_add(tokens(e.cached_tokens));
@@ -347,6 +369,7 @@ fn record(
     e: &UsageEvent,
     charged: NanoUsd,
     excess: NanoUsd,
+    wholesale: NanoUsd,
     now: DateTime<Utc>,
 ) -> usage_records::ActiveModel {
     usage_records::ActiveModel {
@@ -370,6 +393,7 @@ fn record(
         stream: Set(e.stream),
         cost_nanos: Set(e.cost_nanos.nanos()),
         charged_nanos: Set(charged.nanos()),
+        wholesale_nanos: Set(wholesale.nanos()),
         excess_nanos: Set(excess.nanos()),
         started_at: Set(at_ms(e.started_at_ms)),
         settled_at: Set(now),
@@ -404,65 +428,95 @@ async fn settle_alone<'a>(
     ))))
 }
 
-/// The partner's side of charges of one organization: their wholesale cost (each charge ×
-/// wholesale / retail of its group, rounded down, summed), accrued on
-/// `partner:P:outstanding_usage` against `partner:P:usage_payable` (what the partner owes for its
-/// customers' usage) in one posting, reference `wholesale:{reference}`. Organizations no partner
-/// resells have none.
-async fn book_partner_usage_batch(
-    txn: &impl ConnectionTrait,
-    state: &AppState,
-    org: i64,
-    charges: &[&Charge<'_>],
-    reference: &str,
-) -> Result<(), SettleError> {
-    use entities::{customer_groups, customers};
+/// The customer of an organization a partner resells, with the retail rates of its groups as
+/// they are read (cached for the batch).
+struct Partnered {
+    partner_id: i64,
+    customer_id: i64,
+    retail_of: std::collections::HashMap<i64, Option<i64>>,
+}
+
+/// The partner side of organization `org`, or `None` when no partner resells it.
+async fn partnered(txn: &impl ConnectionTrait, org: i64) -> Result<Option<Partnered>, DbErr> {
+    use entities::customers;
     use sea_orm::{ColumnTrait, QueryFilter};
-    if charges.iter().all(|c| !c.charged.is_positive()) {
-        return Ok(());
-    }
-    let Some(customer) = customers::Entity::find()
+    Ok(customers::Entity::find()
         .filter(customers::Column::OrganizationId.eq(org))
         .one(txn)
         .await?
-    else {
-        return Ok(());
-    };
-    // Each charge is priced at the rates it was charged at (carried by its event); only events of
-    // older gateways fall back to today's rates.
-    let mut retail_of: std::collections::HashMap<i64, Option<i64>> = Default::default();
-    let mut cost: i128 = 0;
-    for c in charges.iter().filter(|c| c.charged.is_positive()) {
-        let group = c.event.group_id;
-        let retail = match (c.event.retail_rate, retail_of.get(&group)) {
-            (Some(r), _) => Some(r.ppm()),
-            (None, Some(r)) => *r,
-            (None, None) => {
-                let r = customer_groups::Entity::find()
-                    .filter(customer_groups::Column::CustomerId.eq(customer.id))
-                    .filter(customer_groups::Column::GroupId.eq(group))
-                    .one(txn)
-                    .await?
-                    .map(|g| g.retail_rate_multiplier_ppm);
-                retail_of.insert(group, r);
-                r
-            }
-        };
-        let wholesale = c.event.wholesale_rate.map(|w| w.ppm()).or_else(|| {
-            state
-                .group(group)
-                .map(|g| g.wholesale_rate_multiplier.ppm())
-        });
-        let (Some(retail), Some(wholesale)) = (retail, wholesale) else {
-            continue;
-        };
-        cost += (i128::from(c.charged.nanos()) * i128::from(wholesale))
-            .div_euclid(i128::from(retail.max(1)));
+        .map(|c| Partnered {
+            partner_id: c.partner_id,
+            customer_id: c.id,
+            retail_of: std::collections::HashMap::new(),
+        }))
+}
+
+/// One charge's wholesale cost: the charge × wholesale / retail of its group, rounded down
+/// (each charge at the rates it was charged at, carried by its event; only events of older
+/// gateways fall back to today's rates). Zero for a charge of nothing, or when a rate is unknown.
+async fn wholesale_of(
+    txn: &impl ConnectionTrait,
+    state: &AppState,
+    p: &mut Partnered,
+    c: &Charge<'_>,
+) -> Result<NanoUsd, DbErr> {
+    use entities::customer_groups;
+    use sea_orm::{ColumnTrait, QueryFilter};
+    if !c.charged.is_positive() {
+        return Ok(NanoUsd::ZERO);
     }
+    let group = c.event.group_id;
+    let retail = match (c.event.retail_rate, p.retail_of.get(&group)) {
+        (Some(r), _) => Some(r.ppm()),
+        (None, Some(r)) => *r,
+        (None, None) => {
+            let r = customer_groups::Entity::find()
+                .filter(customer_groups::Column::CustomerId.eq(p.customer_id))
+                .filter(customer_groups::Column::GroupId.eq(group))
+                .one(txn)
+                .await?
+                .map(|g| g.retail_rate_multiplier_ppm);
+            p.retail_of.insert(group, r);
+            r
+        }
+    };
+    let wholesale = c.event.wholesale_rate.map(|w| w.ppm()).or_else(|| {
+        state
+            .group(group)
+            .map(|g| g.wholesale_rate_multiplier.ppm())
+    });
+    let (Some(retail), Some(wholesale)) = (retail, wholesale) else {
+        return Ok(NanoUsd::ZERO);
+    };
+    Ok(wholesale_cost(c.charged, wholesale, retail))
+}
+
+/// `charged` × `wholesale` / `retail` (rates in millionths), rounded down; never negative, never
+/// more than fits. The one formula of the partner's cost of a charge.
+fn wholesale_cost(charged: NanoUsd, wholesale_ppm: i64, retail_ppm: i64) -> NanoUsd {
+    let cost = (i128::from(charged.nanos().max(0)) * i128::from(wholesale_ppm.max(0)))
+        .div_euclid(i128::from(retail_ppm.max(1)));
+    NanoUsd::from_nanos(i64::try_from(cost).unwrap_or(i64::MAX))
+}
+
+/// The partner's side of charges of one organization: the sum of their wholesale costs,
+/// accrued on `partner:P:outstanding_usage` against `partner:P:usage_payable` (what the partner
+/// owes for its customers' usage) in one posting, reference `wholesale:{reference}`.
+async fn book_partner_usage(
+    txn: &impl ConnectionTrait,
+    partner_id: i64,
+    charges: &[&Charge<'_>],
+    reference: &str,
+) -> Result<(), SettleError> {
+    if charges.iter().all(|c| !c.charged.is_positive()) {
+        return Ok(());
+    }
+    let cost = NanoUsd::checked_sum(charges.iter().map(|c| c.wholesale))
+        .ok_or(ledger::LedgerError::Overflow)?;
     let payable = AccountRef {
-        code: format!("partner:{}:usage_payable", customer.partner_id),
+        code: format!("partner:{partner_id}:usage_payable"),
         kind: ledger::AccountKind::PartnerUsagePayable,
-        partner_id: Some(customer.partner_id),
+        partner_id: Some(partner_id),
         organization_id: None,
     };
     ledger::transfer(
@@ -470,8 +524,8 @@ async fn book_partner_usage_batch(
         &format!("wholesale:{reference}"),
         "wholesale_usage",
         &payable,
-        &AccountRef::partner_outstanding_usage(customer.partner_id),
-        NanoUsd::from_nanos(i64::try_from(cost).unwrap_or(i64::MAX)),
+        &AccountRef::partner_outstanding_usage(partner_id),
+        cost,
     )
     .await?;
     Ok(())
@@ -527,8 +581,8 @@ async fn add_to_bucket(
         _ => "?".to_string(),
     };
     let sql = format!(
-        "INSERT INTO usage_hourly (organization_id, api_key_id, model, hour_start, requests, input_tokens, output_tokens, cached_tokens, estimated_requests, cost_nanos, images, video_seconds, cache_write_tokens) \
-         VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}) \
+        "INSERT INTO usage_hourly (organization_id, api_key_id, model, hour_start, requests, input_tokens, output_tokens, cached_tokens, estimated_requests, cost_nanos, images, video_seconds, cache_write_tokens, charged_nanos, wholesale_nanos) \
+         VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}) \
          ON CONFLICT (organization_id, hour_start, api_key_id, model) DO UPDATE SET \
          requests = usage_hourly.requests + EXCLUDED.requests, \
          input_tokens = usage_hourly.input_tokens + EXCLUDED.input_tokens, \
@@ -538,7 +592,9 @@ async fn add_to_bucket(
          cost_nanos = usage_hourly.cost_nanos + EXCLUDED.cost_nanos, \
          images = usage_hourly.images + EXCLUDED.images, \
          video_seconds = usage_hourly.video_seconds + EXCLUDED.video_seconds, \
-         cache_write_tokens = usage_hourly.cache_write_tokens + EXCLUDED.cache_write_tokens",
+         cache_write_tokens = usage_hourly.cache_write_tokens + EXCLUDED.cache_write_tokens, \
+         charged_nanos = usage_hourly.charged_nanos + EXCLUDED.charged_nanos, \
+         wholesale_nanos = usage_hourly.wholesale_nanos + EXCLUDED.wholesale_nanos",
         p(1),
         p(2),
         p(3),
@@ -551,7 +607,9 @@ async fn add_to_bucket(
         p(10),
         p(11),
         p(12),
-        p(13)
+        p(13),
+        p(14),
+        p(15)
     );
     db.execute_raw(Statement::from_sql_and_values(
         backend,
@@ -570,8 +628,54 @@ async fn add_to_bucket(
             b.images.into(),
             b.video_seconds.into(),
             b.cache_write.into(),
+            b.charged.into(),
+            b.wholesale.into(),
         ],
     ))
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wholesale_cost;
+    use money::NanoUsd;
+    use proptest::prelude::*;
+
+    #[test]
+    fn wholesale_is_the_charge_at_the_wholesale_rate_rounded_down() {
+        let n = NanoUsd::from_nanos;
+        assert_eq!(wholesale_cost(n(1_000), 800_000, 1_000_000), n(800));
+        assert_eq!(
+            wholesale_cost(n(7), 800_000, 1_200_000),
+            n(4),
+            "4.67 rounds down"
+        );
+        assert_eq!(wholesale_cost(n(0), 800_000, 1_000_000), n(0));
+        assert_eq!(
+            wholesale_cost(n(-5), 800_000, 1_000_000),
+            n(0),
+            "never negative"
+        );
+        assert_eq!(
+            wholesale_cost(n(i64::MAX), 2_000_000, 1),
+            n(i64::MAX),
+            "capped"
+        );
+    }
+
+    proptest! {
+        /// A partner's cost never exceeds the charge when its wholesale rate is at most the
+        /// retail rate (the floor guarantees it), and the margin is never negative then.
+        #[test]
+        fn wholesale_never_exceeds_the_charge_at_or_above_the_floor(
+            charged in 0i64..=1_000_000_000_000,
+            wholesale in 1i64..=10_000_000,
+            extra in 0i64..=10_000_000,
+        ) {
+            let retail = wholesale + extra;
+            let cost = wholesale_cost(NanoUsd::from_nanos(charged), wholesale, retail);
+            prop_assert!(cost.nanos() >= 0 && cost.nanos() <= charged);
+        }
+    }
 }

@@ -1566,7 +1566,7 @@ async fn usage_page_and_csv_show_the_billing_api_figures() {
     assert_eq!(csv.header("content-type"), "text/csv; charset=utf-8");
     assert!(
         csv.header("content-disposition").contains(&format!(
-            "usage-{org}-2026-03-04-2026-03-05-by-day-model.csv"
+            "usage-org-{org}-2026-03-04-2026-03-05-by-day-model.csv"
         )),
         "{}",
         csv.header("content-disposition")

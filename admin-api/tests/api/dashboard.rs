@@ -1038,3 +1038,109 @@ async fn a_customer_page_moves_money_prices_keys_and_invitations_with_the_apis_r
         "untouched: {v}"
     );
 }
+
+#[tokio::test]
+async fn usage_and_margin_equal_the_ledgers_to_the_nano_dollar() {
+    let api = Api::start().await;
+    let acme = api.owner("100").await;
+    let other = api.owner("100").await;
+    let (_, m1) = api.active_customer(&acme, "m1", 40.0, 1.25).await;
+    let (_, m2) = api.active_customer(&acme, "m2", 40.0, 1.5).await;
+    let (_, theirs) = api.active_customer(&other, "theirs", 40.0, 1.25).await;
+    let day = "2026-03-04";
+    // Charges whose wholesale costs round down one by one: the sum of the rounded costs is what
+    // the ledger accrues, not the rounded cost of the sum.
+    for (org, model, at, cost) in [
+        (m1, "gpt-4o-mini", "T10:15:00Z", 1_000_003),
+        (m1, "gpt-4o-mini", "T10:45:00Z", 2_000_001),
+        (m1, "gpt-4o", "T15:00:00Z", 123_456_789),
+        (m2, "gpt-4o-mini", "T11:00:00Z", 7_777_777),
+        (theirs, "gpt-4o-mini", "T11:00:00Z", 5_000_000),
+    ] {
+        super::console::spend(&api, org, 1, model, &format!("{day}{at}"), cost, 0).await;
+    }
+    admin_api::workers::settler::drain_once(&api.state, "t")
+        .await
+        .unwrap();
+    let mut olga = team_member(&api, acme.id, "olga@acme.example", "owner").await;
+    let path = format!("/console/partners/{}/usage", acme.id);
+    let q = format!("?granularity=day&from={day}&to={day}");
+    let page = olga.get(&format!("{path}{q}")).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let csv = olga.get(&format!("{path}.csv{q}&by=customer")).await;
+    assert_eq!(csv.status, 200, "{}", csv.body);
+    let rows: Vec<Vec<String>> = csv
+        .body
+        .split("\r\n")
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            l.split(',')
+                .map(|f| f.trim_matches('"').to_string())
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        rows[0][12..].join(","),
+        "charged_usd,wholesale_usd,margin_usd",
+        "{}",
+        csv.body
+    );
+    let nanos = |s: &str| {
+        // JSON numbers may come in scientific notation (8.5e-2).
+        let d = s
+            .parse::<rust_decimal::Decimal>()
+            .or_else(|_| rust_decimal::Decimal::from_scientific(s))
+            .unwrap();
+        money::NanoUsd::from_decimal_usd(d).unwrap().nanos()
+    };
+    let (mut charged, mut wholesale, mut margin) = (0i64, 0i64, 0i64);
+    for r in &rows[1..] {
+        assert_ne!(r[3], "Org theirs", "another partner's customer");
+        charged += nanos(&r[12]);
+        wholesale += nanos(&r[13]);
+        margin += nanos(&r[14]);
+    }
+    assert_eq!(rows.len(), 3, "two customers: {}", csv.body);
+    assert_eq!(charged, 1_000_003 + 2_000_001 + 123_456_789 + 7_777_777);
+    assert_eq!(margin, charged - wholesale);
+    // The ledger: the partner's outstanding usage is the sum of the wholesale costs, each
+    // charge's rounded down on its own.
+    let funding = api.funding(&acme).await;
+    let outstanding = nanos(&funding["outstanding_usage_usd"].to_string());
+    assert_eq!(wholesale, outstanding, "{funding}");
+    let by_charge = (1_000_003i64 * 800_000 / 1_250_000)
+        + (2_000_001 * 800_000 / 1_250_000)
+        + (123_456_789i64 * 800_000 / 1_250_000)
+        + (7_777_777 * 800_000 / 1_500_000);
+    assert_eq!(wholesale, by_charge);
+    assert!(
+        page.body.contains(&format!(
+            "data-figure=\"margin\">{} USD",
+            money::NanoUsd::from_nanos(margin).to_decimal_usd()
+        )),
+        "{}",
+        page.body
+    );
+    // By model and group the totals are the same.
+    for by in ["model", "group", "key"] {
+        let csv = olga.get(&format!("{path}.csv{q}&by={by}")).await;
+        let w: i64 = csv
+            .body
+            .split("\r\n")
+            .skip(1)
+            .filter(|l| !l.is_empty())
+            .map(|l| nanos(l.rsplit(',').nth(1).unwrap()))
+            .sum();
+        assert_eq!(w, wholesale, "{by}: {}", csv.body);
+    }
+    // Refusals and boundaries: an organization's breakdown by customer does not exist; another
+    // partner's usage is not found.
+    let bad = olga.get(&format!("{path}?by=account")).await;
+    assert_eq!(bad.status, 400);
+    assert_eq!(
+        olga.get(&format!("/console/partners/{}/usage", other.id))
+            .await
+            .status,
+        404
+    );
+}
