@@ -287,7 +287,10 @@ def partner_flow(d, run, base, partner_join, other_partner, outbox):
     assert "Globex" in d.find_element(By.CSS_SELECTOR, "table.data tbody").text
     assert d.find_element(By.CSS_SELECTOR, "[data-figure=margin]").text.endswith("USD")
     run.check("partner-usage")
-    run.step("the call shows in the partner's usage: charged, wholesale cost and margin by customer")
+    press(d, link(d, "Funding"))
+    assert "funding added" in d.find_element(By.CSS_SELECTOR, "table.data tbody").text
+    run.check("partner-funding")
+    run.step("the call shows in the partner's usage: charged, wholesale cost and margin by customer; the funding history from the ledger")
     press(d, link(d, "Team"))
     field(d, "Email address").send_keys("val@acme.example")
     Select(field(d, "Role")).select_by_visible_text("viewer")

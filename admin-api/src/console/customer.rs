@@ -9,7 +9,7 @@
 
 use super::customers::CUSTOMER_WORK;
 use super::pages::{self, render};
-use super::partner::{Team, team};
+use super::partner::{Team, console_caller, team};
 use super::session::{self, Viewer};
 use crate::caller::Caller;
 use crate::dto::{AllocationRequest, CreateKeyRequest, GroupRateRequest};
@@ -25,7 +25,6 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use entities::status::OrganizationStatus;
-use money::RateMultiplier;
 use sea_orm::EntityTrait;
 use serde_json::Value;
 
@@ -83,25 +82,6 @@ fn usd(n: money::NanoUsd) -> String {
     n.to_decimal_usd().to_string()
 }
 
-/// The caller the partner API's services work for, made from the viewer's team.
-async fn caller(state: &AppState, t: &Team) -> Result<Caller, Response> {
-    let partner = entities::partners::Entity::find_by_id(t.0)
-        .one(&state.db)
-        .await
-        .map_err(|_| pages::unavailable())?
-        .ok_or_else(pages::unavailable)?;
-    Ok(Caller {
-        partner_id: t.0,
-        partner_name: t.1.clone(),
-        token_id: 0,
-        token_preview: "console".into(),
-        scopes: vec!["partner:write".into()],
-        role: t.2.clone(),
-        min_rate: RateMultiplier::from_ppm(partner.min_rate_multiplier_ppm)
-            .ok_or_else(pages::unavailable)?,
-    })
-}
-
 /// What the page shows after an action.
 #[derive(Default)]
 struct Outcome {
@@ -118,7 +98,7 @@ async fn page(
     customer_id: &str,
     out: Outcome,
 ) -> Response {
-    let caller = match caller(state, t).await {
+    let caller = match console_caller(state, t).await {
         Ok(c) => c,
         Err(resp) => return resp,
     };
@@ -251,7 +231,7 @@ async fn acting(
             "Only the partner's owners, admins and operators may do this. Nothing was changed.",
         ));
     }
-    let c = caller(state, &t).await?;
+    let c = console_caller(state, &t).await?;
     match customers::find(&state.db, &c, customer).await {
         Ok(_) => Ok((t, c)),
         Err(ApiError::CustomerNotFound) => Err(pages::not_found(viewer)),

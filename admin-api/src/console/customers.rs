@@ -6,7 +6,6 @@
 use super::pages::{self, render};
 use super::partner::{Team, team};
 use super::session::{self, Viewer};
-use crate::caller::Caller;
 use crate::dto::CreateCustomerRequest;
 use crate::error::ApiError;
 use crate::http::form::field;
@@ -185,7 +184,7 @@ pub(crate) async fn list(
 
 /// A form value as the API's JSON: a number when it reads as one, else the text (which the
 /// API's parsing then refuses with its reason).
-fn number(s: &str) -> Option<Value> {
+pub(crate) fn number(s: &str) -> Option<Value> {
     let s = s.trim();
     if s.is_empty() {
         return None;
@@ -298,10 +297,6 @@ pub(crate) async fn create(
         rate: get("retail_rate_multiplier"),
         ..Form::default()
     };
-    let min_rate = match min_rate(&state, t.0).await {
-        Ok(m) => m,
-        Err(resp) => return resp,
-    };
     let request = CreateCustomerRequest {
         name: Some(Value::String(form.name.clone())),
         slug: None,
@@ -312,14 +307,9 @@ pub(crate) async fn create(
         retail_rate_multiplier: number(&form.rate),
         unknown: Default::default(),
     };
-    let caller = Caller {
-        partner_id: t.0,
-        partner_name: t.1.clone(),
-        token_id: 0,
-        token_preview: "console".into(),
-        scopes: vec!["partner:write".into()],
-        role: t.2.clone(),
-        min_rate,
+    let caller = match super::partner::console_caller(&state, &t).await {
+        Ok(c) => c,
+        Err(resp) => return resp,
     };
     let outcome = async {
         let external = customers::external_id(&form.external_id)?;

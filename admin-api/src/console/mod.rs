@@ -7,6 +7,7 @@ pub(crate) mod billing_token;
 pub(crate) mod chart;
 pub(crate) mod customer;
 pub(crate) mod customers;
+pub(crate) mod funding;
 pub(crate) mod join;
 pub(crate) mod keys;
 pub(crate) mod members;
@@ -71,6 +72,10 @@ pub(crate) fn routes() -> Router<AppState> {
         )
         .route("/console/orgs/{org}/audit", get(members::audit))
         .route("/console/partners/{partner}", get(partner::overview))
+        .route(
+            "/console/partners/{partner}/funding",
+            get(funding::show).post(funding::add),
+        )
         .route(
             "/console/partners/{partner}/usage",
             get(usage::partner_page),

@@ -41,6 +41,30 @@ pub(crate) async fn team(
     }
 }
 
+/// The caller the partner API's services work for, made from the viewer's team (the console
+/// acts with the team member's role, through the same services and rules as the API).
+pub(crate) async fn console_caller(
+    state: &AppState,
+    t: &Team,
+) -> Result<crate::caller::Caller, Response> {
+    use sea_orm::EntityTrait;
+    let partner = entities::partners::Entity::find_by_id(t.0)
+        .one(&state.db)
+        .await
+        .map_err(|_| pages::unavailable())?
+        .ok_or_else(pages::unavailable)?;
+    Ok(crate::caller::Caller {
+        partner_id: t.0,
+        partner_name: t.1.clone(),
+        token_id: 0,
+        token_preview: "console".into(),
+        scopes: vec!["partner:write".into()],
+        role: t.2.clone(),
+        min_rate: money::RateMultiplier::from_ppm(partner.min_rate_multiplier_ppm)
+            .ok_or_else(pages::unavailable)?,
+    })
+}
+
 /// The checks of every state-changing post of a partner's pages: origin, the session's CSRF
 /// token, membership, and one of `roles` (`who` names them in the refusal).
 async fn allowed(

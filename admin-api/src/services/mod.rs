@@ -5,6 +5,7 @@ pub mod billing;
 pub mod customer_list;
 pub mod customers;
 pub mod funding;
+pub mod funding_history;
 pub mod invitations;
 pub mod keys;
 pub mod partner_tokens;

@@ -1144,3 +1144,79 @@ async fn usage_and_margin_equal_the_ledgers_to_the_nano_dollar() {
         404
     );
 }
+
+#[tokio::test]
+async fn funding_shows_the_ledgers_history_and_opens_top_ups() {
+    let api = Api::start().await;
+    let acme = api.owner("100").await;
+    let other = api.owner("5").await;
+    let (customer, _) = api.active_customer(&acme, "f1", 10.0, 1.0).await;
+    let (s, _) = api
+        .write(
+            &acme,
+            Method::POST,
+            &format!("/customers/{customer}/allocations"),
+            Some(&json!({"action": "decrease", "amount_usd": 4})),
+        )
+        .await;
+    assert_eq!(s, 200);
+    let mut olga = team_member(&api, acme.id, "olga@acme.example", "owner").await;
+    let path = format!("/console/partners/{}/funding", acme.id);
+    let page = olga.get(&path).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let funding = api.funding(&acme).await;
+    let available = funding["available_funding_usd"].to_string();
+    assert!(
+        page.body
+            .contains(&format!("data-figure=\"available\">{available} USD")),
+        "{available}: {}",
+        page.body
+    );
+    // Newest first: the release, the allocation, the initial credit; the balance after the
+    // newest line is the available funding, and the oldest line's is its own amount.
+    let rows: Vec<&str> = page.body.split("<tr><td class=\"when\">").skip(1).collect();
+    assert_eq!(rows.len(), 3, "{}", page.body);
+    assert!(rows[0].contains("released by a customer") && rows[0].contains(">Org f1</a>"));
+    assert!(rows[1].contains("allocated to a customer") && rows[1].contains(">-"));
+    assert!(
+        rows[2].contains("funding added")
+            && rows[2].contains(">100</td><td class=\"num\">100</td>")
+    );
+    assert!(
+        rows[0].contains(&format!(">{available}</td></tr>")),
+        "{}",
+        rows[0]
+    );
+    // Add funds: a top-up session of the hosted flow, listed as waiting for payment.
+    let csrf = page.csrf();
+    let bad = olga
+        .post(&path, &[("csrf", &csrf), ("amount_usd", "-3")], None)
+        .await;
+    assert_eq!(bad.status, 400);
+    assert!(bad.body.contains("INVALID_PARTNER_TOP_UP_AMOUNT"));
+    let opened = olga
+        .post(&path, &[("csrf", &csrf), ("amount_usd", "25")], None)
+        .await;
+    assert_eq!(opened.status, 303, "{}", opened.body);
+    assert!(
+        opened.location().contains("/billing/top-up/"),
+        "{}",
+        opened.location()
+    );
+    let page = olga.get(&path).await;
+    assert!(page.body.contains("Top-ups waiting for payment") && page.body.contains(">25</td>"));
+    // A viewer reads, cannot add; another partner's funding: 404.
+    let mut vera = team_member(&api, acme.id, "vera@acme.example", "viewer").await;
+    let seen = vera.get(&path).await;
+    assert!(seen.body.contains("funding added") && !seen.body.contains("Add funds"));
+    let forged = vera
+        .post(&path, &[("csrf", &seen.csrf()), ("amount_usd", "5")], None)
+        .await;
+    assert_eq!(forged.status, 403);
+    assert_eq!(
+        olga.get(&format!("/console/partners/{}/funding", other.id))
+            .await
+            .status,
+        404
+    );
+}

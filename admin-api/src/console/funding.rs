@@ -1,0 +1,219 @@
+//! A partner's funding in the dashboard (`/console/partners/{id}/funding`): the funding figures,
+//! the history from the ledger (`services::funding_history`: every credit, allocation and
+//! release, with the balance after each), the open top-up sessions, and "Add funds", which opens
+//! a top-up session of the existing hosted payment flow (`funding::create_top_up`, the API's
+//! `POST /funding/top-up-sessions`) and sends the browser to its page. Every member reads;
+//! owners, admins and operators add funds.
+
+use super::customers::CUSTOMER_WORK;
+use super::pages::{self, render};
+use super::partner::{Team, console_caller, team};
+use super::session::{self, Viewer};
+use crate::dto::TopUpRequest;
+use crate::error::ApiError;
+use crate::http::form::field;
+use crate::http::params::Seg;
+use crate::services::{funding, funding_history};
+use crate::state::AppState;
+use askama::Template;
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use entities::status::TopUpStatus;
+use entities::top_up_sessions;
+use money::NanoUsd;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use std::collections::HashMap;
+
+struct Line {
+    when: String,
+    what: String,
+    customer: Option<(i64, String)>,
+    amount: String,
+    balance: String,
+}
+
+#[derive(Template)]
+#[template(path = "console/partner_funding.html")]
+struct Page<'a> {
+    signed_in: Option<&'a str>,
+    csrf: &'a str,
+    partner_id: i64,
+    tab: &'a str,
+    name: &'a str,
+    role: &'a str,
+    available: String,
+    reserved: String,
+    outstanding: String,
+    lines: Vec<Line>,
+    page: u64,
+    pages: u64,
+    prev: Option<String>,
+    next: Option<String>,
+    open: Vec<(String, String)>,
+    can_add: bool,
+    amount: String,
+    error: Option<(&'static str, String)>,
+}
+
+fn usd(n: NanoUsd) -> String {
+    n.to_decimal_usd().to_string()
+}
+
+async fn page(
+    state: &AppState,
+    viewer: &Viewer,
+    t: &Team,
+    page_no: u64,
+    status: StatusCode,
+    amount: String,
+    error: Option<(&'static str, String)>,
+) -> Response {
+    let read = async {
+        let f = funding::view_of(&state.db, state, t.0).await?;
+        let h = funding_history::history(&state.db, t.0, page_no).await?;
+        let open = top_up_sessions::Entity::find()
+            .filter(top_up_sessions::Column::PartnerId.eq(t.0))
+            .filter(top_up_sessions::Column::Status.eq(TopUpStatus::Open))
+            .order_by_desc(top_up_sessions::Column::Id)
+            .all(&state.db)
+            .await?;
+        Ok::<_, ApiError>((f, h, open))
+    }
+    .await;
+    let Ok((f, h, open)) = read else {
+        return pages::unavailable();
+    };
+    let link = |p: u64| format!("/console/partners/{}/funding?page={p}", t.0);
+    render(
+        status,
+        &Page {
+            signed_in: Some(&viewer.user.email),
+            csrf: &viewer.session.csrf,
+            partner_id: t.0,
+            tab: "funding",
+            name: &t.1,
+            role: &t.2,
+            available: usd(f.available_funding_usd.0),
+            reserved: usd(f.reserved_allocations_usd.0),
+            outstanding: usd(f.outstanding_usage_usd.0),
+            lines: h
+                .lines
+                .iter()
+                .map(|l| Line {
+                    when: l.at.format("%Y-%m-%d %H:%M").to_string(),
+                    what: l.kind.label().to_string(),
+                    customer: l.customer.clone(),
+                    amount: usd(l.amount),
+                    balance: usd(l.balance_after),
+                })
+                .collect(),
+            page: h.page,
+            pages: h.pages,
+            prev: (h.page > 1).then(|| link(h.page - 1)),
+            next: (h.page < h.pages).then(|| link(h.page + 1)),
+            open: open
+                .iter()
+                .map(|s| {
+                    (
+                        usd(NanoUsd::from_nanos(s.amount_nanos)),
+                        s.created_at.format("%Y-%m-%d %H:%M UTC").to_string(),
+                    )
+                })
+                .collect(),
+            can_add: CUSTOMER_WORK.contains(&t.2.as_str()),
+            amount,
+            error,
+        },
+    )
+}
+
+/// `GET /console/partners/{partner}/funding?page=…`.
+pub(crate) async fn show(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Seg(partner): Seg,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let page_no = q.get("page").and_then(|p| p.parse().ok()).unwrap_or(1);
+    match team(&state, &viewer, &partner).await {
+        Ok(t) => {
+            page(
+                &state,
+                &viewer,
+                &t,
+                page_no,
+                StatusCode::OK,
+                String::new(),
+                None,
+            )
+            .await
+        }
+        Err(resp) => resp,
+    }
+}
+
+/// `POST /console/partners/{partner}/funding`: `amount_usd` → a top-up session; the browser goes
+/// to its hosted page (303). The funding is credited when the payment is (webhook or operator).
+pub(crate) async fn add(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Seg(partner): Seg,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if !session::same_origin(&state, &headers) || !viewer.csrf_ok(field(&body, "csrf").as_deref()) {
+        return pages::forbidden();
+    }
+    let t = match team(&state, &viewer, &partner).await {
+        Ok(t) => t,
+        Err(resp) => return resp,
+    };
+    if !CUSTOMER_WORK.contains(&t.2.as_str()) {
+        return pages::message(
+            StatusCode::FORBIDDEN,
+            "Not permitted",
+            "Only the partner's owners, admins and operators may do this. Nothing was changed.",
+        );
+    }
+    let caller = match console_caller(&state, &t).await {
+        Ok(c) => c,
+        Err(resp) => return resp,
+    };
+    let raw = field(&body, "amount_usd").unwrap_or_default();
+    let request = TopUpRequest {
+        amount_usd: super::customers::number(&raw),
+    };
+    let outcome = async {
+        let amount = funding::top_up_amount(request)?;
+        let txn = crate::db::begin(&state.db).await?;
+        let done = funding::create_top_up(&txn, &state, &caller, amount).await?;
+        txn.commit().await?;
+        Ok::<_, ApiError>(done.data.url)
+    }
+    .await;
+    match outcome {
+        Ok(url) => Redirect::to(&url).into_response(),
+        Err(ApiError::Unavailable | ApiError::Internal) => pages::unavailable(),
+        Err(e) => {
+            let (status, reason, _) = e.parts();
+            let message = match e {
+                ApiError::InvalidTopUpAmount => {
+                    "Enter an amount of USD above zero (whole cents, at least 0.50 with card payments).".to_string()
+                }
+                other => other.to_string(),
+            };
+            page(
+                &state,
+                &viewer,
+                &t,
+                1,
+                status,
+                raw,
+                Some((reason.unwrap_or("REFUSED"), message)),
+            )
+            .await
+        }
+    }
+}
