@@ -10,7 +10,7 @@
 use super::customers::CUSTOMER_WORK;
 use super::pages::{self, render};
 use super::partner::{Team, console_caller, team};
-use super::session::{self, Viewer};
+use super::session::Viewer;
 use crate::caller::Caller;
 use crate::dto::{AllocationRequest, CreateKeyRequest, GroupRateRequest};
 use crate::error::ApiError;
@@ -220,17 +220,16 @@ async fn acting(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<(Team, Caller), Response> {
-    if !session::same_origin(state, headers) || !viewer.csrf_ok(field(body, "csrf").as_deref()) {
-        return Err(pages::forbidden());
-    }
-    let t = team(state, viewer, partner).await?;
-    if !CUSTOMER_WORK.contains(&t.2.as_str()) {
-        return Err(pages::message(
-            StatusCode::FORBIDDEN,
-            "Not permitted",
-            "Only the partner's owners, admins and operators may do this. Nothing was changed.",
-        ));
-    }
+    let t = super::partner::allowed(
+        state,
+        viewer,
+        partner,
+        headers,
+        body,
+        &CUSTOMER_WORK,
+        super::customers::WORKERS,
+    )
+    .await?;
     let c = console_caller(state, &t).await?;
     match customers::find(&state.db, &c, customer).await {
         Ok(_) => Ok((t, c)),
@@ -331,15 +330,25 @@ async fn write<T>(
         }
         Err(ApiError::Unavailable | ApiError::Internal) => pages::unavailable(),
         Err(ApiError::CustomerNotFound | ApiError::ApiKeyNotFound) => pages::not_found(viewer),
-        Err(e) => {
-            let out = Outcome {
-                status: Some(e.parts().0),
-                error: Some(refusal(form, &e)),
-                ..Outcome::default()
-            };
-            page(state, viewer, t, customer, out).await
-        }
+        Err(e) => refused(state, viewer, t, customer, form, &e).await,
     }
+}
+
+/// The page with the refusal `e` shown on form `form`.
+async fn refused(
+    state: &AppState,
+    viewer: &Viewer,
+    t: &Team,
+    customer: &str,
+    form: &'static str,
+    e: &ApiError,
+) -> Response {
+    let out = Outcome {
+        status: Some(e.parts().0),
+        error: Some(refusal(form, e)),
+        ..Outcome::default()
+    };
+    page(state, viewer, t, customer, out).await
 }
 
 /// The audit record of a customer change, written in its transaction.
@@ -391,12 +400,7 @@ pub(crate) async fn allocate(
         Ok(c @ (funding::Allocation::Increase(_) | funding::Allocation::Decrease(_))) => c,
         Ok(funding::Allocation::SetLimit(_)) | Err(_) => {
             let e = ApiError::InvalidAllocationAmount;
-            let out = Outcome {
-                status: Some(StatusCode::BAD_REQUEST),
-                error: Some(refusal("allocation", &e)),
-                ..Outcome::default()
-            };
-            return page(&state, &viewer, &t, &customer, out).await;
+            return refused(&state, &viewer, &t, &customer, "allocation", &e).await;
         }
     };
     let reference = format!("console:{}", people::secret());
@@ -448,14 +452,7 @@ pub(crate) async fn rate(
     };
     let rate = match funding::group_rate(request) {
         Ok(r) => r,
-        Err(e) => {
-            let out = Outcome {
-                status: Some(e.parts().0),
-                error: Some(refusal("rate", &e)),
-                ..Outcome::default()
-            };
-            return page(&state, &viewer, &t, &customer, out).await;
-        }
+        Err(e) => return refused(&state, &viewer, &t, &customer, "rate", &e).await,
     };
     let detail = serde_json::json!({ "group_id": group, "rate": rate.to_decimal().to_string() });
     let (state2, viewer2, t2, customer2) = (&state, &viewer, &t, customer.clone());
@@ -497,14 +494,7 @@ pub(crate) async fn create_key(
     };
     let new = match keys::NewKey::parse(request) {
         Ok(n) => n,
-        Err(e) => {
-            let out = Outcome {
-                status: Some(e.parts().0),
-                error: Some(refusal("key", &e)),
-                ..Outcome::default()
-            };
-            return page(&state, &viewer, &t, &customer, out).await;
-        }
+        Err(e) => return refused(&state, &viewer, &t, &customer, "key", &e).await,
     };
     let detail = serde_json::json!({ "name": new.name, "group_id": new.group_id });
     let (state2, viewer2, t2, customer2) = (&state, &viewer, &t, customer.clone());

@@ -5,7 +5,7 @@
 
 use super::pages::{self, render};
 use super::partner::{Team, team};
-use super::session::{self, Viewer};
+use super::session::Viewer;
 use crate::dto::CreateCustomerRequest;
 use crate::error::ApiError;
 use crate::http::form::field;
@@ -25,6 +25,9 @@ use std::collections::HashMap;
 
 /// Roles that create customers and do customer work.
 pub(crate) const CUSTOMER_WORK: [&str; 3] = ["owner", "admin", "operator"];
+
+/// Who [`CUSTOMER_WORK`] is, in a refusal.
+pub(crate) const WORKERS: &str = "owners, admins and operators";
 
 /// One row of the list.
 struct Row {
@@ -273,20 +276,20 @@ pub(crate) async fn create(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if !session::same_origin(&state, &headers) || !viewer.csrf_ok(field(&body, "csrf").as_deref()) {
-        return pages::forbidden();
-    }
-    let t = match team(&state, &viewer, &partner).await {
+    let t = match super::partner::allowed(
+        &state,
+        &viewer,
+        &partner,
+        &headers,
+        &body,
+        &CUSTOMER_WORK,
+        WORKERS,
+    )
+    .await
+    {
         Ok(t) => t,
         Err(resp) => return resp,
     };
-    if !CUSTOMER_WORK.contains(&t.2.as_str()) {
-        return pages::message(
-            StatusCode::FORBIDDEN,
-            "Not permitted",
-            "Only the partner's owners, admins and operators may do this. Nothing was changed.",
-        );
-    }
     let get = |k: &str| field(&body, k).unwrap_or_default();
     let mut form = Form {
         name: get("name"),

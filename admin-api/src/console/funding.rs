@@ -8,7 +8,7 @@
 use super::customers::CUSTOMER_WORK;
 use super::pages::{self, render};
 use super::partner::{Team, console_caller, team};
-use super::session::{self, Viewer};
+use super::session::Viewer;
 use crate::dto::TopUpRequest;
 use crate::error::ApiError;
 use crate::http::form::field;
@@ -163,20 +163,20 @@ pub(crate) async fn add(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if !session::same_origin(&state, &headers) || !viewer.csrf_ok(field(&body, "csrf").as_deref()) {
-        return pages::forbidden();
-    }
-    let t = match team(&state, &viewer, &partner).await {
+    let t = match super::partner::allowed(
+        &state,
+        &viewer,
+        &partner,
+        &headers,
+        &body,
+        &CUSTOMER_WORK,
+        super::customers::WORKERS,
+    )
+    .await
+    {
         Ok(t) => t,
         Err(resp) => return resp,
     };
-    if !CUSTOMER_WORK.contains(&t.2.as_str()) {
-        return pages::message(
-            StatusCode::FORBIDDEN,
-            "Not permitted",
-            "Only the partner's owners, admins and operators may do this. Nothing was changed.",
-        );
-    }
     let caller = match console_caller(&state, &t).await {
         Ok(c) => c,
         Err(resp) => return resp,

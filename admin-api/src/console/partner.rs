@@ -67,7 +67,7 @@ pub(crate) async fn console_caller(
 
 /// The checks of every state-changing post of a partner's pages: origin, the session's CSRF
 /// token, membership, and one of `roles` (`who` names them in the refusal).
-async fn allowed(
+pub(crate) async fn allowed(
     state: &AppState,
     viewer: &Viewer,
     partner: &str,
