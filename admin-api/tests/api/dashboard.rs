@@ -1220,3 +1220,110 @@ async fn funding_shows_the_ledgers_history_and_opens_top_ups() {
         404
     );
 }
+
+/// The dashboard at scale (issue 29): 10,000 customers and a million usage records on
+/// PostgreSQL, seeded in SQL; times the customer list (first page, a search, the last page) and
+/// the partner's usage pages. Not a pass/fail test: run by `scripts/bench-console`, which prints
+/// the figures for the README.
+#[tokio::test]
+#[ignore = "a benchmark: scripts/bench-console runs it"]
+async fn bench_the_dashboard_with_ten_thousand_customers() {
+    use sea_orm::ConnectionTrait;
+    use std::time::Instant;
+    assert!(
+        std::env::var("DATABASE_URL").is_ok_and(|u| u.starts_with("postgres")),
+        "the benchmark runs on PostgreSQL (DATABASE_URL)"
+    );
+    let customers: i64 = std::env::var("BENCH_CUSTOMERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let records: i64 = std::env::var("BENCH_RECORDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let api = Api::start().await;
+    let acme = api.owner("1000").await;
+    let db = &api.state.db;
+    let seed = Instant::now();
+    let p = acme.id;
+    for sql in [
+        format!(
+            "INSERT INTO organizations (name, slug, status, created_at, owner_email, activated_at) \
+             SELECT 'Bench customer ' || g, 'bench-' || g, 'active', now(), 'o' || g || '@bench.example', now() \
+             FROM generate_series(1, {customers}) g"
+        ),
+        format!(
+            "INSERT INTO customers (partner_id, external_id, organization_id, display_name, contact_email, billing_mode, billing_allocation_mode, allocation_cap_nanos, created_at) \
+             SELECT {p}, o.slug, o.id, o.name, o.owner_email, 'prepaid', 'partner_funded', 0, now() \
+             FROM organizations o WHERE o.slug LIKE 'bench-%'"
+        ),
+        format!(
+            "INSERT INTO usage_records (request_id, organization_id, api_key_id, group_id, route, model_requested, model_served, account_id, \
+             input_tokens, output_tokens, cached_tokens, cache_write_tokens, measurement, status, stream, cost_nanos, charged_nanos, wholesale_nanos, \
+             excess_nanos, started_at, settled_at, audio_seconds, images, video_seconds, mirror_confirmed) \
+             SELECT 'bench-' || g, b.first + floor(random() * {customers})::bigint, 1 + floor(random() * 3)::bigint, 1, 'chat_completions', m, m, 'a', 100, 10, 0, 0, 'exact', 200, false, \
+             1000 + (g % 997), 1000 + (g % 997), 800 + (g % 797), 0, now() - (floor(random() * 720) * interval '1 hour'), now(), 0, 0, 0, true \
+             FROM generate_series(1, {records}) g, \
+             (SELECT min(id) AS first FROM organizations WHERE slug LIKE 'bench-%') b, \
+             LATERAL (SELECT CASE WHEN random() < 0.5 THEN 'gpt-4o-mini' ELSE 'gpt-4o' END AS m) models"
+        ),
+        "INSERT INTO usage_hourly (organization_id, api_key_id, model, hour_start, requests, input_tokens, output_tokens, cached_tokens, \
+         cache_write_tokens, estimated_requests, cost_nanos, charged_nanos, wholesale_nanos, images, video_seconds) \
+         SELECT organization_id, api_key_id, model_served, date_trunc('hour', started_at), count(*), sum(input_tokens), sum(output_tokens), \
+         sum(cached_tokens), sum(cache_write_tokens), 0, sum(cost_nanos), sum(charged_nanos), sum(wholesale_nanos), 0, 0 \
+         FROM usage_records WHERE request_id LIKE 'bench-%' GROUP BY 1, 2, 3, 4"
+            .to_string(),
+        "ANALYZE".to_string(),
+    ] {
+        db.execute_unprepared(&sql).await.unwrap();
+    }
+    let hourly = api.count("usage_hourly").await;
+    eprintln!(
+        "bench: seeded {customers} customers, {records} usage records ({hourly} hourly buckets) in {:.1} s",
+        seed.elapsed().as_secs_f64()
+    );
+    let mut olga = team_member(&api, p, "olga@acme.example", "owner").await;
+    let base = format!("/console/partners/{p}");
+    let last = (customers + 49) / 50;
+    for (what, path) in [
+        ("customer list, first page", format!("{base}/customers")),
+        (
+            "customer list, search",
+            format!("{base}/customers?q=customer+4242"),
+        ),
+        (
+            "customer list, last page",
+            format!("{base}/customers?page={last}"),
+        ),
+        ("usage, 30 days by customer", format!("{base}/usage")),
+        (
+            "usage, 7 days by hour and model",
+            format!(
+                "{base}/usage?granularity=hour&from={}&to={}&by=model",
+                chrono::Utc::now().date_naive() - chrono::Duration::days(6),
+                chrono::Utc::now().date_naive()
+            ),
+        ),
+    ] {
+        let mut times = Vec::new();
+        for _ in 0..7 {
+            let t = Instant::now();
+            let page = olga.get(&path).await;
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+            assert_eq!(
+                page.status,
+                200,
+                "{what}: {}",
+                &page.body[..page.body.len().min(500)]
+            );
+        }
+        times.sort_by(f64::total_cmp);
+        eprintln!(
+            "bench: {what}: median {:.0} ms, max {:.0} ms ({} runs)",
+            times[times.len() / 2],
+            times[times.len() - 1],
+            times.len()
+        );
+    }
+}
