@@ -274,6 +274,114 @@ async fn read(
     Ok(usage::breakdown(&rows, &window, of))
 }
 
+/// A partner's usage grouped by the database: every line's totals, the periods' totals, and the
+/// periods of the lines the chart draws apart (the others have none: the chart's "Other" is the
+/// rest of each period).
+async fn summarized(
+    state: &AppState,
+    partner: i64,
+    choice: &Choice,
+) -> Result<Breakdown<Line>, ApiError> {
+    let window = choice.window()?;
+    let dim = match choice.by {
+        By::Customer => usage::Dim::Organization,
+        By::Model => usage::Dim::Model,
+        By::Key | By::Group => usage::Dim::Key,
+    };
+    let summary = usage::partner_summary(&state.db, partner, &window, dim).await?;
+    // Each value's line: (id, label), and the values behind each line.
+    let label: Box<dyn Fn(&str) -> Line + Send + Sync> = match choice.by {
+        By::Model => Box::new(|v| (None, v.to_string())),
+        By::Customer => {
+            let names: HashMap<i64, (i64, String)> = customers::of_partner(&state.db, partner)
+                .await?
+                .into_iter()
+                .map(|c| (c.organization_id, (c.id, c.display_name)))
+                .collect();
+            Box::new(move |v| {
+                let org: i64 = v.parse().unwrap_or(0);
+                match names.get(&org) {
+                    Some((id, name)) => (Some(*id), name.clone()),
+                    None => (None, format!("organization {v}")),
+                }
+            })
+        }
+        By::Key | By::Group => {
+            let keys: HashMap<i64, entities::customer_api_keys::Model> =
+                keys::partner_key_rows(&state.db, partner)
+                    .await?
+                    .into_iter()
+                    .map(|k| (k.id, k))
+                    .collect();
+            let by_group = choice.by == By::Group;
+            let state = state.clone();
+            Box::new(move |v| {
+                let id: i64 = v.parse().unwrap_or(0);
+                match (keys.get(&id), by_group) {
+                    (Some(k), false) => (Some(id), format!("{} ({})", k.name, k.preview)),
+                    (None, false) => (Some(id), format!("key {id}")),
+                    (Some(k), true) => (
+                        Some(k.group_id),
+                        state
+                            .group(k.group_id)
+                            .map_or_else(|| format!("group {}", k.group_id), |g| g.name),
+                    ),
+                    (None, true) => (None, "unknown group".to_string()),
+                }
+            })
+        }
+    };
+    let mut lines: std::collections::BTreeMap<Line, (Vec<Totals>, Totals, Vec<String>)> =
+        std::collections::BTreeMap::new();
+    for (value, totals) in &summary.lines {
+        let e = lines.entry(label(value)).or_default();
+        e.1.merge(totals);
+        e.2.push(value.clone());
+    }
+    // The lines the chart draws apart: the largest by charge.
+    let mut order: Vec<(&Line, i64)> = lines.iter().map(|(l, v)| (l, v.1.charged)).collect();
+    order.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    let apart = if order.len() > chart::SERIES {
+        chart::SERIES - 1
+    } else {
+        order.len()
+    };
+    let apart: Vec<Line> = order
+        .iter()
+        .take(apart)
+        .map(|(l, _)| (*l).clone())
+        .collect();
+    let values: Vec<String> = apart
+        .iter()
+        .filter_map(|l| lines.get(l))
+        .flat_map(|v| v.2.iter().cloned())
+        .collect();
+    let periods = usage::partner_periods_of(&state.db, partner, &window, dim, &values).await?;
+    let n = summary.periods.len();
+    for line in &apart {
+        if let Some(entry) = lines.get_mut(line) {
+            let mut per = vec![Totals::default(); n];
+            for value in &entry.2 {
+                if let Some(p) = periods.get(value) {
+                    for (a, b) in per.iter_mut().zip(p) {
+                        a.merge(b);
+                    }
+                }
+            }
+            entry.0 = per;
+        }
+    }
+    Ok(Breakdown {
+        periods: summary.periods,
+        per_period: summary.per_period,
+        total: summary.total,
+        lines: lines
+            .into_iter()
+            .map(|(l, (per, totals, _))| (l, (per, totals)))
+            .collect(),
+    })
+}
+
 /// One line of a figures table.
 struct Row {
     label: String,
@@ -370,6 +478,9 @@ fn presets(
     .collect()
 }
 
+/// Lines the table lists before folding the rest into one "Other" line.
+const TABLE_LINES: usize = 100;
+
 /// A line of the breakdown with its sums and its series in the chart.
 type Ordered<'b> = Vec<(&'b Line, &'b (Vec<Totals>, Totals), usize)>;
 
@@ -412,10 +523,26 @@ fn columns(
             (label, vec![NanoUsd::ZERO; n_series])
         })
         .collect();
+    // The lines drawn apart; past them, "Other" is the period's total less those lines (the
+    // lines folded into it need no periods of their own).
+    let others = lines.len() > chart::SERIES;
     for (_, (per, _), s) in lines {
+        if others && *s == chart::SERIES - 1 {
+            continue;
+        }
         for (col, t) in columns.iter_mut().zip(per) {
             if let Some(v) = col.1.get_mut(*s) {
                 *v = v.checked_add(value(t)).unwrap_or(*v);
+            }
+        }
+    }
+    if others {
+        for (col, total) in columns.iter_mut().zip(&b.per_period) {
+            let apart = col.1[..chart::SERIES - 1]
+                .iter()
+                .fold(NanoUsd::ZERO, |a, v| a.checked_add(*v).unwrap_or(a));
+            if let Some(v) = col.1.get_mut(chart::SERIES - 1) {
+                *v = value(total).remaining_after(apart);
             }
         }
     }
@@ -513,7 +640,13 @@ async fn show(
             return render(StatusCode::BAD_REQUEST, &page);
         }
     };
-    let b = match read(state, scope, &choice).await {
+    // A partner's book is grouped by the database (its customers' buckets are too many to read);
+    // an organization's buckets are read and grouped here.
+    let read = match scope {
+        Scope::Partner(p) => summarized(state, p, &choice).await,
+        Scope::Org(_) => read(state, scope, &choice).await,
+    };
+    let b = match read {
         Ok(b) => b,
         Err(e) => {
             tracing::error!(error = %e, "usage not read");
@@ -534,10 +667,20 @@ async fn show(
     if let (Some(first), Some(last)) = (b.periods.first(), b.periods.last()) {
         page.chart.ticks = Some((period_label(first, g), period_label(last, g)));
     }
+    // The table lists the largest lines; the rest are one "Other" line (the CSV has them all).
     page.lines = lines
         .iter()
+        .take(TABLE_LINES)
         .map(|(line, (_, t), s)| row(line.1.clone(), Some(format!("s{s}")), t))
         .collect();
+    if lines.len() > TABLE_LINES {
+        let mut rest = Totals::default();
+        for (_, (_, t), _) in lines.iter().skip(TABLE_LINES) {
+            rest.merge(t);
+        }
+        let label = format!("Other ({} more; all in the CSV)", lines.len() - TABLE_LINES);
+        page.lines.push(row(label, None, &rest));
+    }
     page.periods = b
         .periods
         .iter()

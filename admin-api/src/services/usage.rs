@@ -269,6 +269,240 @@ pub async fn partner_hourly_rows(
         .await?)
 }
 
+/// A dimension the database groups a partner's usage by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dim {
+    Organization,
+    Model,
+    Key,
+}
+
+impl Dim {
+    fn column(self) -> usage_hourly::Column {
+        match self {
+            Dim::Organization => usage_hourly::Column::OrganizationId,
+            Dim::Model => usage_hourly::Column::Model,
+            Dim::Key => usage_hourly::Column::ApiKeyId,
+        }
+    }
+}
+
+/// One grouped row: the group's key (a dimension value as text, or an hour) and its sums.
+#[derive(Debug, sea_orm::FromQueryResult)]
+struct SumRow {
+    k: Option<String>,
+    h: Option<String>,
+    requests: Option<i64>,
+    input_tokens: Option<i64>,
+    output_tokens: Option<i64>,
+    cached_tokens: Option<i64>,
+    cache_write_tokens: Option<i64>,
+    images: Option<i64>,
+    video_seconds: Option<i64>,
+    cost: Option<i64>,
+    charged: Option<i64>,
+    wholesale: Option<i64>,
+}
+
+impl SumRow {
+    fn totals(&self) -> Totals {
+        let v = |x: Option<i64>| x.unwrap_or(0);
+        Totals {
+            requests: v(self.requests),
+            input_tokens: v(self.input_tokens),
+            output_tokens: v(self.output_tokens),
+            cached_tokens: v(self.cached_tokens),
+            cache_write_tokens: v(self.cache_write_tokens),
+            images: v(self.images),
+            video_seconds: v(self.video_seconds),
+            cost: v(self.cost),
+            charged: v(self.charged),
+            wholesale: v(self.wholesale),
+        }
+    }
+}
+
+/// Sums of partner `partner_id`'s buckets in window `w`, grouped by the dimension `dim` (its
+/// value as text in `k`) and/or by hour (as text in `h`), optionally only where `dim` is one of
+/// `only`.
+async fn grouped(
+    db: &impl ConnectionTrait,
+    partner_id: i64,
+    w: &Window,
+    dim: Option<Dim>,
+    by_hour: bool,
+    only: Option<(Dim, &[String])>,
+) -> Result<Vec<SumRow>, ApiError> {
+    use sea_orm::ExprTrait;
+    use sea_orm::QuerySelect;
+    use sea_orm::sea_query::{Expr, Func, Query};
+    let orgs = Query::select()
+        .column(entities::customers::Column::OrganizationId)
+        .from(entities::customers::Entity)
+        .and_where(entities::customers::Column::PartnerId.eq(partner_id))
+        .to_owned();
+    let sum = |c: usage_hourly::Column| Func::sum(Expr::col(c)).cast_as("BIGINT");
+    let none = || Expr::val(Option::<String>::None);
+    let mut q = usage_hourly::Entity::find()
+        .select_only()
+        .column_as(
+            dim.map_or_else(none, |d| Expr::col(d.column()).cast_as("TEXT")),
+            "k",
+        )
+        .column_as(
+            if by_hour {
+                Expr::col(usage_hourly::Column::HourStart).cast_as("TEXT")
+            } else {
+                none()
+            },
+            "h",
+        )
+        .column_as(sum(usage_hourly::Column::Requests), "requests")
+        .column_as(sum(usage_hourly::Column::InputTokens), "input_tokens")
+        .column_as(sum(usage_hourly::Column::OutputTokens), "output_tokens")
+        .column_as(sum(usage_hourly::Column::CachedTokens), "cached_tokens")
+        .column_as(
+            sum(usage_hourly::Column::CacheWriteTokens),
+            "cache_write_tokens",
+        )
+        .column_as(sum(usage_hourly::Column::Images), "images")
+        .column_as(sum(usage_hourly::Column::VideoSeconds), "video_seconds")
+        .column_as(sum(usage_hourly::Column::CostNanos), "cost")
+        .column_as(sum(usage_hourly::Column::ChargedNanos), "charged")
+        .column_as(sum(usage_hourly::Column::WholesaleNanos), "wholesale")
+        .filter(usage_hourly::Column::OrganizationId.in_subquery(orgs))
+        .filter(usage_hourly::Column::HourStart.gte(w.start))
+        .filter(usage_hourly::Column::HourStart.lt(w.end));
+    if let Some((d, values)) = only {
+        q = q.filter(
+            Expr::col(d.column())
+                .cast_as("TEXT")
+                .is_in(values.iter().cloned()),
+        );
+    }
+    if let Some(d) = dim {
+        q = q.group_by(d.column());
+    }
+    if by_hour {
+        q = q.group_by(usage_hourly::Column::HourStart);
+    }
+    Ok(q.into_model::<SumRow>().all(db).await?)
+}
+
+/// A partner's usage over a window for its pages, grouped by the database: the window's totals
+/// per period, every value of `dim` with its totals, and the periods of the values in `top`
+/// only (the chart's lines), so nothing per bucket is read into memory. Values are the
+/// dimension as text (an id or a model).
+pub struct PartnerSummary {
+    pub periods: Vec<DateTime<Utc>>,
+    pub per_period: Vec<Totals>,
+    pub lines: Vec<(String, Totals)>,
+    pub total: Totals,
+}
+
+/// The totals of every value of `dim` (largest charge first) and per period.
+pub async fn partner_summary(
+    db: &impl ConnectionTrait,
+    partner_id: i64,
+    w: &Window,
+    dim: Dim,
+) -> Result<PartnerSummary, ApiError> {
+    let mut lines: Vec<(String, Totals)> = grouped(db, partner_id, w, Some(dim), false, None)
+        .await?
+        .into_iter()
+        .map(|r| (r.k.clone().unwrap_or_default(), r.totals()))
+        .collect();
+    lines.sort_by(|a, b| b.1.charged.cmp(&a.1.charged).then_with(|| a.0.cmp(&b.0)));
+    let hours = grouped(db, partner_id, w, None, true, None).await?;
+    let (periods, per_period) = fold_hours(w, hours.iter().map(|r| (r.h.as_deref(), r.totals())));
+    let mut total = Totals::default();
+    for t in &per_period {
+        total.merge(t);
+    }
+    Ok(PartnerSummary {
+        periods,
+        per_period,
+        lines,
+        total,
+    })
+}
+
+/// The per-period sums of the values `values` of `dim` (the chart's lines), each value apart.
+pub async fn partner_periods_of(
+    db: &impl ConnectionTrait,
+    partner_id: i64,
+    w: &Window,
+    dim: Dim,
+    values: &[String],
+) -> Result<std::collections::HashMap<String, Vec<Totals>>, ApiError> {
+    let mut out = std::collections::HashMap::new();
+    if values.is_empty() {
+        return Ok(out);
+    }
+    let rows = grouped(db, partner_id, w, Some(dim), true, Some((dim, values))).await?;
+    let mut by_value: std::collections::HashMap<String, Vec<(Option<String>, Totals)>> =
+        std::collections::HashMap::new();
+    for r in rows {
+        by_value
+            .entry(r.k.clone().unwrap_or_default())
+            .or_default()
+            .push((r.h.clone(), r.totals()));
+    }
+    for (value, hours) in by_value {
+        let (_, per) = fold_hours(w, hours.iter().map(|(h, t)| (h.as_deref(), *t)));
+        out.insert(value, per);
+    }
+    Ok(out)
+}
+
+/// Folds hour rows (the hour as the database renders it as text) into the window's periods.
+fn fold_hours<'a>(
+    w: &Window,
+    hours: impl Iterator<Item = (Option<&'a str>, Totals)>,
+) -> (Vec<DateTime<Utc>>, Vec<Totals>) {
+    let step = w.step();
+    let mut periods = Vec::new();
+    let mut t = w.start;
+    while t < w.end {
+        periods.push(t);
+        t += step;
+    }
+    let mut per = vec![Totals::default(); periods.len()];
+    for (hour, totals) in hours {
+        let Some(at) = hour.and_then(parse_db_time) else {
+            continue;
+        };
+        let offset = (at - w.start).num_seconds();
+        if let Ok(i) = usize::try_from(offset.div_euclid(Ord::max(step.num_seconds(), 1)))
+            && let Some(p) = per.get_mut(i)
+        {
+            p.merge(&totals);
+        }
+    }
+    (periods, per)
+}
+
+/// A timestamp as PostgreSQL (`2026-03-04 10:00:00+00`) or SQLite (`2026-03-04 10:00:00+00:00`,
+/// or RFC 3339) renders it as text.
+fn parse_db_time(s: &str) -> Option<DateTime<Utc>> {
+    let s = s.trim();
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Some(t.with_timezone(&Utc));
+    }
+    for f in [
+        "%Y-%m-%d %H:%M:%S%#z",
+        "%Y-%m-%d %H:%M:%S%.f%#z",
+        "%Y-%m-%d %H:%M:%S%:z",
+    ] {
+        if let Ok(t) = DateTime::parse_from_str(s, f) {
+            return Some(t.with_timezone(&Utc));
+        }
+    }
+    chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S")
+        .ok()
+        .map(|n| n.and_utc())
+}
+
 /// Usage over a window split by period and by one dimension (model, key, group: whatever `of`
 /// maps a bucket to), for the console's usage page and its CSV.
 #[derive(Debug, Clone, PartialEq, Eq)]

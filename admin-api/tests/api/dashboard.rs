@@ -1327,3 +1327,44 @@ async fn bench_the_dashboard_with_ten_thousand_customers() {
         );
     }
 }
+
+/// With more customers than the chart draws apart, the rest is one "Other" series whose share of
+/// each period is the period's total less the lines drawn apart (they need no periods of their
+/// own), and the totals still add up.
+#[tokio::test]
+async fn a_partners_chart_folds_the_smallest_customers_into_other() {
+    let api = Api::start().await;
+    let acme = api.owner("1000").await;
+    let mut charged = 0;
+    for i in 0..8i64 {
+        let (_, org) = api
+            .active_customer(&acme, &format!("c{i}"), 10.0, 1.0)
+            .await;
+        let cost = 1_000_000 * (i + 1);
+        charged += cost;
+        super::console::spend(&api, org, 1, "gpt-4o-mini", "2026-03-04T10:00:00Z", cost, 0).await;
+    }
+    admin_api::workers::settler::drain_once(&api.state, "t")
+        .await
+        .unwrap();
+    let mut olga = team_member(&api, acme.id, "olga@acme.example", "owner").await;
+    let page = olga
+        .get(&format!(
+            "/console/partners/{}/usage?granularity=day&from=2026-03-04&to=2026-03-04",
+            acme.id
+        ))
+        .await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("</span>Other</li>"), "{}", page.body);
+    assert_eq!(page.body.matches("<li><span class=\"swatch").count(), 6);
+    // The largest customer is drawn first; the column is one bar per series, filling the chart.
+    assert!(
+        page.body
+            .contains("swatch s0\" aria-hidden=\"true\"></span>Org c7</li>")
+    );
+    assert_eq!(page.body.matches("<rect class=\"bar s").count(), 6);
+    assert!(page.body.contains(&format!(
+        "data-figure=\"charged\">{} USD",
+        money::NanoUsd::from_nanos(charged).to_decimal_usd()
+    )));
+}
