@@ -238,56 +238,18 @@ async fn acting(
     }
 }
 
-/// A form value as the API's JSON: a number when it reads as one, else the text (refused by
-/// the API's parsing with its reason).
+/// A form field as the API's JSON (see [`super::customers::number`]).
 fn number(s: Option<String>) -> Option<Value> {
-    let s = s?;
-    let s = s.trim();
-    (!s.is_empty()).then(|| match serde_json::from_str::<Value>(s) {
-        Ok(v @ Value::Number(_)) => v,
-        _ => Value::String(s.to_string()),
-    })
+    super::customers::number(&s?)
 }
 
 /// The refusal of `e` on form `form`: its reason code and a sentence.
 fn refusal(form: &'static str, e: &ApiError) -> Refusal {
-    let (_, reason, _) = e.parts();
-    let message = match e {
-        ApiError::RetailRateBelowFloor { floor } => {
-            format!(
-                "The rate must be at least the floor, {}.",
-                floor.to_decimal()
-            )
-        }
-        ApiError::InvalidRetailRate => {
-            "Enter a positive multiplier with at most 6 decimals, such as 1.25.".into()
-        }
-        ApiError::InvalidAllocationAmount => {
-            "Enter a positive amount of USD with at most 9 decimals.".into()
-        }
-        ApiError::AllocationLimitBelowUsed { used } => format!(
-            "The allocation cannot go below zero or below what the customer has used ({} USD).",
-            usd(*used)
-        ),
-        ApiError::BalanceReserved { available } => format!(
-            "Only {} USD is free right now; the rest is held by calls in flight.",
-            usd(*available)
-        ),
-        ApiError::FundingInsufficient {
-            available,
-            required,
-        } => format!(
-            "This needs {} USD of funding; {} USD is available. Top up first.",
-            usd(*required),
-            usd(*available)
-        ),
-        ApiError::PendingActivation { .. } => {
-            "The customer has not activated yet: allocations and keys wait for activation.".into()
-        }
-        ApiError::InvalidApiKey(m) => format!("{m}."),
-        other => other.to_string(),
-    };
-    (form, reason.unwrap_or("REFUSED"), message)
+    (
+        form,
+        e.parts().1.unwrap_or("REFUSED"),
+        super::customers::explain(e),
+    )
 }
 
 /// Runs a partner API write in one transaction, applies its effects after the commit, and

@@ -18,8 +18,6 @@ use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use money::RateMultiplier;
-use sea_orm::EntityTrait;
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -97,8 +95,8 @@ async fn page(
             return pages::unavailable();
         }
     };
-    let floor = match min_rate(state, t.0).await {
-        Ok(m) => customers::highest_floor(state, m),
+    let floor = match super::partner::console_caller(state, &t).await {
+        Ok(c) => customers::highest_floor(state, c.min_rate),
         Err(resp) => return resp,
     };
     let link = |p: u64| {
@@ -147,19 +145,6 @@ async fn page(
     )
 }
 
-/// The partner's agreement minimum rate.
-async fn min_rate(state: &AppState, partner_id: i64) -> Result<RateMultiplier, Response> {
-    match entities::partners::Entity::find_by_id(partner_id)
-        .one(&state.db)
-        .await
-    {
-        Ok(Some(p)) => {
-            RateMultiplier::from_ppm(p.min_rate_multiplier_ppm).ok_or_else(pages::unavailable)
-        }
-        _ => Err(pages::unavailable()),
-    }
-}
-
 /// `GET /console/partners/{partner}/customers?q=…&page=…`.
 pub(crate) async fn list(
     State(state): State<AppState>,
@@ -198,73 +183,70 @@ pub(crate) fn number(s: &str) -> Option<Value> {
     })
 }
 
-/// The field a refusal belongs to, its reason code and what to tell the person.
-fn placed(e: &ApiError, form: &Form) -> (&'static str, &'static str, String) {
+/// What to tell the person about a refusal of the partner API's rules (the dashboard's forms
+/// show it beside the reason code).
+pub(crate) fn explain(e: &ApiError) -> String {
     match e {
-        ApiError::InvalidExternalCustomerId => (
-            "external_id",
-            "INVALID_PARTNER_EXTERNAL_CUSTOMER_ID",
-            "Use 1 to 128 letters, digits, dots, underscores, colons or dashes.".into(),
-        ),
-        ApiError::ExternalCustomerConflict => (
-            "external_id",
-            "PARTNER_EXTERNAL_CUSTOMER_CONFLICT",
-            "A customer with this external id exists with another contact email.".into(),
-        ),
-        ApiError::InvalidCustomer(m) => ("name", "INVALID_PARTNER_CUSTOMER", format!("{m}.")),
-        ApiError::CustomerSlugExists => (
-            "name",
-            "PARTNER_CUSTOMER_SLUG_EXISTS",
-            "An organization with this name already exists; choose another name.".into(),
-        ),
-        ApiError::InvalidCustomerContact => {
-            if customers::valid_email(form.contact_email.trim()) {
-                (
-                    "billing_email",
-                    "INVALID_PARTNER_CUSTOMER_CONTACT",
-                    "Enter a valid billing email address, or leave it empty.".into(),
-                )
-            } else {
-                (
-                    "contact_email",
-                    "INVALID_PARTNER_CUSTOMER_CONTACT",
-                    "Enter a valid contact email address.".into(),
-                )
-            }
+        ApiError::InvalidExternalCustomerId => {
+            "Use 1 to 128 letters, digits, dots, underscores, colons or dashes.".into()
         }
-        ApiError::InvalidInitialAllocation => (
-            "allocation",
-            "INVALID_PARTNER_INITIAL_ALLOCATION",
-            "Enter an amount of USD of at least 0 with at most 9 decimals.".into(),
+        ApiError::ExternalCustomerConflict => {
+            "A customer with this external id exists with another contact email.".into()
+        }
+        ApiError::InvalidCustomer(m) | ApiError::InvalidApiKey(m) => format!("{m}."),
+        ApiError::CustomerSlugExists => {
+            "An organization with this name already exists; choose another name.".into()
+        }
+        ApiError::InvalidCustomerContact => "Enter a valid email address.".into(),
+        ApiError::InvalidInitialAllocation => {
+            "Enter an amount of USD of at least 0 with at most 9 decimals.".into()
+        }
+        ApiError::InvalidAllocationAmount => {
+            "Enter a positive amount of USD with at most 9 decimals.".into()
+        }
+        ApiError::AllocationLimitBelowUsed { used } => format!(
+            "The allocation cannot go below zero or below what the customer has used ({} USD).",
+            usd(*used)
+        ),
+        ApiError::BalanceReserved { available } => format!(
+            "Only {} USD is free right now; the rest is held by calls in flight.",
+            usd(*available)
         ),
         ApiError::FundingInsufficient {
             available,
             required,
-        } => (
-            "allocation",
-            "PARTNER_FUNDING_INSUFFICIENT",
-            format!(
-                "This allocation needs {} USD of funding; {} USD is available. Top up or allocate less.",
-                usd(*required),
-                usd(*available)
-            ),
+        } => format!(
+            "This needs {} USD of funding; {} USD is available. Top up or allocate less.",
+            usd(*required),
+            usd(*available)
         ),
-        ApiError::InvalidRetailRate => (
-            "rate",
-            "INVALID_PARTNER_RETAIL_RATE",
-            "Enter a positive multiplier with at most 6 decimals, such as 1.25.".into(),
+        ApiError::InvalidRetailRate => {
+            "Enter a positive multiplier with at most 6 decimals, such as 1.25.".into()
+        }
+        ApiError::RetailRateBelowFloor { floor } => format!(
+            "The rate must be at least the floor, {}.",
+            floor.to_decimal()
         ),
-        ApiError::RetailRateBelowFloor { floor } => (
-            "rate",
-            "PARTNER_RETAIL_RATE_BELOW_FLOOR",
-            format!("The retail rate must be at least {}.", floor.to_decimal()),
-        ),
-        _ => (
-            "name",
-            "INTERNAL",
-            "The customer could not be created.".into(),
-        ),
+        ApiError::PendingActivation { .. } => {
+            "The customer has not activated yet: allocations and keys wait for activation.".into()
+        }
+        other => other.to_string(),
     }
+}
+
+/// The field a create refusal belongs to, its reason code and what to tell the person.
+fn placed(e: &ApiError, form: &Form) -> (&'static str, &'static str, String) {
+    let field = match e {
+        ApiError::InvalidExternalCustomerId | ApiError::ExternalCustomerConflict => "external_id",
+        ApiError::InvalidCustomerContact if customers::valid_email(form.contact_email.trim()) => {
+            "billing_email"
+        }
+        ApiError::InvalidCustomerContact => "contact_email",
+        ApiError::InvalidInitialAllocation | ApiError::FundingInsufficient { .. } => "allocation",
+        ApiError::InvalidRetailRate | ApiError::RetailRateBelowFloor { .. } => "rate",
+        _ => "name",
+    };
+    (field, e.parts().1.unwrap_or("REFUSED"), explain(e))
 }
 
 /// `POST /console/partners/{partner}/customers`: `name`, `external_id`, `contact_email`,

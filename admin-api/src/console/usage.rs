@@ -215,6 +215,42 @@ fn granularity_name(g: Granularity) -> &'static str {
 /// A line of the breakdown: an optional id (key, group) and its label.
 type Line = (Option<i64>, String);
 
+/// The line of a key's usage: the key itself (its name and preview), or its group.
+struct KeyLines {
+    keys: HashMap<i64, entities::customer_api_keys::Model>,
+    groups: Vec<settings::Group>,
+    by_group: bool,
+}
+
+impl KeyLines {
+    fn new(
+        state: &AppState,
+        rows: Vec<entities::customer_api_keys::Model>,
+        by_group: bool,
+    ) -> Self {
+        KeyLines {
+            keys: rows.into_iter().map(|k| (k.id, k)).collect(),
+            groups: state.groups().to_vec(),
+            by_group,
+        }
+    }
+
+    fn line(&self, key: i64) -> Line {
+        match (self.keys.get(&key), self.by_group) {
+            (Some(k), false) => (Some(key), format!("{} ({})", k.name, k.preview)),
+            (None, false) => (Some(key), format!("key {key}")),
+            (Some(k), true) => (
+                Some(k.group_id),
+                self.groups
+                    .iter()
+                    .find(|g| g.id == k.group_id)
+                    .map_or_else(|| format!("group {}", k.group_id), |g| g.name.clone()),
+            ),
+            (None, true) => (None, "unknown group".to_string()),
+        }
+    }
+}
+
 /// The usage of the chosen window, broken down as chosen.
 async fn read(
     state: &AppState,
@@ -247,28 +283,8 @@ async fn read(
                 Scope::Org(org) => keys::org_key_rows(&state.db, org).await?,
                 Scope::Partner(p) => keys::partner_key_rows(&state.db, p).await?,
             };
-            let keys: HashMap<i64, entities::customer_api_keys::Model> =
-                rows.into_iter().map(|k| (k.id, k)).collect();
-            if choice.by == By::Key {
-                Box::new(move |r| {
-                    let label = keys.get(&r.api_key_id).map_or_else(
-                        || format!("key {}", r.api_key_id),
-                        |k| format!("{} ({})", k.name, k.preview),
-                    );
-                    (Some(r.api_key_id), label)
-                })
-            } else {
-                let state = state.clone();
-                Box::new(move |r| match keys.get(&r.api_key_id) {
-                    Some(k) => (
-                        Some(k.group_id),
-                        state
-                            .group(k.group_id)
-                            .map_or_else(|| format!("group {}", k.group_id), |g| g.name),
-                    ),
-                    None => (None, "unknown group".to_string()),
-                })
-            }
+            let lines = KeyLines::new(state, rows, choice.by == By::Group);
+            Box::new(move |r| lines.line(r.api_key_id))
         }
     };
     Ok(usage::breakdown(&rows, &window, of))
@@ -307,28 +323,9 @@ async fn summarized(
             })
         }
         By::Key | By::Group => {
-            let keys: HashMap<i64, entities::customer_api_keys::Model> =
-                keys::partner_key_rows(&state.db, partner)
-                    .await?
-                    .into_iter()
-                    .map(|k| (k.id, k))
-                    .collect();
-            let by_group = choice.by == By::Group;
-            let state = state.clone();
-            Box::new(move |v| {
-                let id: i64 = v.parse().unwrap_or(0);
-                match (keys.get(&id), by_group) {
-                    (Some(k), false) => (Some(id), format!("{} ({})", k.name, k.preview)),
-                    (None, false) => (Some(id), format!("key {id}")),
-                    (Some(k), true) => (
-                        Some(k.group_id),
-                        state
-                            .group(k.group_id)
-                            .map_or_else(|| format!("group {}", k.group_id), |g| g.name),
-                    ),
-                    (None, true) => (None, "unknown group".to_string()),
-                }
-            })
+            let rows = keys::partner_key_rows(&state.db, partner).await?;
+            let lines = KeyLines::new(state, rows, choice.by == By::Group);
+            Box::new(move |v| lines.line(v.parse().unwrap_or(0)))
         }
     };
     let mut lines: std::collections::BTreeMap<Line, (Vec<Totals>, Totals, Vec<String>)> =
