@@ -358,8 +358,8 @@ async fn wait_ready(http: &reqwest::Client, metrics_port: u16) {
     }
 }
 
-/// A customer key of the demo organization, minted by the operator CLI in the database of
-/// `config`.
+/// A customer key of the demo organization (the demo partner's customer at retail rate 1.25),
+/// minted by the operator CLI in the database of `config`.
 fn demo_key_cli(config: &std::path::Path) -> String {
     let (code, out, err) = admin_cli(config, &["demo"]);
     assert_eq!(code, Some(0), "{err}");
@@ -1356,12 +1356,13 @@ async fn a_reload_under_traffic_applies_to_new_calls_only() {
             }
         }
     };
+    // The demo customer pays its partner's retail rate, 1.25 (`demo::quickstart`).
     assert_eq!(
         cost_of(old_id).await,
-        210_000,
-        "(1000 × 0.15 + 100 × 0.6) / 1e6 USD"
+        262_500,
+        "(1000 × 0.15 + 100 × 0.6) / 1e6 USD × 1.25"
     );
-    assert_eq!(cost_of(new_id).await, 2_100_000, "the new price, 10×");
+    assert_eq!(cost_of(new_id).await, 2_625_000, "the new price, 10×");
 
     // An invalid file: refused by --reload (nothing signalled) and by a plain SIGHUP alike.
     let good = std::fs::read_to_string(&path).unwrap();

@@ -18,6 +18,8 @@ pub mod org_members;
 pub mod organizations;
 pub mod partner_members;
 pub mod partner_tokens;
+pub mod partner_usage;
+pub mod partner_usage_hourly;
 pub mod partners;
 pub mod status;
 pub mod top_up_sessions;

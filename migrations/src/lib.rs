@@ -22,6 +22,9 @@ mod m20261125_000012_usage_cache_writes;
 mod m20261125_000013_console_people;
 mod m20261126_000014_partner_tokens_console;
 mod m20261126_000015_usage_wholesale;
+mod m20261126_000016_partner_usage_rollups;
+
+pub use m20261126_000016_partner_usage_rollups::backfill as partner_usage_backfill;
 
 /// Every migration, in order.
 pub struct Migrator;
@@ -45,6 +48,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000013_console_people::Migration),
             Box::new(m20261126_000014_partner_tokens_console::Migration),
             Box::new(m20261126_000015_usage_wholesale::Migration),
+            Box::new(m20261126_000016_partner_usage_rollups::Migration),
         ]
     }
 }

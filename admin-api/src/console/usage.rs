@@ -235,17 +235,19 @@ impl KeyLines {
         }
     }
 
+    /// A group's line label: its configured name.
+    fn group_name(groups: &[settings::Group], id: i64) -> String {
+        groups
+            .iter()
+            .find(|g| g.id == id)
+            .map_or_else(|| format!("group {id}"), |g| g.name.clone())
+    }
+
     fn line(&self, key: i64) -> Line {
         match (self.keys.get(&key), self.by_group) {
             (Some(k), false) => (Some(key), format!("{} ({})", k.name, k.preview)),
             (None, false) => (Some(key), format!("key {key}")),
-            (Some(k), true) => (
-                Some(k.group_id),
-                self.groups
-                    .iter()
-                    .find(|g| g.id == k.group_id)
-                    .map_or_else(|| format!("group {}", k.group_id), |g| g.name.clone()),
-            ),
+            (Some(k), true) => (Some(k.group_id), Self::group_name(&self.groups, k.group_id)),
             (None, true) => (None, "unknown group".to_string()),
         }
     }
@@ -302,7 +304,8 @@ async fn summarized(
     let dim = match choice.by {
         By::Customer => usage::Dim::Organization,
         By::Model => usage::Dim::Model,
-        By::Key | By::Group => usage::Dim::Key,
+        By::Key => usage::Dim::Key,
+        By::Group => usage::Dim::Group,
     };
     let summary = usage::partner_summary(&state.db, partner, &window, dim).await?;
     // Each value's line: (id, label), and the values behind each line.
@@ -322,10 +325,17 @@ async fn summarized(
                 }
             })
         }
-        By::Key | By::Group => {
+        By::Key => {
             let rows = keys::partner_key_rows(&state.db, partner).await?;
-            let lines = KeyLines::new(state, rows, choice.by == By::Group);
+            let lines = KeyLines::new(state, rows, false);
             Box::new(move |v| lines.line(v.parse().unwrap_or(0)))
+        }
+        By::Group => {
+            let groups = state.groups().to_vec();
+            Box::new(move |v| {
+                let id: i64 = v.parse().unwrap_or(0);
+                (Some(id), KeyLines::group_name(&groups, id))
+            })
         }
     };
     let mut lines: std::collections::BTreeMap<Line, (Vec<Totals>, Totals, Vec<String>)> =

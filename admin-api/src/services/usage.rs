@@ -8,7 +8,9 @@
 
 use crate::dto::{UsageBucket, UsageBuckets, Usd};
 use crate::error::ApiError;
-use chrono::{DateTime, Duration, DurationRound, SecondsFormat, TimeDelta, Utc};
+use chrono::{
+    DateTime, Datelike, Duration, DurationRound, NaiveDate, SecondsFormat, TimeDelta, Utc,
+};
 use entities::usage_hourly;
 use money::NanoUsd;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
@@ -275,14 +277,17 @@ pub enum Dim {
     Organization,
     Model,
     Key,
+    Group,
 }
 
 impl Dim {
-    fn column(self) -> usage_hourly::Column {
+    /// Its name in the partner rollups' `dim` column.
+    fn name(self) -> &'static str {
         match self {
-            Dim::Organization => usage_hourly::Column::OrganizationId,
-            Dim::Model => usage_hourly::Column::Model,
-            Dim::Key => usage_hourly::Column::ApiKeyId,
+            Dim::Organization => "customer",
+            Dim::Model => "model",
+            Dim::Key => "key",
+            Dim::Group => "group",
         }
     }
 }
@@ -322,71 +327,182 @@ impl SumRow {
     }
 }
 
-/// Sums of partner `partner_id`'s buckets in window `w`, grouped by the dimension `dim` (its
-/// value as text in `k`) and/or by hour (as text in `h`), optionally only where `dim` is one of
-/// `only`.
+/// Where a partner's sums are read (migration 000016).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// `partner_usage`, its whole weeks and the days at the window's ends: the window's totals
+    /// per value, in the fewest rows.
+    Lines,
+    /// `partner_usage`, its days: every dimension, per UTC day.
+    Daily,
+    /// `partner_usage_hourly`: groups and models, per hour.
+    Hourly,
+    /// `usage_hourly`: one customer's or key's own hours (always with `only`).
+    Buckets,
+}
+
+/// The whole UTC days of a window, `[first, end)`; refused unless the window is whole days (the
+/// console's windows are).
+fn whole_days(w: &Window) -> Result<(NaiveDate, NaiveDate), ApiError> {
+    if w.start.time() != chrono::NaiveTime::MIN || w.end.time() != chrono::NaiveTime::MIN {
+        return Err(ApiError::InvalidUsageWindow(
+            "a partner's usage is read in whole UTC days".into(),
+        ));
+    }
+    Ok((w.start.date_naive(), w.end.date_naive()))
+}
+
+/// The ISO weeks wholly inside the days `[first, end)`, as the range of their Mondays
+/// `[from, to)`; `None` when there is none.
+pub fn whole_weeks(first: NaiveDate, end: NaiveDate) -> Option<(NaiveDate, NaiveDate)> {
+    let ahead = (7 - first.weekday().num_days_from_monday()) % 7;
+    let from = first.checked_add_days(chrono::Days::new(u64::from(ahead)))?;
+    let to = end.checked_sub_days(chrono::Days::new(u64::from(
+        end.weekday().num_days_from_monday(),
+    )))?;
+    (from < to).then_some((from, to))
+}
+
+/// Sums of partner `partner_id`'s usage in window `w` read from `source`, for dimension `dim`:
+/// grouped by its value (as text in `k`) when `by_value`, by period (as text in `h`) when
+/// `by_period`, optionally only where the value is one of `only`.
 async fn grouped(
     db: &impl ConnectionTrait,
     partner_id: i64,
     w: &Window,
-    dim: Option<Dim>,
-    by_hour: bool,
-    only: Option<(Dim, &[String])>,
+    source: Source,
+    dim: Dim,
+    (by_value, by_period): (bool, bool),
+    only: Option<&[String]>,
 ) -> Result<Vec<SumRow>, ApiError> {
-    use sea_orm::ExprTrait;
-    use sea_orm::QuerySelect;
-    use sea_orm::sea_query::{Expr, Func, Query};
-    let orgs = Query::select()
-        .column(entities::customers::Column::OrganizationId)
-        .from(entities::customers::Entity)
-        .and_where(entities::customers::Column::PartnerId.eq(partner_id))
-        .to_owned();
-    let sum = |c: usage_hourly::Column| Func::sum(Expr::col(c)).cast_as("BIGINT");
+    use sea_orm::sea_query::{Alias, Condition, Expr, Func, Query};
+    use sea_orm::{ExprTrait, FromQueryResult};
+    let col = |c: &str| Expr::col(Alias::new(c));
+    let ids =
+        |values: &[String]| -> Vec<i64> { values.iter().filter_map(|v| v.parse().ok()).collect() };
+    let (table, period) = match source {
+        Source::Lines | Source::Daily => ("partner_usage", "day"),
+        Source::Hourly => ("partner_usage_hourly", "hour_start"),
+        Source::Buckets => ("usage_hourly", "hour_start"),
+    };
+    // The value's column: grouped by as it is (grouping by a cast is several times slower),
+    // selected as text.
+    let column = match (source, dim) {
+        (_, Dim::Model) if source != Source::Buckets => "model",
+        (Source::Buckets, Dim::Organization) => "organization_id",
+        (Source::Buckets, _) => "api_key_id",
+        _ => "ref_id",
+    };
+    let sum = |c: &str| Func::sum(col(c)).cast_as("BIGINT");
     let none = || Expr::val(Option::<String>::None);
-    let mut q = usage_hourly::Entity::find()
-        .select_only()
-        .column_as(
-            dim.map_or_else(none, |d| Expr::col(d.column()).cast_as("TEXT")),
-            "k",
-        )
-        .column_as(
-            if by_hour {
-                Expr::col(usage_hourly::Column::HourStart).cast_as("TEXT")
+    let mut q = Query::select();
+    q.from(Alias::new(table))
+        .expr_as(
+            if by_value {
+                col(column).cast_as("TEXT")
             } else {
                 none()
             },
-            "h",
+            Alias::new("k"),
         )
-        .column_as(sum(usage_hourly::Column::Requests), "requests")
-        .column_as(sum(usage_hourly::Column::InputTokens), "input_tokens")
-        .column_as(sum(usage_hourly::Column::OutputTokens), "output_tokens")
-        .column_as(sum(usage_hourly::Column::CachedTokens), "cached_tokens")
-        .column_as(
-            sum(usage_hourly::Column::CacheWriteTokens),
-            "cache_write_tokens",
-        )
-        .column_as(sum(usage_hourly::Column::Images), "images")
-        .column_as(sum(usage_hourly::Column::VideoSeconds), "video_seconds")
-        .column_as(sum(usage_hourly::Column::CostNanos), "cost")
-        .column_as(sum(usage_hourly::Column::ChargedNanos), "charged")
-        .column_as(sum(usage_hourly::Column::WholesaleNanos), "wholesale")
-        .filter(usage_hourly::Column::OrganizationId.in_subquery(orgs))
-        .filter(usage_hourly::Column::HourStart.gte(w.start))
-        .filter(usage_hourly::Column::HourStart.lt(w.end));
-    if let Some((d, values)) = only {
-        q = q.filter(
-            Expr::col(d.column())
-                .cast_as("TEXT")
-                .is_in(values.iter().cloned()),
+        .expr_as(
+            if by_period {
+                col(period).cast_as("TEXT")
+            } else {
+                none()
+            },
+            Alias::new("h"),
         );
+    for (column, name) in [
+        ("requests", "requests"),
+        ("input_tokens", "input_tokens"),
+        ("output_tokens", "output_tokens"),
+        ("cached_tokens", "cached_tokens"),
+        ("cache_write_tokens", "cache_write_tokens"),
+        ("images", "images"),
+        ("video_seconds", "video_seconds"),
+        ("cost_nanos", "cost"),
+        ("charged_nanos", "charged"),
+        ("wholesale_nanos", "wholesale"),
+    ] {
+        q.expr_as(sum(column), Alias::new(name));
     }
-    if let Some(d) = dim {
-        q = q.group_by(d.column());
+    let days = |span: i16, from: NaiveDate, to: NaiveDate| {
+        Condition::all()
+            .add(col("span_days").eq(span))
+            .add(col("day").gte(from))
+            .add(col("day").lt(to))
+    };
+    match source {
+        Source::Lines => {
+            let (first, end) = whole_days(w)?;
+            let periods = match whole_weeks(first, end) {
+                Some((from, to)) => Condition::any()
+                    .add(days(7, from, to))
+                    .add(days(1, first, from))
+                    .add(days(1, to, end)),
+                None => Condition::any().add(days(1, first, end)),
+            };
+            q.and_where(col("partner_id").eq(partner_id))
+                .and_where(col("dim").eq(dim.name()))
+                .cond_where(periods);
+        }
+        Source::Daily => {
+            let (first, end) = whole_days(w)?;
+            q.and_where(col("partner_id").eq(partner_id))
+                .and_where(col("dim").eq(dim.name()))
+                .cond_where(days(1, first, end));
+        }
+        Source::Hourly => {
+            q.and_where(col("partner_id").eq(partner_id))
+                .and_where(col("dim").eq(dim.name()))
+                .and_where(col("hour_start").gte(w.start))
+                .and_where(col("hour_start").lt(w.end));
+        }
+        Source::Buckets => {
+            // The organizations of the asked values that are this partner's customers (a few):
+            // the buckets' index (organization first) serves.
+            let asked = ids(only.unwrap_or_default());
+            let orgs = if dim == Dim::Organization {
+                Query::select()
+                    .column(entities::customers::Column::OrganizationId)
+                    .from(entities::customers::Entity)
+                    .and_where(entities::customers::Column::PartnerId.eq(partner_id))
+                    .and_where(entities::customers::Column::OrganizationId.is_in(asked))
+                    .to_owned()
+            } else {
+                let of_keys = Query::select()
+                    .column(entities::customer_api_keys::Column::OrganizationId)
+                    .from(entities::customer_api_keys::Entity)
+                    .and_where(entities::customer_api_keys::Column::Id.is_in(asked))
+                    .to_owned();
+                Query::select()
+                    .column(entities::customers::Column::OrganizationId)
+                    .from(entities::customers::Entity)
+                    .and_where(entities::customers::Column::PartnerId.eq(partner_id))
+                    .and_where(entities::customers::Column::OrganizationId.in_subquery(of_keys))
+                    .to_owned()
+            };
+            q.and_where(col("organization_id").in_subquery(orgs))
+                .and_where(col("hour_start").gte(w.start))
+                .and_where(col("hour_start").lt(w.end));
+        }
     }
-    if by_hour {
-        q = q.group_by(usage_hourly::Column::HourStart);
+    if let Some(values) = only {
+        if column == "model" {
+            q.and_where(col("model").is_in(values.iter().cloned()));
+        } else {
+            q.and_where(col(column).is_in(ids(values)));
+        }
     }
-    Ok(q.into_model::<SumRow>().all(db).await?)
+    if by_value {
+        q.add_group_by([col(column)]);
+    }
+    if by_period {
+        q.add_group_by([col(period)]);
+    }
+    let statement = db.get_database_backend().build(&q);
+    Ok(SumRow::find_by_statement(statement).all(db).await?)
 }
 
 /// A partner's usage over a window for its pages, grouped by the database: the window's totals
@@ -400,21 +516,28 @@ pub struct PartnerSummary {
     pub total: Totals,
 }
 
-/// The totals of every value of `dim` (largest charge first) and per period.
+/// The totals of every value of `dim` (largest charge first) and per period, from the partner's
+/// rollups: the lines from its weeks and days (`w` is whole UTC days), the periods from the
+/// models' daily or hourly sums.
 pub async fn partner_summary(
     db: &impl ConnectionTrait,
     partner_id: i64,
     w: &Window,
     dim: Dim,
 ) -> Result<PartnerSummary, ApiError> {
-    let mut lines: Vec<(String, Totals)> = grouped(db, partner_id, w, Some(dim), false, None)
-        .await?
-        .into_iter()
-        .map(|r| (r.k.clone().unwrap_or_default(), r.totals()))
-        .collect();
+    let mut lines: Vec<(String, Totals)> =
+        grouped(db, partner_id, w, Source::Lines, dim, (true, false), None)
+            .await?
+            .into_iter()
+            .map(|r| (r.k.clone().unwrap_or_default(), r.totals()))
+            .collect();
     lines.sort_by(|a, b| b.1.charged.cmp(&a.1.charged).then_with(|| a.0.cmp(&b.0)));
-    let hours = grouped(db, partner_id, w, None, true, None).await?;
-    let (periods, per_period) = fold_hours(w, hours.iter().map(|r| (r.h.as_deref(), r.totals())));
+    let source = match w.granularity {
+        Granularity::Day => Source::Daily,
+        Granularity::Hour => Source::Hourly,
+    };
+    let periods = grouped(db, partner_id, w, source, Dim::Model, (false, true), None).await?;
+    let (periods, per_period) = fold_hours(w, periods.iter().map(|r| (r.h.as_deref(), r.totals())));
     let mut total = Totals::default();
     for t in &per_period {
         total.merge(t);
@@ -427,7 +550,9 @@ pub async fn partner_summary(
     })
 }
 
-/// The per-period sums of the values `values` of `dim` (the chart's lines), each value apart.
+/// The per-period sums of the values `values` of `dim` (the chart's lines), each value apart:
+/// by day from the daily rollup; by hour from the hourly rollup (models, groups) or from the
+/// organizations' own buckets (customers, keys).
 pub async fn partner_periods_of(
     db: &impl ConnectionTrait,
     partner_id: i64,
@@ -439,7 +564,12 @@ pub async fn partner_periods_of(
     if values.is_empty() {
         return Ok(out);
     }
-    let rows = grouped(db, partner_id, w, Some(dim), true, Some((dim, values))).await?;
+    let source = match (w.granularity, dim) {
+        (Granularity::Day, _) => Source::Daily,
+        (Granularity::Hour, Dim::Model | Dim::Group) => Source::Hourly,
+        (Granularity::Hour, Dim::Organization | Dim::Key) => Source::Buckets,
+    };
+    let rows = grouped(db, partner_id, w, source, dim, (true, true), Some(values)).await?;
     let mut by_value: std::collections::HashMap<String, Vec<(Option<String>, Totals)>> =
         std::collections::HashMap::new();
     for r in rows {
@@ -455,7 +585,8 @@ pub async fn partner_periods_of(
     Ok(out)
 }
 
-/// Folds hour rows (the hour as the database renders it as text) into the window's periods.
+/// Folds period rows (an hour as the database renders it as text, or a `YYYY-MM-DD` day) into
+/// the window's periods.
 fn fold_hours<'a>(
     w: &Window,
     hours: impl Iterator<Item = (Option<&'a str>, Totals)>,
@@ -486,6 +617,11 @@ fn fold_hours<'a>(
 /// or RFC 3339) renders it as text.
 fn parse_db_time(s: &str) -> Option<DateTime<Utc>> {
     let s = s.trim();
+    if s.len() == 10 {
+        return chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
+            .ok()
+            .map(|d| d.and_time(chrono::NaiveTime::MIN).and_utc());
+    }
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         return Some(t.with_timezone(&Utc));
     }
@@ -603,6 +739,37 @@ pub async fn buckets(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// A window's whole weeks and the days at its ends cover each of its days exactly once,
+        /// and nothing else; the weeks are ISO weeks (from Monday).
+        #[test]
+        fn weeks_and_end_days_cover_a_window_exactly_once(start in 0u64..3_000, len in 1u64..400) {
+            let base = NaiveDate::from_ymd_opt(2020, 1, 1).unwrap();
+            let first = base + chrono::Days::new(start);
+            let end = first + chrono::Days::new(len);
+            let mut covered: Vec<NaiveDate> = Vec::new();
+            let day_range = |from: NaiveDate, to: NaiveDate| from.iter_days().take_while(move |d| *d < to);
+            match whole_weeks(first, end) {
+                Some((from, to)) => {
+                    proptest::prop_assert_eq!(from.weekday(), chrono::Weekday::Mon);
+                    proptest::prop_assert_eq!(to.weekday(), chrono::Weekday::Mon);
+                    proptest::prop_assert!(first <= from && to <= end);
+                    // At most six days at each end.
+                    proptest::prop_assert!((from - first).num_days() < 7 && (end - to).num_days() < 7);
+                    covered.extend(day_range(first, from));
+                    covered.extend(day_range(from, to));
+                    covered.extend(day_range(to, end));
+                }
+                None => {
+                    proptest::prop_assert!(len < 13);
+                    covered.extend(day_range(first, end));
+                }
+            }
+            let expected: Vec<NaiveDate> = day_range(first, end).collect();
+            proptest::prop_assert_eq!(covered, expected);
+        }
+    }
 
     fn q(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         pairs

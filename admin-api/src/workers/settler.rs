@@ -23,7 +23,7 @@
 use crate::db::begin;
 use crate::ledger::{self, AccountRef};
 use crate::state::AppState;
-use chrono::{DateTime, DurationRound, TimeDelta, Utc};
+use chrono::{DateTime, Datelike, DurationRound, NaiveDate, TimeDelta, Utc};
 use entities::usage_records;
 use money::NanoUsd;
 use opstate::{Measurement, StreamEntry, UsageEvent};
@@ -252,13 +252,15 @@ async fn settle_batch<'a>(
     // Each charge's wholesale cost, before anything is written: the records, the buckets and
     // the partner's accrual then carry the same figures.
     let mut partners: HashMap<i64, Option<Partnered>> = HashMap::new();
-    for c in fresh.iter_mut().filter(|c| c.charged.is_positive()) {
+    for c in fresh.iter_mut() {
         let org = c.event.org_id;
         let p = match partners.entry(org) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(e) => e.insert(partnered(&txn, org).await?),
         };
-        if let Some(p) = p {
+        if let Some(p) = p
+            && c.charged.is_positive()
+        {
             c.wholesale = wholesale_of(&txn, state, p, c).await?;
         }
     }
@@ -278,8 +280,12 @@ async fn settle_batch<'a>(
         txn.rollback().await?;
         return Ok(None);
     }
-    // Hourly buckets: one upsert per organization, key, model and hour.
+    // Hourly buckets: one upsert per organization, key, model and hour. A partner's customers
+    // also add to the partner's rollups (migration 000016) with the same sums: per UTC day and
+    // ISO week by customer, key, group and model, and per hour by group and model.
     let mut buckets: BTreeMap<(i64, i64, String, DateTime<Utc>), Bucket> = BTreeMap::new();
+    let mut daily: BTreeMap<RollupKey<(i16, NaiveDate)>, Bucket> = BTreeMap::new();
+    let mut hourly: BTreeMap<RollupKey<DateTime<Utc>>, Bucket> = BTreeMap::new();
     for c in &fresh {
         let e = c.event;
         let started = at_ms(e.started_at_ms);
@@ -290,10 +296,37 @@ async fn settle_batch<'a>(
             .entry((e.org_id, e.key_id, e.model_served.clone(), hour))
             .or_default()
             .add(e, c.charged, c.wholesale);
+        let Some(Some(p)) = partners.get(&e.org_id) else {
+            continue;
+        };
+        let day = hour.date_naive();
+        let monday = day - chrono::Days::new(u64::from(day.weekday().num_days_from_monday()));
+        let model = e.model_served.as_str();
+        for period in [(1, day), (7, monday)] {
+            for (dim, ref_id, model) in [
+                ("customer", e.org_id, ""),
+                ("key", e.key_id, ""),
+                ("group", e.group_id, ""),
+                ("model", 0, model),
+            ] {
+                daily
+                    .entry((p.partner_id, dim, period, ref_id, model.to_string()))
+                    .or_default()
+                    .add(e, c.charged, c.wholesale);
+            }
+        }
+        for (dim, ref_id, model) in [("group", e.group_id, ""), ("model", 0, model)] {
+            hourly
+                .entry((p.partner_id, dim, hour, ref_id, model.to_string()))
+                .or_default()
+                .add(e, c.charged, c.wholesale);
+        }
     }
     for ((org, key, model, hour), b) in &buckets {
         add_to_bucket(&txn, *org, *key, model, *hour, b).await?;
     }
+    add_to_rollup(&txn, "partner_usage", "span_days, day", &daily).await?;
+    add_to_rollup(&txn, "partner_usage_hourly", "hour_start", &hourly).await?;
     // One spend posting (and one wholesale accrual) per organization.
     let mut by_org: BTreeMap<i64, Vec<&Charge<'a>>> = BTreeMap::new();
     for c in &fresh {
@@ -339,7 +372,59 @@ struct Bucket {
     video_seconds: i64,
 }
 
+/// A partner rollup's row: partner, dimension, period, id and model (see migration 000016).
+type RollupKey<P> = (i64, &'static str, P, i64, String);
+
+/// The sums' columns, in [`Bucket::values`]' order.
+const SUM_COLUMNS: [&str; 11] = [
+    "requests",
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
+    "estimated_requests",
+    "cost_nanos",
+    "charged_nanos",
+    "wholesale_nanos",
+    "images",
+    "video_seconds",
+];
+
+/// `col = table.col + EXCLUDED.col` for every sum: an upsert that adds.
+fn adding(table: &str) -> String {
+    SUM_COLUMNS
+        .iter()
+        .map(|c| format!("{c} = {table}.{c} + EXCLUDED.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The placeholder of parameter `n` (1-based) on `backend`.
+fn placeholder(backend: DbBackend, n: usize) -> String {
+    match backend {
+        DbBackend::Postgres => format!("${n}"),
+        _ => "?".to_string(),
+    }
+}
+
 impl Bucket {
+    /// The sums, in [`SUM_COLUMNS`]' order.
+    fn values(&self) -> [i64; 11] {
+        [
+            self.requests,
+            self.input,
+            self.output,
+            self.cached,
+            self.cache_write,
+            self.estimated,
+            self.cost,
+            self.charged,
+            self.wholesale,
+            self.images,
+            self.video_seconds,
+        ]
+    }
+
     fn add(&mut self, e: &UsageEvent, charged: NanoUsd, wholesale: NanoUsd) {
         let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         self.requests += 1;
@@ -576,63 +661,80 @@ async fn add_to_bucket(
     b: &Bucket,
 ) -> Result<(), DbErr> {
     let backend = db.get_database_backend();
-    let p = |n: usize| match backend {
-        DbBackend::Postgres => format!("${n}"),
-        _ => "?".to_string(),
-    };
+    let placeholders: Vec<String> = (1..=4 + SUM_COLUMNS.len())
+        .map(|n| placeholder(backend, n))
+        .collect();
     let sql = format!(
-        "INSERT INTO usage_hourly (organization_id, api_key_id, model, hour_start, requests, input_tokens, output_tokens, cached_tokens, estimated_requests, cost_nanos, images, video_seconds, cache_write_tokens, charged_nanos, wholesale_nanos) \
-         VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}) \
-         ON CONFLICT (organization_id, hour_start, api_key_id, model) DO UPDATE SET \
-         requests = usage_hourly.requests + EXCLUDED.requests, \
-         input_tokens = usage_hourly.input_tokens + EXCLUDED.input_tokens, \
-         output_tokens = usage_hourly.output_tokens + EXCLUDED.output_tokens, \
-         cached_tokens = usage_hourly.cached_tokens + EXCLUDED.cached_tokens, \
-         estimated_requests = usage_hourly.estimated_requests + EXCLUDED.estimated_requests, \
-         cost_nanos = usage_hourly.cost_nanos + EXCLUDED.cost_nanos, \
-         images = usage_hourly.images + EXCLUDED.images, \
-         video_seconds = usage_hourly.video_seconds + EXCLUDED.video_seconds, \
-         cache_write_tokens = usage_hourly.cache_write_tokens + EXCLUDED.cache_write_tokens, \
-         charged_nanos = usage_hourly.charged_nanos + EXCLUDED.charged_nanos, \
-         wholesale_nanos = usage_hourly.wholesale_nanos + EXCLUDED.wholesale_nanos",
-        p(1),
-        p(2),
-        p(3),
-        p(4),
-        p(5),
-        p(6),
-        p(7),
-        p(8),
-        p(9),
-        p(10),
-        p(11),
-        p(12),
-        p(13),
-        p(14),
-        p(15)
+        "INSERT INTO usage_hourly (organization_id, api_key_id, model, hour_start, {}) \
+         VALUES ({}) ON CONFLICT (organization_id, hour_start, api_key_id, model) DO UPDATE SET {}",
+        SUM_COLUMNS.join(", "),
+        placeholders.join(", "),
+        adding("usage_hourly"),
     );
-    db.execute_raw(Statement::from_sql_and_values(
-        backend,
-        sql,
-        [
-            org.into(),
-            key.into(),
-            model.into(),
-            hour.into(),
-            b.requests.into(),
-            b.input.into(),
-            b.output.into(),
-            b.cached.into(),
-            b.estimated.into(),
-            b.cost.into(),
-            b.images.into(),
-            b.video_seconds.into(),
-            b.cache_write.into(),
-            b.charged.into(),
-            b.wholesale.into(),
-        ],
-    ))
-    .await?;
+    let mut values: Vec<sea_orm::Value> = vec![org.into(), key.into(), model.into(), hour.into()];
+    values.extend(b.values().map(sea_orm::Value::from));
+    db.execute_raw(Statement::from_sql_and_values(backend, sql, values))
+        .await?;
+    Ok(())
+}
+
+/// A rollup row's period: its column values.
+trait Period {
+    fn values(&self) -> Vec<sea_orm::Value>;
+}
+
+impl Period for DateTime<Utc> {
+    fn values(&self) -> Vec<sea_orm::Value> {
+        vec![(*self).into()]
+    }
+}
+
+impl Period for (i16, NaiveDate) {
+    fn values(&self) -> Vec<sea_orm::Value> {
+        vec![self.0.into(), self.1.into()]
+    }
+}
+
+/// Adds `rows` to the partner rollup `table` (`period`: its period columns), many rows per
+/// statement. The rows are distinct and in key order, so concurrent settlers lock them in one
+/// order.
+async fn add_to_rollup<P: Period>(
+    db: &impl ConnectionTrait,
+    table: &str,
+    period: &str,
+    rows: &std::collections::BTreeMap<RollupKey<P>, Bucket>,
+) -> Result<(), DbErr> {
+    /// Rows per statement (at most 17 parameters each: far below either backend's limit).
+    const ROWS: usize = 200;
+    let backend = db.get_database_backend();
+    let rows: Vec<_> = rows.iter().collect();
+    let width = 4 + period.split(',').count() + SUM_COLUMNS.len();
+    for chunk in rows.chunks(ROWS) {
+        let tuples: Vec<String> = (0..chunk.len())
+            .map(|r| {
+                let p: Vec<String> = (1..=width)
+                    .map(|i| placeholder(backend, r * width + i))
+                    .collect();
+                format!("({})", p.join(", "))
+            })
+            .collect();
+        let sql = format!(
+            "INSERT INTO {table} (partner_id, dim, {period}, ref_id, model, {}) VALUES {} \
+             ON CONFLICT (partner_id, dim, {period}, ref_id, model) DO UPDATE SET {}",
+            SUM_COLUMNS.join(", "),
+            tuples.join(", "),
+            adding(table),
+        );
+        let mut values: Vec<sea_orm::Value> = Vec::with_capacity(chunk.len() * width);
+        for ((partner, dim, at, ref_id, model), b) in chunk {
+            values.extend([(*partner).into(), (*dim).into()]);
+            values.extend(at.values());
+            values.extend([(*ref_id).into(), model.clone().into()]);
+            values.extend(b.values().map(sea_orm::Value::from));
+        }
+        db.execute_raw(Statement::from_sql_and_values(backend, sql, values))
+            .await?;
+    }
     Ok(())
 }
 

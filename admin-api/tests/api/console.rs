@@ -612,39 +612,75 @@ async fn sign_up_links_join_people_with_their_role() {
     );
 }
 
-/// The quickstart's demo: `demo` prints a console sign-in for the demo organization's owner (a
-/// fresh password each time; the previous one stops working).
+/// The quickstart's demo (`demo` runs `demo::quickstart`): the demo organization is an active,
+/// funded customer of the demo partner; both owners get a console sign-in (a fresh password each
+/// time; the previous one stops working). The organization's owner sees balance, chart, usage and
+/// keys; the partner's owner sees the customer with its spend and margin, and makes a partner
+/// token that works on the partner API.
 #[tokio::test]
-async fn the_demo_prints_a_working_console_sign_in() {
+async fn the_demo_prints_working_console_sign_ins_for_both_halves() {
     let api = Api::start().await;
     let s = &api.state;
-    let first = admin_api::demo::demo_key(&s.db, s.stores.keys.as_ref(), &s.hasher, s.env, 1)
-        .await
+    let first = admin_api::demo::quickstart(s, 1).await.unwrap();
+    let second = admin_api::demo::quickstart(s, 1).await.unwrap();
+    assert_eq!(second.key.console_email, "owner@demo.example");
+    assert_eq!(second.partner_email, "partner@demo.example");
+    assert_ne!(first.key.console_password, second.key.console_password);
+    assert_ne!(first.partner_password, second.partner_password);
+    assert_eq!(
+        (
+            first.partner_id,
+            first.customer_id,
+            first.key.organization_id
+        ),
+        (
+            second.partner_id,
+            second.customer_id,
+            second.key.organization_id
+        ),
+        "a second run finds the partner and its customer"
+    );
+    let org = second.key.organization_id;
+    let partner = second.partner_id;
+    // Funded once: 1,000 USD, of which the allocation's reservation (100 x wholesale / retail).
+    let (_, funding) = api
+        .get(
+            &Partner {
+                id: partner,
+                token: admin_api::cli::partner_token(s, partner, &["partner:read".into()])
+                    .await
+                    .unwrap()["token"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            },
+            "/funding",
+        )
+        .await;
+    let reserved = funding["data"]["reserved_allocations_usd"]
+        .as_f64()
         .unwrap();
-    let second = admin_api::demo::demo_key(&s.db, s.stores.keys.as_ref(), &s.hasher, s.env, 1)
-        .await
-        .unwrap();
-    assert_eq!(second.console_email, "owner@demo.example");
-    assert_ne!(first.console_password, second.console_password);
-    admin_api::services::wallets::reload(s, second.organization_id)
-        .await
-        .unwrap();
+    assert!(reserved > 0.0 && reserved < 100.0, "{funding}");
+    assert_eq!(
+        funding["data"]["available_funding_usd"].as_f64().unwrap() + reserved,
+        1000.0,
+        "{funding}"
+    );
+
     let mut b = Browser::new(&api);
     assert_eq!(
-        b.sign_in(&first.console_email, &first.console_password)
+        b.sign_in(&first.key.console_email, &first.key.console_password)
             .await
             .status,
         401
     );
     let ok = b
-        .sign_in(&second.console_email, &second.console_password)
+        .sign_in(&second.key.console_email, &second.key.console_password)
         .await;
     assert_eq!(ok.status, 303);
     let home = b.get("/console/").await;
     assert!(home.body.contains("Demo organization"), "{}", home.body);
-    let overview = b
-        .get(&format!("/console/orgs/{}", second.organization_id))
-        .await;
+    let overview = b.get(&format!("/console/orgs/{org}")).await;
     assert!(
         overview.body.contains("data-figure=\"available\">100 USD"),
         "{}",
@@ -652,7 +688,6 @@ async fn the_demo_prints_a_working_console_sign_in() {
     );
     // The quickstart's promise: balance (above), a usage chart and the keys.
     assert_eq!(overview.body.matches("<g class=\"col\">").count(), 14);
-    let org = second.organization_id;
     let usage = b.get(&format!("/console/orgs/{org}/usage")).await;
     assert_eq!(usage.status, 200);
     assert!(usage.body.contains("<figure class=\"chart\">"));
@@ -663,6 +698,81 @@ async fn the_demo_prints_a_working_console_sign_in() {
         "both demo keys listed: {}",
         keys.body
     );
+
+    // A call settles (priced by the settler at the customer's group rates, as the gateway's are).
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    spend(
+        &api,
+        org,
+        second.key.key_id,
+        "gpt-4o-mini",
+        &now,
+        1_250_000,
+        0,
+    )
+    .await;
+    admin_api::workers::settler::drain_once(s, "t")
+        .await
+        .unwrap();
+
+    let mut p = Browser::new(&api);
+    assert_eq!(
+        p.sign_in(&first.partner_email, &first.partner_password)
+            .await
+            .status,
+        401
+    );
+    assert_eq!(
+        p.sign_in(&second.partner_email, &second.partner_password)
+            .await
+            .status,
+        303
+    );
+    let home = p.get("/console/").await;
+    assert!(
+        home.body
+            .contains(&format!("href=\"/console/partners/{partner}\"")),
+        "{}",
+        home.body
+    );
+    let list = p
+        .get(&format!("/console/partners/{partner}/customers"))
+        .await;
+    assert_eq!(list.status, 200, "{}", list.body);
+    assert!(
+        list.body.contains("Demo organization")
+            && list.body.contains("<td class=\"num\">0.00125</td>"),
+        "the demo customer with its spend: {}",
+        list.body
+    );
+    let margin = p.get(&format!("/console/partners/{partner}/usage")).await;
+    assert_eq!(margin.status, 200, "{}", margin.body);
+    assert!(
+        margin.body.contains("data-figure=\"margin\">0.00045 USD"),
+        "retail 1.25 over wholesale 0.8: {}",
+        margin.body
+    );
+    let tokens = format!("/console/partners/{partner}/tokens");
+    let page = p.get(&tokens).await;
+    let made = p
+        .post(
+            &tokens,
+            &[("csrf", &page.csrf()), ("scope", "partner:write")],
+            None,
+        )
+        .await;
+    assert_eq!(made.status, 200, "{}", made.body);
+    let marker = "id=\"new-token\" class=\"secret\">";
+    let at = made.body.find(marker).unwrap() + marker.len();
+    let token = made.body[at..][..made.body[at..].find('<').unwrap()].to_string();
+    let (status, me) = api
+        .get(
+            &Partner { id: partner, token },
+            "/customers/by-external-id/demo",
+        )
+        .await;
+    assert_eq!(status, 200, "{me}");
+    assert_eq!(me["data"]["status"], "active");
 }
 
 /// The keys page: owners and administrators create (the secret shown once, published so the

@@ -54,7 +54,8 @@ enum Command {
         #[command(subcommand)]
         action: UserAction,
     },
-    /// Quickstart: ensure a demo organization and print a fresh customer key for it.
+    /// Quickstart: ensure the demo partner and its demo customer organization, and print a fresh
+    /// customer key and both owners' console sign-ins.
     Demo {
         #[arg(long, default_value_t = 1)]
         group: i64,
@@ -220,16 +221,8 @@ async fn run(
             if settings.group(group).is_none() {
                 return Err(format!("--group {group}: no such group in [[groups]]"));
             }
-            let key = demo::demo_key(
-                &state.db,
-                state.stores.keys.as_ref(),
-                &state.hasher,
-                state.env,
-                group,
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-            print(&serde_json::to_value(&key).map_err(|e| e.to_string())?)
+            let demo = demo::quickstart(&state, group).await?;
+            print(&serde_json::to_value(&demo).map_err(|e| e.to_string())?)
         }
         None => Ok(()),
     }
