@@ -72,21 +72,8 @@ pub async fn demo_key(
     )
     .await
     .map_err(|e| KeyError::Database(sea_orm::DbErr::Custom(e.to_string())))?;
-    let created = keys::create_key(
-        db,
-        directory,
-        hasher,
-        env,
-        keys::NewKey {
-            organization_id: org.id,
-            group_id,
-            name: "quickstart",
-            permissions: KeyPermissions::default(),
-            expires_at: None,
-            limits: opstate::KeyLimits::default(),
-        },
-    )
-    .await?;
+    let created =
+        keys::create_key(db, directory, hasher, env, quickstart_key(org.id, group_id)).await?;
     let now = Utc::now();
     let password = crate::services::people::secret()[..20].to_string();
     let owner = match crate::services::people::find_user(db, DEMO_OWNER).await? {
@@ -264,14 +251,7 @@ pub async fn quickstart(state: &crate::state::AppState, group_id: i64) -> Result
         state.stores.keys.as_ref(),
         &state.hasher,
         state.env,
-        keys::NewKey {
-            organization_id: org.id,
-            group_id,
-            name: "quickstart",
-            permissions: KeyPermissions::default(),
-            expires_at: None,
-            limits: opstate::KeyLimits::default(),
-        },
+        quickstart_key(org.id, group_id),
     )
     .await
     .map_err(|e| e.to_string())?;
@@ -289,6 +269,18 @@ pub async fn quickstart(state: &crate::state::AppState, group_id: i64) -> Result
         partner_email: DEMO_PARTNER_OWNER.to_string(),
         partner_password,
     })
+}
+
+/// A demo key: named "quickstart", every surface, no expiry, the group's limits.
+fn quickstart_key(organization_id: i64, group_id: i64) -> keys::NewKey<'static> {
+    keys::NewKey {
+        organization_id,
+        group_id,
+        name: "quickstart",
+        permissions: KeyPermissions::default(),
+        expires_at: None,
+        limits: opstate::KeyLimits::default(),
+    }
 }
 
 /// The console user of `email` with `password` (made, or its password replaced).
