@@ -173,8 +173,8 @@ pub async fn quickstart(state: &crate::state::AppState, group_id: i64) -> Result
         .one(&state.db)
         .await
         .map_err(db_err)?;
-    let customer_id = match existing {
-        Some(c) => c.id,
+    let (customer_id, invite_url) = match existing {
+        Some(c) => (c.id, None),
         None => {
             let taken = organizations::Entity::find()
                 .filter(organizations::Column::Slug.eq(DEMO_SLUG))
@@ -219,7 +219,7 @@ pub async fn quickstart(state: &crate::state::AppState, group_id: i64) -> Result
                     .await
                     .map_err(|e| format!("creating the demo customer: {e:?}"))?;
             txn.commit().await.map_err(db_err)?;
-            done.data.customer.id
+            (done.data.customer.id, done.data.activation.invite_url)
         }
     };
     let customer = customer_rows::Entity::find_by_id(customer_id)
@@ -233,10 +233,15 @@ pub async fn quickstart(state: &crate::state::AppState, group_id: i64) -> Result
         .map_err(db_err)?
         .ok_or("the demo organization vanished")?;
     if org.status != OrganizationStatus::Active {
-        // A new customer, or one whose earlier activation did not finish: a fresh invitation,
-        // accepted by the owner's address with the password just set.
-        let reissued = invitations::revoke_or_reissue(state, customer_id, true).await?;
-        let url = reissued.invite_url.ok_or("no invitation was issued")?;
+        // A new customer (its invitation), or one whose earlier activation did not finish (a
+        // fresh invitation): accepted by the owner's address with the password just set.
+        let url = match invite_url {
+            Some(url) => url,
+            None => invitations::revoke_or_reissue(state, customer_id, true)
+                .await?
+                .invite_url
+                .ok_or("no invitation was issued")?,
+        };
         let token = url.rsplit('/').next().unwrap_or_default();
         invitations::accept(state, token, DEMO_OWNER, Some(&owner_password))
             .await
