@@ -762,9 +762,7 @@ async fn the_demo_prints_working_console_sign_ins_for_both_halves() {
         )
         .await;
     assert_eq!(made.status, 200, "{}", made.body);
-    let marker = "id=\"new-token\" class=\"secret\">";
-    let at = made.body.find(marker).unwrap() + marker.len();
-    let token = made.body[at..][..made.body[at..].find('<').unwrap()].to_string();
+    let token = super::dashboard::shown_token(&made);
     let (status, me) = api
         .get(
             &Partner { id: partner, token },

@@ -11,7 +11,7 @@ async fn team_member(api: &Api, partner: i64, email: &str, role: &str) -> Browse
 }
 
 /// The secret shown once on a page (`id="new-token"`).
-fn shown_token(page: &Page) -> String {
+pub(super) fn shown_token(page: &Page) -> String {
     let marker = "id=\"new-token\" class=\"secret\">";
     let at = page.body.find(marker).expect("a new token on the page");
     let rest = &page.body[at + marker.len()..];
