@@ -268,7 +268,7 @@ async fn read(
         By::Model => Box::new(|r| (None, r.model.clone())),
         By::Customer => {
             let names: HashMap<i64, (i64, String)> = match scope {
-                Scope::Partner(p) => customers::of_partner(&state.db, p)
+                Scope::Partner(p) => customers::of_partner(&state.db, p, None)
                     .await?
                     .into_iter()
                     .map(|c| (c.organization_id, (c.id, c.display_name)))
@@ -283,7 +283,7 @@ async fn read(
         By::Key | By::Group => {
             let rows = match scope {
                 Scope::Org(org) => keys::org_key_rows(&state.db, org).await?,
-                Scope::Partner(p) => keys::partner_key_rows(&state.db, p).await?,
+                Scope::Partner(p) => keys::partner_key_rows(&state.db, p, None).await?,
             };
             let lines = KeyLines::new(state, rows, choice.by == By::Group);
             Box::new(move |r| lines.line(r.api_key_id))
@@ -292,9 +292,10 @@ async fn read(
     Ok(usage::breakdown(&rows, &window, of))
 }
 
-/// A partner's usage grouped by the database: every line's totals, the periods' totals, and the
+/// A partner's usage grouped by the database: the largest [`TABLE_LINES`] lines' totals (the
+/// rest folded into one sum: the window's total less theirs), the periods' totals, and the
 /// periods of the lines the chart draws apart (the others have none: the chart's "Other" is the
-/// rest of each period).
+/// rest of each period). Only the listed lines' names are read.
 async fn summarized(
     state: &AppState,
     partner: i64,
@@ -307,16 +308,23 @@ async fn summarized(
         By::Key => usage::Dim::Key,
         By::Group => usage::Dim::Group,
     };
-    let summary = usage::partner_summary(&state.db, partner, &window, dim).await?;
-    // Each value's line: (id, label), and the values behind each line.
+    let largest = u64::try_from(TABLE_LINES).unwrap_or(u64::MAX);
+    let summary = usage::partner_summary(&state.db, partner, &window, dim, largest).await?;
+    let ids: Vec<i64> = summary
+        .lines
+        .iter()
+        .filter_map(|(v, _)| v.parse().ok())
+        .collect();
+    // Each value's line: (id, label).
     let label: Box<dyn Fn(&str) -> Line + Send + Sync> = match choice.by {
         By::Model => Box::new(|v| (None, v.to_string())),
         By::Customer => {
-            let names: HashMap<i64, (i64, String)> = customers::of_partner(&state.db, partner)
-                .await?
-                .into_iter()
-                .map(|c| (c.organization_id, (c.id, c.display_name)))
-                .collect();
+            let names: HashMap<i64, (i64, String)> =
+                customers::of_partner(&state.db, partner, Some(&ids))
+                    .await?
+                    .into_iter()
+                    .map(|c| (c.organization_id, (c.id, c.display_name)))
+                    .collect();
             Box::new(move |v| {
                 let org: i64 = v.parse().unwrap_or(0);
                 match names.get(&org) {
@@ -326,7 +334,7 @@ async fn summarized(
             })
         }
         By::Key => {
-            let rows = keys::partner_key_rows(&state.db, partner).await?;
+            let rows = keys::partner_key_rows(&state.db, partner, Some(&ids)).await?;
             let lines = KeyLines::new(state, rows, false);
             Box::new(move |v| lines.line(v.parse().unwrap_or(0)))
         }
@@ -340,15 +348,17 @@ async fn summarized(
     };
     let mut lines: std::collections::BTreeMap<Line, (Vec<Totals>, Totals, Vec<String>)> =
         std::collections::BTreeMap::new();
+    let mut listed = Totals::default();
     for (value, totals) in &summary.lines {
         let e = lines.entry(label(value)).or_default();
         e.1.merge(totals);
         e.2.push(value.clone());
+        listed.merge(totals);
     }
-    // The lines the chart draws apart: the largest by charge.
+    // The lines the chart draws apart: the largest by charge, in the order the page draws them.
     let mut order: Vec<(&Line, i64)> = lines.iter().map(|(l, v)| (l, v.1.charged)).collect();
     order.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-    let apart = if order.len() > chart::SERIES {
+    let apart = if summary.values > chart::SERIES {
         chart::SERIES - 1
     } else {
         order.len()
@@ -378,9 +388,11 @@ async fn summarized(
             entry.0 = per;
         }
     }
+    let unlisted = summary.values.saturating_sub(summary.lines.len());
     Ok(Breakdown {
         periods: summary.periods,
         per_period: summary.per_period,
+        folded: (unlisted > 0).then(|| (unlisted, summary.total.without(&listed))),
         total: summary.total,
         lines: lines
             .into_iter()
@@ -680,12 +692,18 @@ async fn show(
         .take(TABLE_LINES)
         .map(|(line, (_, t), s)| row(line.1.clone(), Some(format!("s{s}")), t))
         .collect();
-    if lines.len() > TABLE_LINES {
-        let mut rest = Totals::default();
-        for (_, (_, t), _) in lines.iter().skip(TABLE_LINES) {
-            rest.merge(t);
-        }
-        let label = format!("Other ({} more; all in the CSV)", lines.len() - TABLE_LINES);
+    // The lines past the listed: folded by the database (a partner's), or here.
+    let folded = b.folded.or_else(|| {
+        (lines.len() > TABLE_LINES).then(|| {
+            let mut rest = Totals::default();
+            for (_, (_, t), _) in lines.iter().skip(TABLE_LINES) {
+                rest.merge(t);
+            }
+            (lines.len() - TABLE_LINES, rest)
+        })
+    });
+    if let Some((more, rest)) = folded {
+        let label = format!("Other ({more} more; all in the CSV)");
         page.lines.push(row(label, None, &rest));
     }
     page.periods = b

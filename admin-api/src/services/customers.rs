@@ -475,15 +475,17 @@ pub async fn find(
         .ok_or(ApiError::CustomerNotFound)
 }
 
-/// Every customer of partner `partner_id`.
+/// The customers of partner `partner_id`: every one, or those of the organizations `organizations`.
 pub async fn of_partner(
     db: &impl ConnectionTrait,
     partner_id: i64,
+    organizations: Option<&[i64]>,
 ) -> Result<Vec<customers::Model>, ApiError> {
-    Ok(customers::Entity::find()
-        .filter(customers::Column::PartnerId.eq(partner_id))
-        .all(db)
-        .await?)
+    let mut q = customers::Entity::find().filter(customers::Column::PartnerId.eq(partner_id));
+    if let Some(ids) = organizations {
+        q = q.filter(customers::Column::OrganizationId.is_in(ids.iter().copied()));
+    }
+    Ok(q.all(db).await?)
 }
 
 /// Refuses routes that need an active customer with the spec's pending metadata (the

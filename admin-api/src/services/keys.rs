@@ -296,10 +296,12 @@ pub async fn org_key_rows(
         .await?)
 }
 
-/// Every key of every organization partner `partner_id` resells (any status).
+/// The keys (any status) of the organizations partner `partner_id` resells: every one, or those
+/// among `ids`.
 pub async fn partner_key_rows(
     db: &impl ConnectionTrait,
     partner_id: i64,
+    ids: Option<&[i64]>,
 ) -> Result<Vec<customer_api_keys::Model>, ApiError> {
     use sea_orm::sea_query::Query;
     let orgs = Query::select()
@@ -307,10 +309,12 @@ pub async fn partner_key_rows(
         .from(entities::customers::Entity)
         .and_where(entities::customers::Column::PartnerId.eq(partner_id))
         .to_owned();
-    Ok(customer_api_keys::Entity::find()
-        .filter(customer_api_keys::Column::OrganizationId.in_subquery(orgs))
-        .all(db)
-        .await?)
+    let mut q = customer_api_keys::Entity::find()
+        .filter(customer_api_keys::Column::OrganizationId.in_subquery(orgs));
+    if let Some(ids) = ids {
+        q = q.filter(customer_api_keys::Column::Id.is_in(ids.iter().copied()));
+    }
+    Ok(q.all(db).await?)
 }
 
 /// The groups organization `org_id` may mint keys in (its customer's groups, or every configured

@@ -190,6 +190,22 @@ impl Totals {
         ]);
     }
 
+    /// These sums less `o`, a part of them (the lines not listed: a total less the listed).
+    pub fn without(&self, o: &Totals) -> Totals {
+        Totals {
+            requests: self.requests.saturating_sub(o.requests),
+            input_tokens: self.input_tokens.saturating_sub(o.input_tokens),
+            output_tokens: self.output_tokens.saturating_sub(o.output_tokens),
+            cached_tokens: self.cached_tokens.saturating_sub(o.cached_tokens),
+            cache_write_tokens: self.cache_write_tokens.saturating_sub(o.cache_write_tokens),
+            images: self.images.saturating_sub(o.images),
+            video_seconds: self.video_seconds.saturating_sub(o.video_seconds),
+            cost: self.cost.saturating_sub(o.cost),
+            charged: self.charged.saturating_sub(o.charged),
+            wholesale: self.wholesale.saturating_sub(o.wholesale),
+        }
+    }
+
     fn add_parts(&mut self, p: [i64; 10]) {
         let fields = [
             &mut self.requests,
@@ -307,6 +323,8 @@ struct SumRow {
     cost: Option<i64>,
     charged: Option<i64>,
     wholesale: Option<i64>,
+    /// A ranking's count of every value.
+    values: Option<i64>,
 }
 
 impl SumRow {
@@ -363,19 +381,31 @@ pub fn whole_weeks(first: NaiveDate, end: NaiveDate) -> Option<(NaiveDate, Naive
     (from < to).then_some((from, to))
 }
 
-/// Sums of partner `partner_id`'s usage in window `w` read from `source`, for dimension `dim`:
-/// grouped by its value (as text in `k`) when `by_value`, by period (as text in `h`) when
-/// `by_period`, optionally only where the value is one of `only`.
+/// What a grouped read asks for.
+#[derive(Debug, Clone, Copy, Default)]
+struct Ask<'a> {
+    /// Grouped by the dimension's value (as text in `k`).
+    by_value: bool,
+    /// Grouped by period (as text in `h`).
+    by_period: bool,
+    /// Only where the value is one of these.
+    only: Option<&'a [String]>,
+    /// Only the `n` values with the largest charge (ties by value), with the charge alone summed
+    /// and the number of values there are in `values`: a ranking, not the sums.
+    largest: Option<u64>,
+}
+
+/// Sums of partner `partner_id`'s usage in window `w` read from `source`, for dimension `dim`,
+/// as `ask` says.
 async fn grouped(
     db: &impl ConnectionTrait,
     partner_id: i64,
     w: &Window,
     source: Source,
     dim: Dim,
-    (by_value, by_period): (bool, bool),
-    only: Option<&[String]>,
+    ask: Ask<'_>,
 ) -> Result<Vec<SumRow>, ApiError> {
-    use sea_orm::sea_query::{Alias, Condition, Expr, Func, Query};
+    use sea_orm::sea_query::{Alias, Condition, Expr, Func, Order, Query};
     use sea_orm::{ExprTrait, FromQueryResult};
     let col = |c: &str| Expr::col(Alias::new(c));
     let ids =
@@ -398,7 +428,7 @@ async fn grouped(
     let mut q = Query::select();
     q.from(Alias::new(table))
         .expr_as(
-            if by_value {
+            if ask.by_value {
                 col(column).cast_as("TEXT")
             } else {
                 none()
@@ -406,7 +436,7 @@ async fn grouped(
             Alias::new("k"),
         )
         .expr_as(
-            if by_period {
+            if ask.by_period {
                 col(period).cast_as("TEXT")
             } else {
                 none()
@@ -425,7 +455,24 @@ async fn grouped(
         ("charged_nanos", "charged"),
         ("wholesale_nanos", "wholesale"),
     ] {
-        q.expr_as(sum(column), Alias::new(name));
+        // A ranking sums the charge alone (ten sums over a large partner's rows cost several
+        // times one).
+        if ask.largest.is_none() || column == "charged_nanos" {
+            q.expr_as(sum(column), Alias::new(name));
+        } else {
+            q.expr_as(Expr::val(Option::<i64>::None), Alias::new(name));
+        }
+    }
+    match ask.largest {
+        Some(n) => {
+            q.expr_as(Expr::cust("COUNT(*) OVER ()"), Alias::new("values"))
+                .order_by_expr(sum("charged_nanos"), Order::Desc)
+                .order_by(Alias::new(column), Order::Asc)
+                .limit(n);
+        }
+        None => {
+            q.expr_as(Expr::val(Option::<i64>::None), Alias::new("values"));
+        }
     }
     let days = |span: i16, from: NaiveDate, to: NaiveDate| {
         Condition::all()
@@ -462,7 +509,7 @@ async fn grouped(
         Source::Buckets => {
             // The organizations of the asked values that are this partner's customers (a few):
             // the buckets' index (organization first) serves.
-            let asked = ids(only.unwrap_or_default());
+            let asked = ids(ask.only.unwrap_or_default());
             let orgs = if dim == Dim::Organization {
                 Query::select()
                     .column(entities::customers::Column::OrganizationId)
@@ -488,17 +535,17 @@ async fn grouped(
                 .and_where(col("hour_start").lt(w.end));
         }
     }
-    if let Some(values) = only {
+    if let Some(values) = ask.only {
         if column == "model" {
             q.and_where(col("model").is_in(values.iter().cloned()));
         } else {
             q.and_where(col(column).is_in(ids(values)));
         }
     }
-    if by_value {
+    if ask.by_value {
         q.add_group_by([col(column)]);
     }
-    if by_period {
+    if ask.by_period {
         q.add_group_by([col(period)]);
     }
     let statement = db.get_database_backend().build(&q);
@@ -506,37 +553,79 @@ async fn grouped(
 }
 
 /// A partner's usage over a window for its pages, grouped by the database: the window's totals
-/// per period, every value of `dim` with its totals, and the periods of the values in `top`
-/// only (the chart's lines), so nothing per bucket is read into memory. Values are the
-/// dimension as text (an id or a model).
+/// per period, the largest values of the dimension with their totals, and how many values there
+/// are, so nothing per bucket (nor per value past the largest) is read into memory. Values are
+/// the dimension as text (an id or a model).
 pub struct PartnerSummary {
     pub periods: Vec<DateTime<Utc>>,
     pub per_period: Vec<Totals>,
+    /// The `largest` values by charge (ties by value), largest first, with their totals.
     pub lines: Vec<(String, Totals)>,
+    /// How many values have usage in the window (`lines` and the rest).
+    pub values: usize,
     pub total: Totals,
 }
 
-/// The totals of every value of `dim` (largest charge first) and per period, from the partner's
-/// rollups: the lines from its weeks and days (`w` is whole UTC days), the periods from the
-/// models' daily or hourly sums.
+/// The totals per period (from the models' daily or hourly sums) and of the `largest` values of
+/// `dim` by charge, from the partner's rollups (the lines from its weeks and days; `w` is whole
+/// UTC days). The values are ranked by their charge alone first, then only the largest are
+/// summed in full: a partner's every customer is a ranking's row, not ten sums'.
 pub async fn partner_summary(
     db: &impl ConnectionTrait,
     partner_id: i64,
     w: &Window,
     dim: Dim,
+    largest: u64,
 ) -> Result<PartnerSummary, ApiError> {
-    let mut lines: Vec<(String, Totals)> =
-        grouped(db, partner_id, w, Source::Lines, dim, (true, false), None)
+    let ranked = grouped(
+        db,
+        partner_id,
+        w,
+        Source::Lines,
+        dim,
+        Ask {
+            by_value: true,
+            largest: Some(largest),
+            ..Ask::default()
+        },
+    )
+    .await?;
+    let values = ranked
+        .first()
+        .and_then(|r| r.values)
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(0);
+    let top: Vec<String> = ranked.iter().filter_map(|r| r.k.clone()).collect();
+    let mut sums: HashMap<String, Totals> = if top.is_empty() {
+        HashMap::new()
+    } else {
+        let only = Ask {
+            by_value: true,
+            only: Some(&top),
+            ..Ask::default()
+        };
+        grouped(db, partner_id, w, Source::Lines, dim, only)
             .await?
             .into_iter()
             .map(|r| (r.k.clone().unwrap_or_default(), r.totals()))
-            .collect();
-    lines.sort_by(|a, b| b.1.charged.cmp(&a.1.charged).then_with(|| a.0.cmp(&b.0)));
+            .collect()
+    };
+    let lines = top
+        .into_iter()
+        .map(|v| {
+            let t = sums.remove(&v).unwrap_or_default();
+            (v, t)
+        })
+        .collect();
     let source = match w.granularity {
         Granularity::Day => Source::Daily,
         Granularity::Hour => Source::Hourly,
     };
-    let periods = grouped(db, partner_id, w, source, Dim::Model, (false, true), None).await?;
+    let by_period = Ask {
+        by_period: true,
+        ..Ask::default()
+    };
+    let periods = grouped(db, partner_id, w, source, Dim::Model, by_period).await?;
     let (periods, per_period) = fold_hours(w, periods.iter().map(|r| (r.h.as_deref(), r.totals())));
     let mut total = Totals::default();
     for t in &per_period {
@@ -546,6 +635,7 @@ pub async fn partner_summary(
         periods,
         per_period,
         lines,
+        values,
         total,
     })
 }
@@ -559,8 +649,8 @@ pub async fn partner_periods_of(
     w: &Window,
     dim: Dim,
     values: &[String],
-) -> Result<std::collections::HashMap<String, Vec<Totals>>, ApiError> {
-    let mut out = std::collections::HashMap::new();
+) -> Result<HashMap<String, Vec<Totals>>, ApiError> {
+    let mut out = HashMap::new();
     if values.is_empty() {
         return Ok(out);
     }
@@ -569,9 +659,14 @@ pub async fn partner_periods_of(
         (Granularity::Hour, Dim::Model | Dim::Group) => Source::Hourly,
         (Granularity::Hour, Dim::Organization | Dim::Key) => Source::Buckets,
     };
-    let rows = grouped(db, partner_id, w, source, dim, (true, true), Some(values)).await?;
-    let mut by_value: std::collections::HashMap<String, Vec<(Option<String>, Totals)>> =
-        std::collections::HashMap::new();
+    let ask = Ask {
+        by_value: true,
+        by_period: true,
+        only: Some(values),
+        ..Ask::default()
+    };
+    let rows = grouped(db, partner_id, w, source, dim, ask).await?;
+    let mut by_value: HashMap<String, Vec<(Option<String>, Totals)>> = HashMap::new();
     for r in rows {
         by_value
             .entry(r.k.clone().unwrap_or_default())
@@ -651,6 +746,8 @@ pub struct Breakdown<D: Ord> {
     pub per_period: Vec<Totals>,
     /// Over the whole window.
     pub total: Totals,
+    /// The values not in `lines` when only the largest were read: how many, and their sums.
+    pub folded: Option<(usize, Totals)>,
 }
 
 /// Splits `rows` (buckets inside `w`) by period and by `of`.
@@ -671,6 +768,7 @@ pub fn breakdown<D: Ord>(
         periods,
         lines: BTreeMap::new(),
         total: Totals::default(),
+        folded: None,
     };
     let n = out.periods.len();
     for r in rows {

@@ -1338,6 +1338,83 @@ async fn bench_the_dashboard_with_ten_thousand_customers() {
     }
 }
 
+/// Past the table's hundred lines, a partner's customers are listed largest first and the rest
+/// are one "Other" line: the database ranks every customer by charge, sums and names only the
+/// listed, and the folded line is the window's total less theirs, to the nano-dollar.
+#[tokio::test]
+async fn a_partners_usage_table_lists_the_largest_hundred_and_folds_the_rest() {
+    use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
+    let api = Api::start().await;
+    let acme = api.owner("1000").await;
+    let db = &api.state.db;
+    let mut total = 0;
+    for i in 1..=103i64 {
+        for sql in [
+            format!(
+                "INSERT INTO organizations (name, slug, status, created_at, owner_email, activated_at) \
+                 VALUES ('Many {i}', 'many-{i}', 'active', '2026-03-01T00:00:00Z', 'o{i}@many.example', '2026-03-01T00:00:00Z')"
+            ),
+            format!(
+                "INSERT INTO customers (partner_id, external_id, organization_id, display_name, contact_email, billing_mode, billing_allocation_mode, allocation_cap_nanos, created_at) \
+                 SELECT {}, slug, id, name, owner_email, 'prepaid', 'partner_funded', 0, '2026-03-01T00:00:00Z' FROM organizations WHERE slug = 'many-{i}'",
+                acme.id
+            ),
+        ] {
+            db.execute_unprepared(&sql).await.unwrap();
+        }
+        let org = entities::organizations::Entity::find()
+            .filter(entities::organizations::Column::Slug.eq(format!("many-{i}")))
+            .one(db)
+            .await
+            .unwrap()
+            .unwrap();
+        let cost = 1_000_000 * i;
+        total += cost;
+        super::console::spend(
+            &api,
+            org.id,
+            1,
+            "gpt-4o-mini",
+            "2026-03-04T10:00:00Z",
+            cost,
+            0,
+        )
+        .await;
+    }
+    admin_api::workers::settler::drain_once(&api.state, "t")
+        .await
+        .unwrap();
+    let mut olga = team_member(&api, acme.id, "olga@acme.example", "owner").await;
+    let page = olga
+        .get(&format!(
+            "/console/partners/{}/usage?granularity=day&from=2026-03-01&to=2026-03-07&by=customer",
+            acme.id
+        ))
+        .await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let usd = |n: i64| money::NanoUsd::from_nanos(n).to_decimal_usd().to_string();
+    // The hundred largest (4 to 103), largest first; 1 to 3 folded: three requests, 6,000,000
+    // nano-dollars charged.
+    let at = |name: &str| page.body.find(&format!("{name}</th>"));
+    for i in 4..=103 {
+        assert!(at(&format!("Many {i}")).is_some(), "Many {i} listed");
+    }
+    assert!(at("Many 103") < at("Many 102") && at("Many 5") < at("Many 4"));
+    for i in 1..=3 {
+        assert!(at(&format!("Many {i}")).is_none(), "Many {i} folded");
+    }
+    let other = format!(
+        "Other (3 more; all in the CSV)</th><td class=\"num\">3</td><td class=\"num\">300</td><td class=\"num\">30</td><td class=\"num\">{}</td><td class=\"num\">{}</td>",
+        usd(6_000_000),
+        usd(6_000_000)
+    );
+    assert!(page.body.contains(&other), "{}", page.body);
+    assert!(
+        page.body
+            .contains(&format!("data-figure=\"charged\">{} USD", usd(total)))
+    );
+}
+
 /// With more customers than the chart draws apart, the rest is one "Other" series whose share of
 /// each period is the period's total less the lines drawn apart (they need no periods of their
 /// own), and the totals still add up.
