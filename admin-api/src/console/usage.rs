@@ -19,10 +19,11 @@ use crate::services::usage::{self, Breakdown, Granularity, Totals, Window};
 use crate::services::{customers, keys};
 use crate::state::AppState;
 use askama::Template;
+use axum::body::Body;
 use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use chrono::{NaiveDate, SecondsFormat, TimeDelta};
+use chrono::{DateTime, NaiveDate, SecondsFormat, TimeDelta, Utc};
 use money::NanoUsd;
 use std::collections::HashMap;
 
@@ -253,43 +254,72 @@ impl KeyLines {
     }
 }
 
-/// The usage of the chosen window, broken down as chosen.
-async fn read(
-    state: &AppState,
-    scope: Scope,
-    choice: &Choice,
-) -> Result<Breakdown<Line>, ApiError> {
+/// An organization's usage of the chosen window, broken down as chosen (its own buckets, read
+/// and grouped here).
+async fn read(state: &AppState, org: i64, choice: &Choice) -> Result<Breakdown<Line>, ApiError> {
     let window = choice.window()?;
-    let rows = match scope {
-        Scope::Org(org) => usage::hourly_rows(&state.db, org, None, &window).await?,
-        Scope::Partner(p) => usage::partner_hourly_rows(&state.db, p, &window).await?,
-    };
+    let rows = usage::hourly_rows(&state.db, org, None, &window).await?;
     let of: Box<dyn Fn(&entities::usage_hourly::Model) -> Line> = match choice.by {
         By::Model => Box::new(|r| (None, r.model.clone())),
-        By::Customer => {
-            let names: HashMap<i64, (i64, String)> = match scope {
-                Scope::Partner(p) => customers::of_partner(&state.db, p, None)
-                    .await?
-                    .into_iter()
-                    .map(|c| (c.organization_id, (c.id, c.display_name)))
-                    .collect(),
-                Scope::Org(_) => HashMap::new(),
-            };
-            Box::new(move |r| match names.get(&r.organization_id) {
-                Some((id, name)) => (Some(*id), name.clone()),
-                None => (None, format!("organization {}", r.organization_id)),
-            })
-        }
+        By::Customer => Box::new(|r| (None, format!("organization {}", r.organization_id))),
         By::Key | By::Group => {
-            let rows = match scope {
-                Scope::Org(org) => keys::org_key_rows(&state.db, org).await?,
-                Scope::Partner(p) => keys::partner_key_rows(&state.db, p, None).await?,
-            };
+            let rows = keys::org_key_rows(&state.db, org).await?;
             let lines = KeyLines::new(state, rows, choice.by == By::Group);
             Box::new(move |r| lines.line(r.api_key_id))
         }
     };
     Ok(usage::breakdown(&rows, &window, of))
+}
+
+/// The rollups' dimension of a partner's breakdown.
+fn dim_of(by: By) -> usage::Dim {
+    match by {
+        By::Customer => usage::Dim::Organization,
+        By::Model => usage::Dim::Model,
+        By::Key => usage::Dim::Key,
+        By::Group => usage::Dim::Group,
+    }
+}
+
+/// Each value's line in a partner's breakdown, `(id, label)`: the names of the values `ids`
+/// (customers' organizations or keys) only, or of every one with `None`.
+type Labels = Box<dyn Fn(&str) -> Line + Send + Sync>;
+
+async fn labels(
+    state: &AppState,
+    partner: i64,
+    by: By,
+    ids: Option<&[i64]>,
+) -> Result<Labels, ApiError> {
+    Ok(match by {
+        By::Model => Box::new(|v| (None, v.to_string())),
+        By::Customer => {
+            let names: HashMap<i64, (i64, String)> = customers::of_partner(&state.db, partner, ids)
+                .await?
+                .into_iter()
+                .map(|c| (c.organization_id, (c.id, c.display_name)))
+                .collect();
+            Box::new(move |v| {
+                let org: i64 = v.parse().unwrap_or(0);
+                match names.get(&org) {
+                    Some((id, name)) => (Some(*id), name.clone()),
+                    None => (None, format!("organization {v}")),
+                }
+            })
+        }
+        By::Key => {
+            let rows = keys::partner_key_rows(&state.db, partner, ids).await?;
+            let lines = KeyLines::new(state, rows, false);
+            Box::new(move |v| lines.line(v.parse().unwrap_or(0)))
+        }
+        By::Group => {
+            let groups = state.groups().to_vec();
+            Box::new(move |v| {
+                let id: i64 = v.parse().unwrap_or(0);
+                (Some(id), KeyLines::group_name(&groups, id))
+            })
+        }
+    })
 }
 
 /// A partner's usage grouped by the database: the largest [`TABLE_LINES`] lines' totals (the
@@ -302,12 +332,7 @@ async fn summarized(
     choice: &Choice,
 ) -> Result<Breakdown<Line>, ApiError> {
     let window = choice.window()?;
-    let dim = match choice.by {
-        By::Customer => usage::Dim::Organization,
-        By::Model => usage::Dim::Model,
-        By::Key => usage::Dim::Key,
-        By::Group => usage::Dim::Group,
-    };
+    let dim = dim_of(choice.by);
     let largest = u64::try_from(TABLE_LINES).unwrap_or(u64::MAX);
     let summary = usage::partner_summary(&state.db, partner, &window, dim, largest).await?;
     let ids: Vec<i64> = summary
@@ -315,37 +340,7 @@ async fn summarized(
         .iter()
         .filter_map(|(v, _)| v.parse().ok())
         .collect();
-    // Each value's line: (id, label).
-    let label: Box<dyn Fn(&str) -> Line + Send + Sync> = match choice.by {
-        By::Model => Box::new(|v| (None, v.to_string())),
-        By::Customer => {
-            let names: HashMap<i64, (i64, String)> =
-                customers::of_partner(&state.db, partner, Some(&ids))
-                    .await?
-                    .into_iter()
-                    .map(|c| (c.organization_id, (c.id, c.display_name)))
-                    .collect();
-            Box::new(move |v| {
-                let org: i64 = v.parse().unwrap_or(0);
-                match names.get(&org) {
-                    Some((id, name)) => (Some(*id), name.clone()),
-                    None => (None, format!("organization {v}")),
-                }
-            })
-        }
-        By::Key => {
-            let rows = keys::partner_key_rows(&state.db, partner, Some(&ids)).await?;
-            let lines = KeyLines::new(state, rows, false);
-            Box::new(move |v| lines.line(v.parse().unwrap_or(0)))
-        }
-        By::Group => {
-            let groups = state.groups().to_vec();
-            Box::new(move |v| {
-                let id: i64 = v.parse().unwrap_or(0);
-                (Some(id), KeyLines::group_name(&groups, id))
-            })
-        }
-    };
+    let label = labels(state, partner, choice.by, Some(&ids)).await?;
     let mut lines: std::collections::BTreeMap<Line, (Vec<Totals>, Totals, Vec<String>)> =
         std::collections::BTreeMap::new();
     let mut listed = Totals::default();
@@ -663,7 +658,7 @@ async fn show(
     // an organization's buckets are read and grouped here.
     let read = match scope {
         Scope::Partner(p) => summarized(state, p, &choice).await,
-        Scope::Org(_) => read(state, scope, &choice).await,
+        Scope::Org(org) => read(state, org, &choice).await,
     };
     let b = match read {
         Ok(b) => b,
@@ -757,65 +752,162 @@ fn csv_text(s: &str) -> String {
     format!("\"{}\"", defused.replace('"', "\"\""))
 }
 
-/// The CSV of a breakdown: one row per period and line with any usage, oldest first; a
-/// partner's adds what was charged, the wholesale cost and the margin.
-fn csv(b: &Breakdown<Line>, w: &Window, by: By, scope: Scope) -> String {
-    let ts = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
-    let usd = |n: i64| NanoUsd::from_nanos(n).to_decimal_usd();
+/// The CSV's header line; a partner's adds what was charged, the wholesale cost and the margin.
+fn csv_head(by: By, partner: bool) -> String {
     let head = match by {
         By::Model => "model",
         By::Key => "api_key_id,api_key",
         By::Group => "group_id,group",
         By::Customer => "customer_id,customer",
     };
-    let money = if scope.is_partner() {
+    let money = if partner {
         ",charged_usd,wholesale_usd,margin_usd"
     } else {
         ""
     };
-    let mut out = format!(
+    format!(
         "period_start,period_end,{head},requests,input_tokens,output_tokens,cached_tokens,cache_write_tokens,images,video_seconds,cost_usd{money}\r\n"
+    )
+}
+
+/// Appends the CSV row of line `line` in the period starting at `start` of window `w`, unless
+/// the line had no usage in it.
+fn csv_row(
+    out: &mut String,
+    (start, w): (DateTime<Utc>, &Window),
+    by: By,
+    line: &Line,
+    t: &Totals,
+    partner: bool,
+) {
+    use std::fmt::Write;
+    if t.requests == 0 && t.cost == 0 && t.charged == 0 {
+        return;
+    }
+    let ts = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let (id, label) = line;
+    let who = match by {
+        By::Model => csv_text(label),
+        By::Key | By::Group | By::Customer => format!(
+            "{},{}",
+            id.map(|v| v.to_string()).unwrap_or_default(),
+            csv_text(label)
+        ),
+    };
+    let money = if partner {
+        format!(
+            ",{},{},{}",
+            NanoUsd::from_nanos(t.charged).to_decimal_usd(),
+            NanoUsd::from_nanos(t.wholesale).to_decimal_usd(),
+            t.margin().to_decimal_usd()
+        )
+    } else {
+        String::new()
+    };
+    let _ = write!(
+        out,
+        "{},{},{who},{},{},{},{},{},{},{},{}{money}\r\n",
+        ts(start),
+        ts((start + w.step()).min(w.end)),
+        t.requests,
+        t.input_tokens,
+        t.output_tokens,
+        t.cached_tokens,
+        t.cache_write_tokens,
+        t.images,
+        t.video_seconds,
+        t.cost_usd().to_decimal_usd()
     );
+}
+
+/// An organization's CSV: one row per period and line with any usage, oldest first.
+fn csv(b: &Breakdown<Line>, w: &Window, by: By) -> String {
+    let mut out = csv_head(by, false);
     for (i, start) in b.periods.iter().enumerate() {
-        for ((id, label), (per, _)) in &b.lines {
-            let Some(t) = per.get(i) else { continue };
-            if t.requests == 0 && t.cost == 0 && t.charged == 0 {
-                continue;
+        for (line, (per, _)) in &b.lines {
+            if let Some(t) = per.get(i) {
+                csv_row(&mut out, (*start, w), by, line, t, false);
             }
-            let who = match by {
-                By::Model => csv_text(label),
-                By::Key | By::Group | By::Customer => format!(
-                    "{},{}",
-                    id.map(|v| v.to_string()).unwrap_or_default(),
-                    csv_text(label)
-                ),
-            };
-            let money = if scope.is_partner() {
-                format!(
-                    ",{},{},{}",
-                    usd(t.charged),
-                    usd(t.wholesale),
-                    t.margin().to_decimal_usd()
-                )
-            } else {
-                String::new()
-            };
-            out.push_str(&format!(
-                "{},{},{who},{},{},{},{},{},{},{},{}{money}\r\n",
-                ts(*start),
-                ts((*start + w.step()).min(w.end)),
-                t.requests,
-                t.input_tokens,
-                t.output_tokens,
-                t.cached_tokens,
-                t.cache_write_tokens,
-                t.images,
-                t.video_seconds,
-                t.cost_usd().to_decimal_usd()
-            ));
         }
     }
     out
+}
+
+/// Bytes a partner's CSV sends at a time.
+const CSV_CHUNK: usize = 4 * 1024;
+
+/// A partner's CSV, streamed: the lines' names are read first, then the cells come from the
+/// rollups in period order and are written as they come, a chunk at a time, so that a partner
+/// with ten thousand customers is never one string in memory. The reading is driven by the
+/// answer's body (no task of its own: a client that goes away stops it). A failure before the
+/// first cell is an error (the page's 503); one after it cuts the download (never a silently
+/// short file).
+async fn partner_csv(state: &AppState, partner: i64, choice: &Choice) -> Result<Body, ApiError> {
+    use futures_util::StreamExt;
+    type Chunk = Result<bytes::Bytes, std::io::Error>;
+    let window = choice.window()?;
+    let by = choice.by;
+    let label = labels(state, partner, by, None).await?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Chunk>(4);
+    let db = state.db.clone();
+    let cut = move |e: ApiError| {
+        tracing::error!(error = %e, partner, "usage CSV not read");
+        std::io::Error::other("usage not read")
+    };
+    // Sends the header and the first row at once (the answer waits for them), then a chunk at a
+    // time.
+    let producer = async move {
+        let cells = match usage::partner_cells(&db, partner, &window, dim_of(by)).await {
+            Ok(cells) => cells,
+            Err(e) => {
+                let _ = tx.send(Err(cut(e))).await;
+                return;
+            }
+        };
+        let mut cells = std::pin::pin!(cells);
+        let mut out = csv_head(by, true);
+        let mut first = true;
+        loop {
+            let cell = cells.next().await;
+            match cell {
+                Some(Ok(c)) => {
+                    csv_row(
+                        &mut out,
+                        (c.period, &window),
+                        by,
+                        &label(&c.value),
+                        &c.totals,
+                        true,
+                    );
+                }
+                Some(Err(e)) => {
+                    let _ = tx.send(Err(cut(e))).await;
+                    return;
+                }
+                None => break,
+            }
+            if (first || out.len() >= CSV_CHUNK)
+                && tx.send(Ok(std::mem::take(&mut out).into())).await.is_err()
+            {
+                return;
+            }
+            first = false;
+        }
+        if !out.is_empty() {
+            let _ = tx.send(Ok(out.into())).await;
+        }
+    };
+    let driven = futures_util::stream::once(producer).filter_map(|()| async { None::<Chunk> });
+    let received = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|chunk| (chunk, rx))
+    });
+    let mut chunks = Box::pin(futures_util::stream::select(driven, received));
+    match chunks.next().await {
+        Some(Ok(first)) => Ok(Body::from_stream(
+            futures_util::stream::once(async { Ok::<_, std::io::Error>(first) }).chain(chunks),
+        )),
+        Some(Err(_)) | None => Err(ApiError::Internal),
+    }
 }
 
 /// `GET /console/orgs/{org}/usage.csv`: the page's figures as CSV (members only; a refused
@@ -853,9 +945,19 @@ async fn csv_answer(state: &AppState, scope: Scope, q: &HashMap<String, String>)
             return pages::message(StatusCode::BAD_REQUEST, "Cannot download", &refusal.message);
         }
     };
-    let (b, w) = match (read(state, scope, &choice).await, choice.window()) {
-        (Ok(b), Ok(w)) => (b, w),
-        _ => return pages::unavailable(),
+    let body = match scope {
+        Scope::Partner(p) => partner_csv(state, p, &choice).await,
+        Scope::Org(org) => match (read(state, org, &choice).await, choice.window()) {
+            (Ok(b), Ok(w)) => Ok(Body::from(csv(&b, &w, choice.by))),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        },
+    };
+    let body = match body {
+        Ok(body) => body,
+        Err(e) => {
+            tracing::error!(error = %e, "usage CSV not read");
+            return pages::unavailable();
+        }
     };
     let name = format!(
         "usage-{}-{}-{}-{}-by-{}-{}.csv",
@@ -874,7 +976,7 @@ async fn csv_answer(state: &AppState, scope: Scope, q: &HashMap<String, String>)
                 format!("attachment; filename=\"{name}\""),
             ),
         ],
-        csv(&b, &w, choice.by, scope),
+        body,
     )
         .into_response()
 }

@@ -393,6 +393,8 @@ struct Ask<'a> {
     /// Only the `n` values with the largest charge (ties by value), with the charge alone summed
     /// and the number of values there are in `values`: a ranking, not the sums.
     largest: Option<u64>,
+    /// Ordered by period, then by value.
+    ordered: bool,
 }
 
 /// Sums of partner `partner_id`'s usage in window `w` read from `source`, for dimension `dim`,
@@ -405,8 +407,22 @@ async fn grouped(
     dim: Dim,
     ask: Ask<'_>,
 ) -> Result<Vec<SumRow>, ApiError> {
+    use sea_orm::FromQueryResult;
+    let statement = grouped_statement(db.get_database_backend(), partner_id, w, source, dim, ask)?;
+    Ok(SumRow::find_by_statement(statement).all(db).await?)
+}
+
+/// The statement of [`grouped`].
+fn grouped_statement(
+    backend: sea_orm::DbBackend,
+    partner_id: i64,
+    w: &Window,
+    source: Source,
+    dim: Dim,
+    ask: Ask<'_>,
+) -> Result<sea_orm::Statement, ApiError> {
+    use sea_orm::ExprTrait;
     use sea_orm::sea_query::{Alias, Condition, Expr, Func, Order, Query};
-    use sea_orm::{ExprTrait, FromQueryResult};
     let col = |c: &str| Expr::col(Alias::new(c));
     let ids =
         |values: &[String]| -> Vec<i64> { values.iter().filter_map(|v| v.parse().ok()).collect() };
@@ -507,10 +523,16 @@ async fn grouped(
                 .and_where(col("hour_start").lt(w.end));
         }
         Source::Buckets => {
-            // The organizations of the asked values that are this partner's customers (a few):
-            // the buckets' index (organization first) serves.
+            // The organizations of the asked values that are this partner's customers (a few:
+            // the buckets' index, organization first, serves), or all of them.
             let asked = ids(ask.only.unwrap_or_default());
-            let orgs = if dim == Dim::Organization {
+            let orgs = if ask.only.is_none() {
+                Query::select()
+                    .column(entities::customers::Column::OrganizationId)
+                    .from(entities::customers::Entity)
+                    .and_where(entities::customers::Column::PartnerId.eq(partner_id))
+                    .to_owned()
+            } else if dim == Dim::Organization {
                 Query::select()
                     .column(entities::customers::Column::OrganizationId)
                     .from(entities::customers::Entity)
@@ -542,14 +564,78 @@ async fn grouped(
             q.and_where(col(column).is_in(ids(values)));
         }
     }
-    if ask.by_value {
-        q.add_group_by([col(column)]);
-    }
+    // Period first: an ordered read then follows the rollups' primary key (period, then value)
+    // and streams without a sort.
     if ask.by_period {
         q.add_group_by([col(period)]);
     }
-    let statement = db.get_database_backend().build(&q);
-    Ok(SumRow::find_by_statement(statement).all(db).await?)
+    if ask.by_value {
+        q.add_group_by([col(column)]);
+    }
+    if ask.ordered {
+        q.order_by(Alias::new(period), Order::Asc)
+            .order_by(Alias::new(column), Order::Asc);
+    }
+    Ok(backend.build(&q))
+}
+
+/// One cell of a partner's usage: a value of a dimension (as text: an id or a model) in one
+/// period, with its sums.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cell {
+    pub value: String,
+    pub period: DateTime<Utc>,
+    pub totals: Totals,
+}
+
+/// Every cell of partner `partner_id`'s usage of `dim` in window `w` (whole UTC days), oldest
+/// period first and by value within it, streamed from the rollups: per day from the daily
+/// rollup; per hour from the hourly rollup (models, groups) or the customers' own buckets
+/// (customers, keys). A partner's CSV, however many customers it has, is never held whole.
+pub async fn partner_cells<'a, C>(
+    db: &'a C,
+    partner_id: i64,
+    w: &Window,
+    dim: Dim,
+) -> Result<impl futures_util::Stream<Item = Result<Cell, ApiError>> + Send + 'a, ApiError>
+where
+    C: ConnectionTrait + sea_orm::StreamTrait + Send + Sync,
+{
+    use futures_util::StreamExt;
+    use sea_orm::FromQueryResult;
+    let source = match (w.granularity, dim) {
+        (Granularity::Day, _) => Source::Daily,
+        (Granularity::Hour, Dim::Model | Dim::Group) => Source::Hourly,
+        (Granularity::Hour, Dim::Organization | Dim::Key) => Source::Buckets,
+    };
+    let ask = Ask {
+        by_value: true,
+        by_period: true,
+        ordered: true,
+        ..Ask::default()
+    };
+    let statement = grouped_statement(
+        ConnectionTrait::get_database_backend(db),
+        partner_id,
+        w,
+        source,
+        dim,
+        ask,
+    )?;
+    let rows = SumRow::find_by_statement(statement).stream(db).await?;
+    Ok(rows.filter_map(|row| async move {
+        match row {
+            Err(e) => Some(Err(ApiError::from(e))),
+            Ok(r) => {
+                let period = r.h.as_deref().and_then(parse_db_time)?;
+                Some(Ok(Cell {
+                    value: r.k.clone().unwrap_or_default(),
+                    period,
+                    totals: r.totals(),
+                }))
+            }
+        }
+    }))
 }
 
 /// A partner's usage over a window for its pages, grouped by the database: the window's totals

@@ -1538,7 +1538,7 @@ fn same(csv: &str, json: &Value) -> bool {
 }
 
 /// The rows of a CSV answer (header first), split on commas outside quotes.
-fn csv_rows(body: &str) -> Vec<Vec<String>> {
+pub(super) fn csv_rows(body: &str) -> Vec<Vec<String>> {
     body.split("\r\n")
         .filter(|l| !l.is_empty())
         .map(|line| {

@@ -1315,6 +1315,10 @@ async fn bench_the_dashboard_with_ten_thousand_customers() {
             "usage, 7 days by hour and customer",
             format!("{base}/usage?granularity=hour&from={week}&to={today}&by=customer"),
         ),
+        (
+            "usage CSV, 30 days by day and customer (whole download)",
+            format!("{base}/usage.csv?by=customer"),
+        ),
     ] {
         let mut times = Vec::new();
         for _ in 0..7 {
@@ -1413,6 +1417,75 @@ async fn a_partners_usage_table_lists_the_largest_hundred_and_folds_the_rest() {
         page.body
             .contains(&format!("data-figure=\"charged\">{} USD", usd(total)))
     );
+    // The CSV has every customer (streamed from the rollups in chunks), by day and by hour, and
+    // the keys' and models' cells add up to the same total.
+    let base = format!("/console/partners/{}/usage.csv", acme.id);
+    for granularity in ["day", "hour"] {
+        let csv = olga
+            .get(&format!(
+                "{base}?granularity={granularity}&from=2026-03-04&to=2026-03-04&by=customer"
+            ))
+            .await;
+        assert_eq!(csv.status, 200, "{}", csv.body);
+        assert_eq!(csv.header("content-type"), "text/csv; charset=utf-8");
+        let rows = super::console::csv_rows(&csv.body);
+        assert_eq!(rows.len(), 1 + 103, "{}", csv.body);
+        assert_eq!(rows[0][2..4], ["customer_id", "customer"]);
+        assert_eq!(
+            rows[0][12..],
+            ["charged_usd", "wholesale_usd", "margin_usd"]
+        );
+        let start = if granularity == "day" {
+            "2026-03-04T00:00:00Z"
+        } else {
+            "2026-03-04T10:00:00Z"
+        };
+        for i in 1..=103i64 {
+            let row = rows
+                .iter()
+                .find(|r| r[3] == format!("Many {i}"))
+                .unwrap_or_else(|| panic!("Many {i} in the {granularity} CSV"));
+            assert_eq!(row[0], start);
+            assert_eq!(row[4], "1");
+            assert_eq!(row[12], usd(1_000_000 * i), "{row:?}");
+        }
+    }
+    // A window without usage is the header alone.
+    let empty = olga
+        .get(&format!(
+            "{base}?granularity=day&from=2026-03-05&to=2026-03-06&by=customer"
+        ))
+        .await;
+    assert_eq!(empty.status, 200);
+    assert_eq!(
+        super::console::csv_rows(&empty.body).len(),
+        1,
+        "{}",
+        empty.body
+    );
+    for (query, line) in [
+        (
+            "granularity=hour&from=2026-03-04&to=2026-03-04&by=key",
+            "key 1",
+        ),
+        (
+            "granularity=day&from=2026-03-01&to=2026-03-07&by=model",
+            "gpt-4o-mini",
+        ),
+        (
+            "granularity=hour&from=2026-03-04&to=2026-03-04&by=model",
+            "gpt-4o-mini",
+        ),
+    ] {
+        let csv = olga.get(&format!("{base}?{query}")).await;
+        assert_eq!(csv.status, 200, "{}", csv.body);
+        let rows = super::console::csv_rows(&csv.body);
+        assert_eq!(rows.len(), 2, "{query}: {}", csv.body);
+        let row = &rows[1];
+        assert!(row.iter().any(|f| f == line), "{query}: {row:?}");
+        assert!(row.contains(&"103".to_string()), "{query}: {row:?}");
+        assert_eq!(row[row.len() - 3], usd(total), "{query}: {row:?}");
+    }
 }
 
 /// With more customers than the chart draws apart, the rest is one "Other" series whose share of
