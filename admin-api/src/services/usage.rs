@@ -266,27 +266,6 @@ pub async fn hourly_rows(
     Ok(q.all(db).await?)
 }
 
-/// The hourly buckets of every organization partner `partner_id` resells, over a window (one
-/// query: the organizations are a subquery on `customers`).
-pub async fn partner_hourly_rows(
-    db: &impl ConnectionTrait,
-    partner_id: i64,
-    w: &Window,
-) -> Result<Vec<usage_hourly::Model>, ApiError> {
-    use sea_orm::sea_query::Query;
-    let orgs = Query::select()
-        .column(entities::customers::Column::OrganizationId)
-        .from(entities::customers::Entity)
-        .and_where(entities::customers::Column::PartnerId.eq(partner_id))
-        .to_owned();
-    Ok(usage_hourly::Entity::find()
-        .filter(usage_hourly::Column::OrganizationId.in_subquery(orgs))
-        .filter(usage_hourly::Column::HourStart.gte(w.start))
-        .filter(usage_hourly::Column::HourStart.lt(w.end))
-        .all(db)
-        .await?)
-}
-
 /// A dimension the database groups a partner's usage by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dim {
