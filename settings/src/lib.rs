@@ -13,18 +13,112 @@
 //!
 //! This crate does no I/O besides reading the file and the environment.
 
-mod raw;
-mod validate;
+mod accounts;
+mod admin;
+mod database;
+mod error;
+mod groups;
+mod mail;
+mod metrics;
+mod models;
+mod money;
+mod payments;
+mod redis;
+mod routing;
+mod security;
+mod server;
+mod values;
+mod video;
 
-pub use validate::{
-    Account, Admin, Capability, ConfigError, DEFAULT_KEY_CACHE_MS, Database, Environment, Group,
-    GroupFeature, Mail, Metrics, Model, ModelKind, ModelPrices, Money, Payments, Provider, Redis,
-    Routing, Security, Server, Settings, Stripe, VIDEO_RESOLUTIONS, Video, VideoOptions,
-};
+pub use accounts::{Account, Capability, Provider};
+pub use admin::Admin;
+pub use database::Database;
+pub use error::ConfigError;
+pub use groups::{Group, GroupFeature};
+pub use mail::Mail;
+pub use metrics::Metrics;
+pub use models::{Model, ModelKind, ModelPrices, VIDEO_RESOLUTIONS, VideoOptions};
+pub use money::Money;
+pub use payments::{Payments, Stripe};
+pub use redis::{DEFAULT_KEY_CACHE_MS, Redis};
+pub use routing::Routing;
+pub use security::Security;
+pub use server::{Environment, Server};
+pub use video::Video;
 
+use error::err;
+use serde::Deserialize;
+use std::collections::HashSet;
 use std::path::Path;
+use values::EnvFn;
+
+/// The configuration file exactly as written: one section per module, each a serde type with
+/// `deny_unknown_fields`. Nothing in it is trusted; [`Settings::parse`] validates every section.
+/// Key names are the operator contract (DESIGN.md §6): renaming one breaks deployed files.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    server: server::RawServer,
+    #[serde(default)]
+    admin: admin::RawAdmin,
+    metrics: Option<metrics::RawMetrics>,
+    database: Option<database::RawDatabase>,
+    redis: Option<redis::RawRedis>,
+    #[serde(default)]
+    security: security::RawSecurity,
+    #[serde(default)]
+    mail: mail::RawMail,
+    #[serde(default)]
+    money: money::RawMoney,
+    #[serde(default)]
+    routing: routing::RawRouting,
+    #[serde(default)]
+    video: video::RawVideo,
+    #[serde(default)]
+    payments: payments::RawPayments,
+    #[serde(default)]
+    models: Vec<models::RawModel>,
+    #[serde(default)]
+    accounts: Vec<accounts::RawAccount>,
+    #[serde(default)]
+    groups: Vec<groups::RawGroup>,
+}
+
+/// The whole validated configuration.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub server: Server,
+    pub admin: Admin,
+    pub metrics: Option<Metrics>,
+    pub database: Option<Database>,
+    pub redis: Option<Redis>,
+    pub security: Security,
+    pub mail: Mail,
+    pub payments: Payments,
+    pub money: Money,
+    pub routing: Routing,
+    pub video: Video,
+    pub models: Vec<Model>,
+    pub accounts: Vec<Account>,
+    pub groups: Vec<Group>,
+}
 
 impl Settings {
+    pub fn model(&self, id: &str) -> Option<&Model> {
+        self.models.iter().find(|m| m.id == id)
+    }
+
+    pub fn group(&self, id: i64) -> Option<&Group> {
+        self.groups.iter().find(|g| g.id == id)
+    }
+
+    /// The database section, which admin-api (and an embedded proxy) cannot run without.
+    pub fn require_database(&self) -> Result<&Database, ConfigError> {
+        self.database
+            .as_ref()
+            .ok_or_else(|| err("database.url", "required: admin-api keeps the ledger there"))
+    }
+
     /// Reads and validates the file at `path`, taking secrets from the process environment.
     pub fn load(path: &Path) -> Result<Settings, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
@@ -43,15 +137,96 @@ impl Settings {
             path: String::new(),
             message: format!("not valid TOML: {}", e.message()),
         })?;
-        let raw: raw::RawConfig = serde_path_to_error::deserialize(de).map_err(|e| {
+        let raw: RawConfig = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
             ConfigError {
                 path: if path == "." { String::new() } else { path },
                 message: e.into_inner().message().to_string(),
             }
         })?;
-        validate::validate(raw, env)
+        validate(raw, env)
     }
+}
+
+/// Validates each section in its module and applies the rules that span sections: the embedded
+/// admin-api needs a database and a separate one a shared Redis; account and group model lists
+/// name configured models; ids are unique; an image or video model's accounts speak one provider.
+fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, ConfigError> {
+    let server = server::validate(&raw.server)?;
+    let admin = admin::validate(&raw.admin)?;
+    let metrics = metrics::validate(raw.metrics.as_ref())?;
+    let database = database::validate(raw.database.as_ref(), env)?;
+    if admin.embedded && database.is_none() {
+        return Err(err(
+            "database.url",
+            "required when admin.embedded = true (the embedded admin-api keeps the ledger there)",
+        ));
+    }
+    let redis = redis::validate(raw.redis.as_ref(), env)?;
+    if redis.is_none() && !admin.embedded {
+        return Err(err(
+            "redis.url",
+            "required unless admin.embedded = true (the in-memory store cannot be shared between processes)",
+        ));
+    }
+    let security = security::validate(&raw.security, env)?;
+    let mail = mail::validate(&raw.mail, env)?;
+    let money = money::validate(&raw.money)?;
+    let routing = routing::validate(&raw.routing)?;
+    let video = video::validate(&raw.video)?;
+
+    let models = models::validate(&raw.models)?;
+    let model_ids: HashSet<&str> = models.iter().map(|m| m.id.as_str()).collect();
+    let accounts = raw
+        .accounts
+        .iter()
+        .enumerate()
+        .map(|(i, a)| accounts::validate(a, i, &model_ids, env))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut seen = HashSet::new();
+    for (i, a) in accounts.iter().enumerate() {
+        if !seen.insert(a.id.as_str()) {
+            return Err(err(
+                format!("accounts[{i}].id"),
+                format!("duplicate account id {:?}", a.id),
+            ));
+        }
+    }
+    accounts::image_profiles(&models, &accounts)?;
+    accounts::video_providers(&models, &accounts)?;
+    let groups = raw
+        .groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| groups::validate(g, i, &model_ids))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut seen = HashSet::new();
+    for (i, g) in groups.iter().enumerate() {
+        if !seen.insert(g.id) {
+            return Err(err(
+                format!("groups[{i}].id"),
+                format!("duplicate group id {}", g.id),
+            ));
+        }
+    }
+
+    let payments = payments::validate(&raw.payments, &server, env)?;
+    Ok(Settings {
+        server,
+        admin,
+        metrics,
+        database,
+        redis,
+        security,
+        mail,
+        payments,
+        money,
+        routing,
+        video,
+        models,
+        accounts,
+        groups,
+    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,159 @@
+//! `[server]`: the gateway's listener, public URL, environment, limits and timeouts, and the
+//! files of its lifecycle (pid file, upgrade socket, usage spool).
+
+use crate::error::{ConfigError, err};
+use crate::values::socket_addr;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use url::Url;
+
+/// The section as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawServer {
+    pub listen: String,
+    pub public_base_url: Option<String>,
+    pub environment: Option<String>,
+    pub max_body_bytes: Option<u64>,
+    pub threads: Option<usize>,
+    pub upstream_connect_timeout_ms: Option<u64>,
+    pub upstream_read_timeout_ms: Option<u64>,
+    pub request_body_timeout_ms: Option<u64>,
+    pub usage_spool_dir: Option<String>,
+    pub pid_file: Option<String>,
+    pub shutdown_grace_ms: Option<u64>,
+    pub upgrade_sock: Option<String>,
+}
+
+/// Which keys this deployment accepts. A production gateway refuses development keys and the
+/// other way round: a key only works in the environment it was minted for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Environment {
+    Production,
+    Development,
+}
+
+#[derive(Debug, Clone)]
+pub struct Server {
+    pub listen: SocketAddr,
+    pub public_base_url: Url,
+    /// Whether `public_base_url` was configured (else it is `http://{listen}`, and URLs the
+    /// gateway hands out are built from the request's `Host`).
+    pub public_base_url_configured: bool,
+    pub environment: Environment,
+    /// Largest request body the gateway reads; larger bodies answer 413.
+    pub max_body_bytes: usize,
+    /// Pingora worker threads.
+    pub threads: usize,
+    pub upstream_connect_timeout_ms: u64,
+    /// Longest silence between two reads from a supplier (an SSE gap must be shorter).
+    pub upstream_read_timeout_ms: u64,
+    /// Longest silence between two reads of a client's request body (a stalled upload answers
+    /// 408 and releases everything).
+    pub request_body_timeout_ms: u64,
+    /// Where the gateway keeps its recent usage events on disk (append-only files), so that they
+    /// are re-sent after a restart; `None`: in memory only.
+    pub usage_spool_dir: Option<std::path::PathBuf>,
+    /// Where the running proxy writes its process id (`proxy --reload` signals it); default
+    /// `{temp dir}/tollgate-proxy-{listen port}.pid`.
+    pub pid_file: std::path::PathBuf,
+    /// After `SIGTERM` (or the old process of an upgrade), how long calls in flight may take to
+    /// finish before the process exits anyway; it exits as soon as none is left.
+    pub shutdown_grace_ms: u64,
+    /// The Unix socket over which `proxy --upgrade` receives the running proxy's listening
+    /// sockets; default `{temp dir}/tollgate-upgrade-{listen port}.sock`.
+    pub upgrade_sock: std::path::PathBuf,
+}
+
+/// Validates `[server]`.
+pub(crate) fn validate(s: &RawServer) -> Result<Server, ConfigError> {
+    let listen = socket_addr(&s.listen, "server.listen")?;
+    let public_base_url = match &s.public_base_url {
+        Some(u) => {
+            let url = Url::parse(u)
+                .map_err(|e| err("server.public_base_url", format!("{u:?} is not a URL: {e}")))?;
+            if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+                return Err(err(
+                    "server.public_base_url",
+                    "must be an http:// or https:// URL with a host",
+                ));
+            }
+            url
+        }
+        None => Url::parse(&format!("http://{listen}"))
+            .map_err(|e| err("server.listen", format!("cannot form a base URL: {e}")))?,
+    };
+    let environment = match s.environment.as_deref() {
+        None | Some("development") => Environment::Development,
+        Some("production") => Environment::Production,
+        Some(other) => {
+            return Err(err(
+                "server.environment",
+                format!("{other:?} is not one of \"production\", \"development\""),
+            ));
+        }
+    };
+    let max_body_bytes = s.max_body_bytes.unwrap_or(32 * 1024 * 1024);
+    if max_body_bytes == 0 || max_body_bytes > 1024 * 1024 * 1024 {
+        return Err(err(
+            "server.max_body_bytes",
+            "must be between 1 and 1073741824",
+        ));
+    }
+    let threads = s.threads.unwrap_or(2);
+    if threads == 0 || threads > 256 {
+        return Err(err("server.threads", "must be between 1 and 256"));
+    }
+    let connect = s.upstream_connect_timeout_ms.unwrap_or(5_000);
+    let read = s.upstream_read_timeout_ms.unwrap_or(300_000);
+    if connect == 0 {
+        return Err(err(
+            "server.upstream_connect_timeout_ms",
+            "must be positive",
+        ));
+    }
+    if read == 0 {
+        return Err(err("server.upstream_read_timeout_ms", "must be positive"));
+    }
+    let body_timeout = s.request_body_timeout_ms.unwrap_or(30_000);
+    if body_timeout == 0 {
+        return Err(err("server.request_body_timeout_ms", "must be positive"));
+    }
+    Ok(Server {
+        listen,
+        public_base_url,
+        public_base_url_configured: s.public_base_url.is_some(),
+        environment,
+        max_body_bytes: usize::try_from(max_body_bytes)
+            .map_err(|_| err("server.max_body_bytes", "too large for this machine"))?,
+        threads,
+        upstream_connect_timeout_ms: connect,
+        upstream_read_timeout_ms: read,
+        request_body_timeout_ms: body_timeout,
+        usage_spool_dir: s
+            .usage_spool_dir
+            .as_deref()
+            .filter(|d| !d.trim().is_empty())
+            .map(std::path::PathBuf::from),
+        shutdown_grace_ms: match s.shutdown_grace_ms {
+            Some(ms) if ms > 3_600_000 => {
+                return Err(err(
+                    "server.shutdown_grace_ms",
+                    "must be at most 3600000 (one hour)",
+                ));
+            }
+            Some(ms) => ms,
+            None => 30_000,
+        },
+        upgrade_sock: match s.upgrade_sock.as_deref().map(str::trim) {
+            Some("") => return Err(err("server.upgrade_sock", "must not be empty")),
+            Some(path) => std::path::PathBuf::from(path),
+            None => std::env::temp_dir().join(format!("tollgate-upgrade-{}.sock", listen.port())),
+        },
+        pid_file: match s.pid_file.as_deref().map(str::trim) {
+            Some("") => return Err(err("server.pid_file", "must not be empty")),
+            Some(path) => std::path::PathBuf::from(path),
+            None => std::env::temp_dir().join(format!("tollgate-proxy-{}.pid", listen.port())),
+        },
+    })
+}
