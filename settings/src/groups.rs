@@ -59,7 +59,11 @@ pub enum GroupFeature {
 }
 
 /// Validates `groups[i]` against the configured models.
-pub(crate) fn validate(g: &RawGroup, i: usize, model_ids: &HashSet<&str>) -> Result<Group, ConfigError> {
+pub(crate) fn validate(
+    g: &RawGroup,
+    i: usize,
+    model_ids: &HashSet<&str>,
+) -> Result<Group, ConfigError> {
     let p = |field: &str| format!("groups[{i}].{field}");
     if g.id <= 0 {
         return Err(err(p("id"), "must be a positive integer"));

@@ -28,7 +28,10 @@ pub struct Redis {
 pub const DEFAULT_KEY_CACHE_MS: u64 = 1000;
 
 /// Validates `[redis]` (absent and not in the environment: `None`).
-pub(crate) fn validate(raw: Option<&RawRedis>, env: EnvFn<'_>) -> Result<Option<Redis>, ConfigError> {
+pub(crate) fn validate(
+    raw: Option<&RawRedis>,
+    env: EnvFn<'_>,
+) -> Result<Option<Redis>, ConfigError> {
     let url = match env("TOLLGATE_REDIS_URL").filter(|v| !v.is_empty()) {
         Some(url) => Some(url),
         None => raw.map(|r| secret(&r.url, "redis.url", env)).transpose()?,

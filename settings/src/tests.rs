@@ -1,7 +1,7 @@
 //! Parsing and validation rules, one error path per rule.
 
 use super::*;
-use money::NanoUsd;
+use ::money::NanoUsd;
 use std::collections::HashMap;
 
 const VALID: &str = r#"
