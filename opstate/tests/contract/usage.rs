@@ -1,0 +1,148 @@
+//! The usage stream (`UsageStream`): order, acknowledgement, redelivery, concurrent appends, a flushed Redis.
+
+use super::*;
+
+#[tokio::test]
+async fn usage_stream_delivers_in_order_and_acks_remove() {
+    for (name, s) in backends().await {
+        for n in 0..5 {
+            s.usage.append(&event(n)).await.unwrap();
+        }
+        assert_eq!(s.usage.backlog().await.unwrap(), 5, "{name}");
+        let first = s
+            .usage
+            .claim("c1", 3, Duration::from_secs(60))
+            .await
+            .unwrap();
+        let ids: Vec<_> = first.iter().map(|e| e.event.request_id.clone()).collect();
+        assert_eq!(ids, ["req-0", "req-1", "req-2"], "{name}");
+        assert_eq!(
+            first[1].event,
+            event(1),
+            "{name}: events round-trip exactly"
+        );
+        let rest = s
+            .usage
+            .claim("c1", 10, Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert_eq!(
+            rest.len(),
+            2,
+            "{name}: claimed entries are not delivered twice"
+        );
+        let all: Vec<String> = first
+            .iter()
+            .chain(rest.iter())
+            .map(|e| e.id.clone())
+            .collect();
+        s.usage.ack(&all).await.unwrap();
+        assert_eq!(s.usage.backlog().await.unwrap(), 0, "{name}");
+        assert!(
+            s.usage
+                .claim("c1", 10, Duration::ZERO)
+                .await
+                .unwrap()
+                .is_empty(),
+            "{name}"
+        );
+        s.usage.ack(&[]).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn usage_stream_redelivers_entries_of_a_dead_consumer() {
+    for (name, s) in backends().await {
+        s.usage.append(&event(1)).await.unwrap();
+        s.usage.append(&event(2)).await.unwrap();
+        let dead = s
+            .usage
+            .claim("dead", 10, Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert_eq!(dead.len(), 2, "{name}");
+        // Not idle long enough yet: nothing for the survivor.
+        let early = s
+            .usage
+            .claim("alive", 10, Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert!(early.is_empty(), "{name}");
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let taken = s
+            .usage
+            .claim("alive", 10, Duration::from_millis(20))
+            .await
+            .unwrap();
+        let got: HashSet<_> = taken.iter().map(|e| e.event.request_id.clone()).collect();
+        assert_eq!(
+            got,
+            HashSet::from(["req-1".to_string(), "req-2".to_string()]),
+            "{name}"
+        );
+        s.usage
+            .ack(&taken.iter().map(|e| e.id.clone()).collect::<Vec<_>>())
+            .await
+            .unwrap();
+        assert_eq!(s.usage.backlog().await.unwrap(), 0, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn concurrent_appends_lose_nothing() {
+    for (name, s) in backends().await {
+        let mut tasks = tokio::task::JoinSet::new();
+        for n in 0..64 {
+            let usage = s.usage.clone();
+            tasks.spawn(async move { usage.append(&event(n)).await });
+        }
+        while let Some(r) = tasks.join_next().await {
+            r.unwrap().unwrap();
+        }
+        let got = s
+            .usage
+            .claim("c", 100, Duration::from_secs(60))
+            .await
+            .unwrap();
+        let ids: HashSet<_> = got.iter().map(|e| e.event.request_id.clone()).collect();
+        assert_eq!(ids.len(), 64, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn redis_flush_is_detected_and_the_group_recovers() {
+    let Some(url) = testkit::redis_url() else {
+        return;
+    };
+    let prefix = format!("test:{}:", uuid::Uuid::new_v4().simple());
+    let store = RedisStore::connect(&url, &prefix).await.unwrap();
+    use opstate::{KeyDirectory, UsageStream};
+    store.load(&[("h".into(), record(1))]).await.unwrap();
+    store.append(&event(1)).await.unwrap();
+    // Simulate the loss of this deployment's keys (a flush, scoped to the test's prefix).
+    let mut conn = store.connection();
+    let schema = store.schema();
+    let _: () = redis::cmd("DEL")
+        .arg(schema.key_directory())
+        .arg(schema.key_directory_loaded())
+        .arg(schema.usage_stream())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(
+        !store.is_loaded().await.unwrap(),
+        "a lost directory reads as not loaded"
+    );
+    assert_eq!(store.lookup("h").await.unwrap(), None);
+    // The consumer group vanished with the stream; claiming recreates it.
+    assert!(
+        store
+            .claim("c", 10, Duration::ZERO)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    store.append(&event(2)).await.unwrap();
+    let got = store.claim("c", 10, Duration::from_secs(60)).await.unwrap();
+    assert_eq!(got.len(), 1);
+}
