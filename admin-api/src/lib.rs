@@ -29,6 +29,7 @@ pub mod payments;
 pub mod pricing;
 pub mod services;
 pub mod state;
+pub mod task_book;
 pub mod workers;
 
 pub use http::{router, serve};

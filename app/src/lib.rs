@@ -99,7 +99,7 @@ pub struct App {
     stop: Stop,
     stop_rx: watch::Receiver<bool>,
     /// The video task book (the ledger database) the gateway reads and writes.
-    video_tasks: Option<proxy::video::TaskBook>,
+    video_tasks: Option<Arc<dyn opstate::TaskBook>>,
     /// The gateway, built on first use: the one instance that serves, reports readiness and
     /// reloads.
     gateway: Option<Gateway>,
@@ -163,21 +163,22 @@ impl App {
         };
         // The gateway keeps video tasks in the ledger database: an embedded proxy shares
         // admin-api's connection, a proxy of a fleet opens its own (admin-api migrates it).
-        let video_tasks = match (&admin, &settings.database, role) {
-            (_, _, Role::AdminApi) => None,
-            (Some((_, state)), _, Role::Proxy) => {
-                Some(proxy::video::TaskBook::new(state.db.clone()))
-            }
-            (None, Some(db), Role::Proxy) => Some(
-                proxy::video::TaskBook::connect(&db.url)
-                    .await
-                    .map_err(|e| StartError::Database(e.to_string()))?,
-            ),
-            (None, None, Role::Proxy) => {
-                tracing::warn!("no [database]: the video routes answer 503");
-                None
-            }
-        };
+        let video_tasks: Option<Arc<dyn opstate::TaskBook>> =
+            match (&admin, &settings.database, role) {
+                (_, _, Role::AdminApi) => None,
+                (Some((_, state)), _, Role::Proxy) => Some(Arc::new(
+                    admin_api::task_book::SqlTaskBook::new(state.db.clone()),
+                )),
+                (None, Some(db), Role::Proxy) => Some(Arc::new(
+                    admin_api::task_book::SqlTaskBook::connect(&db.url)
+                        .await
+                        .map_err(|e| StartError::Database(e.to_string()))?,
+                )),
+                (None, None, Role::Proxy) => {
+                    tracing::warn!("no [database]: the video routes answer 503");
+                    None
+                }
+            };
         let metrics_listener = match (&settings.metrics, role) {
             (Some(m), Role::Proxy) => match bind("metrics.listen", m.listen).await {
                 Ok(l) => Some(l),

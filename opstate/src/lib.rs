@@ -7,6 +7,9 @@
 //! ([`MemoryStore`], for the embedded single-process default). Callers hold them as `Arc<dyn …>`
 //! through [`Stores`].
 //!
+//! Video tasks are kept by a [`TaskBook`]: the ledger database's (in admin-api) or
+//! [`MemoryTaskBook`], one contract suite for both.
+//!
 //! This is not the ledger of record. PostgreSQL (or SQLite) is; whatever lives here can be rebuilt
 //! from it, and code must treat "missing here" as "unknown", never as zero or absent.
 //!
@@ -26,6 +29,7 @@ mod redis_store;
 pub mod schema;
 mod sessions;
 mod slots;
+mod tasks;
 mod usage;
 mod wallets;
 
@@ -43,6 +47,7 @@ pub use memory::MemoryStore;
 pub use redis_store::RedisStore;
 pub use sessions::Sessions;
 pub use slots::Slots;
+pub use tasks::{Ending, MemoryTaskBook, Task, TaskBook, TaskBookError, TaskStatus};
 pub use usage::{Measurement, StreamEntry, UsageEvent, UsageStream};
 pub use wallets::{
     Adjustment, Confirmation, ExpiredHold, HoldMeta, Reservation, Settlement, WalletSnapshot,

@@ -54,8 +54,9 @@ pub(crate) struct Shared {
     pub live_holds: LiveHolds,
     /// Usage events appended recently, re-sent if the store loses them.
     pub recent: RecentEvents,
-    /// Video task records (the ledger database); unset: the video routes answer 503.
-    pub tasks: std::sync::OnceLock<crate::video::TaskBook>,
+    /// Video task records, given by the binaries (`set_video_tasks`: the ledger database's);
+    /// unset: the video routes answer 503.
+    pub tasks: std::sync::OnceLock<std::sync::Arc<dyn opstate::TaskBook>>,
     /// The gateway's own supplier calls (video tasks).
     pub supplier: crate::video::supplier::Client,
     /// Key records kept in this proxy (on Redis, `redis.key_cache_ms` > 0; see

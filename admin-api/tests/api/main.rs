@@ -33,6 +33,7 @@ mod keys;
 mod openapi;
 mod payments;
 mod settlement;
+mod task_book;
 mod usage;
 
 /// An amount of nano-USD.

@@ -1,26 +1,36 @@
 //! Video tasks (SPEC "Video tasks"): create, poll, download, priced per second of video.
 //!
-//! A task outlives the request that created it, so it is a record in the ledger database
-//! ([`TaskBook`]) that any proxy reads; its hold outlives the text hold deadline
-//! (`video.task_ttl_ms` + `money.hold_ttl_ms`) and is settled when the task ends, by whichever
-//! proxy learns it first: a poll, or the sweeper (`sweep.rs`) that asks suppliers about tasks
-//! nobody polled. The three routes are answered in the request filter (`serve.rs`), which makes
-//! the supplier calls itself (`supplier.rs`). The create body is checked in `job.rs`.
+//! A task outlives the request that created it, so it is a record in a task book
+//! ([`opstate::TaskBook`]), the ledger database's, which the binaries give every proxy with a
+//! database so that any proxy reads it (the gateway links no database code). Its hold
+//! outlives the text hold deadline (`video.task_ttl_ms` + `money.hold_ttl_ms`) and is settled
+//! when the task ends, by whichever proxy learns it first: a poll, or the sweeper (`sweep.rs`)
+//! that asks suppliers about tasks nobody polled. The three routes are answered in the request
+//! filter (`serve.rs`), which makes the supplier calls itself (`supplier.rs`). The create body is
+//! checked in `job.rs`.
 
 pub(crate) mod job;
 pub(crate) mod serve;
 pub(crate) mod supplier;
 pub(crate) mod sweep;
-pub mod tasks;
 
-pub use tasks::TaskBook;
+use crate::shared::Shared;
+use opstate::TaskBook;
+use std::sync::Arc;
 
 impl crate::Gateway {
-    /// Gives the gateway its video task book (the ledger database). Without one the video routes
-    /// answer 503. Set once; a second call changes nothing.
-    pub fn set_video_tasks(&self, book: TaskBook) {
+    /// Gives the gateway its video task book: the ledger database's (the binaries give it to
+    /// every proxy with a database), or an `opstate::MemoryTaskBook` (one process's tasks, lost
+    /// with it). Without one the video routes answer 503. Set once; a second call changes
+    /// nothing.
+    pub fn set_video_tasks(&self, book: Arc<dyn TaskBook>) {
         if self.shared.tasks.set(book).is_err() {
             tracing::warn!("the video task book was already set");
         }
     }
+}
+
+/// The task book the video routes use; `None`: they answer 503.
+pub(crate) fn task_book(s: &Shared) -> Option<&dyn TaskBook> {
+    s.tasks.get().map(|b| b.as_ref())
 }

@@ -3,7 +3,6 @@
 //! sees it, and a poll may end a task (and settle its hold) before it answers.
 
 use super::supplier::{Call, CallError};
-use super::tasks::{Ending, Task, TaskBook};
 use crate::classify::Route;
 use crate::ctx::RequestCtx;
 use crate::errors::GatewayError;
@@ -15,8 +14,8 @@ use crate::shared::Shared;
 use crate::{auth, respond, route};
 use bytes::Bytes;
 use chrono::Utc;
-use entities::status::VideoTaskStatus;
 use money::{NanoUsd, RateMultiplier};
+use opstate::{Ending, Task, TaskBook, TaskBookError, TaskStatus};
 use opstate::{KeyRecord, Measurement, Settlement, UsageEvent};
 use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
@@ -51,7 +50,7 @@ pub(crate) async fn serve(
         ) {
             return Err(GatewayError::VideoUrlInvalid);
         }
-        let book = s.tasks.get().ok_or(GatewayError::TasksUnavailable)?;
+        let book = super::task_book(s).ok_or(GatewayError::TasksUnavailable)?;
         let task = book.get(&id).await.map_err(unavailable)?;
         let task = task.ok_or(GatewayError::VideoUrlInvalid)?;
         return content(s, session, ctx, &task).await;
@@ -65,7 +64,7 @@ pub(crate) async fn serve(
     if !ctx.live.router.allows_video(caller.group_id) {
         return Err(GatewayError::VideoNotPermitted);
     }
-    let book = s.tasks.get().ok_or(GatewayError::TasksUnavailable)?;
+    let book = super::task_book(s).ok_or(GatewayError::TasksUnavailable)?;
     if route == Route::VideoCreate {
         return create(s, book, session, ctx, &caller).await;
     }
@@ -86,7 +85,7 @@ pub(crate) async fn serve(
     respond::local(session, Bytes::from(body.to_string()), &ctx.request_id).await
 }
 
-fn unavailable(e: sea_orm::DbErr) -> GatewayError {
+fn unavailable(e: TaskBookError) -> GatewayError {
     tracing::error!(error = %e, "video task book unavailable");
     GatewayError::TasksUnavailable
 }
@@ -94,7 +93,7 @@ fn unavailable(e: sea_orm::DbErr) -> GatewayError {
 /// `POST /compat/v1/videos`: check, route, hold, record, submit.
 async fn create(
     s: &Shared,
-    book: &TaskBook,
+    book: &dyn TaskBook,
     session: &mut Session,
     ctx: &mut RequestCtx,
     caller: &KeyRecord,
@@ -154,7 +153,7 @@ async fn create(
         hold_nanos: hold.amount.nanos(),
         retail_rate_ppm: hold.rate.ppm(),
         wholesale_rate_ppm: hold.wholesale.map(RateMultiplier::ppm),
-        status: VideoTaskStatus::Submitting,
+        status: TaskStatus::Submitting,
         progress: 0,
         failure_code: None,
         failure_message: None,
@@ -353,9 +352,9 @@ async fn submit(
 }
 
 /// Ends a task that never ran (its hold is released by `logging`, which still owns it).
-async fn end_unpaid(book: &TaskBook, id: &str, failure: (String, String)) {
+async fn end_unpaid(book: &dyn TaskBook, id: &str, failure: (String, String)) {
     let ending = Ending {
-        status: VideoTaskStatus::Failed,
+        status: TaskStatus::Failed,
         seconds: 0,
         cost_nanos: 0,
         failure: Some(failure),
@@ -369,7 +368,7 @@ async fn end_unpaid(book: &TaskBook, id: &str, failure: (String, String)) {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SupplierState {
     pub id: Option<String>,
-    pub status: VideoTaskStatus,
+    pub status: TaskStatus,
     pub progress: i32,
     pub seconds: Option<u64>,
     pub failure: Option<(String, String)>,
@@ -380,7 +379,7 @@ impl SupplierState {
     pub fn failed(code: &str, message: &str) -> SupplierState {
         SupplierState {
             id: None,
-            status: VideoTaskStatus::Failed,
+            status: TaskStatus::Failed,
             progress: 0,
             seconds: None,
             failure: Some((code.to_string(), message.to_string())),
@@ -395,7 +394,7 @@ impl SupplierState {
         operation_path(name)?;
         Some(SupplierState {
             id: Some(name.to_string()),
-            status: VideoTaskStatus::Queued,
+            status: TaskStatus::Queued,
             progress: 0,
             seconds: None,
             failure: None,
@@ -411,7 +410,7 @@ impl SupplierState {
         let name = v.get("name").and_then(Value::as_str).map(str::to_string);
         let running = SupplierState {
             id: name,
-            status: VideoTaskStatus::InProgress,
+            status: TaskStatus::InProgress,
             progress: 50,
             seconds: None,
             failure: None,
@@ -439,7 +438,7 @@ impl SupplierState {
             .and_then(|r| r.get("generateVideoResponse"));
         if veo_file(&v).is_some() {
             return Some(SupplierState {
-                status: VideoTaskStatus::Completed,
+                status: TaskStatus::Completed,
                 progress: 100,
                 seconds,
                 ..running
@@ -469,10 +468,10 @@ impl SupplierState {
     pub fn parse(body: &[u8]) -> Option<SupplierState> {
         let v: Value = serde_json::from_slice(body).ok()?;
         let status = match v.get("status")?.as_str()? {
-            "queued" | "pending" | "submitted" => VideoTaskStatus::Queued,
-            "completed" | "succeeded" | "success" => VideoTaskStatus::Completed,
-            "failed" | "cancelled" | "canceled" | "expired" | "error" => VideoTaskStatus::Failed,
-            _ => VideoTaskStatus::InProgress,
+            "queued" | "pending" | "submitted" => TaskStatus::Queued,
+            "completed" | "succeeded" | "success" => TaskStatus::Completed,
+            "failed" | "cancelled" | "canceled" | "expired" | "error" => TaskStatus::Failed,
+            _ => TaskStatus::InProgress,
         };
         let seconds = match v.get("seconds") {
             Some(Value::String(s)) => s.trim().parse::<f64>().ok(),
@@ -481,7 +480,7 @@ impl SupplierState {
         }
         .filter(|s| s.is_finite() && *s > 0.0 && *s < 3600.0)
         .map(|s| s.ceil() as u64);
-        let failure = (status == VideoTaskStatus::Failed).then(|| {
+        let failure = (status == TaskStatus::Failed).then(|| {
             let error = v.get("error");
             let text = |k: &str| {
                 error
@@ -510,7 +509,7 @@ impl SupplierState {
 /// Asks the supplier about a running task and records what it says; ends the task (and settles
 /// its hold) when the supplier ended it. A supplier that cannot be asked changes nothing: the
 /// recorded state is answered and the next poll or sweep asks again.
-pub(crate) async fn refresh(s: &Shared, book: &TaskBook, task: Task) -> Task {
+pub(crate) async fn refresh(s: &Shared, book: &dyn TaskBook, task: Task) -> Task {
     let (Some(account), Some(sid)) = (&task.account_id, &task.supplier_task_id) else {
         return task;
     };
@@ -592,8 +591,13 @@ pub(crate) async fn refresh(s: &Shared, book: &TaskBook, task: Task) -> Task {
 /// wallet hold is the once-gate: only the settlement that resolved it writes the usage event, so
 /// two proxies ending the same task (or a crash between the two writes) never charge twice. When
 /// the wallet cannot be reached the task stays running and is ended by the next poll or sweep.
-pub(crate) async fn finish(s: &Shared, book: &TaskBook, task: Task, state: &SupplierState) -> Task {
-    let completed = state.status == VideoTaskStatus::Completed;
+pub(crate) async fn finish(
+    s: &Shared,
+    book: &dyn TaskBook,
+    task: Task,
+    state: &SupplierState,
+) -> Task {
+    let completed = state.status == TaskStatus::Completed;
     let live = s.live();
     let model = live.settings.model(&task.model_served);
     let held = model
@@ -715,10 +719,10 @@ fn usage_event(
 /// The task as the client sees it: the gateway's id, never the supplier's or the account.
 fn object(s: &Shared, task: &Task, host: Option<&http::HeaderValue>) -> Value {
     let status = match task.status {
-        VideoTaskStatus::Submitting | VideoTaskStatus::Queued => "queued",
-        VideoTaskStatus::InProgress => "in_progress",
-        VideoTaskStatus::Completed => "completed",
-        VideoTaskStatus::Failed => "failed",
+        TaskStatus::Submitting | TaskStatus::Queued => "queued",
+        TaskStatus::InProgress => "in_progress",
+        TaskStatus::Completed => "completed",
+        TaskStatus::Failed => "failed",
     };
     let mut o = json!({
         "id": task.id,
@@ -734,12 +738,12 @@ fn object(s: &Shared, task: &Task, host: Option<&http::HeaderValue>) -> Value {
         o["completed_at"] = json!(at.timestamp());
     }
     match task.status {
-        VideoTaskStatus::Completed => {
+        TaskStatus::Completed => {
             let host = host.and_then(|h| h.to_str().ok());
             let (url, expires) = content_url(s, &task.id, host);
             o["data"] = json!([{"url": url, "expires_at": expires}]);
         }
-        VideoTaskStatus::Failed => {
+        TaskStatus::Failed => {
             o["error"] = json!({
                 "code": task.failure_code.as_deref().unwrap_or("video_generation_failed"),
                 "message": task.failure_message.as_deref().unwrap_or("the task failed"),
@@ -927,10 +931,10 @@ async fn content(
 ) -> Result<bool, GatewayError> {
     let not_ready = |status: &'static str| GatewayError::VideoNotReady(task.id.clone(), status);
     match task.status {
-        VideoTaskStatus::Completed => {}
-        VideoTaskStatus::Failed => return Err(not_ready("failed")),
-        VideoTaskStatus::InProgress => return Err(not_ready("in_progress")),
-        VideoTaskStatus::Submitting | VideoTaskStatus::Queued => return Err(not_ready("queued")),
+        TaskStatus::Completed => {}
+        TaskStatus::Failed => return Err(not_ready("failed")),
+        TaskStatus::InProgress => return Err(not_ready("in_progress")),
+        TaskStatus::Submitting | TaskStatus::Queued => return Err(not_ready("queued")),
     }
     let (Some(account), Some(sid)) = (&task.account_id, &task.supplier_task_id) else {
         return Err(GatewayError::Internal);
@@ -1044,7 +1048,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             (done.status, done.seconds, done.progress),
-            (VideoTaskStatus::Completed, Some(8), 100)
+            (TaskStatus::Completed, Some(8), 100)
         );
         let failed = SupplierState::parse(
             br#"{"id":"v1","status":"failed","error":{"code":"moderation_blocked","message":"safety review"}}"#,
@@ -1058,7 +1062,7 @@ mod tests {
             SupplierState::parse(br#"{"id":"v1","status":"processing","progress":33.5}"#).unwrap();
         assert_eq!(
             (running.status, running.progress),
-            (VideoTaskStatus::InProgress, 33)
+            (TaskStatus::InProgress, 33)
         );
         assert!(SupplierState::parse(b"not json").is_none());
         assert!(SupplierState::parse(br#"{"id":"v1"}"#).is_none());
@@ -1068,12 +1072,12 @@ mod tests {
     fn veo_operations() {
         let running =
             SupplierState::operation(br#"{"name":"models/veo/operations/a1"}"#, Some(8)).unwrap();
-        assert_eq!(running.status, VideoTaskStatus::InProgress);
+        assert_eq!(running.status, TaskStatus::InProgress);
         let done = br#"{"name":"models/veo/operations/a1","done":true,"response":{"generateVideoResponse":{"generatedSamples":[{"video":{"uri":"https://generativelanguage.googleapis.com/v1beta/files/qu4d28:download?alt=media"}}]}}}"#;
         let state = SupplierState::operation(done, Some(8)).unwrap();
         assert_eq!(
             (state.status, state.seconds),
-            (VideoTaskStatus::Completed, Some(8))
+            (TaskStatus::Completed, Some(8))
         );
         let v: Value = serde_json::from_slice(done).unwrap();
         assert_eq!(veo_file(&v).as_deref(), Some("qu4d28"));
@@ -1082,7 +1086,7 @@ mod tests {
             Some(8),
         )
         .unwrap();
-        assert_eq!(filtered.status, VideoTaskStatus::Failed);
+        assert_eq!(filtered.status, TaskStatus::Failed);
         assert_eq!(filtered.failure.unwrap().0, "moderation_blocked");
         let failed = SupplierState::operation(
             br#"{"name":"n/x","done":true,"error":{"code":3,"message":"bad","status":"INVALID_ARGUMENT"}}"#,

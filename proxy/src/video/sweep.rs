@@ -12,10 +12,9 @@
 //! - anything else is refreshed like a poll.
 
 use super::serve::{self, SupplierState};
-use super::tasks::TaskBook;
 use crate::shared::Shared;
 use chrono::Utc;
-use entities::status::VideoTaskStatus;
+use opstate::{TaskBook, TaskStatus};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -38,14 +37,14 @@ pub(crate) async fn run(s: &Shared, mut shutdown: watch::Receiver<bool>) {
             .models
             .iter()
             .any(|m| m.kind == settings::ModelKind::Video);
-        if let (true, Some(book)) = (video, s.tasks.get()) {
+        if let (true, Some(book)) = (video, super::task_book(s)) {
             sweep_once(s, book).await;
         }
     }
 }
 
 /// One round; returns the tasks checked.
-pub(crate) async fn sweep_once(s: &Shared, book: &TaskBook) -> usize {
+pub(crate) async fn sweep_once(s: &Shared, book: &dyn TaskBook) -> usize {
     let every = Duration::from_millis(s.settings.video.sweep_interval_ms);
     let now = Utc::now();
     let Ok(every) = chrono::Duration::from_std(every) else {
@@ -73,7 +72,7 @@ pub(crate) async fn sweep_once(s: &Shared, book: &TaskBook) -> usize {
         }
         checked += 1;
         let age = (now - task.created_at).to_std().unwrap_or_default();
-        if task.status == VideoTaskStatus::Submitting {
+        if task.status == TaskStatus::Submitting {
             if age > grace {
                 let lost = SupplierState::failed(
                     "task_lost",

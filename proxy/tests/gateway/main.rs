@@ -283,7 +283,15 @@ impl Harness {
 
     /// A gateway whose configuration text is edited by `edit` first.
     async fn start_with_config(edit: impl Fn(String) -> String) -> Harness {
-        Harness::build_full(300_000, Stores::memory(), true, None, &edit).await
+        Harness::build_full(300_000, Stores::memory(), true, None, &edit, None).await
+    }
+
+    /// As [`Harness::start_with_config`], keeping video tasks in `book`.
+    async fn start_with_tasks(
+        edit: impl Fn(String) -> String,
+        book: Arc<dyn opstate::TaskBook>,
+    ) -> Harness {
+        Harness::build_full(300_000, Stores::memory(), true, None, &edit, Some(book)).await
     }
 
     async fn build_with(
@@ -292,7 +300,7 @@ impl Harness {
         prepare: bool,
         dead_url: Option<&str>,
     ) -> Harness {
-        Harness::build_full(read_timeout_ms, stores, prepare, dead_url, &|t| t).await
+        Harness::build_full(read_timeout_ms, stores, prepare, dead_url, &|t| t, None).await
     }
 
     async fn build_full(
@@ -301,6 +309,7 @@ impl Harness {
         prepare: bool,
         dead_url: Option<&str>,
         edit: &dyn Fn(String) -> String,
+        tasks: Option<Arc<dyn opstate::TaskBook>>,
     ) -> Harness {
         captured_logs();
         let mock = MockSupplier::start(MockConfig {
@@ -328,6 +337,9 @@ impl Harness {
         let settings = Arc::new(Settings::parse(&edit(text), &|_| None).unwrap());
         let metrics = Arc::new(Metrics::new().unwrap());
         let gateway = Gateway::new(settings, stores.clone(), metrics.clone());
+        if let Some(book) = tasks {
+            gateway.set_video_tasks(book);
+        }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stop_rx) = watch::channel(false);

@@ -1,7 +1,8 @@
-//! The video routes at the gateway alone (no ledger database: no task book). The whole flow —
-//! create, poll, download, money, several proxies — is in `tests/tests/e2e/video.rs`; here: the
-//! refusals a client sees before any task exists, on one pooled connection, none reaching a
-//! supplier or holding money.
+//! The video routes at the gateway alone: without a task book, the refusals a client sees before
+//! any task exists, on one pooled connection, none reaching a supplier or holding money; with this
+//! process's own book (`opstate::MemoryTaskBook`), one task from create to download and its
+//! charge. The flow on the ledger database's book, across several proxies, is in
+//! `tests/tests/e2e/video.rs`.
 
 use super::Harness;
 use super::errors::{exchange, raw_post};
@@ -122,4 +123,70 @@ async fn video_refusals_before_any_task() {
     assert_eq!(h.mock.request_count() + h.mock_b.request_count(), 0);
     let wallet = h.stores.wallets.snapshot(42).await.unwrap().unwrap();
     assert_eq!(wallet.reserved.nanos(), 0, "nothing held");
+}
+
+/// With this process's own task book, a task runs from create to download at the gateway alone:
+/// the create holds the longest duration, the first poll finds it completed and settles what the
+/// supplier made (4 seconds at 0.10 USD), later polls and the download read the same record, and
+/// the charge is taken once.
+#[tokio::test]
+async fn a_task_runs_from_create_to_download_on_the_memory_book() {
+    let book = std::sync::Arc::new(opstate::MemoryTaskBook::new());
+    let h = Harness::start_with_tasks(videos, book.clone()).await;
+    let key = h.add_key(9, opstate::KeyPermissions::default()).await;
+    let before = h.wallet().await;
+    let created = h
+        .http
+        .post(h.url("/compat/v1/videos"))
+        .bearer_auth(&key)
+        .json(&serde_json::json!({"model": "vid-x", "prompt": "a fox", "durationSeconds": 4}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 200);
+    let created: serde_json::Value = created.json().await.unwrap();
+    let id = created["id"].as_str().unwrap().to_string();
+    let record = opstate::TaskBook::get(book.as_ref(), &id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.organization_id, 42);
+    assert_eq!(record.account_id.as_deref(), Some("vid-openai"));
+    assert!(h.wallet().await.reserved.nanos() > 0, "held while it runs");
+    for _ in 0..2 {
+        let polled: serde_json::Value = h
+            .http
+            .get(h.url(&format!("/compat/v1/videos/{id}")))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(polled["status"], "completed", "{polled}");
+    }
+    let content = h
+        .http
+        .get(h.url(&format!("/compat/v1/videos/{id}/content")))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(content.status(), 200);
+    assert_eq!(content.bytes().await.unwrap().len(), 1024);
+    let after = h.wallet().await;
+    assert_eq!(after.reserved.nanos(), 0, "the hold is resolved");
+    assert_eq!(
+        before.balance.nanos() - after.balance.nanos(),
+        400_000_000,
+        "4 seconds at 0.10 USD, charged once"
+    );
+    let ended = opstate::TaskBook::get(book.as_ref(), &id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ended.status, opstate::TaskStatus::Completed);
+    assert_eq!(ended.seconds_charged, Some(4));
+    assert_eq!(ended.cost_nanos, Some(400_000_000));
 }
