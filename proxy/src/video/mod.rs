@@ -6,11 +6,15 @@
 //! outlives the text hold deadline (`video.task_ttl_ms` + `money.hold_ttl_ms`) and is settled
 //! when the task ends, by whichever proxy learns it first: a poll, or the sweeper (`sweep.rs`)
 //! that asks suppliers about tasks nobody polled. The three routes are answered in the request
-//! filter (`serve.rs`), which makes the supplier calls itself (`supplier.rs`). The create body is
-//! checked in `job.rs`.
+//! filter (`serve.rs`, then `create.rs`, `poll.rs` or `content.rs`; a task's end in `settle.rs`),
+//! which makes the supplier calls itself (`supplier.rs`). The create body is checked in `job.rs`.
 
+mod content;
+mod create;
 pub(crate) mod job;
+mod poll;
 pub(crate) mod serve;
+mod settle;
 pub(crate) mod supplier;
 pub(crate) mod sweep;
 

@@ -11,7 +11,8 @@
 //!   (`timed_out`) and its hold released;
 //! - anything else is refreshed like a poll.
 
-use super::serve::{self, SupplierState};
+use super::poll::{self, SupplierState};
+use super::settle;
 use crate::shared::Shared;
 use chrono::Utc;
 use opstate::{TaskBook, TaskStatus};
@@ -78,14 +79,14 @@ pub(crate) async fn sweep_once(s: &Shared, book: &dyn TaskBook) -> usize {
                     "task_lost",
                     "the supplier's answer to the create was lost",
                 );
-                serve::finish(s, book, task, &lost).await;
+                settle::finish(s, book, task, &lost).await;
             }
             continue;
         }
-        let task = serve::refresh(s, book, task).await;
+        let task = poll::refresh(s, book, task).await;
         if !task.status.is_final() && age > ttl {
             let late = SupplierState::failed("timed_out", "the task did not finish in time");
-            serve::finish(s, book, task, &late).await;
+            settle::finish(s, book, task, &late).await;
         }
     }
     checked

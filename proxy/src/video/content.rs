@@ -1,0 +1,210 @@
+//! `GET /compat/v1/videos/{id}/content`: the finished video, streamed from the supplier (OpenAI's
+//! content route or Veo's file), with or without a key on a signed URL.
+
+use super::poll::get;
+use super::serve::{OBJECT_LIMIT, encode_segment};
+use crate::ctx::RequestCtx;
+use crate::errors::GatewayError;
+use crate::shared::Shared;
+use bytes::Bytes;
+use opstate::{Task, TaskStatus};
+use pingora::http::ResponseHeader;
+use pingora::proxy::Session;
+use serde_json::Value;
+use settings::Provider;
+
+/// Where a completed Veo task's content is downloaded: the operation is read again for its
+/// sample's file id (the task book keeps the operation, not the file), then
+/// `/v1beta/files/{id}:download?alt=media` on the account itself.
+pub(super) async fn veo_download(
+    s: &Shared,
+    upstream: &crate::upstream::accounts::Upstream,
+    task: &Task,
+    operation: &str,
+) -> Result<String, GatewayError> {
+    let path = operation_path(operation).ok_or(GatewayError::UpstreamProtocol)?;
+    let mut answer = get(
+        s,
+        upstream,
+        task,
+        &path,
+        Vec::new(),
+        "video operation not read",
+    )
+    .await?;
+    let status = answer.status();
+    let read = answer.body(OBJECT_LIMIT).await;
+    s.supplier.release(answer).await;
+    let file = match (status, read) {
+        (200..=299, Ok(bytes)) => serde_json::from_slice::<Value>(&bytes)
+            .ok()
+            .and_then(|v| veo_file(&v)),
+        _ => None,
+    };
+    let file = file.ok_or_else(|| {
+        tracing::warn!(task = %task.id, status, "video operation names no file");
+        GatewayError::VideoNotReady(task.id.clone(), "no longer available at the supplier")
+    })?;
+    Ok(format!("/v1beta/files/{file}:download?alt=media"))
+}
+
+/// The path of a Veo operation's name (`models/{model}/operations/{id}`), each segment encoded;
+/// `None` for a name that is not plain segments (it must never change the path).
+pub(super) fn operation_path(name: &str) -> Option<String> {
+    let segments: Vec<&str> = name.split('/').collect();
+    let plain = |s: &&str| {
+        !s.is_empty()
+            && *s != "."
+            && *s != ".."
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    };
+    (segments.len() >= 2 && segments.iter().all(plain)).then(|| {
+        let encoded: Vec<String> = segments.iter().map(|s| encode_segment(s)).collect();
+        format!("/v1beta/{}", encoded.join("/"))
+    })
+}
+
+/// The file id of a done Veo operation's first sample (`…/files/{id}:download…`): the content
+/// is then downloaded from the account's own base URL with its key, never from the uri as given.
+pub(super) fn veo_file(operation: &Value) -> Option<String> {
+    let uri = operation
+        .get("response")?
+        .get("generateVideoResponse")?
+        .get("generatedSamples")?
+        .get(0)?
+        .get("video")?
+        .get("uri")?
+        .as_str()?;
+    let after = &uri[uri.find("/files/")? + "/files/".len()..];
+    let id: String = after
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+        .collect();
+    (!id.is_empty()).then_some(id)
+}
+
+/// Headers of the supplier's content answer passed to the client.
+pub(super) const CONTENT_HEADERS: [http::HeaderName; 6] = [
+    http::header::CONTENT_TYPE,
+    http::header::CONTENT_LENGTH,
+    http::header::CONTENT_RANGE,
+    http::header::ACCEPT_RANGES,
+    http::header::ETAG,
+    http::header::LAST_MODIFIED,
+];
+
+/// Streams a completed task's content from its supplier: chunk by chunk as it arrives (never
+/// held whole), `Range` passed through, the supplier's credential added here and never shown.
+pub(super) async fn content(
+    s: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    task: &Task,
+) -> Result<bool, GatewayError> {
+    let not_ready = |status: &'static str| GatewayError::VideoNotReady(task.id.clone(), status);
+    match task.status {
+        TaskStatus::Completed => {}
+        TaskStatus::Failed => return Err(not_ready("failed")),
+        TaskStatus::InProgress => return Err(not_ready("in_progress")),
+        TaskStatus::Submitting | TaskStatus::Queued => return Err(not_ready("queued")),
+    }
+    let (Some(account), Some(sid)) = (&task.account_id, &task.supplier_task_id) else {
+        return Err(GatewayError::Internal);
+    };
+    let live = s.live();
+    let upstream = live
+        .accounts
+        .all()
+        .iter()
+        .find(|u| &u.account.id == account)
+        .ok_or_else(|| GatewayError::NoAccount(task.model_served.clone()))?;
+    let mut headers = Vec::new();
+    for name in [http::header::RANGE, http::header::IF_RANGE] {
+        if let Some(v) = session
+            .req_header()
+            .headers
+            .get(&name)
+            .and_then(|v| v.to_str().ok())
+        {
+            headers.push((name, v.to_string()));
+        }
+    }
+    let suffix = match upstream.account.provider {
+        Provider::Gemini => veo_download(s, upstream, task, sid).await?,
+        Provider::OpenAi | Provider::Anthropic => {
+            format!("/videos/{}/content", encode_segment(sid))
+        }
+    };
+    let mut answer = get(
+        s,
+        upstream,
+        task,
+        &suffix,
+        headers,
+        "video content not fetched",
+    )
+    .await?;
+    let status = answer.status();
+    if !(200..300).contains(&status) && status != 416 {
+        s.supplier.release(answer).await;
+        tracing::warn!(task = %task.id, status, "supplier refused the video content");
+        return Err(if status == 404 {
+            GatewayError::VideoNotReady(task.id.clone(), "no longer available at the supplier")
+        } else {
+            GatewayError::UpstreamProtocol
+        });
+    }
+    let mut header = ResponseHeader::build(status, Some(8)).map_err(|_| GatewayError::Internal)?;
+    let supplier = answer.header().ok_or(GatewayError::UpstreamProtocol)?;
+    let chunked = !supplier.headers.contains_key(http::header::CONTENT_LENGTH);
+    for name in CONTENT_HEADERS {
+        if let Some(v) = supplier.headers.get(&name) {
+            header
+                .insert_header(name, v.clone())
+                .map_err(|_| GatewayError::Internal)?;
+        }
+    }
+    let extra = [
+        (http::header::CACHE_CONTROL, "private, no-store"),
+        (
+            http::HeaderName::from_static("x-request-id"),
+            ctx.request_id.as_str(),
+        ),
+    ];
+    for (name, value) in extra {
+        header
+            .insert_header(name, value)
+            .map_err(|_| GatewayError::Internal)?;
+    }
+    if chunked {
+        header
+            .insert_header(http::header::TRANSFER_ENCODING, "chunked")
+            .map_err(|_| GatewayError::Internal)?;
+    }
+    let written = session.write_response_header(Box::new(header), false).await;
+    written.map_err(|_| GatewayError::Internal)?;
+    // From here on the client has a status: a failure can only cut the body (the request filter
+    // then closes the connection without finishing it).
+    loop {
+        match answer.chunk().await {
+            Ok(Some(chunk)) => {
+                if session
+                    .write_response_body(Some(chunk), false)
+                    .await
+                    .is_err()
+                {
+                    return Err(GatewayError::Internal);
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!(task = %task.id, error = %e.message(), "video content cut by the supplier");
+                return Err(GatewayError::UpstreamProtocol);
+            }
+        }
+    }
+    s.supplier.release(answer).await;
+    let done = session.write_response_body(Some(Bytes::new()), true).await;
+    done.map(|()| true).map_err(|_| GatewayError::Internal)
+}

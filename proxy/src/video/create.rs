@@ -1,0 +1,296 @@
+//! `POST /compat/v1/videos`: check the body, route, hold, record the task, submit it to the
+//! supplier; a refused or failed submission ends the task unpaid and releases the hold.
+
+use super::poll::SupplierState;
+use super::serve::{ID_PREFIX, OBJECT_LIMIT, encode_segment, object, unavailable};
+use super::supplier::{Call, CallError};
+use crate::classify::Route;
+use crate::ctx::RequestCtx;
+use crate::errors::GatewayError;
+use crate::inspect::{self, Kind};
+use crate::money::admit::{self};
+use crate::route::cooldown::{self, Cooling, Reason};
+use crate::shared::Shared;
+use crate::{respond, route};
+use bytes::Bytes;
+use chrono::Utc;
+use money::RateMultiplier;
+use opstate::KeyRecord;
+use opstate::{Ending, Task, TaskBook, TaskStatus};
+use pingora::proxy::Session;
+use settings::Provider;
+use std::time::Duration;
+
+/// `POST /compat/v1/videos`: check, route, hold, record, submit.
+pub(super) async fn create(
+    s: &Shared,
+    book: &dyn TaskBook,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    caller: &KeyRecord,
+) -> Result<bool, GatewayError> {
+    let server = &s.settings.server;
+    let idle = Duration::from_millis(server.request_body_timeout_ms);
+    let original = inspect::body::read_body(session, server.max_body_bytes, idle).await?;
+    let work = inspect::work(Route::VideoCreate, session.req_header(), &original)?;
+    let Kind::Video(job) = &work.kind else {
+        return Err(GatewayError::Internal);
+    };
+    let live = ctx.live.clone();
+    let key_hash = ctx.key_hash.clone().unwrap_or_default();
+    let who = route::Caller::of(caller, &key_hash, &ctx.request_id, &live.settings);
+    let decision = route::decide(&s.routing(&live), &work, Route::VideoCreate, who, None).await?;
+    let served = decision.model.model.clone();
+    ctx.follow(decision);
+    // Every account of a video model speaks one provider (configuration rule).
+    let provider = ctx
+        .order
+        .first()
+        .and_then(|&i| live.accounts.get(i))
+        .map_or(Provider::OpenAi, |u| u.account.provider);
+    job.check(&served, provider)?;
+    let resolution = job.resolution(&served).to_string();
+    // Veo is always told the seconds (the ones held), so the length made is the one charged.
+    let seconds_sent = match provider {
+        Provider::Gemini => Some(job.held_seconds(&served)),
+        Provider::OpenAi | Provider::Anthropic => job.seconds,
+    };
+    let plan = admit::hold_for(
+        &work,
+        Route::VideoCreate,
+        &served,
+        caller,
+        &live.settings,
+        ctx.started_at_ms,
+    )?;
+    let ttl = s.settings.video.task_ttl_ms + s.settings.money.hold_ttl_ms;
+    let wallets = s.stores().wallets.as_ref();
+    let hold = admit::reserve(wallets, caller.org_id, &ctx.request_id, &plan, ttl).await?;
+    // Until the supplier accepts the task, `logging` releases the hold like any refused call.
+    ctx.hold = Some(hold.clone());
+    let now = Utc::now();
+    let task = Task {
+        id: format!("{ID_PREFIX}{}", uuid::Uuid::new_v4().simple()),
+        organization_id: caller.org_id,
+        api_key_id: caller.key_id,
+        group_id: caller.group_id,
+        model_requested: job.model.clone(),
+        model_served: served.id.clone(),
+        resolution: resolution.clone(),
+        seconds_requested: seconds_sent.map(|s| i64::try_from(s).unwrap_or(i64::MAX)),
+        account_id: None,
+        supplier_task_id: None,
+        hold_id: hold.id.clone(),
+        hold_nanos: hold.amount.nanos(),
+        retail_rate_ppm: hold.rate.ppm(),
+        wholesale_rate_ppm: hold.wholesale.map(RateMultiplier::ppm),
+        status: TaskStatus::Submitting,
+        progress: 0,
+        failure_code: None,
+        failure_message: None,
+        seconds_charged: None,
+        cost_nanos: None,
+        created_at: now,
+        updated_at: now,
+        checked_at: now,
+        completed_at: None,
+    };
+    book.insert(task.clone()).await.map_err(unavailable)?;
+    let create = match provider {
+        Provider::Gemini => Create {
+            suffix: format!(
+                "/v1beta/models/{}:predictLongRunning",
+                encode_segment(&served.id)
+            ),
+            body: Bytes::from(job.veo_body(job.held_seconds(&served), &resolution)),
+            provider,
+        },
+        Provider::OpenAi | Provider::Anthropic => Create {
+            suffix: "/videos".to_string(),
+            body: Bytes::from(job.openai_body(&served.id, &resolution)),
+            provider,
+        },
+    };
+    let outcome = submit(s, ctx, &create, &session.req_header().headers).await;
+    match outcome {
+        Submitted::Accepted { account, state } => {
+            let sid = state.id.clone().unwrap_or_default();
+            let status = state.status;
+            if let Err(e) = book
+                .accepted(&task.id, &account, &sid, status, state.progress)
+                .await
+            {
+                // A task id that could not be recorded is never handed out: the client gets 503,
+                // `logging` releases the hold, and the sweeper ends the `submitting` record as
+                // lost (the supplier's task is the gateway's loss, logged here).
+                tracing::error!(task = %task.id, supplier_task = %sid, error = %e, "accepted video task not recorded");
+                return Err(GatewayError::TasksUnavailable);
+            }
+            // The hold now belongs to the task: settled when it ends.
+            ctx.hold = None;
+            let task = Task {
+                account_id: Some(account),
+                supplier_task_id: Some(sid),
+                status,
+                progress: state.progress,
+                ..task
+            };
+            let host = session.req_header().headers.get(http::header::HOST);
+            let body = object(s, &task, host).to_string();
+            respond::local(session, Bytes::from(body), &ctx.request_id).await
+        }
+        Submitted::Refused { status, body } => {
+            let failure = (
+                "supplier_refused".to_string(),
+                format!("the supplier answered {status}"),
+            );
+            end_unpaid(book, &task.id, failure).await;
+            let written = respond::json(session, status, body, &ctx.request_id).await;
+            written.map(|()| true).map_err(|_| GatewayError::Internal)
+        }
+        Submitted::Failed(error) => {
+            let failure = ("supplier_unavailable".to_string(), error.to_string());
+            end_unpaid(book, &task.id, failure).await;
+            Err(error)
+        }
+    }
+}
+
+/// A create as the served model's accounts take it.
+pub(super) struct Create {
+    suffix: String,
+    body: Bytes,
+    provider: Provider,
+}
+
+pub(super) enum Submitted {
+    Accepted {
+        account: String,
+        state: SupplierState,
+    },
+    /// The supplier refused the task (a 4xx, or the last account's 5xx): its answer is passed on.
+    Refused {
+        status: u16,
+        body: Bytes,
+    },
+    Failed(GatewayError),
+}
+
+/// Sends the create to the accounts of the decision in order. Another account is tried only when
+/// nothing reached the first (no connection) or it refused with a rate limit or a server error;
+/// a create that may have reached a supplier is never sent twice (each costs money).
+pub(super) async fn submit(
+    s: &Shared,
+    ctx: &mut RequestCtx,
+    create: &Create,
+    client: &http::HeaderMap,
+) -> Submitted {
+    let server = &s.settings.server;
+    let live = ctx.live.clone();
+    let routing = &live.settings.routing;
+    let mut last = Submitted::Failed(GatewayError::UpstreamUnreachable);
+    for i in ctx.order.clone() {
+        if ctx.tried.len() >= routing.max_attempts as usize {
+            break;
+        }
+        let Some(upstream) = live.accounts.get(i) else {
+            continue;
+        };
+        ctx.tried.push(i);
+        ctx.first_attempt_at
+            .get_or_insert_with(std::time::Instant::now);
+        // Of the client's headers only the account's `forward_headers` pass, as on every call.
+        let headers = upstream
+            .account
+            .forward_headers
+            .iter()
+            .filter_map(|name| {
+                let name = http::HeaderName::from_bytes(name.as_bytes()).ok()?;
+                let value = client.get(&name)?.to_str().ok()?.to_string();
+                Some((name, value))
+            })
+            .collect();
+        let call = Call {
+            method: "POST",
+            suffix: &create.suffix,
+            body: Some(("application/json", create.body.clone())),
+            headers,
+        };
+        let mut answer = match s.supplier.send(upstream, server, call).await {
+            Ok(a) => a,
+            Err(CallError::NotSent(m)) => {
+                tracing::warn!(account = %upstream.account.id, error = %m, "video create not sent");
+                let cooling = Duration::from_millis(routing.error_cooldown_ms);
+                ctx.to_cool
+                    .push(Cooling::new(i, Reason::Unreachable, cooling));
+                s.cool(ctx).await;
+                continue;
+            }
+            Err(CallError::Lost(m)) => {
+                tracing::warn!(account = %upstream.account.id, error = %m, "video create sent, answer lost");
+                return Submitted::Failed(GatewayError::UpstreamTimeout);
+            }
+        };
+        let status = answer.status();
+        let verdict = answer
+            .header()
+            .map(|h| cooldown::judge(h, routing))
+            .unwrap_or(cooldown::Verdict::Pass);
+        let read = answer.body(OBJECT_LIMIT).await;
+        s.supplier.release(answer).await;
+        let Ok(bytes) = read else {
+            return Submitted::Failed(GatewayError::UpstreamProtocol);
+        };
+        if let cooldown::Verdict::Cool { reason, duration } = verdict {
+            ctx.to_cool.push(Cooling::new(i, reason, duration));
+            s.cool(ctx).await;
+            last = if reason == Reason::RateLimited {
+                Submitted::Failed(GatewayError::UsageLimitReached {
+                    resets_in_seconds: duration.as_secs().max(1),
+                })
+            } else {
+                Submitted::Refused {
+                    status,
+                    body: bytes,
+                }
+            };
+            continue;
+        }
+        if !(200..300).contains(&status) {
+            return Submitted::Refused {
+                status,
+                body: bytes,
+            };
+        }
+        let created = match create.provider {
+            Provider::Gemini => SupplierState::operation_started(&bytes),
+            Provider::OpenAi | Provider::Anthropic => SupplierState::parse(&bytes),
+        };
+        return match created {
+            Some(state) if state.id.as_deref().is_some_and(|id| !id.is_empty()) => {
+                Submitted::Accepted {
+                    account: upstream.account.id.clone(),
+                    state,
+                }
+            }
+            _ => {
+                tracing::warn!(account = %upstream.account.id, "video create answered without a task id");
+                Submitted::Failed(GatewayError::UpstreamProtocol)
+            }
+        };
+    }
+    last
+}
+
+/// Ends a task that never ran (its hold is released by `logging`, which still owns it).
+pub(super) async fn end_unpaid(book: &dyn TaskBook, id: &str, failure: (String, String)) {
+    let ending = Ending {
+        status: TaskStatus::Failed,
+        seconds: 0,
+        cost_nanos: 0,
+        failure: Some(failure),
+    };
+    if let Err(e) = book.ended(id, &ending).await {
+        tracing::warn!(task = %id, error = %e, "refused video task not marked failed");
+    }
+}
