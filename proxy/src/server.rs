@@ -25,7 +25,7 @@ use tokio::task::JoinSet;
 pub fn build_server(settings: &Settings, gateway: Gateway, upgrade: bool) -> Server {
     // A graceful stop waits up to `server.shutdown_grace_ms` for requests in flight (long streams
     // are cut after it and settled from the meter), and ends as soon as none is left (the
-    // `GRACE_DONE` hook of the carried Pingora patch, set by the binary).
+    // per-server `set_grace_done` hook of the carried Pingora patch, set in `run_server`).
     let grace = settings.server.shutdown_grace_ms.div_ceil(1000);
     let conf = ServerConf {
         threads: settings.server.threads,
@@ -51,9 +51,9 @@ pub fn build_server(settings: &Settings, gateway: Gateway, upgrade: bool) -> Ser
 /// Runs `server` until it is stopped: `SIGTERM` stops accepting and lets the calls in flight
 /// finish within `server.shutdown_grace_ms`, returning as soon as none of `gateway`'s is left;
 /// `SIGINT` stops at once; `SIGQUIT` hands the listening sockets to an upgrading process first.
-pub fn run_server(server: Server, gateway: &Gateway) {
+pub fn run_server(mut server: Server, gateway: &Gateway) {
     let watched = gateway.clone();
-    let _ = pingora::server::GRACE_DONE.set(Box::new(move || watched.in_flight() == 0));
+    server.set_grace_done(move || watched.in_flight() == 0);
     server.run(pingora::server::RunArgs::default());
 }
 

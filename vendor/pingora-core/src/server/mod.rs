@@ -126,11 +126,6 @@ pub type ShutdownWatch = watch::Receiver<bool>;
 #[cfg(unix)]
 pub type ListenFds = Arc<Mutex<Fds>>;
 
-/// Tollgate patch: when set, the graceful-shutdown grace period ends as soon as this returns
-/// true (e.g. no request in flight), instead of always lasting `grace_period_seconds`.
-pub static GRACE_DONE: std::sync::OnceLock<Box<dyn Fn() -> bool + Send + Sync>> =
-    std::sync::OnceLock::new();
-
 /// The type of shutdown process that has been requested.
 #[derive(Debug)]
 pub enum ShutdownSignal {
@@ -229,6 +224,11 @@ pub struct Server {
     pub configuration: Arc<ServerConf>,
     /// The parser command line options
     pub options: Option<Opt>,
+
+    /// Tollgate patch: when set ([`Self::set_grace_done`]), the graceful-shutdown grace period
+    /// ends as soon as this returns true (e.g. no request in flight), instead of always lasting
+    /// `grace_period_seconds`. One per server: two servers in a process each have their own.
+    grace_done: Option<Box<dyn Fn() -> bool + Send + Sync>>,
 }
 
 // TODO: delete the pid when exit
@@ -239,6 +239,12 @@ impl Server {
     /// The receiver will produce values for each transition.
     pub fn watch_execution_phase(&self) -> broadcast::Receiver<ExecutionPhase> {
         self.execution_phase_watch.subscribe()
+    }
+
+    /// Tollgate patch: ends this server's graceful-shutdown grace period as soon as `done`
+    /// returns true (checked every 100 ms), instead of always waiting `grace_period_seconds`.
+    pub fn set_grace_done(&mut self, done: impl Fn() -> bool + Send + Sync + 'static) {
+        self.grace_done = Some(Box::new(done));
     }
 
     #[cfg(unix)]
@@ -482,6 +488,7 @@ impl Server {
             execution_phase_watch,
             configuration: Arc::new(conf),
             options: opt,
+            grace_done: None,
             dependencies: Arc::new(Mutex::new(DependencyGraph::new())),
             bootstrap,
         }
@@ -530,6 +537,7 @@ impl Server {
             execution_phase_watch,
             configuration: Arc::new(conf),
             options: opt,
+            grace_done: None,
             dependencies: Arc::new(Mutex::new(DependencyGraph::new())),
             bootstrap,
         })
@@ -813,11 +821,11 @@ impl Server {
                 .grace_period_seconds
                 .unwrap_or(EXIT_TIMEOUT);
             info!("Graceful shutdown: grace period {}s starts", exit_timeout);
-            // Tollgate patch: the grace period ends early once `GRACE_DONE` says nothing is left
+            // Tollgate patch: the grace period ends early once `grace_done` says nothing is left
             // to finish (checked every 100 ms), instead of always sleeping it whole.
             let until = Instant::now() + Duration::from_secs(exit_timeout);
             while Instant::now() < until {
-                if GRACE_DONE.get().is_some_and(|done| done()) {
+                if self.grace_done.as_ref().is_some_and(|done| done()) {
                     info!("Graceful shutdown: nothing left in flight");
                     break;
                 }
