@@ -88,10 +88,30 @@ pub fn temp_dir(what: &str) -> std::path::PathBuf {
     dir
 }
 
-/// A loopback port free right now (for a process that binds it itself).
+/// Where [`free_port`] picks: below Linux's default ephemeral range (32768–60999), so that no
+/// outgoing connection is given the port between the pick and the child process's bind.
+const PICKED_PORTS: std::ops::Range<u16> = 20_000..32_000;
+
+/// A loopback port free right now, for a process that binds it itself (a `proxy` child, its
+/// metrics listener). Two picks of one test process never return the same port (tests run in
+/// parallel threads and each starts its processes later), and the port is outside the ephemeral
+/// range, so neither a parallel test nor an outgoing connection takes it before the child binds.
 pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("loopback port");
-    l.local_addr().expect("bound address").port()
+    static TAKEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let span = u128::from(PICKED_PORTS.end - PICKED_PORTS.start);
+    let mut taken = TAKEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for _ in 0..10_000 {
+        let offset = u16::try_from(uuid::Uuid::new_v4().as_u128() % span).unwrap_or(0);
+        let port = PICKED_PORTS.start + offset;
+        if !taken.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            taken.insert(port);
+            return port;
+        }
+    }
+    panic!("no free loopback port in {PICKED_PORTS:?}");
 }
 
 /// A loopback base URL where nothing listens.
@@ -126,4 +146,15 @@ pub fn sdk_python() -> Option<std::path::PathBuf> {
         path.display()
     );
     None
+}
+
+#[cfg(test)]
+mod port_tests {
+    #[test]
+    fn picked_ports_are_distinct_and_below_the_ephemeral_range() {
+        let ports: Vec<u16> = (0..200).map(|_| super::free_port()).collect();
+        let distinct: std::collections::BTreeSet<u16> = ports.iter().copied().collect();
+        assert_eq!(distinct.len(), ports.len());
+        assert!(ports.iter().all(|p| super::PICKED_PORTS.contains(p)));
+    }
 }
