@@ -7,22 +7,18 @@
 //! request to the next account of its decision.
 
 use crate::classify::Route;
-use crate::ctx::{Call, RequestCtx};
+use crate::ctx::RequestCtx;
 use crate::errors::GatewayError;
 use crate::meter::Meter;
-use crate::metrics::Metrics;
 use crate::route::cooldown::{self, Cooling, Reason, UsageLimit};
-use crate::route::models::ModelRoute;
-use crate::{auth, inspect, local, respond, route::select, shared::Shared};
-use crate::{money::admit, money::settle, route, upstream::accounts, upstream::rewrite};
+use crate::{admission, respond, route::select, shared::Shared};
+use crate::{money::settle, upstream::accounts, upstream::rewrite};
 use async_trait::async_trait;
 use bytes::Bytes;
-use opstate::Stores;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorType};
-use settings::Settings;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,100 +26,6 @@ use std::time::{Duration, Instant};
 #[derive(Clone)]
 pub struct Gateway {
     pub(crate) shared: Arc<Shared>,
-}
-
-impl Gateway {
-    /// A gateway over `stores` that answers the admin routes with 503 (no admin-api).
-    pub fn new(settings: Arc<Settings>, stores: Stores, metrics: Arc<Metrics>) -> Gateway {
-        Gateway::with_admin(settings, stores, metrics, None)
-    }
-
-    /// A gateway that also forwards the admin routes to admin-api at `admin`.
-    pub fn with_admin(
-        settings: Arc<Settings>,
-        stores: Stores,
-        metrics: Arc<Metrics>,
-        admin: Option<std::net::SocketAddr>,
-    ) -> Gateway {
-        Gateway {
-            shared: Arc::new(Shared::new(settings, stores, metrics, admin)),
-        }
-    }
-
-    /// Classification, authentication, inspection, routing and admission. `Ok(true)`: answered
-    /// locally.
-    async fn prepare(
-        &self,
-        session: &mut Session,
-        ctx: &mut RequestCtx,
-    ) -> Result<bool, GatewayError> {
-        let s = &self.shared;
-        let live = ctx.live.clone();
-        s.open_local_stores().await;
-        let header = session.req_header();
-        ctx.surface = Route::surface_of_path(header.uri.path());
-        let route = *ctx.route.insert(Route::of(header)?);
-        s.metrics.started(route.label());
-        if route == Route::Admin {
-            // admin-api authenticates and answers these itself; the body streams through.
-            return s
-                .admin
-                .map(|_| false)
-                .ok_or(GatewayError::UpstreamUnreachable);
-        }
-        if route == Route::Media || route.is_video() {
-            // Hosted media and video tasks: answered here, with no proxied supplier call.
-            return s.answer_here(session, ctx, route).await;
-        }
-        let (caller, key_hash) = s
-            .authenticate(header, route.surface(), !route.is_local())
-            .await?;
-        let caller = ctx.caller.insert(caller).clone();
-        let key_hash = ctx.key_hash.insert(key_hash).clone();
-        auth::permit(&caller, route)?;
-        if route.is_local() {
-            let body = local::answer(&live.router, caller.group_id, route, header.uri.path())?;
-            return respond::local(session, body, &ctx.request_id).await;
-        }
-
-        let server = &s.settings.server;
-        let idle = Duration::from_millis(server.request_body_timeout_ms);
-        let original = inspect::body::read_body(session, server.max_body_bytes, idle).await?;
-        let work = inspect::work(route, session.req_header(), &original)?;
-        let who = route::Caller::of(&caller, &key_hash, &ctx.request_id, &live.settings);
-        let at = ctx.started_at_ms;
-        let plan =
-            |m: &ModelRoute| admit::hold_for(&work, route, &m.model, &caller, &live.settings, at);
-        let hold = (!route.counts_tokens()).then_some(route::HoldRequest {
-            ttl_ms: s.settings.money.hold_ttl_ms,
-            plan: &plan,
-        });
-        let mut decision = route::decide(&s.routing(&live), &work, route, who, hold).await?;
-        // From here on the request holds a capacity slot and its hold: `logging` settles both.
-        if let Some(hold) = decision.hold.take() {
-            s.live_holds.insert(&hold.id, hold.org);
-            ctx.hold = Some(hold);
-        }
-        let served = decision.model.clone();
-        ctx.follow(decision);
-        if route.counts_tokens() && !live.keep_counting_accounts(route, &mut ctx.order) {
-            // No account counts tokens in the client's format: the gateway estimates.
-            let body = local::count_estimate(route, original.len());
-            return respond::local(session, body, &ctx.request_id).await;
-        }
-        let targets = live.targets(route, &ctx.order);
-        let options = live.body_options(&caller);
-        let bodies = work.bodies(route, &original, &served.model, targets, options)?;
-        let default_output = live.settings.money.default_output_tokens;
-        ctx.call = Some(Call::new(
-            work,
-            route.format(),
-            bodies,
-            served,
-            default_output,
-        ));
-        Ok(false)
-    }
 }
 
 #[async_trait]
@@ -141,7 +43,7 @@ impl ProxyHttp for Gateway {
         session: &mut Session,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<bool> {
-        match self.prepare(session, ctx).await {
+        match admission::prepare(&self.shared, session, ctx).await {
             Ok(answered) => Ok(answered),
             Err(_) if session.response_written().is_some() => {
                 Error::e_explain(ErrorType::WriteError, "cut")
@@ -417,7 +319,7 @@ impl ProxyHttp for Gateway {
         let hold = ctx.hold.take();
         hold.iter().for_each(|h| s.live_holds.remove(&h.id));
         let finished = ctx.finished(status, &live.accounts);
-        s.metrics.finished(&finished);
+        s.metrics.finished(&finished.outcome());
         let calls = s.stores().calls.as_ref();
         let slot = slot.map(|account| (account, ctx.request_id.as_str()));
         let gates: Vec<&str> = ctx.gates.iter().map(String::as_str).collect();

@@ -10,8 +10,10 @@
 //! Public: what the binaries and the tests need ([`Gateway`], [`Metrics`], the servers, the route
 //! table, the rendezvous order and the worst-case price tests predict holds with).
 
+mod admission;
 mod auth;
 pub mod classify;
+mod control;
 mod ctx;
 mod errors;
 mod gateway;

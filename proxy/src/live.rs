@@ -12,7 +12,6 @@
 //! reload (matched by id).
 
 use crate::classify::Route;
-use crate::gateway::Gateway;
 use crate::route::models::Router;
 use crate::upstream::Accounts;
 use crate::wire::cells;
@@ -79,47 +78,6 @@ impl Live {
         cells::BodyOptions {
             default_max_tokens: self.settings.money.default_output_tokens,
             codex: self.router.adapts_codex(caller.group_id),
-        }
-    }
-}
-
-impl Gateway {
-    /// Requests in progress in this gateway now.
-    pub fn in_flight(&self) -> usize {
-        self.shared
-            .in_flight
-            .load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    /// Applies `new`, settings read from the configuration file (see `crate::live`): returns the
-    /// keys that changed but need a restart. Counted in `tollgate_config_reloads_total`, shown by
-    /// `/readyz`.
-    pub fn reload(&self, new: Settings) -> Vec<String> {
-        let restart = self.shared.reload(new);
-        if restart.is_empty() {
-            tracing::info!("configuration reloaded");
-        } else {
-            tracing::warn!(needs_restart = ?restart, "configuration reloaded; these keys keep their running values until a restart");
-        }
-        restart
-    }
-
-    /// A reload whose file was refused (`error` names the file and the key): nothing changed.
-    pub fn reload_refused(&self, error: String) {
-        tracing::error!(error = %error, "configuration reload refused; nothing changed");
-        self.shared.reload_failed(error);
-    }
-
-    /// Re-reads the configuration file at `path` and applies it ([`Gateway::reload`]); `Err`
-    /// (nothing changed) with the refusal, naming the key at fault.
-    pub fn reload_from(&self, path: &std::path::Path) -> Result<Vec<String>, String> {
-        match Settings::load(path) {
-            Ok(new) => Ok(self.reload(new)),
-            Err(e) => {
-                let message = format!("{}: {e}", path.display());
-                self.reload_refused(message.clone());
-                Err(message)
-            }
         }
     }
 }

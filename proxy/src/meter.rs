@@ -197,7 +197,7 @@ impl Meter {
                         self.image_count = self.wire.images(&json);
                     }
                     if self.watch_reset {
-                        self.reset_hint = crate::route::cooldown::body_hint(&json);
+                        self.reset_hint = crate::wire::hints::body_hint(&json);
                     }
                 }
             }

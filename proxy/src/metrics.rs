@@ -15,6 +15,19 @@ const BUCKETS: [f64; 16] = [
     300.0,
 ];
 
+/// A finished request as its metrics see it: bounded labels only.
+pub(crate) struct Outcome<'a> {
+    /// The route's label (`None`: never classified, so never counted in flight).
+    pub route: Option<&'static str>,
+    /// The model served (`-` when none was chosen).
+    pub model: &'a str,
+    /// What the client received (0: nothing was sent).
+    pub status: u16,
+    /// The bounded label of the error the gateway answered with, if it answered itself.
+    pub refusal: Option<&'static str>,
+    pub ttfb: Option<std::time::Duration>,
+}
+
 /// The gateway's collectors.
 pub struct Metrics {
     registry: Registry,
@@ -215,14 +228,13 @@ impl Metrics {
 
     /// Records a finished request: counted by route, model and status; its refusal reason and time
     /// to first byte if any; no longer in flight (when it was classified).
-    pub(crate) fn finished(&self, f: &crate::money::settle::Finished<'_>) {
-        let label = f.route.map_or("unknown", |r| r.label());
+    pub(crate) fn finished(&self, f: &Outcome<'_>) {
+        let label = f.route.unwrap_or("unknown");
         if f.route.is_some() {
             self.in_flight.with_label_values(&[label]).dec();
         }
-        let model = f.call.map_or("-", |c| c.model.model.id.as_str());
         self.requests
-            .with_label_values(&[label, model, f.status.to_string().as_str()])
+            .with_label_values(&[label, f.model, f.status.to_string().as_str()])
             .inc();
         if let Some(reason) = f.refusal {
             self.refused.with_label_values(&[reason]).inc();

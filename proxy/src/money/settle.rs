@@ -51,6 +51,19 @@ pub(crate) struct Finished<'a> {
     pub refusal: Option<&'static str>,
 }
 
+impl Finished<'_> {
+    /// What the metrics record of it.
+    pub(crate) fn outcome(&self) -> crate::metrics::Outcome<'_> {
+        crate::metrics::Outcome {
+            route: self.route.map(|r| r.label()),
+            model: self.call.map_or("-", |c| c.model.model.id.as_str()),
+            status: self.status,
+            refusal: self.refusal,
+            ttfb: self.ttfb,
+        }
+    }
+}
+
 /// What a finished request holds until it is settled.
 pub(crate) struct Held<'a> {
     /// Its wallet hold.

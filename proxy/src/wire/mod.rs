@@ -17,6 +17,7 @@
 pub(crate) mod anthropic;
 pub(crate) mod cells;
 pub(crate) mod gemini;
+pub(crate) mod hints;
 pub(crate) mod images;
 pub(crate) mod openai;
 

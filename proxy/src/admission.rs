@@ -1,0 +1,87 @@
+//! The phases before a supplier is called, in order: classify the route, authenticate the key,
+//! inspect the body, route to a model and its accounts, admit (wallet hold, capacity, limits). A
+//! route answered here (local routes, refusals, hosted media, video tasks) never reaches a
+//! supplier through the proxy.
+
+use crate::classify::Route;
+use crate::ctx::{Call, RequestCtx};
+use crate::errors::GatewayError;
+use crate::route::models::ModelRoute;
+use crate::{auth, inspect, local, respond, shared::Shared};
+use crate::{money::admit, route};
+use pingora::proxy::Session;
+use std::time::Duration;
+
+/// Classification, authentication, inspection, routing and admission. `Ok(true)`: answered
+/// locally.
+pub(crate) async fn prepare(
+    s: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+) -> Result<bool, GatewayError> {
+    let live = ctx.live.clone();
+    s.open_local_stores().await;
+    let header = session.req_header();
+    ctx.surface = Route::surface_of_path(header.uri.path());
+    let route = *ctx.route.insert(Route::of(header)?);
+    s.metrics.started(route.label());
+    if route == Route::Admin {
+        // admin-api authenticates and answers these itself; the body streams through.
+        return s
+            .admin
+            .map(|_| false)
+            .ok_or(GatewayError::UpstreamUnreachable);
+    }
+    if route == Route::Media || route.is_video() {
+        // Hosted media and video tasks: answered here, with no proxied supplier call.
+        return s.answer_here(session, ctx, route).await;
+    }
+    let (caller, key_hash) = s
+        .authenticate(header, route.surface(), !route.is_local())
+        .await?;
+    let caller = ctx.caller.insert(caller).clone();
+    let key_hash = ctx.key_hash.insert(key_hash).clone();
+    auth::permit(&caller, route)?;
+    if route.is_local() {
+        let body = local::answer(&live.router, caller.group_id, route, header.uri.path())?;
+        return respond::local(session, body, &ctx.request_id).await;
+    }
+
+    let server = &s.settings.server;
+    let idle = Duration::from_millis(server.request_body_timeout_ms);
+    let original = inspect::body::read_body(session, server.max_body_bytes, idle).await?;
+    let work = inspect::work(route, session.req_header(), &original)?;
+    let who = route::Caller::of(&caller, &key_hash, &ctx.request_id, &live.settings);
+    let at = ctx.started_at_ms;
+    let plan =
+        |m: &ModelRoute| admit::hold_for(&work, route, &m.model, &caller, &live.settings, at);
+    let hold = (!route.counts_tokens()).then_some(route::HoldRequest {
+        ttl_ms: s.settings.money.hold_ttl_ms,
+        plan: &plan,
+    });
+    let mut decision = route::decide(&s.routing(&live), &work, route, who, hold).await?;
+    // From here on the request holds a capacity slot and its hold: `logging` settles both.
+    if let Some(hold) = decision.hold.take() {
+        s.live_holds.insert(&hold.id, hold.org);
+        ctx.hold = Some(hold);
+    }
+    let served = decision.model.clone();
+    ctx.follow(decision);
+    if route.counts_tokens() && !live.keep_counting_accounts(route, &mut ctx.order) {
+        // No account counts tokens in the client's format: the gateway estimates.
+        let body = local::count_estimate(route, original.len());
+        return respond::local(session, body, &ctx.request_id).await;
+    }
+    let targets = live.targets(route, &ctx.order);
+    let options = live.body_options(&caller);
+    let bodies = work.bodies(route, &original, &served.model, targets, options)?;
+    let default_output = live.settings.money.default_output_tokens;
+    ctx.call = Some(Call::new(
+        work,
+        route.format(),
+        bodies,
+        served,
+        default_output,
+    ));
+    Ok(false)
+}
