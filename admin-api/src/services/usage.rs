@@ -338,6 +338,18 @@ enum Source {
     Buckets,
 }
 
+impl Source {
+    /// Where each value's sums per period are read: by day from the daily rollup; by hour from
+    /// the hourly rollup (models, groups) or the organizations' own buckets (customers, keys).
+    fn of_periods(granularity: Granularity, dim: Dim) -> Source {
+        match (granularity, dim) {
+            (Granularity::Day, _) => Source::Daily,
+            (Granularity::Hour, Dim::Model | Dim::Group) => Source::Hourly,
+            (Granularity::Hour, Dim::Organization | Dim::Key) => Source::Buckets,
+        }
+    }
+}
+
 /// The whole UTC days of a window, `[first, end)`; refused unless the window is whole days (the
 /// console's windows are).
 fn whole_days(w: &Window) -> Result<(NaiveDate, NaiveDate), ApiError> {
@@ -582,11 +594,7 @@ where
 {
     use futures_util::StreamExt;
     use sea_orm::FromQueryResult;
-    let source = match (w.granularity, dim) {
-        (Granularity::Day, _) => Source::Daily,
-        (Granularity::Hour, Dim::Model | Dim::Group) => Source::Hourly,
-        (Granularity::Hour, Dim::Organization | Dim::Key) => Source::Buckets,
-    };
+    let source = Source::of_periods(w.granularity, dim);
     let ask = Ask {
         by_value: true,
         by_period: true,
@@ -719,11 +727,7 @@ pub async fn partner_periods_of(
     if values.is_empty() {
         return Ok(out);
     }
-    let source = match (w.granularity, dim) {
-        (Granularity::Day, _) => Source::Daily,
-        (Granularity::Hour, Dim::Model | Dim::Group) => Source::Hourly,
-        (Granularity::Hour, Dim::Organization | Dim::Key) => Source::Buckets,
-    };
+    let source = Source::of_periods(w.granularity, dim);
     let ask = Ask {
         by_value: true,
         by_period: true,
