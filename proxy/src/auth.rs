@@ -7,7 +7,7 @@
 //! in the key directory. Never logs or stores the presented value. Fails closed: a store error is
 //! an error, never an anonymous pass.
 
-use crate::classify::Route;
+use crate::classify::{Route, query_key};
 use crate::errors::{GatewayError, Surface};
 use credentials::{Env, KeyHasher, Kind};
 use opstate::{KeyDirectory, KeyRecord};
@@ -23,14 +23,6 @@ const GOOGLE_KEY_HEADER: &str = "x-goog-api-key";
 #[cfg(test)]
 fn presented_key(req: &RequestHeader) -> Result<Option<&str>, GatewayError> {
     presented_key_on(req, Surface::OpenAi)
-}
-
-/// The `key` query parameter of a native-surface request (Google's REST form).
-pub(crate) fn query_key(req: &RequestHeader) -> Option<&str> {
-    req.uri
-        .query()?
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("key="))
 }
 
 /// The credential presented on `surface`, if any. Several headers carrying *different* values are

@@ -96,7 +96,7 @@ impl Route {
             (&Method::POST, "/compat/v1/audio/transcriptions") => Route::AudioTranscriptions,
             (&Method::POST, "/compat/v1/images/generations") => Route::ImageGenerations,
             (&Method::POST, "/compat/v1/images/edits") => Route::ImageEdits,
-            (&Method::GET, p) if crate::media::id_of(p).is_some() => Route::Media,
+            (&Method::GET, p) if media_id(p).is_some() => Route::Media,
             (&Method::POST, "/compat/v1/videos") => Route::VideoCreate,
             (&Method::GET, p) if p.starts_with(VIDEOS) => return Route::video(p),
             (&Method::POST, "/v1/messages") => Route::Messages,
@@ -347,7 +347,25 @@ impl Route {
 fn google_client(header: &pingora::http::RequestHeader) -> bool {
     header.headers.contains_key("x-goog-api-key")
         || header.headers.contains_key("x-goog-api-client")
-        || crate::auth::query_key(header).is_some()
+        || query_key(header).is_some()
+}
+
+/// The `key` query parameter of a native-surface request (Google's REST form): a Google client's
+/// mark here, the credential in `auth`.
+pub(crate) fn query_key(req: &pingora::http::RequestHeader) -> Option<&str> {
+    req.uri
+        .query()?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("key="))
+}
+
+/// Where hosted media is served: `/media/{id}`.
+pub(crate) const MEDIA_PREFIX: &str = "/media/";
+
+/// The id of a media path (`/media/{32 hex digits}`).
+pub fn media_id(path: &str) -> Option<&str> {
+    let id = path.strip_prefix(MEDIA_PREFIX)?;
+    (id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
 }
 
 #[cfg(test)]

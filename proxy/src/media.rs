@@ -13,6 +13,7 @@
 //! write landed waits for it briefly ([`FETCH_WAIT`]). At most [`PENDING_CAP`] bytes wait at once;
 //! beyond that an image is dropped (logged), and its URL answers 404.
 
+use crate::classify::{MEDIA_PREFIX as PREFIX, media_id as id_of};
 use crate::errors::GatewayError;
 use crate::wire::images::Host;
 use hmac::{Hmac, Mac};
@@ -27,14 +28,6 @@ pub const IMAGE_URL_TTL: Duration = Duration::from_secs(3600);
 pub const FETCH_WAIT: Duration = Duration::from_secs(3);
 /// Most image bytes waiting for their store write at once.
 pub const PENDING_CAP: usize = 256 * 1024 * 1024;
-
-const PREFIX: &str = "/media/";
-
-/// The id of a media path (`/media/{32 hex digits}`).
-pub fn id_of(path: &str) -> Option<&str> {
-    let id = path.strip_prefix(PREFIX)?;
-    (id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(id)
-}
 
 /// Signs and checks media URLs.
 #[derive(Clone)]

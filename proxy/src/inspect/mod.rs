@@ -13,7 +13,7 @@ use crate::classify::Route;
 use crate::errors::GatewayError;
 use crate::wire;
 use crate::wire::cells::{self, Bodies, BodyOptions};
-use body::TopLevel;
+use crate::wire::json::TopLevel;
 use bytes::Bytes;
 use pingora::http::RequestHeader;
 use translate::Format;
@@ -144,7 +144,7 @@ pub(crate) fn work<'a>(
             Kind::Audio { form, seconds }
         }
         _ => {
-            let fields = body::top_level(original)?;
+            let fields = crate::wire::json::top_level(original)?;
             native_only(route, &fields)?;
             let call = match route.format() {
                 Some(Format::Messages) => wire::anthropic::call_body(route, &fields)?,

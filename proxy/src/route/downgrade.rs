@@ -18,9 +18,9 @@
 use super::Routing;
 use super::models::ModelRoute;
 use crate::classify::Route;
-use crate::inspect::body::TopLevel;
 use crate::inspect::{Kind, Work};
 use crate::wire::CallBody;
+use crate::wire::json::TopLevel;
 use std::sync::Arc;
 
 /// Largest body still considered simple work.
@@ -98,7 +98,7 @@ pub(crate) fn pressure(in_use: &[u32], capacity: &[u32]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inspect::body::top_level;
+    use crate::wire::json::top_level;
     use crate::wire::openai::call_body;
 
     fn simple(body: &str) -> bool {

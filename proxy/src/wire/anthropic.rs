@@ -12,7 +12,7 @@
 use super::{CallBody, PLAUSIBLE_MAX, Usage, openai::string_field};
 use crate::classify::Route;
 use crate::errors::GatewayError;
-use crate::inspect::body::TopLevel;
+use crate::wire::json::TopLevel;
 use bytes::Bytes;
 use serde::Deserialize;
 
@@ -178,7 +178,7 @@ mod tests {
 
     #[test]
     fn reads_messages_bodies() {
-        let fields = crate::inspect::body::top_level(
+        let fields = crate::wire::json::top_level(
             br#"{"model":"claude","max_tokens":64,"messages":[],"stream":true}"#,
         )
         .unwrap();
@@ -187,8 +187,7 @@ mod tests {
             (c.model.as_str(), c.stream, c.output_cap),
             ("claude", true, Some(64))
         );
-        let fields =
-            crate::inspect::body::top_level(br#"{"model":"claude","messages":[]}"#).unwrap();
+        let fields = crate::wire::json::top_level(br#"{"model":"claude","messages":[]}"#).unwrap();
         assert!(matches!(
             call_body(Route::Messages, &fields),
             Err(GatewayError::InvalidBody {

@@ -16,7 +16,7 @@
 use super::{CallBody, PLAUSIBLE_MAX, Usage};
 use crate::classify::Route;
 use crate::errors::GatewayError;
-use crate::inspect::body::TopLevel;
+use crate::wire::json::TopLevel;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -156,7 +156,7 @@ pub(crate) fn event_has_text(data: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inspect::body::top_level;
+    use crate::wire::json::top_level;
 
     #[test]
     fn reads_native_bodies_and_refuses_thinking() {

@@ -19,6 +19,7 @@ pub(crate) mod cells;
 pub(crate) mod gemini;
 pub(crate) mod hints;
 pub(crate) mod images;
+pub(crate) mod json;
 pub(crate) mod openai;
 
 /// Token counts above this are implausible and ignored (the call is then estimated).

@@ -11,7 +11,7 @@
 use super::{CallBody, PLAUSIBLE_MAX, Usage};
 use crate::classify::Route;
 use crate::errors::GatewayError;
-use crate::inspect::body::TopLevel;
+use crate::wire::json::TopLevel;
 use bytes::Bytes;
 use serde::Deserialize;
 
@@ -294,7 +294,7 @@ const PLAUSIBLE_AUDIO_SECONDS: f64 = 604_800.0;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inspect::body::top_level;
+    use crate::wire::json::top_level;
 
     fn parse(route: Route, body: &str) -> Result<CallBody, GatewayError> {
         call_body(route, &top_level(body.as_bytes())?)
