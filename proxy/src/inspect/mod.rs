@@ -8,6 +8,7 @@
 pub(crate) mod body;
 pub(crate) mod form;
 pub(crate) mod image;
+pub(crate) mod video;
 
 use crate::classify::Route;
 use crate::errors::GatewayError;
@@ -48,8 +49,8 @@ pub(crate) enum Kind<'a> {
     Audio { form: form::AudioForm, seconds: u64 },
     /// An image generation or edit on the compat surface.
     Image(Box<image::ImageCall>),
-    /// A video task's create body (`video::job`).
-    Video(Box<crate::video::job::Job>),
+    /// A video task's create body (`video.rs`).
+    Video(Box<video::Job>),
 }
 
 impl Work<'_> {
@@ -125,7 +126,7 @@ pub(crate) fn work<'a>(
         .and_then(|v| v.to_str().ok());
     let kind = match route {
         Route::ImageGenerations => Kind::Image(Box::new(image::json_call(original, false)?)),
-        Route::VideoCreate => Kind::Video(Box::new(crate::video::job::parse(original)?)),
+        Route::VideoCreate => Kind::Video(Box::new(video::parse(original)?)),
         Route::ImageEdits => {
             let json = content_type.is_some_and(|c| {
                 c.split(';')

@@ -7,11 +7,11 @@
 //! when the task ends, by whichever proxy learns it first: a poll, or the sweeper (`sweep.rs`)
 //! that asks suppliers about tasks nobody polled. The three routes are answered in the request
 //! filter (`serve.rs`, then `create.rs`, `poll.rs` or `content.rs`; a task's end in `settle.rs`),
-//! which makes the supplier calls itself (`supplier.rs`). The create body is checked in `job.rs`.
+//! which makes the supplier calls itself (`supplier.rs`). The create body is checked by
+//! `inspect::video`.
 
 mod content;
 mod create;
-pub(crate) mod job;
 mod poll;
 pub(crate) mod serve;
 mod settle;
