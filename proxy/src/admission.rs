@@ -34,7 +34,7 @@ pub(crate) async fn prepare(
     }
     if route == Route::Media || route.is_video() {
         // Hosted media and video tasks: answered here, with no proxied supplier call.
-        return s.answer_here(session, ctx, route).await;
+        return answer_here(s, session, ctx, route).await;
     }
     let (caller, key_hash) = s
         .authenticate(header, route.surface(), !route.is_local())
@@ -84,4 +84,20 @@ pub(crate) async fn prepare(
         default_output,
     ));
     Ok(false)
+}
+
+/// Answers a route the gateway serves without proxying: a hosted media file, or a video
+/// task route (`crate::video::serve`). `Ok(true)`: answered.
+async fn answer_here(
+    s: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    route: Route,
+) -> Result<bool, GatewayError> {
+    if route.is_video() {
+        return crate::video::serve::serve(s, session, ctx, route).await;
+    }
+    let header = session.req_header();
+    let file = crate::media::fetch(s.stores().media.as_ref(), &s.signer, header).await?;
+    crate::respond::file(session, file, &ctx.request_id).await
 }

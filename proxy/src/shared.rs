@@ -58,7 +58,7 @@ pub(crate) struct Shared {
     /// unset: the video routes answer 503.
     pub tasks: std::sync::OnceLock<std::sync::Arc<dyn opstate::TaskBook>>,
     /// The gateway's own supplier calls (video tasks).
-    pub supplier: crate::video::supplier::Client,
+    pub supplier: crate::upstream::direct::Client,
     /// Key records kept in this proxy (on Redis, `redis.key_cache_ms` > 0; see
     /// `opstate::KeyCache`): refreshed by [`Shared::watch_keys`].
     key_cache: Option<opstate::KeyCache>,
@@ -106,7 +106,7 @@ impl Shared {
             live_holds: LiveHolds::default(),
             recent,
             tasks: std::sync::OnceLock::new(),
-            supplier: crate::video::supplier::Client::default(),
+            supplier: crate::upstream::direct::Client::default(),
             key_cache,
         }
     }
@@ -374,22 +374,6 @@ impl Shared {
 
     /// The base of the URLs of hosted media: `server.public_base_url` when configured, else the
     /// request's own `Host` (what the client reached the gateway as).
-    /// Answers a route the gateway serves without proxying: a hosted media file, or a video
-    /// task route (`crate::video::serve`). `Ok(true)`: answered.
-    pub async fn answer_here(
-        &self,
-        session: &mut pingora::proxy::Session,
-        ctx: &mut RequestCtx,
-        route: Route,
-    ) -> Result<bool, crate::errors::GatewayError> {
-        if route.is_video() {
-            return crate::video::serve::serve(self, session, ctx, route).await;
-        }
-        let header = session.req_header();
-        let file = crate::media::fetch(self.stores().media.as_ref(), &self.signer, header).await?;
-        crate::respond::file(session, file, &ctx.request_id).await
-    }
-
     pub(crate) fn media_base(&self, host: Option<&str>) -> String {
         let server = &self.settings.server;
         match host {

@@ -2,6 +2,7 @@
 //! as they cross the gateway ([`rewrite`]). Bodies in another wire format are `wire`'s business.
 
 pub(crate) mod accounts;
+pub(crate) mod direct;
 pub(crate) mod rewrite;
 
 pub(crate) use accounts::{Accounts, Upstream};

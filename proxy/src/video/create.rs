@@ -3,7 +3,6 @@
 
 use super::poll::SupplierState;
 use super::serve::{ID_PREFIX, OBJECT_LIMIT, encode_segment, object, unavailable};
-use super::supplier::{Call, CallError};
 use crate::classify::Route;
 use crate::ctx::RequestCtx;
 use crate::errors::GatewayError;
@@ -11,6 +10,7 @@ use crate::inspect::{self, Kind};
 use crate::money::admit::{self};
 use crate::route::cooldown::{self, Cooling, Reason};
 use crate::shared::Shared;
+use crate::upstream::direct::{Call, CallError};
 use crate::{respond, route};
 use bytes::Bytes;
 use chrono::Utc;

@@ -7,7 +7,7 @@
 //! when the task ends, by whichever proxy learns it first: a poll, or the sweeper (`sweep.rs`)
 //! that asks suppliers about tasks nobody polled. The three routes are answered in the request
 //! filter (`serve.rs`, then `create.rs`, `poll.rs` or `content.rs`; a task's end in `settle.rs`),
-//! which makes the supplier calls itself (`supplier.rs`). The create body is checked by
+//! which makes the supplier calls itself (`upstream::direct`). The create body is checked by
 //! `inspect::video`.
 
 mod content;
@@ -15,7 +15,6 @@ mod create;
 mod poll;
 pub(crate) mod serve;
 mod settle;
-pub(crate) mod supplier;
 pub(crate) mod sweep;
 
 use crate::shared::Shared;

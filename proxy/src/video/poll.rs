@@ -4,9 +4,9 @@
 use super::content::{operation_path, veo_file};
 use super::serve::{OBJECT_LIMIT, encode_segment};
 use super::settle::finish;
-use super::supplier::Call;
 use crate::errors::GatewayError;
 use crate::shared::Shared;
+use crate::upstream::direct::Call;
 use opstate::{Task, TaskBook, TaskStatus};
 use serde_json::Value;
 use settings::Provider;
@@ -242,7 +242,7 @@ pub(super) async fn get(
     suffix: &str,
     headers: Vec<(http::HeaderName, String)>,
     what: &'static str,
-) -> Result<super::supplier::Answer, GatewayError> {
+) -> Result<crate::upstream::direct::Answer, GatewayError> {
     let call = Call {
         method: "GET",
         suffix,

@@ -1,5 +1,5 @@
 //! The three video routes, answered from the request filter: the gateway makes the supplier calls
-//! itself (`supplier.rs`) because a create's task id must be in the task book before the client
+//! itself (`upstream::direct`) because a create's task id must be in the task book before the client
 //! sees it, and a poll may end a task (and settle its hold) before it answers.
 
 use super::content::content;
