@@ -26,7 +26,7 @@
 //! base64 is hosted by the gateway (`crate::media`) and answered as a signed URL.
 
 use crate::errors::GatewayError;
-use crate::inspect::image::{ImageCall, MAX_REFERENCES};
+use crate::wire::image_call::{ImageCall, MAX_REFERENCES};
 use crate::wire::json::TopLevel;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
@@ -475,7 +475,7 @@ fn image_mime(b64: &str) -> &'static str {
     base64::engine::general_purpose::STANDARD
         .decode(head.as_bytes())
         .ok()
-        .and_then(|b| crate::inspect::image::sniff(&b))
+        .and_then(|b| crate::wire::image_call::sniff(&b))
         .unwrap_or("image/png")
 }
 

@@ -18,6 +18,7 @@ pub(crate) mod anthropic;
 pub(crate) mod cells;
 pub(crate) mod gemini;
 pub(crate) mod hints;
+pub(crate) mod image_call;
 pub(crate) mod images;
 pub(crate) mod json;
 pub(crate) mod openai;
