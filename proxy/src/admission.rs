@@ -3,10 +3,11 @@
 //! route answered here (local routes, refusals, hosted media, video tasks) never reaches a
 //! supplier through the proxy.
 
+use crate::call::Call;
 use crate::classify::Route;
-use crate::ctx::{Call, RequestCtx};
+use crate::ctx::RequestCtx;
 use crate::errors::GatewayError;
-use crate::route::models::ModelRoute;
+use crate::models::ModelRoute;
 use crate::{auth, inspect, local, respond, shared::Shared};
 use crate::{money::admit, route};
 use pingora::proxy::Session;

@@ -1,17 +1,16 @@
 //! Per-request state, grouped by the phase that fills it. Created empty by `new_ctx`, filled in
 //! request order, read by `logging` to settle.
 
+use crate::call::Call;
 use crate::classify::Route;
 use crate::errors::Surface;
-use crate::inspect::Work;
 use crate::meter::Meter;
 use crate::money::admit::Hold;
 use crate::money::settle::Finished;
 use crate::route::Decision;
 use crate::route::cooldown::{Cooling, UsageLimit};
-use crate::route::models::ModelRoute;
 use crate::upstream::Accounts;
-use crate::wire::cells::{Bodies, Reshape};
+use crate::wire::cells::Reshape;
 use bytes::Bytes;
 use opstate::KeyRecord;
 use std::sync::Arc;
@@ -67,73 +66,6 @@ pub struct RequestCtx {
     pub(crate) ttfb: Option<Duration>,
     /// The bounded label of the error the gateway answered with, if it answered itself.
     pub(crate) refusal: Option<&'static str>,
-}
-
-/// A generation call after inspection and routing.
-pub(crate) struct Call {
-    /// The model id as the client sent it.
-    pub requested_model: String,
-    pub model: Arc<ModelRoute>,
-    pub stream: bool,
-    /// The client's wire format (`None`: an audio form).
-    pub client: Option<translate::Format>,
-    /// The bodies forwarded upstream, one per format the call's accounts speak.
-    pub bodies: Bodies,
-    /// Size of the client's original body (feeds the usage estimate, and bounds its input).
-    pub request_bytes: usize,
-    /// The most output the call may produce: its output cap, else the configured default
-    /// (bounds the usage estimate).
-    pub output_bound: u64,
-    /// Audio calls: the duration read from the file at admission, in seconds (the charge when the
-    /// supplier reports none).
-    pub audio_seconds: Option<u64>,
-    /// Attribution headers (`x-tollgate-project`, `x-tollgate-workflow`).
-    pub project: Option<String>,
-    pub workflow: Option<String>,
-    /// The request's `Host` header.
-    pub host: Option<String>,
-    /// Image calls (an image model served it): priced per image served.
-    pub images: Option<ImageCharge>,
-}
-
-/// What an image call asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ImageCharge {
-    /// Images asked for (what the hold covers).
-    pub asked: u64,
-    /// The client wants URLs (`response_format=url`).
-    pub urls: bool,
-}
-
-impl Call {
-    /// The call inspection and routing produced, forwarding `body` to accounts of `model`;
-    /// `default_output` is the output bound of a call that sets no cap.
-    pub(crate) fn new(
-        work: Work<'_>,
-        client: Option<translate::Format>,
-        bodies: Bodies,
-        model: Arc<ModelRoute>,
-        default_output: u64,
-    ) -> Call {
-        let images = (model.model.kind == settings::ModelKind::Image).then(|| ImageCharge {
-            asked: work.images_asked(),
-            urls: work.wants_urls(),
-        });
-        Call {
-            images,
-            requested_model: work.model().to_string(),
-            model,
-            stream: work.stream(),
-            client,
-            bodies,
-            request_bytes: work.body_bytes,
-            output_bound: work.output_cap().unwrap_or(default_output),
-            audio_seconds: work.audio_seconds(),
-            host: work.host,
-            project: work.project,
-            workflow: work.workflow,
-        }
-    }
 }
 
 impl RequestCtx {

@@ -130,7 +130,8 @@ impl ProxyHttp for Gateway {
         let Some(upstream) = live.accounts.get(i) else {
             return Error::e_explain(ErrorType::InternalError, "unknown account index");
         };
-        ctx.sending = rewrite::for_account(upstream_request, upstream, route, call)?;
+        let sent = (&call.bodies, call.model.model.id.as_str(), call.stream);
+        ctx.sending = rewrite::for_account(upstream_request, upstream, route, sent)?;
         Ok(())
     }
 

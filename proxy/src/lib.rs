@@ -12,6 +12,7 @@
 
 mod admission;
 mod auth;
+mod call;
 pub mod classify;
 mod control;
 mod ctx;
@@ -24,6 +25,7 @@ mod local;
 mod media;
 mod meter;
 pub mod metrics;
+mod models;
 mod money;
 mod respond;
 mod route;

@@ -12,7 +12,7 @@
 //! reload (matched by id).
 
 use crate::classify::Route;
-use crate::route::models::Router;
+use crate::models::Router;
 use crate::upstream::Accounts;
 use crate::wire::cells;
 use settings::Settings;

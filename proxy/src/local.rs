@@ -13,7 +13,7 @@
 
 use crate::classify::Route;
 use crate::errors::{GatewayError, Surface};
-use crate::route::models::Router;
+use crate::models::Router;
 use bytes::Bytes;
 use serde_json::{Value, json};
 use settings::Model;

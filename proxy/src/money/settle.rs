@@ -15,8 +15,8 @@
 //! can be replayed) and counted in `usage_events_lost_total`, and the hold is left to the
 //! reconciler.
 
+use crate::call::Call;
 use crate::classify::Route;
-use crate::ctx::Call;
 use crate::meter::Meter;
 use crate::metrics::Metrics;
 use crate::money::admit::Hold;

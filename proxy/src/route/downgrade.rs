@@ -16,9 +16,9 @@
 //! response's `model` field (the supplier's) and in the `x-tollgate-model-served` header.
 
 use super::Routing;
-use super::models::ModelRoute;
 use crate::classify::Route;
 use crate::inspect::{Kind, Work};
+use crate::models::ModelRoute;
 use crate::wire::CallBody;
 use crate::wire::json::TopLevel;
 use std::sync::Arc;

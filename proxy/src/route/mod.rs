@@ -11,17 +11,16 @@
 pub(crate) mod capacity;
 pub(crate) mod cooldown;
 pub(crate) mod downgrade;
-pub(crate) mod models;
 pub(crate) mod select;
 
 use crate::classify::Route;
 use crate::errors::GatewayError;
 use crate::inspect::Work;
 use crate::metrics::Metrics;
+use crate::models::{ModelRoute, Router};
 use crate::money::admit::{self, Hold, HoldPlan};
 use crate::upstream::Accounts;
 use capacity::Layer;
-use models::{ModelRoute, Router};
 use opstate::{Calls, GateAsk, HoldAsk, Limits, RateAsk, Sessions, SlotAsk, Slots};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -9,7 +9,7 @@
 
 use crate::classify::Route;
 use crate::upstream::Upstream;
-use crate::wire::cells;
+use crate::wire::cells::{self, Bodies};
 use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
 use translate::Format;
@@ -54,16 +54,17 @@ pub(crate) struct Target<'a> {
     pub body_len: usize,
 }
 
-/// Rewrites the request header of `call` for `upstream` (see [`upstream_request`]) and returns
-/// the body to send it: the one in the account's format.
+/// Rewrites the request header of a call of `model` (`stream`ed or not) for `upstream` (see
+/// [`upstream_request`]) and returns the body to send it: the one of `bodies` in the account's
+/// format.
 pub(crate) fn for_account(
     req: &mut RequestHeader,
     upstream: &Upstream,
     route: Route,
-    call: &crate::ctx::Call,
+    (bodies, model, stream): (&Bodies, &str, bool),
 ) -> pingora::Result<Bytes> {
     let format = cells::target(upstream.account.provider, route);
-    let Some(body) = call.bodies.get(format) else {
+    let Some(body) = bodies.get(format) else {
         return pingora::Error::e_explain(
             pingora::ErrorType::InternalError,
             "no body for the account's format",
@@ -72,8 +73,8 @@ pub(crate) fn for_account(
     let target = Target {
         route,
         format,
-        model: call.model.model.id.as_str(),
-        stream: call.stream,
+        model,
+        stream,
         body_len: body.len(),
     };
     upstream_request(req, upstream, &target)?;
