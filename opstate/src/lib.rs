@@ -47,7 +47,9 @@ pub use memory::MemoryStore;
 pub use redis_store::RedisStore;
 pub use sessions::Sessions;
 pub use slots::Slots;
-pub use tasks::{Ending, MemoryTaskBook, Task, TaskBook, TaskBookError, TaskStatus};
+pub use tasks::{
+    Ending, MEMORY_TASK_CAP, MemoryTaskBook, Task, TaskBook, TaskBookError, TaskStatus,
+};
 pub use usage::{Measurement, StreamEntry, UsageEvent, UsageStream};
 pub use wallets::{
     Adjustment, Confirmation, ExpiredHold, HoldMeta, Reservation, Settlement, WalletSnapshot,

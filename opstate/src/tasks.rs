@@ -133,16 +133,35 @@ pub trait TaskBook: Send + Sync {
     async fn claim(&self, task: &Task) -> Result<bool, TaskBookError>;
 }
 
-/// The tasks of this process only, lost with it: the gateway's book on an in-process store when
-/// no database book is given.
-#[derive(Debug, Default)]
+/// Tasks a [`MemoryTaskBook`] keeps at most by default.
+pub const MEMORY_TASK_CAP: usize = 10_000;
+
+/// The tasks of this process only, lost with it (a gateway built without the binaries' database
+/// book, e.g. the proxy's tests). Bounded: at its cap, recording a task first forgets the ended
+/// task that ended earliest; with none ended, the new task is refused (the caller answers 503).
+#[derive(Debug)]
 pub struct MemoryTaskBook {
     tasks: Mutex<HashMap<String, Task>>,
+    cap: usize,
+}
+
+impl Default for MemoryTaskBook {
+    fn default() -> Self {
+        MemoryTaskBook::with_cap(MEMORY_TASK_CAP)
+    }
 }
 
 impl MemoryTaskBook {
     pub fn new() -> MemoryTaskBook {
         MemoryTaskBook::default()
+    }
+
+    /// A book keeping at most `cap` tasks (at least one).
+    pub fn with_cap(cap: usize) -> MemoryTaskBook {
+        MemoryTaskBook {
+            tasks: Mutex::new(HashMap::new()),
+            cap: cap.max(1),
+        }
     }
 
     /// Runs `f` on the tasks (a poisoned lock is taken over: every write below is one assignment
@@ -166,6 +185,24 @@ impl TaskBook for MemoryTaskBook {
         self.with(|tasks| {
             if tasks.contains_key(&task.id) {
                 return Err(TaskBookError(format!("task {} exists", task.id)));
+            }
+            if tasks.len() >= self.cap {
+                let oldest_ended = tasks
+                    .values()
+                    .filter(|t| t.status.is_final())
+                    .min_by_key(|t| (t.completed_at, t.id.clone()))
+                    .map(|t| t.id.clone());
+                match oldest_ended {
+                    Some(id) => {
+                        tasks.remove(&id);
+                    }
+                    None => {
+                        return Err(TaskBookError(format!(
+                            "{} tasks running, the most this process keeps",
+                            self.cap
+                        )));
+                    }
+                }
             }
             tasks.insert(task.id.clone(), task);
             Ok(())

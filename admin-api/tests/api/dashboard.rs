@@ -1143,6 +1143,12 @@ async fn usage_and_margin_equal_the_ledgers_to_the_nano_dollar() {
             .status,
         404
     );
+    // Its streamed CSV neither.
+    let forged = olga
+        .get(&format!("/console/partners/{}/usage.csv", other.id))
+        .await;
+    assert_eq!(forged.status, 404);
+    assert!(!forged.body.contains("period_start"), "{}", forged.body);
 }
 
 #[tokio::test]

@@ -204,3 +204,35 @@ async fn due_lists_running_tasks_checked_before_oldest_first_and_one_claim_wins(
         );
     }
 }
+
+/// The memory book is bounded: at its cap, a new task forgets the task that ended earliest; with
+/// every task still running, it is refused and nothing is forgotten.
+#[tokio::test]
+async fn the_memory_book_keeps_at_most_its_cap() {
+    let book = MemoryTaskBook::with_cap(2);
+    book.insert(task("video_1", 0)).await.unwrap();
+    book.insert(task("video_2", 0)).await.unwrap();
+    assert!(
+        book.insert(task("video_3", 0)).await.is_err(),
+        "all running"
+    );
+    assert!(book.get("video_1").await.unwrap().is_some());
+    let ending = Ending {
+        status: TaskStatus::Completed,
+        seconds: 4,
+        cost_nanos: 1,
+        failure: None,
+    };
+    book.ended("video_2", &ending).await.unwrap();
+    book.insert(task("video_3", 0)).await.unwrap();
+    assert_eq!(
+        book.get("video_2").await.unwrap(),
+        None,
+        "the ended one is forgotten"
+    );
+    assert!(
+        book.get("video_1").await.unwrap().is_some(),
+        "a running one never is"
+    );
+    assert!(book.get("video_3").await.unwrap().is_some());
+}
