@@ -476,7 +476,11 @@ async fn an_upgrade_under_traffic_refuses_no_connection_and_loses_no_call() {
                         resp.bytes().await.unwrap();
                         ok += 1;
                     }
-                    Ok(resp) => failed.push(format!("status {}", resp.status())),
+                    Ok(resp) => {
+                        let status = resp.status();
+                        let body = resp.text().await.unwrap_or_default();
+                        failed.push(format!("status {status}: {body}"));
+                    }
                     Err(e) => failed.push(format!("{e:?}")),
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;

@@ -122,7 +122,15 @@ fn proxy_process(config: &std::path::Path, args: &[&str]) -> KillOnDrop {
             .args(args)
             .env_remove("DATABASE_URL")
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            // Its log beside its configuration (`proxy.toml` → `proxy.toml.log`), for a failure's
+            // diagnosis; appended to by a second process on the same file (an upgrade).
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(config.with_extension("toml.log"))
+                    .map_or_else(|_| std::process::Stdio::null(), std::process::Stdio::from),
+            )
             .spawn()
             .unwrap(),
     )
