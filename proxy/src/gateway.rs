@@ -220,7 +220,7 @@ impl ProxyHttp for Gateway {
             upstream_response
                 .insert_header("x-tollgate-model-served", call.model.model.id.as_str())?;
         }
-        self.shared.start_answer(ctx, upstream_response)
+        crate::answer::start(&self.shared, ctx, upstream_response)
     }
 
     /// Observe each chunk for usage; bytes pass through untouched.
@@ -231,24 +231,7 @@ impl ProxyHttp for Gateway {
         end_of_stream: bool,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<Option<Duration>> {
-        if let Some(chunk) = body.as_ref().filter(|b| !b.is_empty()) {
-            ctx.ttfb.get_or_insert_with(|| ctx.started.elapsed());
-            if let Some(m) = ctx.meter.as_mut() {
-                m.observe(chunk);
-            }
-        }
-        if end_of_stream && let Some(m) = ctx.meter.as_mut() {
-            m.finish();
-        }
-        if let Some(limit) = &ctx.usage_limit {
-            let (hint, surface) = (
-                ctx.meter.as_ref().and_then(Meter::reset_hint),
-                ctx.surface(),
-            );
-            *body = end_of_stream.then(|| limit.body(surface, hint));
-        } else if let Some(reshape) = ctx.reshape.as_mut() {
-            reshape.body(body, end_of_stream);
-        }
+        crate::answer::body(ctx, body, end_of_stream);
         Ok(None)
     }
 

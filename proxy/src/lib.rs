@@ -11,6 +11,7 @@
 //! table, the rendezvous order and the worst-case price tests predict holds with).
 
 mod admission;
+mod answer;
 mod auth;
 mod call;
 pub mod classify;

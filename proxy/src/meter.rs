@@ -1,22 +1,19 @@
 //! Phase 6, metering: count what the supplier served while the response streams through.
 //!
-//! The meter frames the bytes (SSE lines across chunk boundaries, or one buffered JSON body) and
-//! asks the response's wire format (`wire::Wire`) where usage and text sit.
+//! The supplier's answer is read once, by `translate::response::Answer`: it frames a stream
+//! (one SSE reader) and hands each event to the supplier format's decoder, which is that format's
+//! meter too. Passed through, the bytes reach the client untouched and each event is only
+//! scanned (the few that may carry usage are decoded typed and borrowed, the rest searched for
+//! text); translated, each event is decoded once, and the usage the client is shown is the usage
+//! billed. This module adds what is the gateway's own: the audio durations, image counts and
+//! rate-limit hints of JSON answers, and the estimate when no usage was reported.
 //!
-//! Runs inside Pingora's synchronous body filters, so it only parses and adds up: no I/O, no
-//! allocation per chunk beyond a partial-line buffer. The response bytes are observed, never
-//! changed.
-//!
-//! - SSE (`text/event-stream`): lines are split across chunk boundaries; only `data:` lines
-//!   containing `"usage"` are parsed. Chat streams carry usage in a final chunk
-//!   (`stream_options.include_usage`), responses streams in `response.completed`. The last usage
-//!   seen wins (cumulative counts are never added up).
-//! - JSON: the body is kept up to [`RAW_CAP`] and parsed once at the end.
-//! - Past [`RAW_CAP`] (a whole body, or one SSE line) the bytes are **skimmed** instead of kept
-//!   ([`skim`]): a bounded copy with the structure and the short strings, in which the wire
-//!   formats find usage, images and durations exactly as in the original. The usage a supplier
-//!   reports is therefore read whatever the answer's size, and the meter never holds more than
-//!   [`RAW_CAP`] + [`skim::SKIM_CAP`] (+ the captured top-level members) per response.
+//! Runs inside Pingora's synchronous body filters, so it only parses and adds up: no I/O.
+//! Bounds (`translate::response`): a body is kept up to `RAW_CAP` (`BODY_CAP` when translated)
+//! and **skimmed** past it, a stream's line up to `LINE_CAP` and skimmed past it — a bounded copy
+//! with the structure and the short strings, in which usage, images and durations are found
+//! exactly as in the original. The usage a supplier reports is therefore read whatever the
+//! answer's size.
 //!
 //! An error response (status ≥ 400) without usage served nothing and is recorded with zero tokens.
 //! When no usage arrives otherwise (stream cut, malformed body) the result is an **estimate**,
@@ -27,38 +24,18 @@
 //! set none); cached = 0. A supplier that sent no body byte at all served nothing: zero tokens. The
 //! estimate is documented in docs/ARCHITECTURE.md.
 
-pub(crate) mod skim;
-
-use crate::wire::{Usage, Wire};
+use bytes::Bytes;
 use opstate::Measurement;
+use translate::Format;
+use translate::Usage;
+use translate::response::Answer;
 
-/// Largest body (or SSE line) kept as it is; longer ones are skimmed.
-pub const RAW_CAP: usize = 1024 * 1024;
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Sse,
-    Json,
-}
-
-/// Observes one response body.
-#[derive(Debug)]
+/// Observes one response body (and, for a translated answer, replaces it).
 pub(crate) struct Meter {
-    wire: Wire,
-    mode: Mode,
-    /// The SSE line so far, kept raw up to [`RAW_CAP`].
-    line: Vec<u8>,
-    /// The current SSE line past [`RAW_CAP`]: its data skimmed (`None`: not a `data:` line,
-    /// skipped).
-    long_line: Option<Option<skim::Skim>>,
-    /// The JSON body so far, kept raw up to [`RAW_CAP`], then skimmed.
-    json: Vec<u8>,
-    json_skim: Option<skim::Skim>,
-    usage: Option<Usage>,
-    /// Usage fields seen so far (Anthropic reports them across several events).
-    partial: crate::wire::anthropic::Partial,
-    content_events: u64,
-    /// Body bytes the supplier sent (all of them, also past the caps).
-    bytes: u64,
+    answer: Answer,
+    /// The supplier's format (what the gateway's own readings of a JSON body look for).
+    supplier: Format,
+    finished: bool,
     /// Audio calls: read the duration the supplier reports.
     audio: bool,
     audio_seconds: Option<u64>,
@@ -70,21 +47,35 @@ pub(crate) struct Meter {
     reset_hint: Option<std::time::Duration>,
 }
 
+impl std::fmt::Debug for Meter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Meter")
+            .field("supplier", &self.supplier)
+            .field("translates", &self.answer.translates())
+            .field("bytes", &self.answer.bytes())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether a `Content-Type` is a stream's.
+fn is_sse(content_type: Option<&str>) -> bool {
+    content_type.is_some_and(|c| c.trim_start().starts_with("text/event-stream"))
+}
+
 impl Meter {
-    /// A meter for a response whose `Content-Type` is `content_type`.
-    pub fn new(wire: Wire, content_type: Option<&str>) -> Meter {
-        let sse = content_type.is_some_and(|c| c.trim_start().starts_with("text/event-stream"));
+    /// A meter for an answer in `supplier`'s format, passed through, whose `Content-Type` is
+    /// `content_type`.
+    pub fn new(supplier: Format, content_type: Option<&str>) -> Meter {
+        Meter::reading(supplier, Answer::pass(supplier, is_sse(content_type)))
+    }
+
+    /// A meter reading `answer` (passed through, or translated) from a supplier speaking
+    /// `supplier`.
+    pub fn reading(supplier: Format, answer: Answer) -> Meter {
         Meter {
-            wire,
-            mode: if sse { Mode::Sse } else { Mode::Json },
-            line: Vec::new(),
-            long_line: None,
-            json: Vec::new(),
-            json_skim: None,
-            usage: None,
-            partial: Default::default(),
-            content_events: 0,
-            bytes: 0,
+            answer,
+            supplier,
+            finished: false,
             audio: false,
             audio_seconds: None,
             images: false,
@@ -94,18 +85,12 @@ impl Meter {
         }
     }
 
-    /// The meter of a supplier's answer: audio calls also read the duration the supplier reports,
-    /// rate-limited answers that reach the client also read the reset their body names.
-    pub fn for_response(
-        wire: Wire,
-        content_type: Option<&str>,
-        audio: bool,
-        watch_reset: bool,
-    ) -> Meter {
-        let mut meter = Meter::new(wire, content_type);
-        meter.audio = audio;
-        meter.watch_reset = watch_reset;
-        meter
+    /// Audio calls also read the duration the supplier reports, rate-limited answers that reach
+    /// the client also read the reset their body names.
+    pub fn watching(mut self, audio: bool, watch_reset: bool) -> Meter {
+        self.audio = audio;
+        self.watch_reset = watch_reset;
+        self
     }
 
     /// Image calls: count the images of the answer.
@@ -113,106 +98,58 @@ impl Meter {
         self.images = images;
     }
 
-    /// Feeds one chunk of the response body, as it passes to the client.
+    /// Feeds one chunk of the response body as it passes to the client (`end_of_stream`: the
+    /// body ends with it). A translated answer's chunk is replaced by the client's bytes.
+    pub fn body(&mut self, body: &mut Option<Bytes>, end_of_stream: bool) {
+        let mut out = match body.as_ref().filter(|chunk| !chunk.is_empty()) {
+            Some(chunk) => self.answer.feed(chunk),
+            None => Vec::new(),
+        };
+        if end_of_stream {
+            out.extend(self.answer.finish());
+            self.finish();
+        }
+        if self.answer.translates() {
+            *body = Some(Bytes::from(out));
+        }
+    }
+
+    /// Feeds one chunk of a passed-through body.
+    #[cfg(test)]
     pub fn observe(&mut self, chunk: &[u8]) {
-        self.bytes = self.bytes.saturating_add(chunk.len() as u64);
-        match self.mode {
-            Mode::Json => {
-                if let Some(skim) = &mut self.json_skim {
-                    skim.feed(chunk);
-                } else if self.json.len() + chunk.len() > RAW_CAP {
-                    let mut skim = skim::Skim::default();
-                    skim.feed(&std::mem::take(&mut self.json));
-                    skim.feed(chunk);
-                    self.json_skim = Some(skim);
-                } else {
-                    self.json.extend_from_slice(chunk);
-                }
-            }
-            Mode::Sse => {
-                let mut rest = chunk;
-                while let Some(pos) = rest.iter().position(|&b| b == b'\n') {
-                    let (head, tail) = rest.split_at(pos);
-                    self.line_bytes(head);
-                    self.end_line();
-                    rest = &tail[1..];
-                }
-                if !rest.is_empty() {
-                    self.line_bytes(rest);
-                }
-            }
-        }
-    }
-
-    /// Bytes of the current SSE line (no newline among them).
-    fn line_bytes(&mut self, bytes: &[u8]) {
-        match &mut self.long_line {
-            Some(Some(skim)) => skim.feed(bytes),
-            Some(None) => {}
-            None if self.line.len() + bytes.len() > RAW_CAP => {
-                let line = std::mem::take(&mut self.line);
-                let mut skim = None;
-                if let Some(data) = line.strip_prefix(b"data:") {
-                    let mut s = skim::Skim::default();
-                    s.feed(data);
-                    s.feed(bytes);
-                    skim = Some(s);
-                }
-                self.long_line = Some(skim);
-            }
-            None => self.line.extend_from_slice(bytes),
-        }
-    }
-
-    /// The current SSE line ended (at its newline, or at the end of the body).
-    fn end_line(&mut self) {
-        match self.long_line.take() {
-            Some(Some(skim)) => {
-                if let Some(data) = skim.finish() {
-                    self.sse_data(&data);
-                }
-            }
-            Some(None) => {}
-            None => {
-                let line = std::mem::take(&mut self.line);
-                self.sse_line(&line);
-            }
-        }
+        self.answer.feed(chunk);
     }
 
     /// Called once the body has ended (or was cut).
     pub fn finish(&mut self) {
-        match self.mode {
-            Mode::Json => {
-                let json = match self.json_skim.take() {
-                    Some(skim) => skim.finish().unwrap_or_default(),
-                    None => std::mem::take(&mut self.json),
-                };
-                if !json.is_empty() {
-                    self.usage = self.wire.usage(&json, &mut self.partial).or(self.usage);
-                    if self.audio {
-                        self.audio_seconds = self.wire.audio_seconds(&json);
-                    }
-                    if self.images {
-                        self.image_count = self.wire.images(&json);
-                    }
-                    if self.watch_reset {
-                        self.reset_hint = crate::wire::hints::body_hint(&json);
-                    }
-                }
-            }
-            Mode::Sse => {
-                // A final line without its newline is still a line.
-                if !self.line.is_empty() || self.long_line.is_some() {
-                    self.end_line();
-                }
-            }
+        if std::mem::replace(&mut self.finished, true) {
+            return;
+        }
+        self.answer.finish();
+        let json = self.answer.body();
+        if self.answer.stream() || json.is_empty() {
+            return;
+        }
+        if self.audio && self.supplier != Format::Messages && self.supplier != Format::Gemini {
+            self.audio_seconds = crate::wire::openai::audio_seconds(json);
+        }
+        if self.images {
+            self.image_count = match self.supplier {
+                Format::Gemini => crate::wire::images::gemini_count(json),
+                Format::Messages => None,
+                Format::Chat | Format::Responses => crate::wire::images::openai_count(json),
+            };
+        }
+        if self.watch_reset {
+            self.reset_hint = crate::wire::hints::body_hint(json);
         }
     }
 
     /// Whether the supplier reported usage (tokens, for audio a duration, for images a count).
     pub fn has_usage(&self) -> bool {
-        self.usage.is_some() || self.audio_seconds.is_some() || self.image_count.is_some()
+        self.answer.reported().is_some()
+            || self.audio_seconds.is_some()
+            || self.image_count.is_some()
     }
 
     /// The images a whole, readable image answer carried (`None`: not an image call, or the
@@ -223,7 +160,7 @@ impl Meter {
 
     /// The token counts the supplier reported, if it did.
     pub fn reported(&self) -> Option<Usage> {
-        self.usage
+        self.answer.reported()
     }
 
     /// The seconds of audio the supplier reported, if it did.
@@ -238,7 +175,7 @@ impl Meter {
 
     /// Whether the supplier sent any body byte at all.
     pub fn served_bytes(&self) -> bool {
-        self.bytes > 0
+        self.answer.bytes() > 0
     }
 
     /// The usage of the call and how it was obtained. `request_bytes` (the client's body) and
@@ -254,51 +191,28 @@ impl Meter {
     ///   `output_bound`. An estimate is never above what the request could have cost: input at
     ///   most `request_bytes` tokens, output at most `output_bound`.
     pub fn outcome(&self, request_bytes: usize, output_bound: u64) -> (Usage, Measurement) {
-        match self.usage {
-            Some(u) => (u, Measurement::Exact),
-            None if self.bytes == 0 => (Usage::default(), Measurement::Exact),
-            None => (
-                Usage {
-                    // The input a stream reported before it was cut is exact; else estimated.
-                    input: self
-                        .partial
-                        .input()
-                        .map_or((request_bytes as u64).div_ceil(4), |(input, ..)| input),
-                    output: match self.mode {
-                        Mode::Sse => self.content_events,
-                        Mode::Json => self.bytes.div_ceil(4),
-                    }
-                    .min(output_bound),
-                    cached: self.partial.input().map_or(0, |(_, cached, _)| cached),
-                    cache_write: self.partial.input().map_or(0, |(.., written)| written),
-                },
-                Measurement::Estimated,
-            ),
+        if let Some(usage) = self.answer.reported() {
+            return (usage, Measurement::Exact);
         }
-    }
-
-    fn sse_line(&mut self, line: &[u8]) {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if let Some(data) = line.strip_prefix(b"data:") {
-            self.sse_data(data);
+        if self.answer.bytes() == 0 {
+            return (Usage::default(), Measurement::Exact);
         }
-    }
-
-    /// The data of one SSE event line (after `data:`).
-    fn sse_data(&mut self, data: &[u8]) {
-        let data = data.strip_prefix(b" ").unwrap_or(data);
-        if data == b"[DONE]" {
-            return;
-        }
-        if self.wire.may_carry_usage(data)
-            && let Some(u) = self.wire.usage(data, &mut self.partial)
-        {
-            self.usage = Some(u);
-            return;
-        }
-        if self.wire.event_has_text(data) {
-            self.content_events += 1;
-        }
+        let so_far = self.answer.reported_so_far();
+        let output = match self.answer.stream() {
+            true => self.answer.text_events(),
+            false => self.answer.bytes().div_ceil(4),
+        };
+        (
+            Usage {
+                // The input a stream reported before it was cut is exact; else estimated.
+                input: so_far.map_or((request_bytes as u64).div_ceil(4), |u| u.input),
+                output: output.min(output_bound),
+                cached: so_far.map_or(0, |u| u.cached),
+                cache_write: so_far.map_or(0, |u| u.cache_write),
+                reasoning: 0,
+            },
+            Measurement::Estimated,
+        )
     }
 }
 
@@ -307,7 +221,7 @@ mod tests {
     use super::*;
 
     fn run(content_type: &str, chunks: &[&[u8]]) -> (Usage, Measurement) {
-        let mut m = Meter::new(Wire::OpenAi, Some(content_type));
+        let mut m = Meter::new(Format::Chat, Some(content_type));
         for c in chunks {
             m.observe(c);
         }
@@ -322,6 +236,7 @@ mod tests {
         let expected = (
             Usage {
                 cache_write: 0,
+                reasoning: 0,
                 input: 11,
                 output: 5,
                 cached: 2,
@@ -344,6 +259,7 @@ mod tests {
             (
                 Usage {
                     cache_write: 0,
+                    reasoning: 0,
                     input: 7,
                     output: 3,
                     cached: 0
@@ -362,6 +278,7 @@ mod tests {
             u,
             Usage {
                 cache_write: 0,
+                reasoning: 0,
                 input: 100,
                 output: 2,
                 cached: 0
@@ -379,6 +296,7 @@ mod tests {
             (
                 Usage {
                     cache_write: 0,
+                    reasoning: 0,
                     input: 9,
                     output: 4,
                     cached: 0
@@ -402,12 +320,11 @@ mod tests {
 
     #[test]
     fn huge_lines_are_skipped_without_growing() {
-        let mut m = Meter::new(Wire::OpenAi, Some("text/event-stream"));
+        let mut m = Meter::new(Format::Chat, Some("text/event-stream"));
         let big = vec![b'x'; 64 * 1024];
         for _ in 0..40 {
             m.observe(&big);
         }
-        assert!(m.line.len() <= RAW_CAP);
         m.observe(b"\n");
         m.observe(CHAT);
         m.finish();
@@ -417,7 +334,7 @@ mod tests {
     #[test]
     fn audio_durations() {
         let seconds = |body: &[u8]| {
-            let mut m = Meter::for_response(Wire::OpenAi, Some("application/json"), true, false);
+            let mut m = Meter::new(Format::Chat, Some("application/json")).watching(true, false);
             m.observe(body);
             m.finish();
             m.audio_seconds()
@@ -436,7 +353,7 @@ mod tests {
         assert_eq!(seconds(br#"{"text":"hi","duration":-1}"#), None);
         assert_eq!(seconds(b"plain transcript"), None);
         // Without the audio flag the duration is not read.
-        let mut m = Meter::new(Wire::OpenAi, Some("application/json"));
+        let mut m = Meter::new(Format::Chat, Some("application/json"));
         m.observe(br#"{"duration":3}"#);
         m.finish();
         assert_eq!(m.audio_seconds(), None);
@@ -444,7 +361,7 @@ mod tests {
 
     #[test]
     fn reset_hints_in_watched_bodies() {
-        let mut m = Meter::for_response(Wire::OpenAi, Some("application/json"), false, true);
+        let mut m = Meter::new(Format::Chat, Some("application/json")).watching(false, true);
         m.observe(br#"{"error":{"message":"Rate limit reached. Please try again in 20s."}}"#);
         m.finish();
         assert_eq!(m.reset_hint(), Some(std::time::Duration::from_secs(20)));
@@ -452,7 +369,7 @@ mod tests {
     }
 
     /// Feeds `total` bytes: `head`, then `filler` repeated in 64 KiB chunks, then `tail`.
-    fn huge(wire: Wire, ct: &str, head: &[u8], filler: u8, total: usize, tail: &[u8]) -> Meter {
+    fn huge(wire: Format, ct: &str, head: &[u8], filler: u8, total: usize, tail: &[u8]) -> Meter {
         let mut m = Meter::new(wire, Some(ct));
         m.observe(head);
         let chunk = vec![filler; 64 * 1024];
@@ -471,7 +388,7 @@ mod tests {
     fn huge_json_answers_are_charged_their_reported_usage() {
         for total in [10 << 20, 100 << 20] {
             let m = huge(
-                Wire::OpenAi,
+                Format::Chat,
                 "application/json",
                 br#"{"id":"c","choices":[{"message":{"role":"assistant","content":""#,
                 b'a',
@@ -483,6 +400,7 @@ mod tests {
                 (
                     Usage {
                         cache_write: 0,
+                        reasoning: 0,
                         input: 12,
                         output: 16,
                         cached: 0
@@ -490,9 +408,9 @@ mod tests {
                     Measurement::Exact
                 )
             );
-            assert!(m.json.capacity() <= RAW_CAP);
+            assert!(m.answer.body().len() <= translate::response::RAW_CAP);
             let g = huge(
-                Wire::Gemini,
+                Format::Gemini,
                 "application/json",
                 br#"{"candidates":[{"content":{"parts":[{"text":""#,
                 b'g',
@@ -510,7 +428,7 @@ mod tests {
     #[test]
     fn one_huge_sse_line_is_charged_its_reported_usage() {
         let m = huge(
-            Wire::OpenAi,
+            Format::Chat,
             "text/event-stream",
             b"data: {\"choices\":[{\"delta\":{\"content\":\"",
             b'z',
@@ -522,6 +440,7 @@ mod tests {
             (
                 Usage {
                     cache_write: 0,
+                    reasoning: 0,
                     input: 3,
                     output: 8,
                     cached: 0
@@ -531,7 +450,7 @@ mod tests {
         );
         // A huge line with text and no usage counts as one text event.
         let cut = huge(
-            Wire::OpenAi,
+            Format::Chat,
             "text/event-stream",
             b"data: {\"choices\":[{\"delta\":{\"content\":\"",
             b'z',
@@ -543,6 +462,7 @@ mod tests {
             (
                 Usage {
                     cache_write: 0,
+                    reasoning: 0,
                     input: 25,
                     output: 1,
                     cached: 0
@@ -555,7 +475,7 @@ mod tests {
     #[test]
     fn cut_bodies_are_estimated_within_the_request_bounds() {
         let m = huge(
-            Wire::OpenAi,
+            Format::Chat,
             "application/json",
             b"{\"choices\":[{\"message\":{\"content\":\"",
             b'a',
@@ -617,7 +537,7 @@ mod tests {
                 events in 0usize..200,
                 request_bytes in 0usize..100_000,
                 output_bound in 0u64..5000,
-                wire in prop_oneof![Just(Wire::OpenAi), Just(Wire::Anthropic), Just(Wire::Gemini)],
+                wire in prop_oneof![Just(Format::Chat), Just(Format::Messages), Just(Format::Gemini)],
                 sse in any::<bool>(),
             ) {
                 let ct = if sse { "text/event-stream" } else { "application/json" };
@@ -628,7 +548,7 @@ mod tests {
                 }
                 m.finish();
                 let (usage, measurement) = m.outcome(request_bytes, output_bound);
-                if measurement == Measurement::Estimated && m.partial.input().is_none() {
+                if measurement == Measurement::Estimated && m.answer.reported_so_far().is_none() {
                     prop_assert!(usage.input <= request_bytes as u64);
                     prop_assert!(usage.output <= output_bound);
                     prop_assert_eq!(usage.cached, 0);

@@ -4,19 +4,13 @@
 //! Built once at start-up. The phases never receive it whole: the gateway hands each one the plain
 //! data and the store capability it needs (see [`Shared::routing`]).
 
-use crate::classify::Route;
 use crate::ctx::RequestCtx;
 use crate::live::{Live, ReloadState};
-use crate::meter::Meter;
 use crate::metrics::Metrics;
 use crate::money::renew::LiveHolds;
 use crate::money::resend::{RecentEvents, Spool};
 use crate::route::capacity::{self, Queue};
 use crate::route::{Routing, cooldown, select};
-use crate::upstream::rewrite;
-use crate::wire::Wire;
-use crate::wire::cells::{self, Reshape};
-use crate::wire::images::ImageAnswer;
 use credentials::{Env, KeyHasher};
 use opstate::Stores;
 use settings::{Environment, Settings};
@@ -309,67 +303,6 @@ impl Shared {
         let ttl = Duration::from_millis(live.settings.routing.session_ttl_ms);
         let sessions = self.stores().sessions.as_ref();
         select::remember(sessions, caller.org_id, key, id, ttl).await;
-    }
-
-    /// The supplier answered: start metering its body (in the supplier's format) and, for a
-    /// translated cell, reshaping it into the client's format. Token counts are neither metered
-    /// nor charged.
-    pub fn start_answer(
-        &self,
-        ctx: &mut RequestCtx,
-        upstream_response: &mut pingora::http::ResponseHeader,
-    ) -> pingora::Result<()> {
-        let Some(call) = &ctx.call else {
-            return Ok(());
-        };
-        if ctx.route.is_some_and(Route::counts_tokens) {
-            return Ok(());
-        }
-        let content_type = upstream_response.headers.get(http::header::CONTENT_TYPE);
-        let content_type = content_type.and_then(|v| v.to_str().ok());
-        let (audio, watch_reset) = (call.audio_seconds.is_some(), ctx.usage_limit.is_some());
-        let live = ctx.live.clone();
-        let provider = ctx.current().and_then(|i| live.accounts.get(i));
-        let supplier =
-            provider.and_then(|u| ctx.route.and_then(|r| cells::target(u.account.provider, r)));
-        let wire = supplier.map_or(Wire::OpenAi, Wire::of);
-        let mut meter = Meter::for_response(wire, content_type, audio, watch_reset);
-        // Image answers are counted by the meter, unless they are rewritten: then the rewrite,
-        // which reads the whole answer anyway, counts them (one parse, one buffer).
-        meter.count_images(call.images.is_some());
-        let status = upstream_response.status.as_u16();
-        if let Some(images) = call
-            .images
-            .filter(|_| ctx.route.is_some_and(Route::is_image))
-        {
-            let gemini = supplier == Some(translate::Format::Gemini);
-            let host = Arc::new(crate::media::Hosting {
-                pending: Arc::clone(&self.pending_media),
-                signer: self.signer.clone(),
-                base: self.media_base(call.host.as_deref()),
-            });
-            let created = ctx.started_at_ms / 1000;
-            let answer = ImageAnswer::new(gemini, images.urls, status, created, host);
-            ctx.reshape = answer.map(|a| Reshape::Image(Box::new(a)));
-            if let Some(reshape) = &ctx.reshape {
-                meter.count_images(false);
-                rewrite::reshaped_response(upstream_response, reshape.content_type())?;
-            }
-            ctx.meter = Some(meter);
-            return Ok(());
-        }
-        ctx.meter = Some(meter);
-        let context = translate::response::Context {
-            model: call.model.model.id.clone(),
-            request_id: ctx.request_id.clone(),
-            created: ctx.started_at_ms / 1000,
-            codex: call.bodies.codex.clone(),
-        };
-        ctx.reshape = Reshape::new(supplier, call.client, status, call.stream, context);
-        if let Some(reshape) = &ctx.reshape {
-            rewrite::reshaped_response(upstream_response, reshape.content_type())?;
-        }
-        Ok(())
     }
 
     /// The base of the URLs of hosted media: `server.public_base_url` when configured, else the

@@ -144,15 +144,30 @@ pub enum FinishReason {
 }
 
 /// Token counts as the canonical form carries them. `input` includes `cached` and
-/// `cache_creation` (OpenAI's and Gemini's convention; an Anthropic decoder adds its cache fields
+/// `cache_write` (OpenAI's and Gemini's convention; an Anthropic decoder adds its cache fields
 /// to `input_tokens`); `output` includes `reasoning`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
     pub input: u64,
     pub output: u64,
     pub cached: u64,
-    pub cache_creation: u64,
+    pub cache_write: u64,
     pub reasoning: u64,
+}
+
+/// Token counts above this are implausible: a decoder ignores such a report (a call is then
+/// estimated, never billed from it).
+pub const PLAUSIBLE_MAX: u64 = 100_000_000;
+
+impl Usage {
+    /// `self` when its counts are plausible: each at most [`PLAUSIBLE_MAX`], and the cache parts
+    /// within the input.
+    pub fn plausible(self) -> Option<Usage> {
+        let within = self.input <= PLAUSIBLE_MAX
+            && self.output <= PLAUSIBLE_MAX
+            && self.cached.checked_add(self.cache_write)? <= self.input;
+        within.then_some(self)
+    }
 }
 
 /// One step of a response, in order. A non-streaming response decodes into the same sequence.

@@ -11,7 +11,7 @@
 //! - **responses** ([`response`]): a supplier body — one JSON document, or an SSE stream fed chunk
 //!   by chunk as it arrives — is decoded into [`ir::Event`]s and encoded for the client, event by
 //!   event (a stream is never buffered: what one supplier event means leaves with the next
-//!   [`response::Translator::feed`]); a non-streaming body is collected and written at the end;
+//!   [`response::Answer::feed`]); a non-streaming body is collected and written at the end;
 //! - **errors** ([`response::error_body`]): a supplier's error body in the client's error shape.
 //!
 //! The gateway only translates when the client's format and the account's differ; same format in
@@ -22,6 +22,10 @@ pub mod ir;
 pub mod request;
 pub mod response;
 pub mod signature;
+pub mod skim;
+pub mod sse;
+
+pub use ir::Usage;
 
 /// A wire format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -132,6 +132,7 @@ fn usage(input: u64, output: u64) -> Usage {
         input,
         output,
         cached: 0,
+        reasoning: 0,
     }
 }
 

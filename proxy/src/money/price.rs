@@ -119,6 +119,7 @@ mod tests {
             output: 0,
             cached: 300,
             cache_write: 100,
+            reasoning: 0,
         };
         // Without a cache-write price: 600 × 0.15 + 300 × 0.075 + 100 × 0.15 USD per Mtok.
         assert_eq!(
@@ -136,6 +137,7 @@ mod tests {
             output: 0,
             cached: 8,
             cache_write: 8,
+            reasoning: 0,
         };
         // 8 read + 2 written (what is left of the input), none uncached.
         assert_eq!(cost(&p, odd, r(1_000_000)), Ok(NanoUsd::from_nanos(975)));
@@ -148,6 +150,7 @@ mod tests {
             input: 1_000_000,
             output: 1_000_000,
             cached: 0,
+            reasoning: 0,
         };
         assert_eq!(
             cost(&prices(), u, r(1_000_000)),
@@ -163,6 +166,7 @@ mod tests {
             input: 11,
             output: 5,
             cached: 2,
+            reasoning: 0,
         };
         assert_eq!(
             cost(&prices(), u, r(1_000_000)),
@@ -174,6 +178,7 @@ mod tests {
             input: 1,
             output: 0,
             cached: 0,
+            reasoning: 0,
         };
         assert_eq!(
             cost(&prices(), u, r(1_000_001)),

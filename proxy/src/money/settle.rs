@@ -202,6 +202,7 @@ fn cost_of(f: &Finished<'_>, hold: &Hold, event: Option<&UsageEvent>) -> NanoUsd
         output: e.output_tokens,
         cached: e.cached_tokens,
         cache_write: e.cache_write_tokens,
+        reasoning: 0,
     };
     let prices = &call.model.model.prices;
     let priced = match (call.audio_seconds, call.images) {

@@ -135,10 +135,9 @@ pub(crate) fn upstream_path(
     }
 }
 
-/// The answer of a translated cell on its way back: the supplier's body in the client's format.
+/// An answer rewritten on its way back, other than a successful text answer (which the meter
+/// translates as it reads it, `translate::response::Answer`).
 pub(crate) enum Reshape {
-    /// A successful answer, translated event by event (a stream) or at the end (JSON).
-    Answer(Box<translate::response::Translator>),
     /// An image answer translated from Gemini, or with its base64 images hosted as URLs.
     Image(Box<super::images::ImageAnswer>),
     /// A supplier error (status ≥ 400): its body is collected and rewritten in the client's error
@@ -155,41 +154,23 @@ pub(crate) enum Reshape {
 const ERROR_CAP: usize = 64 * 1024;
 
 impl Reshape {
-    /// How the answer of an account speaking `supplier` to a `client` call comes back; `None`
-    /// when both speak the same format (the bytes pass through untouched).
-    pub fn new(
-        supplier: Option<Format>,
-        client: Option<Format>,
-        status: u16,
-        stream: bool,
-        context: translate::response::Context,
-    ) -> Option<Reshape> {
+    /// A supplier error for a `client` call answered by an account speaking `supplier`; `None`
+    /// when both speak the same format (the error passes through untouched).
+    pub fn error(supplier: Option<Format>, client: Option<Format>, status: u16) -> Option<Reshape> {
         let (Some(supplier), Some(client)) = (supplier, client) else {
             return None;
         };
-        if supplier == client {
-            return None;
-        }
-        Some(if status >= 400 {
-            Reshape::Error {
-                supplier,
-                client,
-                status,
-                body: Vec::new(),
-            }
-        } else {
-            Reshape::Answer(Box::new(translate::response::Translator::new(
-                supplier, client, stream, context,
-            )))
+        (supplier != client).then_some(Reshape::Error {
+            supplier,
+            client,
+            status,
+            body: Vec::new(),
         })
     }
 
     /// The `Content-Type` of the reshaped body.
     pub fn content_type(&self) -> &'static str {
-        match self {
-            Reshape::Answer(t) => t.content_type(),
-            Reshape::Image(_) | Reshape::Error { .. } => "application/json",
-        }
+        "application/json"
     }
 
     /// Replaces one chunk of the supplier's body (`None` at the very end) by what the client gets
@@ -197,13 +178,6 @@ impl Reshape {
     pub fn body(&mut self, body: &mut Option<Bytes>, end_of_stream: bool) {
         let out = match self {
             Reshape::Image(answer) => return answer.body(body, end_of_stream),
-            Reshape::Answer(t) => {
-                let mut out = body.as_ref().map(|chunk| t.feed(chunk)).unwrap_or_default();
-                if end_of_stream {
-                    out.extend(t.finish());
-                }
-                out
-            }
             Reshape::Error {
                 supplier,
                 client,
@@ -227,7 +201,7 @@ impl Reshape {
     pub fn images(&self) -> Option<u64> {
         match self {
             Reshape::Image(answer) => answer.images(),
-            Reshape::Answer(_) | Reshape::Error { .. } => None,
+            Reshape::Error { .. } => None,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The Gemini `generateContent` wire format (the native surface, `/v1beta/models/{model}:…`): the
-//! request fields the gateway reads, the body rewrite for a Gemini account, and where usage sits.
+//! request fields the gateway reads and the body rewrite for a Gemini account (its answers are
+//! read by `translate`'s Gemini decoder).
 //!
 //! The model is in the path, not the body. SPEC rules read here: a top-level `thinking` field is
 //! refused (400 `invalid_request_error`: thinking goes in `generationConfig.thinkingConfig`);
@@ -7,18 +8,11 @@
 //! — the gateway writes the default into the forwarded body, so the cap it holds for is the cap
 //! the supplier applies.
 //!
-//! Usage: `usageMetadata` with running totals on every streamed chunk; the last one holds the final
-//! counts (never summed). input = `promptTokenCount` (which includes cached content) +
-//! `toolUsePromptTokenCount`; cached = `cachedContentTokenCount`; output = `candidatesTokenCount` +
-//! `thoughtsTokenCount` (thoughts are billed as output). A non-streaming `streamGenerateContent`
-//! (no `alt=sse`) answers a JSON array of chunks: its last element's usage counts.
-
-use super::{CallBody, PLAUSIBLE_MAX, Usage};
+use super::CallBody;
 use crate::classify::Route;
 use crate::errors::GatewayError;
 use crate::wire::json::TopLevel;
 use bytes::Bytes;
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
 /// `maxOutputTokens` when the client sets none (SPEC, Limits).
@@ -105,54 +99,6 @@ pub(crate) fn forward_body(
     super::openai::rewrite_fields(original.len(), fields, &[("generationConfig", json)])
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Carrier {
-    usage_metadata: Option<RawUsage>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RawUsage {
-    prompt_token_count: Option<u64>,
-    candidates_token_count: Option<u64>,
-    cached_content_token_count: Option<u64>,
-    thoughts_token_count: Option<u64>,
-    tool_use_prompt_token_count: Option<u64>,
-}
-
-/// Usage from one JSON document: a response, one streamed chunk, or an array of chunks (the last
-/// carrying usage wins).
-pub(crate) fn usage(json: &[u8]) -> Option<Usage> {
-    let raw = match serde_json::from_slice::<Carrier>(json) {
-        Ok(c) => c.usage_metadata?,
-        Err(_) => serde_json::from_slice::<Vec<Carrier>>(json)
-            .ok()?
-            .into_iter()
-            .rev()
-            .find_map(|c| c.usage_metadata)?,
-    };
-    let input = raw
-        .prompt_token_count?
-        .checked_add(raw.tool_use_prompt_token_count.unwrap_or(0))?;
-    let output = raw
-        .candidates_token_count
-        .unwrap_or(0)
-        .checked_add(raw.thoughts_token_count.unwrap_or(0))?;
-    let cached = raw.cached_content_token_count.unwrap_or(0);
-    (input <= PLAUSIBLE_MAX && output <= PLAUSIBLE_MAX && cached <= input).then_some(Usage {
-        cache_write: 0,
-        input,
-        output,
-        cached,
-    })
-}
-
-/// Whether one streamed chunk carries generated text.
-pub(crate) fn event_has_text(data: &[u8]) -> bool {
-    super::openai::has_text(data, b"\"text\":\"")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,14 +145,5 @@ mod tests {
             forward_body(Route::NativeGenerate, &body, &f).unwrap(),
             body
         );
-    }
-
-    #[test]
-    fn usage_in_every_form() {
-        let u = usage(br#"{"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":4,"thoughtsTokenCount":3,"cachedContentTokenCount":6,"totalTokenCount":17}}"#).unwrap();
-        assert_eq!((u.input, u.output, u.cached), (10, 7, 6));
-        let u = usage(br#"[{"usageMetadata":{"promptTokenCount":10}},{"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":5}}]"#).unwrap();
-        assert_eq!((u.input, u.output), (10, 5));
-        assert_eq!(usage(br#"{"candidates":[]}"#), None);
     }
 }

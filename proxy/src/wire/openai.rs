@@ -8,26 +8,12 @@
 //! supplier's final usage chunk (`choices: []`) too. OpenAI clients accept it, and streams stay
 //! byte-for-byte what the supplier sent.
 
-use super::{CallBody, PLAUSIBLE_MAX, Usage};
+use super::CallBody;
 use crate::classify::Route;
 use crate::errors::GatewayError;
 use crate::wire::json::TopLevel;
 use bytes::Bytes;
 use serde::Deserialize;
-
-/// Whether one SSE event's data carries generated text: a chat delta with content, or a responses
-/// text delta. Role-only and finish chunks do not count (see `meter`'s estimate).
-pub(crate) fn event_has_text(data: &[u8]) -> bool {
-    has_text(data, b"\"content\":\"") || has_text(data, b"\"delta\":\"")
-}
-
-/// Whether `key` (ending in an opening quote) is followed by a non-empty string: a chat delta
-/// with content, or a responses text delta. Role-only and finish chunks do not count.
-pub(crate) fn has_text(hay: &[u8], key: &[u8]) -> bool {
-    hay.windows(key.len())
-        .enumerate()
-        .any(|(i, w)| w == key && hay.get(i + key.len()).is_some_and(|&b| b != b'"'))
-}
 
 /// What a generation call asks for, read from its body.
 
@@ -212,54 +198,6 @@ pub(crate) fn replace_fields(
         })
         .collect::<Result<Vec<_>, GatewayError>>()?;
     rewrite_fields(original.len(), fields, &replaced)
-}
-
-#[derive(Deserialize)]
-struct Carrier {
-    usage: Option<RawUsage>,
-    response: Option<ResponseCarrier>,
-}
-
-#[derive(Deserialize)]
-struct ResponseCarrier {
-    usage: Option<RawUsage>,
-}
-
-#[derive(Deserialize)]
-struct RawUsage {
-    prompt_tokens: Option<u64>,
-    completion_tokens: Option<u64>,
-    input_tokens: Option<u64>,
-    output_tokens: Option<u64>,
-    prompt_tokens_details: Option<Details>,
-    input_tokens_details: Option<Details>,
-}
-
-#[derive(Deserialize)]
-struct Details {
-    cached_tokens: Option<u64>,
-}
-
-/// Usage from one JSON document (a whole body or one SSE event), if it carries plausible usage.
-pub(crate) fn usage(json: &[u8]) -> Option<Usage> {
-    let carrier: Carrier = serde_json::from_slice(json).ok()?;
-    let raw = carrier.usage.or(carrier.response.and_then(|r| r.usage))?;
-    let input = raw.prompt_tokens.or(raw.input_tokens)?;
-    let output = raw.completion_tokens.or(raw.output_tokens)?;
-    let cached = raw
-        .prompt_tokens_details
-        .or(raw.input_tokens_details)
-        .and_then(|d| d.cached_tokens)
-        .unwrap_or(0);
-    if input > PLAUSIBLE_MAX || output > PLAUSIBLE_MAX || cached > input {
-        return None;
-    }
-    Some(Usage {
-        cache_write: 0,
-        input,
-        output,
-        cached,
-    })
 }
 
 #[derive(Deserialize)]

@@ -3,10 +3,16 @@
 //! never asks for `n > 1`). Thinking comes from the common `reasoning_content` extension (or
 //! `reasoning`), a `refusal` is shown as text. Settled: the finish reason and the usage both
 //! seen (OpenAI sends the usage chunk after the finish chunk), or `[DONE]`.
+//!
+//! It is also the OpenAI format's meter: [`Chat::scan`] reads a passed-through event (chat
+//! completions, responses, transcriptions) without building a tree, by typed decoding of the
+//! usage object alone; a translated event's usage is read from the tree the decoder built, with
+//! the same typed reading ([`RawUsage`]). One reading of OpenAI's usage for both.
 
+use serde::Deserialize;
 use serde_json::Value;
 
-use super::{count, error_message, text};
+use super::{Scanned, count, error_message, has_text, text};
 use crate::ir::{Event, FinishReason, Usage};
 
 #[derive(Debug, Default)]
@@ -16,6 +22,8 @@ pub(crate) struct Chat {
     tools: Vec<u64>,
     finished: bool,
     settled: bool,
+    /// The last plausible usage reported.
+    reported: Option<Usage>,
 }
 
 impl Chat {
@@ -50,8 +58,11 @@ impl Chat {
         {
             self.content(content, out);
         }
-        if let Some(usage) = usage {
-            out.push(Event::Usage(usage_of(usage)));
+        if let Some(usage) = usage
+            && let Some(usage) = RawUsage::deserialize(usage).ok().and_then(RawUsage::usage)
+        {
+            self.reported = Some(usage);
+            out.push(Event::Usage(usage));
         }
         if let Some(reason) = choice.and_then(|choice| text(choice, "finish_reason")) {
             out.push(Event::Finish(finish_reason(reason)));
@@ -84,6 +95,40 @@ impl Chat {
 
     pub fn settled(&self) -> bool {
         self.settled
+    }
+
+    /// The usage the answer reported (the last plausible one).
+    pub fn reported(&self) -> Option<Usage> {
+        self.reported
+    }
+
+    /// A passed-through event's data: its usage (a chat chunk's `usage`, a responses event's
+    /// `response.usage`), else whether it carries text (a chat delta's `content`, a responses
+    /// `delta`; role-only and finish chunks do not count).
+    pub fn scan(&mut self, data: &[u8]) -> Scanned {
+        if data.trim_ascii() == b"[DONE]" {
+            return Scanned::Nothing;
+        }
+        if memchr::memmem::find(data, b"\"usage\"").is_some() && self.scan_body(data) {
+            return Scanned::Usage;
+        }
+        match has_text(data, b"\"content\":\"") || has_text(data, b"\"delta\":\"") {
+            true => Scanned::Text,
+            false => Scanned::Nothing,
+        }
+    }
+
+    /// A whole passed-through document (a body, or one event's data): reads its usage; `true`
+    /// when it carried plausible usage.
+    pub fn scan_body(&mut self, json: &[u8]) -> bool {
+        let usage = serde_json::from_slice::<Carrier>(json)
+            .ok()
+            .and_then(|carrier| carrier.usage.or(carrier.response.and_then(|r| r.usage)))
+            .and_then(RawUsage::usage);
+        if usage.is_some() {
+            self.reported = usage;
+        }
+        usage.is_some()
     }
 
     /// A `delta` (stream) or `message` (body).
@@ -133,17 +178,59 @@ fn truthy(value: &Value) -> bool {
     !matches!(value, Value::Null | Value::Bool(false))
 }
 
-fn usage_of(usage: &Value) -> Usage {
-    let prompt = usage.get("prompt_tokens_details").unwrap_or(&Value::Null);
-    let completion = usage
-        .get("completion_tokens_details")
-        .unwrap_or(&Value::Null);
-    Usage {
-        input: count(usage, "prompt_tokens").unwrap_or(0),
-        output: count(usage, "completion_tokens").unwrap_or(0),
-        cached: count(prompt, "cached_tokens").unwrap_or(0),
-        cache_creation: count(prompt, "cache_write_tokens").unwrap_or(0),
-        reasoning: count(completion, "reasoning_tokens").unwrap_or(0),
+/// What carries usage in an OpenAI document: a chat object's `usage`, or a responses event's
+/// `response.usage`.
+#[derive(Deserialize)]
+struct Carrier {
+    usage: Option<RawUsage>,
+    response: Option<ResponseCarrier>,
+}
+
+#[derive(Deserialize)]
+struct ResponseCarrier {
+    usage: Option<RawUsage>,
+}
+
+/// An OpenAI usage object, in chat's spelling (`prompt_tokens`, …) or responses'
+/// (`input_tokens`, …).
+#[derive(Deserialize)]
+struct RawUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    prompt_tokens_details: Option<InputDetails>,
+    input_tokens_details: Option<InputDetails>,
+    completion_tokens_details: Option<OutputDetails>,
+    output_tokens_details: Option<OutputDetails>,
+}
+
+#[derive(Deserialize)]
+struct InputDetails {
+    cached_tokens: Option<u64>,
+    cache_write_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct OutputDetails {
+    reasoning_tokens: Option<u64>,
+}
+
+impl RawUsage {
+    /// The usage, when both counts are there and plausible.
+    fn usage(self) -> Option<Usage> {
+        let input = self.prompt_tokens_details.or(self.input_tokens_details);
+        let output = self
+            .completion_tokens_details
+            .or(self.output_tokens_details);
+        Usage {
+            input: self.prompt_tokens.or(self.input_tokens)?,
+            output: self.completion_tokens.or(self.output_tokens)?,
+            cached: input.as_ref().and_then(|d| d.cached_tokens).unwrap_or(0),
+            cache_write: input.and_then(|d| d.cache_write_tokens).unwrap_or(0),
+            reasoning: output.and_then(|d| d.reasoning_tokens).unwrap_or(0),
+        }
+        .plausible()
     }
 }
 
@@ -231,7 +318,7 @@ mod tests {
                     input: 10,
                     output: 5,
                     cached: 4,
-                    cache_creation: 0,
+                    cache_write: 0,
                     reasoning: 2
                 }),
                 Event::Finish(FinishReason::Length),

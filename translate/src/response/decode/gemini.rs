@@ -8,10 +8,21 @@
 //! Other parts (inline data, code execution) and the signatures of text parts are dropped (Gemini
 //! only requires the function calls' back). `usageMetadata` holds running totals: each
 //! field keeps its last value. There is no terminal marker: the `finishReason` settles the stream.
+//!
+//! It is also the Gemini format's meter, with one typed reading of `usageMetadata` ([`RawUsage`])
+//! for a translated event (from the decoded tree) and a passed-through one ([`Gemini::scan`], from
+//! the bytes, only when they mention `"usageMetadata"`; a body may be an array of responses).
+//!
+//! Usage: `usageMetadata` with running totals on every streamed chunk; the last one holds the final
+//! counts (never summed). input = `promptTokenCount` (which includes cached content) +
+//! `toolUsePromptTokenCount`; cached = `cachedContentTokenCount`; output = `candidatesTokenCount` +
+//! `thoughtsTokenCount` (thoughts are billed as output). A non-streaming `streamGenerateContent`
+//! (no `alt=sse`) answers a JSON array of chunks: its last element's usage counts.
 
+use serde::Deserialize;
 use serde_json::Value;
 
-use super::{error_message, overwrite, text};
+use super::{Scanned, error_message, has_text, text};
 use crate::ir::{Event, FinishReason, Usage};
 
 #[derive(Debug)]
@@ -23,14 +34,47 @@ pub(crate) struct Gemini {
     settled: bool,
 }
 
-/// Gemini's usage fields, as last reported.
+/// Gemini's usage fields, as last reported (each field present replaces the earlier value).
 #[derive(Debug, Default, Clone, Copy)]
 struct Running {
-    prompt: u64,
-    tool_prompt: u64,
-    cached: u64,
-    candidates: u64,
-    thoughts: u64,
+    prompt: Option<u64>,
+    tool_prompt: Option<u64>,
+    cached: Option<u64>,
+    candidates: Option<u64>,
+    thoughts: Option<u64>,
+}
+
+impl Running {
+    /// The counts in canonical form, once the prompt was counted and when plausible.
+    fn counted(&self) -> Option<Usage> {
+        let thoughts = self.thoughts.unwrap_or(0);
+        Usage {
+            input: self.prompt?.checked_add(self.tool_prompt.unwrap_or(0))?,
+            output: self.candidates.unwrap_or(0).checked_add(thoughts)?,
+            cached: self.cached.unwrap_or(0),
+            cache_write: 0,
+            reasoning: thoughts,
+        }
+        .plausible()
+    }
+}
+
+/// Where usage sits in a `GenerateContentResponse`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Carrier {
+    usage_metadata: Option<RawUsage>,
+}
+
+/// Gemini's `usageMetadata`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawUsage {
+    prompt_token_count: Option<u64>,
+    candidates_token_count: Option<u64>,
+    cached_content_token_count: Option<u64>,
+    thoughts_token_count: Option<u64>,
+    tool_use_prompt_token_count: Option<u64>,
 }
 
 impl Gemini {
@@ -76,7 +120,10 @@ impl Gemini {
             self.part(part, out);
         }
         if let Some(usage) = value.get("usageMetadata") {
-            out.push(Event::Usage(self.merge(usage)));
+            if let Ok(usage) = RawUsage::deserialize(usage) {
+                self.merge(usage);
+            }
+            out.extend(self.usage.counted().map(Event::Usage));
         }
         let reason = match candidate {
             Some(candidate) => text(candidate, "finishReason").map(|reason| self.reason(reason)),
@@ -113,6 +160,40 @@ impl Gemini {
 
     pub fn settled(&self) -> bool {
         self.settled
+    }
+
+    /// The usage reported so far (running totals).
+    pub fn reported(&self) -> Option<Usage> {
+        self.usage.counted()
+    }
+
+    /// A passed-through event's data: its usage, else whether it carries text.
+    pub fn scan(&mut self, data: &[u8]) -> Scanned {
+        if memchr::memmem::find(data, b"\"usageMetadata\"").is_some()
+            && let Ok(carrier) = serde_json::from_slice::<Carrier>(data)
+            && let Some(usage) = carrier.usage_metadata
+        {
+            self.merge(usage);
+            if self.reported().is_some() {
+                return Scanned::Usage;
+            }
+        }
+        match has_text(data, b"\"text\":\"") {
+            true => Scanned::Text,
+            false => Scanned::Nothing,
+        }
+    }
+
+    /// A whole passed-through body: one response, or an array of them (a stream asked for
+    /// without `alt=sse`), read in order.
+    pub fn scan_body(&mut self, json: &[u8]) {
+        let carriers = match serde_json::from_slice::<Carrier>(json) {
+            Ok(carrier) => vec![carrier],
+            Err(_) => serde_json::from_slice::<Vec<Carrier>>(json).unwrap_or_default(),
+        };
+        for usage in carriers.into_iter().filter_map(|c| c.usage_metadata) {
+            self.merge(usage);
+        }
     }
 
     fn part(&mut self, part: &Value, out: &mut Vec<Event>) {
@@ -160,24 +241,14 @@ impl Gemini {
         }
     }
 
-    /// Overwrites the running usage with the fields present; returns it in canonical form.
-    fn merge(&mut self, usage: &Value) -> Usage {
+    /// Each field present replaces the running one.
+    fn merge(&mut self, usage: RawUsage) {
         let running = &mut self.usage;
-        let fields = [
-            ("promptTokenCount", &mut running.prompt),
-            ("toolUsePromptTokenCount", &mut running.tool_prompt),
-            ("cachedContentTokenCount", &mut running.cached),
-            ("candidatesTokenCount", &mut running.candidates),
-            ("thoughtsTokenCount", &mut running.thoughts),
-        ];
-        overwrite(usage, fields);
-        Usage {
-            input: running.prompt + running.tool_prompt,
-            output: running.candidates + running.thoughts,
-            cached: running.cached,
-            cache_creation: 0,
-            reasoning: running.thoughts,
-        }
+        running.prompt = usage.prompt_token_count.or(running.prompt);
+        running.tool_prompt = usage.tool_use_prompt_token_count.or(running.tool_prompt);
+        running.cached = usage.cached_content_token_count.or(running.cached);
+        running.candidates = usage.candidates_token_count.or(running.candidates);
+        running.thoughts = usage.thoughts_token_count.or(running.thoughts);
     }
 }
 
@@ -185,6 +256,21 @@ impl Gemini {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Moved from the gateway's meter (`proxy/src/wire/gemini.rs`): the billed usage.
+    #[test]
+    fn usage_in_every_form() {
+        let usage = |body: &[u8]| {
+            let mut decoder = Gemini::new("r");
+            decoder.scan_body(body);
+            decoder.reported()
+        };
+        let u = usage(br#"{"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":4,"thoughtsTokenCount":3,"cachedContentTokenCount":6,"totalTokenCount":17}}"#).unwrap();
+        assert_eq!((u.input, u.output, u.cached), (10, 7, 6));
+        let u = usage(br#"[{"usageMetadata":{"promptTokenCount":10}},{"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":5}}]"#).unwrap();
+        assert_eq!((u.input, u.output), (10, 5));
+        assert_eq!(usage(br#"{"candidates":[]}"#), None);
+    }
 
     #[test]
     fn running_usage_last_wins_and_comes_before_finish() {
@@ -213,7 +299,7 @@ mod tests {
                     input: 12,
                     output: 8,
                     cached: 8,
-                    cache_creation: 0,
+                    cache_write: 0,
                     reasoning: 5
                 }),
                 Event::Finish(FinishReason::Stop),

@@ -5,10 +5,25 @@
 //! block first puts the first tool call at block 1). Usage is cumulative in every event that
 //! carries it: a running copy keeps the last value of each field and the merged value is emitted,
 //! never a sum. `redacted_thinking`, server-tool blocks and `citations_delta` are dropped.
+//!
+//! It is also the Messages format's meter, with one reading of the usage ([`RawUsage`], typed) for
+//! a translated event (from the decoded tree) and a passed-through one ([`Messages::scan`], from
+//! the bytes, only when they mention `"usage"`). Billed usage needs the final output count
+//! (`message_delta`, or a whole message): `message_start`'s output is a placeholder, so a stream
+//! cut after it has only its input reported ([`Messages::reported_so_far`]).
+//!
+//! Usage: `message_start.message.usage` carries the input side (`input_tokens` counts only the
+//! tokens after the last cache breakpoint; `cache_read_input_tokens` and
+//! `cache_creation_input_tokens` are separate), `message_delta.usage` the output side. Counts are
+//! cumulative and newer API versions repeat input fields in `message_delta`: each field takes its
+//! last value, nothing is added (`Running`). The gateway's input = `input_tokens` + cache
+//! reads + cache writes; cached = cache reads (priced at `cached_input_per_mtok`); cache writes are
+//! priced at `cache_write_per_mtok` (else as input).
 
+use serde::Deserialize;
 use serde_json::Value;
 
-use super::{count, error_message, overwrite, text};
+use super::{Scanned, count, error_message, has_text, text};
 use crate::ir::{Event, FinishReason, Usage};
 
 /// What a content block of the stream is, by its index.
@@ -21,14 +36,64 @@ enum Block {
     Other,
 }
 
-/// Anthropic's usage fields, as last reported (each field is overwritten when present).
+/// Anthropic's usage fields, as last reported (each field present replaces the earlier value).
 #[derive(Debug, Default, Clone, Copy)]
 struct Running {
-    input: u64,
-    output: u64,
-    cache_read: u64,
-    cache_creation: u64,
-    thinking: u64,
+    input: Option<u64>,
+    output: Option<u64>,
+    cache_read: Option<u64>,
+    cache_creation: Option<u64>,
+    thinking: Option<u64>,
+    /// The output count is final: a `message_delta` or a whole message carried it.
+    output_final: bool,
+}
+
+impl Running {
+    /// The counts so far in canonical form, once the input was reported and when plausible.
+    fn counted(&self) -> Option<Usage> {
+        let (read, written) = (
+            self.cache_read.unwrap_or(0),
+            self.cache_creation.unwrap_or(0),
+        );
+        Usage {
+            input: self.input?.checked_add(read)?.checked_add(written)?,
+            output: self.output.unwrap_or(0),
+            cached: read,
+            cache_write: written,
+            reasoning: self.thinking.unwrap_or(0),
+        }
+        .plausible()
+    }
+}
+
+/// Where usage sits in a Messages document: an event's `usage`, `message_start`'s
+/// `message.usage`, a whole message's `usage`.
+#[derive(Deserialize)]
+struct Carrier<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<std::borrow::Cow<'a, str>>,
+    usage: Option<RawUsage>,
+    message: Option<MessageCarrier>,
+}
+
+#[derive(Deserialize)]
+struct MessageCarrier {
+    usage: Option<RawUsage>,
+}
+
+/// An Anthropic usage object.
+#[derive(Deserialize)]
+struct RawUsage {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
+    output_tokens_details: Option<OutputDetails>,
+}
+
+#[derive(Deserialize)]
+struct OutputDetails {
+    thinking_tokens: Option<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -48,7 +113,7 @@ impl Messages {
                 let message = value.get("message").unwrap_or(&Value::Null);
                 self.start(message, out);
                 if let Some(usage) = message.get("usage") {
-                    out.push(Event::Usage(self.merge(usage)));
+                    self.merge(usage, false, out);
                 }
             }
             "content_block_start" => {
@@ -69,7 +134,7 @@ impl Messages {
             }
             "message_delta" => {
                 if let Some(usage) = value.get("usage") {
-                    out.push(Event::Usage(self.merge(usage)));
+                    self.merge(usage, true, out);
                 }
                 let delta = value.get("delta").unwrap_or(&Value::Null);
                 if let Some(reason) = text(delta, "stop_reason") {
@@ -99,7 +164,7 @@ impl Messages {
             self.block(block, true, out);
         }
         if let Some(usage) = body.get("usage") {
-            out.push(Event::Usage(self.merge(usage)));
+            self.merge(usage, true, out);
         }
         if let Some(reason) = text(body, "stop_reason") {
             out.push(Event::Finish(stop_reason(reason)));
@@ -110,6 +175,48 @@ impl Messages {
 
     pub fn settled(&self) -> bool {
         self.settled
+    }
+
+    /// The usage reported, once its output count is final.
+    pub fn reported(&self) -> Option<Usage> {
+        self.usage
+            .output_final
+            .then(|| self.usage.counted())
+            .flatten()
+    }
+
+    /// The usage reported so far, final or not (a cut stream's input is known from
+    /// `message_start`).
+    pub fn reported_so_far(&self) -> Option<Usage> {
+        self.usage.counted()
+    }
+
+    /// A passed-through event's data: its usage when it completes the report, else whether it
+    /// carries text (a non-empty `text_delta`).
+    pub fn scan(&mut self, data: &[u8]) -> Scanned {
+        if memchr::memmem::find(data, b"\"usage\"").is_some() {
+            self.scan_body(data);
+            if self.reported().is_some() {
+                return Scanned::Usage;
+            }
+        }
+        match memchr::memmem::find(data, b"\"text_delta\"").is_some()
+            && has_text(data, b"\"text\":\"")
+        {
+            true => Scanned::Text,
+            false => Scanned::Nothing,
+        }
+    }
+
+    /// A whole passed-through document (a body, or one event's data): reads its usage.
+    pub fn scan_body(&mut self, json: &[u8]) {
+        let Ok(carrier) = serde_json::from_slice::<Carrier<'_>>(json) else {
+            return;
+        };
+        let last = matches!(carrier.kind.as_deref(), Some("message_delta" | "message"));
+        if let Some(usage) = carrier.usage.or(carrier.message.and_then(|m| m.usage)) {
+            self.running(usage, last);
+        }
     }
 
     fn start(&mut self, message: &Value, out: &mut Vec<Event>) {
@@ -185,29 +292,25 @@ impl Messages {
         }
     }
 
-    /// Overwrites the running usage with the fields present; returns it in canonical form.
-    fn merge(&mut self, usage: &Value) -> Usage {
+    /// Reads a usage object of the decoded tree (`last`: it carries the final output count)
+    /// and emits the counts so far.
+    fn merge(&mut self, usage: &Value, last: bool, out: &mut Vec<Event>) {
+        if let Ok(usage) = RawUsage::deserialize(usage) {
+            self.running(usage, last);
+        }
+        out.extend(self.usage.counted().map(Event::Usage));
+    }
+
+    /// Each field present replaces the running one.
+    fn running(&mut self, usage: RawUsage, last: bool) {
         let running = &mut self.usage;
-        let fields = [
-            ("input_tokens", &mut running.input),
-            ("output_tokens", &mut running.output),
-            ("cache_read_input_tokens", &mut running.cache_read),
-            ("cache_creation_input_tokens", &mut running.cache_creation),
-        ];
-        overwrite(usage, fields);
-        if let Some(thinking) = usage
-            .get("output_tokens_details")
-            .and_then(|details| count(details, "thinking_tokens"))
-        {
-            running.thinking = thinking;
-        }
-        Usage {
-            input: running.input + running.cache_read + running.cache_creation,
-            output: running.output,
-            cached: running.cache_read,
-            cache_creation: running.cache_creation,
-            reasoning: running.thinking,
-        }
+        let thinking = usage.output_tokens_details.and_then(|d| d.thinking_tokens);
+        running.input = usage.input_tokens.or(running.input);
+        running.output = usage.output_tokens.or(running.output);
+        running.cache_read = usage.cache_read_input_tokens.or(running.cache_read);
+        running.cache_creation = usage.cache_creation_input_tokens.or(running.cache_creation);
+        running.thinking = thinking.or(running.thinking);
+        running.output_final |= last;
     }
 }
 
@@ -226,6 +329,47 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// Moved from the gateway's meter (`proxy/src/wire/anthropic.rs`): the billed usage.
+    #[test]
+    fn cumulative_fields_take_the_last_value() {
+        let scanned = |events: &[&[u8]]| {
+            let mut decoder = Messages::default();
+            for event in events {
+                decoder.scan(event);
+            }
+            decoder
+        };
+        let start: &[u8] = br#"{"type":"message_start","message":{"usage":{"input_tokens":9,"cache_read_input_tokens":4,"cache_creation_input_tokens":2,"output_tokens":1}}}"#;
+        let delta: &[u8] = br#"{"type":"message_delta","usage":{"output_tokens":5}}"#;
+        let again: &[u8] = br#"{"type":"message_delta","usage":{"input_tokens":9,"cache_read_input_tokens":4,"cache_creation_input_tokens":2,"output_tokens":7}}"#;
+        let u = scanned(&[start, delta]).reported().unwrap();
+        assert_eq!((u.input, u.output, u.cached), (15, 5, 4));
+        let u = scanned(&[start, delta, again]).reported().unwrap();
+        assert_eq!((u.input, u.output, u.cached), (15, 7, 4), "never added up");
+        assert_eq!(
+            scanned(&[delta]).reported(),
+            None,
+            "output alone is not a report"
+        );
+        assert_eq!(
+            scanned(&[start]).reported(),
+            None,
+            "message_start's output count is a placeholder"
+        );
+        let so_far = scanned(&[start]).reported_so_far().unwrap();
+        assert_eq!(
+            (so_far.input, so_far.cached, so_far.cache_write),
+            (15, 4, 2)
+        );
+        assert_eq!(scanned(&[start, delta]).scan(delta), Scanned::Usage);
+        assert_eq!(
+            Messages::default().scan(
+                br#"{"type":"content_block_delta","delta":{"type":"text_delta","text":"a"}}"#
+            ),
+            Scanned::Text
+        );
+    }
+
     #[test]
     fn cumulative_usage_is_merged_never_added() {
         let mut decoder = Messages::default();
@@ -239,7 +383,7 @@ mod tests {
                 input: 170,
                 output,
                 cached: 50,
-                cache_creation: 20,
+                cache_write: 20,
                 reasoning: 0,
             })
         };

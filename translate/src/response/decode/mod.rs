@@ -6,6 +6,12 @@
 //! skipped. They report through [`Decoder::settled`] when the supplier has said everything that
 //! matters (finish reason and final usage), so the client's terminal frames can leave before the
 //! body's end. An object's `Usage` is always emitted before its `Finish`.
+//!
+//! A decoder is also its format's **meter**: the usage it keeps ([`Decoder::reported`]) is what the
+//! gateway bills. A translated answer is decoded in full ([`Decoder::sse`], [`Decoder::body`]); a
+//! passed-through one is only scanned ([`Decoder::scan`], [`Decoder::scan_body`]): the few bytes
+//! that may carry usage are decoded, typed and borrowed, into the same usage the full decoding
+//! reads, and the rest is searched for text without building a tree.
 
 mod chat;
 mod gemini;
@@ -13,9 +19,19 @@ mod messages;
 
 use serde_json::Value;
 
-use super::sse::Sse;
 use crate::Format;
-use crate::ir::{Event, FinishReason};
+use crate::ir::{Event, FinishReason, Usage};
+use crate::sse;
+
+/// What the scan of one passed-through event found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scanned {
+    /// Usage (the call's usage is now this event's).
+    Usage,
+    /// Generated text (the unit of a cut stream's estimate).
+    Text,
+    Nothing,
+}
 
 /// The decoder of one supplier response.
 #[derive(Debug)]
@@ -38,14 +54,14 @@ impl Decoder {
     }
 
     /// Decodes one event of the supplier's stream.
-    pub fn sse(&mut self, sse: &Sse, out: &mut Vec<Event>) {
+    pub fn sse(&mut self, sse: &sse::Event<'_>, out: &mut Vec<Event>) {
         if let Decoder::Chat(chat) = self
             && sse.data.trim_ascii().starts_with(b"[DONE]")
         {
             chat.done(out);
             return;
         }
-        let Ok(value) = serde_json::from_slice::<Value>(&sse.data) else {
+        let Ok(value) = serde_json::from_slice::<Value>(sse.data) else {
             return;
         };
         match self {
@@ -73,6 +89,45 @@ impl Decoder {
         recognised
     }
 
+    /// Scans one event of a passed-through stream: its usage, else whether it carries text.
+    pub fn scan(&mut self, data: &[u8]) -> Scanned {
+        match self {
+            Decoder::Chat(chat) => chat.scan(data),
+            Decoder::Messages(messages) => messages.scan(data),
+            Decoder::Gemini(gemini) => gemini.scan(data),
+        }
+    }
+
+    /// Scans a whole passed-through body (or a translated body too large to translate, skimmed)
+    /// for its usage.
+    pub fn scan_body(&mut self, json: &[u8]) {
+        match self {
+            Decoder::Chat(chat) => {
+                chat.scan_body(json);
+            }
+            Decoder::Messages(messages) => messages.scan_body(json),
+            Decoder::Gemini(gemini) => gemini.scan_body(json),
+        }
+    }
+
+    /// The usage the supplier reported, complete (Anthropic: the input and the final output).
+    pub fn reported(&self) -> Option<Usage> {
+        match self {
+            Decoder::Chat(chat) => chat.reported(),
+            Decoder::Messages(messages) => messages.reported(),
+            Decoder::Gemini(gemini) => gemini.reported(),
+        }
+    }
+
+    /// The usage reported so far even when not complete: Anthropic's `message_start` reports
+    /// the input before any output (a stream cut after it is billed that input exactly).
+    pub fn reported_so_far(&self) -> Option<Usage> {
+        match self {
+            Decoder::Messages(messages) => messages.reported_so_far(),
+            _ => self.reported(),
+        }
+    }
+
     /// Whether the supplier has said everything that matters: its finish reason and, where the
     /// format sends it later, its final usage. Later events change nothing the client needs.
     pub fn settled(&self) -> bool {
@@ -94,14 +149,11 @@ fn count(value: &Value, key: &str) -> Option<u64> {
     value.get(key).and_then(Value::as_u64)
 }
 
-/// Overwrites each running count with `usage[key]` when present (usage that a supplier reports
-/// as running totals: the last value of each field wins, nothing is added).
-fn overwrite<const N: usize>(usage: &Value, fields: [(&str, &mut u64); N]) {
-    for (key, field) in fields {
-        if let Some(value) = count(usage, key) {
-            *field = value;
-        }
-    }
+/// Whether `key` (ending in an opening quote) occurs followed by a non-empty string: text in a
+/// passed-through event, found without parsing it.
+fn has_text(hay: &[u8], key: &[u8]) -> bool {
+    memchr::memmem::find_iter(hay, key)
+        .any(|at| hay.get(at + key.len()).is_some_and(|&b| b != b'"'))
 }
 
 /// The message of an error object (`{"message": …}`), or the object itself as text.

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::output::{Block, Change, Output};
 use super::{Context, Frames, chat_finish, total};
 use crate::ir::Usage;
-use crate::response::sse;
+use crate::sse;
 
 pub(super) struct Chat {
     id: String,
@@ -154,8 +154,8 @@ impl Frames for Chat {
 /// when there was one.
 fn usage_json(usage: &Usage) -> Value {
     let mut prompt = json!({"cached_tokens": usage.cached});
-    if usage.cache_creation > 0 {
-        prompt["cache_write_tokens"] = json!(usage.cache_creation);
+    if usage.cache_write > 0 {
+        prompt["cache_write_tokens"] = json!(usage.cache_write);
     }
     json!({
         "prompt_tokens": usage.input,

@@ -88,12 +88,12 @@ impl Frames for Gemini {
             _ => return,
         };
         let candidate = json!({"content": content(vec![part]), "index": 0});
-        crate::response::sse::data(out, &self.response(candidate, None));
+        crate::sse::data(out, &self.response(candidate, None));
     }
 
     fn end(&mut self, output: &Output, out: &mut Vec<u8>) {
         let candidate = json!({"finishReason": finish_reason(output.finish), "index": 0});
-        crate::response::sse::data(out, &self.response(candidate, Some(output)));
+        crate::sse::data(out, &self.response(candidate, Some(output)));
     }
 
     fn fail(&mut self, message: &str, out: &mut Vec<u8>) {

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::output::{Block, Change, Output};
 use super::{Context, Frames, arguments_object};
 use crate::ir::{FinishReason, Usage};
-use crate::response::sse;
+use crate::sse;
 
 pub(super) struct Messages {
     id: String,
@@ -149,9 +149,9 @@ fn stop_reason(reason: Option<FinishReason>) -> &'static str {
 /// cache.
 fn usage_json(usage: &Usage) -> Value {
     json!({
-        "input_tokens": usage.input.saturating_sub(usage.cached).saturating_sub(usage.cache_creation),
+        "input_tokens": usage.input.saturating_sub(usage.cached).saturating_sub(usage.cache_write),
         "output_tokens": usage.output,
         "cache_read_input_tokens": usage.cached,
-        "cache_creation_input_tokens": usage.cache_creation,
+        "cache_creation_input_tokens": usage.cache_write,
     })
 }

@@ -79,8 +79,10 @@ impl Encoder {
 
     /// The events of one supplier event (or of a whole body), in order; in a stream, writes their
     /// frames. The stream's preamble leaves with the first batch and may use its usage.
-    pub fn events(&mut self, events: Vec<Event>, out: &mut Vec<u8>) {
+    /// `events` is left empty (its buffer is the caller's, reused from event to event).
+    pub fn events(&mut self, events: &mut Vec<Event>, out: &mut Vec<u8>) {
         if self.done || events.is_empty() {
+            events.clear();
             return;
         }
         if !self.begun {
@@ -93,7 +95,7 @@ impl Encoder {
                 self.frames.begin(usage.as_ref(), out);
             }
         }
-        for event in events {
+        for event in events.drain(..) {
             if self.done {
                 break;
             }

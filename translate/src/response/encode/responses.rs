@@ -19,7 +19,7 @@ use super::output::{Block, Change, Output};
 use super::{Context, Frames, total};
 use crate::codex::{self, CodexTools};
 use crate::ir::{FinishReason, Usage};
-use crate::response::sse;
+use crate::sse;
 
 pub(super) struct Responses {
     id: String,
@@ -161,8 +161,8 @@ impl Responses {
 /// `input_tokens_details`; the cache write count only when there was one.
 fn input_details(usage: &Usage) -> Value {
     let mut details = json!({"cached_tokens": usage.cached});
-    if usage.cache_creation > 0 {
-        details["cache_write_tokens"] = json!(usage.cache_creation);
+    if usage.cache_write > 0 {
+        details["cache_write_tokens"] = json!(usage.cache_write);
     }
     details
 }

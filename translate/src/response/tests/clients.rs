@@ -4,9 +4,9 @@
 use serde_json::Value;
 
 use super::super::decode::Decoder;
-use super::super::sse::Sse;
 use crate::Format;
 use crate::ir::{Event, FinishReason, Usage};
+use crate::sse;
 
 /// What a response means, whatever its format.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -92,9 +92,11 @@ pub fn summary(client: Format, stream: bool, bytes: &[u8]) -> Summary {
     let mut events = Vec::new();
     if stream {
         for (event, data) in frames(bytes) {
-            let sse = Sse {
-                event: event.unwrap_or_default(),
-                data: data.into_bytes(),
+            let name = event.unwrap_or_default();
+            let sse = sse::Event {
+                name: name.as_bytes(),
+                data: data.as_bytes(),
+                skimmed: false,
             };
             decoder.sse(&sse, &mut events);
         }
@@ -259,7 +261,7 @@ fn responses_summary(stream: bool, bytes: &[u8]) -> Summary {
             input: count(&usage["input_tokens"]),
             output: count(&usage["output_tokens"]),
             cached: count(&usage["input_tokens_details"]["cached_tokens"]),
-            cache_creation: usage["input_tokens_details"]["cache_write_tokens"]
+            cache_write: usage["input_tokens_details"]["cache_write_tokens"]
                 .as_u64()
                 .unwrap_or(0),
             reasoning: count(&usage["output_tokens_details"]["reasoning_tokens"]),

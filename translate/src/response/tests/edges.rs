@@ -134,7 +134,7 @@ fn terminal_frames_leave_when_the_supplier_settles() {
     assert!(out.ends_with("data: [DONE]\n\n"), "{out}");
 }
 
-fn translator_for(supplier: Format, client: Format) -> crate::response::Translator {
+fn translator_for(supplier: Format, client: Format) -> crate::response::Answer {
     translator(supplier, client, true)
 }
 
@@ -355,7 +355,7 @@ fn responses_as_a_supplier_never_panics() {
 #[test]
 fn the_translator_can_live_in_a_shared_request_context() {
     fn shareable<T: Send + Sync>() {}
-    shareable::<crate::response::Translator>();
+    shareable::<crate::response::Answer>();
 }
 
 #[test]
@@ -432,7 +432,7 @@ fn codex_tool_kinds_come_back_as_codex_items() {
     for supplier in [Format::Chat, Format::Messages, Format::Gemini] {
         for stream in [false, true] {
             let mut t =
-                super::Translator::new(supplier, Format::Responses, stream, context.clone());
+                super::Answer::translate(supplier, Format::Responses, stream, context.clone());
             let input = if stream {
                 suppliers::stream(supplier, &scenario)
             } else {

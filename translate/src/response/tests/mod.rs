@@ -7,7 +7,7 @@ mod pairs;
 mod props;
 mod suppliers;
 
-use super::{Context, Translator};
+use super::{Answer, Context};
 use crate::Format;
 
 pub const REQUEST_ID: &str = "req-1";
@@ -29,8 +29,8 @@ pub fn context() -> Context {
     }
 }
 
-pub fn translator(supplier: Format, client: Format, stream: bool) -> Translator {
-    Translator::new(supplier, client, stream, context())
+pub fn translator(supplier: Format, client: Format, stream: bool) -> Answer {
+    Answer::translate(supplier, client, stream, context())
 }
 
 /// Feeds `chunks` and finishes; returns everything the client received.

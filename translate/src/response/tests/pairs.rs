@@ -15,7 +15,7 @@ fn expected(scenario: &Scenario, supplier: Format, client: Format) -> Summary {
         usage.reasoning = 0;
     }
     if supplier == Format::Gemini || client == Format::Gemini {
-        usage.cache_creation = 0;
+        usage.cache_write = 0;
     }
     let signed = supplier == Format::Messages && client == Format::Messages;
     Summary {

@@ -30,7 +30,7 @@ const USAGE: Usage = Usage {
     input: 1200,
     output: 80,
     cached: 1000,
-    cache_creation: 100,
+    cache_write: 100,
     reasoning: 0,
 };
 
@@ -151,7 +151,7 @@ fn chat_finish(reason: FinishReason) -> &'static str {
 fn chat_usage(usage: &Usage) -> Value {
     json!({"prompt_tokens": usage.input, "completion_tokens": usage.output,
         "total_tokens": usage.input + usage.output,
-        "prompt_tokens_details": {"cached_tokens": usage.cached, "audio_tokens": 0, "cache_write_tokens": usage.cache_creation},
+        "prompt_tokens_details": {"cached_tokens": usage.cached, "audio_tokens": 0, "cache_write_tokens": usage.cache_write},
         "completion_tokens_details": {"reasoning_tokens": usage.reasoning, "audio_tokens": 0}})
 }
 
@@ -224,8 +224,8 @@ fn stop_reason(reason: FinishReason) -> &'static str {
 }
 
 fn anthropic_usage(usage: &Usage, output: u64) -> Value {
-    json!({"input_tokens": usage.input - usage.cached - usage.cache_creation,
-        "cache_creation_input_tokens": usage.cache_creation, "cache_read_input_tokens": usage.cached,
+    json!({"input_tokens": usage.input - usage.cached - usage.cache_write,
+        "cache_creation_input_tokens": usage.cache_write, "cache_read_input_tokens": usage.cached,
         "output_tokens": output, "service_tier": "standard"})
 }
 
@@ -331,7 +331,7 @@ fn gemini_finish(reason: FinishReason) -> &'static str {
     }
 }
 
-/// Gemini has no cache-write count: the scenario's `cache_creation` is not sent.
+/// Gemini has no cache-write count: the scenario's `cache_write` is not sent.
 fn gemini_usage(usage: &Usage, last: bool) -> Value {
     let mut value = json!({"promptTokenCount": usage.input, "cachedContentTokenCount": usage.cached,
         "totalTokenCount": usage.input + if last { usage.output } else { 0 },

@@ -16,22 +16,22 @@
 //! nothing, as they would in the original.
 
 /// Largest skimmed copy kept.
-pub(crate) const SKIM_CAP: usize = 1024 * 1024;
+pub const SKIM_CAP: usize = 1024 * 1024;
 /// Longest string content kept as it is; longer ones become [`STAND_IN`].
-pub(crate) const STRING_KEEP: usize = 4096;
+pub const STRING_KEEP: usize = 4096;
 /// Largest top-level member value captured on its own.
-pub(crate) const CAPTURE_CAP: usize = 64 * 1024;
+pub const CAPTURE_CAP: usize = 64 * 1024;
 /// What a long string's content becomes: non-empty (an image entry or a text delta still carries
 /// a string), and valid JSON string content.
 const STAND_IN: &[u8] = b"...";
 /// Top-level members captured on their own, in case the skimmed copy overflows.
-pub(crate) const KEPT: &[&[u8]] = &[b"usage", b"usageMetadata", b"duration", b"error"];
+pub const KEPT: &[&[u8]] = &[b"usage", b"usageMetadata", b"duration", b"error"];
 /// Longest top-level key remembered (longer keys are never in [`KEPT`]).
 const KEY_CAP: usize = 64;
 
 /// A skimmer for one JSON document (a whole body, or the data of one SSE event).
 #[derive(Debug, Default)]
-pub(crate) struct Skim {
+pub struct Skim {
     out: Vec<u8>,
     overflow: bool,
     /// Inside a string; its content so far (up to [`STRING_KEEP`]), and whether it went past that.
