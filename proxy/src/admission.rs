@@ -37,11 +37,9 @@ pub(crate) async fn prepare(
         // Hosted media and video tasks: answered here, with no proxied supplier call.
         return answer_here(s, session, ctx, route).await;
     }
-    let (caller, key_hash) = s
-        .authenticate(header, route.surface(), !route.is_local())
-        .await?;
-    let caller = ctx.caller.insert(caller).clone();
-    let key_hash = ctx.key_hash.insert(key_hash).clone();
+    let (caller, key_hash) = auth::caller(s, header, route.surface(), !route.is_local()).await?;
+    let caller = ctx.admission.caller.insert(caller).clone();
+    let key_hash = ctx.admission.key_hash.insert(key_hash).clone();
     auth::permit(&caller, route)?;
     if route.is_local() {
         let body = local::answer(&live.router, caller.group_id, route, header.uri.path())?;
@@ -60,24 +58,31 @@ pub(crate) async fn prepare(
         ttl_ms: s.settings.money.hold_ttl_ms,
         plan: &plan,
     });
-    let mut decision = route::decide(&s.routing(&live), &work, route, who, hold).await?;
+    let mut decision = route::decide(
+        &route::Routing::new(&live, s.stores(), &s.queue, &s.metrics),
+        &work,
+        route,
+        who,
+        hold,
+    )
+    .await?;
     // From here on the request holds a capacity slot and its hold: `logging` settles both.
     if let Some(hold) = decision.hold.take() {
         s.live_holds.insert(&hold.id, hold.org);
-        ctx.hold = Some(hold);
+        ctx.admission.hold = Some(hold);
     }
     let served = decision.model.clone();
     ctx.follow(decision);
-    if route.counts_tokens() && !live.keep_counting_accounts(route, &mut ctx.order) {
+    if route.counts_tokens() && !live.keep_counting_accounts(route, &mut ctx.attempts.order) {
         // No account counts tokens in the client's format: the gateway estimates.
         let body = local::count_estimate(route, original.len());
         return respond::local(session, body, &ctx.request_id).await;
     }
-    let targets = live.targets(route, &ctx.order);
+    let targets = live.targets(route, &ctx.attempts.order);
     let options = live.body_options(&caller);
-    let bodies = work.bodies(route, &original, &served.model, targets, options)?;
+    let bodies = crate::bodies::build(&work, route, &original, &served.model, targets, options)?;
     let default_output = live.settings.money.default_output_tokens;
-    ctx.call = Some(Call::new(
+    ctx.admission.call = Some(Call::new(
         work,
         route.format(),
         bodies,

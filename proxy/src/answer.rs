@@ -10,13 +10,37 @@ use crate::classify::Route;
 use crate::ctx::RequestCtx;
 use crate::meter::Meter;
 use crate::shared::Shared;
-use crate::upstream::rewrite;
-use crate::wire::cells::{self, Reshape};
+use crate::wire::cells::Reshape;
 use crate::wire::images::ImageAnswer;
 use bytes::Bytes;
+use pingora::http::ResponseHeader;
 use std::sync::Arc;
 use translate::Format;
 use translate::response::Answer;
+
+/// The supplier's headers, for a metered call or not: those that identify the supplier account
+/// are removed, the gateway's request id added. admin-api's answers are the gateway's own (its
+/// console sets session cookies): they only get the request id.
+pub(crate) fn headers(ctx: &RequestCtx, resp: &mut ResponseHeader) -> pingora::Result<()> {
+    if ctx.route != Some(Route::Admin) {
+        for name in STRIP_RESPONSE {
+            resp.remove_header(name);
+        }
+    }
+    resp.insert_header("x-request-id", ctx.request_id.as_str())?;
+    if let (Some(call), true) = (&ctx.admission.call, ctx.attempts.downgraded_from.is_some()) {
+        resp.insert_header("x-tollgate-model-served", call.model.model.id.as_str())?;
+    }
+    Ok(())
+}
+
+/// Supplier response headers never shown to customers (they identify the supplier account).
+const STRIP_RESPONSE: [&str; 4] = [
+    "openai-organization",
+    "openai-project",
+    "anthropic-organization-id",
+    "set-cookie",
+];
 
 /// The supplier answered: start metering its body (in the supplier's format) and, for a
 /// translated cell, translating it into the client's format. Token counts are neither metered
@@ -24,9 +48,9 @@ use translate::response::Answer;
 pub(crate) fn start(
     shared: &Shared,
     ctx: &mut RequestCtx,
-    upstream_response: &mut pingora::http::ResponseHeader,
+    upstream_response: &mut ResponseHeader,
 ) -> pingora::Result<()> {
-    let Some(call) = &ctx.call else {
+    let Some(call) = &ctx.admission.call else {
         return Ok(());
     };
     if ctx.route.is_some_and(Route::counts_tokens) {
@@ -37,11 +61,12 @@ pub(crate) fn start(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let content_type = content_type.as_deref();
-    let (audio, watch_reset) = (call.audio_seconds.is_some(), ctx.usage_limit.is_some());
-    let live = ctx.live.clone();
-    let provider = ctx.current().and_then(|i| live.accounts.get(i));
-    let supplier =
-        provider.and_then(|u| ctx.route.and_then(|r| cells::target(u.account.provider, r)));
+    let (audio, watch_reset) = (
+        call.audio_seconds.is_some(),
+        ctx.attempts.usage_limit.is_some(),
+    );
+    // The format spoken to the account that answered (`upstream::rewrite::for_account`).
+    let supplier = ctx.attempts.format;
     let status = upstream_response.status.as_u16();
     // Calls without a text format (audio) are read as OpenAI's.
     let format = supplier.unwrap_or(Format::Chat);
@@ -54,18 +79,18 @@ pub(crate) fn start(
         let host = Arc::new(crate::media::Hosting {
             pending: Arc::clone(&shared.pending_media),
             signer: shared.signer.clone(),
-            base: shared.media_base(call.host.as_deref()),
+            base: crate::media::base(&shared.settings.server, call.host.as_deref()),
         });
         let created = ctx.started_at_ms / 1000;
         let answer = ImageAnswer::new(gemini, images.urls, status, created, host);
-        ctx.reshape = answer.map(|a| Reshape::Image(Box::new(a)));
+        ctx.answer.reshape = answer.map(|a| Reshape::Image(Box::new(a)));
         // Image answers are counted by the meter, unless they are rewritten: then the rewrite,
         // which reads the whole answer anyway, counts them (one parse, one buffer).
-        meter.count_images(ctx.reshape.is_none());
-        if let Some(reshape) = &ctx.reshape {
-            rewrite::reshaped_response(upstream_response, reshape.content_type())?;
+        meter.count_images(ctx.answer.reshape.is_none());
+        if let Some(reshape) = &ctx.answer.reshape {
+            reshaped_response(upstream_response, reshape.content_type())?;
         }
-        ctx.meter = Some(meter);
+        ctx.answer.meter = Some(meter);
         return Ok(());
     }
     let translated = match (supplier, call.client) {
@@ -82,20 +107,21 @@ pub(crate) fn start(
     };
     let meter = match translated {
         Some(answer) => {
-            rewrite::reshaped_response(upstream_response, answer.content_type())?;
+            reshaped_response(upstream_response, answer.content_type())?;
             Meter::reading(format, answer)
         }
         None => {
-            ctx.reshape = Reshape::error(supplier, call.client, status).filter(|_| status >= 400);
-            if let Some(reshape) = &ctx.reshape {
-                rewrite::reshaped_response(upstream_response, reshape.content_type())?;
+            ctx.answer.reshape =
+                Reshape::error(supplier, call.client, status).filter(|_| status >= 400);
+            if let Some(reshape) = &ctx.answer.reshape {
+                reshaped_response(upstream_response, reshape.content_type())?;
             }
             Meter::new(format, content_type)
         }
     };
     let mut meter = meter.watching(audio, watch_reset);
     meter.count_images(call.images.is_some());
-    ctx.meter = Some(meter);
+    ctx.answer.meter = Some(meter);
     Ok(())
 }
 
@@ -104,18 +130,30 @@ pub(crate) fn start(
 /// answer is replaced at its end by the gateway's own, a reshaped one by its rewrite.
 pub(crate) fn body(ctx: &mut RequestCtx, body: &mut Option<Bytes>, end_of_stream: bool) {
     if body.as_ref().is_some_and(|b| !b.is_empty()) {
-        ctx.ttfb.get_or_insert_with(|| ctx.started.elapsed());
+        ctx.answer.ttfb.get_or_insert_with(|| ctx.started.elapsed());
     }
-    if let Some(meter) = ctx.meter.as_mut() {
+    if let Some(meter) = ctx.answer.meter.as_mut() {
         meter.body(body, end_of_stream);
     }
-    if let Some(limit) = &ctx.usage_limit {
+    if let Some(limit) = &ctx.attempts.usage_limit {
         let (hint, surface) = (
-            ctx.meter.as_ref().and_then(Meter::reset_hint),
+            ctx.answer.meter.as_ref().and_then(Meter::reset_hint),
             ctx.surface(),
         );
         *body = end_of_stream.then(|| limit.body(surface, hint));
-    } else if let Some(reshape) = ctx.reshape.as_mut() {
+    } else if let Some(reshape) = ctx.answer.reshape.as_mut() {
         reshape.body(body, end_of_stream);
     }
+}
+
+/// The response header of a translated answer: the client's content type, and chunked framing
+/// (the translated body's length is not known in advance).
+pub(crate) fn reshaped_response(
+    resp: &mut ResponseHeader,
+    content_type: &str,
+) -> pingora::Result<()> {
+    resp.remove_header(&http::header::CONTENT_LENGTH);
+    resp.insert_header(http::header::CONTENT_TYPE, content_type)?;
+    resp.insert_header(http::header::TRANSFER_ENCODING, "chunked")?;
+    Ok(())
 }

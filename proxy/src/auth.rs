@@ -8,11 +8,13 @@
 //! an error, never an anonymous pass.
 
 use crate::classify::{Route, query_key};
-use crate::errors::{GatewayError, Surface};
+use crate::errors::{Family, GatewayError, Surface};
 use credentials::{Env, KeyHasher, Kind};
 use opstate::{KeyDirectory, KeyRecord};
 use pingora::http::RequestHeader;
 use tracing::debug;
+
+use crate::shared::Shared;
 
 /// The headers a customer key may arrive in.
 const KEY_HEADERS: [&str; 2] = ["x-api-key", "x-alt-api-key"];
@@ -20,9 +22,43 @@ const KEY_HEADERS: [&str; 2] = ["x-api-key", "x-alt-api-key"];
 const GOOGLE_KEY_HEADER: &str = "x-goog-api-key";
 
 /// The credential presented on the OpenAI-style surface (see [`presented_key_on`]).
+/// The caller of `header` on `surface`, by its key ([`authenticate`]), and its key's hash.
+/// `admitted`: the call goes through admission, which checks the key against the directory again
+/// in its own store step, so this proxy's key cache may answer; other calls (model lists, video
+/// polls and downloads) read the directory itself, so a key disabled on any proxy is refused at
+/// once everywhere.
+pub(crate) async fn caller(
+    shared: &Shared,
+    header: &RequestHeader,
+    surface: Surface,
+    admitted: bool,
+) -> Result<(KeyRecord, String), GatewayError> {
+    let keys = shared.stores().keys.as_ref();
+    let (env, hasher) = (shared.env, &shared.hasher);
+    match &shared.key_cache {
+        Some(cache) if admitted => {
+            let cached = cache.through(keys);
+            authenticate(header, surface, env, hasher, &cached).await
+        }
+        _ => authenticate(header, surface, env, hasher, keys).await,
+    }
+}
+
+/// Listens to the key directory's changes for the key cache until `shutdown` (nothing to do
+/// without a cache; see `opstate::RedisStore::watch_keys`).
+pub(crate) async fn watch_keys(shared: &Shared, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    let (Some(cache), Some(redis)) = (&shared.key_cache, &shared.settings.redis) else {
+        return;
+    };
+    tokio::select! {
+        _ = opstate::RedisStore::watch_keys(&redis.url, &redis.key_prefix, cache) => {}
+        _ = shutdown.wait_for(|stop| *stop) => {}
+    }
+}
+
 #[cfg(test)]
 fn presented_key(req: &RequestHeader) -> Result<Option<&str>, GatewayError> {
-    presented_key_on(req, Surface::OpenAi)
+    presented_key_on(req, Surface::Client(Family::OpenAi))
 }
 
 /// The credential presented on `surface`, if any. Several headers carrying *different* values are
@@ -41,7 +77,7 @@ pub fn presented_key_on(
             let (scheme, rest) = v.trim().split_once(' ')?;
             scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
         });
-    let native = surface == Surface::Gemini;
+    let native = surface == Surface::Client(Family::Gemini);
     let google = native
         .then(|| req.headers.get_all(GOOGLE_KEY_HEADER).iter())
         .into_iter()
@@ -110,9 +146,9 @@ pub async fn authenticate(
 /// native surface.
 pub fn permit(caller: &KeyRecord, route: Route) -> Result<(), GatewayError> {
     let allowed = match route.surface() {
-        Surface::OpenAi => caller.permissions.openai,
-        Surface::Anthropic => caller.permissions.anthropic,
-        Surface::Gemini => caller.permissions.gemini,
+        Surface::Client(Family::OpenAi) => caller.permissions.openai,
+        Surface::Client(Family::Anthropic) => caller.permissions.anthropic,
+        Surface::Client(Family::Gemini) => caller.permissions.gemini,
         // Admin routes are authenticated by admin-api, never with a customer key.
         Surface::Admin => false,
     };
@@ -173,21 +209,33 @@ mod tests {
     #[test]
     fn native_surface_also_reads_google_forms() {
         let goog = req(&[("x-goog-api-key", "abc")]);
-        assert_eq!(presented_key_on(&goog, Surface::Gemini), Ok(Some("abc")));
-        assert_eq!(presented_key_on(&goog, Surface::OpenAi), Ok(None));
+        assert_eq!(
+            presented_key_on(&goog, Surface::Client(Family::Gemini)),
+            Ok(Some("abc"))
+        );
+        assert_eq!(
+            presented_key_on(&goog, Surface::Client(Family::OpenAi)),
+            Ok(None)
+        );
         let q = RequestHeader::build(
             "POST",
             b"/v1beta/models/g:generateContent?alt=sse&key=abc",
             None,
         )
         .unwrap();
-        assert_eq!(presented_key_on(&q, Surface::Gemini), Ok(Some("abc")));
-        assert_eq!(presented_key_on(&q, Surface::Anthropic), Ok(None));
+        assert_eq!(
+            presented_key_on(&q, Surface::Client(Family::Gemini)),
+            Ok(Some("abc"))
+        );
+        assert_eq!(
+            presented_key_on(&q, Surface::Client(Family::Anthropic)),
+            Ok(None)
+        );
         let mut both =
             RequestHeader::build("POST", b"/v1beta/models/g:countTokens?key=abc", None).unwrap();
         both.append_header("x-goog-api-key", "def").unwrap();
         assert_eq!(
-            presented_key_on(&both, Surface::Gemini),
+            presented_key_on(&both, Surface::Client(Family::Gemini)),
             Err(GatewayError::InvalidKey)
         );
     }

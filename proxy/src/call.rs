@@ -2,10 +2,14 @@
 //! route, the bodies for each format its accounts speak, and the bounds its charge keeps to.
 //! Read by every later phase (rewrite, meter, settle), so it sits below them.
 
+use crate::classify::Route;
 use crate::inspect::Work;
+use crate::meter::Meter;
 use crate::models::ModelRoute;
 use crate::wire::cells::Bodies;
+use opstate::KeyRecord;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A generation call after inspection and routing.
 pub(crate) struct Call {
@@ -70,6 +74,41 @@ impl Call {
             host: work.host,
             project: work.project,
             workflow: work.workflow,
+        }
+    }
+}
+
+/// A finished request, as settlement and the metrics see it (`RequestCtx::finished`).
+pub(crate) struct Finished<'a> {
+    pub request_id: &'a str,
+    pub route: Option<Route>,
+    /// What the client received (0: nothing was sent).
+    pub status: u16,
+    pub caller: Option<&'a KeyRecord>,
+    pub call: Option<&'a Call>,
+    /// The account tried last (the one that answered, if any did).
+    pub account: Option<&'a str>,
+    pub meter: Option<&'a Meter>,
+    /// Image calls: the images of the whole answer (counted by the meter, or by the rewrite of a
+    /// reshaped answer); `None` when it was not read whole.
+    pub images: Option<u64>,
+    pub started_at_ms: u64,
+    pub latency: Duration,
+    pub ttfb: Option<Duration>,
+    pub attempts: u32,
+    /// The bounded label of the error the gateway answered with, if it answered itself.
+    pub refusal: Option<&'static str>,
+}
+
+impl Finished<'_> {
+    /// What the metrics record of it.
+    pub(crate) fn outcome(&self) -> crate::metrics::Outcome<'_> {
+        crate::metrics::Outcome {
+            route: self.route.map(|r| r.label()),
+            model: self.call.map_or("-", |c| c.model.model.id.as_str()),
+            status: self.status,
+            refusal: self.refusal,
+            ttfb: self.ttfb,
         }
     }
 }

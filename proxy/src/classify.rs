@@ -3,7 +3,7 @@
 //! Classification looks at the method and path only. It decides the error shape of everything
 //! that follows, so it runs first, before authentication.
 
-use crate::errors::Surface;
+use crate::errors::{Family, Surface};
 use http::Method;
 use settings::ModelKind;
 use translate::Format;
@@ -192,13 +192,13 @@ impl Route {
     /// The surface an unknown path would have belonged to, for the shape of its 404.
     pub fn surface_of_path(path: &str) -> Surface {
         if path.starts_with("/compat/") {
-            Surface::OpenAi
+            Surface::Client(Family::OpenAi)
         } else if path.starts_with("/v1beta/") || path.contains(':') {
-            Surface::Gemini
+            Surface::Client(Family::Gemini)
         } else if path.starts_with("/v1/") {
-            Surface::Anthropic
+            Surface::Client(Family::Anthropic)
         } else {
-            Surface::OpenAi
+            Surface::Client(Family::OpenAi)
         }
     }
 
@@ -240,16 +240,16 @@ impl Route {
             | Route::Media
             | Route::VideoCreate
             | Route::VideoStatus
-            | Route::VideoContent => Surface::OpenAi,
+            | Route::VideoContent => Surface::Client(Family::OpenAi),
             Route::Messages
             | Route::MessagesCountTokens
             | Route::MessagesModels
-            | Route::MessagesModel => Surface::Anthropic,
+            | Route::MessagesModel => Surface::Client(Family::Anthropic),
             Route::NativeGenerate
             | Route::NativeStream
             | Route::NativeCountTokens
             | Route::NativeModels
-            | Route::NativeModel => Surface::Gemini,
+            | Route::NativeModel => Surface::Client(Family::Gemini),
             Route::Admin => Surface::Admin,
         }
     }

@@ -1,7 +1,9 @@
 //! The gateway's handle for the binaries: build it, count its calls in flight, reload its
-//! configuration (the request path itself is `gateway.rs`).
+//! configuration, report its configuration's state and gauges (the request path itself is
+//! `gateway.rs`).
 
 use crate::gateway::Gateway;
+use crate::live::Live;
 use crate::metrics::Metrics;
 use crate::shared::Shared;
 use opstate::Stores;
@@ -37,7 +39,7 @@ impl Gateway {
     /// keys that changed but need a restart. Counted in `tollgate_config_reloads_total`, shown by
     /// `/readyz`.
     pub fn reload(&self, new: Settings) -> Vec<String> {
-        let restart = self.shared.reload(new);
+        let restart = apply(&self.shared, new);
         if restart.is_empty() {
             tracing::info!("configuration reloaded");
         } else {
@@ -49,7 +51,14 @@ impl Gateway {
     /// A reload whose file was refused (`error` names the file and the key): nothing changed.
     pub fn reload_refused(&self, error: String) {
         tracing::error!(error = %error, "configuration reload refused; nothing changed");
-        self.shared.reload_failed(error);
+        if let Ok(mut state) = self.shared.reloads.lock() {
+            state.last = Some((crate::live::unix_now(), Some(error)));
+        }
+        self.shared
+            .metrics
+            .reloads
+            .with_label_values(&["failed"])
+            .inc();
     }
 
     /// Re-reads the configuration file at `path` and applies it ([`Gateway::reload`]); `Err`
@@ -64,4 +73,56 @@ impl Gateway {
             }
         }
     }
+}
+
+/// Applies `new` (validated settings read from the configuration file): the sections a reload
+/// can change take effect for calls that start from now on; the others keep their start-up
+/// values and are returned (they need a restart). Calls in flight keep their configuration.
+fn apply(shared: &Shared, new: Settings) -> Vec<String> {
+    let current = shared.live();
+    let (merged, restart) = crate::live::merge(&shared.settings, &new);
+    let next = Arc::new(Live::build(Arc::new(merged), Some(&current)));
+    match shared.live_now.write() {
+        Ok(mut live) => *live = next,
+        Err(poisoned) => *poisoned.into_inner() = next,
+    }
+    let now = crate::live::unix_now();
+    if let Ok(mut state) = shared.reloads.lock() {
+        state.loaded_at = now;
+        state.last = Some((now, None));
+        state.needs_restart = restart.clone();
+    }
+    shared.metrics.reloads.with_label_values(&["ok"]).inc();
+    restart
+}
+
+/// Sets the gauges read at scrape time (each account's estimated capacity).
+pub(crate) fn refresh_gauges(shared: &Shared) {
+    let live = shared.live();
+    for u in live.accounts.all() {
+        shared
+            .metrics
+            .account_capacity
+            .with_label_values(&[u.account.id.as_str()])
+            .set(i64::from(u.estimate.now()));
+    }
+}
+
+/// The state of the configuration in use, for `/readyz`: always valid (an invalid file is never
+/// applied), when it was loaded, and the last reload's outcome.
+pub(crate) fn configuration_state(shared: &Shared) -> serde_json::Value {
+    let state = shared.reloads.lock().map(|s| s.clone()).unwrap_or_default();
+    let last = state.last.map(|(at, error)| {
+        serde_json::json!({
+            "at": at,
+            "result": if error.is_some() { "failed" } else { "ok" },
+            "error": error,
+        })
+    });
+    serde_json::json!({
+        "state": "valid",
+        "loaded_at": state.loaded_at,
+        "last_reload": last,
+        "needs_restart": state.needs_restart,
+    })
 }

@@ -1,12 +1,11 @@
 //! Per-request state, grouped by the phase that fills it. Created empty by `new_ctx`, filled in
 //! request order, read by `logging` to settle.
 
-use crate::call::Call;
+use crate::call::{Call, Finished};
 use crate::classify::Route;
-use crate::errors::Surface;
+use crate::errors::{Family, Surface};
 use crate::meter::Meter;
 use crate::money::admit::Hold;
-use crate::money::settle::Finished;
 use crate::route::Decision;
 use crate::route::cooldown::{Cooling, UsageLimit};
 use crate::upstream::Accounts;
@@ -16,7 +15,8 @@ use opstate::KeyRecord;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// Everything the gateway knows about one request (opaque outside the crate).
+/// Everything the gateway knows about one request (opaque outside the crate): who it is, then one
+/// group per phase that fills it — admission, attempts, answer.
 pub struct RequestCtx {
     /// Counts this request in the gateway's requests in flight until it is dropped.
     _in_flight: InFlight,
@@ -28,44 +28,74 @@ pub struct RequestCtx {
     pub(crate) started_at_ms: u64,
     /// Classification: the route, once known.
     pub(crate) route: Option<Route>,
-    /// Authentication: the caller's key record, and its key's keyed hash.
-    pub(crate) caller: Option<KeyRecord>,
-    pub(crate) key_hash: Option<String>,
-    /// Inspection and routing: the call, once its body was read and its model resolved.
-    pub(crate) call: Option<Call>,
-    /// Admission: the hold on the organization's wallet, settled exactly once in `logging`.
-    pub(crate) hold: Option<Hold>,
-    /// Selection: accounts in the order to try, and those tried so far.
-    pub(crate) order: Vec<usize>,
-    pub(crate) tried: Vec<usize>,
-    pub(crate) first_attempt_at: Option<Instant>,
-    /// The model the call asked for when it was downgraded to another.
-    pub(crate) downgraded_from: Option<String>,
-    /// The capacity slot held: the account index (into the upstream list) it is on.
-    pub(crate) slot: Option<usize>,
-    /// The gates (capacity layers) the call holds a slot in besides its account's.
-    pub(crate) gates: Vec<String>,
-    /// The session (a hash of its signal), when the call carries one.
-    pub(crate) session: Option<String>,
-    /// Set by `upstream_response_filter` when a supplier status moves the request to another
-    /// account; read once by `error_while_proxy`.
-    pub(crate) status_failover: bool,
-    /// The last account answered 429: answered in SPEC's shape, cooled at the end.
-    pub(crate) usage_limit: Option<UsageLimit>,
-    /// Accounts to cool (a connection failure is noticed in a synchronous hook).
-    pub(crate) to_cool: Vec<Cooling>,
-    /// The body sent to the account being tried (in its format).
-    pub(crate) sending: Bytes,
-    /// A translated cell: the supplier's answer on its way to the client's format.
-    pub(crate) reshape: Option<Reshape>,
     /// The surface whose error shape the request answers in (known from the path, before the
     /// route is).
     pub(crate) surface: Surface,
-    /// Metering.
-    pub(crate) meter: Option<Meter>,
-    pub(crate) ttfb: Option<Duration>,
+    /// Phases 1–3b (`admission.rs`).
+    pub(crate) admission: Admission,
+    /// Phases 4–5 (`attempt.rs`, `upstream/`).
+    pub(crate) attempts: Attempts,
+    /// Phase 6 (`answer.rs`).
+    pub(crate) answer: Answer,
+}
+
+/// What admission learned: the caller, the call, its hold.
+#[derive(Default)]
+pub(crate) struct Admission {
+    /// Authentication: the caller's key record, and its key's keyed hash.
+    pub caller: Option<KeyRecord>,
+    pub key_hash: Option<String>,
+    /// Inspection and routing: the call, once its body was read and its model resolved.
+    pub call: Option<Call>,
+    /// The hold on the organization's wallet, settled exactly once in `logging`.
+    pub hold: Option<Hold>,
     /// The bounded label of the error the gateway answered with, if it answered itself.
-    pub(crate) refusal: Option<&'static str>,
+    pub refusal: Option<&'static str>,
+}
+
+/// The attempts on accounts: the decision's order and what each attempt left.
+#[derive(Default)]
+pub(crate) struct Attempts {
+    /// Accounts in the order to try, and those tried so far.
+    pub order: Vec<usize>,
+    pub tried: Vec<usize>,
+    pub first_attempt_at: Option<Instant>,
+    /// The model the call asked for when it was downgraded to another.
+    pub downgraded_from: Option<String>,
+    /// The capacity slot held: the account index (into the upstream list) it is on.
+    pub slot: Option<usize>,
+    /// The gates (capacity layers) the call holds a slot in besides its account's.
+    pub gates: Vec<String>,
+    /// The session (a hash of its signal), when the call carries one.
+    pub session: Option<String>,
+    /// Set by `attempt::judge` when a supplier status moves the request to another account; read
+    /// once by `error_while_proxy`.
+    pub status_failover: bool,
+    /// The last account answered 429: answered in SPEC's shape, cooled at the end.
+    pub usage_limit: Option<UsageLimit>,
+    /// Accounts to cool (a connection failure is noticed in a synchronous hook).
+    pub to_cool: Vec<Cooling>,
+    /// The format spoken to the account being tried (`None`: a call without one, audio), and
+    /// the body sent to it in that format.
+    pub format: Option<translate::Format>,
+    pub sending: Bytes,
+}
+
+impl Attempts {
+    /// The next account to try: the first of the order not yet tried.
+    pub fn next(&self) -> Option<usize> {
+        self.order.iter().copied().find(|i| !self.tried.contains(i))
+    }
+}
+
+/// The answer on its way to the client.
+#[derive(Default)]
+pub(crate) struct Answer {
+    /// The meter (which also translates a translated cell's answer).
+    pub meter: Option<Meter>,
+    /// An image answer, or a translated supplier error, rewritten.
+    pub reshape: Option<Reshape>,
+    pub ttfb: Option<Duration>,
 }
 
 impl RequestCtx {
@@ -76,11 +106,11 @@ impl RequestCtx {
 
     /// Follows a routing decision: its order, its slot, its session and downgrade.
     pub(crate) fn follow(&mut self, decision: Decision) {
-        self.slot = decision.order.first().copied();
-        self.gates = decision.gates;
-        self.order = decision.order;
-        self.session = decision.session;
-        self.downgraded_from = decision.downgraded_from;
+        self.attempts.slot = decision.order.first().copied();
+        self.attempts.gates = decision.gates;
+        self.attempts.order = decision.order;
+        self.attempts.session = decision.session;
+        self.attempts.downgraded_from = decision.downgraded_from;
     }
 
     pub(crate) fn new(
@@ -98,39 +128,23 @@ impl RequestCtx {
             started: Instant::now(),
             started_at_ms: now,
             route: None,
-            caller: None,
-            key_hash: None,
-            call: None,
-            hold: None,
-            order: Vec::new(),
-            tried: Vec::new(),
-            first_attempt_at: None,
-            slot: None,
-            gates: Vec::new(),
-            downgraded_from: None,
-            session: None,
-            status_failover: false,
-            usage_limit: None,
-            to_cool: Vec::new(),
-            sending: Bytes::new(),
-            reshape: None,
-            surface: Surface::OpenAi,
-            meter: None,
-            ttfb: None,
-            refusal: None,
+            surface: Surface::Client(Family::OpenAi),
+            admission: Admission::default(),
+            attempts: Attempts::default(),
+            answer: Answer::default(),
         }
     }
 
     /// Whether another account may still be tried: one of the order is untried, and fewer than
     /// `max_attempts` were made.
     pub(crate) fn may_retry(&self, max_attempts: u32) -> bool {
-        let attempts = u32::try_from(self.tried.len()).unwrap_or(u32::MAX);
-        attempts < max_attempts && crate::route::select::next(&self.order, &self.tried).is_some()
+        let attempts = u32::try_from(self.attempts.tried.len()).unwrap_or(u32::MAX);
+        attempts < max_attempts && self.attempts.next().is_some()
     }
 
     /// The account currently being tried.
     pub(crate) fn current(&self) -> Option<usize> {
-        self.tried.last().copied()
+        self.attempts.tried.last().copied()
     }
 
     /// The request as settlement sees it, once it ended with `status` (0: nothing was sent).
@@ -139,20 +153,21 @@ impl RequestCtx {
             request_id: &self.request_id,
             route: self.route,
             status,
-            caller: self.caller.as_ref(),
-            call: self.call.as_ref(),
+            caller: self.admission.caller.as_ref(),
+            call: self.admission.call.as_ref(),
             account: self.current().and_then(|i| accounts.id(i)),
-            meter: self.meter.as_ref(),
+            meter: self.answer.meter.as_ref(),
             images: self
+                .answer
                 .reshape
                 .as_ref()
                 .and_then(Reshape::images)
-                .or_else(|| self.meter.as_ref().and_then(Meter::images)),
+                .or_else(|| self.answer.meter.as_ref().and_then(Meter::images)),
             started_at_ms: self.started_at_ms,
             latency: self.started.elapsed(),
-            ttfb: self.ttfb,
-            attempts: u32::try_from(self.tried.len()).unwrap_or(u32::MAX),
-            refusal: self.refusal,
+            ttfb: self.answer.ttfb,
+            attempts: u32::try_from(self.attempts.tried.len()).unwrap_or(u32::MAX),
+            refusal: self.admission.refusal,
         }
     }
 }
@@ -171,5 +186,24 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Moved from `route/select.rs` with the function.
+    #[test]
+    fn never_twice() {
+        let mut attempts = Attempts {
+            order: vec![2, 0, 1],
+            ..Attempts::default()
+        };
+        assert_eq!(attempts.next(), Some(2));
+        attempts.tried = vec![2];
+        assert_eq!(attempts.next(), Some(0));
+        attempts.tried = vec![2, 0, 1];
+        assert_eq!(attempts.next(), None);
     }
 }

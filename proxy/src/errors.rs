@@ -8,18 +8,19 @@
 
 use bytes::Bytes;
 use serde_json::json;
+pub use translate::Family;
 
-/// The API family the client is speaking, which decides the shape of error bodies.
+/// What the client is speaking, which decides the shape of error bodies: a supplier API family
+/// (a client surface speaks a family's formats, `translate::Family`), or the admin routes.
+///
+/// - `Client(OpenAi)`: OpenAI-style routes under `/compat/v1`.
+/// - `Client(Anthropic)`: the Messages surface (`/v1/messages`, `/v1/models`):
+///   `{"type":"error","error":{"type","message"}}`.
+/// - `Client(Gemini)`: the native surface (`/v1beta/models/…`):
+///   `{"error":{"code","message","status"}}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Surface {
-    /// OpenAI-style routes under `/compat/v1`.
-    OpenAi,
-    /// The Anthropic-style Messages surface (`/v1/messages`, `/v1/models`):
-    /// `{"type":"error","error":{"type","message"}}`.
-    Anthropic,
-    /// The Gemini-style native surface (`/v1beta/models/…`):
-    /// `{"error":{"code","message","status"}}`.
-    Gemini,
+    Client(Family),
     /// Routes forwarded to admin-api: the partner/billing envelope.
     Admin,
 }
@@ -448,7 +449,9 @@ impl GatewayError {
         match surface {
             // SPEC's no-key body is the same on every gateway route (the official SDKs raise
             // their authentication error by status).
-            Surface::OpenAi | Surface::Anthropic | Surface::Gemini
+            Surface::Client(Family::OpenAi)
+            | Surface::Client(Family::Anthropic)
+            | Surface::Client(Family::Gemini)
                 if matches!(self, GatewayError::MissingKey) =>
             {
                 Reply {
@@ -457,17 +460,17 @@ impl GatewayError {
                     label,
                 }
             }
-            Surface::OpenAi => Reply {
+            Surface::Client(Family::OpenAi) => Reply {
                 status,
                 body: Bytes::from(body.to_string()),
                 label,
             },
-            Surface::Anthropic => Reply {
+            Surface::Client(Family::Anthropic) => Reply {
                 status,
                 body: Bytes::from(anthropic(status, &body).to_string()),
                 label,
             },
-            Surface::Gemini => Reply {
+            Surface::Client(Family::Gemini) => Reply {
                 status,
                 body: Bytes::from(google(status, &body).to_string()),
                 label,
@@ -612,7 +615,7 @@ mod tests {
     use super::*;
 
     fn body(e: GatewayError) -> (u16, serde_json::Value) {
-        let r = e.reply(Surface::OpenAi);
+        let r = e.reply(Surface::Client(Family::OpenAi));
         (r.status, serde_json::from_slice(&r.body).unwrap())
     }
 
@@ -637,7 +640,11 @@ mod tests {
     /// Every row of SPEC's gateway error table holds on every surface.
     #[test]
     fn spec_rows_on_every_surface() {
-        for surface in [Surface::OpenAi, Surface::Anthropic, Surface::Gemini] {
+        for surface in [
+            Surface::Client(Family::OpenAi),
+            Surface::Client(Family::Anthropic),
+            Surface::Client(Family::Gemini),
+        ] {
             let on = |e: GatewayError| {
                 let r = e.reply(surface);
                 let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();

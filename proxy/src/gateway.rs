@@ -10,9 +10,9 @@ use crate::classify::Route;
 use crate::ctx::RequestCtx;
 use crate::errors::GatewayError;
 use crate::meter::Meter;
-use crate::route::cooldown::{self, Cooling, Reason, UsageLimit};
-use crate::{admission, respond, route::select, shared::Shared};
-use crate::{money::settle, upstream::accounts, upstream::rewrite};
+use crate::route::cooldown::{Cooling, Reason};
+use crate::{admission, attempt, respond, shared::Shared};
+use crate::{money::settle, upstream::rewrite};
 use async_trait::async_trait;
 use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
@@ -20,7 +20,7 @@ use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorType};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The Pingora application. Cheap to clone.
 #[derive(Clone)]
@@ -50,7 +50,8 @@ impl ProxyHttp for Gateway {
             }
             Err(e) => {
                 let surface = ctx.surface();
-                ctx.refusal = Some(respond::error(session, surface, &e, &ctx.request_id).await?);
+                ctx.admission.refusal =
+                    Some(respond::error(session, surface, &e, &ctx.request_id).await?);
                 Ok(true)
             }
         }
@@ -62,33 +63,7 @@ impl ProxyHttp for Gateway {
         _session: &mut Session,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<Box<HttpPeer>> {
-        self.shared.cool(ctx).await;
-        let live = ctx.live.clone();
-        let server = &self.shared.settings.server;
-        if ctx.route == Some(Route::Admin) {
-            let Some(admin) = self.shared.admin else {
-                return Error::e_explain(ErrorType::ConnectNoRoute, "admin-api is not configured");
-            };
-            return Ok(Box::new(accounts::admin_peer(admin, server)));
-        }
-        while let Some(i) = select::next(&ctx.order, &ctx.tried) {
-            ctx.tried.push(i);
-            ctx.first_attempt_at.get_or_insert_with(Instant::now);
-            let Some(upstream) = live.accounts.get(i) else {
-                continue;
-            };
-            if ctx.slot != Some(i) && !self.shared.move_slot(ctx, i).await {
-                // That account is full: the failover goes on to the next one.
-                continue;
-            }
-            match upstream.address().await {
-                Ok(addr) => return Ok(Box::new(accounts::peer(upstream, addr, server))),
-                Err(e) => {
-                    tracing::warn!(account = %upstream.account.id, error = %e, "cannot resolve supplier")
-                }
-            }
-        }
-        Error::e_explain(ErrorType::ConnectNoRoute, "no supplier account left to try")
+        attempt::peer(&self.shared, ctx).await
     }
 
     /// A connection failure means nothing reached the supplier: cool it, retry on the next account.
@@ -99,14 +74,7 @@ impl ProxyHttp for Gateway {
         ctx: &mut RequestCtx,
         mut e: Box<Error>,
     ) -> Box<Error> {
-        if let Some(account) = ctx.current() {
-            let id = ctx.live.accounts.id(account).unwrap_or("-");
-            tracing::warn!(request_id = %ctx.request_id, account = %id, %peer, error = %e, "supplier connection failed");
-            let duration = Duration::from_millis(ctx.live.settings.routing.error_cooldown_ms);
-            let reason = Reason::Unreachable;
-            ctx.to_cool.push(Cooling::new(account, reason, duration));
-        }
-        e.set_retry(ctx.may_retry(ctx.live.settings.routing.max_attempts));
+        attempt::connect_failed(ctx, peer, &mut e);
         e
     }
 
@@ -122,7 +90,8 @@ impl ProxyHttp for Gateway {
             // (whatever the client claimed in the same header is replaced).
             return rewrite::client_address(upstream_request, session.client_addr());
         }
-        let (Some(route), Some(call), Some(i)) = (ctx.route, ctx.call.as_ref(), ctx.current())
+        let (Some(route), Some(call), Some(i)) =
+            (ctx.route, ctx.admission.call.as_ref(), ctx.current())
         else {
             return Error::e_explain(ErrorType::InternalError, "upstream request without a call");
         };
@@ -131,7 +100,8 @@ impl ProxyHttp for Gateway {
             return Error::e_explain(ErrorType::InternalError, "unknown account index");
         };
         let sent = (&call.bodies, call.model.model.id.as_str(), call.stream);
-        ctx.sending = rewrite::for_account(upstream_request, upstream, route, sent)?;
+        let (format, body) = rewrite::for_account(upstream_request, upstream, route, sent)?;
+        (ctx.attempts.format, ctx.attempts.sending) = (format, body);
         Ok(())
     }
 
@@ -143,8 +113,8 @@ impl ProxyHttp for Gateway {
         end_of_stream: bool,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<()> {
-        if ctx.call.is_some() {
-            rewrite::substitute_body(body, end_of_stream, &ctx.sending);
+        if ctx.admission.call.is_some() {
+            rewrite::substitute_body(body, end_of_stream, &ctx.attempts.sending);
         }
         Ok(())
     }
@@ -156,46 +126,7 @@ impl ProxyHttp for Gateway {
         upstream_response: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<()> {
-        let s = &self.shared;
-        if let (Some(at), Some(route)) = (ctx.first_attempt_at, ctx.route) {
-            s.metrics.upstream_answered(route.label(), at.elapsed());
-        }
-        let (Some(account), true) = (ctx.current(), ctx.call.is_some()) else {
-            return Ok(());
-        };
-        let verdict = cooldown::judge(upstream_response, &ctx.live.settings.routing);
-        let cooldown::Verdict::Cool { reason, duration } = verdict else {
-            if upstream_response.status.is_success() {
-                s.remember_session(ctx, account).await;
-            }
-            return Ok(());
-        };
-        if !ctx.may_retry(ctx.live.settings.routing.max_attempts) {
-            // No account left: a rate limit is answered in SPEC's shape (and cooled at the end);
-            // a server error reaches the client as the supplier sent it.
-            if reason == Reason::RateLimited {
-                let limit = UsageLimit::take_over(upstream_response, account, duration)?;
-                ctx.usage_limit = Some(limit);
-            } else {
-                ctx.to_cool.push(Cooling::new(account, reason, duration));
-                s.cool(ctx).await;
-            }
-            return Ok(());
-        }
-        ctx.to_cool.push(Cooling::new(account, reason, duration));
-        s.cool(ctx).await;
-        s.metrics
-            .failovers
-            .with_label_values(&[reason.label()])
-            .inc();
-        ctx.status_failover = true;
-        let status = upstream_response.status.as_u16();
-        let mut e = Error::explain(
-            ErrorType::HTTPStatus(status),
-            "supplier refused; failing over",
-        );
-        e.set_retry(true);
-        Err(e.into_up())
+        attempt::judge(&self.shared, ctx, upstream_response).await
     }
 
     /// Clean supplier headers and start metering the body.
@@ -205,21 +136,7 @@ impl ProxyHttp for Gateway {
         upstream_response: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<()> {
-        // admin-api's answers are the gateway's own (its console sets session cookies): only
-        // suppliers' answers are cleaned.
-        if ctx.route == Some(Route::Admin) {
-            upstream_response.insert_header("x-request-id", ctx.request_id.as_str())?;
-        } else {
-            rewrite::downstream_response(upstream_response, &ctx.request_id)?;
-        }
-        // Only metered calls are measured; admin traffic passes through without a meter.
-        let Some(call) = &ctx.call else {
-            return Ok(());
-        };
-        if ctx.downgraded_from.is_some() {
-            upstream_response
-                .insert_header("x-tollgate-model-served", call.model.model.id.as_str())?;
-        }
+        crate::answer::headers(ctx, upstream_response)?;
         crate::answer::start(&self.shared, ctx, upstream_response)
     }
 
@@ -247,7 +164,7 @@ impl ProxyHttp for Gateway {
         _client_reused: bool,
     ) -> Box<Error> {
         let mut e = e.more_context(format!("peer: {peer}"));
-        e.set_retry(std::mem::take(&mut ctx.status_failover));
+        e.set_retry(std::mem::take(&mut ctx.attempts.status_failover));
         e
     }
 
@@ -258,7 +175,7 @@ impl ProxyHttp for Gateway {
         e: &Error,
         ctx: &mut RequestCtx,
     ) -> FailToProxy {
-        ctx.meter.iter_mut().for_each(Meter::finish);
+        ctx.answer.meter.iter_mut().for_each(Meter::finish);
         let written = session.response_written().map(|h| h.status.as_u16());
         let error_code = match (written, GatewayError::from_pingora(e)) {
             (Some(status), _) => {
@@ -273,7 +190,7 @@ impl ProxyHttp for Gateway {
                 // `can_reuse_downstream` says: the answer must say `Connection: close`.
                 session.set_keepalive(None);
                 match respond::error(session, surface, &failure, &ctx.request_id).await {
-                    Ok(label) => ctx.refusal = Some(label),
+                    Ok(label) => ctx.admission.refusal = Some(label),
                     Err(write) => {
                         tracing::debug!(error = %write, "could not send the error response")
                     }
@@ -291,22 +208,23 @@ impl ProxyHttp for Gateway {
     async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
         let s = &self.shared;
         // Cooldowns not yet written: the last account's connection failure or usage limit.
-        if let Some(limit) = ctx.usage_limit.take() {
-            let reset = limit.reset(ctx.meter.as_ref().and_then(Meter::reset_hint));
-            ctx.to_cool
+        if let Some(limit) = ctx.attempts.usage_limit.take() {
+            let reset = limit.reset(ctx.answer.meter.as_ref().and_then(Meter::reset_hint));
+            ctx.attempts
+                .to_cool
                 .push(Cooling::new(limit.account, Reason::RateLimited, reset));
         }
-        s.cool(ctx).await;
+        attempt::cool(s, ctx).await;
         let status = session.response_written().map_or(0, |h| h.status.as_u16());
         let live = ctx.live.clone();
-        let slot = ctx.slot.take().and_then(|i| live.accounts.id(i));
-        let hold = ctx.hold.take();
+        let slot = ctx.attempts.slot.take().and_then(|i| live.accounts.id(i));
+        let hold = ctx.admission.hold.take();
         hold.iter().for_each(|h| s.live_holds.remove(&h.id));
         let finished = ctx.finished(status, &live.accounts);
         s.metrics.finished(&finished.outcome());
         let calls = s.stores().calls.as_ref();
         let slot = slot.map(|account| (account, ctx.request_id.as_str()));
-        let gates: Vec<&str> = ctx.gates.iter().map(String::as_str).collect();
+        let gates: Vec<&str> = ctx.attempts.gates.iter().map(String::as_str).collect();
         let held = settle::Held {
             hold,
             slot,
@@ -314,6 +232,7 @@ impl ProxyHttp for Gateway {
         };
         s.recent
             .keep(settle::settle(finished, held, calls, &s.metrics).await);
-        s.queue_depth_gauge();
+        let depth = i64::try_from(s.queue.depth()).unwrap_or(i64::MAX);
+        s.metrics.queue_depth.set(depth);
     }
 }

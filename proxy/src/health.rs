@@ -51,7 +51,7 @@ impl Gateway {
             },
         };
         ready &= matches!(database, "reachable" | "not_configured");
-        let configuration = s.configuration_state();
+        let configuration = crate::control::configuration_state(s);
         ready &= configuration["state"] == "valid";
         // The gateway's own listener answers (the metrics listener may be up before it). A
         // deployment bound to port 0 (tests) was bound before it served: nothing to check.

@@ -12,7 +12,9 @@
 
 mod admission;
 mod answer;
+mod attempt;
 mod auth;
+mod bodies;
 mod call;
 pub mod classify;
 mod control;

@@ -12,7 +12,7 @@
 //!   default API version is `v1`), `GET /v1/models[/{id}]` answers these ([`Route::of`]).
 
 use crate::classify::Route;
-use crate::errors::{GatewayError, Surface};
+use crate::errors::{Family, GatewayError, Surface};
 use crate::models::Router;
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -29,7 +29,7 @@ pub fn answer(
     let body = match route {
         Route::MessagesModels => {
             let data: Vec<Value> = router
-                .listed(group_id, Surface::Anthropic)
+                .listed(group_id, Surface::Client(Family::Anthropic))
                 .iter()
                 .map(|m| anthropic(m))
                 .collect();
@@ -41,7 +41,7 @@ pub fn answer(
             let id = path.strip_prefix("/v1/models/").unwrap_or_default();
             let id = id.strip_suffix('/').unwrap_or(id);
             router
-                .listed(group_id, Surface::Anthropic)
+                .listed(group_id, Surface::Client(Family::Anthropic))
                 .iter()
                 .find(|m| m.id == id)
                 .map(|m| anthropic(m))
@@ -49,7 +49,7 @@ pub fn answer(
         }
         Route::NativeModels => {
             let models: Vec<Value> = router
-                .listed(group_id, Surface::Gemini)
+                .listed(group_id, Surface::Client(Family::Gemini))
                 .iter()
                 .map(|m| native(m))
                 .collect();
@@ -65,7 +65,7 @@ pub fn answer(
         }
         _ => {
             let data: Vec<Value> = router
-                .listed(group_id, Surface::OpenAi)
+                .listed(group_id, Surface::Client(Family::OpenAi))
                 .iter()
                 .map(|m| json!({"id": m.id, "object": "model"}))
                 .collect();

@@ -195,6 +195,15 @@ pub async fn fetch(
     }
 }
 
+/// The base of the URLs of hosted media: `server.public_base_url` when configured, else the
+/// request's own `Host` (what the client reached the gateway as).
+pub(crate) fn base(server: &settings::Server, host: Option<&str>) -> String {
+    match host {
+        Some(host) if !server.public_base_url_configured => format!("http://{host}/"),
+        _ => server.public_base_url.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@
 //! `google_alias` feature; otherwise it is an unknown model, like any other wrong prefix.
 
 use crate::classify::Route;
-use crate::errors::GatewayError;
+use crate::errors::{Family, GatewayError};
 use crate::upstream::Upstream;
 use settings::{Capability, GroupFeature, Model, ModelKind, Provider, Settings};
 use std::collections::HashMap;
@@ -205,12 +205,12 @@ impl Router {
         self.group_models(group_id)
             .iter()
             .filter_map(|id| match surface {
-                Surface::OpenAi | Surface::Admin => self.models.get(id),
-                Surface::Anthropic => self
+                Surface::Client(Family::OpenAi) | Surface::Admin => self.models.get(id),
+                Surface::Client(Family::Anthropic) => self
                     .models
                     .get(id)
                     .filter(|r| r.model.kind == ModelKind::Text),
-                Surface::Gemini => self.native.get(id),
+                Surface::Client(Family::Gemini) => self.native.get(id),
             })
             .map(|r| &r.model)
             .collect()
@@ -227,7 +227,7 @@ impl Router {
     ) -> Result<Arc<ModelRoute>, GatewayError> {
         let unknown = || GatewayError::UnknownModel(requested.to_string());
         let table = match call_route.surface() {
-            crate::errors::Surface::Gemini => &self.native,
+            crate::errors::Surface::Client(Family::Gemini) => &self.native,
             _ => &self.models,
         };
         let group = self.groups.get(&group_id).ok_or_else(unknown)?;
@@ -444,9 +444,9 @@ wholesale_rate_multiplier = 1
             r.listed(1, surface).iter().map(|m| m.id.clone()).collect()
         };
         use crate::errors::Surface;
-        assert_eq!(listed(Surface::Gemini), ["gpt-4o-mini"]);
-        assert_eq!(listed(Surface::Anthropic), ["gpt-4o-mini"]);
-        assert_eq!(listed(Surface::OpenAi).len(), 3);
+        assert_eq!(listed(Surface::Client(Family::Gemini)), ["gpt-4o-mini"]);
+        assert_eq!(listed(Surface::Client(Family::Anthropic)), ["gpt-4o-mini"]);
+        assert_eq!(listed(Surface::Client(Family::OpenAi)).len(), 3);
     }
 
     #[test]

@@ -72,7 +72,7 @@ pub fn listener(addr: &str) -> ListenerConfig {
 /// The gateway's own background work until `shutdown` turns true: keeping the holds of its calls
 /// in progress open past their deadline (`money::renew`), re-sending its recent usage events
 /// when the store lost them (`money::resend`), and writing hosted images to the store
-/// (`media::Pending`), and keeping the key cache fresh (`Shared::watch_keys`). Runs beside the gateway: a Pingora background
+/// (`media::Pending`), and keeping the key cache fresh (`auth::watch_keys`). Runs beside the gateway: a Pingora background
 /// service in production, a tracked task of [`serve_listener`] in tests.
 pub async fn renew_holds(gateway: Gateway, shutdown: watch::Receiver<bool>) {
     let s = gateway.shared;
@@ -89,7 +89,7 @@ pub async fn renew_holds(gateway: Gateway, shutdown: watch::Receiver<bool>) {
         s.pending_media
             .run(|| s.stores().media.clone(), shutdown.clone()),
         crate::video::sweep::run(&s, shutdown.clone()),
-        s.watch_keys(shutdown),
+        crate::auth::watch_keys(&s, shutdown),
     );
 }
 
@@ -157,7 +157,7 @@ pub async fn serve_metrics(
             axum::routing::get(move || {
                 let gateway = scraped.clone();
                 async move {
-                    gateway.shared.refresh_gauges();
+                    crate::control::refresh_gauges(&gateway.shared);
                     (
                         [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
                         gateway.shared.metrics.render(),

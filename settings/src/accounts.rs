@@ -25,12 +25,8 @@ pub(crate) struct RawAccount {
     pub forward_headers: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Provider {
-    OpenAi,
-    Anthropic,
-    Gemini,
-}
+/// The API family an account speaks (`provider = "openai" | "anthropic" | "gemini"`).
+pub use translate::Family as Provider;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Capability {

@@ -40,7 +40,27 @@ pub enum Format {
     Gemini,
 }
 
+/// A supplier's API family. What an account speaks is a family (`settings::Provider` is this
+/// type; the route picks the format within it: an OpenAI account is sent chat or responses), and
+/// so is what a client surface speaks (the gateway's `Surface::Client`). A [`Format`] is one
+/// wire format of a family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Family {
+    OpenAi,
+    Anthropic,
+    Gemini,
+}
+
 impl Format {
+    /// The family the format belongs to.
+    pub fn family(self) -> Family {
+        match self {
+            Format::Chat | Format::Responses => Family::OpenAi,
+            Format::Messages => Family::Anthropic,
+            Format::Gemini => Family::Gemini,
+        }
+    }
+
     /// Bounded label for logs and metrics.
     pub fn label(self) -> &'static str {
         match self {

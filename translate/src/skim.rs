@@ -4,8 +4,8 @@
 //! What the meter reads in an answer (usage objects, image entries, durations, error messages)
 //! is structure, numbers and short strings; what makes an answer large is long strings (generated
 //! text, base64 images). A skimmed copy of a 100 MiB answer is therefore a few hundred bytes, and
-//! the wire formats' readers (`wire::Wire::usage`, `images`, …) read it exactly as they read the
-//! whole answer. Nothing here allocates more than [`SKIM_CAP`] + [`CAPTURE_CAP`] × members kept,
+//! the readers (the format decoders' usage, the gateway's image counts, …) read it exactly as
+//! they read the whole answer. Nothing here allocates more than [`SKIM_CAP`] + [`CAPTURE_CAP`] × members kept,
 //! whatever the input's size.
 //!
 //! Should a document's structure itself exceed [`SKIM_CAP`] (millions of small values), the copy
@@ -17,7 +17,7 @@
 
 /// Largest skimmed copy kept.
 pub const SKIM_CAP: usize = 1024 * 1024;
-/// Longest string content kept as it is; longer ones become [`STAND_IN`].
+/// Longest string content kept as it is; longer ones become `"..."`.
 pub const STRING_KEEP: usize = 4096;
 /// Largest top-level member value captured on its own.
 pub const CAPTURE_CAP: usize = 64 * 1024;

@@ -197,6 +197,13 @@ pub(crate) fn data(out: &mut Vec<u8>, value: &Value) {
     out.extend_from_slice(b"\n\n");
 }
 
+/// Writes `text` as a JSON string (quoted, escaped): the hot frames (text deltas) are written
+/// directly, without building a tree.
+pub(crate) fn string(out: &mut Vec<u8>, text: &str) {
+    // Writing into a Vec cannot fail, and a `str` always serializes.
+    let _ = serde_json::to_writer(&mut *out, text);
+}
+
 /// Writes a named frame: `event: NAME\ndata: JSON\n\n`.
 pub(crate) fn named(out: &mut Vec<u8>, event: &str, value: &Value) {
     out.extend_from_slice(b"event: ");

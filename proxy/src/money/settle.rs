@@ -15,54 +15,17 @@
 //! can be replayed) and counted in `usage_events_lost_total`, and the hold is left to the
 //! reconciler.
 
-use crate::call::Call;
-use crate::classify::Route;
-use crate::meter::Meter;
+use crate::call::Finished;
 use crate::metrics::Metrics;
 use crate::money::admit::Hold;
 use crate::money::price;
 use crate::wire::Usage;
 use money::NanoUsd;
-use opstate::{Calls, Finish, KeyRecord, Measurement, Settlement, UsageEvent, UsageStream};
+use opstate::{Calls, Finish, Measurement, Settlement, UsageEvent, UsageStream};
 use std::time::Duration;
 
 /// Attempts to append a usage event before giving up.
 const APPEND_ATTEMPTS: u32 = 3;
-
-/// A finished request, as settlement sees it.
-pub(crate) struct Finished<'a> {
-    pub request_id: &'a str,
-    pub route: Option<Route>,
-    /// What the client received (0: nothing was sent).
-    pub status: u16,
-    pub caller: Option<&'a KeyRecord>,
-    pub call: Option<&'a Call>,
-    /// The account tried last (the one that answered, if any did).
-    pub account: Option<&'a str>,
-    pub meter: Option<&'a Meter>,
-    /// Image calls: the images of the whole answer (counted by the meter, or by the rewrite of a
-    /// reshaped answer); `None` when it was not read whole.
-    pub images: Option<u64>,
-    pub started_at_ms: u64,
-    pub latency: Duration,
-    pub ttfb: Option<Duration>,
-    pub attempts: u32,
-    /// The bounded label of the error the gateway answered with, if it answered itself.
-    pub refusal: Option<&'static str>,
-}
-
-impl Finished<'_> {
-    /// What the metrics record of it.
-    pub(crate) fn outcome(&self) -> crate::metrics::Outcome<'_> {
-        crate::metrics::Outcome {
-            route: self.route.map(|r| r.label()),
-            model: self.call.map_or("-", |c| c.model.model.id.as_str()),
-            status: self.status,
-            refusal: self.refusal,
-            ttfb: self.ttfb,
-        }
-    }
-}
 
 /// What a finished request holds until it is settled.
 pub(crate) struct Held<'a> {

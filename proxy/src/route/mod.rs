@@ -63,6 +63,28 @@ pub(crate) struct Routing<'a> {
     pub calls: &'a dyn Calls,
 }
 
+impl<'a> Routing<'a> {
+    /// What the routing decision reads: the request's configuration, the stores, this proxy's
+    /// queue and metrics.
+    pub(crate) fn new(
+        live: &'a crate::live::Live,
+        stores: &'a opstate::Stores,
+        queue: &'a capacity::Queue,
+        metrics: &'a Metrics,
+    ) -> Routing<'a> {
+        Routing {
+            router: &live.router,
+            accounts: &live.accounts,
+            settings: &live.settings.routing,
+            queue,
+            metrics,
+            sessions: stores.sessions.as_ref(),
+            slots: stores.slots.as_ref(),
+            calls: stores.calls.as_ref(),
+        }
+    }
+}
+
 /// The caller as routing sees it.
 pub(crate) struct Caller<'a> {
     pub org_id: i64,

@@ -7,7 +7,6 @@
 
 use crate::errors::GatewayError;
 use opstate::{CoolCause, Cooldown, Sessions};
-use std::time::Duration;
 
 /// Orders `plan` (account indexes) for `seed`; `ids[i]` is the id of account `i`.
 pub fn order(plan: &[usize], ids: &[&str], seed: &str) -> Vec<usize> {
@@ -29,20 +28,6 @@ pub(crate) async fn sticky(
         tracing::error!(error = %e, "session lookup failed");
         GatewayError::StoreUnavailable
     })
-}
-
-/// Records that the session `key` of `org` succeeded on `account` (kept for `ttl`). A failure is
-/// logged: the next call of the session then follows its rendezvous order.
-pub(crate) async fn remember(
-    sessions: &dyn Sessions,
-    org: i64,
-    key: &str,
-    account: &str,
-    ttl: Duration,
-) {
-    if let Err(e) = sessions.remember(org, key, account, ttl).await {
-        tracing::warn!(error = %e, "session record not stored");
-    }
 }
 
 /// The accounts of `ordered` that are not cooling (`cooling[i]` is account `ordered[i]`'s cooldown
@@ -99,11 +84,6 @@ pub fn session_key(signal: &str) -> String {
     format!("{:016x}", score(signal, "session"))
 }
 
-/// The next account to try: the first of `ordered` not yet in `tried`.
-pub fn next(ordered: &[usize], tried: &[usize]) -> Option<usize> {
-    ordered.iter().copied().find(|i| !tried.contains(i))
-}
-
 fn score(seed: &str, account: &str) -> u64 {
     // FNV-1a over seed, a separator and the account id, then a 64-bit finalizer (splitmix64) so
     // similar inputs spread well.
@@ -122,6 +102,7 @@ fn score(seed: &str, account: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn cooling(secs: u64, cause: CoolCause) -> Option<Cooldown> {
         Some(Cooldown {
@@ -161,14 +142,6 @@ mod tests {
             .map(|i| order(&plan, &ids, &format!("seed-{i}"))[0])
             .collect();
         assert_eq!(firsts.len(), 3, "every account is somebody's first choice");
-    }
-
-    #[test]
-    fn never_twice() {
-        let ordered = [2, 0, 1];
-        assert_eq!(next(&ordered, &[]), Some(2));
-        assert_eq!(next(&ordered, &[2]), Some(0));
-        assert_eq!(next(&ordered, &[2, 0, 1]), None);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::classify::Route;
 use crate::upstream::Upstream;
 use crate::wire::cells::{self, Bodies};
 use bytes::Bytes;
-use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::http::RequestHeader;
 use translate::Format;
 
 /// The client request headers a supplier account receives: what the body means
@@ -36,14 +36,6 @@ fn forwarded(target: Option<Format>) -> &'static [&'static str] {
 /// The Messages API version sent when the client named none (the one the official SDK sends).
 const ANTHROPIC_VERSION: &str = "2023-06-01";
 
-/// Supplier response headers never shown to customers (they identify the supplier account).
-const STRIP_RESPONSE: [&str; 4] = [
-    "openai-organization",
-    "openai-project",
-    "anthropic-organization-id",
-    "set-cookie",
-];
-
 /// What the upstream request is for: the client's route, the format spoken to the account, the
 /// supplier's model id, whether it streams, and the body's length.
 pub(crate) struct Target<'a> {
@@ -55,14 +47,14 @@ pub(crate) struct Target<'a> {
 }
 
 /// Rewrites the request header of a call of `model` (`stream`ed or not) for `upstream` (see
-/// [`upstream_request`]) and returns the body to send it: the one of `bodies` in the account's
-/// format.
+/// [`upstream_request`]) and returns the format spoken to it and the body to send it: the one of
+/// `bodies` in that format.
 pub(crate) fn for_account(
     req: &mut RequestHeader,
     upstream: &Upstream,
     route: Route,
     (bodies, model, stream): (&Bodies, &str, bool),
-) -> pingora::Result<Bytes> {
+) -> pingora::Result<(Option<Format>, Bytes)> {
     let format = cells::target(upstream.account.provider, route);
     let Some(body) = bodies.get(format) else {
         return pingora::Error::e_explain(
@@ -78,7 +70,7 @@ pub(crate) fn for_account(
         body_len: body.len(),
     };
     upstream_request(req, upstream, &target)?;
-    Ok(body.clone())
+    Ok((format, body.clone()))
 }
 
 /// Rewrites the request header for `upstream`: path, credential, host, framing.
@@ -128,31 +120,6 @@ pub(crate) fn upstream_request(
     req.insert_header(http::header::HOST, upstream.host_header.as_str())?;
     req.insert_header(http::header::ACCEPT_ENCODING, "identity")?;
     req.insert_header(http::header::CONTENT_LENGTH, target.body_len.to_string())?;
-    Ok(())
-}
-
-/// Cleans the supplier's response header before it reaches the client and tags it with the
-/// gateway's request id.
-pub(crate) fn downstream_response(
-    resp: &mut ResponseHeader,
-    request_id: &str,
-) -> pingora::Result<()> {
-    for name in STRIP_RESPONSE {
-        resp.remove_header(name);
-    }
-    resp.insert_header("x-request-id", request_id)?;
-    Ok(())
-}
-
-/// The response header of a translated answer: the client's content type, and chunked framing
-/// (the translated body's length is not known in advance).
-pub(crate) fn reshaped_response(
-    resp: &mut ResponseHeader,
-    content_type: &str,
-) -> pingora::Result<()> {
-    resp.remove_header(&http::header::CONTENT_LENGTH);
-    resp.insert_header(http::header::CONTENT_TYPE, content_type)?;
-    resp.insert_header(http::header::TRANSFER_ENCODING, "chunked")?;
     Ok(())
 }
 

@@ -37,13 +37,21 @@ pub(super) async fn create(
         return Err(GatewayError::Internal);
     };
     let live = ctx.live.clone();
-    let key_hash = ctx.key_hash.clone().unwrap_or_default();
+    let key_hash = ctx.admission.key_hash.clone().unwrap_or_default();
     let who = route::Caller::of(caller, &key_hash, &ctx.request_id, &live.settings);
-    let decision = route::decide(&s.routing(&live), &work, Route::VideoCreate, who, None).await?;
+    let decision = route::decide(
+        &route::Routing::new(&live, s.stores(), &s.queue, &s.metrics),
+        &work,
+        Route::VideoCreate,
+        who,
+        None,
+    )
+    .await?;
     let served = decision.model.model.clone();
     ctx.follow(decision);
     // Every account of a video model speaks one provider (configuration rule).
     let provider = ctx
+        .attempts
         .order
         .first()
         .and_then(|&i| live.accounts.get(i))
@@ -67,7 +75,7 @@ pub(super) async fn create(
     let wallets = s.stores().wallets.as_ref();
     let hold = admit::reserve(wallets, caller.org_id, &ctx.request_id, &plan, ttl).await?;
     // Until the supplier accepts the task, `logging` releases the hold like any refused call.
-    ctx.hold = Some(hold.clone());
+    ctx.admission.hold = Some(hold.clone());
     let now = Utc::now();
     let task = Task {
         id: format!("{ID_PREFIX}{}", uuid::Uuid::new_v4().simple()),
@@ -127,7 +135,7 @@ pub(super) async fn create(
                 return Err(GatewayError::TasksUnavailable);
             }
             // The hold now belongs to the task: settled when it ends.
-            ctx.hold = None;
+            ctx.admission.hold = None;
             let task = Task {
                 account_id: Some(account),
                 supplier_task_id: Some(sid),
@@ -189,15 +197,16 @@ pub(super) async fn submit(
     let live = ctx.live.clone();
     let routing = &live.settings.routing;
     let mut last = Submitted::Failed(GatewayError::UpstreamUnreachable);
-    for i in ctx.order.clone() {
-        if ctx.tried.len() >= routing.max_attempts as usize {
+    for i in ctx.attempts.order.clone() {
+        if ctx.attempts.tried.len() >= routing.max_attempts as usize {
             break;
         }
         let Some(upstream) = live.accounts.get(i) else {
             continue;
         };
-        ctx.tried.push(i);
-        ctx.first_attempt_at
+        ctx.attempts.tried.push(i);
+        ctx.attempts
+            .first_attempt_at
             .get_or_insert_with(std::time::Instant::now);
         // Of the client's headers only the account's `forward_headers` pass, as on every call.
         let headers = upstream
@@ -221,9 +230,10 @@ pub(super) async fn submit(
             Err(CallError::NotSent(m)) => {
                 tracing::warn!(account = %upstream.account.id, error = %m, "video create not sent");
                 let cooling = Duration::from_millis(routing.error_cooldown_ms);
-                ctx.to_cool
+                ctx.attempts
+                    .to_cool
                     .push(Cooling::new(i, Reason::Unreachable, cooling));
-                s.cool(ctx).await;
+                crate::attempt::cool(s, ctx).await;
                 continue;
             }
             Err(CallError::Lost(m)) => {
@@ -242,8 +252,8 @@ pub(super) async fn submit(
             return Submitted::Failed(GatewayError::UpstreamProtocol);
         };
         if let cooldown::Verdict::Cool { reason, duration } = verdict {
-            ctx.to_cool.push(Cooling::new(i, reason, duration));
-            s.cool(ctx).await;
+            ctx.attempts.to_cool.push(Cooling::new(i, reason, duration));
+            crate::attempt::cool(s, ctx).await;
             last = if reason == Reason::RateLimited {
                 Submitted::Failed(GatewayError::UsageLimitReached {
                     resets_in_seconds: duration.as_secs().max(1),

@@ -50,9 +50,9 @@ pub(crate) async fn serve(
     }
     // Only a create goes through admission (which checks the key again in its store step).
     let admitted = route == Route::VideoCreate;
-    let (caller, key_hash) = s.authenticate(header, route.surface(), admitted).await?;
-    let caller = ctx.caller.insert(caller).clone();
-    ctx.key_hash = Some(key_hash);
+    let (caller, key_hash) = crate::auth::caller(s, header, route.surface(), admitted).await?;
+    let caller = ctx.admission.caller.insert(caller).clone();
+    ctx.admission.key_hash = Some(key_hash);
     auth::permit(&caller, route)?;
     if !ctx.live.router.allows_video(caller.group_id) {
         return Err(GatewayError::VideoNotPermitted);
@@ -126,7 +126,7 @@ pub(super) fn content_url(s: &Shared, id: &str, host: Option<&str>) -> (String, 
     let ttl = s.settings.video.url_ttl_ms.div_ceil(1000).max(1);
     let expires = crate::media::unix_now() + ttl;
     let signature = s.signer.signature(&signed_id(id), expires);
-    let base = s.media_base(host);
+    let base = crate::media::base(&s.settings.server, host);
     let base = base.trim_end_matches('/');
     let url =
         format!("{base}/compat/v1/videos/{id}/content?expires={expires}&signature={signature}");

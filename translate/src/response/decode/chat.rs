@@ -9,10 +9,13 @@
 //! usage object alone; a translated event's usage is read from the tree the decoder built, with
 //! the same typed reading ([`RawUsage`]). One reading of OpenAI's usage for both.
 
+use std::borrow::Cow;
+
 use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
-use super::{Scanned, count, error_message, has_text, text};
+use super::{Scanned, count, error_message, has_text, mentions, text};
 use crate::ir::{Event, FinishReason, Usage};
 
 #[derive(Debug, Default)]
@@ -27,48 +30,58 @@ pub(crate) struct Chat {
 }
 
 impl Chat {
-    /// One chunk of a stream (or a whole body: the same fields under `message`).
+    /// One event of a stream: read typed and borrowed from its bytes; an event whose fields have
+    /// types the typed reading refuses (or with an `error`) is read off its decoded tree instead.
+    pub fn event(&mut self, data: &[u8], out: &mut Vec<Event>) {
+        if let Some(object) = serde_json::from_slice::<Typed<'_>>(data)
+            .ok()
+            .and_then(Typed::object)
+        {
+            return self.read(object, out);
+        }
+        if let Ok(value) = serde_json::from_slice::<Value>(data) {
+            self.object(&value, out);
+        }
+    }
+
+    /// One chunk of a stream (or a whole body: the same fields under `message`), decoded.
     pub fn object(&mut self, value: &Value, out: &mut Vec<Event>) {
-        if let Some(error) = value.get("error").filter(|error| truthy(error)) {
-            out.push(Event::Error {
-                message: error_message(error),
-            });
+        self.read(Object::of(value), out);
+    }
+
+    fn read(&mut self, object: Object<'_>, out: &mut Vec<Event>) {
+        if let Some(message) = object.error {
+            out.push(Event::Error { message });
             return;
         }
-        let choices = value.get("choices").and_then(Value::as_array);
-        let usage = value.get("usage").filter(|usage| usage.is_object());
-        if choices.is_none() && usage.is_none() {
+        if object.choices.is_none() && object.usage.is_none() {
             return;
         }
         if !self.started {
             self.started = true;
             out.push(Event::Start {
-                id: text(value, "id").unwrap_or_default().to_string(),
-                model: text(value, "model").unwrap_or_default().to_string(),
+                id: object.id.unwrap_or_default().into_owned(),
+                model: object.model.unwrap_or_default().into_owned(),
             });
         }
-        let choice = choices.and_then(|choices| {
+        let choice = object.choices.as_ref().and_then(|choices| {
             choices
                 .iter()
-                .find(|choice| count(choice, "index") == Some(0))
+                .find(|choice| choice.index == Some(0))
                 .or(choices.first())
         });
-        if let Some(choice) = choice
-            && let Some(content) = choice.get("delta").or_else(|| choice.get("message"))
-        {
+        if let Some(content) = choice.and_then(|c| c.delta.as_ref().or(c.message.as_ref())) {
             self.content(content, out);
         }
-        if let Some(usage) = usage
-            && let Some(usage) = RawUsage::deserialize(usage).ok().and_then(RawUsage::usage)
-        {
+        if let Some(Some(usage)) = object.usage {
             self.reported = Some(usage);
             out.push(Event::Usage(usage));
         }
-        if let Some(reason) = choice.and_then(|choice| text(choice, "finish_reason")) {
+        if let Some(reason) = choice.and_then(|choice| choice.finish_reason.as_deref()) {
             out.push(Event::Finish(finish_reason(reason)));
             self.finished = true;
         }
-        if self.finished && usage.is_some() {
+        if self.finished && object.usage.is_some() {
             self.settled = true;
         }
     }
@@ -109,7 +122,7 @@ impl Chat {
         if data.trim_ascii() == b"[DONE]" {
             return Scanned::Nothing;
         }
-        if memchr::memmem::find(data, b"\"usage\"").is_some() && self.scan_body(data) {
+        if mentions(data, b"\"usage\"") && self.scan_body(data) {
             return Scanned::Usage;
         }
         match has_text(data, b"\"content\":\"") || has_text(data, b"\"delta\":\"") {
@@ -132,22 +145,19 @@ impl Chat {
     }
 
     /// A `delta` (stream) or `message` (body).
-    fn content(&mut self, content: &Value, out: &mut Vec<Event>) {
-        for key in ["reasoning_content", "reasoning"] {
-            if let Some(thinking) = text(content, key).filter(|t| !t.is_empty()) {
-                out.push(Event::Thinking(thinking.to_string()));
-                break;
-            }
+    fn content(&mut self, content: &Delta<'_>, out: &mut Vec<Event>) {
+        let thinking = [&content.reasoning_content, &content.reasoning];
+        if let Some(thinking) = thinking.into_iter().flatten().find(|t| !t.is_empty()) {
+            out.push(Event::Thinking(thinking.to_string()));
         }
-        for key in ["content", "refusal"] {
-            if let Some(reply) = text(content, key).filter(|t| !t.is_empty()) {
+        for reply in [&content.content, &content.refusal].into_iter().flatten() {
+            if !reply.is_empty() {
                 out.push(Event::Text(reply.to_string()));
             }
         }
-        let calls = content.get("tool_calls").and_then(Value::as_array);
-        for (position, call) in calls.into_iter().flatten().enumerate() {
-            let key = count(call, "index").unwrap_or(position as u64);
-            let function = call.get("function").unwrap_or(&Value::Null);
+        for (position, call) in content.tool_calls.iter().flatten().enumerate() {
+            let key = call.index.unwrap_or(position as u64);
+            let function = call.function.as_ref();
             let index = match self.tools.iter().position(|seen| *seen == key) {
                 Some(index) => index,
                 None => {
@@ -155,15 +165,21 @@ impl Chat {
                     self.tools.push(key);
                     out.push(Event::ToolCallStart {
                         index,
-                        id: text(call, "id")
+                        id: call
+                            .id
+                            .as_deref()
                             .map(str::to_string)
                             .unwrap_or_else(|| format!("call_{index}")),
-                        name: text(function, "name").unwrap_or_default().to_string(),
+                        name: function
+                            .and_then(|f| f.name.as_deref())
+                            .unwrap_or_default()
+                            .to_string(),
                     });
                     index
                 }
             };
-            if let Some(fragment) = text(function, "arguments").filter(|f| !f.is_empty()) {
+            let arguments = function.and_then(|f| f.arguments.as_deref());
+            if let Some(fragment) = arguments.filter(|f| !f.is_empty()) {
                 out.push(Event::ToolCallArgs {
                     index,
                     fragment: fragment.to_string(),
@@ -171,6 +187,152 @@ impl Chat {
             }
         }
     }
+}
+
+/// A chat object as the decoder reads it, borrowed from the event's bytes ([`Typed`]) or from
+/// its decoded tree ([`Object::of`]): the same fields, read the same way.
+struct Object<'a> {
+    id: Option<Cow<'a, str>>,
+    model: Option<Cow<'a, str>>,
+    choices: Option<Vec<Choice<'a>>>,
+    /// A usage object was there; its counts when plausible.
+    usage: Option<Option<Usage>>,
+    /// A truthy `error`: its message.
+    error: Option<String>,
+}
+
+impl<'a> Object<'a> {
+    /// Read off a decoded tree: a field of another type than expected counts as absent.
+    fn of(value: &'a Value) -> Object<'a> {
+        let borrowed = |value: &'a Value, key: &str| text(value, key).map(Cow::Borrowed);
+        let choices = value.get("choices").and_then(Value::as_array);
+        let choices = choices.map(|choices| {
+            choices
+                .iter()
+                .map(|choice| Choice {
+                    index: count(choice, "index"),
+                    delta: choice
+                        .get("delta")
+                        .or_else(|| choice.get("message"))
+                        .map(|delta| Delta {
+                            reasoning_content: borrowed(delta, "reasoning_content"),
+                            reasoning: borrowed(delta, "reasoning"),
+                            content: borrowed(delta, "content"),
+                            refusal: borrowed(delta, "refusal"),
+                            tool_calls: delta.get("tool_calls").and_then(Value::as_array).map(
+                                |calls| {
+                                    calls
+                                        .iter()
+                                        .map(|call| ToolCall {
+                                            index: count(call, "index"),
+                                            id: borrowed(call, "id"),
+                                            function: call.get("function").map(|f| Function {
+                                                name: borrowed(f, "name"),
+                                                arguments: borrowed(f, "arguments"),
+                                            }),
+                                        })
+                                        .collect()
+                                },
+                            ),
+                        }),
+                    message: None,
+                    finish_reason: borrowed(choice, "finish_reason"),
+                })
+                .collect()
+        });
+        Object {
+            id: borrowed(value, "id"),
+            model: borrowed(value, "model"),
+            choices,
+            usage: value
+                .get("usage")
+                .filter(|usage| usage.is_object())
+                .map(|usage| RawUsage::deserialize(usage).ok().and_then(RawUsage::usage)),
+            error: value.get("error").filter(|e| truthy(e)).map(error_message),
+        }
+    }
+}
+
+/// A chat object decoded typed and borrowed from its bytes, without a tree.
+#[derive(Deserialize)]
+struct Typed<'a> {
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    model: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    choices: Option<Vec<Choice<'a>>>,
+    #[serde(borrow)]
+    usage: Option<&'a RawValue>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
+}
+
+impl<'a> Typed<'a> {
+    /// The object, unless it carries an `error` (read off the tree, for its message).
+    fn object(self) -> Option<Object<'a>> {
+        if self
+            .error
+            .is_some_and(|e| !matches!(e.get(), "null" | "false"))
+        {
+            return None;
+        }
+        let usage = self.usage.filter(|u| u.get().starts_with('{')).map(|u| {
+            serde_json::from_str::<RawUsage>(u.get())
+                .ok()
+                .and_then(RawUsage::usage)
+        });
+        Some(Object {
+            id: self.id,
+            model: self.model,
+            choices: self.choices,
+            usage,
+            error: None,
+        })
+    }
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    index: Option<u64>,
+    #[serde(borrow)]
+    delta: Option<Delta<'a>>,
+    #[serde(borrow)]
+    message: Option<Delta<'a>>,
+    #[serde(borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+/// A choice's `delta` (stream) or `message` (body).
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    reasoning: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    refusal: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    tool_calls: Option<Vec<ToolCall<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCall<'a> {
+    index: Option<u64>,
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    function: Option<Function<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Function<'a> {
+    #[serde(borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    arguments: Option<Cow<'a, str>>,
 }
 
 /// A JSON value that counts as present (openai-python raises for any truthy `error`).

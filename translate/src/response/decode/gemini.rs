@@ -22,7 +22,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Scanned, error_message, has_text, text};
+use super::{Scanned, error_message, has_text, mentions, text};
 use crate::ir::{Event, FinishReason, Usage};
 
 #[derive(Debug)]
@@ -169,7 +169,7 @@ impl Gemini {
 
     /// A passed-through event's data: its usage, else whether it carries text.
     pub fn scan(&mut self, data: &[u8]) -> Scanned {
-        if memchr::memmem::find(data, b"\"usageMetadata\"").is_some()
+        if mentions(data, b"\"usageMetadata\"")
             && let Ok(carrier) = serde_json::from_slice::<Carrier>(data)
             && let Some(usage) = carrier.usage_metadata
         {

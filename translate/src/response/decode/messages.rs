@@ -23,7 +23,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Scanned, count, error_message, has_text, text};
+use super::{Scanned, count, error_message, has_text, mentions, text};
 use crate::ir::{Event, FinishReason, Usage};
 
 /// What a content block of the stream is, by its index.
@@ -194,7 +194,7 @@ impl Messages {
     /// A passed-through event's data: its usage when it completes the report, else whether it
     /// carries text (a non-empty `text_delta`).
     pub fn scan(&mut self, data: &[u8]) -> Scanned {
-        if memchr::memmem::find(data, b"\"usage\"").is_some() {
+        if mentions(data, b"\"usage\"") {
             self.scan_body(data);
             if self.reported().is_some() {
                 return Scanned::Usage;

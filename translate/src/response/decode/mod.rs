@@ -61,6 +61,9 @@ impl Decoder {
             chat.done(out);
             return;
         }
+        if let Decoder::Chat(chat) = self {
+            return chat.event(sse.data, out);
+        }
         let Ok(value) = serde_json::from_slice::<Value>(sse.data) else {
             return;
         };
@@ -147,6 +150,20 @@ fn text<'v>(value: &'v Value, key: &str) -> Option<&'v str> {
 /// `value[key]` as a count.
 fn count(value: &Value, key: &str) -> Option<u64> {
     value.get(key).and_then(Value::as_u64)
+}
+
+/// Whether `key` (a quoted member name) occurs with a value other than `null`: a passed-through
+/// event that may carry usage (OpenAI repeats `"usage":null` on every chunk of a stream that asked
+/// for usage; only the last one is decoded).
+fn mentions(hay: &[u8], key: &[u8]) -> bool {
+    memchr::memmem::find_iter(hay, key).any(|at| {
+        let mut rest = hay[at + key.len()..].trim_ascii_start();
+        match rest.split_first() {
+            Some((b':', after)) => rest = after.trim_ascii_start(),
+            _ => return false,
+        }
+        !rest.starts_with(b"null")
+    })
 }
 
 /// Whether `key` (ending in an opening quote) occurs followed by a non-empty string: text in a

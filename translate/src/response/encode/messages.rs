@@ -62,13 +62,21 @@ impl Frames for Messages {
                 ("content_block_start", start)
             }
             Change::Text(pos, text) => {
-                let delta = match output.blocks.get(*pos) {
-                    Some(Block::Thinking { .. }) => {
-                        json!({"type": "thinking_delta", "thinking": text})
-                    }
-                    _ => json!({"type": "text_delta", "text": text}),
+                // The hot frame, written directly.
+                let (kind, field): (&[u8], &[u8]) = match output.blocks.get(*pos) {
+                    Some(Block::Thinking { .. }) => (b"thinking_delta", b"thinking"),
+                    _ => (b"text_delta", b"text"),
                 };
-                ("content_block_delta", delta_event(*pos, delta))
+                out.extend_from_slice(b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":");
+                out.extend_from_slice(pos.to_string().as_bytes());
+                out.extend_from_slice(b",\"delta\":{\"type\":\"");
+                out.extend_from_slice(kind);
+                out.extend_from_slice(b"\",\"");
+                out.extend_from_slice(field);
+                out.extend_from_slice(b"\":");
+                sse::string(out, text);
+                out.extend_from_slice(b"}}\n\n");
+                return;
             }
             Change::Signature(pos, signature) => {
                 let delta = json!({"type": "signature_delta", "signature": signature});

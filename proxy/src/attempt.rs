@@ -1,0 +1,176 @@
+//! Phases 4–5b, the attempts: pick the next account of the decision, connect, and judge the
+//! supplier's status — pass the answer on, or cool the account and fail over. Failover only
+//! happens before any response byte went to the client. Cooldowns decided along the way are
+//! written at the next hook ([`cool`]).
+
+use crate::classify::Route;
+use crate::ctx::RequestCtx;
+use crate::route::capacity;
+use crate::route::cooldown::{self, Cooling, Reason, UsageLimit};
+use crate::shared::Shared;
+use crate::upstream::accounts;
+use pingora::http::ResponseHeader;
+use pingora::upstreams::peer::HttpPeer;
+use pingora::{Error, ErrorType};
+use std::time::{Duration, Instant};
+
+/// The next untried account of the decision, resolved (admin routes: admin-api). Writes the
+/// cooldowns of the attempt before first.
+pub(crate) async fn peer(s: &Shared, ctx: &mut RequestCtx) -> pingora::Result<Box<HttpPeer>> {
+    cool(s, ctx).await;
+    let live = ctx.live.clone();
+    let server = &s.settings.server;
+    if ctx.route == Some(Route::Admin) {
+        let Some(admin) = s.admin else {
+            return Error::e_explain(ErrorType::ConnectNoRoute, "admin-api is not configured");
+        };
+        return Ok(Box::new(accounts::admin_peer(admin, server)));
+    }
+    while let Some(i) = ctx.attempts.next() {
+        ctx.attempts.tried.push(i);
+        ctx.attempts
+            .first_attempt_at
+            .get_or_insert_with(Instant::now);
+        let Some(upstream) = live.accounts.get(i) else {
+            continue;
+        };
+        if ctx.attempts.slot != Some(i) && !move_slot(s, ctx, i).await {
+            // That account is full: the failover goes on to the next one.
+            continue;
+        }
+        match upstream.address().await {
+            Ok(addr) => return Ok(Box::new(accounts::peer(upstream, addr, server))),
+            Err(e) => {
+                tracing::warn!(account = %upstream.account.id, error = %e, "cannot resolve supplier")
+            }
+        }
+    }
+    Error::e_explain(ErrorType::ConnectNoRoute, "no supplier account left to try")
+}
+
+/// A connection failure means nothing reached the supplier: cool it, retry on the next account.
+pub(crate) fn connect_failed(ctx: &mut RequestCtx, peer: &HttpPeer, e: &mut Error) {
+    if let Some(account) = ctx.current() {
+        let id = ctx.live.accounts.id(account).unwrap_or("-");
+        tracing::warn!(request_id = %ctx.request_id, account = %id, %peer, error = %e, "supplier connection failed");
+        let duration = Duration::from_millis(ctx.live.settings.routing.error_cooldown_ms);
+        let reason = Reason::Unreachable;
+        ctx.attempts
+            .to_cool
+            .push(Cooling::new(account, reason, duration));
+    }
+    e.set_retry(ctx.may_retry(ctx.live.settings.routing.max_attempts));
+}
+
+/// Judges the supplier's answer: pass it on, or cool its account and fail over (`Err`).
+pub(crate) async fn judge(
+    s: &Shared,
+    ctx: &mut RequestCtx,
+    upstream_response: &mut ResponseHeader,
+) -> pingora::Result<()> {
+    if let (Some(at), Some(route)) = (ctx.attempts.first_attempt_at, ctx.route) {
+        s.metrics.upstream_answered(route.label(), at.elapsed());
+    }
+    let (Some(account), true) = (ctx.current(), ctx.admission.call.is_some()) else {
+        return Ok(());
+    };
+    let verdict = cooldown::judge(upstream_response, &ctx.live.settings.routing);
+    let cooldown::Verdict::Cool { reason, duration } = verdict else {
+        if upstream_response.status.is_success() {
+            remember_session(s, ctx, account).await;
+        }
+        return Ok(());
+    };
+    if !ctx.may_retry(ctx.live.settings.routing.max_attempts) {
+        // No account left: a rate limit is answered in SPEC's shape (and cooled at the end);
+        // a server error reaches the client as the supplier sent it.
+        if reason == Reason::RateLimited {
+            let limit = UsageLimit::take_over(upstream_response, account, duration)?;
+            ctx.attempts.usage_limit = Some(limit);
+        } else {
+            ctx.attempts
+                .to_cool
+                .push(Cooling::new(account, reason, duration));
+            cool(s, ctx).await;
+        }
+        return Ok(());
+    }
+    ctx.attempts
+        .to_cool
+        .push(Cooling::new(account, reason, duration));
+    cool(s, ctx).await;
+    s.metrics
+        .failovers
+        .with_label_values(&[reason.label()])
+        .inc();
+    ctx.attempts.status_failover = true;
+    let status = upstream_response.status.as_u16();
+    let mut e = Error::explain(
+        ErrorType::HTTPStatus(status),
+        "supplier refused; failing over",
+    );
+    e.set_retry(true);
+    Err(e.into_up())
+}
+
+/// Writes the cooldowns `ctx` decided so far (see `cooldown::apply`).
+pub(crate) async fn cool(s: &Shared, ctx: &mut RequestCtx) {
+    if ctx.attempts.to_cool.is_empty() {
+        return;
+    }
+    let stores = s.stores();
+    let cooling = std::mem::take(&mut ctx.attempts.to_cool);
+    // Each 429 or failure also halves the account's estimated capacity in this proxy.
+    let live = ctx.live.clone();
+    for c in &cooling {
+        if let Some(u) = live.accounts.get(c.account) {
+            let estimate = u.estimate.cut();
+            tracing::debug!(account = %u.account.id, estimate, "account capacity estimate cut");
+        }
+    }
+    let (counters, cooldowns) = (stores.counters.as_ref(), stores.cooldowns.as_ref());
+    let (accounts, metrics) = (&live.accounts, s.metrics.as_ref());
+    cooldown::apply(
+        cooling,
+        accounts,
+        counters,
+        cooldowns,
+        metrics,
+        &ctx.request_id,
+    )
+    .await;
+}
+
+/// Moves `ctx`'s capacity slot to account `i` (a failover). `false`: `i` is full.
+pub(crate) async fn move_slot(s: &Shared, ctx: &mut RequestCtx, i: usize) -> bool {
+    let live = ctx.live.clone();
+    let Some(to) = live.accounts.get(i) else {
+        return false;
+    };
+    let from = ctx.attempts.slot.and_then(|o| live.accounts.get(o));
+    let ttl = Duration::from_millis(live.settings.routing.slot_ttl_ms);
+    let slots = s.stores().slots.as_ref();
+    let moved = capacity::move_to(slots, from, to, &ctx.request_id, ttl).await;
+    if moved {
+        ctx.attempts.slot = Some(i);
+    }
+    moved
+}
+
+/// Records that `ctx`'s session succeeded on account `i` (kept for `routing.session_ttl_ms`; `route::select::sticky` reads it).
+pub(crate) async fn remember_session(s: &Shared, ctx: &RequestCtx, i: usize) {
+    let live = ctx.live.clone();
+    let (Some(key), Some(caller), Some(id)) = (
+        &ctx.attempts.session,
+        &ctx.admission.caller,
+        live.accounts.id(i),
+    ) else {
+        return;
+    };
+    let ttl = Duration::from_millis(live.settings.routing.session_ttl_ms);
+    let sessions = s.stores().sessions.as_ref();
+    // A failure is logged: the next call of the session then follows its rendezvous order.
+    if let Err(e) = sessions.remember(caller.org_id, key, id, ttl).await {
+        tracing::warn!(error = %e, "session record not stored");
+    }
+}
