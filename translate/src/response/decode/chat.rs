@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::{Scanned, count, error_message, has_text, mentions, text};
+use super::{Key, Scanned, count, error_message, has_text, mentions, text};
 use crate::ir::{Event, FinishReason, Usage};
 
 #[derive(Debug, Default)]
@@ -122,10 +122,10 @@ impl Chat {
         if data.trim_ascii() == b"[DONE]" {
             return Scanned::Nothing;
         }
-        if mentions(data, b"\"usage\"") && self.scan_body(data) {
+        if mentions(data, Key::Usage) && self.scan_body(data) {
             return Scanned::Usage;
         }
-        match has_text(data, b"\"content\":\"") || has_text(data, b"\"delta\":\"") {
+        match has_text(data, Key::Content) || has_text(data, Key::Delta) {
             true => Scanned::Text,
             false => Scanned::Nothing,
         }

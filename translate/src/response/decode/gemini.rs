@@ -22,7 +22,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Scanned, error_message, has_text, mentions, text};
+use super::{Key, Scanned, error_message, has_text, mentions, text};
 use crate::ir::{Event, FinishReason, Usage};
 
 #[derive(Debug)]
@@ -169,7 +169,7 @@ impl Gemini {
 
     /// A passed-through event's data: its usage, else whether it carries text.
     pub fn scan(&mut self, data: &[u8]) -> Scanned {
-        if mentions(data, b"\"usageMetadata\"")
+        if mentions(data, Key::UsageMetadata)
             && let Ok(carrier) = serde_json::from_slice::<Carrier>(data)
             && let Some(usage) = carrier.usage_metadata
         {
@@ -178,7 +178,7 @@ impl Gemini {
                 return Scanned::Usage;
             }
         }
-        match has_text(data, b"\"text\":\"") {
+        match has_text(data, Key::Text) {
             true => Scanned::Text,
             false => Scanned::Nothing,
         }

@@ -23,7 +23,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Scanned, count, error_message, has_text, mentions, text};
+use super::{Key, Scanned, count, error_message, has_text, mentions, text};
 use crate::ir::{Event, FinishReason, Usage};
 
 /// What a content block of the stream is, by its index.
@@ -194,15 +194,13 @@ impl Messages {
     /// A passed-through event's data: its usage when it completes the report, else whether it
     /// carries text (a non-empty `text_delta`).
     pub fn scan(&mut self, data: &[u8]) -> Scanned {
-        if mentions(data, b"\"usage\"") {
+        if mentions(data, Key::Usage) {
             self.scan_body(data);
             if self.reported().is_some() {
                 return Scanned::Usage;
             }
         }
-        match memchr::memmem::find(data, b"\"text_delta\"").is_some()
-            && has_text(data, b"\"text\":\"")
-        {
+        match Key::TextDelta.in_(data) && has_text(data, Key::Text) {
             true => Scanned::Text,
             false => Scanned::Nothing,
         }

@@ -22,6 +22,8 @@ use serde_json::Value;
 use crate::Format;
 use crate::ir::{Event, FinishReason, Usage};
 use crate::sse;
+use memchr::memmem::Finder;
+use std::sync::LazyLock;
 
 /// What the scan of one passed-through event found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,12 +154,52 @@ fn count(value: &Value, key: &str) -> Option<u64> {
     value.get(key).and_then(Value::as_u64)
 }
 
+/// What a passed-through event is searched for, each with its finder built once (building a
+/// `memmem` finder per search was a measurable share of a stream's cost).
+#[derive(Debug, Clone, Copy)]
+enum Key {
+    /// `"usage"`
+    Usage,
+    /// `"usageMetadata"`
+    UsageMetadata,
+    /// `"content":"`
+    Content,
+    /// `"delta":"`
+    Delta,
+    /// `"text":"`
+    Text,
+    /// `"text_delta"`
+    TextDelta,
+}
+
+impl Key {
+    fn finder(self) -> &'static Finder<'static> {
+        static FINDERS: LazyLock<[Finder<'static>; 6]> = LazyLock::new(|| {
+            [
+                Finder::new(b"\"usage\""),
+                Finder::new(b"\"usageMetadata\""),
+                Finder::new(b"\"content\":\""),
+                Finder::new(b"\"delta\":\""),
+                Finder::new(b"\"text\":\""),
+                Finder::new(b"\"text_delta\""),
+            ]
+        });
+        &FINDERS[self as usize]
+    }
+
+    /// Whether `hay` contains the key.
+    fn in_(self, hay: &[u8]) -> bool {
+        self.finder().find(hay).is_some()
+    }
+}
+
 /// Whether `key` (a quoted member name) occurs with a value other than `null`: a passed-through
 /// event that may carry usage (OpenAI repeats `"usage":null` on every chunk of a stream that asked
 /// for usage; only the last one is decoded).
-fn mentions(hay: &[u8], key: &[u8]) -> bool {
-    memchr::memmem::find_iter(hay, key).any(|at| {
-        let mut rest = hay[at + key.len()..].trim_ascii_start();
+fn mentions(hay: &[u8], key: Key) -> bool {
+    let key = key.finder();
+    key.find_iter(hay).any(|at| {
+        let mut rest = hay[at + key.needle().len()..].trim_ascii_start();
         match rest.split_first() {
             Some((b':', after)) => rest = after.trim_ascii_start(),
             _ => return false,
@@ -168,9 +210,10 @@ fn mentions(hay: &[u8], key: &[u8]) -> bool {
 
 /// Whether `key` (ending in an opening quote) occurs followed by a non-empty string: text in a
 /// passed-through event, found without parsing it.
-fn has_text(hay: &[u8], key: &[u8]) -> bool {
-    memchr::memmem::find_iter(hay, key)
-        .any(|at| hay.get(at + key.len()).is_some_and(|&b| b != b'"'))
+fn has_text(hay: &[u8], key: Key) -> bool {
+    let key = key.finder();
+    key.find_iter(hay)
+        .any(|at| hay.get(at + key.needle().len()).is_some_and(|&b| b != b'"'))
 }
 
 /// The message of an error object (`{"message": …}`), or the object itself as text.
