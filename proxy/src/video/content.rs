@@ -24,7 +24,7 @@ pub(super) async fn veo_download(
 ) -> Result<String, GatewayError> {
     let path = operation_path(operation).ok_or(GatewayError::UpstreamProtocol)?;
     let mut answer = get(
-        s,
+        (&s.supplier, &s.settings.server),
         upstream,
         task,
         &path,
@@ -137,7 +137,7 @@ pub(super) async fn content(
         }
     };
     let mut answer = get(
-        s,
+        (&s.supplier, &s.settings.server),
         upstream,
         task,
         &suffix,

@@ -37,3 +37,14 @@ impl crate::Gateway {
 pub(crate) fn task_book(s: &Shared) -> Option<&dyn TaskBook> {
     s.tasks.get().map(|b| b.as_ref())
 }
+
+/// What a task's end needs from the gateway's state `s`, under the configuration `live` (the one
+/// in force: a task outlives its request).
+pub(crate) fn ledger<'a>(s: &'a Shared, live: &'a crate::live::Live) -> settle::Ledger<'a> {
+    settle::Ledger {
+        live,
+        stores: s.stores(),
+        metrics: &s.metrics,
+        recent: &s.recent,
+    }
+}

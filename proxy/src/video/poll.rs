@@ -3,10 +3,9 @@
 
 use super::content::{operation_path, veo_file};
 use super::serve::{OBJECT_LIMIT, encode_segment};
-use super::settle::finish;
+use super::settle::{Ledger, finish};
 use crate::errors::GatewayError;
-use crate::shared::Shared;
-use crate::upstream::direct::Call;
+use crate::upstream::direct::{Call, Client};
 use opstate::{Task, TaskBook, TaskStatus};
 use serde_json::Value;
 use settings::Provider;
@@ -156,7 +155,13 @@ impl SupplierState {
 /// Asks the supplier about a running task and records what it says; ends the task (and settles
 /// its hold) when the supplier ended it. A supplier that cannot be asked changes nothing: the
 /// recorded state is answered and the next poll or sweep asks again.
-pub(crate) async fn refresh(s: &Shared, book: &dyn TaskBook, task: Task) -> Task {
+pub(crate) async fn refresh(
+    supplier: &Client,
+    server: &settings::Server,
+    ledger: &Ledger<'_>,
+    book: &dyn TaskBook,
+    task: Task,
+) -> Task {
     let (Some(account), Some(sid)) = (&task.account_id, &task.supplier_task_id) else {
         return task;
     };
@@ -164,8 +169,8 @@ pub(crate) async fn refresh(s: &Shared, book: &dyn TaskBook, task: Task) -> Task
         return task;
     }
     // A task outlives its request: the account is looked up in the configuration in force.
-    let live = s.live();
-    let Some(upstream) = live
+    let Some(upstream) = ledger
+        .live
         .accounts
         .all()
         .iter()
@@ -191,7 +196,7 @@ pub(crate) async fn refresh(s: &Shared, book: &dyn TaskBook, task: Task) -> Task
         body: None,
         headers: Vec::new(),
     };
-    let mut answer = match s.supplier.send(upstream, &s.settings.server, call).await {
+    let mut answer = match supplier.send(upstream, server, call).await {
         Ok(a) => a,
         Err(e) => {
             tracing::warn!(task = %task.id, error = %e.message(), "video task not polled");
@@ -200,7 +205,7 @@ pub(crate) async fn refresh(s: &Shared, book: &dyn TaskBook, task: Task) -> Task
     };
     let status = answer.status();
     let read = answer.body(OBJECT_LIMIT).await;
-    s.supplier.release(answer).await;
+    supplier.release(answer).await;
     let asked = task.seconds_requested.and_then(|s| u64::try_from(s).ok());
     let state = match (status, read) {
         (200..=299, Ok(bytes)) if provider == Provider::Gemini => {
@@ -218,7 +223,7 @@ pub(crate) async fn refresh(s: &Shared, book: &dyn TaskBook, task: Task) -> Task
         return task;
     };
     if state.status.is_final() {
-        return finish(s, book, task, &state).await;
+        return finish(ledger, book, task, &state).await;
     }
     if let Err(e) = book
         .progressed(&task.id, state.status, state.progress)
@@ -236,7 +241,7 @@ pub(crate) async fn refresh(s: &Shared, book: &dyn TaskBook, task: Task) -> Task
 /// A `GET` of `suffix` at `upstream` for `task`'s content; a supplier that cannot be reached is
 /// logged (`what`) and answered 502.
 pub(super) async fn get(
-    s: &Shared,
+    (supplier, server): (&Client, &settings::Server),
     upstream: &crate::upstream::accounts::Upstream,
     task: &Task,
     suffix: &str,
@@ -249,13 +254,10 @@ pub(super) async fn get(
         body: None,
         headers,
     };
-    s.supplier
-        .send(upstream, &s.settings.server, call)
-        .await
-        .map_err(|e| {
-            tracing::warn!(task = %task.id, error = %e.message(), "{what}");
-            GatewayError::UpstreamUnreachable
-        })
+    supplier.send(upstream, server, call).await.map_err(|e| {
+        tracing::warn!(task = %task.id, error = %e.message(), "{what}");
+        GatewayError::UpstreamUnreachable
+    })
 }
 
 #[cfg(test)]

@@ -69,7 +69,9 @@ pub(crate) async fn serve(
     if route == Route::VideoContent {
         return content(s, session, ctx, &task).await;
     }
-    let task = refresh(s, book, task).await;
+    let live = s.live();
+    let ledger = super::ledger(s, &live);
+    let task = refresh(&s.supplier, &s.settings.server, &ledger, book, task).await;
     let body = object(
         s,
         &task,

@@ -3,13 +3,25 @@
 
 use super::poll::SupplierState;
 use crate::classify::Route;
+use crate::live::Live;
+use crate::metrics::Metrics;
 use crate::money::admit::Hold;
+use crate::money::resend::RecentEvents;
 use crate::money::{price, settle};
-use crate::shared::Shared;
 use chrono::Utc;
 use money::{NanoUsd, RateMultiplier};
 use opstate::{Ending, Task, TaskBook, TaskStatus};
-use opstate::{Measurement, Settlement, UsageEvent};
+use opstate::{Measurement, Settlement, Stores, UsageEvent};
+
+/// What a task's end reads and writes, and nothing else: the configuration in force (the model's
+/// price), the stores (the wallet hold, the usage stream), the metrics and this proxy's recent
+/// usage events (re-sent if the stream loses them).
+pub(crate) struct Ledger<'a> {
+    pub live: &'a Live,
+    pub stores: &'a Stores,
+    pub metrics: &'a Metrics,
+    pub recent: &'a RecentEvents,
+}
 
 /// Ends `task` as the supplier said: a completed task is charged the seconds produced (reported,
 /// else requested, else held) at its resolution's price and its rate; a failed one nothing. The
@@ -17,14 +29,13 @@ use opstate::{Measurement, Settlement, UsageEvent};
 /// two proxies ending the same task (or a crash between the two writes) never charge twice. When
 /// the wallet cannot be reached the task stays running and is ended by the next poll or sweep.
 pub(crate) async fn finish(
-    s: &Shared,
+    ledger: &Ledger<'_>,
     book: &dyn TaskBook,
     task: Task,
     state: &SupplierState,
 ) -> Task {
     let completed = state.status == TaskStatus::Completed;
-    let live = s.live();
-    let model = live.settings.model(&task.model_served);
+    let model = ledger.live.settings.model(&task.model_served);
     let held = model
         .and_then(|m| m.video.as_ref())
         .and_then(|v| v.durations.last().copied())
@@ -45,7 +56,7 @@ pub(crate) async fn finish(
     // A model or price removed from the configuration since: the hold is what was agreed.
     .unwrap_or(NanoUsd::from_nanos(task.hold_nanos));
     let cost = if completed { cost } else { NanoUsd::ZERO };
-    let wallets = s.stores().wallets.as_ref();
+    let wallets = ledger.stores.wallets.as_ref();
     let hold = Hold {
         org: task.organization_id,
         id: task.hold_id.clone(),
@@ -60,11 +71,11 @@ pub(crate) async fn finish(
             below_holds,
         }) => {
             if below_holds {
-                s.metrics.wallets_below_holds.inc();
+                ledger.metrics.wallets_below_holds.inc();
             }
             let event = usage_event(&task, &hold, seconds, measurement, cost, charged, excess);
-            settle::append(s.stores().usage.as_ref(), &s.metrics, &event).await;
-            s.recent.keep(Some(event));
+            settle::append(ledger.stores.usage.as_ref(), ledger.metrics, &event).await;
+            ledger.recent.keep(Some(event));
         }
         // Resolved before: by another proxy ending the same task, or by the reconciler.
         Ok(Settlement::Unknown) => {}

@@ -61,6 +61,8 @@ pub(crate) async fn sweep_once(s: &Shared, book: &dyn TaskBook) -> usize {
     let grace =
         Duration::from_millis(s.settings.server.upstream_read_timeout_ms) + Duration::from_secs(60);
     let ttl = Duration::from_millis(s.settings.video.task_ttl_ms);
+    let live = s.live();
+    let ledger = super::ledger(s, &live);
     let mut checked = 0;
     for task in due {
         match book.claim(&task).await {
@@ -79,14 +81,14 @@ pub(crate) async fn sweep_once(s: &Shared, book: &dyn TaskBook) -> usize {
                     "task_lost",
                     "the supplier's answer to the create was lost",
                 );
-                settle::finish(s, book, task, &lost).await;
+                settle::finish(&ledger, book, task, &lost).await;
             }
             continue;
         }
-        let task = poll::refresh(s, book, task).await;
+        let task = poll::refresh(&s.supplier, &s.settings.server, &ledger, book, task).await;
         if !task.status.is_final() && age > ttl {
             let late = SupplierState::failed("timed_out", "the task did not finish in time");
-            settle::finish(s, book, task, &late).await;
+            settle::finish(&ledger, book, task, &late).await;
         }
     }
     checked
