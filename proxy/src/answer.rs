@@ -57,10 +57,7 @@ pub(crate) fn start(
         return Ok(());
     }
     let content_type = upstream_response.headers.get(http::header::CONTENT_TYPE);
-    let content_type = content_type
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let content_type = content_type.as_deref();
+    let sse = crate::meter::is_sse(content_type.and_then(|v| v.to_str().ok()));
     let (audio, watch_reset) = (
         call.audio_seconds.is_some(),
         ctx.attempts.usage_limit.is_some(),
@@ -74,7 +71,7 @@ pub(crate) fn start(
         .images
         .filter(|_| ctx.route.is_some_and(Route::is_image))
     {
-        let mut meter = Meter::new(format, content_type).watching(audio, watch_reset);
+        let mut meter = Meter::passing(format, sse).watching(audio, watch_reset);
         let gemini = supplier == Some(Format::Gemini);
         let host = Arc::new(crate::media::Hosting {
             pending: Arc::clone(&shared.pending_media),
@@ -111,12 +108,11 @@ pub(crate) fn start(
             Meter::reading(format, answer)
         }
         None => {
-            ctx.answer.reshape =
-                Reshape::error(supplier, call.client, status).filter(|_| status >= 400);
+            ctx.answer.reshape = Reshape::error(supplier, call.client, status);
             if let Some(reshape) = &ctx.answer.reshape {
                 reshaped_response(upstream_response, reshape.content_type())?;
             }
-            Meter::new(format, content_type)
+            Meter::passing(format, sse)
         }
     };
     let mut meter = meter.watching(audio, watch_reset);

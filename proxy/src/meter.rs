@@ -58,15 +58,21 @@ impl std::fmt::Debug for Meter {
 }
 
 /// Whether a `Content-Type` is a stream's.
-fn is_sse(content_type: Option<&str>) -> bool {
+pub(crate) fn is_sse(content_type: Option<&str>) -> bool {
     content_type.is_some_and(|c| c.trim_start().starts_with("text/event-stream"))
 }
 
 impl Meter {
     /// A meter for an answer in `supplier`'s format, passed through, whose `Content-Type` is
     /// `content_type`.
+    #[cfg(test)]
     pub fn new(supplier: Format, content_type: Option<&str>) -> Meter {
-        Meter::reading(supplier, Answer::pass(supplier, is_sse(content_type)))
+        Meter::passing(supplier, is_sse(content_type))
+    }
+
+    /// A meter for an answer in `supplier`'s format, passed through (`sse`: it is a stream).
+    pub fn passing(supplier: Format, sse: bool) -> Meter {
+        Meter::reading(supplier, Answer::pass(supplier, sse))
     }
 
     /// A meter reading `answer` (passed through, or translated) from a supplier speaking
@@ -130,7 +136,7 @@ impl Meter {
         if self.answer.stream() || json.is_empty() {
             return;
         }
-        if self.audio && self.supplier != Format::Messages && self.supplier != Format::Gemini {
+        if self.audio && matches!(self.supplier, Format::Chat | Format::Responses) {
             self.audio_seconds = crate::wire::openai::audio_seconds(json);
         }
         if self.images {

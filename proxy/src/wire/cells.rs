@@ -154,13 +154,14 @@ pub(crate) enum Reshape {
 const ERROR_CAP: usize = 64 * 1024;
 
 impl Reshape {
-    /// A supplier error for a `client` call answered by an account speaking `supplier`; `None`
-    /// when both speak the same format (the error passes through untouched).
+    /// A supplier error (`status` ≥ 400) for a `client` call answered by an account speaking
+    /// `supplier`; `None` for a success, or when both speak the same format (the error passes
+    /// through untouched).
     pub fn error(supplier: Option<Format>, client: Option<Format>, status: u16) -> Option<Reshape> {
         let (Some(supplier), Some(client)) = (supplier, client) else {
             return None;
         };
-        (supplier != client).then_some(Reshape::Error {
+        (supplier != client && status >= 400).then_some(Reshape::Error {
             supplier,
             client,
             status,

@@ -31,13 +31,12 @@ mod errors;
 #[cfg(test)]
 mod tests;
 
-pub use decode::Scanned;
 pub use errors::error_body;
 
 use crate::ir::{Event, Usage};
 use crate::skim::Skim;
 use crate::{Format, sse};
-use decode::Decoder;
+use decode::{Decoder, Scanned};
 use encode::Encoder;
 
 /// The largest non-streaming body translated; a larger one is answered as invalid (its usage is

@@ -18,29 +18,27 @@ pub(super) struct Chat {
     id: String,
     model: String,
     created: u64,
-    /// A chunk's envelope serialized once, around its `choices`: what comes before them and
-    /// after them (the hot frames, text deltas, are written directly between the two).
+    /// A chunk's envelope up to its `choices`, written once: the hot frames (text deltas) are
+    /// written directly after it.
     head: Vec<u8>,
-    tail: Vec<u8>,
 }
 
 impl Chat {
     pub fn new(context: &Context) -> Chat {
-        let mut chat = Chat {
-            id: format!("chatcmpl-{}", context.request_id),
+        let id = format!("chatcmpl-{}", context.request_id);
+        let mut head = b"{\"id\":".to_vec();
+        sse::string(&mut head, &id);
+        head.extend_from_slice(b",\"object\":\"chat.completion.chunk\",\"created\":");
+        head.extend_from_slice(context.created.to_string().as_bytes());
+        head.extend_from_slice(b",\"model\":");
+        sse::string(&mut head, &context.model);
+        head.extend_from_slice(b",\"choices\":");
+        Chat {
+            id,
             model: context.model.clone(),
             created: context.created,
-            head: Vec::new(),
-            tail: Vec::new(),
-        };
-        const MARK: &str = "\u{0}choices\u{0}";
-        let envelope = chat.envelope(json!(MARK)).to_string();
-        let mark = serde_json::to_string(MARK).unwrap_or_default();
-        if let Some(at) = envelope.find(&mark) {
-            chat.head = envelope.as_bytes()[..at].to_vec();
-            chat.tail = envelope.as_bytes()[at + mark.len()..].to_vec();
+            head,
         }
-        chat
     }
 
     /// A `chat.completion.chunk` with these `choices`.
@@ -71,7 +69,7 @@ impl Frames for Chat {
 
     fn change(&mut self, output: &Output, change: &Change, out: &mut Vec<u8>) {
         let delta = match change {
-            Change::Text(pos, text) if !self.head.is_empty() => {
+            Change::Text(pos, text) => {
                 // The hot frame, written directly (the envelope's fixed part once per answer).
                 let field: &[u8] = match output.blocks.get(*pos) {
                     Some(Block::Thinking { .. }) => b"reasoning_content",
@@ -83,15 +81,10 @@ impl Frames for Chat {
                 out.extend_from_slice(field);
                 out.extend_from_slice(b"\":");
                 sse::string(out, text);
-                out.extend_from_slice(b"},\"finish_reason\":null}]");
-                out.extend_from_slice(&self.tail);
+                out.extend_from_slice(b"},\"finish_reason\":null}]}");
                 out.extend_from_slice(b"\n\n");
                 return;
             }
-            Change::Text(pos, text) => match output.blocks.get(*pos) {
-                Some(Block::Thinking { .. }) => json!({"reasoning_content": text}),
-                _ => json!({"content": text}),
-            },
             Change::Open(pos) => match output.blocks.get(*pos) {
                 Some(Block::Tool {
                     index, id, name, ..

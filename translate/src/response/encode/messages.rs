@@ -8,6 +8,8 @@
 //! counts are always repeated in `message_delta`, in Anthropic's convention (`input_tokens` excludes the cache reads and
 //! writes, which have their own fields). Errors are `event: error` with an `api_error`.
 
+use std::io::Write;
+
 use serde_json::{Value, json};
 
 use super::output::{Block, Change, Output};
@@ -68,7 +70,8 @@ impl Frames for Messages {
                     _ => (b"text_delta", b"text"),
                 };
                 out.extend_from_slice(b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":");
-                out.extend_from_slice(pos.to_string().as_bytes());
+                // Writing into a Vec cannot fail.
+                let _ = write!(out, "{pos}");
                 out.extend_from_slice(b",\"delta\":{\"type\":\"");
                 out.extend_from_slice(kind);
                 out.extend_from_slice(b"\",\"");

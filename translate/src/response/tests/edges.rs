@@ -231,6 +231,25 @@ fn an_unusable_body_is_the_clients_error_body() {
     assert_eq!(value["error"]["type"], "server_error");
 }
 
+/// A body past the translation cap is answered as invalid, but it is skimmed, not dropped: the
+/// usage it reports is still read (and billed), and the reader keeps a bounded copy.
+#[test]
+fn a_body_past_the_cap_still_reports_its_usage() {
+    let mut answer = translator(Format::Chat, Format::Messages, false);
+    answer.feed(br#"{"id":"c","choices":[{"index":0,"message":{"role":"assistant","content":""#);
+    let chunk = vec![b'a'; 1 << 20];
+    for _ in 0..9 {
+        assert!(answer.feed(&chunk).is_empty());
+    }
+    answer
+        .feed(br#""},"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":9}}"#);
+    let value: Value = serde_json::from_slice(&answer.finish()).expect("JSON");
+    assert_eq!(value["type"], "error", "too large to translate");
+    let usage = answer.reported().expect("usage read from the skimmed body");
+    assert_eq!((usage.input, usage.output), (7, 9));
+    assert!(answer.body().len() <= crate::skim::SKIM_CAP);
+}
+
 #[test]
 fn the_client_shapes_are_exact() {
     let chat = sse(&[
