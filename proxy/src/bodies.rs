@@ -13,7 +13,7 @@ use bytes::Bytes;
 use translate::Format;
 
 /// The body to forward for a call served by `served_model`: the original when nothing changes,
-/// else a copy rewritten in the client's wire format (see `wire::openai::forward_body`).
+/// else a copy rewritten in the client's wire format (`translate::request::forward`).
 pub(crate) fn forward(
     work: &Work<'_>,
     route: Route,
@@ -22,13 +22,18 @@ pub(crate) fn forward(
 ) -> Result<Bytes, GatewayError> {
     match &work.kind {
         Kind::Image(call) => wire::images::openai_body(call, served_model),
-        Kind::Text { fields, call } => match route.format() {
-            Some(Format::Messages) => {
-                wire::anthropic::forward_body(original, fields, call, served_model)
-            }
-            Some(Format::Gemini) => wire::gemini::forward_body(route, original, fields),
-            _ => wire::openai::forward_body(route, original, fields, call, served_model),
-        },
+        Kind::Text { fields, call } => {
+            let format = route.format().ok_or(GatewayError::Internal)?;
+            let endpoint = route.endpoint();
+            Ok(translate::request::forward(
+                format,
+                endpoint,
+                original,
+                fields,
+                call,
+                served_model,
+            )?)
+        }
         Kind::Audio { form, .. } => Ok(form.forward_body(original, served_model)),
         // Video tasks are sent by the gateway itself (`video::serve`), never proxied.
         Kind::Video(_) => Err(GatewayError::Internal),

@@ -323,6 +323,16 @@ impl Route {
         }
     }
 
+    /// What the route asks of a text body, for its format's reading (`translate::request::head`).
+    pub fn endpoint(self) -> translate::request::Endpoint {
+        use translate::request::Endpoint;
+        match self {
+            Route::MessagesCountTokens | Route::NativeCountTokens => Endpoint::Count,
+            Route::NativeStream => Endpoint::Stream,
+            _ => Endpoint::Generate,
+        }
+    }
+
     /// Whether the route counts tokens (free: nothing is held or charged).
     pub fn counts_tokens(self) -> bool {
         matches!(self, Route::MessagesCountTokens | Route::NativeCountTokens)

@@ -132,6 +132,13 @@ pub enum GatewayError {
     Internal,
 }
 
+/// A body its format cannot read (`translate::request`): 400 `invalid_body`, naming the field.
+impl From<translate::request::Malformed> for GatewayError {
+    fn from(m: translate::request::Malformed) -> GatewayError {
+        GatewayError::invalid(m.message, m.param)
+    }
+}
+
 impl GatewayError {
     /// A body the route does not accept, naming the offending parameter when there is one.
     pub fn invalid(message: impl Into<String>, param: Option<&'static str>) -> GatewayError {

@@ -137,7 +137,7 @@ impl Meter {
             return;
         }
         if self.audio && matches!(self.supplier, Format::Chat | Format::Responses) {
-            self.audio_seconds = crate::wire::openai::audio_seconds(json);
+            self.audio_seconds = translate::response::audio_seconds(json);
         }
         if self.images {
             self.image_count = match self.supplier {

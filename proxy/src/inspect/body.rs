@@ -1,5 +1,5 @@
 //! Reading the request body: once, bounded, replayable on every upstream attempt (the top-level
-//! scan of a JSON body is `wire::json`).
+//! scan of a JSON body is `translate::request::top_level`).
 //!
 //! Pingora 0.9 has no supported way to read a body before choosing the upstream and still forward
 //! it. We use its retry buffer (64 KiB, hard-coded): the body is read here with the buffer enabled

@@ -13,7 +13,7 @@ pub(crate) mod video;
 use crate::classify::Route;
 use crate::errors::GatewayError;
 use crate::wire;
-use crate::wire::json::TopLevel;
+use crate::wire::TopLevel;
 use bytes::Bytes;
 use pingora::http::RequestHeader;
 use translate::Format;
@@ -42,7 +42,7 @@ pub(crate) enum Kind<'a> {
     /// A JSON call (chat completions, responses): its top-level fields and what they ask.
     Text {
         fields: TopLevel<'a>,
-        call: wire::CallBody,
+        call: wire::Head,
     },
     /// A multipart audio transcription and the duration of its file (seconds, see `form`).
     Audio { form: form::AudioForm, seconds: u64 },
@@ -144,16 +144,13 @@ pub(crate) fn work<'a>(
             Kind::Audio { form, seconds }
         }
         _ => {
-            let fields = crate::wire::json::top_level(original)?;
+            let fields = translate::request::top_level(original)?;
             native_only(route, &fields)?;
-            let call = match route.format() {
-                Some(Format::Messages) => wire::anthropic::call_body(route, &fields)?,
-                Some(Format::Gemini) => {
-                    let model = Route::native_model(header.uri.path()).unwrap_or_default();
-                    wire::gemini::call_body(route, model, &fields)?
-                }
-                _ => wire::openai::call_body(route, &fields)?,
-            };
+            // Every other route is answered before inspection (local, media, video) or read
+            // above (images, audio): a text route always has a format.
+            let format = route.format().ok_or(GatewayError::Internal)?;
+            let path_model = Route::native_model(header.uri.path()).unwrap_or_default();
+            let call = translate::request::head(format, route.endpoint(), path_model, &fields)?;
             Kind::Text { fields, call }
         }
     };

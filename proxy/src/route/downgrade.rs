@@ -19,8 +19,7 @@ use super::Routing;
 use crate::classify::Route;
 use crate::inspect::{Kind, Work};
 use crate::models::ModelRoute;
-use crate::wire::CallBody;
-use crate::wire::json::TopLevel;
+use crate::wire::{Head, TopLevel};
 use std::sync::Arc;
 
 /// Largest body still considered simple work.
@@ -61,7 +60,7 @@ pub(crate) async fn target(
 }
 
 /// Whether a call is simple or standard work (a documented, testable classification).
-pub(crate) fn is_simple(fields: &TopLevel<'_>, call: &CallBody, body_bytes: usize) -> bool {
+pub(crate) fn is_simple(fields: &TopLevel<'_>, call: &Head, body_bytes: usize) -> bool {
     let present = |name: &str| {
         fields
             .get(name)
@@ -98,12 +97,12 @@ pub(crate) fn pressure(in_use: &[u32], capacity: &[u32]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::json::top_level;
-    use crate::wire::openai::call_body;
+    use translate::Format;
+    use translate::request::{Endpoint, head, top_level};
 
     fn simple(body: &str) -> bool {
         let fields = top_level(body.as_bytes()).unwrap();
-        let call = call_body(Route::ChatCompletions, &fields).unwrap();
+        let call = head(Format::Chat, Endpoint::Generate, "", &fields).unwrap();
         is_simple(&fields, &call, body.len())
     }
 

@@ -26,8 +26,8 @@
 //! base64 is hosted by the gateway (`crate::media`) and answered as a signed URL.
 
 use crate::errors::GatewayError;
+use crate::wire::TopLevel;
 use crate::wire::image_call::{ImageCall, MAX_REFERENCES};
-use crate::wire::json::TopLevel;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use settings::Model;

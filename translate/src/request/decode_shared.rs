@@ -7,8 +7,10 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
+use super::Head;
 use super::json::{self, Object};
 use super::origin::Origin;
+use super::top::{self, Malformed, TopLevel};
 use crate::ir::{
     Effort, Message, Part, Reasoning, Request, ResponseFormat, Role, Tool, ToolChoice,
 };
@@ -288,4 +290,51 @@ pub(super) fn openai_response_format(
             "only text, json_object and json_schema are translated",
         )),
     }
+}
+
+/// What the gateway reads of an OpenAI-format body (chat completions or responses), in this
+/// order: `model`, `stream`, the conversation field `conversation` checks, `stream_options`,
+/// and the smallest of the output caps it sets (`max_tokens`, `max_completion_tokens`,
+/// `max_output_tokens`).
+pub(super) fn openai_head(
+    fields: &TopLevel<'_>,
+    conversation: fn(&TopLevel<'_>) -> Result<(), Malformed>,
+) -> Result<Head, Malformed> {
+    #[derive(serde::Deserialize)]
+    struct StreamOptions {
+        #[serde(default)]
+        include_usage: bool,
+    }
+    let model = top::string_field(fields, "model")?;
+    let stream = top::bool_field(fields, "stream")?;
+    conversation(fields)?;
+    let include_usage = match fields.get("stream_options") {
+        None => false,
+        Some(raw) if raw.get() == "null" => false,
+        Some(raw) => {
+            serde_json::from_str::<StreamOptions>(raw.get())
+                .map_err(|_| {
+                    Malformed::new("'stream_options' must be an object", Some("stream_options"))
+                })?
+                .include_usage
+        }
+    };
+    let mut output_cap = None;
+    for field in ["max_tokens", "max_completion_tokens", "max_output_tokens"] {
+        match fields.get(field).map(|r| r.get()) {
+            None | Some("null") => {}
+            Some(raw) => {
+                let n: u64 = raw.parse().map_err(|_| {
+                    Malformed::new(format!("'{field}' must be a non-negative integer"), None)
+                })?;
+                output_cap = Some(output_cap.map_or(n, |c: u64| c.min(n)));
+            }
+        }
+    }
+    Ok(Head {
+        model,
+        stream,
+        include_usage,
+        output_cap,
+    })
 }

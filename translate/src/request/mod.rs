@@ -1,4 +1,13 @@
-//! Requests: decode a client body into [`ir::Request`], encode it for a supplier.
+//! Requests: what the gateway reads of a client body ([`Head`]), the body for an account of the
+//! client's own format ([`forward`]), and, when the formats differ, the body decoded into
+//! [`ir::Request`] and encoded for the supplier ([`translate`]).
+//!
+//! Each format is one module (`chat`, `responses`, `messages`, `gemini`): its `mod.rs` reads the
+//! head and writes the same-format body, `decode.rs` decodes it into the canonical request,
+//! `encode.rs` writes the canonical request in that format for a supplier. What they share knows
+//! no format: the top-level scan (`top.rs`, [`TopLevel`], borrowed raw values), the field
+//! readers of a decoded body (`json.rs`, `decode_shared.rs`) and the turn merging of the
+//! encoders (`encode_shared.rs`). This file is the table of contents: it only dispatches.
 //!
 //! Owns the field-by-field mapping of request bodies between the formats, and the decision, per
 //! field, to carry, drop or refuse it. Pure: bytes in, bytes out; it never validates the model id
@@ -58,24 +67,90 @@
 //! results before its other parts, so the results of parallel calls travel together; chat sends
 //! each result as its own `tool` message before the rest of the turn.
 
-mod decode_chat;
-mod decode_messages;
-mod decode_responses;
+mod chat;
 mod decode_shared;
-mod encode_anthropic;
-mod encode_chat;
-mod encode_gemini;
 mod encode_shared;
+mod gemini;
 mod json;
+mod messages;
 mod origin;
+mod responses;
+mod top;
 
 #[cfg(test)]
 mod tests;
 
 use origin::Origin;
+pub use top::{MAX_JSON_DEPTH, Malformed, TopLevel, top_level};
+
+use bytes::Bytes;
 
 use crate::ir;
 use crate::{Format, Refusal};
+
+/// What the gateway reads of a generation call's body, whatever its format: enough to route,
+/// hold and meter it. Nothing else of the body is parsed on the way to an account of the
+/// client's format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    /// The model id exactly as sent (may carry an `author/` prefix); Gemini's is the path's.
+    pub model: String,
+    pub stream: bool,
+    /// Whether a stream reports usage unasked or already asks for it (chat's
+    /// `stream_options.include_usage`; every other format reports it).
+    pub include_usage: bool,
+    /// The output cap the request sets (`max_tokens`, `max_completion_tokens`,
+    /// `max_output_tokens`, Gemini's `generationConfig.maxOutputTokens` or its default 1024), if
+    /// any; a count has none.
+    pub output_cap: Option<u64>,
+}
+
+/// What the path asks of a body; its format says how to read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A generation; the body says whether it streams.
+    Generate,
+    /// A generation the path says streams (Gemini's `:streamGenerateContent`).
+    Stream,
+    /// A token count (Messages' `count_tokens`, Gemini's `:countTokens`): no output cap.
+    Count,
+}
+
+/// Reads the [`Head`] of a body in `format` sent to `endpoint`; `path_model` is the model the
+/// path names (Gemini's; ignored by the other formats). Refuses a body missing what its format
+/// requires, naming the field.
+pub fn head(
+    format: Format,
+    endpoint: Endpoint,
+    path_model: &str,
+    fields: &TopLevel<'_>,
+) -> Result<Head, Malformed> {
+    match format {
+        Format::Chat => chat::head(fields),
+        Format::Responses => responses::head(fields),
+        Format::Messages => messages::head(fields, endpoint),
+        Format::Gemini => gemini::head(fields, endpoint, path_model),
+    }
+}
+
+/// The body for an account of the client's own `format`, served by `upstream_model`: the
+/// original buffer when nothing must change, else a copy in which only the changed fields are
+/// rewritten (see each format's `forward`). Every other byte is forwarded as received.
+pub fn forward(
+    format: Format,
+    endpoint: Endpoint,
+    original: &Bytes,
+    fields: &TopLevel<'_>,
+    head: &Head,
+    upstream_model: &str,
+) -> Result<Bytes, Malformed> {
+    match format {
+        Format::Chat => chat::forward(original, fields, head, upstream_model),
+        Format::Responses => responses::forward(original, fields, head, upstream_model),
+        Format::Messages => messages::forward(original, fields, head, upstream_model),
+        Format::Gemini => gemini::forward(original, fields, endpoint),
+    }
+}
 
 /// What an encoder needs besides the request.
 #[derive(Debug, Clone)]
@@ -121,9 +196,9 @@ pub fn encode(
 fn decode_with_origin(client: Format, body: &[u8]) -> Result<(ir::Request, Origin), Refusal> {
     let body = json::body(body)?;
     match client {
-        Format::Chat => decode_chat::decode(&body),
-        Format::Responses => decode_responses::decode(&body),
-        Format::Messages => decode_messages::decode(&body),
+        Format::Chat => chat::decode::decode(&body),
+        Format::Responses => responses::decode::decode(&body),
+        Format::Messages => messages::decode::decode(&body),
         Format::Gemini => Err(not_supported("Gemini requests are not translated")),
     }
 }
@@ -135,9 +210,9 @@ fn encode_with_origin(
     origin: &Origin,
 ) -> Result<Vec<u8>, Refusal> {
     let body = match supplier {
-        Format::Chat => encode_chat::encode(request, origin)?,
-        Format::Messages => encode_anthropic::encode(request, options, origin)?,
-        Format::Gemini => encode_gemini::encode(request, origin)?,
+        Format::Chat => chat::encode::encode(request, origin)?,
+        Format::Messages => messages::encode::encode(request, options, origin)?,
+        Format::Gemini => gemini::encode::encode(request, origin)?,
         Format::Responses => {
             return Err(not_supported(
                 "requests are not translated into the responses format",

@@ -31,6 +31,7 @@ mod errors;
 #[cfg(test)]
 mod tests;
 
+pub use decode::audio_seconds;
 pub use errors::error_body;
 
 use crate::ir::{Event, Usage};

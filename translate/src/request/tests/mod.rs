@@ -7,6 +7,7 @@ mod decode_responses;
 mod encode_anthropic;
 mod encode_chat;
 mod encode_gemini;
+mod head;
 mod pairs;
 mod props;
 

@@ -406,6 +406,35 @@ fn finish_reason(reason: &str) -> FinishReason {
     }
 }
 
+#[derive(Deserialize)]
+struct AudioCarrier {
+    usage: Option<AudioUsage>,
+    duration: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct AudioUsage {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    seconds: Option<f64>,
+}
+
+/// Seconds of audio from a transcription body: `usage: {type: "duration", seconds}` or the
+/// `duration` of a verbose answer, rounded up to whole seconds; implausible values are ignored.
+pub fn audio_seconds(json: &[u8]) -> Option<u64> {
+    let carrier: AudioCarrier = serde_json::from_slice(json).ok()?;
+    let seconds = carrier
+        .usage
+        .filter(|u| u.kind.as_deref().is_none_or(|k| k == "duration"))
+        .and_then(|u| u.seconds)
+        .or(carrier.duration)?;
+    (seconds.is_finite() && (0.0..=PLAUSIBLE_AUDIO_SECONDS).contains(&seconds))
+        .then(|| seconds.ceil() as u64)
+}
+
+/// Longest plausible transcription (a week of audio); beyond it the duration is estimated.
+const PLAUSIBLE_AUDIO_SECONDS: f64 = 604_800.0;
+
 #[cfg(test)]
 mod tests {
     use super::*;

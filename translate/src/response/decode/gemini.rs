@@ -257,7 +257,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// Moved from the gateway's meter (`proxy/src/wire/gemini.rs`): the billed usage.
+    /// Moved from the gateway's meter (its Gemini reader, gone): the billed usage.
     #[test]
     fn usage_in_every_form() {
         let usage = |body: &[u8]| {

@@ -327,7 +327,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// Moved from the gateway's meter (`proxy/src/wire/anthropic.rs`): the billed usage.
+    /// Moved from the gateway's meter (its Anthropic reader, gone): the billed usage.
     #[test]
     fn cumulative_fields_take_the_last_value() {
         let scanned = |events: &[&[u8]]| {

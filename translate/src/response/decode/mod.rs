@@ -17,6 +17,8 @@ mod chat;
 mod gemini;
 mod messages;
 
+pub use chat::audio_seconds;
+
 use serde_json::Value;
 
 use crate::Format;

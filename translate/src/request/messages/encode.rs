@@ -5,17 +5,17 @@
 
 use serde_json::{Map, Value, json};
 
-use super::Options;
-use super::encode_shared as shared;
-use super::origin::{Field, Origin};
 use crate::Refusal;
 use crate::ir::{Effort, Part, Reasoning, Request, ResponseFormat, Role, ToolChoice};
+use crate::request::Options;
+use crate::request::encode_shared as shared;
+use crate::request::origin::{Field, Origin};
 
 /// Anthropic's smallest thinking budget.
 const MIN_BUDGET: u64 = 1024;
 
 /// Encodes `request` as a Messages body.
-pub(super) fn encode(
+pub(in crate::request) fn encode(
     request: &Request,
     options: &Options,
     origin: &Origin,

@@ -3,14 +3,14 @@
 
 use serde_json::Value;
 
-use super::decode_shared::{self as shared, Conversation};
-use super::json::{self, Object};
-use super::origin::Origin;
 use crate::ir::{Effort, Part, Reasoning, Request, ResponseFormat, Role, Tool, ToolChoice};
+use crate::request::decode_shared::{self as shared, Conversation};
+use crate::request::json::{self, Object};
+use crate::request::origin::Origin;
 use crate::{Format, Refusal};
 
 /// Decodes a Messages body.
-pub(super) fn decode(body: &Object) -> Result<(Request, Origin), Refusal> {
+pub(in crate::request) fn decode(body: &Object) -> Result<(Request, Origin), Refusal> {
     for (key, why) in [
         ("container", "code execution containers are not translated"),
         ("mcp_servers", "MCP servers are not translated"),

@@ -4,16 +4,16 @@
 
 use serde_json::{Map, Value, json};
 
-use super::encode_shared::{self as shared, Turn};
-use super::origin::Origin;
 use crate::Refusal;
 use crate::ir::{Effort, Part, Reasoning, Request, ResponseFormat, Role, ToolChoice};
+use crate::request::encode_shared::{self as shared, Turn};
+use crate::request::origin::Origin;
 
 /// Chat's limit on `stop`.
 const MAX_STOP: usize = 4;
 
 /// Encodes `request` as a chat completions body.
-pub(super) fn encode(request: &Request, origin: &Origin) -> Result<Value, Refusal> {
+pub(in crate::request) fn encode(request: &Request, origin: &Origin) -> Result<Value, Refusal> {
     let mut body = Map::new();
     body.insert("model".into(), json!(request.model));
     body.insert("messages".into(), Value::Array(messages(request, origin)?));

@@ -4,16 +4,16 @@
 
 use serde_json::Value;
 
-use super::decode_shared::{self as shared, Conversation, Nesting};
-use super::json::{self, Object};
-use super::origin::Origin;
 use crate::ir::{Part, Request, Role};
+use crate::request::decode_shared::{self as shared, Conversation, Nesting};
+use crate::request::json::{self, Object};
+use crate::request::origin::Origin;
 use crate::{Format, Refusal};
 
 const TEXT_TYPES: &[&str] = &["input_text", "output_text"];
 
 /// Decodes a responses body.
-pub(super) fn decode(body: &Object) -> Result<(Request, Origin), Refusal> {
+pub(in crate::request) fn decode(body: &Object) -> Result<(Request, Origin), Refusal> {
     refuse_unsupported(body)?;
     let mut request = shared::common(body)?;
     if let Some(instructions) = json::opt_str(body, "instructions", "")? {

@@ -8,16 +8,16 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
-use super::encode_shared as shared;
-use super::origin::Origin;
 use crate::Refusal;
 use crate::ir::{Effort, Part, Reasoning, Request, ResponseFormat, Role, ToolChoice};
+use crate::request::encode_shared as shared;
+use crate::request::origin::Origin;
 
 /// Gemini's limit on `stopSequences`.
 const MAX_STOP: usize = 5;
 
 /// Encodes `request` as a `generateContent` body.
-pub(super) fn encode(request: &Request, origin: &Origin) -> Result<Value, Refusal> {
+pub(in crate::request) fn encode(request: &Request, origin: &Origin) -> Result<Value, Refusal> {
     let mut body = Map::new();
     if let Some(system) = shared::system(request) {
         body.insert(

@@ -3,14 +3,14 @@
 
 use serde_json::Value;
 
-use super::decode_shared::{self as shared, Conversation, Nesting};
-use super::json::{self, Object};
-use super::origin::Origin;
 use crate::ir::{Part, Request, Role};
+use crate::request::decode_shared::{self as shared, Conversation, Nesting};
+use crate::request::json::{self, Object};
+use crate::request::origin::Origin;
 use crate::{Format, Refusal};
 
 /// Decodes a chat completions body.
-pub(super) fn decode(body: &Object) -> Result<(Request, Origin), Refusal> {
+pub(in crate::request) fn decode(body: &Object) -> Result<(Request, Origin), Refusal> {
     refuse_unsupported(body)?;
     let mut request = shared::common(body)?;
     let mut conversation = Conversation::default();
