@@ -5,6 +5,7 @@
 
 use crate::classify::Route;
 use crate::ctx::RequestCtx;
+use crate::metrics::Metrics;
 use crate::route::capacity;
 use crate::route::cooldown::{self, Cooling, Reason, UsageLimit};
 use crate::shared::Shared;
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant};
 /// The next untried account of the decision, resolved (admin routes: admin-api). Writes the
 /// cooldowns of the attempt before first.
 pub(crate) async fn peer(s: &Shared, ctx: &mut RequestCtx) -> pingora::Result<Box<HttpPeer>> {
-    cool(s, ctx).await;
+    cool(s.stores(), &s.metrics, ctx).await;
     let live = ctx.live.clone();
     let server = &s.settings.server;
     if ctx.route == Some(Route::Admin) {
@@ -91,14 +92,14 @@ pub(crate) async fn judge(
             ctx.attempts
                 .to_cool
                 .push(Cooling::new(account, reason, duration));
-            cool(s, ctx).await;
+            cool(s.stores(), &s.metrics, ctx).await;
         }
         return Ok(());
     }
     ctx.attempts
         .to_cool
         .push(Cooling::new(account, reason, duration));
-    cool(s, ctx).await;
+    cool(s.stores(), &s.metrics, ctx).await;
     s.metrics
         .failovers
         .with_label_values(&[reason.label()])
@@ -114,11 +115,10 @@ pub(crate) async fn judge(
 }
 
 /// Writes the cooldowns `ctx` decided so far (see `cooldown::apply`).
-pub(crate) async fn cool(s: &Shared, ctx: &mut RequestCtx) {
+pub(crate) async fn cool(stores: &opstate::Stores, metrics: &Metrics, ctx: &mut RequestCtx) {
     if ctx.attempts.to_cool.is_empty() {
         return;
     }
-    let stores = s.stores();
     let cooling = std::mem::take(&mut ctx.attempts.to_cool);
     // Each 429 or failure also halves the account's estimated capacity in this proxy.
     let live = ctx.live.clone();
@@ -129,7 +129,7 @@ pub(crate) async fn cool(s: &Shared, ctx: &mut RequestCtx) {
         }
     }
     let (counters, cooldowns) = (stores.counters.as_ref(), stores.cooldowns.as_ref());
-    let (accounts, metrics) = (&live.accounts, s.metrics.as_ref());
+    let accounts = &live.accounts;
     cooldown::apply(
         cooling,
         accounts,

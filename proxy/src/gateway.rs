@@ -214,7 +214,7 @@ impl ProxyHttp for Gateway {
                 .to_cool
                 .push(Cooling::new(limit.account, Reason::RateLimited, reset));
         }
-        attempt::cool(s, ctx).await;
+        attempt::cool(s.stores(), &s.metrics, ctx).await;
         let status = session.response_written().map_or(0, |h| h.status.as_u16());
         let live = ctx.live.clone();
         let slot = ctx.attempts.slot.take().and_then(|i| live.accounts.id(i));

@@ -1,11 +1,11 @@
 //! `GET /compat/v1/videos/{id}/content`: the finished video, streamed from the supplier (OpenAI's
 //! content route or Veo's file), with or without a key on a signed URL.
 
+use super::Supplier;
 use super::poll::get;
 use super::serve::{OBJECT_LIMIT, encode_segment};
-use crate::ctx::RequestCtx;
 use crate::errors::GatewayError;
-use crate::shared::Shared;
+use crate::upstream::accounts::Accounts;
 use bytes::Bytes;
 use opstate::{Task, TaskStatus};
 use pingora::http::ResponseHeader;
@@ -17,14 +17,14 @@ use settings::Provider;
 /// sample's file id (the task book keeps the operation, not the file), then
 /// `/v1beta/files/{id}:download?alt=media` on the account itself.
 pub(super) async fn veo_download(
-    s: &Shared,
+    supplier: Supplier<'_>,
     upstream: &crate::upstream::accounts::Upstream,
     task: &Task,
     operation: &str,
 ) -> Result<String, GatewayError> {
     let path = operation_path(operation).ok_or(GatewayError::UpstreamProtocol)?;
     let mut answer = get(
-        (&s.supplier, &s.settings.server),
+        supplier,
         upstream,
         task,
         &path,
@@ -34,7 +34,7 @@ pub(super) async fn veo_download(
     .await?;
     let status = answer.status();
     let read = answer.body(OBJECT_LIMIT).await;
-    s.supplier.release(answer).await;
+    supplier.client.release(answer).await;
     let file = match (status, read) {
         (200..=299, Ok(bytes)) => serde_json::from_slice::<Value>(&bytes)
             .ok()
@@ -97,9 +97,10 @@ pub(super) const CONTENT_HEADERS: [http::HeaderName; 6] = [
 /// Streams a completed task's content from its supplier: chunk by chunk as it arrives (never
 /// held whole), `Range` passed through, the supplier's credential added here and never shown.
 pub(super) async fn content(
-    s: &Shared,
+    supplier: Supplier<'_>,
+    accounts: &Accounts,
     session: &mut Session,
-    ctx: &mut RequestCtx,
+    request_id: &str,
     task: &Task,
 ) -> Result<bool, GatewayError> {
     let not_ready = |status: &'static str| GatewayError::VideoNotReady(task.id.clone(), status);
@@ -112,9 +113,7 @@ pub(super) async fn content(
     let (Some(account), Some(sid)) = (&task.account_id, &task.supplier_task_id) else {
         return Err(GatewayError::Internal);
     };
-    let live = s.live();
-    let upstream = live
-        .accounts
+    let upstream = accounts
         .all()
         .iter()
         .find(|u| &u.account.id == account)
@@ -131,13 +130,13 @@ pub(super) async fn content(
         }
     }
     let suffix = match upstream.account.provider {
-        Provider::Gemini => veo_download(s, upstream, task, sid).await?,
+        Provider::Gemini => veo_download(supplier, upstream, task, sid).await?,
         Provider::OpenAi | Provider::Anthropic => {
             format!("/videos/{}/content", encode_segment(sid))
         }
     };
     let mut answer = get(
-        (&s.supplier, &s.settings.server),
+        supplier,
         upstream,
         task,
         &suffix,
@@ -147,7 +146,7 @@ pub(super) async fn content(
     .await?;
     let status = answer.status();
     if !(200..300).contains(&status) && status != 416 {
-        s.supplier.release(answer).await;
+        supplier.client.release(answer).await;
         tracing::warn!(task = %task.id, status, "supplier refused the video content");
         return Err(if status == 404 {
             GatewayError::VideoNotReady(task.id.clone(), "no longer available at the supplier")
@@ -156,10 +155,10 @@ pub(super) async fn content(
         });
     }
     let mut header = ResponseHeader::build(status, Some(8)).map_err(|_| GatewayError::Internal)?;
-    let supplier = answer.header().ok_or(GatewayError::UpstreamProtocol)?;
-    let chunked = !supplier.headers.contains_key(http::header::CONTENT_LENGTH);
+    let theirs = answer.header().ok_or(GatewayError::UpstreamProtocol)?;
+    let chunked = !theirs.headers.contains_key(http::header::CONTENT_LENGTH);
     for name in CONTENT_HEADERS {
-        if let Some(v) = supplier.headers.get(&name) {
+        if let Some(v) = theirs.headers.get(&name) {
             header
                 .insert_header(name, v.clone())
                 .map_err(|_| GatewayError::Internal)?;
@@ -167,10 +166,7 @@ pub(super) async fn content(
     }
     let extra = [
         (http::header::CACHE_CONTROL, "private, no-store"),
-        (
-            http::HeaderName::from_static("x-request-id"),
-            ctx.request_id.as_str(),
-        ),
+        (http::HeaderName::from_static("x-request-id"), request_id),
     ];
     for (name, value) in extra {
         header
@@ -204,7 +200,7 @@ pub(super) async fn content(
             }
         }
     }
-    s.supplier.release(answer).await;
+    supplier.client.release(answer).await;
     let done = session.write_response_body(Some(Bytes::new()), true).await;
     done.map(|()| true).map_err(|_| GatewayError::Internal)
 }

@@ -3,13 +3,13 @@
 
 use super::poll::SupplierState;
 use super::serve::{ID_PREFIX, OBJECT_LIMIT, encode_segment, object, unavailable};
+use super::{Desk, Supplier};
 use crate::classify::Route;
 use crate::ctx::RequestCtx;
 use crate::errors::GatewayError;
 use crate::inspect::{self, Kind};
 use crate::money::admit::{self};
 use crate::route::cooldown::{self, Cooling, Reason};
-use crate::shared::Shared;
 use crate::upstream::direct::{Call, CallError};
 use crate::{respond, route};
 use bytes::Bytes;
@@ -23,13 +23,13 @@ use std::time::Duration;
 
 /// `POST /compat/v1/videos`: check, route, hold, record, submit.
 pub(super) async fn create(
-    s: &Shared,
+    desk: &Desk<'_>,
     book: &dyn TaskBook,
     session: &mut Session,
     ctx: &mut RequestCtx,
     caller: &KeyRecord,
 ) -> Result<bool, GatewayError> {
-    let server = &s.settings.server;
+    let server = desk.supplier.server;
     let idle = Duration::from_millis(server.request_body_timeout_ms);
     let original = inspect::body::read_body(session, server.max_body_bytes, idle).await?;
     let work = inspect::work(Route::VideoCreate, session.req_header(), &original)?;
@@ -40,7 +40,7 @@ pub(super) async fn create(
     let key_hash = ctx.admission.key_hash.clone().unwrap_or_default();
     let who = route::Caller::of(caller, &key_hash, &ctx.request_id, &live.settings);
     let decision = route::decide(
-        &route::Routing::new(&live, s.stores(), &s.queue, &s.metrics),
+        &route::Routing::new(&live, desk.stores, desk.queue, desk.metrics),
         &work,
         Route::VideoCreate,
         who,
@@ -71,8 +71,8 @@ pub(super) async fn create(
         &live.settings,
         ctx.started_at_ms,
     )?;
-    let ttl = s.settings.video.task_ttl_ms + s.settings.money.hold_ttl_ms;
-    let wallets = s.stores().wallets.as_ref();
+    let wallets = desk.stores.wallets.as_ref();
+    let ttl = desk.hold_ttl_ms;
     let hold = admit::reserve(wallets, caller.org_id, &ctx.request_id, &plan, ttl).await?;
     // Until the supplier accepts the task, `logging` releases the hold like any refused call.
     ctx.admission.hold = Some(hold.clone());
@@ -119,7 +119,7 @@ pub(super) async fn create(
             provider,
         },
     };
-    let outcome = submit(s, ctx, &create, &session.req_header().headers).await;
+    let outcome = submit(desk, ctx, &create, &session.req_header().headers).await;
     match outcome {
         Submitted::Accepted { account, state } => {
             let sid = state.id.clone().unwrap_or_default();
@@ -144,7 +144,7 @@ pub(super) async fn create(
                 ..task
             };
             let host = session.req_header().headers.get(http::header::HOST);
-            let body = object(s, &task, host).to_string();
+            let body = object(&desk.links, &task, host).to_string();
             respond::local(session, Bytes::from(body), &ctx.request_id).await
         }
         Submitted::Refused { status, body } => {
@@ -188,12 +188,15 @@ pub(super) enum Submitted {
 /// nothing reached the first (no connection) or it refused with a rate limit or a server error;
 /// a create that may have reached a supplier is never sent twice (each costs money).
 pub(super) async fn submit(
-    s: &Shared,
+    desk: &Desk<'_>,
     ctx: &mut RequestCtx,
     create: &Create,
     client: &http::HeaderMap,
 ) -> Submitted {
-    let server = &s.settings.server;
+    let Supplier {
+        client: supplier,
+        server,
+    } = desk.supplier;
     let live = ctx.live.clone();
     let routing = &live.settings.routing;
     let mut last = Submitted::Failed(GatewayError::UpstreamUnreachable);
@@ -225,7 +228,7 @@ pub(super) async fn submit(
             body: Some(("application/json", create.body.clone())),
             headers,
         };
-        let mut answer = match s.supplier.send(upstream, server, call).await {
+        let mut answer = match supplier.send(upstream, server, call).await {
             Ok(a) => a,
             Err(CallError::NotSent(m)) => {
                 tracing::warn!(account = %upstream.account.id, error = %m, "video create not sent");
@@ -233,7 +236,7 @@ pub(super) async fn submit(
                 ctx.attempts
                     .to_cool
                     .push(Cooling::new(i, Reason::Unreachable, cooling));
-                crate::attempt::cool(s, ctx).await;
+                crate::attempt::cool(desk.stores, desk.metrics, ctx).await;
                 continue;
             }
             Err(CallError::Lost(m)) => {
@@ -247,13 +250,13 @@ pub(super) async fn submit(
             .map(|h| cooldown::judge(h, routing))
             .unwrap_or(cooldown::Verdict::Pass);
         let read = answer.body(OBJECT_LIMIT).await;
-        s.supplier.release(answer).await;
+        supplier.release(answer).await;
         let Ok(bytes) = read else {
             return Submitted::Failed(GatewayError::UpstreamProtocol);
         };
         if let cooldown::Verdict::Cool { reason, duration } = verdict {
             ctx.attempts.to_cool.push(Cooling::new(i, reason, duration));
-            crate::attempt::cool(s, ctx).await;
+            crate::attempt::cool(desk.stores, desk.metrics, ctx).await;
             last = if reason == Reason::RateLimited {
                 Submitted::Failed(GatewayError::UsageLimitReached {
                     resets_in_seconds: duration.as_secs().max(1),

@@ -9,6 +9,10 @@
 //! filter (`serve.rs`, then `create.rs`, `poll.rs` or `content.rs`; a task's end in `settle.rs`),
 //! which makes the supplier calls itself (`upstream::direct`). The create body is checked by
 //! `inspect::video`.
+//!
+//! Only `serve.rs` and `sweep.rs` (the entry points) read the gateway's state; each step takes
+//! what it uses, cut from it here: a create its [`Desk`], a poll and a download the [`Supplier`]
+//! side, a task's end its `settle::Ledger`, a task's object its [`Links`].
 
 mod content;
 mod create;
@@ -36,6 +40,60 @@ impl crate::Gateway {
 /// The task book the video routes use; `None`: they answer 503.
 pub(crate) fn task_book(s: &Shared) -> Option<&dyn TaskBook> {
     s.tasks.get().map(|b| b.as_ref())
+}
+
+/// The supplier side of a video step: the client that makes its calls and the server limits they
+/// run under.
+#[derive(Clone, Copy)]
+pub(super) struct Supplier<'a> {
+    pub client: &'a crate::upstream::direct::Client,
+    pub server: &'a settings::Server,
+}
+
+/// What a task's object needs to link its finished content: the signer of content URLs, the
+/// gateway's public base (`server`) and how long a URL lives.
+pub(super) struct Links<'a> {
+    pub signer: &'a crate::media::Signer,
+    pub server: &'a settings::Server,
+    pub url_ttl_ms: u64,
+}
+
+/// What a create needs from the gateway's state: the stores (routing, the wallet hold,
+/// cooldowns), this proxy's queue and metrics, the supplier side, how long its hold lives
+/// (`video.task_ttl_ms` + `money.hold_ttl_ms`) and the links of the object it answers.
+pub(super) struct Desk<'a> {
+    pub stores: &'a opstate::Stores,
+    pub queue: &'a crate::route::capacity::Queue,
+    pub metrics: &'a crate::metrics::Metrics,
+    pub supplier: Supplier<'a>,
+    pub hold_ttl_ms: u64,
+    pub links: Links<'a>,
+}
+
+pub(super) fn supplier(s: &Shared) -> Supplier<'_> {
+    Supplier {
+        client: &s.supplier,
+        server: &s.settings.server,
+    }
+}
+
+pub(super) fn links(s: &Shared) -> Links<'_> {
+    Links {
+        signer: &s.signer,
+        server: &s.settings.server,
+        url_ttl_ms: s.settings.video.url_ttl_ms,
+    }
+}
+
+pub(super) fn desk(s: &Shared) -> Desk<'_> {
+    Desk {
+        stores: s.stores(),
+        queue: &s.queue,
+        metrics: &s.metrics,
+        supplier: supplier(s),
+        hold_ttl_ms: s.settings.video.task_ttl_ms + s.settings.money.hold_ttl_ms,
+        links: links(s),
+    }
 }
 
 /// What a task's end needs from the gateway's state `s`, under the configuration `live` (the one

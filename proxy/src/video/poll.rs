@@ -5,7 +5,7 @@ use super::content::{operation_path, veo_file};
 use super::serve::{OBJECT_LIMIT, encode_segment};
 use super::settle::{Ledger, finish};
 use crate::errors::GatewayError;
-use crate::upstream::direct::{Call, Client};
+use crate::upstream::direct::Call;
 use opstate::{Task, TaskBook, TaskStatus};
 use serde_json::Value;
 use settings::Provider;
@@ -156,8 +156,7 @@ impl SupplierState {
 /// its hold) when the supplier ended it. A supplier that cannot be asked changes nothing: the
 /// recorded state is answered and the next poll or sweep asks again.
 pub(crate) async fn refresh(
-    supplier: &Client,
-    server: &settings::Server,
+    supplier: super::Supplier<'_>,
     ledger: &Ledger<'_>,
     book: &dyn TaskBook,
     task: Task,
@@ -196,7 +195,7 @@ pub(crate) async fn refresh(
         body: None,
         headers: Vec::new(),
     };
-    let mut answer = match supplier.send(upstream, server, call).await {
+    let mut answer = match supplier.client.send(upstream, supplier.server, call).await {
         Ok(a) => a,
         Err(e) => {
             tracing::warn!(task = %task.id, error = %e.message(), "video task not polled");
@@ -205,7 +204,7 @@ pub(crate) async fn refresh(
     };
     let status = answer.status();
     let read = answer.body(OBJECT_LIMIT).await;
-    supplier.release(answer).await;
+    supplier.client.release(answer).await;
     let asked = task.seconds_requested.and_then(|s| u64::try_from(s).ok());
     let state = match (status, read) {
         (200..=299, Ok(bytes)) if provider == Provider::Gemini => {
@@ -241,7 +240,7 @@ pub(crate) async fn refresh(
 /// A `GET` of `suffix` at `upstream` for `task`'s content; a supplier that cannot be reached is
 /// logged (`what`) and answered 502.
 pub(super) async fn get(
-    (supplier, server): (&Client, &settings::Server),
+    supplier: super::Supplier<'_>,
     upstream: &crate::upstream::accounts::Upstream,
     task: &Task,
     suffix: &str,
@@ -254,7 +253,8 @@ pub(super) async fn get(
         body: None,
         headers,
     };
-    supplier.send(upstream, server, call).await.map_err(|e| {
+    let sent = supplier.client.send(upstream, supplier.server, call).await;
+    sent.map_err(|e| {
         tracing::warn!(task = %task.id, error = %e.message(), "{what}");
         GatewayError::UpstreamUnreachable
     })

@@ -2,6 +2,7 @@
 //! itself (`upstream::direct`) because a create's task id must be in the task book before the client
 //! sees it, and a poll may end a task (and settle its hold) before it answers.
 
+use super::Links;
 use super::content::content;
 use super::create::create;
 use super::poll::refresh;
@@ -46,7 +47,14 @@ pub(crate) async fn serve(
         let book = super::task_book(s).ok_or(GatewayError::TasksUnavailable)?;
         let task = book.get(&id).await.map_err(unavailable)?;
         let task = task.ok_or(GatewayError::VideoUrlInvalid)?;
-        return content(s, session, ctx, &task).await;
+        return content(
+            super::supplier(s),
+            &s.live().accounts,
+            session,
+            &ctx.request_id,
+            &task,
+        )
+        .await;
     }
     // Only a create goes through admission (which checks the key again in its store step).
     let admitted = route == Route::VideoCreate;
@@ -59,7 +67,7 @@ pub(crate) async fn serve(
     }
     let book = super::task_book(s).ok_or(GatewayError::TasksUnavailable)?;
     if route == Route::VideoCreate {
-        return create(s, book, session, ctx, &caller).await;
+        return create(&super::desk(s), book, session, ctx, &caller).await;
     }
     let id = id.ok_or(GatewayError::Internal)?;
     let task = match book.get(&id).await.map_err(unavailable)? {
@@ -67,13 +75,20 @@ pub(crate) async fn serve(
         _ => return Err(GatewayError::VideoNotFound(id)),
     };
     if route == Route::VideoContent {
-        return content(s, session, ctx, &task).await;
+        return content(
+            super::supplier(s),
+            &s.live().accounts,
+            session,
+            &ctx.request_id,
+            &task,
+        )
+        .await;
     }
     let live = s.live();
     let ledger = super::ledger(s, &live);
-    let task = refresh(&s.supplier, &s.settings.server, &ledger, book, task).await;
+    let task = refresh(super::supplier(s), &ledger, book, task).await;
     let body = object(
-        s,
+        &super::links(s),
         &task,
         session.req_header().headers.get(http::header::HOST),
     );
@@ -86,7 +101,7 @@ pub(super) fn unavailable(e: TaskBookError) -> GatewayError {
 }
 
 /// The task as the client sees it: the gateway's id, never the supplier's or the account.
-pub(super) fn object(s: &Shared, task: &Task, host: Option<&http::HeaderValue>) -> Value {
+pub(super) fn object(links: &Links<'_>, task: &Task, host: Option<&http::HeaderValue>) -> Value {
     let status = match task.status {
         TaskStatus::Submitting | TaskStatus::Queued => "queued",
         TaskStatus::InProgress => "in_progress",
@@ -109,7 +124,7 @@ pub(super) fn object(s: &Shared, task: &Task, host: Option<&http::HeaderValue>) 
     match task.status {
         TaskStatus::Completed => {
             let host = host.and_then(|h| h.to_str().ok());
-            let (url, expires) = content_url(s, &task.id, host);
+            let (url, expires) = content_url(links, &task.id, host);
             o["data"] = json!([{"url": url, "expires_at": expires}]);
         }
         TaskStatus::Failed => {
@@ -124,11 +139,11 @@ pub(super) fn object(s: &Shared, task: &Task, host: Option<&http::HeaderValue>) 
 }
 
 /// A fresh signed content URL and its expiry (Unix seconds).
-pub(super) fn content_url(s: &Shared, id: &str, host: Option<&str>) -> (String, u64) {
-    let ttl = s.settings.video.url_ttl_ms.div_ceil(1000).max(1);
+pub(super) fn content_url(links: &Links<'_>, id: &str, host: Option<&str>) -> (String, u64) {
+    let ttl = links.url_ttl_ms.div_ceil(1000).max(1);
     let expires = crate::media::unix_now() + ttl;
-    let signature = s.signer.signature(&signed_id(id), expires);
-    let base = crate::media::base(&s.settings.server, host);
+    let signature = links.signer.signature(&signed_id(id), expires);
+    let base = crate::media::base(links.server, host);
     let base = base.trim_end_matches('/');
     let url =
         format!("{base}/compat/v1/videos/{id}/content?expires={expires}&signature={signature}");

@@ -85,7 +85,7 @@ pub(crate) async fn sweep_once(s: &Shared, book: &dyn TaskBook) -> usize {
             }
             continue;
         }
-        let task = poll::refresh(&s.supplier, &s.settings.server, &ledger, book, task).await;
+        let task = poll::refresh(super::supplier(s), &ledger, book, task).await;
         if !task.status.is_final() && age > ttl {
             let late = SupplierState::failed("timed_out", "the task did not finish in time");
             settle::finish(&ledger, book, task, &late).await;
