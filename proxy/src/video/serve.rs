@@ -47,14 +47,7 @@ pub(crate) async fn serve(
         let book = super::task_book(s).ok_or(GatewayError::TasksUnavailable)?;
         let task = book.get(&id).await.map_err(unavailable)?;
         let task = task.ok_or(GatewayError::VideoUrlInvalid)?;
-        return content(
-            super::supplier(s),
-            &s.live().accounts,
-            session,
-            &ctx.request_id,
-            &task,
-        )
-        .await;
+        return download(s, session, ctx, &task).await;
     }
     // Only a create goes through admission (which checks the key again in its store step).
     let admitted = route == Route::VideoCreate;
@@ -75,14 +68,7 @@ pub(crate) async fn serve(
         _ => return Err(GatewayError::VideoNotFound(id)),
     };
     if route == Route::VideoContent {
-        return content(
-            super::supplier(s),
-            &s.live().accounts,
-            session,
-            &ctx.request_id,
-            &task,
-        )
-        .await;
+        return download(s, session, ctx, &task).await;
     }
     let live = s.live();
     let ledger = super::ledger(s, &live);
@@ -93,6 +79,24 @@ pub(crate) async fn serve(
         session.req_header().headers.get(http::header::HOST),
     );
     respond::local(session, Bytes::from(body.to_string()), &ctx.request_id).await
+}
+
+/// A task's content, from the accounts in force (a task outlives the configuration it began in).
+async fn download(
+    s: &Shared,
+    session: &mut Session,
+    ctx: &RequestCtx,
+    task: &Task,
+) -> Result<bool, GatewayError> {
+    let live = s.live();
+    content(
+        super::supplier(s),
+        &live.accounts,
+        session,
+        &ctx.request_id,
+        task,
+    )
+    .await
 }
 
 pub(super) fn unavailable(e: TaskBookError) -> GatewayError {

@@ -146,8 +146,11 @@ pub fn forward(
 ) -> Result<Bytes, Malformed> {
     match format {
         Format::Chat => chat::forward(original, fields, head, upstream_model),
-        Format::Responses => responses::forward(original, fields, head, upstream_model),
-        Format::Messages => messages::forward(original, fields, head, upstream_model),
+        // Only the model id changes: a responses stream reports usage in `response.completed`
+        // unasked, and Messages always do.
+        Format::Responses | Format::Messages => {
+            top::with_model(original, fields, &head.model, upstream_model)
+        }
         Format::Gemini => gemini::forward(original, fields, endpoint),
     }
 }

@@ -166,12 +166,17 @@ pub(super) fn rewrite_fields(
     Ok(Bytes::from(out))
 }
 
-/// The body with only `model` replaced by `upstream_model` (a JSON string).
-pub(super) fn rename_model(
+/// The body with `model` (sent as `sent`) replaced by `upstream_model`: the original buffer when
+/// they are the same id.
+pub(super) fn with_model(
     original: &Bytes,
     fields: &TopLevel<'_>,
+    sent: &str,
     upstream_model: &str,
 ) -> Result<Bytes, Malformed> {
+    if sent == upstream_model {
+        return Ok(original.clone());
+    }
     rewrite_fields(
         original.len(),
         fields,

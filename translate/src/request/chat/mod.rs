@@ -27,20 +27,16 @@ pub(super) fn forward(
     head: &Head,
     upstream_model: &str,
 ) -> Result<Bytes, Malformed> {
-    let rename = head.model != upstream_model;
-    let ask_usage = head.stream && !head.include_usage;
-    if !rename && !ask_usage {
-        return Ok(original.clone());
+    if !head.stream || head.include_usage {
+        return top::with_model(original, fields, &head.model, upstream_model);
     }
-    let mut replaced = vec![("model", top::json_string(upstream_model)?)];
-    if ask_usage {
-        let mut options: serde_json::Map<String, Value> = fields
-            .get("stream_options")
-            .and_then(|v| serde_json::from_str(v.get()).ok())
-            .unwrap_or_default();
-        options.insert("include_usage".into(), Value::Bool(true));
-        let json = serde_json::to_string(&options).map_err(top::unwritable)?;
-        replaced.push(("stream_options", json));
-    }
+    let mut options: serde_json::Map<String, Value> = fields
+        .get("stream_options")
+        .and_then(|v| serde_json::from_str(v.get()).ok())
+        .unwrap_or_default();
+    options.insert("include_usage".into(), Value::Bool(true));
+    let options = serde_json::to_string(&options).map_err(top::unwritable)?;
+    let model = top::json_string(upstream_model)?;
+    let replaced = [("model", model), ("stream_options", options)];
     top::rewrite_fields(original.len(), fields, &replaced)
 }

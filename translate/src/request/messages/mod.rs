@@ -5,8 +5,6 @@
 pub(super) mod decode;
 pub(super) mod encode;
 
-use bytes::Bytes;
-
 use super::top::{self, Malformed, TopLevel};
 use super::{Endpoint, Head};
 
@@ -39,18 +37,4 @@ pub(super) fn head(fields: &TopLevel<'_>, endpoint: Endpoint) -> Result<Head, Ma
         include_usage: true,
         output_cap,
     })
-}
-
-/// The body for an Anthropic account: the original when the model id is the supplier's already,
-/// else a copy with only `model` replaced.
-pub(super) fn forward(
-    original: &Bytes,
-    fields: &TopLevel<'_>,
-    head: &Head,
-    upstream_model: &str,
-) -> Result<Bytes, Malformed> {
-    if head.model == upstream_model {
-        return Ok(original.clone());
-    }
-    top::rename_model(original, fields, upstream_model)
 }
