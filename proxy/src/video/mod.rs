@@ -11,8 +11,8 @@
 //! `inspect::video`.
 //!
 //! Only `serve.rs` and `sweep.rs` (the entry points) read the gateway's state; each step takes
-//! what it uses, cut from it here: a create its [`Desk`], a poll and a download the [`Supplier`]
-//! side, a task's end its `settle::Ledger`, a task's object its [`Links`].
+//! what it uses, cut from it here: a create its `Desk`, a poll and a download the `Supplier`
+//! side, a task's end its `settle::Ledger`, a task's object its `Links`.
 
 mod content;
 mod create;
