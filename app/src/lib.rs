@@ -31,8 +31,8 @@ pub enum StartError {
     /// The metrics registry refused a collector (a programming error).
     #[error("metrics: {0}")]
     Metrics(String),
-    /// Redis did not answer at `redis.url`.
-    #[error("redis.url: {0}")]
+    /// Redis did not answer at `redis.url` (or no node of `redis.cluster` did).
+    #[error("redis: {0}")]
     Redis(String),
     /// admin-api could not start: database, migrations, wallet mirrors, key directory or mailer.
     #[error("{0}")]
@@ -133,7 +133,7 @@ impl App {
     ) -> Result<App, StartError> {
         let metrics = Arc::new(Metrics::new().map_err(|e| StartError::Metrics(e.to_string()))?);
         let stores = match &settings.redis {
-            Some(r) => Stores::redis(&r.url, &r.key_prefix)
+            Some(r) => Stores::redis_at(&r.url, &r.cluster, &r.key_prefix)
                 .await
                 .map_err(|e| StartError::Redis(e.to_string()))?,
             None => Stores::memory(),

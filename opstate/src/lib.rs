@@ -25,6 +25,7 @@ mod key_cache;
 mod keys;
 mod media;
 mod memory;
+mod redis_cluster;
 mod redis_store;
 pub mod schema;
 mod sessions;
@@ -44,7 +45,7 @@ pub use key_cache::{CachedKeys, KeyCache};
 pub use keys::{KeyDirectory, KeyLimits, KeyPermissions, KeyRecord};
 pub use media::{MEMORY_MEDIA_CAP, Media, MediaFile};
 pub use memory::MemoryStore;
-pub use redis_store::RedisStore;
+pub use redis_store::{Conn, RedisStore};
 pub use sessions::Sessions;
 pub use slots::Slots;
 pub use tasks::{
@@ -102,8 +103,30 @@ impl Stores {
     /// Connects to Redis. Fails (and the caller stops) when Redis does not answer: a backend that
     /// fails to start never turns into "off".
     pub async fn redis(url: &str, key_prefix: &str) -> StoreResult<Stores> {
-        let r = Arc::new(RedisStore::connect(url, key_prefix).await?);
-        Ok(Stores {
+        Ok(Stores::of_redis(
+            RedisStore::connect(url, key_prefix).await?,
+        ))
+    }
+
+    /// Connects to a Redis Cluster through its `seeds` (see [`RedisStore::connect_cluster`]).
+    pub async fn redis_cluster(seeds: &[String], key_prefix: &str) -> StoreResult<Stores> {
+        Ok(Stores::of_redis(
+            RedisStore::connect_cluster(seeds, key_prefix).await?,
+        ))
+    }
+
+    /// Connects to one Redis server (`url`), or to a cluster when `cluster` names its seeds.
+    pub async fn redis_at(url: &str, cluster: &[String], key_prefix: &str) -> StoreResult<Stores> {
+        if cluster.is_empty() {
+            Stores::redis(url, key_prefix).await
+        } else {
+            Stores::redis_cluster(cluster, key_prefix).await
+        }
+    }
+
+    fn of_redis(r: RedisStore) -> Stores {
+        let r = Arc::new(r);
+        Stores {
             keys: r.clone(),
             usage: r.clone(),
             counters: r.clone(),
@@ -114,6 +137,6 @@ impl Stores {
             media: r.clone(),
             calls: r,
             in_process: false,
-        })
+        }
     }
 }

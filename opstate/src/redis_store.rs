@@ -1,8 +1,12 @@
-//! The Redis backend, for fleets of proxies sharing one operational store.
+//! The Redis backend, for fleets of proxies sharing one operational store: one Redis server, or a
+//! Redis Cluster.
 //!
-//! One multiplexed [`ConnectionManager`] per process, with short timeouts so a Redis outage
-//! fails calls in a fraction of a second instead of blocking for seconds; the
-//! manager reconnects by itself. Key names come from [`KeySchema`].
+//! One multiplexed connection per process ([`Conn`]): on one server a [`ConnectionManager`]
+//! (it reconnects by itself), on a cluster a cluster connection (it follows the slot map by
+//! itself), both with short timeouts so an outage fails calls in a fraction of a second instead
+//! of blocking for seconds. Key names come from [`KeySchema`]; on a cluster every script touches
+//! one slot, and what touches several (a call's admission and end, the reads of several
+//! accounts, the settler's streams) is split in `redis_cluster.rs`.
 
 use crate::calls::{Admitted, Calls, Finish, HoldAsk, Limited, Limits, SlotAsk};
 use crate::cooldowns::{CoolCause, Cooldown, Cooldowns};
@@ -20,19 +24,19 @@ use crate::wallets::{
 };
 use async_trait::async_trait;
 use money::NanoUsd;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::streams::{StreamAutoClaimReply, StreamReadReply};
 use redis::{AsyncCommands, Script};
 use std::sync::LazyLock;
 use std::time::Duration;
 
-static USAGE_ACK: LazyLock<Script> =
+pub(crate) static USAGE_ACK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/usage_ack.v1.lua")));
 
-static WINDOW_HIT: LazyLock<Script> =
+pub(crate) static WINDOW_HIT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/window_hit.v1.lua")));
 
-static COOLDOWN: LazyLock<Script> =
+pub(crate) static COOLDOWN: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/cooldown.v2.lua")));
 
 /// The wallet rules, the slot rule and their helpers, prepended to the scripts that use them.
@@ -42,36 +46,91 @@ macro_rules! with_hold_rules {
     };
 }
 
-static SLOT_ACQUIRE: LazyLock<Script> =
+pub(crate) static SLOT_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(with_hold_rules!("lua/slot_acquire.v1.lua")));
 
-static WALLET: LazyLock<Script> =
+pub(crate) static WALLET: LazyLock<Script> =
     LazyLock::new(|| Script::new(with_hold_rules!("lua/wallet.v4.lua")));
 
-static ADMIT: LazyLock<Script> =
+pub(crate) static ADMIT: LazyLock<Script> =
     LazyLock::new(|| Script::new(with_hold_rules!("lua/admit.v3.lua")));
 
-static FINISH: LazyLock<Script> =
+pub(crate) static FINISH: LazyLock<Script> =
     LazyLock::new(|| Script::new(with_hold_rules!("lua/finish.v3.lua")));
+
+/// Redis Cluster (`redis_cluster.rs`): a call's per-minute count, taken and given back, on the
+/// counter's own slot.
+pub(crate) static RATE_TAKE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(with_hold_rules!("lua/rate_take.v1.lua")));
+
+pub(crate) static RATE_GIVE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/rate_give.v1.lua")));
+
+/// Redis Cluster: an account's cooldown read and, when it is open, a slot taken, on the
+/// account's own slot.
+pub(crate) static ACCOUNT_TAKE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(with_hold_rules!("lua/account_take.v1.lua")));
+
+/// Redis Cluster: a call's hold, with its organization entered in the work list, on the
+/// organization's money slot.
+pub(crate) static HOLD_TAKE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(with_hold_rules!("lua/hold_take.v1.lua")));
 
 /// Entries written per round trip when loading the key directory.
 const LOAD_BATCH: usize = 500;
 
+/// The store's connection: one server's, or a cluster's.
+#[derive(Clone)]
+pub enum Conn {
+    Single(ConnectionManager),
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
 /// Redis implementation of every store capability.
 #[derive(Clone)]
 pub struct RedisStore {
-    conn: ConnectionManager,
-    schema: KeySchema,
+    pub(crate) conn: Conn,
+    pub(crate) schema: KeySchema,
+    /// Cluster: the usage stream the settler's next claim starts at (each claim starts one
+    /// further, so no stream waits behind a busy one).
+    pub(crate) next_stream: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl RedisStore {
     /// Connects and prepares the usage stream's consumer group. Fails when Redis does not answer.
     pub async fn connect(url: &str, key_prefix: &str) -> StoreResult<RedisStore> {
-        if key_prefix.contains('{') || key_prefix.contains('}') {
-            return Err(StoreError::Unavailable(
-                "redis key prefix must not contain '{' or '}'".into(),
-            ));
-        }
+        check_prefix(key_prefix)?;
         let client = redis::Client::open(url)?;
         let config = ConnectionManagerConfig::new()
             .set_number_of_retries(1)
@@ -80,10 +139,37 @@ impl RedisStore {
             .set_response_timeout(Some(Duration::from_millis(500)));
         let conn = ConnectionManager::new_with_config(client, config).await?;
         let store = RedisStore {
-            conn,
+            conn: Conn::Single(conn),
             schema: KeySchema::new(key_prefix),
+            next_stream: Default::default(),
         };
-        store.ensure_group().await?;
+        store.ensure_groups().await?;
+        Ok(store)
+    }
+
+    /// Connects to the Redis Cluster that the `seeds` belong to (any of its nodes; the rest are
+    /// learned from them) and prepares the usage streams' consumer groups. Fails when no seed
+    /// answers. A failed-over master is followed within a few retries (at most 2 s a command).
+    pub async fn connect_cluster(seeds: &[String], key_prefix: &str) -> StoreResult<RedisStore> {
+        check_prefix(key_prefix)?;
+        if seeds.is_empty() {
+            return Err(StoreError::Unavailable("no redis cluster seed".into()));
+        }
+        let client = redis::cluster::ClusterClientBuilder::new(seeds.iter().map(String::as_str))
+            .retries(3)
+            .min_retry_wait(50)
+            .max_retry_wait(400)
+            .connection_timeout(Duration::from_millis(500))
+            .response_timeout(Duration::from_millis(500))
+            .overall_response_timeout(Some(Duration::from_secs(2)))
+            .build()?;
+        let conn = client.get_async_connection().await?;
+        let store = RedisStore {
+            conn: Conn::Cluster(conn),
+            schema: KeySchema::cluster(key_prefix),
+            next_stream: Default::default(),
+        };
+        store.ensure_groups().await?;
         Ok(store)
     }
 
@@ -93,7 +179,7 @@ impl RedisStore {
     }
 
     /// A clone of the connection, for callers (tests, operator tools) that need raw access.
-    pub fn connection(&self) -> ConnectionManager {
+    pub fn connection(&self) -> Conn {
         self.conn.clone()
     }
 
@@ -101,12 +187,18 @@ impl RedisStore {
     /// task runs, evicting each announced key from `cache` (see [`KeyCache`]); a lost (or never
     /// opened) channel is retried every 500 ms, nothing being kept meanwhile. Its own connection:
     /// a subscribed connection can do nothing else.
-    pub async fn watch_keys(url: &str, key_prefix: &str, cache: &KeyCache) {
+    ///
+    /// `urls` are one server's, or a cluster's seeds: a message published on any node of a
+    /// cluster reaches every node, so one subscription anywhere hears them all; a lost one is
+    /// opened again on the next seed.
+    pub async fn watch_keys(urls: &[String], key_prefix: &str, cache: &KeyCache) {
         use futures_util::StreamExt;
         let channel = KeySchema::new(key_prefix).key_changes();
-        loop {
+        for url in urls.iter().cycle() {
             let subscribed = async {
-                let mut pubsub = redis::Client::open(url)?.get_async_pubsub().await?;
+                let mut pubsub = redis::Client::open(url.as_str())?
+                    .get_async_pubsub()
+                    .await?;
                 pubsub.subscribe(&channel).await?;
                 Ok::<_, redis::RedisError>(pubsub)
             };
@@ -127,11 +219,19 @@ impl RedisStore {
         }
     }
 
-    async fn ensure_group(&self) -> StoreResult<()> {
+    /// Creates the settler's consumer group on every usage stream that has none.
+    async fn ensure_groups(&self) -> StoreResult<()> {
+        for stream in self.schema.usage_streams() {
+            self.ensure_group(&stream).await?;
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn ensure_group(&self, stream: &str) -> StoreResult<()> {
         let mut conn = self.conn.clone();
         let created: redis::RedisResult<()> = redis::cmd("XGROUP")
             .arg("CREATE")
-            .arg(self.schema.usage_stream())
+            .arg(stream)
             .arg(USAGE_GROUP)
             .arg("0")
             .arg("MKSTREAM")
@@ -144,16 +244,64 @@ impl RedisStore {
         }
     }
 
+    /// Claims up to `max` entries of `stream` for `consumer` (see [`UsageStream::claim`]); a
+    /// stream whose group vanished (a flush) gets it back first.
+    pub(crate) async fn claim_stream(
+        &self,
+        stream: &str,
+        consumer: &str,
+        max: usize,
+        min_idle: Duration,
+    ) -> StoreResult<Vec<StreamEntry>> {
+        let ids = match self.claim_once(stream, consumer, max, min_idle).await {
+            Err(e) if e.code() == Some("NOGROUP") => {
+                self.ensure_group(stream).await?;
+                self.claim_once(stream, consumer, max, min_idle).await?
+            }
+            other => other?,
+        };
+        ids.into_iter()
+            .map(|entry| {
+                let json: String = entry.get("e").ok_or_else(|| {
+                    StoreError::Corrupt(format!("usage entry {} has no e", entry.id))
+                })?;
+                let mut event: UsageEvent = serde_json::from_str(&json)
+                    .map_err(|e| StoreError::Corrupt(format!("usage entry {}: {e}", entry.id)))?;
+                // Appended by finish.v3: what the settlement charged, beside the event.
+                if let (Some(c), Some(x)) = (entry.get::<i64>("c"), entry.get::<i64>("x")) {
+                    event.charged_nanos = NanoUsd::from_nanos(c);
+                    event.excess_nanos = NanoUsd::from_nanos(x);
+                }
+                Ok(StreamEntry {
+                    id: entry.id,
+                    event,
+                })
+            })
+            .collect()
+    }
+
+    /// Acknowledges entries of one stream.
+    pub(crate) async fn ack_stream(&self, stream: &str, ids: &[&str]) -> StoreResult<()> {
+        let mut conn = self.conn.clone();
+        let mut invocation = USAGE_ACK.key(stream);
+        invocation.arg(USAGE_GROUP);
+        for id in ids {
+            invocation.arg(*id);
+        }
+        let _: i64 = invocation.invoke_async(&mut conn).await?;
+        Ok(())
+    }
+
     async fn claim_once(
         &self,
+        stream: &str,
         consumer: &str,
         max: usize,
         min_idle: Duration,
     ) -> redis::RedisResult<Vec<redis::streams::StreamId>> {
         let mut conn = self.conn.clone();
-        let stream = self.schema.usage_stream();
         let stale: StreamAutoClaimReply = redis::cmd("XAUTOCLAIM")
-            .arg(&stream)
+            .arg(stream)
             .arg(USAGE_GROUP)
             .arg(consumer)
             .arg(u64::try_from(min_idle.as_millis()).unwrap_or(u64::MAX))
@@ -171,7 +319,7 @@ impl RedisStore {
                 .arg("COUNT")
                 .arg(max - ids.len())
                 .arg("STREAMS")
-                .arg(&stream)
+                .arg(stream)
                 .arg(">")
                 .query_async(&mut conn)
                 .await?;
@@ -255,7 +403,7 @@ impl UsageStream for RedisStore {
             .map_err(|e| StoreError::Corrupt(format!("usage event: {e}")))?;
         let mut conn = self.conn.clone();
         let _: String = conn
-            .xadd(self.schema.usage_stream(), "*", &[("e", json)])
+            .xadd(self.schema.usage_stream(event.org_id), "*", &[("e", json)])
             .await?;
         Ok(())
     }
@@ -266,51 +414,32 @@ impl UsageStream for RedisStore {
         max: usize,
         min_idle: Duration,
     ) -> StoreResult<Vec<StreamEntry>> {
-        let ids = match self.claim_once(consumer, max, min_idle).await {
-            // The stream (and its group) vanished with a flush: recreate the group and go on.
-            Err(e) if e.code() == Some("NOGROUP") => {
-                self.ensure_group().await?;
-                self.claim_once(consumer, max, min_idle).await?
-            }
-            other => other?,
-        };
-        ids.into_iter()
-            .map(|entry| {
-                let json: String = entry.get("e").ok_or_else(|| {
-                    StoreError::Corrupt(format!("usage entry {} has no e", entry.id))
-                })?;
-                let mut event: UsageEvent = serde_json::from_str(&json)
-                    .map_err(|e| StoreError::Corrupt(format!("usage entry {}: {e}", entry.id)))?;
-                // Appended by finish.v3: what the settlement charged, beside the event.
-                if let (Some(c), Some(x)) = (entry.get::<i64>("c"), entry.get::<i64>("x")) {
-                    event.charged_nanos = NanoUsd::from_nanos(c);
-                    event.excess_nanos = NanoUsd::from_nanos(x);
-                }
-                Ok(StreamEntry {
-                    id: entry.id,
-                    event,
-                })
-            })
-            .collect()
+        if self.schema.is_cluster() {
+            return self.claim_streams(consumer, max, min_idle).await;
+        }
+        let stream = self.schema.usage_stream(0);
+        self.claim_stream(&stream, consumer, max, min_idle).await
     }
 
     async fn ack(&self, ids: &[String]) -> StoreResult<()> {
         if ids.is_empty() {
             return Ok(());
         }
-        let mut conn = self.conn.clone();
-        let mut invocation = USAGE_ACK.key(self.schema.usage_stream());
-        invocation.arg(USAGE_GROUP);
-        for id in ids {
-            invocation.arg(id);
+        if self.schema.is_cluster() {
+            return self.ack_streams(ids).await;
         }
-        let _: i64 = invocation.invoke_async(&mut conn).await?;
-        Ok(())
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        self.ack_stream(&self.schema.usage_stream(0), &ids).await
     }
 
     async fn backlog(&self) -> StoreResult<u64> {
-        let mut conn = self.conn.clone();
-        Ok(conn.xlen(self.schema.usage_stream()).await?)
+        let mut total = 0;
+        for stream in self.schema.usage_streams() {
+            let mut conn = self.conn.clone();
+            let len: u64 = conn.xlen(stream).await?;
+            total += len;
+        }
+        Ok(total)
     }
 }
 
@@ -331,7 +460,7 @@ impl WindowCounters for RedisStore {
 }
 
 impl RedisStore {
-    async fn wallet(&self, org: i64, args: &[&str]) -> StoreResult<Vec<String>> {
+    pub(crate) async fn wallet(&self, org: i64, args: &[&str]) -> StoreResult<Vec<String>> {
         let mut conn = self.conn.clone();
         let keys = self.schema.wallet(org);
         let mut invocation = WALLET.key(&keys[0]);
@@ -347,13 +476,13 @@ impl RedisStore {
     }
 }
 
-fn int(v: Option<&String>) -> StoreResult<i64> {
+pub(crate) fn int(v: Option<&String>) -> StoreResult<i64> {
     v.and_then(|s| s.parse().ok())
         .ok_or_else(|| StoreError::Corrupt("wallet script reply".into()))
 }
 
 /// An amount in a wallet script reply (integer nano-USD).
-fn usd(v: Option<&String>) -> StoreResult<NanoUsd> {
+pub(crate) fn usd(v: Option<&String>) -> StoreResult<NanoUsd> {
     int(v).map(NanoUsd::from_nanos)
 }
 
@@ -391,7 +520,7 @@ impl Wallets for RedisStore {
     ) -> StoreResult<Reservation> {
         // Index first: a crash after it leaves a harmless entry; the other order could orphan a hold.
         let mut conn = self.conn.clone();
-        let _: i64 = conn.sadd(self.schema.holding_orgs(), org).await?;
+        let _: i64 = conn.sadd(self.schema.holding(org), org).await?;
         let r = self
             .wallet(
                 org,
@@ -462,6 +591,55 @@ impl Wallets for RedisStore {
         if charges.is_empty() {
             return Ok(Vec::new());
         }
+        if self.schema.is_cluster() {
+            return self.confirm_by_slot(charges).await;
+        }
+        self.confirm_batch(charges).await
+    }
+
+    async fn expired(&self, org: i64) -> StoreResult<Vec<ExpiredHold>> {
+        let r = self.wallet(org, &["expired"]).await?;
+        r.chunks(3)
+            .map(|triple| {
+                Ok(ExpiredHold {
+                    hold_id: triple[0].clone(),
+                    amount: usd(triple.get(1))?,
+                    meta: triple.get(2).cloned().unwrap_or_default(),
+                })
+            })
+            .collect()
+    }
+
+    async fn snapshot(&self, org: i64) -> StoreResult<Option<WalletSnapshot>> {
+        let r = self.wallet(org, &["snapshot"]).await?;
+        Ok(match int(r.first())? {
+            -1 => None,
+            _ => Some(WalletSnapshot {
+                balance: usd(r.get(1))?,
+                reserved: usd(r.get(2))?,
+                pending: usd(r.get(3))?,
+                unreconciled: int(r.get(4))? == 1,
+            }),
+        })
+    }
+
+    async fn holding_orgs(&self) -> StoreResult<Vec<i64>> {
+        let mut orgs = Vec::new();
+        for list in self.schema.holding_lists() {
+            let mut conn = self.conn.clone();
+            let members: Vec<i64> = conn.smembers(list).await?;
+            orgs.extend(members);
+        }
+        Ok(orgs)
+    }
+}
+
+impl RedisStore {
+    /// Confirms charges in one pipelined batch (one server, or one slot of a cluster).
+    pub(crate) async fn confirm_batch(
+        &self,
+        charges: &[(i64, &str, NanoUsd)],
+    ) -> StoreResult<Vec<Confirmation>> {
         let mut pipe = redis::pipe();
         for (org, hold_id, amount) in charges {
             let keys = self.schema.wallet(*org);
@@ -494,38 +672,6 @@ impl Wallets for RedisStore {
             })
             .collect()
     }
-
-    async fn expired(&self, org: i64) -> StoreResult<Vec<ExpiredHold>> {
-        let r = self.wallet(org, &["expired"]).await?;
-        r.chunks(3)
-            .map(|triple| {
-                Ok(ExpiredHold {
-                    hold_id: triple[0].clone(),
-                    amount: usd(triple.get(1))?,
-                    meta: triple.get(2).cloned().unwrap_or_default(),
-                })
-            })
-            .collect()
-    }
-
-    async fn snapshot(&self, org: i64) -> StoreResult<Option<WalletSnapshot>> {
-        let r = self.wallet(org, &["snapshot"]).await?;
-        Ok(match int(r.first())? {
-            -1 => None,
-            _ => Some(WalletSnapshot {
-                balance: usd(r.get(1))?,
-                reserved: usd(r.get(2))?,
-                pending: usd(r.get(3))?,
-                unreconciled: int(r.get(4))? == 1,
-            }),
-        })
-    }
-
-    async fn holding_orgs(&self) -> StoreResult<Vec<i64>> {
-        let mut conn = self.conn.clone();
-        let members: Vec<i64> = conn.smembers(self.schema.holding_orgs()).await?;
-        Ok(members)
-    }
 }
 
 #[async_trait]
@@ -548,6 +694,9 @@ impl Cooldowns for RedisStore {
         if accounts.is_empty() {
             return Ok(Vec::new());
         }
+        if self.schema.is_cluster() {
+            return self.remaining_each(accounts).await;
+        }
         let mut conn = self.conn.clone();
         let mut pipe = redis::pipe();
         for a in accounts {
@@ -555,17 +704,7 @@ impl Cooldowns for RedisStore {
             pipe.cmd("PTTL").arg(&key).cmd("GET").arg(&key);
         }
         let replies: Vec<(i64, Option<String>)> = pipe.query_async(&mut conn).await?;
-        Ok(replies
-            .into_iter()
-            .map(|(ms, cause)| {
-                let left = u64::try_from(ms)
-                    .ok()
-                    .filter(|ms| *ms > 0)
-                    .map(Duration::from_millis)?;
-                let cause = CoolCause::parse(cause.as_deref().unwrap_or_default());
-                Some(Cooldown { left, cause })
-            })
-            .collect())
+        Ok(replies.into_iter().map(cooldown).collect())
     }
 }
 
@@ -643,6 +782,9 @@ impl Slots for RedisStore {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as f64)
             .unwrap_or(0.0);
+        if self.schema.is_cluster() {
+            return self.in_use_each(accounts, now_ms).await;
+        }
         let mut conn = self.conn.clone();
         let mut pipe = redis::pipe();
         for a in accounts {
@@ -655,7 +797,27 @@ impl Slots for RedisStore {
     }
 }
 
-fn millis(d: Duration) -> u64 {
+/// A cooldown as read: `PTTL` of the key (ms; not positive: open) and its value (the cause).
+pub(crate) fn cooldown((ms, cause): (i64, Option<String>)) -> Option<Cooldown> {
+    let left = u64::try_from(ms)
+        .ok()
+        .filter(|ms| *ms > 0)
+        .map(Duration::from_millis)?;
+    let cause = CoolCause::parse(cause.as_deref().unwrap_or_default());
+    Some(Cooldown { left, cause })
+}
+
+/// The prefix must not contain a hash tag's braces: the tags of [`KeySchema`] decide the slots.
+fn check_prefix(key_prefix: &str) -> StoreResult<()> {
+    if key_prefix.contains('{') || key_prefix.contains('}') {
+        return Err(StoreError::Unavailable(
+            "redis key prefix must not contain '{' or '}'".into(),
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
@@ -669,13 +831,18 @@ impl Calls for RedisStore {
         limits: Limits<'_>,
         hold: Option<HoldAsk<'_>>,
     ) -> StoreResult<Admitted> {
+        if self.schema.is_cluster() {
+            return self
+                .admit_split(accounts, slot_id, slot_ttl, limits, hold)
+                .await;
+        }
         let mut conn = self.conn.clone();
         let org = hold.map_or(0, |h| h.org);
         let mut invocation = ADMIT.prepare_invoke();
         for key in self.schema.wallet(org) {
             invocation.key(key);
         }
-        invocation.key(self.schema.holding_orgs());
+        invocation.key(self.schema.holding(org));
         invocation.key(
             self.schema
                 .minute_counter(limits.per_minute.map_or("-", |r| r.counter)),
@@ -765,6 +932,9 @@ impl Calls for RedisStore {
     }
 
     async fn finish(&self, f: Finish<'_>) -> StoreResult<Option<Settlement>> {
+        if self.schema.is_cluster() {
+            return self.finish_split(f).await;
+        }
         let mut conn = self.conn.clone();
         let org = f.hold.map_or(0, |(org, _)| org);
         let mut invocation = FINISH.prepare_invoke();
@@ -774,7 +944,7 @@ impl Calls for RedisStore {
         let (account, slot_id) = f.slot.unwrap_or(("-", ""));
         invocation
             .key(self.schema.slots(account))
-            .key(self.schema.usage_stream());
+            .key(self.schema.usage_stream(org));
         for gate in f.gates {
             invocation.key(self.schema.gate(gate));
         }
@@ -789,15 +959,20 @@ impl Calls for RedisStore {
             .arg(f.cost.nanos())
             .arg(json);
         let r: Vec<String> = invocation.invoke_async(&mut conn).await?;
-        Ok(match int(r.first())? {
-            9 => None,
-            -1 => Some(Settlement::Missing),
-            0 => Some(Settlement::Unknown),
-            _ => Some(Settlement::Settled {
-                charged: usd(r.get(1))?,
-                excess: usd(r.get(2))?,
-                below_holds: int(r.get(3))? == 1,
-            }),
-        })
+        finished(&r)
     }
+}
+
+/// The settlement a finish script reports (`None`: the call had no hold).
+pub(crate) fn finished(r: &[String]) -> StoreResult<Option<Settlement>> {
+    Ok(match int(r.first())? {
+        9 => None,
+        -1 => Some(Settlement::Missing),
+        0 => Some(Settlement::Unknown),
+        _ => Some(Settlement::Settled {
+            charged: usd(r.get(1))?,
+            excess: usd(r.get(2))?,
+            below_holds: int(r.get(3))? == 1,
+        }),
+    })
 }

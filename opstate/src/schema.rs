@@ -1,6 +1,8 @@
 //! The Redis key schema, in one place. Every key starts with the deployment's prefix (tests use a
-//! unique prefix each). Per-organization keys (wallets, later) carry a `{org:ID}` hash tag so Redis
-//! Cluster keeps one organization on one shard.
+//! unique prefix each) and carries a hash tag (the part in braces decides a Redis Cluster's slot).
+//! On one server the layout is the table below; on a cluster ([`KeySchema::cluster`]) an
+//! organization's money (wallet, work list, usage stream) shares one of [`MONEY_SLOTS`] slots and
+//! an account's cooldown and slots share one, so that every script touches one slot.
 //!
 //! | key | type | holds |
 //! |---|---|---|
@@ -22,17 +24,53 @@
 //!
 //! The prefix must not contain `{` or `}`: the hash tags above decide the cluster slot.
 
+/// How many money slots a Redis Cluster deployment spreads its organizations over (see
+/// [`KeySchema::cluster`]). Each is one hash slot; 16 spread evenly over any cluster of up to 16
+/// masters, and the settler reads 16 streams.
+pub const MONEY_SLOTS: u32 = 16;
+
 /// Builds the keys of one deployment.
 #[derive(Debug, Clone)]
 pub struct KeySchema {
     prefix: String,
+    cluster: bool,
 }
 
 impl KeySchema {
+    /// The layout on one Redis server (the table above).
     pub fn new(prefix: &str) -> KeySchema {
         KeySchema {
             prefix: prefix.to_string(),
+            cluster: false,
         }
+    }
+
+    /// The layout on a Redis Cluster, where every script must touch keys of one hash slot.
+    /// Differences from [`KeySchema::new`]:
+    ///
+    /// | key | on a cluster |
+    /// |---|---|
+    /// | an organization's wallet keys | `{prefix}{m:K}:org:N:wallet` (…`:holds`, `:adjusted`, `:holdmeta`, `:confirmed`), K = N mod [`MONEY_SLOTS`] |
+    /// | the reconciler's work list | `{prefix}{m:K}:holding`, one per money slot |
+    /// | the usage stream | `{prefix}{m:K}:usage`, one per money slot: a call's end settles its hold and appends its usage event in one step, on its organization's money slot |
+    /// | an account's cooldown and slots | `{prefix}{a:ACCOUNT}:cd`, `{prefix}{a:ACCOUNT}:slots`: one slot per account, so its cooldown is read and a slot taken in one step |
+    ///
+    /// Every other key is the same as on one server (each already alone on its slot).
+    pub fn cluster(prefix: &str) -> KeySchema {
+        KeySchema {
+            prefix: prefix.to_string(),
+            cluster: true,
+        }
+    }
+
+    /// Whether this is the cluster layout.
+    pub fn is_cluster(&self) -> bool {
+        self.cluster
+    }
+
+    /// The money slot of organization `org` (cluster layout).
+    pub fn money_slot(org: i64) -> u32 {
+        u32::try_from(org.rem_euclid(i64::from(MONEY_SLOTS))).unwrap_or(0)
     }
 
     pub fn key_directory(&self) -> String {
@@ -54,18 +92,32 @@ impl KeySchema {
 
     /// The keys of one organization's wallet (one hash slot).
     pub fn wallet(&self, org: i64) -> [String; 5] {
-        let p = &self.prefix;
-        [
-            format!("{p}{{org:{org}}}:wallet"),
-            format!("{p}{{org:{org}}}:holds"),
-            format!("{p}{{org:{org}}}:adjusted"),
-            format!("{p}{{org:{org}}}:holdmeta"),
-            format!("{p}{{org:{org}}}:confirmed"),
-        ]
+        let base = if self.cluster {
+            format!("{}{{m:{}}}:org:{org}", self.prefix, Self::money_slot(org))
+        } else {
+            format!("{}{{org:{org}}}", self.prefix)
+        };
+        ["wallet", "holds", "adjusted", "holdmeta", "confirmed"].map(|k| format!("{base}:{k}"))
     }
 
-    pub fn holding_orgs(&self) -> String {
-        format!("{}{{wallets}}:holding", self.prefix)
+    /// The reconciler's work list that organization `org` is entered in when it holds money.
+    pub fn holding(&self, org: i64) -> String {
+        if self.cluster {
+            format!("{}{{m:{}}}:holding", self.prefix, Self::money_slot(org))
+        } else {
+            format!("{}{{wallets}}:holding", self.prefix)
+        }
+    }
+
+    /// Every work list of organizations that held money (one, or one per money slot).
+    pub fn holding_lists(&self) -> Vec<String> {
+        if self.cluster {
+            (0..MONEY_SLOTS)
+                .map(|k| format!("{}{{m:{k}}}:holding", self.prefix))
+                .collect()
+        } else {
+            vec![self.holding(0)]
+        }
     }
 
     /// The sticky record of one session (the session id is hashed by the caller).
@@ -74,7 +126,11 @@ impl KeySchema {
     }
 
     pub fn slots(&self, account: &str) -> String {
-        format!("{}{{slots:{account}}}", self.prefix)
+        if self.cluster {
+            format!("{}{{a:{account}}}:slots", self.prefix)
+        } else {
+            format!("{}{{slots:{account}}}", self.prefix)
+        }
     }
 
     /// The slots of a gate (calls in flight under a limit's name; `crate::calls::Limits`).
@@ -93,11 +149,42 @@ impl KeySchema {
     }
 
     pub fn cooldown(&self, account: &str) -> String {
-        format!("{}{{cd:{account}}}", self.prefix)
+        if self.cluster {
+            format!("{}{{a:{account}}}:cd", self.prefix)
+        } else {
+            format!("{}{{cd:{account}}}", self.prefix)
+        }
     }
 
-    pub fn usage_stream(&self) -> String {
-        format!("{}{{usage}}", self.prefix)
+    /// The usage stream organization `org`'s events are appended to.
+    pub fn usage_stream(&self, org: i64) -> String {
+        if self.cluster {
+            format!("{}{{m:{}}}:usage", self.prefix, Self::money_slot(org))
+        } else {
+            format!("{}{{usage}}", self.prefix)
+        }
+    }
+
+    /// Every usage stream (one, or one per money slot), in shard order: an entry id of shard `i`
+    /// is written `i/ID` on a cluster.
+    pub fn usage_streams(&self) -> Vec<String> {
+        if self.cluster {
+            (0..MONEY_SLOTS)
+                .map(|k| format!("{}{{m:{k}}}:usage", self.prefix))
+                .collect()
+        } else {
+            vec![self.usage_stream(0)]
+        }
+    }
+
+    /// A key in organization `org`'s money slot that nothing stores (the finish script's slot
+    /// argument when a cluster's call end has no account slot to give back there).
+    pub fn money_placeholder(&self, org: i64) -> String {
+        if self.cluster {
+            format!("{}{{m:{}}}:none", self.prefix, Self::money_slot(org))
+        } else {
+            format!("{}{{slots:-}}", self.prefix)
+        }
     }
 }
 

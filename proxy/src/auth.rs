@@ -51,7 +51,7 @@ pub(crate) async fn watch_keys(shared: &Shared, mut shutdown: tokio::sync::watch
         return;
     };
     tokio::select! {
-        _ = opstate::RedisStore::watch_keys(&redis.url, &redis.key_prefix, cache) => {}
+        _ = opstate::RedisStore::watch_keys(redis.urls(), &redis.key_prefix, cache) => {}
         _ = shutdown.wait_for(|stop| *stop) => {}
     }
 }

@@ -141,7 +141,7 @@ impl Shared {
         };
         self.local_stores
             .get_or_init(|| async {
-                match Stores::redis(&redis.url, &redis.key_prefix).await {
+                match Stores::redis_at(&redis.url, &redis.cluster, &redis.key_prefix).await {
                     Ok(stores) => Some(stores),
                     Err(e) => {
                         tracing::warn!(error = %e, "the gateway's own redis connection failed; using the start-up one");

@@ -435,3 +435,36 @@ fn the_example_lists_every_setting() {
     }
     assert!(missing.is_empty(), "not in conf/example.toml: {missing:?}");
 }
+
+#[test]
+fn a_redis_cluster_is_named_by_its_seeds_instead_of_a_url() {
+    let with = |section: &str| VALID.replace("[admin]", &format!("[redis]\n{section}\n[admin]"));
+    let s = parse(&with(
+        r#"cluster = ["redis://127.0.0.1:7100", "redis://127.0.0.1:7101"]"#,
+    ))
+    .unwrap();
+    let redis = s.redis.unwrap();
+    assert_eq!(
+        redis.cluster,
+        ["redis://127.0.0.1:7100", "redis://127.0.0.1:7101"]
+    );
+    assert!(redis.url.is_empty());
+    for (section, path) in [
+        ("cluster = []", "redis.cluster"),
+        (r#"cluster = ["127.0.0.1:7100"]"#, "redis.cluster"),
+        (
+            "url = \"redis://127.0.0.1:6379\"\ncluster = [\"redis://127.0.0.1:7100\"]",
+            "redis.url",
+        ),
+        ("key_prefix = \"t:\"", "redis.url"),
+    ] {
+        assert_eq!(error_of(&with(section)).path, path, "{section}");
+    }
+    // TOLLGATE_REDIS_URL names one server: it cannot be combined with a cluster.
+    let vars = env(&[
+        ("KEY_A", "sk-a"),
+        ("TOLLGATE_REDIS_URL", "redis://127.0.0.1:6379"),
+    ]);
+    let e = Settings::parse(&with(r#"cluster = ["redis://127.0.0.1:7100"]"#), &vars).unwrap_err();
+    assert_eq!(e.path, "redis.cluster");
+}

@@ -282,6 +282,13 @@ impl TestConfig {
             .set("redis", "key_prefix", prefix)
     }
 
+    /// `[redis] cluster` (seed nodes) instead of `url`.
+    pub fn redis_cluster(self, seeds: &[String], prefix: &str) -> Self {
+        self.unset("redis", "url")
+            .set("redis", "cluster", seeds.to_vec())
+            .set("redis", "key_prefix", prefix)
+    }
+
     pub fn model(mut self, model: Model) -> Self {
         self.models.push(model);
         self

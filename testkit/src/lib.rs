@@ -1,6 +1,7 @@
 //! Test support shared by every crate's suites.
 //!
-//! - Services: [`fresh_database_url`] (a database no other test uses) and [`redis_url`]; with
+//! - Services: [`fresh_database_url`] (a database no other test uses), [`redis_url`] and
+//!   [`redis_cluster`]; with
 //!   `TOLLGATE_REQUIRE_SERVICES=1` (CI) a missing service fails the test instead of skipping it.
 //! - Configuration: [`TestConfig`], a typed builder of the one TOML file (rendered, then parsed by
 //!   the real loader, so tests exercise the operator's format).
@@ -38,6 +39,51 @@ pub fn redis_url() -> Option<String> {
             assert!(
                 !services_required(),
                 "TOLLGATE_REQUIRE_SERVICES=1 but REDIS_URL is not set"
+            );
+            None
+        }
+    }
+}
+
+/// The seed URLs of the Redis Cluster under test: `TOLLGATE_REDIS_CLUSTER` (comma-separated),
+/// else, when `REDIS_URL` is set (the run uses services), the local cluster of
+/// `scripts/redis-cluster` on ports 7100–7105, started once if it is not running (three
+/// masters, three replicas, from the distribution's `redis-server`). `None` lets a test skip its
+/// cluster part; when the services are required, a cluster that cannot be had fails the test.
+pub fn redis_cluster() -> Option<Vec<String>> {
+    static STARTED: std::sync::OnceLock<Result<Vec<String>, String>> = std::sync::OnceLock::new();
+    if let Ok(seeds) = std::env::var("TOLLGATE_REDIS_CLUSTER")
+        && !seeds.is_empty()
+    {
+        return Some(seeds.split(',').map(|s| s.trim().to_string()).collect());
+    }
+    redis_url()?;
+    let started = STARTED.get_or_init(|| {
+        let script =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/redis-cluster");
+        let out = std::process::Command::new(&script)
+            .arg("start")
+            .output()
+            .map_err(|e| format!("{}: {e}", script.display()))?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        let seeds: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with("redis://"))
+            .map(str::to_string)
+            .collect();
+        if seeds.is_empty() {
+            return Err("scripts/redis-cluster printed no seed".into());
+        }
+        Ok(seeds)
+    });
+    match started {
+        Ok(seeds) => Some(seeds.clone()),
+        Err(e) => {
+            assert!(
+                !services_required(),
+                "TOLLGATE_REQUIRE_SERVICES=1 but no Redis Cluster could be started: {e}"
             );
             None
         }

@@ -169,9 +169,9 @@ async fn run(
         return app.run_until_stopped().await.map_err(|e| e.to_string());
     }
     let stores = match &settings.redis {
-        Some(r) => Stores::redis(&r.url, &r.key_prefix)
+        Some(r) => Stores::redis_at(&r.url, &r.cluster, &r.key_prefix)
             .await
-            .map_err(|e| format!("redis.url: {e}"))?,
+            .map_err(|e| format!("redis: {e}"))?,
         None => Stores::memory(),
     };
     let state: AppState = AppState::connect(settings.clone(), stores).await?;

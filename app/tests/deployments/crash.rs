@@ -121,12 +121,41 @@ async fn two_proxies_on_one_redis_never_overdraw() {
         eprintln!("REDIS_URL not set: two-proxy scenario skipped");
         return;
     };
+    two_proxies_never_overdraw(&|builder| {
+        builder.redis(&redis_url, &format!("two:{}:", std::process::id()))
+    })
+    .await;
+}
+
+/// The same on a Redis Cluster (three masters, three replicas): the admission's steps on several
+/// shards never let two proxies overdraw one wallet, and every hold closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_proxies_on_a_redis_cluster_never_overdraw() {
+    let Some(seeds) = testkit::redis_cluster() else {
+        eprintln!("no Redis Cluster: two-proxy cluster scenario skipped");
+        return;
+    };
+    let prefix = format!("two-cluster:{}:", uuid_like());
+    two_proxies_never_overdraw(&|builder| builder.redis_cluster(&seeds, &prefix)).await;
+}
+
+/// Two proxies on one store (`store` sets the `[redis]` section) serve 200 calls against a
+/// wallet that covers about 20: the covered ones succeed, the rest are refused before the
+/// supplier, the wallet is never overdrawn and every hold closes.
+async fn two_proxies_never_overdraw(store: &dyn Fn(TestConfig) -> TestConfig) {
     let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
-    let prefix = format!("two:{}:", std::process::id());
     let ports = [free_port(), free_port()];
     let texts: Vec<String> = ports
         .iter()
-        .map(|p| redis_deployment(&redis_url, &prefix, *p, &mock.base_url()))
+        .map(|p| {
+            store(redis_deployment_builder(
+                "redis://unused",
+                "unused:",
+                *p,
+                &mock.base_url(),
+            ))
+            .toml()
+        })
         .collect();
     let settings = Arc::new(Settings::parse(&texts[0], &|_| None).unwrap());
     let admin = AdminApi::start(settings.clone()).await;

@@ -1,8 +1,9 @@
 //! One contract suite, run against every backend of the operational store.
 //!
 //! The in-memory backend always runs. The Redis backend runs when `REDIS_URL` is set, each test
-//! under its own random key prefix; with `TOLLGATE_REQUIRE_SERVICES=1` (CI) a missing `REDIS_URL`
-//! fails instead of skipping. One file per store trait (`keys`, `usage`, `counters`, `wallets`,
+//! under its own random key prefix, and so does the Redis Cluster backend (`testkit::redis_cluster`:
+//! a local cluster of three masters and three replicas); with `TOLLGATE_REQUIRE_SERVICES=1` (CI) a
+//! missing `REDIS_URL` or cluster fails instead of skipping. One file per store trait (`keys`, `usage`, `counters`, `wallets`,
 //! `cooldowns`, `sessions`, `media`, `slots`, `calls`); the backends and fixtures are here.
 
 #![allow(
@@ -42,6 +43,13 @@ async fn backends() -> Vec<(&'static str, Stores)> {
             out.push(("redis", stores));
         }
         None => eprintln!("REDIS_URL not set: contract suite runs on the in-memory backend only"),
+    }
+    if let Some(seeds) = testkit::redis_cluster() {
+        let prefix = testkit::redis_prefix("contract");
+        let stores = Stores::redis_cluster(&seeds, &prefix)
+            .await
+            .unwrap_or_else(|e| panic!("the Redis Cluster at {seeds:?} is unusable: {e}"));
+        out.push(("redis-cluster", stores));
     }
     out
 }
@@ -101,4 +109,9 @@ async fn unreachable_redis_fails_fast() {
     let r = Stores::redis("redis://127.0.0.1:1", "test:").await;
     assert!(r.is_err());
     assert!(started.elapsed() < Duration::from_secs(5));
+    let started = std::time::Instant::now();
+    let r = Stores::redis_cluster(&["redis://127.0.0.1:1".to_string()], "test:").await;
+    assert!(r.is_err());
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(Stores::redis_cluster(&[], "test:").await.is_err());
 }

@@ -125,7 +125,7 @@ async fn redis_flush_is_detected_and_the_group_recovers() {
     let _: () = redis::cmd("DEL")
         .arg(schema.key_directory())
         .arg(schema.key_directory_loaded())
-        .arg(schema.usage_stream())
+        .arg(schema.usage_stream(0))
         .query_async(&mut conn)
         .await
         .unwrap();

@@ -559,6 +559,17 @@ proptest! {
             run(ops, stores, Some(raw)).await;
         });
     }
+
+    #[test]
+    fn redis_cluster_wallet_matches_the_model(ops in proptest::collection::vec(op(), 1..40)) {
+        let Some(seeds) = testkit::redis_cluster() else { return Ok(()) };
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+            let prefix = format!("prop:{}:", uuid::Uuid::new_v4().simple());
+            let stores = Stores::redis_cluster(&seeds, &prefix).await.unwrap();
+            let raw = RedisStore::connect_cluster(&seeds, &prefix).await.unwrap();
+            run(ops, stores, Some(raw)).await;
+        });
+    }
 }
 
 /// Redis only: confirmed charges live in their own pruned sorted set, never in the adjustment

@@ -1,0 +1,513 @@
+//! The Redis backend on a Redis Cluster: what would touch keys of several slots, split into
+//! steps of one slot each ([`KeySchema::cluster`] decides the slots).
+//!
+//! **A call's admission** is one round of concurrent steps, each atomic on its own slot: the
+//! key's standing (`{keydir}`), each gate (`{gate:NAME}`, `slot_acquire`), the per-minute count
+//! (`{rpm:NAME}`, `rate_take`), the hold with the work-list entry (the organization's money slot,
+//! `hold_take`), the first account's cooldown and slot (`{a:ACCOUNT}`, `account_take`) and the
+//! other accounts' cooldowns. When the first account cannot serve, the next open ones are asked
+//! one by one (one more round trip each). Whatever was taken is given back when another step
+//! refused (a limit, no account with room, the hold): the outcome is the one-server script's
+//! (`admit.v3`), and nothing stays taken. Between the steps another call may see a gate or an
+//! account briefly fuller than it ends up (it is refused as it would be at that fill); money is
+//! never at stake: the hold is one atomic step on the organization's slot, as on one server.
+//!
+//! **A call's end** settles the hold and appends the usage event in one step on the money slot
+//! (`finish.v3` with no account slot), so a usage record is never lost nor written twice for a
+//! settled hold; the account's slot and the gates' are given back beside it (a failure there is
+//! logged: they expire after the slot TTL).
+//!
+//! **The settler** reads the [`MONEY_SLOTS`](crate::schema::MONEY_SLOTS) usage streams in turn;
+//! an entry id is `i/ID` (stream `i`, Redis' id).
+
+use crate::calls::{Admitted, Finish, HoldAsk, Limited, Limits, SlotAsk};
+use crate::cooldowns::{CoolCause, Cooldown};
+use crate::error::{StoreError, StoreResult};
+use crate::redis_store::{
+    ACCOUNT_TAKE, FINISH, HOLD_TAKE, RATE_GIVE, RATE_TAKE, RedisStore, SLOT_ACQUIRE, cooldown,
+    finished, int, millis, usd,
+};
+use crate::usage::StreamEntry;
+use crate::wallets::{Confirmation, Reservation, Settlement};
+use futures_util::future::join_all;
+use money::NanoUsd;
+use redis::AsyncCommands;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// What one admission took so far, given back when another step refuses the call.
+#[derive(Default)]
+struct Taken {
+    gates: Vec<String>,
+    /// The per-minute counter and the minute counted in.
+    minute: Option<(String, i64)>,
+    /// The organization and hold id of a hold this admission opened (not one that existed).
+    hold: Option<(i64, String)>,
+    /// The account's slots key.
+    account: Option<String>,
+}
+
+/// One account's step: whether a slot was taken, and its cooldown.
+type AccountRead = (bool, Option<Cooldown>);
+
+impl RedisStore {
+    pub(crate) async fn admit_split(
+        &self,
+        accounts: &[SlotAsk<'_>],
+        slot_id: &str,
+        slot_ttl: Duration,
+        limits: Limits<'_>,
+        hold: Option<HoldAsk<'_>>,
+    ) -> StoreResult<Admitted> {
+        let ttl = millis(slot_ttl);
+        let key = async {
+            match limits.key {
+                Some(hash) => self.key_revoked(hash).await.map(Some),
+                None => Ok(None),
+            }
+        };
+        let gates = join_all(
+            limits
+                .gates
+                .iter()
+                .map(|g| self.take_slot(self.schema.gate(g.gate), slot_id, g.max, ttl)),
+        );
+        let minute = async {
+            match limits.per_minute {
+                Some(rate) => self.rate_take(rate.counter, rate.limit).await.map(Some),
+                None => Ok(None),
+            }
+        };
+        let held = async {
+            match hold {
+                Some(h) => self.hold_take(h).await.map(Some),
+                None => Ok(None),
+            }
+        };
+        let reads = join_all(
+            accounts
+                .iter()
+                .enumerate()
+                .map(|(i, a)| self.account_take(a, slot_id, ttl, i == 0)),
+        );
+        let (key, gates, minute, held, reads) = tokio::join!(key, gates, minute, held, reads);
+
+        let mut taken = Taken::default();
+        let mut failed: Option<StoreError> = None;
+        let mut full_gate = None;
+        for (j, r) in gates.into_iter().enumerate() {
+            match r {
+                Ok(true) => taken.gates.push(self.schema.gate(limits.gates[j].gate)),
+                Ok(false) => {
+                    full_gate.get_or_insert(j);
+                }
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        let mut minute_full = None;
+        match minute {
+            Ok(Some(Ok(counted))) => {
+                if let Some(rate) = limits.per_minute {
+                    taken.minute = Some((self.schema.minute_counter(rate.counter), counted));
+                }
+            }
+            Ok(Some(Err(resets_in))) => minute_full = Some(resets_in),
+            Ok(None) => {}
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
+        }
+        let mut reservation = None;
+        match (held, hold) {
+            (Ok(Some((code, available))), Some(h)) => {
+                if code == 1 {
+                    taken.hold = Some((h.org, h.hold_id.to_string()));
+                }
+                reservation = Some(match code {
+                    -1 => Reservation::Missing,
+                    2 => Reservation::AlreadyHeld,
+                    0 => Reservation::Insufficient { available },
+                    _ => Reservation::Held { available },
+                });
+            }
+            (Ok(_), _) => {}
+            (Err(e), _) => {
+                failed.get_or_insert(e);
+            }
+        }
+        let mut cooldowns = Vec::with_capacity(accounts.len());
+        let mut took_first = false;
+        for (i, r) in reads.into_iter().enumerate() {
+            match r {
+                Ok((took, cd)) => {
+                    if took && i == 0 {
+                        took_first = true;
+                        taken.account = Some(self.schema.slots(accounts[0].account));
+                    }
+                    cooldowns.push(cd);
+                }
+                Err(e) => {
+                    failed.get_or_insert(e);
+                    cooldowns.push(None);
+                }
+            }
+        }
+        let key = match key {
+            Ok(revoked) => revoked,
+            Err(e) => {
+                failed.get_or_insert(e);
+                None
+            }
+        };
+        if let Some(e) = failed {
+            self.give_back(taken, slot_id).await;
+            return Err(e);
+        }
+        let refused = |limited| Admitted {
+            cooldowns: Vec::new(),
+            taken: None,
+            reservation: None,
+            limited: Some(limited),
+        };
+        if key == Some(true) {
+            self.give_back(taken, slot_id).await;
+            return Ok(Admitted {
+                cooldowns: vec![None; accounts.len()],
+                ..refused(Limited::Revoked)
+            });
+        }
+        if let Some(j) = full_gate {
+            self.give_back(taken, slot_id).await;
+            return Ok(Admitted {
+                cooldowns,
+                ..refused(Limited::Gate(j))
+            });
+        }
+        if let Some(resets_in) = minute_full {
+            self.give_back(taken, slot_id).await;
+            return Ok(Admitted {
+                cooldowns,
+                ..refused(Limited::PerMinute { resets_in })
+            });
+        }
+        // The first account could not serve: the next open ones, in order, one step each.
+        let mut at = took_first.then_some(0);
+        if at.is_none() {
+            for (i, a) in accounts.iter().enumerate().skip(1) {
+                if cooldowns[i].is_some() {
+                    continue;
+                }
+                match self.account_take(a, slot_id, ttl, true).await {
+                    Ok((true, _)) => {
+                        taken.account = Some(self.schema.slots(a.account));
+                        at = Some(i);
+                        break;
+                    }
+                    Ok((false, cd)) => cooldowns[i] = cd,
+                    Err(e) => {
+                        self.give_back(taken, slot_id).await;
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        let Some(at) = at else {
+            // No account with room: nothing is taken and nothing was asked of the wallet.
+            self.give_back(taken, slot_id).await;
+            return Ok(Admitted {
+                cooldowns,
+                taken: None,
+                reservation: None,
+                limited: None,
+            });
+        };
+        if matches!(
+            reservation,
+            Some(Reservation::Missing | Reservation::Insufficient { .. })
+        ) {
+            // A refused hold gives everything back (the wallet kept nothing).
+            self.give_back(taken, slot_id).await;
+            return Ok(Admitted {
+                cooldowns,
+                taken: None,
+                reservation,
+                limited: None,
+            });
+        }
+        Ok(Admitted {
+            cooldowns,
+            taken: Some(at),
+            reservation,
+            limited: None,
+        })
+    }
+
+    pub(crate) async fn finish_split(&self, f: Finish<'_>) -> StoreResult<Option<Settlement>> {
+        let org = f.hold.map(|(org, _)| org).or(f.event.map(|e| e.org_id));
+        let money = async {
+            let Some(org) = org else {
+                return Ok(None);
+            };
+            let json = match f.event {
+                Some(e) => serde_json::to_string(e)
+                    .map_err(|e| StoreError::Corrupt(format!("usage event: {e}")))?,
+                None => String::new(),
+            };
+            let mut invocation = FINISH.prepare_invoke();
+            for key in self.schema.wallet(org) {
+                invocation.key(key);
+            }
+            invocation
+                .key(self.schema.money_placeholder(org))
+                .key(self.schema.usage_stream(org))
+                .arg("")
+                .arg(f.hold.map_or("", |(_, id)| id))
+                .arg(f.cost.nanos())
+                .arg(json);
+            let mut conn = self.conn.clone();
+            let r: Vec<String> = invocation.invoke_async(&mut conn).await?;
+            finished(&r)
+        };
+        let mut slots: Vec<String> = Vec::new();
+        let mut slot_id = "";
+        if let Some((account, id)) = f.slot {
+            slot_id = id;
+            slots.push(self.schema.slots(account));
+            slots.extend(f.gates.iter().map(|g| self.schema.gate(g)));
+        }
+        let given = join_all(slots.iter().map(|key| self.zrem(key, slot_id)));
+        let (settled, given) = tokio::join!(money, given);
+        for (key, r) in slots.iter().zip(given) {
+            if let Err(e) = r {
+                tracing::warn!(key = %key, error = %e, "slot not given back; it expires with its ttl");
+            }
+        }
+        settled
+    }
+
+    /// Gives back what an admission took (each step on its own slot); a step that fails is
+    /// logged: gate and account slots expire with their TTL, a count with its minute, a hold
+    /// with its deadline (the reconciler releases it).
+    async fn give_back(&self, taken: Taken, slot_id: &str) {
+        let slots = taken.gates.iter().chain(taken.account.as_ref());
+        let slots = join_all(slots.map(|key| async move { (key, self.zrem(key, slot_id).await) }));
+        let minute = async {
+            if let Some((key, minute)) = &taken.minute {
+                let mut conn = self.conn.clone();
+                let given: redis::RedisResult<i64> = RATE_GIVE
+                    .key(key)
+                    .arg(*minute)
+                    .invoke_async(&mut conn)
+                    .await;
+                if let Err(e) = given {
+                    tracing::warn!(key = %key, error = %e, "count not given back");
+                }
+            }
+        };
+        let hold = async {
+            if let Some((org, id)) = &taken.hold
+                && let Err(e) = self.wallet(*org, &["release", id]).await
+            {
+                tracing::warn!(org, hold = %id, error = %e, "hold not released; the reconciler will");
+            }
+        };
+        let (slots, (), ()) = tokio::join!(slots, minute, hold);
+        for (key, r) in slots {
+            if let Err(e) = r {
+                tracing::warn!(key = %key, error = %e, "slot not given back; it expires with its ttl");
+            }
+        }
+    }
+
+    async fn zrem(&self, key: &str, member: &str) -> StoreResult<()> {
+        let mut conn = self.conn.clone();
+        let _: i64 = conn.zrem(key, member).await?;
+        Ok(())
+    }
+
+    /// Whether the key `hash` is revoked: the directory is complete (loaded) and has no record.
+    async fn key_revoked(&self, hash: &str) -> StoreResult<bool> {
+        let mut conn = self.conn.clone();
+        let (loaded, present): (bool, bool) = redis::pipe()
+            .exists(self.schema.key_directory_loaded())
+            .hexists(self.schema.key_directory(), hash)
+            .query_async(&mut conn)
+            .await?;
+        Ok(loaded && !present)
+    }
+
+    async fn take_slot(&self, key: String, slot_id: &str, max: u32, ttl: u64) -> StoreResult<bool> {
+        let mut conn = self.conn.clone();
+        let taken: i64 = SLOT_ACQUIRE
+            .key(key)
+            .arg(slot_id)
+            .arg(max)
+            .arg(ttl)
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(taken == 1)
+    }
+
+    /// Counts the call in its minute: `Ok(minute)` counted, `Err(resets_in)` the limit is reached.
+    async fn rate_take(&self, counter: &str, limit: u32) -> StoreResult<Result<i64, Duration>> {
+        let mut conn = self.conn.clone();
+        let (counted, detail): (i64, i64) = RATE_TAKE
+            .key(self.schema.minute_counter(counter))
+            .arg(limit)
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(if counted == 1 {
+            Ok(detail)
+        } else {
+            Err(Duration::from_millis(u64::try_from(detail).unwrap_or(0)))
+        })
+    }
+
+    /// Opens the hold: its code (see `hold_reserve`) and the available balance it reports.
+    async fn hold_take(&self, h: HoldAsk<'_>) -> StoreResult<(i64, NanoUsd)> {
+        let mut conn = self.conn.clone();
+        let mut invocation = HOLD_TAKE.prepare_invoke();
+        for key in self.schema.wallet(h.org) {
+            invocation.key(key);
+        }
+        invocation
+            .key(self.schema.holding(h.org))
+            .arg(h.org)
+            .arg(h.hold_id)
+            .arg(h.amount.nanos())
+            .arg(h.ttl_ms)
+            .arg(h.meta);
+        let r: Vec<String> = invocation.invoke_async(&mut conn).await?;
+        Ok((int(r.first())?, usd(r.get(1))?))
+    }
+
+    async fn account_take(
+        &self,
+        a: &SlotAsk<'_>,
+        slot_id: &str,
+        ttl: u64,
+        take: bool,
+    ) -> StoreResult<AccountRead> {
+        let mut conn = self.conn.clone();
+        let (taken, left, cause): (i64, i64, String) = ACCOUNT_TAKE
+            .key(self.schema.cooldown(a.account))
+            .key(self.schema.slots(a.account))
+            .arg(slot_id)
+            .arg(a.max)
+            .arg(ttl)
+            .arg(if take { "1" } else { "0" })
+            .invoke_async(&mut conn)
+            .await?;
+        let cd = (left > 0).then(|| Cooldown {
+            left: Duration::from_millis(u64::try_from(left).unwrap_or(0)),
+            cause: CoolCause::parse(&cause),
+        });
+        Ok((taken == 1, cd))
+    }
+
+    /// The accounts' cooldowns, each read on its own slot, concurrently.
+    pub(crate) async fn remaining_each(
+        &self,
+        accounts: &[&str],
+    ) -> StoreResult<Vec<Option<Cooldown>>> {
+        let reads = join_all(accounts.iter().map(|a| async move {
+            let key = self.schema.cooldown(a);
+            let mut conn = self.conn.clone();
+            let read: (i64, Option<String>) = redis::pipe()
+                .cmd("PTTL")
+                .arg(&key)
+                .cmd("GET")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await?;
+            Ok::<_, StoreError>(cooldown(read))
+        }));
+        reads.await.into_iter().collect()
+    }
+
+    /// The accounts' live slots, each counted on its own slot, concurrently.
+    pub(crate) async fn in_use_each(
+        &self,
+        accounts: &[&str],
+        now_ms: f64,
+    ) -> StoreResult<Vec<u32>> {
+        let counts = join_all(accounts.iter().map(|a| async move {
+            let mut conn = self.conn.clone();
+            let n: u32 = redis::cmd("ZCOUNT")
+                .arg(self.schema.slots(a))
+                .arg(now_ms)
+                .arg("+inf")
+                .query_async(&mut conn)
+                .await?;
+            Ok::<_, StoreError>(n)
+        }));
+        counts.await.into_iter().collect()
+    }
+
+    /// Confirms charges of several organizations: each on its own money slot, concurrently.
+    pub(crate) async fn confirm_by_slot(
+        &self,
+        charges: &[(i64, &str, NanoUsd)],
+    ) -> StoreResult<Vec<Confirmation>> {
+        let replies = join_all(charges.iter().map(|(org, hold_id, amount)| async move {
+            let amount = amount.nanos().to_string();
+            let r = self.wallet(*org, &["confirm", &amount, hold_id]).await?;
+            Ok::<_, StoreError>(match int(r.first())? {
+                -1 => Confirmation::Missing,
+                1 => Confirmation::Confirmed,
+                2 => Confirmation::Duplicate,
+                _ => Confirmation::Applied,
+            })
+        }));
+        replies.await.into_iter().collect()
+    }
+
+    /// Claims from the usage streams in turn, each claim starting one stream further, until
+    /// `max` entries (ids written `i/ID`).
+    pub(crate) async fn claim_streams(
+        &self,
+        consumer: &str,
+        max: usize,
+        min_idle: Duration,
+    ) -> StoreResult<Vec<StreamEntry>> {
+        let streams = self.schema.usage_streams();
+        let start = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        let mut out = Vec::new();
+        for k in 0..streams.len() {
+            if out.len() >= max {
+                break;
+            }
+            let i = (start + k) % streams.len();
+            let claimed = self
+                .claim_stream(&streams[i], consumer, max - out.len(), min_idle)
+                .await?;
+            out.extend(claimed.into_iter().map(|e| StreamEntry {
+                id: format!("{i}/{}", e.id),
+                event: e.event,
+            }));
+        }
+        Ok(out)
+    }
+
+    /// Acknowledges entries of several streams (ids `i/ID`), stream by stream.
+    pub(crate) async fn ack_streams(&self, ids: &[String]) -> StoreResult<()> {
+        let streams = self.schema.usage_streams();
+        let mut by_stream: Vec<Vec<&str>> = vec![Vec::new(); streams.len()];
+        for id in ids {
+            let (i, entry) = id
+                .split_once('/')
+                .and_then(|(i, e)| Some((i.parse::<usize>().ok()?, e)))
+                .filter(|(i, _)| *i < streams.len())
+                .ok_or_else(|| StoreError::Corrupt(format!("{id} is not a usage entry id")))?;
+            by_stream[i].push(entry);
+        }
+        for (stream, entries) in streams.iter().zip(by_stream) {
+            if !entries.is_empty() {
+                self.ack_stream(stream, &entries).await?;
+            }
+        }
+        Ok(())
+    }
+}
