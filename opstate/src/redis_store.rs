@@ -220,11 +220,12 @@ impl RedisStore {
     }
 
     /// Creates the settler's consumer group on every usage stream that has none.
+    /// Concurrently: a cluster has one stream per money slot, and a proxy opens its own
+    /// connection on its first request.
     async fn ensure_groups(&self) -> StoreResult<()> {
-        for stream in self.schema.usage_streams() {
-            self.ensure_group(&stream).await?;
-        }
-        Ok(())
+        let streams = self.schema.usage_streams();
+        let created = futures_util::future::join_all(streams.iter().map(|s| self.ensure_group(s)));
+        created.await.into_iter().collect()
     }
 
     pub(crate) async fn ensure_group(&self, stream: &str) -> StoreResult<()> {

@@ -73,6 +73,20 @@ impl KeySchema {
         u32::try_from(org.rem_euclid(i64::from(MONEY_SLOTS))).unwrap_or(0)
     }
 
+    /// `{prefix}{m:K}:name`: a key of money slot K (cluster layout).
+    fn money_key(&self, slot: u32, name: &str) -> String {
+        format!("{}{{m:{slot}}}:{name}", self.prefix)
+    }
+
+    /// Every money slot's key `name` on a cluster; on one server, the one key `single`.
+    fn per_money_slot(&self, name: &str, single: String) -> Vec<String> {
+        if self.cluster {
+            (0..MONEY_SLOTS).map(|k| self.money_key(k, name)).collect()
+        } else {
+            vec![single]
+        }
+    }
+
     pub fn key_directory(&self) -> String {
         format!("{}{{keydir}}", self.prefix)
     }
@@ -93,7 +107,7 @@ impl KeySchema {
     /// The keys of one organization's wallet (one hash slot).
     pub fn wallet(&self, org: i64) -> [String; 5] {
         let base = if self.cluster {
-            format!("{}{{m:{}}}:org:{org}", self.prefix, Self::money_slot(org))
+            self.money_key(Self::money_slot(org), &format!("org:{org}"))
         } else {
             format!("{}{{org:{org}}}", self.prefix)
         };
@@ -103,7 +117,7 @@ impl KeySchema {
     /// The reconciler's work list that organization `org` is entered in when it holds money.
     pub fn holding(&self, org: i64) -> String {
         if self.cluster {
-            format!("{}{{m:{}}}:holding", self.prefix, Self::money_slot(org))
+            self.money_key(Self::money_slot(org), "holding")
         } else {
             format!("{}{{wallets}}:holding", self.prefix)
         }
@@ -111,13 +125,7 @@ impl KeySchema {
 
     /// Every work list of organizations that held money (one, or one per money slot).
     pub fn holding_lists(&self) -> Vec<String> {
-        if self.cluster {
-            (0..MONEY_SLOTS)
-                .map(|k| format!("{}{{m:{k}}}:holding", self.prefix))
-                .collect()
-        } else {
-            vec![self.holding(0)]
-        }
+        self.per_money_slot("holding", self.holding(0))
     }
 
     /// The sticky record of one session (the session id is hashed by the caller).
@@ -159,7 +167,7 @@ impl KeySchema {
     /// The usage stream organization `org`'s events are appended to.
     pub fn usage_stream(&self, org: i64) -> String {
         if self.cluster {
-            format!("{}{{m:{}}}:usage", self.prefix, Self::money_slot(org))
+            self.money_key(Self::money_slot(org), "usage")
         } else {
             format!("{}{{usage}}", self.prefix)
         }
@@ -168,23 +176,13 @@ impl KeySchema {
     /// Every usage stream (one, or one per money slot), in shard order: an entry id of shard `i`
     /// is written `i/ID` on a cluster.
     pub fn usage_streams(&self) -> Vec<String> {
-        if self.cluster {
-            (0..MONEY_SLOTS)
-                .map(|k| format!("{}{{m:{k}}}:usage", self.prefix))
-                .collect()
-        } else {
-            vec![self.usage_stream(0)]
-        }
+        self.per_money_slot("usage", self.usage_stream(0))
     }
 
-    /// A key in organization `org`'s money slot that nothing stores (the finish script's slot
-    /// argument when a cluster's call end has no account slot to give back there).
+    /// A key in organization `org`'s money slot that nothing stores: the finish script's
+    /// account-slot argument for a call's end on a cluster, whose slot is given back apart.
     pub fn money_placeholder(&self, org: i64) -> String {
-        if self.cluster {
-            format!("{}{{m:{}}}:none", self.prefix, Self::money_slot(org))
-        } else {
-            format!("{}{{slots:-}}", self.prefix)
-        }
+        self.money_key(Self::money_slot(org), "none")
     }
 }
 
