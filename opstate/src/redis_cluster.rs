@@ -471,24 +471,29 @@ impl RedisStore {
         consumer: &str,
         max: usize,
         min_idle: Duration,
-    ) -> StoreResult<Vec<StreamEntry>> {
+        own: bool,
+    ) -> StoreResult<(Vec<StreamEntry>, bool)> {
         let streams = self.schema.usage_streams();
         let start = self.next_stream.fetch_add(1, Ordering::Relaxed);
         let mut out = Vec::new();
+        let mut more = false;
         for k in 0..streams.len() {
             if out.len() >= max {
+                // Streams not read this time may still hold this consumer's own entries.
+                more |= own;
                 break;
             }
             let i = (start + k) % streams.len();
-            let claimed = self
-                .claim_stream(&streams[i], consumer, max - out.len(), min_idle)
+            let (claimed, rest) = self
+                .claim_stream(&streams[i], consumer, max - out.len(), min_idle, own)
                 .await?;
+            more |= rest;
             out.extend(claimed.into_iter().map(|e| StreamEntry {
                 id: format!("{i}/{}", e.id),
                 event: e.event,
             }));
         }
-        Ok(out)
+        Ok((out, more))
     }
 
     /// Acknowledges entries of several streams (ids `i/ID`), stream by stream.

@@ -125,6 +125,12 @@ pub struct RedisStore {
     /// Cluster: the usage stream the settler's next claim starts at (each claim starts one
     /// further, so no stream waits behind a busy one).
     pub(crate) next_stream: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// A claim or an acknowledgement failed (an error, or a reply that timed out after Redis ran
+    /// the command): entries may have been delivered to this process's consumer and never
+    /// settled. Redis keeps them pending under that consumer, where no other settler takes them
+    /// before the claim timeout (30 s); the next claim reads the consumer's own pending entries
+    /// first instead (see [`RedisStore::claim_stream`]).
+    pub(crate) unsure: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl RedisStore {
@@ -142,6 +148,7 @@ impl RedisStore {
             conn: Conn::Single(conn),
             schema: KeySchema::new(key_prefix),
             next_stream: Default::default(),
+            unsure: Default::default(),
         };
         store.ensure_groups().await?;
         Ok(store)
@@ -168,6 +175,7 @@ impl RedisStore {
             conn: Conn::Cluster(conn),
             schema: KeySchema::cluster(key_prefix),
             next_stream: Default::default(),
+            unsure: Default::default(),
         };
         store.ensure_groups().await?;
         Ok(store)
@@ -246,22 +254,31 @@ impl RedisStore {
     }
 
     /// Claims up to `max` entries of `stream` for `consumer` (see [`UsageStream::claim`]); a
-    /// stream whose group vanished (a flush) gets it back first.
+    /// stream whose group vanished (a flush) gets it back first. With `own`, the entries already
+    /// delivered to `consumer` and never acknowledged come first (after a failed claim or
+    /// acknowledgement: see `unsure`); the second value says whether there may be more of them
+    /// than `max`.
     pub(crate) async fn claim_stream(
         &self,
         stream: &str,
         consumer: &str,
         max: usize,
         min_idle: Duration,
-    ) -> StoreResult<Vec<StreamEntry>> {
-        let ids = match self.claim_once(stream, consumer, max, min_idle).await {
+        own: bool,
+    ) -> StoreResult<(Vec<StreamEntry>, bool)> {
+        let (ids, more) = match self.claim_once(stream, consumer, max, min_idle, own).await {
             Err(e) if e.code() == Some("NOGROUP") => {
                 self.ensure_group(stream).await?;
-                self.claim_once(stream, consumer, max, min_idle).await?
+                self.claim_once(stream, consumer, max, min_idle, own)
+                    .await?
             }
             other => other?,
         };
-        ids.into_iter()
+        let entries = ids
+            .into_iter()
+            // An entry deleted while pending (only a trimmed stream has such) is read back
+            // without fields: nothing to settle.
+            .filter(|entry| !entry.map.is_empty())
             .map(|entry| {
                 let json: String = entry.get("e").ok_or_else(|| {
                     StoreError::Corrupt(format!("usage entry {} has no e", entry.id))
@@ -278,7 +295,32 @@ impl RedisStore {
                     event,
                 })
             })
-            .collect()
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok((entries, more))
+    }
+
+    /// Claims with the `unsure` flag handled: taken (and, with `own`, the consumer's own pending
+    /// entries read first) before the claim, set again when the claim fails or when the own
+    /// entries filled the batch (there may be more).
+    pub(crate) async fn claim_marked<F, Fut>(&self, claim: F) -> StoreResult<Vec<StreamEntry>>
+    where
+        F: FnOnce(bool) -> Fut,
+        Fut: std::future::Future<Output = StoreResult<(Vec<StreamEntry>, bool)>>,
+    {
+        use std::sync::atomic::Ordering;
+        let own = self.unsure.swap(false, Ordering::AcqRel);
+        match claim(own).await {
+            Ok((entries, more)) => {
+                if more {
+                    self.unsure.store(true, Ordering::Release);
+                }
+                Ok(entries)
+            }
+            Err(e) => {
+                self.unsure.store(true, Ordering::Release);
+                Err(e)
+            }
+        }
     }
 
     /// Acknowledges entries of one stream.
@@ -299,39 +341,60 @@ impl RedisStore {
         consumer: &str,
         max: usize,
         min_idle: Duration,
-    ) -> redis::RedisResult<Vec<redis::streams::StreamId>> {
+        own: bool,
+    ) -> redis::RedisResult<(Vec<redis::streams::StreamId>, bool)> {
         let mut conn = self.conn.clone();
-        let stale: StreamAutoClaimReply = redis::cmd("XAUTOCLAIM")
-            .arg(stream)
-            .arg(USAGE_GROUP)
-            .arg(consumer)
-            .arg(u64::try_from(min_idle.as_millis()).unwrap_or(u64::MAX))
-            .arg("0-0")
-            .arg("COUNT")
-            .arg(max)
-            .query_async(&mut conn)
-            .await?;
-        let mut ids = stale.claimed;
+        let mut ids = Vec::new();
+        let mut more = false;
+        if own {
+            // ID 0: this consumer's pending entries, delivered and never acknowledged.
+            ids = read_group(&mut conn, stream, consumer, max, "0").await?;
+            more = ids.len() >= max;
+        }
         if ids.len() < max {
-            let fresh: Option<StreamReadReply> = redis::cmd("XREADGROUP")
-                .arg("GROUP")
+            let stale: StreamAutoClaimReply = redis::cmd("XAUTOCLAIM")
+                .arg(stream)
                 .arg(USAGE_GROUP)
                 .arg(consumer)
+                .arg(u64::try_from(min_idle.as_millis()).unwrap_or(u64::MAX))
+                .arg("0-0")
                 .arg("COUNT")
                 .arg(max - ids.len())
-                .arg("STREAMS")
-                .arg(stream)
-                .arg(">")
                 .query_async(&mut conn)
                 .await?;
-            if let Some(reply) = fresh {
-                for key in reply.keys {
-                    ids.extend(key.ids);
-                }
-            }
+            ids.extend(stale.claimed);
         }
-        Ok(ids)
+        if ids.len() < max {
+            let fresh = read_group(&mut conn, stream, consumer, max - ids.len(), ">").await?;
+            ids.extend(fresh);
+        }
+        Ok((ids, more))
     }
+}
+
+/// `XREADGROUP` of the settler's group on one stream from `from` (`>`: entries never delivered;
+/// `0`: the consumer's own pending ones).
+async fn read_group(
+    conn: &mut Conn,
+    stream: &str,
+    consumer: &str,
+    count: usize,
+    from: &str,
+) -> redis::RedisResult<Vec<redis::streams::StreamId>> {
+    let reply: Option<StreamReadReply> = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg(USAGE_GROUP)
+        .arg(consumer)
+        .arg("COUNT")
+        .arg(count)
+        .arg("STREAMS")
+        .arg(stream)
+        .arg(from)
+        .query_async(conn)
+        .await?;
+    Ok(reply
+        .map(|r| r.keys.into_iter().flat_map(|k| k.ids).collect())
+        .unwrap_or_default())
 }
 
 #[async_trait]
@@ -416,21 +479,31 @@ impl UsageStream for RedisStore {
         min_idle: Duration,
     ) -> StoreResult<Vec<StreamEntry>> {
         if self.schema.is_cluster() {
-            return self.claim_streams(consumer, max, min_idle).await;
+            return self
+                .claim_marked(|own| self.claim_streams(consumer, max, min_idle, own))
+                .await;
         }
         let stream = self.schema.usage_stream(0);
-        self.claim_stream(&stream, consumer, max, min_idle).await
+        self.claim_marked(|own| self.claim_stream(&stream, consumer, max, min_idle, own))
+            .await
     }
 
     async fn ack(&self, ids: &[String]) -> StoreResult<()> {
         if ids.is_empty() {
             return Ok(());
         }
-        if self.schema.is_cluster() {
-            return self.ack_streams(ids).await;
+        let acked = if self.schema.is_cluster() {
+            self.ack_streams(ids).await
+        } else {
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            self.ack_stream(&self.schema.usage_stream(0), &ids).await
+        };
+        if acked.is_err() {
+            // Some may have been acknowledged, some not: the next claim reads them back.
+            self.unsure
+                .store(true, std::sync::atomic::Ordering::Release);
         }
-        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-        self.ack_stream(&self.schema.usage_stream(0), &ids).await
+        acked
     }
 
     async fn backlog(&self) -> StoreResult<u64> {

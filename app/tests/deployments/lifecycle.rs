@@ -526,7 +526,32 @@ async fn an_upgrade_under_traffic_refuses_no_connection_and_loses_no_call() {
         if n == served.len() as u64 {
             break;
         }
-        assert!(Instant::now() < deadline, "{n} of {} settled", served.len());
+        if Instant::now() >= deadline {
+            // Where the missing ones are: still in the stream, delivered and never
+            // acknowledged, or never appended.
+            let stream = opstate::schema::KeySchema::new(&prefix).usage_stream(0);
+            let mut conn = redis::Client::open(redis_url.as_str())
+                .unwrap()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap();
+            let length: redis::Value = redis::cmd("XLEN")
+                .arg(&stream)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let pending: redis::Value = redis::cmd("XPENDING")
+                .arg(&stream)
+                .arg(opstate::schema::USAGE_GROUP)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            panic!(
+                "{n} of {} settled; the stream holds {length:?}, pending {pending:?}; the proxies' logs are in {}",
+                served.len(),
+                dir.display()
+            );
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let _ = &mut new;

@@ -146,3 +146,55 @@ async fn redis_flush_is_detected_and_the_group_recovers() {
     let got = store.claim("c", 10, Duration::from_secs(60)).await.unwrap();
     assert_eq!(got.len(), 1);
 }
+
+/// A settler whose claim reply or acknowledgement was lost (a reply that timed out after Redis
+/// ran the command) gets the entries delivered to it back on its next claim, instead of waiting
+/// out the claim timeout before any settler takes them over. On one Redis and on a cluster.
+#[tokio::test]
+async fn entries_delivered_to_a_settler_whose_reply_was_lost_come_back_at_once() {
+    let mut stores = Vec::new();
+    if let Some(url) = testkit::redis_url() {
+        let prefix = testkit::redis_prefix("lostreply");
+        stores.push(("redis", RedisStore::connect(&url, &prefix).await.unwrap()));
+    }
+    if let Some(seeds) = testkit::redis_cluster() {
+        let prefix = testkit::redis_prefix("lostreply");
+        let store = RedisStore::connect_cluster(&seeds, &prefix).await.unwrap();
+        stores.push(("redis-cluster", store));
+    }
+    use opstate::UsageStream;
+    for (name, store) in stores {
+        store.append(&event(1)).await.unwrap();
+        store.append(&event(2)).await.unwrap();
+        // The claim ran in Redis, its reply never reached the settler: delivered to "s1".
+        let mut conn = store.connection();
+        let _: redis::Value = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg(opstate::schema::USAGE_GROUP)
+            .arg("s1")
+            .arg("COUNT")
+            .arg(10)
+            .arg("STREAMS")
+            .arg(store.schema().usage_stream(42))
+            .arg(">")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        // Nothing is new, nothing idle long enough: the entries wait under "s1".
+        let claim = || store.claim("s1", 10, Duration::from_secs(30));
+        assert!(claim().await.unwrap().is_empty(), "{name}");
+        // A failed acknowledgement (or claim) makes the next claim read "s1"'s own entries.
+        assert!(store.ack(&["not-an-id".into()]).await.is_err(), "{name}");
+        let back = claim().await.unwrap();
+        let got: HashSet<_> = back.iter().map(|e| e.event.request_id.clone()).collect();
+        assert_eq!(
+            got,
+            HashSet::from(["req-1".to_string(), "req-2".to_string()]),
+            "{name}"
+        );
+        let ids: Vec<String> = back.iter().map(|e| e.id.clone()).collect();
+        store.ack(&ids).await.unwrap();
+        assert_eq!(store.backlog().await.unwrap(), 0, "{name}");
+        assert!(claim().await.unwrap().is_empty(), "{name}");
+    }
+}
