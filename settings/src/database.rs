@@ -10,11 +10,20 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawDatabase {
     pub url: String,
+    #[serde(default)]
+    pub usage_retention_days: Option<u32>,
 }
+
+/// Longest retention accepted (100 years): past it, keep forever by leaving the key out.
+const MAX_RETENTION_DAYS: u32 = 36_500;
 
 #[derive(Debug, Clone)]
 pub struct Database {
     pub url: String,
+    /// PostgreSQL: a usage record's month partition is dropped once the whole month is older
+    /// than this many days (the hourly and daily rollups stay). `None`: kept forever. SQLite
+    /// keeps every record.
+    pub usage_retention_days: Option<u32>,
 }
 
 /// Validates `[database]` (absent and not in the environment: `None`).
@@ -29,11 +38,21 @@ pub(crate) fn validate(
             .transpose()?,
     }
     .map(|url| {
+        let usage_retention_days = raw.and_then(|d| d.usage_retention_days);
+        if usage_retention_days.is_some_and(|d| d == 0 || d > MAX_RETENTION_DAYS) {
+            return Err(err(
+                "database.usage_retention_days",
+                "must be 1 to 36500 days (leave it out to keep usage records forever)",
+            ));
+        }
         if url.starts_with("sqlite:")
             || url.starts_with("postgres://")
             || url.starts_with("postgresql://")
         {
-            Ok(Database { url })
+            Ok(Database {
+                url,
+                usage_retention_days,
+            })
         } else {
             Err(err(
                 "database.url",

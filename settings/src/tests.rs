@@ -468,3 +468,31 @@ fn a_redis_cluster_is_named_by_its_seeds_instead_of_a_url() {
     let e = Settings::parse(&with(r#"cluster = ["redis://127.0.0.1:7100"]"#), &vars).unwrap_err();
     assert_eq!(e.path, "redis.cluster");
 }
+
+#[test]
+fn usage_retention_is_a_bounded_number_of_days_or_absent() {
+    let with = |line: &str| {
+        VALID.replace(
+            "url = \"sqlite::memory:\"",
+            &format!("url = \"sqlite::memory:\"\n{line}"),
+        )
+    };
+    assert_eq!(
+        parse(VALID).unwrap().database.unwrap().usage_retention_days,
+        None
+    );
+    let s = parse(&with("usage_retention_days = 400")).unwrap();
+    assert_eq!(s.database.unwrap().usage_retention_days, Some(400));
+    for bad in [
+        "usage_retention_days = 0",
+        "usage_retention_days = 36501",
+        "usage_retention_days = -1",
+        "usage_retention_days = \"a year\"",
+    ] {
+        assert_eq!(
+            error_of(&with(bad)).path,
+            "database.usage_retention_days",
+            "{bad}"
+        );
+    }
+}

@@ -106,14 +106,20 @@ pub async fn daily(
         estimated += r.estimated_requests;
     }
     let spend = wallet_spend(&state.db, org.id, from, to).await?;
-    let records = usage_records::Entity::find()
-        .filter(usage_records::Column::OrganizationId.eq(org.id))
-        .filter(usage_records::Column::StartedAt.gte(from))
-        .filter(usage_records::Column::StartedAt.lt(to))
-        .all(&state.db)
-        .await?;
-    let projects = attributed(&records, |r| r.project.clone());
-    let workflows = attributed(&records, |r| r.workflow.clone());
+    let projects = attributed(
+        &state.db,
+        org.id,
+        (from, to),
+        usage_records::Column::Project,
+    )
+    .await?;
+    let workflows = attributed(
+        &state.db,
+        org.id,
+        (from, to),
+        usage_records::Column::Workflow,
+    )
+    .await?;
     let mut unavailable = Vec::new();
     if projects.is_none() {
         unavailable.push("projects");
@@ -174,19 +180,89 @@ pub async fn daily(
 }
 
 /// A breakdown by an attribution dimension (requests without it are grouped under `null`), or
-/// `None` when no request of the window carries it (the breakdown cannot be computed).
-fn attributed(
-    records: &[usage_records::Model],
-    key: impl Fn(&usage_records::Model) -> Option<String>,
-) -> Option<Vec<(Option<String>, UsageTotals)>> {
-    if records.iter().all(|r| key(r).is_none()) {
-        return None;
+/// `None` when no request of the window carries it (the breakdown cannot be computed). Summed
+/// by the database over the organization's records of the window (its index on organization and
+/// start time; on PostgreSQL only the window's month partitions are read), one row per value:
+/// nothing is loaded per request. Records past `database.usage_retention_days` are gone, and
+/// so is the breakdown of their days.
+async fn attributed(
+    db: &impl ConnectionTrait,
+    org_id: i64,
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+    dimension: usage_records::Column,
+) -> Result<Option<Vec<(Option<String>, UsageTotals)>>, ApiError> {
+    use sea_orm::QuerySelect;
+    use sea_orm::sea_query::{Expr, ExprTrait, Func};
+    use usage_records::Column as C;
+    let sum = |c: C| Func::sum(Expr::col(c)).cast_as("BIGINT");
+    type Row = (
+        Option<String>,
+        i64,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+    );
+    let rows: Vec<Row> = usage_records::Entity::find()
+        .select_only()
+        .column(dimension)
+        .expr(Func::count(Expr::col(C::Id)))
+        .expr(sum(C::InputTokens))
+        .expr(sum(C::OutputTokens))
+        .expr(sum(C::CachedTokens))
+        .expr(sum(C::CacheWriteTokens))
+        .expr(sum(C::Images))
+        .expr(sum(C::VideoSeconds))
+        .expr(sum(C::CostNanos))
+        .expr(sum(C::ChargedNanos))
+        .expr(sum(C::WholesaleNanos))
+        .filter(C::OrganizationId.eq(org_id))
+        .filter(C::StartedAt.gte(from))
+        .filter(C::StartedAt.lt(to))
+        .group_by(dimension)
+        .into_tuple()
+        .all(db)
+        .await?;
+    if rows.iter().all(|r| r.0.is_none()) {
+        return Ok(None);
     }
     let mut groups: BTreeMap<Option<String>, Totals> = BTreeMap::new();
-    for r in records {
-        groups.entry(key(r)).or_default().add_record(r);
+    for (
+        value,
+        requests,
+        input,
+        output,
+        cached,
+        cache_write,
+        images,
+        video,
+        cost,
+        charged,
+        wholesale,
+    ) in rows
+    {
+        let n = |v: Option<i64>| v.unwrap_or(0);
+        groups.entry(value).or_default().merge(&Totals::from_parts([
+            requests,
+            n(input),
+            n(output),
+            n(cached),
+            n(cache_write),
+            n(images),
+            n(video),
+            n(cost),
+            n(charged),
+            n(wholesale),
+        ]));
     }
-    Some(groups.into_iter().map(|(k, t)| (k, t.to_dto())).collect())
+    Ok(Some(
+        groups.into_iter().map(|(k, t)| (k, t.to_dto())).collect(),
+    ))
 }
 
 /// Money debited from the wallet to spend in a window (settled usage), from the ledger.

@@ -158,20 +158,12 @@ impl Totals {
         ]);
     }
 
-    /// Adds one usage record (one request).
-    pub fn add_record(&mut self, r: &entities::usage_records::Model) {
-        self.add_parts([
-            1,
-            r.input_tokens,
-            r.output_tokens,
-            r.cached_tokens,
-            r.cache_write_tokens,
-            r.images,
-            r.video_seconds,
-            r.cost_nanos,
-            r.charged_nanos,
-            r.wholesale_nanos,
-        ]);
+    /// Sums given in [`Totals`]' field order (requests, the four token counts, images, video
+    /// seconds, cost, charged, wholesale).
+    pub fn from_parts(p: [i64; 10]) -> Totals {
+        let mut t = Totals::default();
+        t.add_parts(p);
+        t
     }
 
     /// Adds another sum.

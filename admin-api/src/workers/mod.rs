@@ -1,9 +1,11 @@
 //! admin-api's background work, each a task tracked by the caller's `JoinSet` that stops when
 //! shutdown turns true: the settler (usage stream → ledger), the reconciler (holds of dead
-//! gateways), and the key-directory keeper (directory and wallet mirrors follow the ledger).
+//! gateways), the key-directory keeper (directory and wallet mirrors follow the ledger), and the
+//! usage ledger's partition keeper (PostgreSQL: months made ahead, old ones dropped).
 //! Used by the `admin-api` binary and by an embedded proxy.
 
 pub mod directory;
+pub mod partitions;
 pub mod reconciler;
 pub mod settler;
 
@@ -31,6 +33,14 @@ pub async fn start(
     let loaded = crate::keys::rebuild_directory(&state.db, state.stores.keys.as_ref())
         .await
         .map_err(|e| format!("key directory: {e}"))?;
+    // The usage ledger's partitions are made before the settler writes (PostgreSQL). A failed
+    // round stops nothing: the default partition takes any month's rows until the next one.
+    if let Err(e) =
+        partitions::round(&state.db, partitions::retention(state), chrono::Utc::now()).await
+    {
+        tracing::error!(error = %e, "usage partitions: round failed at start; retried within the hour");
+    }
+    tasks.spawn(partitions::run(state.clone(), shutdown.clone()));
     tasks.spawn(directory::run(
         state.clone(),
         DIRECTORY_TICK,

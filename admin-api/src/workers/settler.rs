@@ -272,7 +272,7 @@ async fn settle_batch<'a>(
                 .iter()
                 .map(|c| record(c.event, c.charged, c.excess, c.wholesale, now)),
         )
-        .on_conflict(once_per_request())
+        .on_conflict(once_per_request(txn.get_database_backend()))
         .exec_without_returning(&txn)
         .await?;
     }
@@ -288,7 +288,7 @@ async fn settle_batch<'a>(
     let mut hourly: BTreeMap<RollupKey<DateTime<Utc>>, Bucket> = BTreeMap::new();
     for c in &fresh {
         let e = c.event;
-        let started = at_ms(e.started_at_ms);
+        let started = started_at(e);
         let hour = started
             .duration_trunc(TimeDelta::hours(1))
             .unwrap_or(started);
@@ -443,11 +443,39 @@ impl Bucket {
     }
 }
 
-/// A usage record is written once per request id; a second insert does nothing.
-fn once_per_request() -> OnConflict {
-    OnConflict::column(usage_records::Column::RequestId)
-        .do_nothing()
-        .to_owned()
+/// A usage record is written once per request id; a second insert does nothing. On PostgreSQL
+/// the table is partitioned by `started_at` (migration 000017), whose unique index must hold it:
+/// `(request_id, started_at)`, the same thing since a record's `started_at` is a function of its
+/// request id ([`started_at`]).
+fn once_per_request(backend: DbBackend) -> OnConflict {
+    match backend {
+        DbBackend::Postgres => OnConflict::columns([
+            usage_records::Column::RequestId,
+            usage_records::Column::StartedAt,
+        ]),
+        _ => OnConflict::column(usage_records::Column::RequestId),
+    }
+    .do_nothing()
+    .to_owned()
+}
+
+/// When a request started, as its record and its hourly bucket say: the time its UUIDv7 request
+/// id carries (minted by the gateway in the same instant as the event's own start, to the
+/// millisecond), so every copy of one request's event — its gateway's, a re-sent one, the
+/// reconciler's, a video task's end — dates it alike and lands in one month's partition under
+/// one `(request_id, started_at)`. An id of another form (none the gateway mints) keeps the
+/// event's start.
+pub(crate) fn started_at(e: &UsageEvent) -> DateTime<Utc> {
+    uuid::Uuid::try_parse(&e.request_id)
+        .ok()
+        .filter(|id| id.get_version() == Some(uuid::Version::SortRand))
+        .and_then(|id| id.get_timestamp())
+        .map(|t| {
+            let (secs, nanos) = t.to_unix();
+            secs.saturating_mul(1000)
+                .saturating_add(u64::from(nanos / 1_000_000))
+        })
+        .map_or_else(|| at_ms(e.started_at_ms), at_ms)
 }
 
 fn record(
@@ -480,7 +508,7 @@ fn record(
         charged_nanos: Set(charged.nanos()),
         wholesale_nanos: Set(wholesale.nanos()),
         excess_nanos: Set(excess.nanos()),
-        started_at: Set(at_ms(e.started_at_ms)),
+        started_at: Set(started_at(e)),
         settled_at: Set(now),
         project: Set(e.project.clone()),
         workflow: Set(e.workflow.clone()),

@@ -31,6 +31,7 @@ mod idempotency;
 mod invitations;
 mod keys;
 mod openapi;
+mod partitions;
 mod payments;
 mod settlement;
 mod task_book;

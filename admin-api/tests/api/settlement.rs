@@ -167,7 +167,7 @@ async fn settlement_is_idempotent_under_redelivery() {
     );
 }
 
-fn settled_event(
+pub(super) fn settled_event(
     id: &str,
     org: i64,
     model: &str,
