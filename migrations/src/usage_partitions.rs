@@ -101,11 +101,16 @@ impl Month {
     }
 
     /// Makes this month's partition, moving in the rows of the month the default partition holds
-    /// (one transaction; [`LOCK_SQL`] first). Only for a month that has no partition yet.
+    /// (one transaction; [`LOCK_SQL`] first). Only for a month that has no partition yet. The
+    /// default partition is locked for the few statements (inserts of any month wait): the
+    /// keeper makes months ahead, when the default partition holds nothing of them.
     pub fn make(self) -> Vec<String> {
         let (name, from, to) = (self.name(), self.start(), self.end());
         let rows = format!("started_at >= {from} AND started_at < {to}");
         vec![
+            // No row of the month may reach the default partition between the move and the
+            // attach (which would then refuse): writers wait the few statements out.
+            format!("LOCK TABLE {DEFAULT_PARTITION} IN ACCESS EXCLUSIVE MODE"),
             format!("CREATE TABLE {name} (LIKE {PARENT} INCLUDING DEFAULTS)"),
             format!("INSERT INTO {name} SELECT * FROM {DEFAULT_PARTITION} WHERE {rows}"),
             format!("DELETE FROM {DEFAULT_PARTITION} WHERE {rows}"),
