@@ -288,7 +288,8 @@ where
 }
 
 /// The usage ledger at scale (issue 31): seeds `BENCH_RECORDS` usage records (default 100
-/// million) over 90 days into monthly partitions on PostgreSQL, one in a hundred of them an
+/// million) over 90 days, in time order as a settler writes them, into monthly partitions on
+/// PostgreSQL, one in a hundred of them an
 /// organization's that is measured, with the hourly and partner rollups the settler would have
 /// kept; then times each usage report at that size and the settler's sustained rows per second
 /// (`BENCH_EVENTS` events, default 200,000, through the real settler). Not a pass/fail test: run
@@ -366,13 +367,14 @@ async fn bench_the_ledger_at_scale() {
              cache_write_tokens, measurement, status, stream, cost_nanos, charged_nanos, \
              wholesale_nanos, excess_nanos, started_at, settled_at, audio_seconds, images, \
              video_seconds, mirror_confirmed, project) \
-             SELECT 'seed-' || g, CASE WHEN g % 100 = 0 THEN {org} ELSE {first} + (g % {orgs}) END, \
+             SELECT 'seed-' || lpad(g::text, 12, '0'), CASE WHEN g % 100 = 0 THEN {org} ELSE {first} + (g % {orgs}) END, \
              1 + g % 3, 1, 'chat_completions', m, m, 'a', 100, 10, 0, 0, 'exact', 200, false, \
              1000 + (g % 997), 1000 + (g % 997), 800 + (g % 797), 0, ts, ts, 0, 0, 0, true, \
              CASE WHEN g % 7 = 0 THEN 'p' || (g % 5) END \
              FROM generate_series({lo}, {hi}) g, \
              LATERAL (SELECT CASE WHEN g % 2 = 0 THEN 'gpt-4o-mini' ELSE 'gpt-4o' END AS m, \
-               now() - (random() * interval '90 days') AS ts) x"
+               now() - interval '90 days' + ((g::float8 / {records}) * interval '90 days') \
+               + random() * interval '1 second' AS ts) x"
         ))
         .await
         .unwrap();
