@@ -22,6 +22,12 @@ const INDEXES: [&str; 3] = [
     "CREATE INDEX idx_usage_records_org_started ON usage_records (organization_id, started_at)",
 ];
 
+/// A record's start as the settler writes it: the millisecond of a UUIDv7 request id (32 hex
+/// digits, version 7, variant 10), else the start it was written with.
+const GATEWAY_ID_TIME: &str = "CASE WHEN request_id ~ '^[0-9a-f]{12}7[0-9a-f]{3}[89ab][0-9a-f]{15}$' \
+     THEN timestamptz 'epoch' + ('x' || substr(request_id, 1, 12))::bit(48)::bigint \
+     * interval '1 millisecond' ELSE started_at END";
+
 /// `(year, month)` of a query's first row, as two integer columns `y` and `m`.
 async fn month_of(db: &impl ConnectionTrait, sql: &str) -> Result<Option<Month>, DbErr> {
     let row = db
@@ -84,8 +90,33 @@ impl MigrationTrait for Migration {
             }
             month = month.next();
         }
+        // Every column as it was, but a gateway's request id (UUIDv7) dates its record by the
+        // id's own millisecond, as the settler now writes it (see usage_partitions), so a late
+        // copy of a request booked before this migration finds its record by the pair.
+        let columns: Vec<String> = db
+            .query_all_raw(Statement::from_string(
+                DbBackend::Postgres,
+                "SELECT column_name::text AS name FROM information_schema.columns \
+                 WHERE table_name = 'usage_records' \
+                 AND table_schema = current_schema() ORDER BY ordinal_position",
+            ))
+            .await?
+            .iter()
+            .map(|row| row.try_get::<String>("", "name"))
+            .collect::<Result<_, _>>()?;
+        if !columns.iter().any(|c| c == "started_at") {
+            return Err(DbErr::Migration("usage_records has no started_at column".into()));
+        }
+        let select: Vec<String> = columns
+            .iter()
+            .map(|c| match c.as_str() {
+                "started_at" => format!("{GATEWAY_ID_TIME} AS started_at"),
+                other => format!("\"{other}\""),
+            })
+            .collect();
         sql.push(format!(
-            "INSERT INTO {PARENT} OVERRIDING SYSTEM VALUE SELECT * FROM usage_records_unpartitioned"
+            "INSERT INTO {PARENT} OVERRIDING SYSTEM VALUE SELECT {} FROM usage_records_unpartitioned",
+            select.join(", ")
         ));
         sql.push(format!(
             "SELECT setval(pg_get_serial_sequence('{PARENT}', 'id'), \

@@ -180,16 +180,18 @@ async fn settle_batch<'a>(
     state: &AppState,
     events: &[&'a UsageEvent],
 ) -> Result<Option<Vec<(&'a UsageEvent, NanoUsd)>>, SettleError> {
-    use sea_orm::{ColumnTrait, QueryFilter, QuerySelect};
+    use sea_orm::{QueryFilter, QuerySelect};
     use std::collections::{BTreeMap, HashMap, HashSet};
     let txn = begin(&state.db).await?;
-    let ids: Vec<&str> = events.iter().map(|e| e.request_id.as_str()).collect();
     let recorded: HashMap<String, (i64, bool)> = usage_records::Entity::find()
         .select_only()
         .column(usage_records::Column::RequestId)
         .column(usage_records::Column::ChargedNanos)
         .column(usage_records::Column::MirrorConfirmed)
-        .filter(usage_records::Column::RequestId.is_in(ids))
+        .filter(booked_as(
+            txn.get_database_backend(),
+            events.iter().copied(),
+        ))
         .into_tuple::<(String, i64, bool)>()
         .all(&txn)
         .await?
@@ -652,7 +654,7 @@ async fn confirm(
     state: &AppState,
     confirmations: &[(&UsageEvent, NanoUsd)],
 ) -> Result<(), SettleError> {
-    use sea_orm::{ColumnTrait, QueryFilter, sea_query::Expr};
+    use sea_orm::{QueryFilter, sea_query::Expr};
     let charges: Vec<(&UsageEvent, (i64, &str, NanoUsd))> = confirmations
         .iter()
         .filter(|(_, charged)| charged.is_positive())
@@ -669,15 +671,60 @@ async fn confirm(
             state.wallet_stale(e.org_id);
         }
     }
-    let ids: Vec<&str> = asks.iter().map(|(_, id, _)| *id).collect();
-    for chunk in ids.chunks(500) {
+    let told: Vec<&UsageEvent> = charges.iter().map(|(e, _)| *e).collect();
+    for chunk in told.chunks(500) {
         usage_records::Entity::update_many()
             .col_expr(usage_records::Column::MirrorConfirmed, Expr::value(true))
-            .filter(usage_records::Column::RequestId.is_in(chunk.iter().copied()))
+            .filter(booked_as(
+                state.db.get_database_backend(),
+                chunk.iter().copied(),
+            ))
             .exec(&state.db)
             .await?;
     }
     Ok(())
+}
+
+/// The records of `events`' requests. On PostgreSQL a gateway's request id (UUIDv7) is looked
+/// up with its start ([`started_at`]): the pair is unique (the partitioned table's unique
+/// index), so the database reads one index entry in one month's partition per request, with or
+/// without statistics (by the id alone, a month's partition not yet analyzed is read whole for
+/// each batch); a request id of another form (none the gateway mints) by the id alone, in every
+/// partition, whatever start its record was written with. SQLite (one table, `UNIQUE
+/// (request_id)`, and no row-value lists) looks every id up alone.
+fn booked_as<'a>(
+    backend: DbBackend,
+    events: impl Iterator<Item = &'a UsageEvent>,
+) -> sea_orm::Condition {
+    use sea_orm::ColumnTrait;
+    use sea_orm::sea_query::{Expr, ExprTrait};
+    let (mut pairs, mut others) = (Vec::new(), Vec::new());
+    for e in events {
+        if backend == DbBackend::Postgres && is_gateway_id(&e.request_id) {
+            pairs.push((e.request_id.clone(), started_at(e)));
+        } else {
+            others.push(e.request_id.clone());
+        }
+    }
+    let mut any = sea_orm::Condition::any();
+    if !pairs.is_empty() {
+        any = any.add(
+            Expr::tuple([
+                Expr::col(usage_records::Column::RequestId),
+                Expr::col(usage_records::Column::StartedAt),
+            ])
+            .in_tuples(pairs),
+        );
+    }
+    if !others.is_empty() || any.is_empty() {
+        any = any.add(usage_records::Column::RequestId.is_in(others));
+    }
+    any
+}
+
+/// A request id the gateway minted: a UUIDv7, whose time [`started_at`] dates the record by.
+fn is_gateway_id(id: &str) -> bool {
+    uuid::Uuid::try_parse(id).is_ok_and(|u| u.get_version() == Some(uuid::Version::SortRand))
 }
 
 async fn add_to_bucket(

@@ -221,12 +221,37 @@ async fn partitioning_an_existing_ledger_keeps_every_record() {
             at = at.to_rfc3339()
         )
     };
-    for (id, at) in [(7, old), (8, old), (40, now)] {
-        db.execute_unprepared(&insert(id, request_id_at(at), at))
+    // Records written before: dated by the event's own start, a millisecond or more off the
+    // id's (a video task's end was dated by the task); one id of another form.
+    let late = now - TimeDelta::minutes(3);
+    let odd = "req-before".to_string();
+    for (id, request_id, at) in [
+        (7, request_id_at(old), old + TimeDelta::milliseconds(1)),
+        (8, request_id_at(old), old),
+        (40, request_id_at(late), late + TimeDelta::seconds(20)),
+        (41, odd.clone(), late),
+    ] {
+        db.execute_unprepared(&insert(id, request_id, at))
             .await
             .unwrap();
     }
     Migrator::up(&db, None).await.unwrap();
+    // Every gateway id's record is now dated by its id, as the settler writes them.
+    for r in entities::usage_records::Entity::find()
+        .all(&db)
+        .await
+        .unwrap()
+    {
+        let id = uuid::Uuid::try_parse(&r.request_id);
+        match id.ok().and_then(|u| u.get_timestamp()) {
+            Some(t) => {
+                let (secs, nanos) = t.to_unix();
+                let ms = i64::try_from(secs).unwrap() * 1000 + i64::from(nanos / 1_000_000);
+                assert_eq!(r.started_at.timestamp_millis(), ms, "{}", r.request_id);
+            }
+            None => assert_eq!(r.started_at.timestamp_millis(), late.timestamp_millis()),
+        }
+    }
     let ids: Vec<i64> = entities::usage_records::Entity::find()
         .all(&db)
         .await
@@ -236,7 +261,7 @@ async fn partitioning_an_existing_ledger_keeps_every_record() {
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
-    assert_eq!(ids, vec![7, 8, 40]);
+    assert_eq!(ids, vec![7, 8, 40, 41]);
     let names = partitions_of(&db).await;
     let mut m = month(old);
     while m <= month(now).plus(migrations::usage_partitions::AHEAD) {
@@ -259,7 +284,7 @@ async fn partitioning_an_existing_ledger_keeps_every_record() {
         .unwrap()
         .try_get("", "id")
         .unwrap();
-    assert!(max > 40, "{max}");
+    assert!(max > 41, "{max}");
     assert!(db.execute_unprepared(&fresh).await.is_err(), "booked twice");
 }
 
