@@ -105,7 +105,9 @@ impl MigrationTrait for Migration {
             .map(|row| row.try_get::<String>("", "name"))
             .collect::<Result<_, _>>()?;
         if !columns.iter().any(|c| c == "started_at") {
-            return Err(DbErr::Migration("usage_records has no started_at column".into()));
+            return Err(DbErr::Migration(
+                "usage_records has no started_at column".into(),
+            ));
         }
         let select: Vec<String> = columns
             .iter()
