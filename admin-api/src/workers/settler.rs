@@ -468,16 +468,20 @@ fn once_per_request(backend: DbBackend) -> OnConflict {
 /// one `(request_id, started_at)`. An id of another form (none the gateway mints) keeps the
 /// event's start.
 pub(crate) fn started_at(e: &UsageEvent) -> DateTime<Utc> {
-    uuid::Uuid::try_parse(&e.request_id)
-        .ok()
-        .filter(|id| id.get_version() == Some(uuid::Version::SortRand))
-        .and_then(|id| id.get_timestamp())
-        .map(|t| {
-            let (secs, nanos) = t.to_unix();
-            secs.saturating_mul(1000)
-                .saturating_add(u64::from(nanos / 1_000_000))
-        })
-        .map_or_else(|| at_ms(e.started_at_ms), at_ms)
+    gateway_id_time(&e.request_id).unwrap_or_else(|| at_ms(e.started_at_ms))
+}
+
+/// The millisecond a gateway's request id (a UUIDv7) carries; `None` for an id of another form.
+fn gateway_id_time(id: &str) -> Option<DateTime<Utc>> {
+    let id = uuid::Uuid::try_parse(id).ok()?;
+    if id.get_version() != Some(uuid::Version::SortRand) {
+        return None;
+    }
+    let (secs, nanos) = id.get_timestamp()?.to_unix();
+    Some(at_ms(
+        secs.saturating_mul(1000)
+            .saturating_add(u64::from(nanos / 1_000_000)),
+    ))
 }
 
 fn record(
@@ -700,10 +704,9 @@ fn booked_as<'a>(
     use sea_orm::sea_query::{Expr, ExprTrait};
     let (mut pairs, mut others) = (Vec::new(), Vec::new());
     for e in events {
-        if backend == DbBackend::Postgres && is_gateway_id(&e.request_id) {
-            pairs.push((e.request_id.clone(), started_at(e)));
-        } else {
-            others.push(e.request_id.clone());
+        match gateway_id_time(&e.request_id) {
+            Some(at) if backend == DbBackend::Postgres => pairs.push((e.request_id.clone(), at)),
+            _ => others.push(e.request_id.clone()),
         }
     }
     let mut any = sea_orm::Condition::any();
@@ -720,11 +723,6 @@ fn booked_as<'a>(
         any = any.add(usage_records::Column::RequestId.is_in(others));
     }
     any
-}
-
-/// A request id the gateway minted: a UUIDv7, whose time [`started_at`] dates the record by.
-fn is_gateway_id(id: &str) -> bool {
-    uuid::Uuid::try_parse(id).is_ok_and(|u| u.get_version() == Some(uuid::Version::SortRand))
 }
 
 async fn add_to_bucket(
