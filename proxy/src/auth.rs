@@ -114,31 +114,35 @@ pub async fn authenticate(
         return Err(GatewayError::InvalidKey);
     }
     let hash = hasher.hash(presented);
-    match directory.lookup(&hash).await {
-        // An expired key is refused like an unknown one (its record stays in the directory:
-        // the expiry is part of the record, so every proxy and every cached copy agree).
-        Ok(Some(record))
-            if record.expired(i64::try_from(crate::media::unix_now()).unwrap_or(i64::MAX)) =>
-        {
-            debug!(key_id = record.key_id, "refused expired key");
-            Err(GatewayError::InvalidKey)
-        }
-        Ok(Some(record)) => Ok((record, hash)),
+    let unavailable = |what: &str, e: opstate::StoreError| {
+        tracing::error!(error = %e, "key directory {what} failed");
+        GatewayError::StoreUnavailable
+    };
+    let record = match directory.lookup(&hash).await {
+        Ok(Some(record)) => record,
         // A miss only means "invalid" when the directory is complete; a store that lost its
         // contents (Redis flushed, restarted empty) answers 503 until admin-api rebuilt it.
         Ok(None) => match directory.is_loaded().await {
-            Ok(true) => Err(GatewayError::InvalidKey),
-            Ok(false) => Err(GatewayError::StoreUnavailable),
-            Err(e) => {
-                tracing::error!(error = %e, "key directory check failed");
-                Err(GatewayError::StoreUnavailable)
-            }
+            // The rebuild writes every key before its marker, so a look-up made after the
+            // marker was seen is the answer: the first one may have run before the rebuild
+            // wrote this key (a 401 for a valid key while the store recovers).
+            Ok(true) => directory
+                .lookup(&hash)
+                .await
+                .map_err(|e| unavailable("lookup", e))?
+                .ok_or(GatewayError::InvalidKey)?,
+            Ok(false) => return Err(GatewayError::StoreUnavailable),
+            Err(e) => return Err(unavailable("check", e)),
         },
-        Err(e) => {
-            tracing::error!(error = %e, "key directory lookup failed");
-            Err(GatewayError::StoreUnavailable)
-        }
+        Err(e) => return Err(unavailable("lookup", e)),
+    };
+    // An expired key is refused like an unknown one (its record stays in the directory: the
+    // expiry is part of the record, so every proxy and every cached copy agree).
+    if record.expired(i64::try_from(crate::media::unix_now()).unwrap_or(i64::MAX)) {
+        debug!(key_id = record.key_id, "refused expired key");
+        return Err(GatewayError::InvalidKey);
     }
+    Ok((record, hash))
 }
 
 /// Whether `caller`'s key may use `route`'s surface (403 `permission_denied` when not): the key
