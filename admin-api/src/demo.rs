@@ -285,6 +285,7 @@ fn quickstart_key(organization_id: i64, group_id: i64) -> keys::NewKey<'static> 
         permissions: KeyPermissions::default(),
         expires_at: None,
         limits: opstate::KeyLimits::default(),
+        budget: None,
     }
 }
 

@@ -73,7 +73,17 @@ pub fn record_of(row: &customer_api_keys::Model, rate: Option<RateMultiplier>) -
             max_concurrency: row.max_concurrency.and_then(|n| u32::try_from(n).ok()),
             requests_per_minute: row.requests_per_minute.and_then(|n| u32::try_from(n).ok()),
         },
+        budget: budget_of(row),
     }
+}
+
+/// The budget a key row carries: a positive amount with a known period, else none.
+pub fn budget_of(row: &customer_api_keys::Model) -> Option<opstate::KeyBudget> {
+    let limit = money::NanoUsd::from_nanos(row.budget_nanos?);
+    let period = opstate::BudgetPeriod::parse(row.budget_period.as_deref()?)?;
+    limit
+        .is_positive()
+        .then_some(opstate::KeyBudget { limit, period })
 }
 
 /// What a new key is for.
@@ -86,6 +96,8 @@ pub struct NewKey<'a> {
     pub expires_at: Option<chrono::DateTime<Utc>>,
     /// The key's own limits (each at most its group's default).
     pub limits: KeyLimits,
+    /// The key's spend budget (`None`: none).
+    pub budget: Option<opstate::KeyBudget>,
 }
 
 /// Inserts an active key row for an organization and returns it with its secret. Publishing it
@@ -118,6 +130,8 @@ pub async fn insert_key(
             .limits
             .requests_per_minute
             .and_then(|n| i32::try_from(n).ok())),
+        budget_nanos: Set(new.budget.map(|b| b.limit.nanos())),
+        budget_period: Set(new.budget.map(|b| b.period.as_str().to_string())),
         ..Default::default()
     }
     .insert(db)

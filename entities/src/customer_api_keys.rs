@@ -27,6 +27,10 @@ pub struct Model {
     pub max_concurrency: Option<i32>,
     /// Calls of this key admitted per minute at most (`None`: its group's default).
     pub requests_per_minute: Option<i32>,
+    /// The key's spend budget per period, nano-USD (`None`: no budget).
+    pub budget_nanos: Option<i64>,
+    /// `day` or `month` (UTC) with a budget.
+    pub budget_period: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -5,7 +5,7 @@
 //!
 //! Each is what [`crate::Cooldowns`], [`crate::Slots`], [`crate::Wallets`] and
 //! [`crate::UsageStream`] do one by one, with the same rules; the Redis backend runs each as one
-//! versioned script (`admit.v3`, `finish.v3`), so a call costs two round trips to the store
+//! versioned script (`admit.v4`, `finish.v4`), so a call costs two round trips to the store
 //! instead of seven.
 //!
 //! Admission also checks the call's limits besides its account's capacity ([`Limits`]): gates
@@ -15,6 +15,7 @@
 //! (given back by [`Calls::finish`], expiring after the slot TTL like account slots) and counts
 //! once in the minute it was admitted.
 
+use crate::budget::{OverBudget, SpendAsk};
 use crate::cooldowns::Cooldown;
 use crate::error::StoreResult;
 use crate::usage::UsageEvent;
@@ -67,6 +68,8 @@ pub enum Limited {
     PerMinute { resets_in: Duration },
     /// The caller's key is no longer in the key directory (revoked).
     Revoked,
+    /// The hold would take the caller's key past its budget (checked in the hold's step).
+    Budget(OverBudget),
 }
 
 /// The length of a per-minute window.
@@ -81,6 +84,9 @@ pub struct HoldAsk<'a> {
     pub ttl_ms: u64,
     /// The call's description (see [`crate::Wallets::reserve`]).
     pub meta: &'a str,
+    /// The caller's key, whose spend the hold counts in and whose budget it is checked against
+    /// (`crate::budget`). `None`: not a key's call.
+    pub spend: Option<SpendAsk>,
 }
 
 /// What admission did.

@@ -167,6 +167,7 @@ mod tests {
             rate: None,
             expires_at: None,
             limits: KeyLimits::default(),
+            budget: None,
         }
     }
 

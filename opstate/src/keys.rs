@@ -58,6 +58,9 @@ pub struct KeyRecord {
     /// The key's own capacity limits (each at most its group's default, which applies when unset).
     #[serde(default, skip_serializing_if = "KeyLimits::is_unset")]
     pub limits: KeyLimits,
+    /// The key's spend budget per UTC day or month (`crate::budget`); `None`: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::budget::KeyBudget>,
 }
 
 impl KeyRecord {

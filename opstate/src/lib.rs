@@ -16,6 +16,7 @@
 //! Redis rules (see [`schema`]): every key carries the configured prefix; every multi-step
 //! operation is one versioned Lua script; no `SCAN` and no read-modify-write across round trips.
 
+mod budget;
 mod calls;
 mod clock;
 mod cooldowns;
@@ -34,6 +35,7 @@ mod tasks;
 mod usage;
 mod wallets;
 
+pub use budget::{BudgetPeriod, KeyBudget, KeySpend, OverBudget, SpendAsk, SpendReport, Windows};
 pub use calls::{
     Admitted, Calls, Finish, GateAsk, HoldAsk, Limited, Limits, MINUTE, RateAsk, SlotAsk, charged,
 };

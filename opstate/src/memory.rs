@@ -1,6 +1,9 @@
 //! The in-memory backend: one process, lost on restart. Used by the embedded default and tests.
 //! Mutexes are held only for map operations, never across an `.await`.
 
+use crate::budget::{
+    BudgetPeriod, HoldTag, OverBudget, SpendAsk, SpendCounters, SpendReport, Windows,
+};
 use crate::calls::{Admitted, Calls, Finish, HoldAsk, Limited, Limits, MINUTE, SlotAsk, charged};
 use crate::clock::{Clock, StoreClock};
 use crate::cooldowns::{CoolCause, Cooldown, Cooldowns};
@@ -25,6 +28,8 @@ use std::time::{Duration, Instant};
 #[derive(Default)]
 pub struct MemoryStore {
     clock: StoreClock,
+    /// The clock's reading and the wall clock's at creation: the budget windows' calendar.
+    epoch: Epoch,
     keys: RwLock<KeyState>,
     usage: Mutex<UsageState>,
     /// Counter name → (window index, count).
@@ -43,6 +48,16 @@ pub struct MemoryStore {
     media: Mutex<HashMap<String, (MediaFile, Instant)>>,
 }
 
+/// A monotonic instant and the wall-clock time at it.
+#[derive(Clone, Copy)]
+struct Epoch(Instant, std::time::SystemTime);
+
+impl Default for Epoch {
+    fn default() -> Epoch {
+        Epoch(Instant::now(), std::time::SystemTime::now())
+    }
+}
+
 #[derive(Default)]
 struct WalletState {
     present: bool,
@@ -59,6 +74,10 @@ struct WalletState {
     confirmed: Confirmed,
     /// A settlement found the mirror below its open holds; cleared by the next load.
     unreconciled: bool,
+    /// hold id → its key and admission windows (holds of a key's call, `crate::budget`).
+    tags: HashMap<String, HoldTag>,
+    /// key id → its spend counters.
+    spend: HashMap<i64, SpendCounters>,
 }
 
 /// How long a confirmed charge's id is remembered. The settler marks each usage record whose
@@ -132,6 +151,19 @@ impl WalletState {
 }
 
 impl WalletState {
+    /// Takes a closed hold's tag off its key's held amount and counts what it charged.
+    fn close_tag(&mut self, hold_id: &str, amount: NanoUsd, charged: NanoUsd) {
+        if let Some(tag) = self.tags.remove(hold_id) {
+            let c = self.spend.entry(tag.key_id).or_default();
+            c.held = c
+                .held
+                .checked_sub(amount)
+                .filter(|h| !h.is_negative())
+                .unwrap_or(NanoUsd::ZERO);
+            c.count(tag, charged);
+        }
+    }
+
     fn reserved(&self) -> StoreResult<NanoUsd> {
         NanoUsd::checked_sum(self.holds.values().map(|(a, _)| *a)).ok_or_else(overflow)
     }
@@ -165,6 +197,7 @@ impl MemoryStore {
     /// A store whose deadlines run on `clock` (tests advance a [`crate::ManualClock`]).
     pub fn with_clock(clock: Arc<dyn Clock>) -> MemoryStore {
         MemoryStore {
+            epoch: Epoch(clock.now(), std::time::SystemTime::now()),
             clock: StoreClock(clock),
             ..MemoryStore::default()
         }
@@ -172,6 +205,90 @@ impl MemoryStore {
 
     fn now(&self) -> Instant {
         self.clock.0.now()
+    }
+
+    /// The store's clock as Unix milliseconds (the budget windows' calendar).
+    fn unix_ms(&self) -> i64 {
+        let Epoch(at, wall) = self.epoch;
+        let since = self.now().saturating_duration_since(at);
+        let wall = wall + since;
+        wall.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    }
+
+    /// [`Wallets::reserve`], with the key's spend counted and its budget checked in the same
+    /// step (`crate::budget`). `Err`: refused by the budget, nothing taken.
+    fn reserve_for(
+        &self,
+        org: i64,
+        hold_id: &str,
+        amount: NanoUsd,
+        ttl_ms: u64,
+        meta: &str,
+        spend: Option<SpendAsk>,
+    ) -> StoreResult<Result<Reservation, OverBudget>> {
+        if amount.is_negative() {
+            return Err(StoreError::Corrupt("negative hold amount".into()));
+        }
+        if let Ok(mut h) = self.holding.lock() {
+            h.insert(org);
+        }
+        let unix_ms = self.unix_ms();
+        let mut w = self.wallets()?;
+        let Some(wallet) = w.get_mut(&org).filter(|w| w.present) else {
+            return Ok(Ok(Reservation::Missing));
+        };
+        if wallet.holds.contains_key(hold_id) {
+            return Ok(Ok(Reservation::AlreadyHeld));
+        }
+        let windows = Windows::at(unix_ms);
+        if let Some(SpendAsk {
+            key_id,
+            budget: Some(budget),
+        }) = spend
+        {
+            let now = wallet
+                .spend
+                .get(&key_id)
+                .copied()
+                .unwrap_or_default()
+                .at(&windows);
+            let after = now
+                .spent(budget.period)
+                .checked_add(now.held)
+                .and_then(|v| v.checked_add(amount))
+                .ok_or_else(overflow)?;
+            if after > budget.limit {
+                return Ok(Err(OverBudget {
+                    resets_in: windows.resets_in(budget.period, unix_ms),
+                    remaining: now.remaining(budget),
+                }));
+            }
+        }
+        let available = wallet.available()?;
+        if amount > available {
+            return Ok(Ok(Reservation::Insufficient { available }));
+        }
+        let deadline = self.now() + Duration::from_millis(ttl_ms);
+        wallet.holds.insert(hold_id.to_string(), (amount, deadline));
+        if !meta.is_empty() {
+            wallet.meta.insert(hold_id.to_string(), meta.to_string());
+        }
+        if let Some(ask) = spend {
+            let c = wallet.spend.entry(ask.key_id).or_default();
+            c.held = c.held.checked_add(amount).ok_or_else(overflow)?;
+            wallet.tags.insert(
+                hold_id.to_string(),
+                HoldTag {
+                    key_id: ask.key_id,
+                    day: windows.day,
+                    month: windows.month,
+                },
+            );
+        }
+        Ok(Ok(Reservation::Held {
+            available: available.checked_sub(amount).ok_or_else(overflow)?,
+        }))
     }
 
     /// Takes slot `slot_id` in every gate of `limits` and counts the call in its minute, all or
@@ -443,31 +560,8 @@ impl Wallets for MemoryStore {
         ttl_ms: u64,
         meta: &str,
     ) -> StoreResult<Reservation> {
-        if amount.is_negative() {
-            return Err(StoreError::Corrupt("negative hold amount".into()));
-        }
-        if let Ok(mut h) = self.holding.lock() {
-            h.insert(org);
-        }
-        let mut w = self.wallets()?;
-        let Some(wallet) = w.get_mut(&org).filter(|w| w.present) else {
-            return Ok(Reservation::Missing);
-        };
-        if wallet.holds.contains_key(hold_id) {
-            return Ok(Reservation::AlreadyHeld);
-        }
-        let available = wallet.available()?;
-        if amount > available {
-            return Ok(Reservation::Insufficient { available });
-        }
-        let deadline = self.now() + Duration::from_millis(ttl_ms);
-        wallet.holds.insert(hold_id.to_string(), (amount, deadline));
-        if !meta.is_empty() {
-            wallet.meta.insert(hold_id.to_string(), meta.to_string());
-        }
-        Ok(Reservation::Held {
-            available: available.checked_sub(amount).ok_or_else(overflow)?,
-        })
+        self.reserve_for(org, hold_id, amount, ttl_ms, meta, None)?
+            .map_err(|_| StoreError::Corrupt("a budget without a key".into()))
     }
 
     async fn settle(&self, org: i64, hold_id: &str, actual: NanoUsd) -> StoreResult<Settlement> {
@@ -475,9 +569,9 @@ impl Wallets for MemoryStore {
         let Some(wallet) = w.get_mut(&org).filter(|w| w.present) else {
             return Ok(Settlement::Missing);
         };
-        if wallet.holds.remove(hold_id).is_none() {
+        let Some((amount, _)) = wallet.holds.remove(hold_id) else {
             return Ok(Settlement::Unknown);
-        }
+        };
         wallet.meta.remove(hold_id);
         let actual = actual.max(NanoUsd::ZERO);
         let payable = wallet.available()?;
@@ -493,6 +587,7 @@ impl Wallets for MemoryStore {
             wallet.pending = wallet.pending.checked_add(charged).ok_or_else(overflow)?;
             wallet.charged.insert(hold_id.to_string(), charged);
         }
+        wallet.close_tag(hold_id, amount, charged);
         Ok(Settlement::Settled {
             charged,
             excess,
@@ -514,7 +609,13 @@ impl Wallets for MemoryStore {
         let mut w = self.wallets()?;
         Ok(w.get_mut(&org).filter(|w| w.present).is_some_and(|wallet| {
             wallet.meta.remove(hold_id);
-            wallet.holds.remove(hold_id).is_some()
+            match wallet.holds.remove(hold_id) {
+                Some((amount, _)) => {
+                    wallet.close_tag(hold_id, amount, NanoUsd::ZERO);
+                    true
+                }
+                None => false,
+            }
         }))
     }
 
@@ -582,6 +683,43 @@ impl Wallets for MemoryStore {
         let mut v: Vec<i64> = h.iter().copied().collect();
         v.sort_unstable();
         Ok(v)
+    }
+
+    async fn key_spend(&self, org: i64, keys: &[i64]) -> StoreResult<Option<SpendReport>> {
+        let unix_ms = self.unix_ms();
+        let windows = Windows::at(unix_ms);
+        let w = self.wallets()?;
+        Ok(w.get(&org).filter(|w| w.present).map(|wallet| SpendReport {
+            keys: keys
+                .iter()
+                .map(|k| {
+                    wallet
+                        .spend
+                        .get(k)
+                        .copied()
+                        .unwrap_or_default()
+                        .at(&windows)
+                })
+                .collect(),
+            day_resets_in: windows.resets_in(BudgetPeriod::Day, unix_ms),
+            month_resets_in: windows.resets_in(BudgetPeriod::Month, unix_ms),
+        }))
+    }
+
+    async fn load_key_spend(
+        &self,
+        org: i64,
+        windows: Windows,
+        spends: &[(i64, NanoUsd, NanoUsd)],
+    ) -> StoreResult<()> {
+        let mut w = self.wallets()?;
+        let wallet = w.entry(org).or_default();
+        for (key, day, month) in spends {
+            let c = wallet.spend.entry(*key).or_default();
+            c.day.get_or_insert((windows.day, *day));
+            c.month.get_or_insert((windows.month, *month));
+        }
+        Ok(())
     }
 }
 
@@ -778,14 +916,20 @@ impl Calls for MemoryStore {
             }
             admitted.taken = Some(i);
             if let Some(h) = hold {
-                let r = self
-                    .reserve(h.org, h.hold_id, h.amount, h.ttl_ms, h.meta)
-                    .await?;
-                if !matches!(r, Reservation::Held { .. } | Reservation::AlreadyHeld) {
-                    Slots::release(self, ask.account, slot_id).await?;
-                    admitted.taken = None;
+                match self.reserve_for(h.org, h.hold_id, h.amount, h.ttl_ms, h.meta, h.spend)? {
+                    Ok(r) => {
+                        if !matches!(r, Reservation::Held { .. } | Reservation::AlreadyHeld) {
+                            Slots::release(self, ask.account, slot_id).await?;
+                            admitted.taken = None;
+                        }
+                        admitted.reservation = Some(r);
+                    }
+                    Err(over) => {
+                        Slots::release(self, ask.account, slot_id).await?;
+                        admitted.taken = None;
+                        admitted.limited = Some(Limited::Budget(over));
+                    }
                 }
-                admitted.reservation = Some(r);
             }
             break;
         }

@@ -8,18 +8,19 @@
 //! other accounts' cooldowns. When the first account cannot serve, the next open ones are asked
 //! one by one (one more round trip each). Whatever was taken is given back when another step
 //! refused (a limit, no account with room, the hold): the outcome is the one-server script's
-//! (`admit.v3`), and nothing stays taken. Between the steps another call may see a gate or an
+//! (`admit.v4`), and nothing stays taken. Between the steps another call may see a gate or an
 //! account briefly fuller than it ends up (it is refused as it would be at that fill); money is
 //! never at stake: the hold is one atomic step on the organization's slot, as on one server.
 //!
 //! **A call's end** settles the hold and appends the usage event in one step on the money slot
-//! (`finish.v3` with no account slot), so a usage record is never lost nor written twice for a
+//! (`finish.v4` with no account slot), so a usage record is never lost nor written twice for a
 //! settled hold; the account's slot and the gates' are given back beside it (a failure there is
 //! logged: they expire after the slot TTL).
 //!
 //! **The settler** reads the [`MONEY_SLOTS`](crate::schema::MONEY_SLOTS) usage streams in turn;
 //! an entry id is `i/ID` (stream `i`, Redis' id).
 
+use crate::budget::OverBudget;
 use crate::calls::{Admitted, Finish, HoldAsk, Limited, Limits, SlotAsk};
 use crate::cooldowns::{CoolCause, Cooldown};
 use crate::error::{StoreError, StoreResult};
@@ -120,8 +121,15 @@ impl RedisStore {
             }
         }
         let mut reservation = None;
+        let mut over_budget = None;
         match (held, hold) {
-            (Ok(Some((code, available))), Some(h)) => {
+            (Ok(Some((3, resets_ms, remaining))), Some(_)) => {
+                over_budget = Some(OverBudget {
+                    resets_in: Duration::from_millis(u64::try_from(resets_ms.nanos()).unwrap_or(0)),
+                    remaining,
+                });
+            }
+            (Ok(Some((code, available, _))), Some(h)) => {
                 if code == 1 {
                     taken.hold = Some((h.org, h.hold_id.to_string()));
                 }
@@ -223,6 +231,14 @@ impl RedisStore {
                 limited: None,
             });
         };
+        if let Some(over) = over_budget {
+            // Refused by the key's budget: nothing stays taken, as on one server.
+            self.give_back(taken, slot_id).await;
+            return Ok(Admitted {
+                cooldowns,
+                ..refused(Limited::Budget(over))
+            });
+        }
         if matches!(
             reservation,
             Some(Reservation::Missing | Reservation::Insufficient { .. })
@@ -365,8 +381,9 @@ impl RedisStore {
         })
     }
 
-    /// Opens the hold: its code (see `hold_reserve`) and the available balance it reports.
-    async fn hold_take(&self, h: HoldAsk<'_>) -> StoreResult<(i64, NanoUsd)> {
+    /// Opens the hold: its code (see `hold_reserve`), the available balance it reports (code 3:
+    /// the milliseconds until the budget's period ends) and the budget's remaining amount.
+    async fn hold_take(&self, h: HoldAsk<'_>) -> StoreResult<(i64, NanoUsd, NanoUsd)> {
         let mut conn = self.conn.clone();
         let mut invocation = HOLD_TAKE.prepare_invoke();
         for key in self.schema.wallet(h.org) {
@@ -378,9 +395,10 @@ impl RedisStore {
             .arg(h.hold_id)
             .arg(h.amount.nanos())
             .arg(h.ttl_ms)
-            .arg(h.meta);
+            .arg(h.meta)
+            .arg(h.spend.map(|a| a.wire()).unwrap_or_default());
         let r: Vec<String> = invocation.invoke_async(&mut conn).await?;
-        Ok((int(r.first())?, usd(r.get(1))?))
+        Ok((int(r.first())?, usd(r.get(1))?, usd(r.get(2))?))
     }
 
     async fn account_take(

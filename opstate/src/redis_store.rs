@@ -8,6 +8,7 @@
 //! one slot, and what touches several (a call's admission and end, the reads of several
 //! accounts, the settler's streams) is split in `redis_cluster.rs`.
 
+use crate::budget::{KeySpend, OverBudget, SpendReport, Windows};
 use crate::calls::{Admitted, Calls, Finish, HoldAsk, Limited, Limits, SlotAsk};
 use crate::cooldowns::{CoolCause, Cooldown, Cooldowns};
 use crate::counters::{WindowCounters, WindowHit};
@@ -50,13 +51,13 @@ pub(crate) static SLOT_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(with_hold_rules!("lua/slot_acquire.v1.lua")));
 
 pub(crate) static WALLET: LazyLock<Script> =
-    LazyLock::new(|| Script::new(with_hold_rules!("lua/wallet.v4.lua")));
+    LazyLock::new(|| Script::new(with_hold_rules!("lua/wallet.v5.lua")));
 
 pub(crate) static ADMIT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(with_hold_rules!("lua/admit.v3.lua")));
+    LazyLock::new(|| Script::new(with_hold_rules!("lua/admit.v4.lua")));
 
 pub(crate) static FINISH: LazyLock<Script> =
-    LazyLock::new(|| Script::new(with_hold_rules!("lua/finish.v3.lua")));
+    LazyLock::new(|| Script::new(with_hold_rules!("lua/finish.v4.lua")));
 
 /// Redis Cluster (`redis_cluster.rs`): a call's per-minute count, taken and given back, on the
 /// counter's own slot.
@@ -74,7 +75,7 @@ pub(crate) static ACCOUNT_TAKE: LazyLock<Script> =
 /// Redis Cluster: a call's hold, with its organization entered in the work list, on the
 /// organization's money slot.
 pub(crate) static HOLD_TAKE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(with_hold_rules!("lua/hold_take.v1.lua")));
+    LazyLock::new(|| Script::new(with_hold_rules!("lua/hold_take.v2.lua")));
 
 /// Entries written per round trip when loading the key directory.
 const LOAD_BATCH: usize = 500;
@@ -285,7 +286,7 @@ impl RedisStore {
                 })?;
                 let mut event: UsageEvent = serde_json::from_str(&json)
                     .map_err(|e| StoreError::Corrupt(format!("usage entry {}: {e}", entry.id)))?;
-                // Appended by finish.v3: what the settlement charged, beside the event.
+                // Appended by finish.v4: what the settlement charged, beside the event.
                 if let (Some(c), Some(x)) = (entry.get::<i64>("c"), entry.get::<i64>("x")) {
                     event.charged_nanos = NanoUsd::from_nanos(c);
                     event.excess_nanos = NanoUsd::from_nanos(x);
@@ -537,12 +538,10 @@ impl RedisStore {
     pub(crate) async fn wallet(&self, org: i64, args: &[&str]) -> StoreResult<Vec<String>> {
         let mut conn = self.conn.clone();
         let keys = self.schema.wallet(org);
-        let mut invocation = WALLET.key(&keys[0]);
-        invocation
-            .key(&keys[1])
-            .key(&keys[2])
-            .key(&keys[3])
-            .key(&keys[4]);
+        let mut invocation = WALLET.prepare_invoke();
+        for key in &keys {
+            invocation.key(key);
+        }
         for a in args {
             invocation.arg(*a);
         }
@@ -604,6 +603,7 @@ impl Wallets for RedisStore {
                     &amount.nanos().to_string(),
                     &ttl_ms.to_string(),
                     meta,
+                    "",
                 ],
             )
             .await?;
@@ -705,6 +705,57 @@ impl Wallets for RedisStore {
             orgs.extend(members);
         }
         Ok(orgs)
+    }
+
+    async fn key_spend(&self, org: i64, keys: &[i64]) -> StoreResult<Option<SpendReport>> {
+        let ids: Vec<String> = keys.iter().map(i64::to_string).collect();
+        let mut args = vec!["spend"];
+        args.extend(ids.iter().map(String::as_str));
+        let r = self.wallet(org, &args).await?;
+        if int(r.first())? == -1 {
+            return Ok(None);
+        }
+        let ms =
+            |i: usize| int(r.get(i)).map(|v| Duration::from_millis(u64::try_from(v).unwrap_or(0)));
+        let keys = (0..keys.len())
+            .map(|i| {
+                Ok(KeySpend {
+                    day: usd(r.get(3 + 3 * i))?,
+                    month: usd(r.get(4 + 3 * i))?,
+                    held: usd(r.get(5 + 3 * i))?,
+                })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(Some(SpendReport {
+            keys,
+            day_resets_in: ms(1)?,
+            month_resets_in: ms(2)?,
+        }))
+    }
+
+    async fn load_key_spend(
+        &self,
+        org: i64,
+        windows: Windows,
+        spends: &[(i64, NanoUsd, NanoUsd)],
+    ) -> StoreResult<()> {
+        for chunk in spends.chunks(500) {
+            let mut args = vec![
+                "spend_load".to_string(),
+                windows.day.to_string(),
+                windows.month.to_string(),
+            ];
+            for (key, day, month) in chunk {
+                args.extend([
+                    key.to_string(),
+                    day.nanos().to_string(),
+                    month.nanos().to_string(),
+                ]);
+            }
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            self.wallet(org, &refs).await?;
+        }
+        Ok(())
     }
 }
 
@@ -952,7 +1003,13 @@ impl Calls for RedisStore {
         for a in accounts {
             invocation.arg(a.max);
         }
-        invocation.arg(limits.key.unwrap_or(""));
+        invocation
+            .arg(
+                hold.and_then(|h| h.spend)
+                    .map(|a| a.wire())
+                    .unwrap_or_default(),
+            )
+            .arg(limits.key.unwrap_or(""));
         let reply: Vec<redis::Value> = invocation.invoke_async(&mut conn).await?;
         let bad = || StoreError::Corrupt("admit script reply".into());
         let field = |i: usize| -> StoreResult<i64> {
@@ -986,6 +1043,10 @@ impl Calls for RedisStore {
                 resets_in: Duration::from_millis(u64::try_from(ms).unwrap_or(0)),
             }),
             (3, _) => Some(Limited::Revoked),
+            (4, ms) => Some(Limited::Budget(OverBudget {
+                resets_in: Duration::from_millis(u64::try_from(ms).unwrap_or(0)),
+                remaining: available,
+            })),
             _ => return Err(bad()),
         };
         let cooldowns = (0..accounts.len())

@@ -15,6 +15,7 @@
 //! | `{prefix}{org:N}:adjusted` | set | references of balance adjustments already applied |
 //! | `{prefix}{org:N}:holdmeta` | hash | hold id → the gateway's description of the call |
 //! | `{prefix}{org:N}:confirmed` | sorted set | confirmed charges (hold id → ms), kept 10 minutes |
+//! | `{prefix}{org:N}:spend` | hash | the organization's keys' spend: `K:d`/`K:ds` day and charged, `K:m`/`K:ms` month and charged, `K:h` held (see `budget.rs`) |
 //! | `{prefix}{wallets}:holding` | set | organizations that have held money (reconciler work list) |
 //! | `{prefix}{org:N}:session:S` | string with TTL | the account session S of organization N last used |
 //! | `{prefix}{slots:ACCOUNT}` | sorted set | live capacity slots of the account (slot id → expiry ms) |
@@ -50,7 +51,7 @@ impl KeySchema {
     ///
     /// | key | on a cluster |
     /// |---|---|
-    /// | an organization's wallet keys | `{prefix}{m:K}:org:N:wallet` (…`:holds`, `:adjusted`, `:holdmeta`, `:confirmed`), K = N mod [`MONEY_SLOTS`] |
+    /// | an organization's wallet keys | `{prefix}{m:K}:org:N:wallet` (…`:holds`, `:adjusted`, `:holdmeta`, `:confirmed`, `:spend`), K = N mod [`MONEY_SLOTS`] |
     /// | the reconciler's work list | `{prefix}{m:K}:holding`, one per money slot |
     /// | the usage stream | `{prefix}{m:K}:usage`, one per money slot: a call's end settles its hold and appends its usage event in one step, on its organization's money slot |
     /// | an account's cooldown and slots | `{prefix}{a:ACCOUNT}:cd`, `{prefix}{a:ACCOUNT}:slots`: one slot per account, so its cooldown is read and a slot taken in one step |
@@ -105,13 +106,21 @@ impl KeySchema {
     }
 
     /// The keys of one organization's wallet (one hash slot).
-    pub fn wallet(&self, org: i64) -> [String; 5] {
+    pub fn wallet(&self, org: i64) -> [String; 6] {
         let base = if self.cluster {
             self.money_key(Self::money_slot(org), &format!("org:{org}"))
         } else {
             format!("{}{{org:{org}}}", self.prefix)
         };
-        ["wallet", "holds", "adjusted", "holdmeta", "confirmed"].map(|k| format!("{base}:{k}"))
+        [
+            "wallet",
+            "holds",
+            "adjusted",
+            "holdmeta",
+            "confirmed",
+            "spend",
+        ]
+        .map(|k| format!("{base}:{k}"))
     }
 
     /// The reconciler's work list that organization `org` is entered in when it holds money.

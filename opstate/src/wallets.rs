@@ -21,6 +21,7 @@
 //! it is loaded again from the ledger ([`WalletSnapshot::unreconciled`]: the billing balance then
 //! answers 503, never a figure).
 
+use crate::budget::{SpendReport, Windows};
 use crate::error::StoreResult;
 use async_trait::async_trait;
 use money::NanoUsd;
@@ -201,4 +202,18 @@ pub trait Wallets: Send + Sync {
 
     /// Organizations that have held money (the reconciler's work list).
     async fn holding_orgs(&self) -> StoreResult<Vec<i64>>;
+
+    /// The spend of `keys` (of organization `org`) at the store's present moment, in the order
+    /// asked (see `crate::budget`). `None`: no mirror (unknown, never zero).
+    async fn key_spend(&self, org: i64, keys: &[i64]) -> StoreResult<Option<SpendReport>>;
+
+    /// Restores the keys' spend after the store lost it, before the wallet is loaded: for each
+    /// (key, charged in `windows.day`, charged in `windows.month`), a window the store already
+    /// holds for the key is kept.
+    async fn load_key_spend(
+        &self,
+        org: i64,
+        windows: Windows,
+        spends: &[(i64, NanoUsd, NanoUsd)],
+    ) -> StoreResult<()>;
 }

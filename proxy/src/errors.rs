@@ -83,6 +83,11 @@ pub enum GatewayError {
         "every account serving this model reached its usage limit; retry in {resets_in_seconds} s"
     )]
     UsageLimitReached { resets_in_seconds: u64 },
+    /// The hold would take the caller's key past its spend budget for the period.
+    #[error(
+        "this API key reached its spend budget for the period; it resets in {resets_in_seconds} s"
+    )]
+    BudgetExceeded { resets_in_seconds: u64 },
     /// Every account serving the model is cooling after failures (server errors, no connection),
     /// none after a usage limit: candidates were planned but none is serving.
     #[error("no account serving this model is available right now; retry in {retry_after_secs} s")]
@@ -207,7 +212,8 @@ impl GatewayError {
     /// The `Retry-After` seconds this answer carries, when waiting is the remedy.
     pub fn retry_after(&self) -> Option<u64> {
         match self {
-            GatewayError::UsageLimitReached { resets_in_seconds } => Some(*resets_in_seconds),
+            GatewayError::UsageLimitReached { resets_in_seconds }
+            | GatewayError::BudgetExceeded { resets_in_seconds } => Some(*resets_in_seconds),
             GatewayError::AccountsFailing { retry_after_secs } => Some(*retry_after_secs),
             _ => None,
         }
@@ -321,6 +327,11 @@ impl GatewayError {
                 429,
                 "usage_limit_reached",
                 json!({"error": {"type": "usage_limit_reached", "message": message, "resets_in_seconds": resets_in_seconds}}),
+            ),
+            GatewayError::BudgetExceeded { resets_in_seconds } => (
+                429,
+                "budget_exceeded",
+                json!({"error": {"type": "budget_exceeded", "message": message, "resets_in_seconds": resets_in_seconds}}),
             ),
             GatewayError::AccountsFailing { .. } => (
                 503,
@@ -505,13 +516,19 @@ impl GatewayError {
 /// The Anthropic shape of an answer first written in the OpenAI shape: `{"type":"error","error":
 /// {"type","message"}}`, keeping `code`, `param` and `resets_in_seconds`. The error type is
 /// Anthropic's for the status, except where SPEC names one (`authentication_error`,
-/// `permission_denied`, `usage_limit_reached`), so SPEC's shapes still hold on this surface.
+/// `permission_denied`, `usage_limit_reached`, and DESIGN §6d's `budget_exceeded`), so those shapes
+/// still hold on this surface.
 fn anthropic(status: u16, openai: &serde_json::Value) -> serde_json::Value {
     let (message, code, param, error) = parts(openai);
     let kind = match (status, error.get("type").and_then(|t| t.as_str())) {
         (
             _,
-            Some(spec @ ("authentication_error" | "permission_denied" | "usage_limit_reached")),
+            Some(
+                spec @ ("authentication_error"
+                | "permission_denied"
+                | "usage_limit_reached"
+                | "budget_exceeded"),
+            ),
         ) => spec,
         (413, _) => "request_too_large",
         (401, _) => "authentication_error",
@@ -681,6 +698,16 @@ mod tests {
             assert_eq!(s, 429);
             assert_eq!(b["error"]["type"], "usage_limit_reached", "{surface:?}");
             assert_eq!(b["error"]["resets_in_seconds"], 7);
+            assert!(b["error"]["message"].is_string());
+            // DESIGN §6d: a key over its budget, in the same shape.
+            let e = GatewayError::BudgetExceeded {
+                resets_in_seconds: 3_600,
+            };
+            assert_eq!(e.retry_after(), Some(3_600));
+            let (s, b) = on(e);
+            assert_eq!(s, 429);
+            assert_eq!(b["error"]["type"], "budget_exceeded", "{surface:?} {b}");
+            assert_eq!(b["error"]["resets_in_seconds"], 3_600);
             assert!(b["error"]["message"].is_string());
         }
     }

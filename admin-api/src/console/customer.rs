@@ -45,6 +45,7 @@ struct KeyRow {
     preview: String,
     group: String,
     created: String,
+    budget: String,
     status: String,
     active: bool,
 }
@@ -125,6 +126,7 @@ async fn page(
         return pages::unavailable();
     };
     let active = org.status == OrganizationStatus::Active;
+    let mut budgets = keys::budget_texts(state, org.id, &keys).await;
     let when = |t: chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%d %H:%M UTC").to_string();
     let group_name = |id: i64| {
         state
@@ -177,6 +179,7 @@ async fn page(
                         preview: k.preview.clone(),
                         group: group_name(k.group_id),
                         created: k.created_at.format("%Y-%m-%d").to_string(),
+                        budget: budgets.remove(&k.id).unwrap_or_default(),
                         active: status == "active",
                         status,
                     }
@@ -434,7 +437,8 @@ pub(crate) async fn rate(
     .await
 }
 
-/// `POST …/customers/{customer}/keys`: `name`, `group_id`.
+/// `POST …/customers/{customer}/keys`: `name`, `group_id`, optional `budget_usd` and
+/// `budget_period`.
 pub(crate) async fn create_key(
     State(state): State<AppState>,
     viewer: Viewer,
@@ -452,6 +456,10 @@ pub(crate) async fn create_key(
         expires_at: None,
         max_concurrency: None,
         requests_per_minute: None,
+        budget_usd: number(field(&body, "budget_usd")),
+        budget_period: field(&body, "budget_period")
+            .filter(|p| !p.trim().is_empty())
+            .map(Value::String),
         unknown: Default::default(),
     };
     let new = match keys::NewKey::parse(request) {

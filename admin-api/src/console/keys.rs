@@ -32,6 +32,7 @@ struct Row {
     expires: String,
     last_used: String,
     spent: String,
+    budget: String,
     status: String,
     active: bool,
 }
@@ -94,6 +95,8 @@ async fn page(
             .map_or_else(|| format!("group {id}"), |g| g.name)
     };
     let now = state.clock.now();
+    let key_rows: Vec<_> = list.iter().map(|k| k.row.clone()).collect();
+    let mut budgets = keys::budget_texts(state, org_id, &key_rows).await;
     let rows = list
         .into_iter()
         .map(|k| {
@@ -117,6 +120,7 @@ async fn page(
                     |t| t.format("%Y-%m-%d %H:00 UTC").to_string(),
                 ),
                 spent: k.spent.to_decimal_usd().to_string(),
+                budget: budgets.remove(&k.row.id).unwrap_or_default(),
                 active: status == "active",
                 status,
             }
@@ -199,7 +203,7 @@ pub(crate) fn not_permitted(who: &str) -> Response {
 
 /// `POST /console/orgs/{org}/keys`: `name`, `group_id`, optional `expires_on` (a UTC date; the
 /// key stops at its start), `max_concurrency` and `requests_per_minute` (the key's own limits,
-/// within its group's).
+/// within its group's), `budget_usd` and `budget_period` (the key's spend budget).
 pub(crate) async fn create(
     State(state): State<AppState>,
     viewer: Viewer,
@@ -220,6 +224,10 @@ pub(crate) async fn create(
         expires_at: expires.map(|d| Value::String(format!("{}T00:00:00Z", d.trim()))),
         max_concurrency: number(&body, "max_concurrency"),
         requests_per_minute: number(&body, "requests_per_minute"),
+        budget_usd: field(&body, "budget_usd").and_then(|v| super::customers::number(&v)),
+        budget_period: field(&body, "budget_period")
+            .filter(|p| !p.trim().is_empty())
+            .map(Value::String),
         unknown: Default::default(),
     };
     let created = match keys::NewKey::parse(request) {

@@ -165,9 +165,33 @@ pub struct KeyPreview {
     pub max_concurrency: Option<i64>,
     /// The key's own per-minute limit (`null`: its group's default).
     pub requests_per_minute: Option<i64>,
+    /// The key's spend budget and its standing (only on a key with a budget).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<KeyBudgetView>,
     /// The full secret: in the first successful create response only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+}
+
+/// A key's budget and where it stands in the current period. The standing is read from the
+/// operational store; when it cannot be read right now, its fields are `null` (never zero).
+#[derive(Debug, Clone, Serialize, ToSchema, PartialEq, Eq)]
+pub struct KeyBudgetView {
+    #[schema(value_type = f64)]
+    pub budget_usd: Usd,
+    /// `day` or `month` (UTC).
+    pub budget_period: &'static str,
+    /// Charged to the key in the current period.
+    #[schema(value_type = Option<f64>)]
+    pub spent_usd: Option<Usd>,
+    /// Reserved by the key's calls in flight.
+    #[schema(value_type = Option<f64>)]
+    pub held_usd: Option<Usd>,
+    /// What the budget has left: budget − spent − held, at least zero.
+    #[schema(value_type = Option<f64>)]
+    pub remaining_usd: Option<Usd>,
+    /// When the period ends (RFC 3339, UTC).
+    pub resets_at: Option<String>,
 }
 
 impl KeyPreview {

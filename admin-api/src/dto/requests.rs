@@ -83,6 +83,14 @@ pub struct CreateKeyRequest {
     /// `key_requests_per_minute` when the operator set one. Absent: the group's default.
     #[schema(value_type = Option<i64>)]
     pub requests_per_minute: Option<Value>,
+    /// Optional: at most this much (USD, up to 9 decimals) charged to the key per
+    /// `budget_period`; a call whose worst case would pass it is refused with 429
+    /// `budget_exceeded` before any supplier. Absent or null: no budget.
+    #[schema(value_type = Option<f64>)]
+    pub budget_usd: Option<Value>,
+    /// With `budget_usd`: `day` or `month` (UTC calendar; default `month`).
+    #[schema(value_type = Option<String>)]
+    pub budget_period: Option<Value>,
     #[serde(flatten)]
     #[schema(ignore)]
     pub unknown: Map<String, Value>,

@@ -16,7 +16,7 @@ pub(crate) async fn list(
     Extension(caller): Extension<Caller>,
     Seg(id): Seg,
 ) -> Response {
-    respond(keys::list(&state.db, &caller, &id).await)
+    respond(keys::list(&state, &caller, &id).await)
 }
 
 #[utoipa::path(post, path = "/partner/v1/customers/{customer_id}/api-keys", tag = "partner", security(("partner_token" = [])), params(("customer_id" = i64, Path), ("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters; replays answer with Idempotent-Replayed: true")), request_body = crate::dto::CreateKeyRequest, responses((status = 200, description = "data with key (first response only)", body = crate::dto::KeyPreview), (status = 400, description = "INVALID_PARTNER_CUSTOMER_API_KEY", body = crate::dto::ErrorEnvelope), (status = 404, description = "PARTNER_CUSTOMER_NOT_FOUND (also for a group the customer does not have)", body = crate::dto::ErrorEnvelope), (status = 400, description = "IDEMPOTENCY_KEY_REQUIRED and validation reasons", body = crate::dto::ErrorEnvelope), (status = 409, description = "IDEMPOTENCY_KEY_CONFLICT, IDEMPOTENCY_IN_PROGRESS, PARTNER_CUSTOMER_PENDING_ACTIVATION", body = crate::dto::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::dto::ErrorEnvelope)))]

@@ -1,7 +1,8 @@
 //! Customer API keys through the partner API: create (secret once), list (previews), disable.
 
 use crate::caller::Caller;
-use crate::dto::{CreateKeyRequest, KeyPreview};
+use crate::dto::usd_of;
+use crate::dto::{CreateKeyRequest, KeyBudgetView, KeyPreview, Usd};
 use crate::error::ApiError;
 use crate::keys as key_store;
 use crate::partner::idempotency::{Effect, Success};
@@ -10,7 +11,8 @@ use crate::state::AppState;
 use chrono::{DateTime, SecondsFormat, Utc};
 use entities::status::KeyStatus;
 use entities::{customer_api_keys, customer_groups};
-use opstate::KeyLimits;
+use money::NanoUsd;
+use opstate::{BudgetPeriod, KeyBudget, KeyLimits};
 use sea_orm::ActiveEnum;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
@@ -35,7 +37,62 @@ pub fn preview(row: &customer_api_keys::Model) -> KeyPreview {
         expired: row.expires_at.is_some_and(|t| t <= Utc::now()),
         max_concurrency: row.max_concurrency.map(i64::from),
         requests_per_minute: row.requests_per_minute.map(i64::from),
+        budget: key_store::budget_of(row).map(|b| KeyBudgetView {
+            budget_usd: Usd(b.limit),
+            budget_period: b.period.as_str(),
+            spent_usd: None,
+            held_usd: None,
+            remaining_usd: None,
+            resets_at: None,
+        }),
         key: None,
+    }
+}
+
+/// Fills the standing of the budgets among `previews` (keys of organization `org`) from the
+/// operational store: spent in the current period, held by calls in flight, what is left, when
+/// the period ends. A store that cannot answer (or has no mirror of the organization) leaves
+/// them `null`, never zero.
+pub async fn with_standing(state: &AppState, org: i64, previews: &mut [KeyPreview]) {
+    let ids: Vec<i64> = previews
+        .iter()
+        .filter(|p| p.budget.is_some())
+        .map(|p| p.api_key_id)
+        .collect();
+    if ids.is_empty() {
+        return;
+    }
+    let report = match state.stores.wallets.key_spend(org, &ids).await {
+        Ok(Some(report)) => report,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!(error = %e, org, "key spend unreadable; budgets shown without standing");
+            return;
+        }
+    };
+    let now = state.clock.now();
+    let windows = opstate::Windows::at(now.timestamp_millis());
+    for (id, spend) in ids.iter().zip(&report.keys) {
+        let Some(p) = previews.iter_mut().find(|p| p.api_key_id == *id) else {
+            continue;
+        };
+        let Some(view) = p.budget.as_mut() else {
+            continue;
+        };
+        let period = BudgetPeriod::parse(view.budget_period).unwrap_or(BudgetPeriod::Month);
+        let budget = KeyBudget {
+            limit: view.budget_usd.0,
+            period,
+        };
+        let end = match period {
+            BudgetPeriod::Day => windows.day_end_ms,
+            BudgetPeriod::Month => windows.month_end_ms,
+        };
+        view.spent_usd = Some(Usd(spend.spent(period)));
+        view.held_usd = Some(Usd(spend.held));
+        view.remaining_usd = Some(Usd(spend.remaining(budget)));
+        view.resets_at = DateTime::<Utc>::from_timestamp_millis(end)
+            .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true));
     }
 }
 
@@ -45,6 +102,47 @@ pub struct NewKey {
     pub group_id: i64,
     pub expires_at: Option<DateTime<Utc>>,
     pub limits: KeyLimits,
+    pub budget: Option<KeyBudget>,
+}
+
+/// The largest key budget accepted (1 million USD per period).
+const MAX_BUDGET: NanoUsd = NanoUsd::from_nanos(1_000_000 * 1_000_000_000);
+
+/// The optional budget of a create-key body: `budget_usd` (positive, at most 1,000,000, at most
+/// 9 decimals) and `budget_period` (`day` or `month`; `month` when only `budget_usd` is given; a
+/// period without an amount is refused).
+pub fn budget(
+    amount: Option<&Value>,
+    period: Option<&Value>,
+) -> Result<Option<KeyBudget>, ApiError> {
+    let period = match period {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(v.as_str().and_then(BudgetPeriod::parse).ok_or_else(|| {
+            ApiError::InvalidApiKey("budget_period must be \"day\" or \"month\"".into())
+        })?),
+    };
+    match amount {
+        None | Some(Value::Null) => match period {
+            None => Ok(None),
+            Some(_) => Err(ApiError::InvalidApiKey(
+                "budget_period needs budget_usd".into(),
+            )),
+        },
+        Some(v) => {
+            let limit = usd_of(v)
+                .filter(|n| n.is_positive() && *n <= MAX_BUDGET)
+                .ok_or_else(|| {
+                    ApiError::InvalidApiKey(
+                        "budget_usd must be a positive amount up to 1000000 with at most 9 decimals"
+                            .into(),
+                    )
+                })?;
+            Ok(Some(KeyBudget {
+                limit,
+                period: period.unwrap_or(BudgetPeriod::Month),
+            }))
+        }
+    }
 }
 
 /// An optional positive limit of the create-key body (1 to 1,000,000).
@@ -106,11 +204,13 @@ impl NewKey {
             max_concurrency: limit(body.max_concurrency.as_ref(), "max_concurrency")?,
             requests_per_minute: limit(body.requests_per_minute.as_ref(), "requests_per_minute")?,
         };
+        let budget = budget(body.budget_usd.as_ref(), body.budget_period.as_ref())?;
         Ok(NewKey {
             name,
             group_id,
             expires_at,
             limits,
+            budget,
         })
     }
 }
@@ -177,13 +277,15 @@ pub async fn create(
             permissions: opstate::KeyPermissions::default(),
             expires_at: new.expires_at,
             limits: new.limits,
+            budget: new.budget,
         },
     )
     .await?;
-    let data = KeyPreview {
+    let mut data = KeyPreview {
         key: Some(secret.expose().to_string()),
         ..preview(&row)
     };
+    with_standing(state, org.id, std::slice::from_mut(&mut data)).await;
     let stored = data.without_secrets();
     Ok(Success {
         status: axum::http::StatusCode::OK,
@@ -196,19 +298,22 @@ pub async fn create(
     })
 }
 
-/// `GET /customers/{id}/api-keys`.
+/// `GET /customers/{id}/api-keys`: previews, with each budget's standing.
 pub async fn list(
-    db: &impl ConnectionTrait,
+    state: &AppState,
     caller: &Caller,
     customer_id: &str,
 ) -> Result<Vec<KeyPreview>, ApiError> {
+    let db = &state.db;
     let customer = customers::find(db, caller, customer_id).await?;
     let rows = customer_api_keys::Entity::find()
         .filter(customer_api_keys::Column::OrganizationId.eq(customer.organization_id))
         .order_by_asc(customer_api_keys::Column::Id)
         .all(db)
         .await?;
-    Ok(rows.iter().map(preview).collect())
+    let mut previews: Vec<KeyPreview> = rows.iter().map(preview).collect();
+    with_standing(state, customer.organization_id, &mut previews).await;
+    Ok(previews)
 }
 
 /// A key of the customer (disabled ones included); anything else reads as not found.
@@ -250,6 +355,40 @@ pub async fn disable(
     row.disabled_at = Set(Some(Utc::now()));
     let key = row.update(txn).await?;
     Ok(Success::plain(preview(&key)))
+}
+
+/// How the console shows each key's budget, by key id: "25 USD per month: 3.5 spent, 1.2 held,
+/// 20.3 left" (the standing omitted when the store cannot say), or "none".
+pub async fn budget_texts(
+    state: &AppState,
+    org: i64,
+    rows: &[customer_api_keys::Model],
+) -> std::collections::HashMap<i64, String> {
+    let mut previews: Vec<KeyPreview> = rows.iter().map(preview).collect();
+    with_standing(state, org, &mut previews).await;
+    let dec = |u: Option<Usd>| u.map(|u| u.0.to_decimal_usd().normalize().to_string());
+    previews
+        .iter()
+        .map(|p| {
+            let text = match &p.budget {
+                None => "none".to_string(),
+                Some(b) => {
+                    let head = format!(
+                        "{} USD per {}",
+                        b.budget_usd.0.to_decimal_usd().normalize(),
+                        b.budget_period
+                    );
+                    match (dec(b.spent_usd), dec(b.held_usd), dec(b.remaining_usd)) {
+                        (Some(spent), Some(held), Some(left)) => {
+                            format!("{head}: {spent} spent, {held} held, {left} left")
+                        }
+                        _ => format!("{head} (standing unavailable right now)"),
+                    }
+                }
+            };
+            (p.api_key_id, text)
+        })
+        .collect()
 }
 
 /// A key as the console lists it: its preview, and what it spent (usage cost, nano-USD) and when
@@ -370,6 +509,7 @@ pub async fn org_create(
             permissions: opstate::KeyPermissions::default(),
             expires_at: new.expires_at,
             limits: new.limits,
+            budget: new.budget,
         },
     )
     .await?;

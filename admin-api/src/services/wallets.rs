@@ -38,7 +38,9 @@ pub async fn reload_all(state: &AppState) -> Result<usize, ApiError> {
     reload_all_into(&state.db, state.stores.wallets.as_ref()).await
 }
 
-/// [`reload_all`] against any database connection and wallet store.
+/// [`reload_all`] against any database connection and wallet store. Each organization's key
+/// spend (`opstate::budget`) is restored from the ledger first, where the store does not hold it:
+/// the wallet is still missing then, so no hold can be counted in between.
 pub async fn reload_all_into(
     db: &impl ConnectionTrait,
     wallets: &dyn Wallets,
@@ -47,14 +49,67 @@ pub async fn reload_all_into(
         .filter(ledger_accounts::Column::Kind.eq(AccountKind::OrgWallet.as_str()))
         .all(db)
         .await?;
+    let windows = opstate::Windows::at(chrono::Utc::now().timestamp_millis());
+    let mut spends = key_spends(db, windows).await?;
     let mut n = 0;
     for a in accounts {
         if let Some(org) = a.organization_id {
+            if let Some(keys) = spends.remove(&org) {
+                wallets.load_key_spend(org, windows, &keys).await?;
+            }
             reload_into(db, wallets, org).await?;
             n += 1;
         }
     }
     Ok(n)
+}
+
+/// What each key was charged in the ledger in the day and the month of `windows` (by the call's
+/// start, as the store counts it), by organization: (key, day, month).
+pub async fn key_spends(
+    db: &impl ConnectionTrait,
+    windows: opstate::Windows,
+) -> Result<std::collections::HashMap<i64, Vec<(i64, NanoUsd, NanoUsd)>>, ApiError> {
+    use entities::usage_records::{Column as C, Entity as Usage};
+    use sea_orm::QuerySelect;
+    use sea_orm::sea_query::{Expr, ExprTrait, Func};
+    const DAY_MS: i64 = 86_400_000;
+    let at = |ms: i64| chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms);
+    let (Some(month_start), Some(day_start)) = (
+        at(opstate::Windows::month_start_day(windows.month) * DAY_MS),
+        at(windows.day * DAY_MS),
+    ) else {
+        return Ok(Default::default());
+    };
+    let sum = || Func::sum(Expr::col(C::ChargedNanos)).cast_as("BIGINT");
+    let read = |from: chrono::DateTime<chrono::Utc>| {
+        Usage::find()
+            .select_only()
+            .column(C::OrganizationId)
+            .column(C::ApiKeyId)
+            .expr(sum())
+            .filter(C::StartedAt.gte(from))
+            .group_by(C::OrganizationId)
+            .group_by(C::ApiKeyId)
+            .into_tuple::<(i64, i64, Option<i64>)>()
+            .all(db)
+    };
+    let month = read(month_start).await?;
+    let day: std::collections::HashMap<(i64, i64), i64> = read(day_start)
+        .await?
+        .into_iter()
+        .map(|(o, k, d)| ((o, k), d.unwrap_or(0)))
+        .collect();
+    let mut out: std::collections::HashMap<i64, Vec<(i64, NanoUsd, NanoUsd)>> = Default::default();
+    for (org, key, m) in month {
+        let d = day.get(&(org, key)).copied().unwrap_or(0);
+        out.entry(org).or_default().push((
+            key,
+            NanoUsd::from_nanos(d),
+            NanoUsd::from_nanos(m.unwrap_or(0)),
+        ));
+    }
+    Ok(out)
 }
 
 /// A consistent view of an organization's money: the mirror's snapshot when it agrees with the

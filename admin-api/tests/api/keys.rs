@@ -254,3 +254,216 @@ async fn keys_with_an_expiry_and_limits() {
     assert_eq!(previews[0]["expires_at"], "2099-06-30T12:00:00Z");
     assert!(previews.iter().all(|p| p.get("key").is_none()));
 }
+
+/// Key budgets (DESIGN §6d): every bad value refused with nothing created; a budget shown with its
+/// standing in the current period, published to the gateway's directory, and its spend read
+/// from the store; keys without one unchanged. On the in-memory store and on Redis.
+#[tokio::test]
+async fn keys_with_a_budget() {
+    budgets_on(Api::start().await).await;
+    if let Some(url) = testkit::redis_url() {
+        let stores = Stores::redis(&url, &testkit::redis_prefix("budgets"))
+            .await
+            .unwrap();
+        budgets_on(Api::start_on("", stores).await).await;
+    }
+}
+
+async fn budgets_on(api: Api) {
+    let owner = api.owner("100").await;
+    let (id, org) = api.active_customer(&owner, "budgets", 10.0, 1.0).await;
+    let path = format!("/customers/{id}/api-keys");
+    for (body, says) in [
+        (
+            json!({"name": "k", "group_id": 1, "budget_usd": 0}),
+            "budget_usd",
+        ),
+        (
+            json!({"name": "k", "group_id": 1, "budget_usd": -1}),
+            "budget_usd",
+        ),
+        (
+            json!({"name": "k", "group_id": 1, "budget_usd": "5"}),
+            "budget_usd",
+        ),
+        (
+            json!({"name": "k", "group_id": 1, "budget_usd": 1e-10}),
+            "budget_usd",
+        ),
+        (
+            json!({"name": "k", "group_id": 1, "budget_usd": 2_000_000}),
+            "budget_usd",
+        ),
+        (
+            json!({"name": "k", "group_id": 1, "budget_usd": 5, "budget_period": "week"}),
+            "budget_period",
+        ),
+        (
+            json!({"name": "k", "group_id": 1, "budget_usd": 5, "budget_period": 1}),
+            "budget_period",
+        ),
+        (
+            json!({"name": "k", "group_id": 1, "budget_period": "day"}),
+            "needs budget_usd",
+        ),
+    ] {
+        let (s, v) = api.write(&owner, Method::POST, &path, Some(&body)).await;
+        assert_error(s, &v, 400, "INVALID_PARTNER_CUSTOMER_API_KEY");
+        assert!(v["message"].as_str().unwrap().contains(says), "{body}: {v}");
+    }
+    let (_, list) = api.get(&owner, &path).await;
+    assert_eq!(list["data"].as_array().unwrap().len(), 0, "{list}");
+
+    let (s, created) = api
+        .write(
+            &owner,
+            Method::POST,
+            &path,
+            Some(&json!({"name": "capped", "group_id": 1, "budget_usd": 2.5,
+                "budget_period": "day"})),
+        )
+        .await;
+    assert_eq!(s, 200, "{created}");
+    let budget = &created["data"]["budget"];
+    let tomorrow = (chrono::Utc::now().date_naive() + chrono::Days::new(1))
+        .format("%Y-%m-%dT00:00:00Z")
+        .to_string();
+    assert_eq!(
+        budget,
+        &json!({"budget_usd": 2.5, "budget_period": "day", "spent_usd": 0, "held_usd": 0,
+            "remaining_usd": 2.5, "resets_at": tomorrow}),
+        "{created}"
+    );
+    let key_id = created["data"]["api_key_id"].as_i64().unwrap();
+    let record = api
+        .state
+        .stores
+        .keys
+        .lookup(
+            &api.state
+                .hasher
+                .hash(created["data"]["key"].as_str().unwrap()),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        record.budget,
+        Some(opstate::KeyBudget {
+            limit: nano(2_500_000_000),
+            period: opstate::BudgetPeriod::Day
+        })
+    );
+    // Without a period: per month. Without a budget: no budget field at all.
+    let (_, monthly) = api
+        .write(
+            &owner,
+            Method::POST,
+            &path,
+            Some(&json!({"name": "monthly", "group_id": 1, "budget_usd": 100})),
+        )
+        .await;
+    assert_eq!(
+        monthly["data"]["budget"]["budget_period"], "month",
+        "{monthly}"
+    );
+    let (_, plain) = api
+        .write(
+            &owner,
+            Method::POST,
+            &path,
+            Some(&json!({"name": "plain", "group_id": 1, "budget_usd": null})),
+        )
+        .await;
+    assert!(plain["data"].get("budget").is_none(), "{plain}");
+
+    // A call of the capped key, as a gateway makes it: held, then settled at 0.75 USD.
+    let asks = [opstate::SlotAsk {
+        account: "a",
+        max: 10,
+    }];
+    let admitted = api
+        .state
+        .stores
+        .calls
+        .admit(
+            &asks,
+            "budget-call-1",
+            std::time::Duration::from_secs(30),
+            opstate::Limits::default(),
+            Some(opstate::HoldAsk {
+                org,
+                hold_id: "budget-call-1",
+                amount: nano(1_000_000_000),
+                ttl_ms: 60_000,
+                meta: "",
+                spend: Some(opstate::SpendAsk {
+                    key_id,
+                    budget: record.budget,
+                }),
+            }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(admitted.taken, Some(0), "{admitted:?}");
+    let (_, list) = api.get(&owner, &path).await;
+    let capped = &list["data"][0];
+    assert_eq!(capped["budget"]["held_usd"], 1, "{list}");
+    assert_eq!(capped["budget"]["remaining_usd"], 1.5, "{list}");
+    let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap();
+    let event = opstate::UsageEvent {
+        key_id,
+        ..super::settlement::settled_event(
+            "budget-call-1",
+            org,
+            "gpt-4o-mini",
+            now_ms,
+            750_000_000,
+            0,
+        )
+    };
+    api.state
+        .stores
+        .calls
+        .finish(opstate::Finish {
+            slot: Some(("a", "budget-call-1")),
+            gates: &[],
+            hold: Some((org, "budget-call-1")),
+            cost: nano(750_000_000),
+            event: Some(&event),
+        })
+        .await
+        .unwrap();
+    let (_, list) = api.get(&owner, &path).await;
+    let capped = &list["data"][0];
+    assert_eq!(
+        (
+            &capped["budget"]["spent_usd"],
+            &capped["budget"]["held_usd"],
+            &capped["budget"]["remaining_usd"]
+        ),
+        (&json!(0.75), &json!(0), &json!(1.75)),
+        "{list}"
+    );
+    assert!(list["data"][2].get("budget").is_none(), "{list}");
+
+    // The store loses everything: the spend comes back from the ledger with the wallets.
+    admin_api::workers::settler::drain_once(&api.state, "t")
+        .await
+        .unwrap();
+    let fresh = Stores::memory();
+    admin_api::services::wallets::reload_all_into(&api.state.db, fresh.wallets.as_ref())
+        .await
+        .unwrap();
+    let restored = fresh
+        .wallets
+        .key_spend(org, &[key_id])
+        .await
+        .unwrap()
+        .unwrap()
+        .keys[0];
+    assert_eq!(
+        (restored.day, restored.month, restored.held),
+        (nano(750_000_000), nano(750_000_000), nano(0))
+    );
+}

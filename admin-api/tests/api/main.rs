@@ -113,6 +113,11 @@ impl Api {
     /// admin-api on the test configuration with `extra` TOML appended (e.g. a `[payments]`
     /// section).
     async fn start_with(extra: &str) -> Api {
+        Api::start_on(extra, Stores::memory()).await
+    }
+
+    /// As [`Api::start_with`], on the operational store `stores`.
+    async fn start_on(extra: &str, stores: Stores) -> Api {
         let outbox =
             std::env::temp_dir().join(format!("tollgate-outbox-{}", uuid::Uuid::new_v4().simple()));
         let text = config(
@@ -120,7 +125,7 @@ impl Api {
             outbox.to_str().unwrap(),
         ) + extra;
         let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
-        let state = admin_api::AppState::connect(settings, Stores::memory())
+        let state = admin_api::AppState::connect(settings, stores)
             .await
             .unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

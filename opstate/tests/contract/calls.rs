@@ -36,6 +36,7 @@ async fn admission_takes_slot_and_hold_together_or_neither() {
             amount: nano(amount),
             ttl_ms: 60_000,
             meta: "{\"route\":\"chat\"}",
+            spend: None,
         };
         let a = s
             .calls
@@ -161,6 +162,7 @@ async fn finish_releases_settles_and_appends_what_was_charged() {
             amount: nano(9_000),
             ttl_ms: 60_000,
             meta: "",
+            spend: None,
         };
         let admitted = s
             .calls
@@ -285,6 +287,7 @@ async fn limits_refuse_before_anything_is_taken() {
             amount: nano(10),
             ttl_ms: 60_000,
             meta: "",
+            spend: None,
         };
         for id in ["r1", "r2"] {
             let a = s
@@ -433,6 +436,7 @@ async fn admission_refuses_a_key_revoked_since_its_record_was_read() {
             amount: nano(10),
             ttl_ms: 60_000,
             meta: "",
+            spend: None,
         };
         let with_key = |key: &'static str| Limits {
             key: Some(key),

@@ -17,6 +17,7 @@ use opstate::{KeyLimits, KeyPermissions, KeyRecord, Measurement, RedisStore, Sto
 use std::collections::HashSet;
 use std::time::Duration;
 
+mod budgets;
 mod calls;
 mod cooldowns;
 mod counters;
@@ -63,6 +64,7 @@ fn record(key_id: i64) -> KeyRecord {
         rate: money::RateMultiplier::from_ppm(1_000_000),
         expires_at: None,
         limits: KeyLimits::default(),
+        budget: None,
     }
 }
 

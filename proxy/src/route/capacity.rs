@@ -87,7 +87,7 @@ pub(crate) fn blocked(admitted: &Admitted, gates: &[Layer]) -> Option<Layer> {
         Some(Limited::Gate(i)) => Some(gates.get(i).copied().unwrap_or(Layer::Global)),
         Some(Limited::PerMinute { resets_in }) => Some(Layer::KeyRate(resets_in)),
         // Refused as an invalid key by `route::attempt` before anything waits.
-        Some(Limited::Revoked) => None,
+        Some(Limited::Revoked | Limited::Budget(_)) => None,
         None if admitted.taken.is_none() && admitted.reservation.is_none() => Some(Layer::Pool),
         None => None,
     }

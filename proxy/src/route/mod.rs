@@ -99,6 +99,8 @@ pub(crate) struct Caller<'a> {
     pub key_concurrency: Option<u32>,
     /// The key's calls per minute at most (its own limit, else its group's).
     pub key_per_minute: Option<u32>,
+    /// The key's spend budget, checked with its hold (`opstate::budget`).
+    pub budget: Option<opstate::KeyBudget>,
 }
 
 impl Caller<'_> {
@@ -124,6 +126,7 @@ impl Caller<'_> {
                 .limits
                 .requests_per_minute
                 .or(group.and_then(|g| g.key_requests_per_minute)),
+            budget: key.budget,
         }
     }
 
@@ -221,9 +224,18 @@ async fn attempt(
             GatewayError::StoreUnavailable
         })?;
     // The key was disabled since this proxy read its record: refused like any unknown key.
-    if admitted.limited == Some(opstate::Limited::Revoked) {
-        tracing::debug!("refused a key revoked since its record was cached");
-        return Err(GatewayError::InvalidKey);
+    match admitted.limited {
+        Some(opstate::Limited::Revoked) => {
+            tracing::debug!("refused a key revoked since its record was cached");
+            return Err(GatewayError::InvalidKey);
+        }
+        // Over the key's budget: refused at once (waiting does not help before the period ends).
+        Some(opstate::Limited::Budget(over)) => {
+            return Err(GatewayError::BudgetExceeded {
+                resets_in_seconds: over.resets_in.as_secs().max(1),
+            });
+        }
+        _ => {}
     }
     Ok(admitted)
 }
@@ -284,6 +296,10 @@ async fn admit(
             amount: p.amount,
             ttl_ms,
             meta,
+            spend: Some(opstate::SpendAsk {
+                key_id: caller.key_id,
+                budget: caller.budget,
+            }),
         });
     let mut admitted = attempt(r.calls, &asks, hold_id, slot_ttl, limits, ask).await?;
     let open = select::available(ordered, &admitted.cooldowns)?;

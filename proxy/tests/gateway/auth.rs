@@ -82,6 +82,7 @@ async fn invalid_keys_get_the_authentication_error() {
                 rate: Some(RateMultiplier::ONE),
                 expires_at: None,
                 limits: KeyLimits::default(),
+                budget: None,
             },
         )
         .await
@@ -249,6 +250,7 @@ async fn expire_key_at(h: &Harness, expires_at: i64) {
         rate: Some(RateMultiplier::ONE),
         expires_at: Some(expires_at),
         limits: KeyLimits::default(),
+        budget: None,
     };
     h.stores
         .keys

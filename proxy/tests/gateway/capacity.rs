@@ -186,6 +186,7 @@ async fn a_queued_call_refused_by_its_wallet_gives_its_slot_back() {
         rate: Some(RateMultiplier::ONE),
         expires_at: None,
         limits: KeyLimits::default(),
+        budget: None,
     };
     let hash = h.hasher.hash(poor.expose());
     h.stores.keys.publish(&hash, &record).await.unwrap();

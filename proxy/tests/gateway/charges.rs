@@ -104,6 +104,7 @@ async fn missing_wallet_or_price_fails_closed() {
         rate: Some(RateMultiplier::ONE),
         expires_at: None,
         limits: KeyLimits::default(),
+        budget: None,
     };
     h.stores
         .keys

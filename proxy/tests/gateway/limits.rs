@@ -21,6 +21,7 @@ pub(crate) async fn limited_key(
         rate: Some(RateMultiplier::ONE),
         expires_at: None,
         limits,
+        budget: None,
     };
     h.stores
         .keys

@@ -26,6 +26,7 @@ use tokio::task::JoinSet;
 mod audio;
 mod auth;
 mod bodies;
+mod budgets;
 mod capacity;
 mod charges;
 mod errors;
@@ -384,6 +385,7 @@ impl Harness {
             rate: Some(RateMultiplier::ONE),
             expires_at: None,
             limits: KeyLimits::default(),
+            budget: None,
         };
         self.stores
             .keys

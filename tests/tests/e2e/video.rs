@@ -136,6 +136,7 @@ async fn video_tasks_on_a_fleet() {
             permissions: opstate::KeyPermissions::default(),
             expires_at: None,
             limits: opstate::KeyLimits::default(),
+            budget: None,
         };
         let created =
             admin_api::keys::create_key(&s.db, s.stores.keys.as_ref(), &s.hasher, s.env, new)

@@ -1,17 +1,17 @@
--- finish v3 (v3: the settlement reports a mirror found below its holds, see hold.lua): a call's end in one step (after hold.lua): its capacity slot (and its slots in the
+-- finish v4 (v4: the wallet's sixth key, its key spend, which the settlement counts in) (v3: the settlement reports a mirror found below its holds, see hold.lua): a call's end in one step (after hold.lua): its capacity slot (and its slots in the
 -- gates of its limits) given back, its hold settled, and its usage event appended with what the
 -- settlement charged.
--- KEYS[1..5] = the organization's wallet keys (see wallet.v4); KEYS[6] = the account's slots;
--- KEYS[7] = the usage stream; KEYS[8..] = the gates the call holds a slot in
+-- KEYS[1..6] = the organization's wallet keys (see wallet.v5); KEYS[7] = the account's slots;
+-- KEYS[8] = the usage stream; KEYS[9..] = the gates the call holds a slot in
 -- ARGV[1] = slot id ('' none), ARGV[2] = hold id ('' none), ARGV[3] = cost (nano-USD),
 -- ARGV[4] = the usage event's JSON ('' none)
 -- returns {hold code (1 settled, 0 unknown, -1 no mirror, 9 no hold), charged, excess, below}
 -- The stream entry is {e = JSON, c = charged, x = excess} (c and x only with a hold): the event's
 -- own charged/excess fields are overridden by c and x when read.
-local W = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]}
+local W = {KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]}
 if ARGV[1] ~= '' then
-  redis.call('ZREM', KEYS[6], ARGV[1])
-  for k = 8, #KEYS do redis.call('ZREM', KEYS[k], ARGV[1]) end
+  redis.call('ZREM', KEYS[7], ARGV[1])
+  for k = 9, #KEYS do redis.call('ZREM', KEYS[k], ARGV[1]) end
 end
 local cost = tonumber(ARGV[3]) or 0
 local code, charged, excess, below = 9, '0', '0', 0
@@ -28,9 +28,9 @@ if ARGV[2] ~= '' then
 end
 if ARGV[4] ~= '' then
   if code == 9 then
-    redis.call('XADD', KEYS[7], '*', 'e', ARGV[4])
+    redis.call('XADD', KEYS[8], '*', 'e', ARGV[4])
   else
-    redis.call('XADD', KEYS[7], '*', 'e', ARGV[4], 'c', charged, 'x', excess)
+    redis.call('XADD', KEYS[8], '*', 'e', ARGV[4], 'c', charged, 'x', excess)
   end
 end
 return {code, charged, excess, below}

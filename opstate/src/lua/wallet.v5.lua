@@ -1,4 +1,6 @@
--- wallet v4: every wallet operation, one atomic script. (v4: a settlement never charges less than
+-- wallet v5: every wallet operation, one atomic script. (v5: KEYS[6], the organization's key
+-- spend (see opstate's budget.rs): holds may carry their key's tag, 'extend' keeps it, 'spend' reads
+-- keys' spend and 'spend_load' restores it after the store lost it.) (v4: a settlement never charges less than
 -- zero; a mirror found below its open holds is marked 'unreconciled', reported by 'snapshot' and
 -- cleared by 'load'.) (v2: confirmed charges moved from the
 -- adjusted set, where they were never removed, to a sorted set pruned after ten minutes. v3: the
@@ -14,6 +16,7 @@
 --           what the reconciler needs to settle a hold whose gateway died
 -- KEYS[5] = confirmed charges {prefix}{org:N}:confirmed (sorted set: hold id -> confirmation
 --           time in ms), remembered CONFIRMED_MS so a redelivered confirmation is recognised
+-- KEYS[6] = key spend {prefix}{org:N}:spend (hash: K:d, K:ds, K:m, K:ms, K:h per key K)
 -- Sent after hold.lua (Script::new of both).
 -- ARGV[1] = operation; further ARGV per operation. Amounts are integer nano-USD (exact below 2^53).
 local op = ARGV[1]
@@ -22,6 +25,22 @@ local op = ARGV[1]
 -- record (a redelivery comes after the 30 s claim timeout); two minutes is ample, and keeps the set
 -- bounded by two minutes of traffic.
 local CONFIRMED_MS = 120000
+
+if op == 'spend_load' then
+  -- After a loss, before the wallet is loaded (no hold can be taken meanwhile): ARGV[2] = day,
+  -- ARGV[3] = month, then per key K, charged that day, charged that month. A key whose window is
+  -- already stored keeps it.
+  for i = 4, #ARGV, 3 do
+    local K = ARGV[i]
+    if redis.call('HEXISTS', KEYS[6], K .. ':d') == 0 then
+      redis.call('HSET', KEYS[6], K .. ':d', ARGV[2], K .. ':ds', ARGV[i + 1])
+    end
+    if redis.call('HEXISTS', KEYS[6], K .. ':m') == 0 then
+      redis.call('HSET', KEYS[6], K .. ':m', ARGV[3], K .. ':ms', ARGV[i + 2])
+    end
+  end
+  return {1}
+end
 
 if op == 'load' then
   redis.call('HSET', KEYS[1], 'balance', ARGV[2])
@@ -63,13 +82,14 @@ if op == 'adjust' then
   redis.call('HSET', KEYS[1], 'balance', s(balance + delta))
   return {1, s(balance + delta)}
 elseif op == 'reserve' then
-  return hold_reserve(KEYS, ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], now_ms())
+  return hold_reserve(KEYS, ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], now_ms(),
+    ARGV[6])
 elseif op == 'extend' then
   -- ARGV[2] = hold id, ARGV[3] = ttl ms from now. The amount and the description stay.
   local hold = redis.call('HGET', KEYS[2], ARGV[2])
   if not hold then return {0} end
-  local amount = string.match(hold, '^(%-?%d+)')
-  redis.call('HSET', KEYS[2], ARGV[2], amount .. ':' .. s(now_ms() + tonumber(ARGV[3])))
+  local amount, tag = string.match(hold, '^(%-?%d+):%d+(.*)$')
+  redis.call('HSET', KEYS[2], ARGV[2], amount .. ':' .. s(now_ms() + tonumber(ARGV[3])) .. tag)
   return {1}
 elseif op == 'settle' or op == 'release' then
   return hold_close(KEYS, ARGV[2], tonumber(ARGV[3] or '0'), op == 'release')
@@ -90,6 +110,19 @@ elseif op == 'confirm' then
   redis.call('ZADD', KEYS[5], now, ARGV[3])
   redis.call('HSET', KEYS[1], 'balance', s(balance - amount))
   return {3}
+elseif op == 'spend' then
+  -- ARGV[2..] = key ids: {1, ms until the day ends, ms until the month ends, then per key: charged
+  -- today, this month, held}
+  local now = now_ms()
+  local day, month, day_end, month_end = windows(now)
+  local out = {1, s(day_end - now), s(month_end - now)}
+  for i = 2, #ARGV do
+    local ds, ms, held = spend_now(KEYS[6], ARGV[i], day, month)
+    out[#out + 1] = s(ds)
+    out[#out + 1] = s(ms)
+    out[#out + 1] = s(held)
+  end
+  return out
 elseif op == 'snapshot' then
   local unreconciled = 0
   if redis.call('HEXISTS', KEYS[1], 'unreconciled') == 1 or balance < reserved then unreconciled = 1 end
@@ -99,7 +132,7 @@ elseif op == 'expired' then
   local out = {}
   local all = redis.call('HGETALL', KEYS[2])
   for i = 1, #all, 2 do
-    local amount, deadline = string.match(all[i + 1], '^(%-?%d+):(%d+)$')
+    local amount, deadline = string.match(all[i + 1], '^(%-?%d+):(%d+)')
     if tonumber(deadline) <= now then
       table.insert(out, all[i])
       table.insert(out, amount)
