@@ -26,6 +26,10 @@ impl Modify for Security {
                 "X-Organization-Billing-Token",
             ))),
         );
+        components.add_security_scheme(
+            "customer_key",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
     }
 }
 
@@ -39,14 +43,14 @@ impl Modify for Security {
         customers::balance, customers::allocations, customers::groups, customers::group_rate,
         keys::list, keys::create, keys::disable,
         usage::customer, usage::key,
-        billing::balance, billing::daily
+        billing::balance, billing::daily, billing::key_standing
     ),
     components(schemas(
         ErrorEnvelope, CreateCustomerRequest, Customer, Activation, CustomerData, CustomerBalance, Funding,
         TopUpRequest, TopUpSession, TokenInfo, PartnerIdentity, AllocationRequest, Group, GroupRateRequest,
         CreateKeyRequest, KeyPreview, UsageBucket, UsageBuckets, OrganizationBalance, DailyUsage,
         DailyTotals, UsageTotals, KeyUsage, ModelUsage, ProjectUsage, WorkflowUsage, WalletSpend,
-        UsageCoverage
+        UsageCoverage, KeyStanding, KeyLimitsView, KeySpendView, KeyBudgetView
     )),
     modifiers(&Security),
 )]

@@ -59,10 +59,13 @@ pub enum Route {
     /// from a Google client).
     NativeModel,
     /// `/partner/v1/*`, `/api/v1/*`, `/invitations/*`, `/billing/top-up` and `/billing/top-up/*`,
-    /// `/console` and `/console/*` (the web console),
+    /// `/console` and `/console/*` (the web console), `GET /compat/v1/key` (a key's standing),
     /// `/billing/webhooks/*`: forwarded to admin-api untouched (it authenticates and answers them).
     Admin,
 }
+
+/// `GET {compat_base}/key`: served by admin-api.
+const KEY_STANDING: &str = "/compat/v1/key";
 
 /// Path prefixes served by admin-api behind the one public base URL.
 const ADMIN_PREFIXES: [&str; 6] = [
@@ -89,6 +92,11 @@ impl Route {
             return Some(Route::Admin);
         }
         let path = path.strip_suffix('/').unwrap_or(path);
+        // A key's own standing (DESIGN §6d): admin-api reads it (it needs the ledger to say
+        // whether the balance is reconciled) and authenticates the key itself.
+        if method == Method::GET && path == KEY_STANDING {
+            return Some(Route::Admin);
+        }
         let route = match (method, path) {
             (&Method::GET, "/compat/v1/models") => Route::Models,
             (&Method::POST, "/compat/v1/chat/completions") => Route::ChatCompletions,
@@ -421,6 +429,11 @@ mod tests {
                 "{console}"
             );
         }
+        assert_eq!(
+            Route::classify(&Method::GET, "/compat/v1/key"),
+            Some(Route::Admin)
+        );
+        assert_eq!(Route::classify(&Method::POST, "/compat/v1/key"), None);
         assert_eq!(Route::classify(&Method::GET, "/api/v10/x"), None);
         assert_eq!(Route::classify(&Method::POST, "/v1/responses"), None);
         assert_eq!(

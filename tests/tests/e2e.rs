@@ -311,6 +311,38 @@ async fn customer_lifecycle_through_the_proxy() {
         .unwrap();
     assert_eq!(resp.status(), 200);
     assert!(String::from_utf8_lossy(&resp.bytes().await.unwrap()).contains("[DONE]"));
+    // The key reads its own standing through the gateway's base URL (DESIGN §6d): both calls'
+    // charges in its day, nothing held once they settled.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let standing = loop {
+        let v: Value = http
+            .get(format!("{base}/compat/v1/key"))
+            .bearer_auth(&secret)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let settled = v["data"]["spend"]["held_usd"] == json!(0)
+            && v["data"]["spend"]["day_usd"]
+                .as_f64()
+                .is_some_and(|d| d > 0.0);
+        if settled || std::time::Instant::now() > deadline {
+            break v;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(standing["data"]["api_key_id"], key_id, "{standing}");
+    assert_eq!(standing["data"]["spend"]["held_usd"], 0, "{standing}");
+    assert_eq!(
+        standing["data"]["spend"]["day_usd"], standing["data"]["spend"]["month_usd"],
+        "{standing}"
+    );
+    assert!(
+        standing["data"]["spend"]["day_usd"].as_f64().unwrap() > 0.0,
+        "{standing}"
+    );
     let (s, _) = call(
         reqwest::Method::DELETE,
         &format!("/partner/v1/customers/{id}/api-keys/{key_id}"),

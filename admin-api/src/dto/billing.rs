@@ -125,3 +125,44 @@ pub enum Ratio {
     Whole(i64),
     Fraction(f64),
 }
+
+/// `GET {compat_base}/key` (DESIGN §6d): a customer key's own standing and its organization's
+/// available balance, read with the key itself.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct KeyStanding {
+    pub api_key_id: i64,
+    pub name: String,
+    pub preview: String,
+    pub group_id: i64,
+    /// The group's name in the operator's configuration.
+    pub group_name: Option<String>,
+    /// When the key stops authenticating (`null`: never).
+    pub expires_at: Option<String>,
+    /// The limits in force: the key's own, else its group's per-key default (`null`: none).
+    pub limits: KeyLimitsView,
+    /// The key's budget and where it stands (`null`: no budget).
+    pub budget: Option<super::KeyBudgetView>,
+    /// What the key was charged in the current UTC day and month, and what its calls in flight
+    /// hold (`null` when the operational store cannot say right now).
+    pub spend: Option<KeySpendView>,
+    /// The organization's balance, reported only when reconciled (else the answer is 503).
+    pub organization: OrganizationBalance,
+}
+
+/// The limits a key's calls are admitted under.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct KeyLimitsView {
+    pub max_concurrency: Option<i64>,
+    pub requests_per_minute: Option<i64>,
+}
+
+/// A key's spend in the current windows.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct KeySpendView {
+    #[schema(value_type = f64)]
+    pub day_usd: Usd,
+    #[schema(value_type = f64)]
+    pub month_usd: Usd,
+    #[schema(value_type = f64)]
+    pub held_usd: Usd,
+}

@@ -32,3 +32,60 @@ pub(crate) async fn daily(
     .await;
     respond(result)
 }
+
+#[utoipa::path(get, path = "/compat/v1/key", tag = "billing", security(("customer_key" = [])), responses((status = 200, description = "data: the key's own standing", body = crate::dto::KeyStanding), (status = 401, description = "the gateway's bodies: {error: \"missing_api_key\", message} or {error: {message, type: \"authentication_error\"}}"), (status = 503, description = "ORG_BALANCE_RECONCILIATION_REQUIRED", body = crate::dto::ErrorEnvelope)))]
+pub(crate) async fn key_standing(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    use crate::services::billing::StandingRefused;
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    let presented = match customer_key(&headers) {
+        Ok(k) => k,
+        Err(()) => return invalid_key(),
+    };
+    match billing::key_standing(&state, presented.as_deref()).await {
+        Ok(data) => respond(Ok(data)),
+        Err(StandingRefused::MissingKey) => (
+            StatusCode::UNAUTHORIZED,
+            axum::Json(serde_json::json!({"error": "missing_api_key", "message": "No API key was provided. Send it as 'Authorization: Bearer KEY', 'x-api-key' or 'x-alt-api-key'."})),
+        )
+            .into_response(),
+        Err(StandingRefused::InvalidKey) => invalid_key(),
+        Err(StandingRefused::Api(e)) => e.into_response(),
+    }
+}
+
+/// The gateway's 401 for a key it would not serve.
+fn invalid_key() -> Response {
+    use axum::response::IntoResponse;
+    (
+        axum::http::StatusCode::UNAUTHORIZED,
+        axum::Json(
+            serde_json::json!({"error": {"message": "Invalid API key.", "type": "authentication_error"}}),
+        ),
+    )
+        .into_response()
+}
+
+/// The customer key of a request, as the gateway reads it: `Authorization: Bearer`, `x-api-key`
+/// or `x-alt-api-key`. `Err`: two different keys (invalid, as at the gateway).
+fn customer_key(headers: &HeaderMap) -> Result<Option<String>, ()> {
+    let bearer = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim);
+    let others = ["x-api-key", "x-alt-api-key"]
+        .into_iter()
+        .filter_map(|h| headers.get(h).and_then(|v| v.to_str().ok()).map(str::trim));
+    let mut found: Option<&str> = None;
+    for k in bearer.into_iter().chain(others).filter(|k| !k.is_empty()) {
+        match found {
+            Some(f) if f != k => return Err(()),
+            _ => found = Some(k),
+        }
+    }
+    Ok(found.map(str::to_string))
+}

@@ -127,6 +127,7 @@ pub fn router(state: AppState) -> Router {
             "/api/v1/organization/billing/usage/daily",
             get(billing::daily),
         )
+        .route("/compat/v1/key", get(billing::key_standing))
         .merge(
             // Pages a person opens: the console's security headers.
             Router::new()

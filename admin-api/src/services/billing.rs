@@ -409,3 +409,87 @@ mod tests {
         );
     }
 }
+
+/// Why a key's standing was not answered.
+#[derive(Debug)]
+pub enum StandingRefused {
+    /// No key in the request (the gateway's 401 `missing_api_key`).
+    MissingKey,
+    /// Not a usable customer key of this environment: malformed, unknown, disabled or expired (the
+    /// gateway's 401 `authentication_error`).
+    InvalidKey,
+    /// The envelope's error (503 `ORG_BALANCE_RECONCILIATION_REQUIRED`, `SERVICE_UNAVAILABLE`).
+    Api(ApiError),
+}
+
+impl From<ApiError> for StandingRefused {
+    fn from(e: ApiError) -> Self {
+        StandingRefused::Api(e)
+    }
+}
+
+/// `GET {compat_base}/key`: the standing of the customer key `presented` (never another key's)
+/// and its organization's reconciled balance. A key the gateway would refuse is refused here the
+/// same way; an unreconciled balance is 503, never a zero.
+pub async fn key_standing(
+    state: &AppState,
+    presented: Option<&str>,
+) -> Result<crate::dto::KeyStanding, StandingRefused> {
+    use crate::dto::{KeyLimitsView, KeySpendView, KeyStanding};
+    use entities::customer_api_keys;
+    use entities::status::KeyStatus;
+    use sea_orm::QueryFilter;
+    let presented = presented.ok_or(StandingRefused::MissingKey)?;
+    credentials::check(presented, Kind::CustomerKey, state.env)
+        .map_err(|_| StandingRefused::InvalidKey)?;
+    let hash = state.hasher.hash(presented);
+    let now = state.clock.now();
+    let row = customer_api_keys::Entity::find()
+        .filter(customer_api_keys::Column::KeyHash.eq(hash))
+        .one(&state.db)
+        .await
+        .map_err(ApiError::from)?
+        .filter(|k| k.status == KeyStatus::Active && k.expires_at.is_none_or(|t| t > now))
+        .ok_or(StandingRefused::InvalidKey)?;
+    let org = organizations::Entity::find_by_id(row.organization_id)
+        .one(&state.db)
+        .await
+        .map_err(ApiError::from)?
+        .filter(|o| o.status == OrganizationStatus::Active)
+        .ok_or(StandingRefused::InvalidKey)?;
+    let organization = balance(state, &org).await?;
+    let mut preview = crate::services::keys::preview(&row);
+    crate::services::keys::with_standing(state, org.id, std::slice::from_mut(&mut preview)).await;
+    let spend = match state.stores.wallets.key_spend(org.id, &[row.id]).await {
+        Ok(Some(report)) => report.keys.first().map(|s| KeySpendView {
+            day_usd: Usd(s.day),
+            month_usd: Usd(s.month),
+            held_usd: Usd(s.held),
+        }),
+        Ok(None) => None,
+        Err(e) => {
+            tracing::warn!(error = %e, "key spend unreadable");
+            None
+        }
+    };
+    let group = state.group(row.group_id);
+    Ok(KeyStanding {
+        api_key_id: row.id,
+        name: row.name.clone(),
+        preview: row.preview.clone(),
+        group_id: row.group_id,
+        group_name: group.as_ref().map(|g| g.name.clone()),
+        expires_at: preview.expires_at.clone(),
+        limits: KeyLimitsView {
+            max_concurrency: row.max_concurrency.map(i64::from).or(group
+                .as_ref()
+                .and_then(|g| g.key_max_concurrency.map(i64::from))),
+            requests_per_minute: row.requests_per_minute.map(i64::from).or(group
+                .as_ref()
+                .and_then(|g| g.key_requests_per_minute.map(i64::from))),
+        },
+        budget: preview.budget,
+        spend,
+        organization,
+    })
+}

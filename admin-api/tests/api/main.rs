@@ -34,6 +34,7 @@ mod openapi;
 mod partitions;
 mod payments;
 mod settlement;
+mod standing;
 mod task_book;
 mod usage;
 

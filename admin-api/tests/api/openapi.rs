@@ -105,6 +105,7 @@ async fn openapi_documents_every_route_and_field() {
         "GET /partner/v1/customers/{customer_id}/api-keys/{api_key_id}/usage",
         "GET /api/v1/organization/billing/balance",
         "GET /api/v1/organization/billing/usage/daily",
+        "GET /compat/v1/key",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -132,10 +133,22 @@ async fn openapi_documents_every_route_and_field() {
             &owner,
             Method::POST,
             &format!("/customers/{id}/api-keys"),
-            Some(&json!({"name": "k", "group_id": 1})),
+            Some(&json!({"name": "k", "group_id": 1, "budget_usd": 3})),
         )
         .await;
+    assert!(key["data"]["budget"].is_object(), "{key}");
     assert_documented(&doc, "KeyPreview", &key["data"]);
+    let standing: Value = api
+        .http
+        .get(format!("{}/compat/v1/key", api.base))
+        .bearer_auth(key["data"]["key"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_documented(&doc, "KeyStanding", &standing["data"]);
     let (_, usage) = api.get(&owner, &format!("/customers/{id}/usage")).await;
     assert_documented(&doc, "UsageBuckets", &usage["data"]);
     let (_, top_up) = api
