@@ -95,6 +95,10 @@ pub enum ApiError {
     Internal,
     #[error("a dependency is unavailable; retry shortly")]
     Unavailable,
+    #[error("invalid alert: {0}")]
+    InvalidAlert(String),
+    #[error("invalid automatic allocation: {0}")]
+    InvalidAutoAllocation(String),
     /// The payment provider could not be reached or refused the call (nothing was stored).
     #[error("the payment provider is unavailable; retry shortly ({0})")]
     PaymentProvider(String),
@@ -286,6 +290,12 @@ impl ApiError {
                 none,
             ),
             InvalidDate => (StatusCode::BAD_REQUEST, None, none),
+            InvalidAlert(_) => (StatusCode::BAD_REQUEST, Some("INVALID_PARTNER_ALERT"), none),
+            InvalidAutoAllocation(_) => (
+                StatusCode::BAD_REQUEST,
+                Some("INVALID_PARTNER_AUTOMATIC_ALLOCATION"),
+                none,
+            ),
             Internal => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 Some("INTERNAL_ERROR"),

@@ -7,7 +7,7 @@
 //! are the same set, and that every route of the router is documented (and nothing else).
 
 use crate::dto::*;
-use crate::http::{billing, customers, funding, keys, usage};
+use crate::http::{billing, customers, funding, keys, rules, usage};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
@@ -43,14 +43,18 @@ impl Modify for Security {
         customers::balance, customers::allocations, customers::groups, customers::group_rate,
         keys::list, keys::create, keys::disable,
         usage::customer, usage::key,
-        billing::balance, billing::daily, billing::key_standing
+        billing::balance, billing::daily, billing::key_standing,
+        rules::customer_alert, rules::set_customer_alert, rules::funding_alert,
+        rules::set_funding_alert, rules::customer_rule, rules::set_customer_rule,
+        rules::delete_customer_rule
     ),
     components(schemas(
         ErrorEnvelope, CreateCustomerRequest, Customer, Activation, CustomerData, CustomerBalance, Funding,
         TopUpRequest, TopUpSession, TokenInfo, PartnerIdentity, AllocationRequest, Group, GroupRateRequest,
         CreateKeyRequest, KeyPreview, UsageBucket, UsageBuckets, OrganizationBalance, DailyUsage,
         DailyTotals, UsageTotals, KeyUsage, ModelUsage, ProjectUsage, WorkflowUsage, WalletSpend,
-        UsageCoverage, KeyStanding, KeyLimitsView, KeySpendView, KeyBudgetView
+        UsageCoverage, KeyStanding, KeyLimitsView, KeySpendView, KeyBudgetView, AlertRequest,
+        AlertView, AutoAllocationRequest, AutoAllocationView, AutoRuleView, AutoRunView
     )),
     modifiers(&Security),
 )]

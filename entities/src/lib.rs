@@ -2,6 +2,9 @@
 //! rules live in admin-api's services, which map these to their own DTOs.
 
 pub mod audit_records;
+pub mod auto_allocation_rules;
+pub mod auto_allocations;
+pub mod balance_alerts;
 pub mod console_sessions;
 pub mod console_tokens;
 pub mod console_users;

@@ -1,4 +1,5 @@
-//! `[money]`: holds, their reconciliation and the output reserved for uncapped calls.
+//! `[money]`: holds, their reconciliation, the output reserved for uncapped calls, and how often
+//! balances are watched (alerts, automatic allocation and recharge).
 
 use crate::error::{ConfigError, err};
 use serde::Deserialize;
@@ -10,6 +11,7 @@ pub(crate) struct RawMoney {
     pub hold_ttl_ms: Option<u64>,
     pub reconcile_interval_ms: Option<u64>,
     pub default_output_tokens: Option<u64>,
+    pub watch_interval_ms: Option<u64>,
 }
 
 /// Admission parameters.
@@ -21,6 +23,9 @@ pub struct Money {
     pub default_output_tokens: u64,
     /// How often the reconciler looks for holds past their deadline.
     pub reconcile_interval_ms: u64,
+    /// How often the balance watcher checks low-balance alerts, automatic allocations and
+    /// automatic recharges (admin-api).
+    pub watch_interval_ms: u64,
 }
 
 /// Validates `[money]`.
@@ -29,7 +34,11 @@ pub(crate) fn validate(raw: &RawMoney) -> Result<Money, ConfigError> {
         hold_ttl_ms: raw.hold_ttl_ms.unwrap_or(900_000),
         default_output_tokens: raw.default_output_tokens.unwrap_or(4_096),
         reconcile_interval_ms: raw.reconcile_interval_ms.unwrap_or(1_000),
+        watch_interval_ms: raw.watch_interval_ms.unwrap_or(5_000),
     };
+    if money.watch_interval_ms < 50 {
+        return Err(err("money.watch_interval_ms", "must be at least 50"));
+    }
     if money.reconcile_interval_ms < 50 {
         return Err(err("money.reconcile_interval_ms", "must be at least 50"));
     }

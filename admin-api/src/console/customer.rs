@@ -17,6 +17,7 @@ use crate::error::ApiError;
 use crate::http::form::field;
 use crate::http::params::Segs;
 use crate::partner::idempotency::{Effect, Success, apply};
+use crate::services::watch;
 use crate::services::{billing, customers, funding, invitations, keys, people, wallets};
 use crate::state::AppState;
 use askama::Template;
@@ -77,6 +78,13 @@ struct Page<'a> {
     notice: Option<String>,
     secret: Option<String>,
     error: Option<Refusal>,
+    /// The low-balance alert's threshold (USD) and whether the balance is below it.
+    alert: Option<(String, bool)>,
+    /// The automatic allocation rule: below, amount, monthly cap, allocated this month (USD),
+    /// armed.
+    rule: Option<(String, String, String, String, bool)>,
+    /// Its last runs: when, amount (USD), outcome.
+    runs: Vec<(String, String, String)>,
 }
 
 fn usd(n: money::NanoUsd) -> String {
@@ -119,10 +127,12 @@ async fn page(
         let balance = wallets::reconciled(state, org.id).await?;
         let today = state.clock.now().date_naive();
         let days = billing::daily_spend(&state.db, org.id, today, 30).await?;
-        Ok::<_, ApiError>((org, invitation, groups, keys, balance, days))
+        let alert = watch::alert_of(&state.db, watch::Subject::Org(org.id)).await?;
+        let rule = watch::rule_view(&state.db, customer.id, state.clock.now()).await?;
+        Ok::<_, ApiError>((org, invitation, groups, keys, balance, days, alert, rule))
     }
     .await;
-    let Ok((org, invitation, groups, keys, balance, days)) = read else {
+    let Ok((org, invitation, groups, keys, balance, days, alert, rule)) = read else {
         return pages::unavailable();
     };
     let active = org.status == OrganizationStatus::Active;
@@ -197,8 +207,152 @@ async fn page(
             notice: out.notice,
             secret: out.secret,
             error: out.error,
+            alert: alert.map(|a| (usd(money::NanoUsd::from_nanos(a.threshold_nanos)), a.below)),
+            rule: rule.rule.map(|r| {
+                (
+                    usd(r.below_usd.0),
+                    usd(r.amount_usd.0),
+                    usd(r.monthly_cap_usd.0),
+                    usd(r.allocated_this_month_usd.0),
+                    r.armed,
+                )
+            }),
+            runs: rule
+                .runs
+                .into_iter()
+                .map(|r| {
+                    let outcome = match r.outcome.as_str() {
+                        "allocated" => "allocated",
+                        "refused_funding" => "refused: partner funding short",
+                        "refused_cap" => "refused: monthly cap reached",
+                        _ => "refused",
+                    };
+                    (r.created_at, usd(r.amount_usd.0), outcome.to_string())
+                })
+                .collect(),
         },
     )
+}
+
+/// `POST …/customers/{customer}/alert`: `threshold_usd` (empty: remove the alert).
+pub(crate) async fn alert(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Segs(partner, customer): Segs,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (t, caller) = match acting(&state, &viewer, &partner, &customer, &headers, &body).await {
+        Ok(x) => x,
+        Err(resp) => return resp,
+    };
+    let raw = field(&body, "threshold_usd").unwrap_or_default();
+    let request = crate::dto::AlertRequest {
+        threshold_usd: Some(number(Some(raw.clone())).unwrap_or(Value::Null)),
+        unknown: Default::default(),
+    };
+    let threshold = match watch::parse_alert(request) {
+        Ok(t) => t,
+        Err(e) => return refused(&state, &viewer, &t, &customer, "alert", &e).await,
+    };
+    let detail = serde_json::json!({ "threshold_usd": raw });
+    let (state2, viewer2, t2, customer2) = (&state, &viewer, &t, customer.clone());
+    write(
+        &state,
+        &viewer,
+        &t,
+        &customer,
+        "alert",
+        |v: &crate::dto::AlertView| {
+            let text = match v.threshold_usd {
+                Some(t) => format!("The low-balance alert is set at {} USD.", usd(t.0)),
+                None => "The low-balance alert was removed.".to_string(),
+            };
+            (text, None)
+        },
+        async move |txn| {
+            audited(
+                txn,
+                state2,
+                viewer2,
+                t2,
+                "alert_changed",
+                &customer2,
+                detail,
+            )
+            .await?;
+            let view =
+                watch::set_customer_alert(txn, state2, &caller, &customer2, threshold).await?;
+            Ok(Success::plain(view))
+        },
+    )
+    .await
+}
+
+/// `POST …/customers/{customer}/automatic-allocation`: `action` = `set` (with `below_usd`,
+/// `amount_usd`, `monthly_cap_usd`) or `remove`.
+pub(crate) async fn automatic(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Segs(partner, customer): Segs,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (t, caller) = match acting(&state, &viewer, &partner, &customer, &headers, &body).await {
+        Ok(x) => x,
+        Err(resp) => return resp,
+    };
+    let rule = if field(&body, "action").as_deref() == Some("remove") {
+        None
+    } else {
+        let request = crate::dto::AutoAllocationRequest {
+            below_usd: number(field(&body, "below_usd")),
+            amount_usd: number(field(&body, "amount_usd")),
+            monthly_cap_usd: number(field(&body, "monthly_cap_usd")),
+            unknown: Default::default(),
+        };
+        match watch::parse_rule(request) {
+            Ok(r) => Some(r),
+            Err(e) => return refused(&state, &viewer, &t, &customer, "automatic", &e).await,
+        }
+    };
+    let detail = serde_json::json!({
+        "below_usd": field(&body, "below_usd"),
+        "amount_usd": field(&body, "amount_usd"),
+        "monthly_cap_usd": field(&body, "monthly_cap_usd"),
+        "removed": rule.is_none(),
+    });
+    let (state2, viewer2, t2, customer2) = (&state, &viewer, &t, customer.clone());
+    write(
+        &state,
+        &viewer,
+        &t,
+        &customer,
+        "automatic",
+        |v: &crate::dto::AutoAllocationView| {
+            let text = if v.rule.is_some() {
+                "The automatic allocation is set."
+            } else {
+                "The automatic allocation was removed."
+            };
+            (text.to_string(), None)
+        },
+        async move |txn| {
+            audited(
+                txn,
+                state2,
+                viewer2,
+                t2,
+                "automatic_allocation_changed",
+                &customer2,
+                detail,
+            )
+            .await?;
+            let view = watch::set_customer_rule(txn, state2, &caller, &customer2, rule).await?;
+            Ok(Success::plain(view))
+        },
+    )
+    .await
 }
 
 /// `GET /console/partners/{partner}/customers/{customer}`.

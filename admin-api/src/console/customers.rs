@@ -193,7 +193,10 @@ pub(crate) fn explain(e: &ApiError) -> String {
         ApiError::ExternalCustomerConflict => {
             "A customer with this external id exists with another contact email.".into()
         }
-        ApiError::InvalidCustomer(m) | ApiError::InvalidApiKey(m) => format!("{m}."),
+        ApiError::InvalidCustomer(m)
+        | ApiError::InvalidApiKey(m)
+        | ApiError::InvalidAlert(m)
+        | ApiError::InvalidAutoAllocation(m) => format!("{m}."),
         ApiError::CustomerSlugExists => {
             "An organization with this name already exists; choose another name.".into()
         }

@@ -55,10 +55,24 @@ struct Page<'a> {
     can_add: bool,
     amount: String,
     error: Option<(&'static str, String)>,
+    /// The low-funding alert: threshold (USD), below it now.
+    alert: Option<(String, bool)>,
+    alert_error: Option<String>,
+    notice: Option<String>,
 }
 
 fn usd(n: NanoUsd) -> String {
     n.to_decimal_usd().to_string()
+}
+
+/// What the page shows besides the figures: the top-up form's amount and refusal, the alert
+/// form's refusal, a notice.
+#[derive(Default)]
+struct Shown {
+    amount: String,
+    error: Option<(&'static str, String)>,
+    alert_error: Option<String>,
+    notice: Option<String>,
 }
 
 async fn page(
@@ -67,9 +81,14 @@ async fn page(
     t: &Team,
     page_no: u64,
     status: StatusCode,
-    amount: String,
-    error: Option<(&'static str, String)>,
+    shown: Shown,
 ) -> Response {
+    let Shown {
+        amount,
+        error,
+        alert_error,
+        notice,
+    } = shown;
     let read = async {
         let f = funding::view_of(&state.db, state, t.0).await?;
         let h = funding_history::history(&state.db, t.0, page_no).await?;
@@ -79,10 +98,15 @@ async fn page(
             .order_by_desc(top_up_sessions::Column::Id)
             .all(&state.db)
             .await?;
-        Ok::<_, ApiError>((f, h, open))
+        let alert = crate::services::watch::alert_of(
+            &state.db,
+            crate::services::watch::Subject::Partner(t.0),
+        )
+        .await?;
+        Ok::<_, ApiError>((f, h, open, alert))
     }
     .await;
-    let Ok((f, h, open)) = read else {
+    let Ok((f, h, open, alert)) = read else {
         return pages::unavailable();
     };
     let link = |p: u64| format!("/console/partners/{}/funding?page={p}", t.0);
@@ -125,8 +149,101 @@ async fn page(
             can_add: CUSTOMER_WORK.contains(&t.2.as_str()),
             amount,
             error,
+            alert: alert.map(|a| (usd(NanoUsd::from_nanos(a.threshold_nanos)), a.below)),
+            alert_error,
+            notice,
         },
     )
+}
+
+/// `POST /console/partners/{partner}/funding/alert`: `threshold_usd` (empty: remove). Owners,
+/// admins and operators; audited.
+pub(crate) async fn alert(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Seg(partner): Seg,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    use crate::services::watch;
+    let t = match super::partner::allowed(
+        &state,
+        &viewer,
+        &partner,
+        &headers,
+        &body,
+        &CUSTOMER_WORK,
+        super::customers::WORKERS,
+    )
+    .await
+    {
+        Ok(t) => t,
+        Err(resp) => return resp,
+    };
+    let raw = field(&body, "threshold_usd").unwrap_or_default();
+    let request = crate::dto::AlertRequest {
+        threshold_usd: Some(super::customers::number(&raw).unwrap_or(serde_json::Value::Null)),
+        unknown: Default::default(),
+    };
+    let reply = |status, shown| {
+        let (state, viewer, t) = (&state, &viewer, &t);
+        async move { page(state, viewer, t, 1, status, shown).await }
+    };
+    let threshold = match watch::parse_alert(request) {
+        Ok(x) => x,
+        Err(e) => {
+            let message = super::customers::explain(&e);
+            let shown = Shown {
+                alert_error: Some(message),
+                ..Shown::default()
+            };
+            return reply(StatusCode::BAD_REQUEST, shown).await;
+        }
+    };
+    let done = async {
+        let txn = crate::db::begin(&state.db).await?;
+        watch::set_alert(
+            &txn,
+            watch::Subject::Partner(t.0),
+            threshold,
+            state.clock.now(),
+        )
+        .await?;
+        crate::services::people::audit(
+            &txn,
+            crate::services::people::Audit {
+                organization: None,
+                partner: Some(t.0),
+                actor: Some(viewer.user.id),
+                action: "funding_alert_changed",
+                target: Some(format!("partner:{}", t.0)),
+                detail: serde_json::json!({ "threshold_usd": raw }),
+                ip: viewer.ip.clone(),
+            },
+            state.clock.now(),
+        )
+        .await?;
+        txn.commit().await?;
+        Ok::<_, ApiError>(())
+    }
+    .await;
+    match done {
+        Ok(()) => {
+            let notice = match threshold {
+                Some(x) => format!("The low-funding alert is set at {} USD.", usd(x)),
+                None => "The low-funding alert was removed.".into(),
+            };
+            let shown = Shown {
+                notice: Some(notice),
+                ..Shown::default()
+            };
+            reply(StatusCode::OK, shown).await
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "funding alert not saved");
+            pages::unavailable()
+        }
+    }
 }
 
 /// `GET /console/partners/{partner}/funding?page=…`.
@@ -145,8 +262,7 @@ pub(crate) async fn show(
                 &t,
                 page_no,
                 StatusCode::OK,
-                String::new(),
-                None,
+                Shown::default(),
             )
             .await
         }
@@ -210,8 +326,11 @@ pub(crate) async fn add(
                 &t,
                 1,
                 status,
-                raw,
-                Some((reason.unwrap_or("REFUSED"), message)),
+                Shown {
+                    amount: raw,
+                    error: Some((reason.unwrap_or("REFUSED"), message)),
+                    ..Shown::default()
+                },
             )
             .await
         }

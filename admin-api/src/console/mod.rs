@@ -47,6 +47,7 @@ pub(crate) fn routes() -> Router<AppState> {
             get(reset::set_form).post(reset::set),
         )
         .route("/console/orgs/{org}", get(pages::org_overview))
+        .route("/console/orgs/{org}/alert", post(pages::org_alert))
         .route("/console/orgs/{org}/usage", get(usage::page))
         .route("/console/orgs/{org}/usage.csv", get(usage::download))
         .route("/console/join/{token}", get(join::form).post(join::join))
@@ -77,6 +78,10 @@ pub(crate) fn routes() -> Router<AppState> {
             get(funding::show).post(funding::add),
         )
         .route(
+            "/console/partners/{partner}/funding/alert",
+            post(funding::alert),
+        )
+        .route(
             "/console/partners/{partner}/usage",
             get(usage::partner_page),
         )
@@ -103,6 +108,14 @@ pub(crate) fn routes() -> Router<AppState> {
         .route(
             "/console/partners/{partner}/customers/{customer}/rates",
             post(customer::rate),
+        )
+        .route(
+            "/console/partners/{partner}/customers/{customer}/alert",
+            post(customer::alert),
+        )
+        .route(
+            "/console/partners/{partner}/customers/{customer}/automatic-allocation",
+            post(customer::automatic),
         )
         .route(
             "/console/partners/{partner}/customers/{customer}/keys",

@@ -347,6 +347,16 @@ struct Org<'a> {
     days: Vec<(String, i64, String)>,
     chart: super::chart::Chart,
     chart_title: &'a str,
+    /// The low-balance alert: threshold (USD), below it now.
+    alert: Option<(String, bool)>,
+    /// Owners set the alert.
+    can_alert: bool,
+    /// The partner's automatic allocation: below, amount, monthly cap (USD).
+    rule: Option<(String, String, String)>,
+    /// Automatic allocations: when, amount (USD), outcome.
+    runs: Vec<(String, String, String)>,
+    error: Option<String>,
+    notice: Option<String>,
 }
 
 /// `GET /console/orgs/{org}`: balance (or "being reconciled", never zero), spend today and over 7
@@ -356,12 +366,107 @@ pub(crate) async fn org_overview(
     viewer: Viewer,
     crate::http::params::Seg(org): crate::http::params::Seg,
 ) -> Response {
+    overview_page(&state, &viewer, &org, StatusCode::OK, None, None).await
+}
+
+/// `POST /console/orgs/{org}/alert`: `threshold_usd` (empty: remove). Owners only; audited.
+pub(crate) async fn org_alert(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    crate::http::params::Seg(org): crate::http::params::Seg,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    use crate::services::watch;
+    let (org_id, _, _) =
+        match super::keys::allowed(&state, &viewer, &org, &headers, &body, &["owner"], "owners")
+            .await
+        {
+            Ok(m) => m,
+            Err(resp) => return resp,
+        };
+    let raw = field(&body, "threshold_usd").unwrap_or_default();
+    let request = crate::dto::AlertRequest {
+        threshold_usd: Some(super::customers::number(&raw).unwrap_or(serde_json::Value::Null)),
+        unknown: Default::default(),
+    };
+    let threshold = match watch::parse_alert(request) {
+        Ok(t) => t,
+        Err(e) => {
+            let message = super::customers::explain(&e);
+            return overview_page(
+                &state,
+                &viewer,
+                &org,
+                StatusCode::BAD_REQUEST,
+                Some(message),
+                None,
+            )
+            .await;
+        }
+    };
+    let done = async {
+        let txn = crate::db::begin(&state.db).await?;
+        watch::set_alert(
+            &txn,
+            watch::Subject::Org(org_id),
+            threshold,
+            state.clock.now(),
+        )
+        .await?;
+        people::audit(
+            &txn,
+            people::Audit {
+                organization: Some(org_id),
+                partner: None,
+                actor: Some(viewer.user.id),
+                action: "alert_changed",
+                target: Some(format!("org:{org_id}")),
+                detail: serde_json::json!({ "threshold_usd": raw }),
+                ip: viewer.ip.clone(),
+            },
+            state.clock.now(),
+        )
+        .await?;
+        txn.commit().await?;
+        Ok::<_, crate::error::ApiError>(())
+    }
+    .await;
+    match done {
+        Ok(()) => {
+            let notice = match threshold {
+                Some(t) => format!(
+                    "The low-balance alert is set at {} USD.",
+                    t.to_decimal_usd()
+                ),
+                None => "The low-balance alert was removed.".into(),
+            };
+            overview_page(&state, &viewer, &org, StatusCode::OK, None, Some(notice)).await
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "alert not saved");
+            unavailable()
+        }
+    }
+}
+
+async fn overview_page(
+    state: &AppState,
+    viewer: &Viewer,
+    org: &str,
+    status: StatusCode,
+    error: Option<String>,
+    notice: Option<String>,
+) -> Response {
+    use crate::services::watch;
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let state = state.clone();
     let Ok(org_id) = org.parse::<i64>() else {
-        return not_found(&viewer);
+        return not_found(viewer);
     };
     let role = match people::org_role(&state.db, org_id, viewer.user.id).await {
         Ok(Some(role)) => role,
-        Ok(None) => return not_found(&viewer),
+        Ok(None) => return not_found(viewer),
         Err(e) => {
             tracing::error!(error = %e, "membership not read");
             return unavailable();
@@ -369,7 +474,7 @@ pub(crate) async fn org_overview(
     };
     let org = match crate::services::customers::organization(&state.db, org_id).await {
         Ok(Some(org)) => org,
-        Ok(None) => return not_found(&viewer),
+        Ok(None) => return not_found(viewer),
         Err(_) => return unavailable(),
     };
     let balance = match wallets::reconciled(&state, org_id).await {
@@ -386,6 +491,46 @@ pub(crate) async fn org_overview(
         Ok(days) => days,
         Err(_) => return unavailable(),
     };
+    let rules = async {
+        let alert = watch::alert_of(&state.db, watch::Subject::Org(org_id)).await?;
+        let customer = entities::customers::Entity::find()
+            .filter(entities::customers::Column::OrganizationId.eq(org_id))
+            .one(&state.db)
+            .await?;
+        let view = match customer {
+            Some(c) => Some(watch::rule_view(&state.db, c.id, state.clock.now()).await?),
+            None => None,
+        };
+        Ok::<_, crate::error::ApiError>((alert, view))
+    }
+    .await;
+    let Ok((alert, view)) = rules else {
+        return unavailable();
+    };
+    let dec = |n: NanoUsd| n.to_decimal_usd().to_string();
+    let (rule, runs) = match view {
+        Some(v) => (
+            v.rule.map(|r| {
+                (
+                    dec(r.below_usd.0),
+                    dec(r.amount_usd.0),
+                    dec(r.monthly_cap_usd.0),
+                )
+            }),
+            v.runs
+                .into_iter()
+                .map(|r| {
+                    let outcome = if r.outcome == "allocated" {
+                        "allocated"
+                    } else {
+                        "refused"
+                    };
+                    (r.created_at, dec(r.amount_usd.0), outcome.to_string())
+                })
+                .collect(),
+        ),
+        None => (None, Vec::new()),
+    };
     let sum = |n: usize| {
         days.iter()
             .rev()
@@ -397,7 +542,7 @@ pub(crate) async fn org_overview(
             .to_string()
     };
     render(
-        StatusCode::OK,
+        status,
         &Org {
             signed_in: Some(&viewer.user.email),
             csrf: &viewer.session.csrf,
@@ -417,6 +562,12 @@ pub(crate) async fn org_overview(
                     (d.to_string(), *requests, cost.to_decimal_usd().to_string())
                 })
                 .collect(),
+            alert: alert.map(|a| (dec(NanoUsd::from_nanos(a.threshold_nanos)), a.below)),
+            can_alert: role == "owner",
+            rule,
+            runs,
+            error,
+            notice,
         },
     )
 }

@@ -236,3 +236,50 @@ pub struct UsageBucket {
     pub video_seconds: i64,
     pub active_api_keys: usize,
 }
+
+/// A low-balance alert.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AlertView {
+    /// `null`: no alert.
+    #[schema(value_type = Option<f64>)]
+    pub threshold_usd: Option<Usd>,
+    /// The balance was last seen below the threshold (this crossing's mail was sent).
+    pub below: bool,
+    /// When the last alert was sent (RFC 3339).
+    pub alerted_at: Option<String>,
+}
+
+/// A customer's automatic allocation rule and its recent runs.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AutoAllocationView {
+    /// `null`: no rule.
+    pub rule: Option<AutoRuleView>,
+    /// The last 20 runs, newest first.
+    pub runs: Vec<AutoRunView>,
+}
+
+/// An automatic allocation rule.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AutoRuleView {
+    #[schema(value_type = f64)]
+    pub below_usd: Usd,
+    #[schema(value_type = f64)]
+    pub amount_usd: Usd,
+    #[schema(value_type = f64)]
+    pub monthly_cap_usd: Usd,
+    /// Ready for the next crossing (false between a run and the balance's return above).
+    pub armed: bool,
+    /// Allocated by the rule in the current UTC month.
+    #[schema(value_type = f64)]
+    pub allocated_this_month_usd: Usd,
+}
+
+/// One run of an automatic allocation rule.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AutoRunView {
+    #[schema(value_type = f64)]
+    pub amount_usd: Usd,
+    /// `allocated`, `refused_funding` or `refused_cap`.
+    pub outcome: String,
+    pub created_at: String,
+}

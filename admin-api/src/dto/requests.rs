@@ -95,3 +95,38 @@ pub struct CreateKeyRequest {
     #[schema(ignore)]
     pub unknown: Map<String, Value>,
 }
+
+/// `PUT /customers/{customer_id}/low-balance-alert` and `PUT /funding/low-balance-alert`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct AlertRequest {
+    /// One mail to the billing contact and owners (the partner's owners, for funding) each time
+    /// the available balance falls below this many USD; `null` removes the alert.
+    #[schema(value_type = Option<f64>)]
+    #[serde(default, deserialize_with = "present")]
+    pub threshold_usd: Option<Value>,
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: Map<String, Value>,
+}
+
+/// `PUT /customers/{customer_id}/automatic-allocation`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct AutoAllocationRequest {
+    /// When the customer's available balance falls below this (USD)…
+    #[schema(value_type = f64)]
+    pub below_usd: Option<Value>,
+    /// …allocate this much from partner funding (USD)…
+    #[schema(value_type = f64)]
+    pub amount_usd: Option<Value>,
+    /// …at most this much per UTC calendar month (USD).
+    #[schema(value_type = f64)]
+    pub monthly_cap_usd: Option<Value>,
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: Map<String, Value>,
+}
+
+/// A field that may be `null` on purpose: absent → `None`, `null` → `Some(Value::Null)`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}

@@ -19,6 +19,7 @@ mod invitations;
 pub(crate) mod keys;
 pub(crate) mod pages;
 pub(crate) mod params;
+pub(crate) mod rules;
 mod top_up;
 pub(crate) mod usage;
 pub(crate) mod webhooks;
@@ -66,6 +67,14 @@ const ID_ROUTES: &[(&str, &[Method])] = &[
     ),
     ("/customers/{customer_id}/usage", &[Method::GET]),
     (
+        "/customers/{customer_id}/low-balance-alert",
+        &[Method::GET, Method::PUT],
+    ),
+    (
+        "/customers/{customer_id}/automatic-allocation",
+        &[Method::GET, Method::PUT, Method::DELETE],
+    ),
+    (
         "/customers/{customer_id}/api-keys/{api_key_id}/usage",
         &[Method::GET],
     ),
@@ -77,6 +86,20 @@ fn partner_routes(state: &AppState) -> Router<AppState> {
         .route("/me", get(funding::me))
         .route("/funding", get(funding::view))
         .route("/funding/top-up-sessions", post(funding::top_up))
+        .route(
+            "/funding/low-balance-alert",
+            get(rules::funding_alert).put(rules::set_funding_alert),
+        )
+        .route(
+            "/customers/{customer_id}/low-balance-alert",
+            get(rules::customer_alert).put(rules::set_customer_alert),
+        )
+        .route(
+            "/customers/{customer_id}/automatic-allocation",
+            get(rules::customer_rule)
+                .put(rules::set_customer_rule)
+                .delete(rules::delete_customer_rule),
+        )
         .route(
             "/customers/by-external-id/{external_customer_id}",
             get(customers::by_external_id).put(customers::create),

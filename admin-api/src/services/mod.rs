@@ -13,3 +13,4 @@ pub mod people;
 pub mod teams;
 pub mod usage;
 pub mod wallets;
+pub mod watch;

@@ -4,6 +4,7 @@
 //! usage ledger's partition keeper (PostgreSQL: months made ahead, old ones dropped).
 //! Used by the `admin-api` binary and by an embedded proxy.
 
+pub mod balances;
 pub mod directory;
 pub mod partitions;
 pub mod reconciler;
@@ -49,6 +50,11 @@ pub async fn start(
     tasks.spawn(reconciler::run(
         state.clone(),
         Duration::from_millis(state.settings.money.reconcile_interval_ms),
+        shutdown.clone(),
+    ));
+    tasks.spawn(balances::run(
+        state.clone(),
+        Duration::from_millis(state.settings.money.watch_interval_ms),
         shutdown.clone(),
     ));
     tasks.spawn(settler::run(

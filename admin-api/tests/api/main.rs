@@ -33,6 +33,7 @@ mod keys;
 mod openapi;
 mod partitions;
 mod payments;
+mod rules;
 mod settlement;
 mod standing;
 mod task_book;

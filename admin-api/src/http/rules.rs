@@ -1,0 +1,116 @@
+//! Rules that watch balances (issue 32): a customer's and the partner's low-balance alerts, a
+//! customer's automatic allocation. Reads behind `partner:read`, writes behind `partner:write`
+//! with an `Idempotency-Key`, like every partner route.
+
+use super::params::Seg;
+use super::respond;
+use super::write::Write;
+use crate::caller::Caller;
+use crate::error::ApiError;
+use crate::partner::idempotency::Success;
+use crate::services::watch;
+use crate::state::AppState;
+use axum::extract::{Extension, State};
+use axum::response::Response;
+
+#[utoipa::path(get, path = "/partner/v1/customers/{customer_id}/low-balance-alert", tag = "partner", security(("partner_token" = [])), params(("customer_id" = i64, Path)), responses((status = 200, description = "data", body = crate::dto::AlertView), (status = 404, description = "PARTNER_CUSTOMER_NOT_FOUND", body = crate::dto::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::dto::ErrorEnvelope)))]
+pub(crate) async fn customer_alert(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Seg(id): Seg,
+) -> Response {
+    respond(watch::customer_alert(&state.db, &caller, &id).await)
+}
+
+#[utoipa::path(put, path = "/partner/v1/customers/{customer_id}/low-balance-alert", tag = "partner", security(("partner_token" = [])), params(("customer_id" = i64, Path), ("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters; replays answer with Idempotent-Replayed: true")), request_body = crate::dto::AlertRequest, responses((status = 200, description = "data", body = crate::dto::AlertView), (status = 400, description = "INVALID_PARTNER_ALERT, IDEMPOTENCY_KEY_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 404, description = "PARTNER_CUSTOMER_NOT_FOUND", body = crate::dto::ErrorEnvelope), (status = 409, description = "IDEMPOTENCY_KEY_CONFLICT, IDEMPOTENCY_IN_PROGRESS", body = crate::dto::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::dto::ErrorEnvelope)))]
+pub(crate) async fn set_customer_alert(
+    State(state): State<AppState>,
+    Seg(id): Seg,
+    write: Write,
+) -> Response {
+    let invalid = ApiError::InvalidAlert("the body must be a JSON object".into());
+    write
+        .run(&state, invalid, watch::parse_alert, |txn, op, threshold| {
+            Box::pin(async move {
+                let view =
+                    watch::set_customer_alert(txn, &op.state, &op.caller, &id, threshold).await?;
+                Ok(Success::plain(view))
+            })
+        })
+        .await
+}
+
+#[utoipa::path(get, path = "/partner/v1/funding/low-balance-alert", tag = "partner", security(("partner_token" = [])), responses((status = 200, description = "data", body = crate::dto::AlertView), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::dto::ErrorEnvelope)))]
+pub(crate) async fn funding_alert(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Response {
+    let result = watch::alert_of(&state.db, watch::Subject::Partner(caller.partner_id))
+        .await
+        .map(|row| watch::alert_view(row.as_ref()));
+    respond(result)
+}
+
+#[utoipa::path(put, path = "/partner/v1/funding/low-balance-alert", tag = "partner", security(("partner_token" = [])), params(("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters; replays answer with Idempotent-Replayed: true")), request_body = crate::dto::AlertRequest, responses((status = 200, description = "data", body = crate::dto::AlertView), (status = 400, description = "INVALID_PARTNER_ALERT, IDEMPOTENCY_KEY_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 409, description = "IDEMPOTENCY_KEY_CONFLICT, IDEMPOTENCY_IN_PROGRESS", body = crate::dto::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::dto::ErrorEnvelope)))]
+pub(crate) async fn set_funding_alert(State(state): State<AppState>, write: Write) -> Response {
+    let invalid = ApiError::InvalidAlert("the body must be a JSON object".into());
+    write
+        .run(&state, invalid, watch::parse_alert, |txn, op, threshold| {
+            Box::pin(async move {
+                let view = watch::set_funding_alert(txn, &op.state, &op.caller, threshold).await?;
+                Ok(Success::plain(view))
+            })
+        })
+        .await
+}
+
+#[utoipa::path(get, path = "/partner/v1/customers/{customer_id}/automatic-allocation", tag = "partner", security(("partner_token" = [])), params(("customer_id" = i64, Path)), responses((status = 200, description = "data", body = crate::dto::AutoAllocationView), (status = 404, description = "PARTNER_CUSTOMER_NOT_FOUND", body = crate::dto::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::dto::ErrorEnvelope)))]
+pub(crate) async fn customer_rule(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Seg(id): Seg,
+) -> Response {
+    respond(watch::customer_rule(&state.db, &state, &caller, &id).await)
+}
+
+#[utoipa::path(put, path = "/partner/v1/customers/{customer_id}/automatic-allocation", tag = "partner", security(("partner_token" = [])), params(("customer_id" = i64, Path), ("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters; replays answer with Idempotent-Replayed: true")), request_body = crate::dto::AutoAllocationRequest, responses((status = 200, description = "data", body = crate::dto::AutoAllocationView), (status = 400, description = "INVALID_PARTNER_AUTOMATIC_ALLOCATION, IDEMPOTENCY_KEY_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 404, description = "PARTNER_CUSTOMER_NOT_FOUND", body = crate::dto::ErrorEnvelope), (status = 409, description = "IDEMPOTENCY_KEY_CONFLICT, IDEMPOTENCY_IN_PROGRESS", body = crate::dto::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::dto::ErrorEnvelope)))]
+pub(crate) async fn set_customer_rule(
+    State(state): State<AppState>,
+    Seg(id): Seg,
+    write: Write,
+) -> Response {
+    let invalid = ApiError::InvalidAutoAllocation("the body must be a JSON object".into());
+    write
+        .run(&state, invalid, watch::parse_rule, |txn, op, rule| {
+            Box::pin(async move {
+                let view =
+                    watch::set_customer_rule(txn, &op.state, &op.caller, &id, Some(rule)).await?;
+                Ok(Success::plain(view))
+            })
+        })
+        .await
+}
+
+#[utoipa::path(delete, path = "/partner/v1/customers/{customer_id}/automatic-allocation", tag = "partner", security(("partner_token" = [])), params(("customer_id" = i64, Path), ("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters; replays answer with Idempotent-Replayed: true")), responses((status = 200, description = "data: no rule, the runs kept", body = crate::dto::AutoAllocationView), (status = 404, description = "PARTNER_CUSTOMER_NOT_FOUND", body = crate::dto::ErrorEnvelope), (status = 409, description = "IDEMPOTENCY_KEY_CONFLICT, IDEMPOTENCY_IN_PROGRESS", body = crate::dto::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::dto::ErrorEnvelope)))]
+pub(crate) async fn delete_customer_rule(
+    State(state): State<AppState>,
+    Seg(id): Seg,
+    write: Write,
+) -> Response {
+    let invalid = ApiError::InvalidAutoAllocation("no body is taken".into());
+    write
+        .without_body()
+        .run(
+            &state,
+            invalid,
+            |(): ()| Ok(()),
+            |txn, op, ()| {
+                Box::pin(async move {
+                    let view =
+                        watch::set_customer_rule(txn, &op.state, &op.caller, &id, None).await?;
+                    Ok(Success::plain(view))
+                })
+            },
+        )
+        .await
+}

@@ -1,0 +1,23 @@
+//! The balance watcher: low-balance alerts and automatic allocations (`services::watch`), one
+//! pass every `money.watch_interval_ms` in every admin-api (each crossing acts once across them).
+
+use crate::state::AppState;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Runs until `shutdown` turns true.
+pub async fn run(state: AppState, every: Duration, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        match crate::services::watch::watch_once(&state).await {
+            Ok(pass) if pass != Default::default() => {
+                tracing::info!(?pass, "balance watcher acted");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "balance watcher pass failed; retrying"),
+        }
+        tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+    }
+}
