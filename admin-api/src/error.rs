@@ -95,6 +95,10 @@ pub enum ApiError {
     Internal,
     #[error("a dependency is unavailable; retry shortly")]
     Unavailable,
+    #[error("the month must be YYYY-MM, not after the current month (UTC)")]
+    InvalidStatementMonth,
+    #[error("statements are served as text/csv or application/pdf (the Accept header)")]
+    StatementNotAcceptable,
     #[error("invalid alert: {0}")]
     InvalidAlert(String),
     #[error("invalid automatic allocation: {0}")]
@@ -290,6 +294,16 @@ impl ApiError {
                 none,
             ),
             InvalidDate => (StatusCode::BAD_REQUEST, None, none),
+            InvalidStatementMonth => (
+                StatusCode::BAD_REQUEST,
+                Some("INVALID_STATEMENT_MONTH"),
+                none,
+            ),
+            StatementNotAcceptable => (
+                StatusCode::NOT_ACCEPTABLE,
+                Some("STATEMENT_FORMAT_NOT_ACCEPTABLE"),
+                none,
+            ),
             InvalidAlert(_) => (StatusCode::BAD_REQUEST, Some("INVALID_PARTNER_ALERT"), none),
             InvalidAutoAllocation(_) => (
                 StatusCode::BAD_REQUEST,

@@ -177,6 +177,21 @@ pub async fn transfer(
     to: &AccountRef,
     amount: NanoUsd,
 ) -> Result<Posted, LedgerError> {
+    transfer_at(db, reference, kind, from, to, amount, Utc::now()).await
+}
+
+/// [`transfer`], dated `at` (the settler dates a batch's postings with its records' `settled_at`,
+/// so a monthly statement's usage and the ledger's spend fall in the same month to the
+/// microsecond).
+pub async fn transfer_at(
+    db: &impl ConnectionTrait,
+    reference: &str,
+    kind: &str,
+    from: &AccountRef,
+    to: &AccountRef,
+    amount: NanoUsd,
+    at: chrono::DateTime<Utc>,
+) -> Result<Posted, LedgerError> {
     if amount.is_zero() {
         return Ok(Posted::AlreadyPosted);
     }
@@ -188,11 +203,12 @@ pub async fn transfer(
     };
     let from_id = account(db, from).await?;
     let to_id = account(db, to).await?;
-    post(
+    post_at(
         db,
         reference,
         kind,
         &[(from_id, reversed_of(amount)?), (to_id, amount)],
+        at,
     )
     .await
 }
@@ -208,11 +224,21 @@ pub async fn post(
     kind: &str,
     legs: &[(i64, NanoUsd)],
 ) -> Result<Posted, LedgerError> {
+    post_at(db, reference, kind, legs, Utc::now()).await
+}
+
+/// [`post`], dated `now`.
+pub async fn post_at(
+    db: &impl ConnectionTrait,
+    reference: &str,
+    kind: &str,
+    legs: &[(i64, NanoUsd)],
+    now: chrono::DateTime<Utc>,
+) -> Result<Posted, LedgerError> {
     let sum = NanoUsd::checked_sum(legs.iter().map(|(_, a)| *a));
     if sum != Some(NanoUsd::ZERO) || legs.len() < 2 {
         return Err(LedgerError::Unbalanced(reference.into()));
     }
-    let now = Utc::now();
     let inserted = ledger_transactions::Entity::insert(ledger_transactions::ActiveModel {
         reference: Set(reference.into()),
         kind: Set(kind.into()),

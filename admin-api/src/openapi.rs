@@ -43,7 +43,7 @@ impl Modify for Security {
         customers::balance, customers::allocations, customers::groups, customers::group_rate,
         keys::list, keys::create, keys::disable,
         usage::customer, usage::key,
-        billing::balance, billing::daily, billing::key_standing,
+        billing::balance, billing::daily, billing::key_standing, billing::statement,
         rules::customer_alert, rules::set_customer_alert, rules::funding_alert,
         rules::set_funding_alert, rules::customer_rule, rules::set_customer_rule,
         rules::delete_customer_rule

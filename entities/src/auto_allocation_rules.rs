@@ -14,6 +14,8 @@ pub struct Model {
     pub monthly_cap_nanos: i64,
     /// Ready to act at the next crossing (disarmed by the run, re-armed above the threshold).
     pub armed: bool,
+    /// Counted up by every change of the crossing state (the watcher's claims are conditional on it).
+    pub generation: i64,
     pub updated_at: DateTimeUtc,
 }
 

@@ -14,6 +14,8 @@ pub struct Model {
     pub threshold_nanos: i64,
     /// Last seen below the threshold (the alert of this crossing was sent).
     pub below: bool,
+    /// Counted up by every change of the crossing state (the watcher's claims are conditional on it).
+    pub generation: i64,
     pub updated_at: DateTimeUtc,
     pub alerted_at: Option<DateTimeUtc>,
 }

@@ -1,8 +1,9 @@
 //! Rules that watch balances (issue 32): low-balance alerts (an organization's available balance,
 //! a partner's available funding), automatic allocations from partner funding to a customer, and
-//! their runs. Each rule carries the state of its last crossing (`below`, `armed`) so that the
-//! watcher acts once per crossing across every admin-api instance: the state changes by a
-//! conditional update, and only the instance whose update took acts.
+//! their runs. Each rule carries the state of its last crossing (`below`, `armed`) and a
+//! `generation` counted up by every change of that state, so that the watcher acts once per
+//! crossing across every admin-api instance: the state changes by an update conditional on the
+//! generation read, and only the instance whose update took acts.
 
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::*;
@@ -20,6 +21,7 @@ enum BalanceAlerts {
     ThresholdNanos,
     /// The balance was last seen below the threshold (and the alert was sent for that crossing).
     Below,
+    Generation,
     UpdatedAt,
     AlertedAt,
 }
@@ -33,6 +35,7 @@ enum AutoAllocationRules {
     MonthlyCapNanos,
     /// Ready to act at the next crossing below `below_nanos`.
     Armed,
+    Generation,
     UpdatedAt,
 }
 
@@ -61,6 +64,7 @@ impl MigrationTrait for Migration {
                     .col(big_integer(BalanceAlerts::SubjectId))
                     .col(big_integer(BalanceAlerts::ThresholdNanos))
                     .col(boolean(BalanceAlerts::Below).default(false))
+                    .col(big_integer(BalanceAlerts::Generation).default(0))
                     .col(timestamp_with_time_zone(BalanceAlerts::UpdatedAt))
                     .col(timestamp_with_time_zone_null(BalanceAlerts::AlertedAt))
                     .to_owned(),
@@ -88,6 +92,7 @@ impl MigrationTrait for Migration {
                     .col(big_integer(AutoAllocationRules::AmountNanos))
                     .col(big_integer(AutoAllocationRules::MonthlyCapNanos))
                     .col(boolean(AutoAllocationRules::Armed).default(true))
+                    .col(big_integer(AutoAllocationRules::Generation).default(0))
                     .col(timestamp_with_time_zone(AutoAllocationRules::UpdatedAt))
                     .to_owned(),
             )

@@ -15,6 +15,7 @@ pub(crate) mod pages;
 pub(crate) mod partner;
 pub(crate) mod reset;
 pub(crate) mod session;
+pub(crate) mod statements;
 pub(crate) mod usage;
 
 use crate::state::AppState;
@@ -48,6 +49,14 @@ pub(crate) fn routes() -> Router<AppState> {
         )
         .route("/console/orgs/{org}", get(pages::org_overview))
         .route("/console/orgs/{org}/alert", post(pages::org_alert))
+        .route(
+            "/console/orgs/{org}/statements/{file}",
+            get(statements::org),
+        )
+        .route(
+            "/console/partners/{partner}/statements/{file}",
+            get(statements::partner),
+        )
         .route("/console/orgs/{org}/usage", get(usage::page))
         .route("/console/orgs/{org}/usage.csv", get(usage::download))
         .route("/console/join/{token}", get(join::form).post(join::join))

@@ -458,6 +458,8 @@ struct Page<'a> {
     chart_title: String,
     /// Ready-made windows: (label, link, whether it is the one shown).
     presets: Vec<(&'static str, String, bool)>,
+    /// Monthly statements: (month, CSV link, PDF link, provisional), newest first.
+    statements: Vec<(String, String, String, bool)>,
 }
 
 /// The ready-made windows offered above the form (with the current breakdown).
@@ -640,6 +642,8 @@ async fn show(
         },
         chart_title: String::new(),
         presets: presets(scope, today, None),
+        statements: super::statements::months(state, scope.base(), scope.is_partner(), scope.id())
+            .await,
     };
     let choice = match choose(q, today, scope) {
         Ok(c) => c,

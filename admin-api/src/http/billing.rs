@@ -89,3 +89,84 @@ fn customer_key(headers: &HeaderMap) -> Result<Option<String>, ()> {
     }
     Ok(found.map(str::to_string))
 }
+
+/// A statement's format, from the request's `Accept` (the first acceptable media type; absent or
+/// `*/*`: CSV).
+pub(crate) fn statement_format(headers: &HeaderMap) -> Option<&'static str> {
+    let Some(accept) = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return Some("csv");
+    };
+    for part in accept.split(',') {
+        let media = part
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        match media.as_str() {
+            "text/csv" | "text/*" | "*/*" => return Some("csv"),
+            "application/pdf" => return Some("pdf"),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// A statement as a download in `format` (`csv` or `pdf`).
+pub(crate) fn statement_download(
+    statement: &crate::services::statements::Statement,
+    format: &str,
+) -> Response {
+    use crate::services::statements;
+    use axum::http::{HeaderValue, StatusCode, header};
+    use axum::response::IntoResponse;
+    let name = format!(
+        "statement-{}-{}-{}.{format}",
+        statement.kind, statement.subject_id, statement.month
+    );
+    let (body, content_type) = if format == "pdf" {
+        match statements::pdf(statement) {
+            Ok(bytes) => (bytes, "application/pdf"),
+            Err(e) => return e.into_response(),
+        }
+    } else {
+        (
+            statements::csv(statement).into_bytes(),
+            "text/csv; charset=utf-8",
+        )
+    };
+    let mut resp = (StatusCode::OK, body).into_response();
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+#[utoipa::path(get, path = "/api/v1/organization/billing/statements/{month}", tag = "billing", security(("billing_token" = [])), params(("month" = String, Path, description = "YYYY-MM (UTC); the current month is provisional"), ("Accept" = String, Header, description = "text/csv (default) or application/pdf")), responses((status = 200, description = "the statement: text/csv or application/pdf (opening balance, movements, usage per model and group, closing balance; equal to the ledger to the nano-dollar)"), (status = 400, description = "INVALID_STATEMENT_MONTH", body = crate::dto::ErrorEnvelope), (status = 401, description = "ORG_BILLING_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 406, description = "STATEMENT_FORMAT_NOT_ACCEPTABLE", body = crate::dto::ErrorEnvelope)))]
+pub(crate) async fn statement(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    crate::http::params::Seg(month): crate::http::params::Seg,
+) -> Response {
+    use crate::error::ApiError;
+    use crate::services::statements::{self, Month};
+    use axum::response::IntoResponse;
+    let result = async {
+        let org = billing::authenticate(&state, billing_token(&headers)).await?;
+        let month = Month::parse(&month).ok_or(ApiError::InvalidStatementMonth)?;
+        let format = statement_format(&headers).ok_or(ApiError::StatementNotAcceptable)?;
+        let s = statements::for_org(&state, org.id, month).await?;
+        Ok::<_, ApiError>(statement_download(&s, format))
+    }
+    .await;
+    match result {
+        Ok(resp) => resp,
+        Err(e) => e.into_response(),
+    }
+}

@@ -150,6 +150,10 @@ pub fn router(state: AppState) -> Router {
             "/api/v1/organization/billing/usage/daily",
             get(billing::daily),
         )
+        .route(
+            "/api/v1/organization/billing/statements/{month}",
+            get(billing::statement),
+        )
         .route("/compat/v1/key", get(billing::key_standing))
         .merge(
             // Pages a person opens: the console's security headers.

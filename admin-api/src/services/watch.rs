@@ -3,11 +3,16 @@
 //! ([`watch_once`], run by `workers::watch` every `money.watch_interval_ms` in every admin-api).
 //!
 //! **Once per crossing across the fleet.** Each rule keeps the state of its last crossing in its
-//! row (`balance_alerts.below`, `auto_allocation_rules.armed`). A pass that sees the balance below
-//! the threshold changes that state with a conditional update (`… WHERE below = false`); only the
-//! instance whose update took a row acts (sends the mail; allocates, in the same transaction as
-//! the update), every other finds nothing to change. Seen back at or above the threshold, the
-//! state is reset, so the next crossing acts again.
+//! row (`balance_alerts.below`, `auto_allocation_rules.armed`) and a `generation` that every
+//! change of that state counts up. A pass reads the row, then the balance; seeing it below the
+//! threshold, it changes the state with an update conditional on the generation it read (`… SET
+//! below = true, generation = g + 1 WHERE generation = g AND below = false`); only the instance
+//! whose update took the row acts (sends the mail; allocates, in the same transaction as the
+//! update), every other finds nothing to change. Seen back at or above the threshold, the state
+//! is reset the same way, so the next crossing acts again. The generation is what makes a stale
+//! reading harmless: a pass that read the balance before another pass's allocation and the reset
+//! that followed it holds an old generation, and its claim takes nothing (a bare `WHERE armed`
+//! was not enough — found by the concurrent-watchers test).
 //!
 //! **Never on an unknown balance.** An organization's balance is read only when reconciled
 //! (`wallets::reconciled`); a mirror missing or disagreeing with the ledger skips the
@@ -81,9 +86,11 @@ pub async fn set_alert(
             Ok(None)
         }
         (Some(row), Some(t)) => {
+            let generation = row.generation + 1;
             let mut a: alerts::ActiveModel = row.into();
             a.threshold_nanos = Set(t.nanos());
             a.below = Set(false);
+            a.generation = Set(generation);
             a.updated_at = Set(now);
             Ok(Some(a.update(db).await?))
         }
@@ -93,6 +100,7 @@ pub async fn set_alert(
                 subject_id: Set(id),
                 threshold_nanos: Set(t.nanos()),
                 below: Set(false),
+                generation: Set(0),
                 updated_at: Set(now),
                 alerted_at: Set(None),
                 ..Default::default()
@@ -148,10 +156,13 @@ pub async fn set_rule(
     rule: Option<AutoRule>,
     now: DateTime<Utc>,
 ) -> Result<Option<rules::Model>, ApiError> {
+    let previous = rules::Entity::find_by_id(customer_id).one(db).await?;
     rules::Entity::delete_by_id(customer_id).exec(db).await?;
     let Some(rule) = rule else {
         return Ok(None);
     };
+    // A new generation: a pass that read the old rule claims nothing.
+    let generation = previous.map_or(0, |r| r.generation + 1);
     Ok(Some(
         rules::ActiveModel {
             customer_id: Set(customer_id),
@@ -159,6 +170,7 @@ pub async fn set_rule(
             amount_nanos: Set(rule.amount.nanos()),
             monthly_cap_nanos: Set(rule.monthly_cap.nanos()),
             armed: Set(true),
+            generation: Set(generation),
             updated_at: Set(now),
         }
         .insert(db)
@@ -269,8 +281,12 @@ async fn alert_if_below(state: &AppState, alert: &alerts::Model) -> Result<bool,
         if alert.below {
             alerts::Entity::update_many()
                 .col_expr(alerts::Column::Below, Expr::value(false))
+                .col_expr(
+                    alerts::Column::Generation,
+                    Expr::value(alert.generation + 1),
+                )
                 .filter(alerts::Column::Id.eq(alert.id))
-                .filter(alerts::Column::Below.eq(true))
+                .filter(alerts::Column::Generation.eq(alert.generation))
                 .exec(&state.db)
                 .await?;
         }
@@ -283,9 +299,13 @@ async fn alert_if_below(state: &AppState, alert: &alerts::Model) -> Result<bool,
     let claimed = alerts::Entity::update_many()
         .col_expr(alerts::Column::Below, Expr::value(true))
         .col_expr(alerts::Column::AlertedAt, Expr::value(now))
+        .col_expr(
+            alerts::Column::Generation,
+            Expr::value(alert.generation + 1),
+        )
         .filter(alerts::Column::Id.eq(alert.id))
+        .filter(alerts::Column::Generation.eq(alert.generation))
         .filter(alerts::Column::Below.eq(false))
-        .filter(alerts::Column::ThresholdNanos.eq(alert.threshold_nanos))
         .exec(&state.db)
         .await?
         .rows_affected
@@ -390,9 +410,9 @@ async fn allocate_if_below(
         if !rule.armed {
             rules::Entity::update_many()
                 .col_expr(rules::Column::Armed, Expr::value(true))
+                .col_expr(rules::Column::Generation, Expr::value(rule.generation + 1))
                 .filter(rules::Column::CustomerId.eq(rule.customer_id))
-                .filter(rules::Column::Armed.eq(false))
-                .filter(rules::Column::UpdatedAt.eq(rule.updated_at))
+                .filter(rules::Column::Generation.eq(rule.generation))
                 .exec(&state.db)
                 .await?;
         }
@@ -461,13 +481,15 @@ async fn allocate_if_below(
     }
 }
 
-/// Disarms the rule if it is still armed as read: `true` when this transaction did.
+/// Disarms the rule if it is still in the generation read (armed): `true` when this transaction
+/// did. The refusal's second claim (after a rollback) asks the same generation again.
 async fn claim(txn: &impl ConnectionTrait, rule: &rules::Model) -> Result<bool, ApiError> {
     Ok(rules::Entity::update_many()
         .col_expr(rules::Column::Armed, Expr::value(false))
+        .col_expr(rules::Column::Generation, Expr::value(rule.generation + 1))
         .filter(rules::Column::CustomerId.eq(rule.customer_id))
+        .filter(rules::Column::Generation.eq(rule.generation))
         .filter(rules::Column::Armed.eq(true))
-        .filter(rules::Column::UpdatedAt.eq(rule.updated_at))
         .exec(txn)
         .await?
         .rows_affected

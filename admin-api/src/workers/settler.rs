@@ -341,17 +341,18 @@ async fn settle_batch<'a>(
             continue;
         };
         let reference = format!("{}+{}", first.event.request_id, charges.len());
-        ledger::transfer(
+        ledger::transfer_at(
             &txn,
             &format!("spend:{reference}"),
             "spend",
             &AccountRef::org_wallet(org),
             &AccountRef::org_spend(org),
             total,
+            now,
         )
         .await?;
         if let Some(Some(p)) = partners.get(&org) {
-            book_partner_usage(&txn, p.partner_id, &charges, &reference).await?;
+            book_partner_usage(&txn, p.partner_id, &charges, &reference, now).await?;
         }
     }
     txn.commit().await?;
@@ -626,6 +627,7 @@ async fn book_partner_usage(
     partner_id: i64,
     charges: &[&Charge<'_>],
     reference: &str,
+    now: DateTime<Utc>,
 ) -> Result<(), SettleError> {
     if charges.iter().all(|c| !c.charged.is_positive()) {
         return Ok(());
@@ -638,13 +640,14 @@ async fn book_partner_usage(
         partner_id: Some(partner_id),
         organization_id: None,
     };
-    ledger::transfer(
+    ledger::transfer_at(
         txn,
         &format!("wholesale:{reference}"),
         "wholesale_usage",
         &payable,
         &AccountRef::partner_outstanding_usage(partner_id),
         cost,
+        now,
     )
     .await?;
     Ok(())

@@ -36,6 +36,7 @@ mod payments;
 mod rules;
 mod settlement;
 mod standing;
+mod statements;
 mod task_book;
 mod usage;
 

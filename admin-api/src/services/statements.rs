@@ -1,0 +1,830 @@
+//! Monthly statements (issue 32), per organization and per partner, as CSV and PDF: the opening
+//! balance, every movement of the month that is not usage (allocations, credits, releases), the
+//! month's usage per model and group, and the closing balance — all read from the ledger of
+//! record, so `opening + Σ movements − usage = closing` holds to the nano-dollar.
+//!
+//! **Which usage belongs to a month.** A call is in the month its usage record was *settled*
+//! (`usage_records.settled_at`): the settler dates the batch's spend posting (and the partner's
+//! wholesale accrual) with the same instant (`ledger::transfer_at`), so the usage table's totals
+//! equal the ledger's postings of the month exactly; a call started before midnight and settled
+//! after it is in the new month, on both sides. (The query also bounds `started_at` — a week
+//! before the month — so PostgreSQL reads only the partitions that can hold it.)
+//!
+//! **Provisional.** The current month (UTC) is not closed: its statement says `provisional` and
+//! its closing balance is the balance so far. A month after the current one is refused.
+
+use crate::error::ApiError;
+use crate::ledger::AccountRef;
+use chrono::{DateTime, Datelike, TimeZone, Utc};
+use entities::{
+    customers, ledger_accounts, ledger_entries, ledger_transactions, organizations, partners,
+    usage_records,
+};
+use money::NanoUsd;
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
+use std::collections::HashMap;
+
+/// A month (UTC): year and month 1–12.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Month {
+    pub year: i32,
+    pub month: u32,
+}
+
+impl Month {
+    /// Parses `YYYY-MM` strictly (four digits, a dash, two digits, month 01–12).
+    pub fn parse(s: &str) -> Option<Month> {
+        let b = s.as_bytes();
+        if b.len() != 7
+            || b[4] != b'-'
+            || !b
+                .iter()
+                .enumerate()
+                .all(|(i, c)| i == 4 || c.is_ascii_digit())
+        {
+            return None;
+        }
+        let year: i32 = s[..4].parse().ok()?;
+        let month: u32 = s[5..].parse().ok()?;
+        ((1..=12).contains(&month) && year >= 1970).then_some(Month { year, month })
+    }
+
+    /// The month containing `t`.
+    pub fn of(t: DateTime<Utc>) -> Month {
+        Month {
+            year: t.year(),
+            month: t.month(),
+        }
+    }
+
+    /// Its first instant.
+    pub fn start(self) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(self.year, self.month, 1, 0, 0, 0)
+            .single()
+            .unwrap_or(DateTime::<Utc>::MIN_UTC)
+    }
+
+    /// The next month.
+    pub fn next(self) -> Month {
+        if self.month == 12 {
+            Month {
+                year: self.year + 1,
+                month: 1,
+            }
+        } else {
+            Month {
+                year: self.year,
+                month: self.month + 1,
+            }
+        }
+    }
+
+    /// The month before.
+    pub fn previous(self) -> Month {
+        if self.month == 1 {
+            Month {
+                year: self.year - 1,
+                month: 12,
+            }
+        } else {
+            Month {
+                year: self.year,
+                month: self.month - 1,
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Month {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:04}-{:02}", self.year, self.month)
+    }
+}
+
+/// One movement of the month.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Movement {
+    pub at: DateTime<Utc>,
+    /// What it was: `allocation`, `funding added`, `allocated to customer 7`, ….
+    pub description: String,
+    /// The ledger's reference of the posting.
+    pub reference: String,
+    /// Signed: positive adds to the balance.
+    pub amount: NanoUsd,
+}
+
+/// The month's usage of one model in one group.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UsageLine {
+    pub model: String,
+    pub group: String,
+    pub requests: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cached_tokens: i64,
+    pub images: i64,
+    /// Audio and video seconds.
+    pub seconds: i64,
+    /// What the organizations were charged (retail).
+    pub charged: NanoUsd,
+    /// The partner's wholesale cost of it (partner statements).
+    pub wholesale: NanoUsd,
+}
+
+/// A statement.
+#[derive(Debug, Clone)]
+pub struct Statement {
+    /// `organization` or `partner`.
+    pub kind: &'static str,
+    pub subject_id: i64,
+    pub subject_name: String,
+    pub month: Month,
+    pub provisional: bool,
+    pub generated_at: DateTime<Utc>,
+    /// What the balance is: `organization balance` or `partner available funding`.
+    pub balance_of: &'static str,
+    pub opening: NanoUsd,
+    pub movements: Vec<Movement>,
+    pub usage: Vec<UsageLine>,
+    /// The usage as the ledger posted it in the month: the organization's spend (taken off its
+    /// balance), or the partner's wholesale accrual (owed, not taken off its funding).
+    pub usage_posted: NanoUsd,
+    pub closing: NanoUsd,
+}
+
+impl Statement {
+    /// Σ movements.
+    pub fn movements_total(&self) -> NanoUsd {
+        NanoUsd::checked_sum(self.movements.iter().map(|m| m.amount)).unwrap_or(NanoUsd::MAX)
+    }
+
+    /// Σ usage charged.
+    pub fn usage_charged(&self) -> NanoUsd {
+        NanoUsd::checked_sum(self.usage.iter().map(|u| u.charged)).unwrap_or(NanoUsd::MAX)
+    }
+
+    /// Σ usage at wholesale.
+    pub fn usage_wholesale(&self) -> NanoUsd {
+        NanoUsd::checked_sum(self.usage.iter().map(|u| u.wholesale)).unwrap_or(NanoUsd::MAX)
+    }
+}
+
+/// Refuses a month after the current one; says whether `month` is still open.
+fn check_month(month: Month, now: DateTime<Utc>) -> Result<bool, ApiError> {
+    let current = Month::of(now);
+    if month > current {
+        return Err(ApiError::InvalidStatementMonth);
+    }
+    Ok(month == current)
+}
+
+/// The ledger of account `code` over `[from, to)`: the balance at `from`, each posting in the
+/// window (time, transaction kind, reference, amount, the transaction's other accounts' codes),
+/// and the balance at `to`. An account that does not exist yet reads as all zero.
+async fn account_window(
+    db: &impl ConnectionTrait,
+    code: &str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<
+    (
+        NanoUsd,
+        Vec<(DateTime<Utc>, String, String, NanoUsd, Vec<String>)>,
+        NanoUsd,
+    ),
+    ApiError,
+> {
+    let Some(account) = ledger_accounts::Entity::find()
+        .filter(ledger_accounts::Column::Code.eq(code))
+        .one(db)
+        .await?
+    else {
+        return Ok((NanoUsd::ZERO, Vec::new(), NanoUsd::ZERO));
+    };
+    let before = ledger_entries::Entity::find()
+        .filter(ledger_entries::Column::AccountId.eq(account.id))
+        .filter(ledger_entries::Column::CreatedAt.lt(from))
+        .all(db)
+        .await?;
+    let opening = NanoUsd::checked_sum(before.iter().map(|e| NanoUsd::from_nanos(e.amount_nanos)))
+        .ok_or(ApiError::Internal)?;
+    let entries = ledger_entries::Entity::find()
+        .filter(ledger_entries::Column::AccountId.eq(account.id))
+        .filter(ledger_entries::Column::CreatedAt.gte(from))
+        .filter(ledger_entries::Column::CreatedAt.lt(to))
+        .order_by_asc(ledger_entries::Column::Id)
+        .all(db)
+        .await?;
+    let tx_ids: Vec<i64> = entries.iter().map(|e| e.transaction_id).collect();
+    let txs: HashMap<i64, ledger_transactions::Model> = ledger_transactions::Entity::find()
+        .filter(ledger_transactions::Column::Id.is_in(tx_ids.clone()))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|t| (t.id, t))
+        .collect();
+    let legs = ledger_entries::Entity::find()
+        .filter(ledger_entries::Column::TransactionId.is_in(tx_ids))
+        .filter(ledger_entries::Column::AccountId.ne(account.id))
+        .all(db)
+        .await?;
+    let account_ids: Vec<i64> = legs.iter().map(|l| l.account_id).collect();
+    let codes: HashMap<i64, String> = ledger_accounts::Entity::find()
+        .filter(ledger_accounts::Column::Id.is_in(account_ids))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|a| (a.id, a.code))
+        .collect();
+    let mut closing = opening;
+    let mut out = Vec::with_capacity(entries.len());
+    for e in entries {
+        let amount = NanoUsd::from_nanos(e.amount_nanos);
+        closing = closing.checked_add(amount).ok_or(ApiError::Internal)?;
+        let (kind, reference) = txs
+            .get(&e.transaction_id)
+            .map(|t| (t.kind.clone(), t.reference.clone()))
+            .unwrap_or_default();
+        let others = legs
+            .iter()
+            .filter(|l| l.transaction_id == e.transaction_id)
+            .filter_map(|l| codes.get(&l.account_id).cloned())
+            .collect();
+        out.push((e.created_at, kind, reference, amount, others));
+    }
+    Ok((opening, out, closing))
+}
+
+/// The usage settled in `[from, to)` of the organizations `orgs`, per model and group.
+async fn usage_lines(
+    db: &impl ConnectionTrait,
+    groups: &HashMap<i64, String>,
+    orgs: &[i64],
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Vec<UsageLine>, ApiError> {
+    use sea_orm::QuerySelect;
+    use sea_orm::sea_query::{Expr, ExprTrait, Func};
+    use usage_records::Column as C;
+    if orgs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sum = |c: C| Func::sum(Expr::col(c)).cast_as("BIGINT");
+    type Row = (
+        String,
+        i64,
+        i64,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+    );
+    let rows: Vec<Row> = usage_records::Entity::find()
+        .select_only()
+        .column(C::ModelServed)
+        .column(C::GroupId)
+        .expr(Func::count(Expr::col(C::Id)))
+        .expr(sum(C::InputTokens))
+        .expr(sum(C::OutputTokens))
+        .expr(sum(C::CachedTokens))
+        .expr(sum(C::Images))
+        .expr(sum(C::AudioSeconds))
+        .expr(sum(C::VideoSeconds))
+        .expr(sum(C::ChargedNanos))
+        .expr(sum(C::WholesaleNanos))
+        .filter(C::OrganizationId.is_in(orgs.iter().copied()))
+        .filter(C::SettledAt.gte(from))
+        .filter(C::SettledAt.lt(to))
+        // Partition pruning (PostgreSQL): a call settled in the window started at most a week
+        // before it (holds live 15 minutes, video tasks two hours).
+        .filter(C::StartedAt.gte(from - chrono::Duration::days(7)))
+        .filter(C::StartedAt.lt(to))
+        .group_by(C::ModelServed)
+        .group_by(C::GroupId)
+        .into_tuple()
+        .all(db)
+        .await?;
+    let mut lines: Vec<UsageLine> = rows
+        .into_iter()
+        .map(
+            |(
+                model,
+                group,
+                requests,
+                input,
+                output,
+                cached,
+                images,
+                audio,
+                video,
+                charged,
+                wholesale,
+            )| {
+                UsageLine {
+                    model,
+                    group: groups
+                        .get(&group)
+                        .cloned()
+                        .unwrap_or_else(|| format!("group {group}")),
+                    requests,
+                    input_tokens: input.unwrap_or(0),
+                    output_tokens: output.unwrap_or(0),
+                    cached_tokens: cached.unwrap_or(0),
+                    images: images.unwrap_or(0),
+                    seconds: audio.unwrap_or(0) + video.unwrap_or(0),
+                    charged: NanoUsd::from_nanos(charged.unwrap_or(0)),
+                    wholesale: NanoUsd::from_nanos(wholesale.unwrap_or(0)),
+                }
+            },
+        )
+        .collect();
+    lines.sort_by(|a, b| (&a.model, &a.group).cmp(&(&b.model, &b.group)));
+    Ok(lines)
+}
+
+/// The configured groups' names.
+fn group_names(state: &crate::state::AppState) -> HashMap<i64, String> {
+    state
+        .groups()
+        .iter()
+        .map(|g| (g.id, g.name.clone()))
+        .collect()
+}
+
+/// Organization `org_id`'s statement of `month`.
+pub async fn for_org(
+    state: &crate::state::AppState,
+    org_id: i64,
+    month: Month,
+) -> Result<Statement, ApiError> {
+    let db = &state.db;
+    let now = state.clock.now();
+    let provisional = check_month(month, now)?;
+    let org = organizations::Entity::find_by_id(org_id)
+        .one(db)
+        .await?
+        .ok_or(ApiError::Internal)?;
+    let (from, to) = (month.start(), month.next().start());
+    let (opening, postings, closing) =
+        account_window(db, &AccountRef::org_wallet(org_id).code, from, to).await?;
+    let mut movements = Vec::new();
+    let mut spend = NanoUsd::ZERO;
+    for (at, kind, reference, amount, _) in postings {
+        if kind == "spend" {
+            spend = spend.checked_sub(amount).ok_or(ApiError::Internal)?;
+            continue;
+        }
+        let description = match kind.as_str() {
+            "allocation" if amount.is_negative() => "allocation decreased".to_string(),
+            "allocation" if reference.starts_with("auto-allocation:") => {
+                "automatic allocation".to_string()
+            }
+            "allocation" => "allocation".to_string(),
+            other => other.replace('_', " "),
+        };
+        movements.push(Movement {
+            at,
+            description,
+            reference,
+            amount,
+        });
+    }
+    let usage = usage_lines(db, &group_names(state), &[org_id], from, to).await?;
+    Ok(Statement {
+        kind: "organization",
+        subject_id: org.id,
+        subject_name: org.name,
+        month,
+        provisional,
+        generated_at: now,
+        balance_of: "organization balance",
+        opening,
+        movements,
+        usage,
+        usage_posted: spend,
+        closing,
+    })
+}
+
+/// Partner `partner_id`'s statement of `month`: its available funding, and its customers' usage.
+pub async fn for_partner(
+    state: &crate::state::AppState,
+    partner_id: i64,
+    month: Month,
+) -> Result<Statement, ApiError> {
+    let db = &state.db;
+    let now = state.clock.now();
+    let provisional = check_month(month, now)?;
+    let partner = partners::Entity::find_by_id(partner_id)
+        .one(db)
+        .await?
+        .ok_or(ApiError::Internal)?;
+    let (from, to) = (month.start(), month.next().start());
+    let (opening, postings, closing) = account_window(
+        db,
+        &AccountRef::partner_available(partner_id).code,
+        from,
+        to,
+    )
+    .await?;
+    let customers = customers::Entity::find()
+        .filter(customers::Column::PartnerId.eq(partner_id))
+        .all(db)
+        .await?;
+    let names: HashMap<i64, &str> = customers
+        .iter()
+        .map(|c| (c.id, c.display_name.as_str()))
+        .collect();
+    let reserved_prefix = format!("partner:{partner_id}:reserved:");
+    let movements = postings
+        .into_iter()
+        .map(|(at, kind, reference, amount, others)| {
+            let customer = others.iter().find_map(|code| {
+                code.strip_prefix(&reserved_prefix)
+                    .and_then(|id| id.parse::<i64>().ok())
+            });
+            let description = match (customer, amount.is_negative()) {
+                (Some(c), true) => format!(
+                    "allocated to customer {c} ({})",
+                    names.get(&c).copied().unwrap_or("?")
+                ),
+                (Some(c), false) => format!(
+                    "released by customer {c} ({})",
+                    names.get(&c).copied().unwrap_or("?")
+                ),
+                (None, false) => "funding added".to_string(),
+                (None, true) => kind.replace('_', " "),
+            };
+            Movement {
+                at,
+                description,
+                reference,
+                amount,
+            }
+        })
+        .collect();
+    let (_, accrued, _) = account_window(
+        db,
+        &AccountRef::partner_outstanding_usage(partner_id).code,
+        from,
+        to,
+    )
+    .await?;
+    let usage_posted = NanoUsd::checked_sum(
+        accrued
+            .iter()
+            .filter(|(_, kind, ..)| kind == "wholesale_usage")
+            .map(|(_, _, _, amount, _)| *amount),
+    )
+    .ok_or(ApiError::Internal)?;
+    let orgs: Vec<i64> = customers.iter().map(|c| c.organization_id).collect();
+    let usage = usage_lines(db, &group_names(state), &orgs, from, to).await?;
+    Ok(Statement {
+        kind: "partner",
+        subject_id: partner.id,
+        subject_name: partner.name,
+        month,
+        provisional,
+        generated_at: now,
+        balance_of: "partner available funding",
+        opening,
+        movements,
+        usage,
+        usage_posted,
+        closing,
+    })
+}
+
+/// An amount with all nine decimals (what the ledger holds, to the nano-dollar).
+pub fn exact(n: NanoUsd) -> String {
+    let nanos = i128::from(n.nanos());
+    let sign = if nanos < 0 { "-" } else { "" };
+    let abs = nanos.abs();
+    format!("{sign}{}.{:09}", abs / 1_000_000_000, abs % 1_000_000_000)
+}
+
+/// A CSV field, quoted when it needs to be (RFC 4180), with a formula's first character defused.
+fn field(s: &str) -> String {
+    let s = if s.starts_with(['=', '+', '@']) || (s.starts_with('-') && s.parse::<f64>().is_err()) {
+        format!("'{s}")
+    } else {
+        s.to_string()
+    };
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s
+    }
+}
+
+/// The statement as CSV: one record per line, its kind in the first column (`statement`,
+/// `opening_balance`, `movement`, `usage`, `usage_total`, `closing_balance`); amounts in USD with
+/// nine decimals.
+pub fn csv(s: &Statement) -> String {
+    let mut out = String::new();
+    let mut row = |cells: &[&str]| {
+        let line: Vec<String> = cells.iter().map(|c| field(c)).collect();
+        out.push_str(&line.join(","));
+        out.push_str("\r\n");
+    };
+    row(&["record", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]);
+    row(&[
+        "statement",
+        s.kind,
+        &s.subject_id.to_string(),
+        &s.subject_name,
+        &s.month.to_string(),
+        if s.provisional {
+            "provisional"
+        } else {
+            "closed"
+        },
+        &s.generated_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        s.balance_of,
+    ]);
+    row(&["opening_balance_usd", &exact(s.opening)]);
+    row(&["movement", "at", "description", "reference", "amount_usd"]);
+    for m in &s.movements {
+        row(&[
+            "movement",
+            &m.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            &m.description,
+            &m.reference,
+            &exact(m.amount),
+        ]);
+    }
+    row(&["movements_total_usd", &exact(s.movements_total())]);
+    row(&[
+        "usage",
+        "model",
+        "group",
+        "requests",
+        "input_tokens",
+        "output_tokens",
+        "cached_tokens",
+        "images",
+        "seconds",
+        "charged_usd",
+        "wholesale_usd",
+    ]);
+    for u in &s.usage {
+        row(&[
+            "usage",
+            &u.model,
+            &u.group,
+            &u.requests.to_string(),
+            &u.input_tokens.to_string(),
+            &u.output_tokens.to_string(),
+            &u.cached_tokens.to_string(),
+            &u.images.to_string(),
+            &u.seconds.to_string(),
+            &exact(u.charged),
+            &exact(u.wholesale),
+        ]);
+    }
+    row(&[
+        "usage_total_usd",
+        &exact(s.usage_charged()),
+        &exact(s.usage_wholesale()),
+    ]);
+    row(&["usage_posted_usd", &exact(s.usage_posted)]);
+    row(&["closing_balance_usd", &exact(s.closing)]);
+    out
+}
+
+/// The statement's lines of text, as the PDF prints them (monospaced columns).
+pub fn text_lines(s: &Statement) -> Vec<String> {
+    let mut l = Vec::new();
+    let title = if s.kind == "partner" {
+        "Partner"
+    } else {
+        "Organization"
+    };
+    l.push(format!("Tollgate statement {}", s.month));
+    l.push(format!("{title}: {} (id {})", s.subject_name, s.subject_id));
+    l.push(format!(
+        "Status: {}   Generated: {}",
+        if s.provisional {
+            "PROVISIONAL (the month is not closed)"
+        } else {
+            "closed"
+        },
+        s.generated_at.format("%Y-%m-%d %H:%M UTC")
+    ));
+    l.push(String::new());
+    l.push(format!(
+        "Opening {} {:>28} USD",
+        s.balance_of,
+        exact(s.opening)
+    ));
+    l.push(String::new());
+    l.push("Movements".into());
+    if s.movements.is_empty() {
+        l.push("  none".into());
+    }
+    for m in &s.movements {
+        let mut d = m.description.clone();
+        d.truncate(46);
+        l.push(format!(
+            "  {}  {:<46} {:>20}",
+            m.at.format("%Y-%m-%d"),
+            d,
+            exact(m.amount)
+        ));
+    }
+    l.push(format!(
+        "  {:<58} {:>20}",
+        "Total movements",
+        exact(s.movements_total())
+    ));
+    l.push(String::new());
+    l.push("Usage by model and group".into());
+    l.push(format!(
+        "  {:<26} {:<12} {:>7} {:>11} {:>11} {:>7}",
+        "model", "group", "calls", "input", "output", "img/s"
+    ));
+    for u in &s.usage {
+        let mut model = u.model.clone();
+        model.truncate(26);
+        let mut group = u.group.clone();
+        group.truncate(12);
+        l.push(format!(
+            "  {:<26} {:<12} {:>7} {:>11} {:>11} {:>7}",
+            model,
+            group,
+            u.requests,
+            u.input_tokens,
+            u.output_tokens,
+            u.images + u.seconds
+        ));
+        let wholesale = if s.kind == "partner" {
+            format!("   wholesale {}", exact(u.wholesale))
+        } else {
+            String::new()
+        };
+        l.push(format!("      charged {}{wholesale}", exact(u.charged)));
+    }
+    l.push(format!(
+        "  {:<58} {:>20}",
+        "Total usage charged",
+        exact(s.usage_charged())
+    ));
+    if s.kind == "partner" {
+        l.push(format!(
+            "  {:<58} {:>20}",
+            "Total usage at wholesale (owed, accrued)",
+            exact(s.usage_wholesale())
+        ));
+    }
+    l.push(String::new());
+    if s.kind == "partner" {
+        l.push(format!(
+            "Usage owed at wholesale, posted this month {:>24} USD",
+            exact(s.usage_posted)
+        ));
+        l.push("(owed separately: usage does not change the available funding)".into());
+    } else {
+        l.push(format!(
+            "Usage taken off the balance this month {:>28} USD",
+            exact(
+                NanoUsd::ZERO
+                    .checked_sub(s.usage_posted)
+                    .unwrap_or(NanoUsd::ZERO)
+            )
+        ));
+    }
+    l.push(format!(
+        "Closing {} {:>28} USD",
+        s.balance_of,
+        exact(s.closing)
+    ));
+    l
+}
+
+/// The embedded font of statements (DejaVu Sans Mono; its licence beside it).
+const FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSansMono.ttf");
+
+/// The statement as a PDF (A4, the font embedded and subset).
+pub fn pdf(s: &Statement) -> Result<Vec<u8>, ApiError> {
+    use printpdf::{
+        Mm, Op, ParsedFont, PdfDocument, PdfFontHandle, PdfPage, PdfSaveOptions, Point, Pt,
+        TextItem,
+    };
+    let font = ParsedFont::from_bytes(FONT, 0, &mut Vec::new()).ok_or_else(|| {
+        tracing::error!("the statement font could not be read");
+        ApiError::Internal
+    })?;
+    let mut doc = PdfDocument::new(&format!("Tollgate statement {}", s.month));
+    let font_id = doc.add_font(&font);
+    let lines = text_lines(s);
+    const PER_PAGE: usize = 60;
+    let pages: Vec<PdfPage> = lines
+        .chunks(PER_PAGE)
+        .enumerate()
+        .map(|(n, chunk)| {
+            let mut ops = vec![
+                Op::StartTextSection,
+                Op::SetFont {
+                    font: PdfFontHandle::External(font_id.clone()),
+                    size: Pt(8.0),
+                },
+                Op::SetLineHeight { lh: Pt(12.0) },
+                Op::SetTextCursor {
+                    pos: Point::new(Mm(15.0), Mm(282.0)),
+                },
+            ];
+            for line in chunk {
+                ops.push(Op::ShowText {
+                    items: vec![TextItem::Text(line.clone())],
+                });
+                ops.push(Op::AddLineBreak);
+            }
+            ops.push(Op::ShowText {
+                items: vec![TextItem::Text(format!(
+                    "page {} of {}",
+                    n + 1,
+                    lines.len().div_ceil(PER_PAGE)
+                ))],
+            });
+            ops.push(Op::EndTextSection);
+            PdfPage::new(Mm(210.0), Mm(297.0), ops)
+        })
+        .collect();
+    Ok(doc
+        .with_pages(pages)
+        .save(&PdfSaveOptions::default(), &mut Vec::new()))
+}
+
+/// The months a subject's statements can be downloaded for: from `first` (its creation) to the
+/// current month, newest first, at most `most`.
+pub fn months_since(first: DateTime<Utc>, now: DateTime<Utc>, most: usize) -> Vec<Month> {
+    let mut out = Vec::new();
+    let mut m = Month::of(now);
+    let first = Month::of(first);
+    while m >= first && out.len() < most {
+        out.push(m);
+        m = m.previous();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn months_parse_strictly_and_step() {
+        assert_eq!(
+            Month::parse("2026-11"),
+            Some(Month {
+                year: 2026,
+                month: 11
+            })
+        );
+        for bad in [
+            "2026-13",
+            "2026-00",
+            "2026-1",
+            "26-11",
+            "2026/11",
+            "2026-11-01",
+            "abcd-ef",
+            "",
+        ] {
+            assert_eq!(Month::parse(bad), None, "{bad}");
+        }
+        let dec = Month {
+            year: 2026,
+            month: 12,
+        };
+        assert_eq!(
+            dec.next(),
+            Month {
+                year: 2027,
+                month: 1
+            }
+        );
+        assert_eq!(dec.next().previous(), dec);
+        assert_eq!(dec.to_string(), "2026-12");
+    }
+
+    #[test]
+    fn amounts_keep_every_nano() {
+        assert_eq!(exact(NanoUsd::from_nanos(1)), "0.000000001");
+        assert_eq!(exact(NanoUsd::from_nanos(-1_500_000_000)), "-1.500000000");
+        assert_eq!(exact(NanoUsd::from_nanos(12_000_000_007)), "12.000000007");
+    }
+
+    #[test]
+    fn csv_fields_are_quoted_and_formulas_defused() {
+        assert_eq!(field("a,b"), "\"a,b\"");
+        assert_eq!(field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(field("=SUM(A1)"), "'=SUM(A1)");
+        assert_eq!(field("-1.500000000"), "-1.500000000");
+    }
+}
