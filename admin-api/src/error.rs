@@ -99,6 +99,12 @@ pub enum ApiError {
     InvalidStatementMonth,
     #[error("statements are served as text/csv or application/pdf (the Accept header)")]
     StatementNotAcceptable,
+    #[error("invalid automatic recharge: {0}")]
+    InvalidRecharge(String),
+    #[error("automatic recharge needs a payment provider ([payments] provider = \"stripe\")")]
+    RechargeUnavailable,
+    #[error("set the automatic recharge rule (PUT /funding/recharge) before saving a card")]
+    RechargeRuleRequired,
     #[error("invalid alert: {0}")]
     InvalidAlert(String),
     #[error("invalid automatic allocation: {0}")]
@@ -304,6 +310,17 @@ impl ApiError {
                 Some("STATEMENT_FORMAT_NOT_ACCEPTABLE"),
                 none,
             ),
+            InvalidRecharge(_) => (
+                StatusCode::BAD_REQUEST,
+                Some("INVALID_PARTNER_RECHARGE"),
+                none,
+            ),
+            RechargeUnavailable => (
+                StatusCode::CONFLICT,
+                Some("RECHARGE_PROVIDER_REQUIRED"),
+                none,
+            ),
+            RechargeRuleRequired => (StatusCode::CONFLICT, Some("RECHARGE_RULE_REQUIRED"), none),
             InvalidAlert(_) => (StatusCode::BAD_REQUEST, Some("INVALID_PARTNER_ALERT"), none),
             InvalidAutoAllocation(_) => (
                 StatusCode::BAD_REQUEST,

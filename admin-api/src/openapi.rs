@@ -46,7 +46,8 @@ impl Modify for Security {
         billing::balance, billing::daily, billing::key_standing, billing::statement,
         rules::customer_alert, rules::set_customer_alert, rules::funding_alert,
         rules::set_funding_alert, rules::customer_rule, rules::set_customer_rule,
-        rules::delete_customer_rule
+        rules::delete_customer_rule, rules::recharge, rules::set_recharge, rules::delete_recharge,
+        rules::card_session
     ),
     components(schemas(
         ErrorEnvelope, CreateCustomerRequest, Customer, Activation, CustomerData, CustomerBalance, Funding,
@@ -54,7 +55,8 @@ impl Modify for Security {
         CreateKeyRequest, KeyPreview, UsageBucket, UsageBuckets, OrganizationBalance, DailyUsage,
         DailyTotals, UsageTotals, KeyUsage, ModelUsage, ProjectUsage, WorkflowUsage, WalletSpend,
         UsageCoverage, KeyStanding, KeyLimitsView, KeySpendView, KeyBudgetView, AlertRequest,
-        AlertView, AutoAllocationRequest, AutoAllocationView, AutoRuleView, AutoRunView
+        AlertView, AutoAllocationRequest, AutoAllocationView, AutoRuleView, AutoRunView,
+        RechargeRequest, RechargeView, RechargeRuleView, RechargeAttemptView, CardSession
     )),
     modifiers(&Security),
 )]

@@ -1,5 +1,7 @@
-//! Stripe Checkout for partner top-ups (`[payments] provider = "stripe"`): creating a Checkout
-//! Session, reading one back, and verifying the `Stripe-Signature` of a webhook.
+//! Stripe for partner funding (`[payments] provider = "stripe"`): Checkout Sessions for top-ups
+//! (payment mode) and for saving a card (setup mode, issue 32's automatic recharge), the saved
+//! card's Customer and SetupIntent, off-session PaymentIntents charging it, reading each back,
+//! and verifying the `Stripe-Signature` of a webhook.
 //!
 //! Only the two API calls the flow needs, over one HTTPS client (hyper with rustls, ring and the
 //! system's roots, 15 s timeout): `POST /v1/checkout/sessions` (form-encoded, an `Idempotency-Key` derived
@@ -53,6 +55,66 @@ pub struct CheckoutSession {
     pub currency: Option<String>,
     #[serde(default)]
     pub client_reference_id: Option<String>,
+    /// `payment` or `setup`.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// A setup session's SetupIntent (`seti_…`).
+    #[serde(default)]
+    pub setup_intent: Option<String>,
+    #[serde(default)]
+    pub customer: Option<String>,
+}
+
+/// A Stripe Customer (the owner of a saved card).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub struct Customer {
+    pub id: String,
+}
+
+/// The fields of a SetupIntent the recharge flow reads.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub struct SetupIntent {
+    pub id: String,
+    /// `succeeded` once the card is saved.
+    #[serde(default)]
+    pub status: Option<String>,
+    /// The saved card (`pm_…`).
+    #[serde(default)]
+    pub payment_method: Option<String>,
+    #[serde(default)]
+    pub customer: Option<String>,
+}
+
+/// The fields of a PaymentIntent the recharge flow reads.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+pub struct PaymentIntent {
+    pub id: String,
+    /// `succeeded`, `processing`, `requires_payment_method` (declined), `requires_action`, …
+    #[serde(default)]
+    pub status: Option<String>,
+    /// In the currency's minor unit.
+    #[serde(default)]
+    pub amount: Option<i64>,
+    #[serde(default)]
+    pub amount_received: Option<i64>,
+    #[serde(default)]
+    pub currency: Option<String>,
+    #[serde(default)]
+    pub metadata: std::collections::HashMap<String, String>,
+}
+
+/// What an off-session charge came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Charge {
+    /// The PaymentIntent exists (succeeded, processing, …); funding is credited only by its
+    /// webhook.
+    Created(PaymentIntent),
+    /// The card was declined (or needs the cardholder, which off-session cannot ask): Stripe's
+    /// 402 `card_error`, with the PaymentIntent it made when it made one.
+    Declined {
+        payment_intent: Option<String>,
+        message: String,
+    },
 }
 
 impl CheckoutSession {
@@ -156,30 +218,140 @@ impl StripeClient {
         self.session_from(request).await
     }
 
-    fn request(&self, method: http::Method, path: &str) -> http::request::Builder {
-        http::Request::builder()
-            .method(method)
-            .uri(self.url(path))
-            .header("authorization", format!("Bearer {}", self.conf.secret_key))
-            .header("user-agent", "tollgate")
-    }
-
-    /// Reads a Checkout Session back (its current state).
-    pub async fn session(&self, id: &str) -> Result<CheckoutSession, PaymentError> {
-        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-            return Err(PaymentError::Unexpected(format!("session id {id:?}")));
-        }
-        let request = self
-            .request(http::Method::GET, &format!("/v1/checkout/sessions/{id}"))
-            .body(Full::new(Bytes::new()));
-        self.session_from(request).await
-    }
-
-    async fn session_from(
+    /// A form POST to `path` under `idempotency_key`.
+    fn post_form(
         &self,
-        request: Result<http::Request<Full<Bytes>>, http::Error>,
+        path: &str,
+        idempotency_key: &str,
+        form: &[(&str, String)],
+    ) -> Result<http::Request<Full<Bytes>>, http::Error> {
+        let body = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form)
+            .finish();
+        self.request(http::Method::POST, path)
+            .header("idempotency-key", idempotency_key)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(Full::new(Bytes::from(body)))
+    }
+
+    /// Creates the Stripe Customer of partner `partner_id`'s saved card.
+    pub async fn create_customer(&self, partner_id: i64) -> Result<Customer, PaymentError> {
+        let form = [
+            ("description", format!("Tollgate partner {partner_id}")),
+            ("metadata[partner_id]", partner_id.to_string()),
+        ];
+        let request = self.post_form(
+            "/v1/customers",
+            &format!("tollgate-customer-{partner_id}"),
+            &form,
+        );
+        self.typed(request).await
+    }
+
+    /// Creates the setup-mode Checkout Session `setup_id` that saves a card for `customer`.
+    pub async fn create_setup_session(
+        &self,
+        setup_id: i64,
+        partner_id: i64,
+        customer: &str,
     ) -> Result<CheckoutSession, PaymentError> {
+        let form = [
+            ("mode", "setup".to_string()),
+            ("customer", customer.to_string()),
+            ("currency", self.conf.currency.clone()),
+            ("payment_method_types[0]", "card".into()),
+            ("success_url", self.conf.success_url.to_string()),
+            ("cancel_url", self.conf.cancel_url.to_string()),
+            ("client_reference_id", format!("recharge-setup-{setup_id}")),
+            ("metadata[purpose]", "recharge_setup".into()),
+            ("metadata[partner_id]", partner_id.to_string()),
+            (
+                "setup_intent_data[metadata][partner_id]",
+                partner_id.to_string(),
+            ),
+        ];
+        let request = self.post_form(
+            "/v1/checkout/sessions",
+            &format!("tollgate-recharge-setup-{setup_id}"),
+            &form,
+        );
+        self.typed(request).await
+    }
+
+    /// Reads a SetupIntent back.
+    pub async fn setup_intent(&self, id: &str) -> Result<SetupIntent, PaymentError> {
+        check_id(id)?;
+        let request = self
+            .request(http::Method::GET, &format!("/v1/setup_intents/{id}"))
+            .body(Full::new(Bytes::new()));
+        self.typed(request).await
+    }
+
+    /// Reads a PaymentIntent back.
+    pub async fn payment_intent(&self, id: &str) -> Result<PaymentIntent, PaymentError> {
+        check_id(id)?;
+        let request = self
+            .request(http::Method::GET, &format!("/v1/payment_intents/{id}"))
+            .body(Full::new(Bytes::new()));
+        self.typed(request).await
+    }
+
+    /// Charges the saved card off-session: a confirmed PaymentIntent of `cents` under
+    /// `idempotency_key` (one per crossing, so a retried call never charges twice).
+    pub async fn charge(
+        &self,
+        attempt_id: i64,
+        partner_id: i64,
+        customer: &str,
+        payment_method: &str,
+        cents: i64,
+        idempotency_key: &str,
+    ) -> Result<Charge, PaymentError> {
+        let form = [
+            ("amount", cents.to_string()),
+            ("currency", self.conf.currency.clone()),
+            ("customer", customer.to_string()),
+            ("payment_method", payment_method.to_string()),
+            ("off_session", "true".into()),
+            ("confirm", "true".into()),
+            (
+                "description",
+                "Tollgate partner funding (automatic recharge)".into(),
+            ),
+            ("metadata[purpose]", "recharge".into()),
+            ("metadata[partner_id]", partner_id.to_string()),
+            ("metadata[recharge_attempt_id]", attempt_id.to_string()),
+        ];
+        let request = self.post_form("/v1/payment_intents", idempotency_key, &form);
         let request = request.map_err(|e| PaymentError::Unexpected(e.to_string()))?;
+        let (status, bytes) = self.send(request).await?;
+        if (200..300).contains(&status) {
+            return serde_json::from_slice(&bytes)
+                .map(Charge::Created)
+                .map_err(|e| PaymentError::Unexpected(e.to_string()));
+        }
+        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        let error = &v["error"];
+        if status == 402 || error["type"] == "card_error" {
+            return Ok(Charge::Declined {
+                payment_intent: error["payment_intent"]["id"].as_str().map(str::to_string),
+                message: error["message"]
+                    .as_str()
+                    .unwrap_or("the card was declined")
+                    .to_string(),
+            });
+        }
+        Err(PaymentError::Refused {
+            status,
+            message: error["message"].as_str().unwrap_or_default().to_string(),
+        })
+    }
+
+    /// Sends `request`; (status, body).
+    async fn send(
+        &self,
+        request: http::Request<Full<Bytes>>,
+    ) -> Result<(u16, Bytes), PaymentError> {
         let call = async {
             let resp = self
                 .http
@@ -195,9 +367,18 @@ impl StripeClient {
                 .to_bytes();
             Ok::<_, PaymentError>((status, bytes))
         };
-        let (status, bytes) = tokio::time::timeout(CALL_TIMEOUT, call)
+        tokio::time::timeout(CALL_TIMEOUT, call)
             .await
-            .map_err(|_| PaymentError::Unreachable("timed out".into()))??;
+            .map_err(|_| PaymentError::Unreachable("timed out".into()))?
+    }
+
+    /// Sends `request` and reads a 2xx answer as `T` (anything else: `Refused`).
+    async fn typed<T: serde::de::DeserializeOwned>(
+        &self,
+        request: Result<http::Request<Full<Bytes>>, http::Error>,
+    ) -> Result<T, PaymentError> {
+        let request = request.map_err(|e| PaymentError::Unexpected(e.to_string()))?;
+        let (status, bytes) = self.send(request).await?;
         if !(200..300).contains(&status) {
             let message = serde_json::from_slice::<serde_json::Value>(&bytes)
                 .ok()
@@ -207,6 +388,38 @@ impl StripeClient {
         }
         serde_json::from_slice(&bytes).map_err(|e| PaymentError::Unexpected(e.to_string()))
     }
+
+    fn request(&self, method: http::Method, path: &str) -> http::request::Builder {
+        http::Request::builder()
+            .method(method)
+            .uri(self.url(path))
+            .header("authorization", format!("Bearer {}", self.conf.secret_key))
+            .header("user-agent", "tollgate")
+    }
+
+    /// Reads a Checkout Session back (its current state).
+    pub async fn session(&self, id: &str) -> Result<CheckoutSession, PaymentError> {
+        check_id(id)?;
+        let request = self
+            .request(http::Method::GET, &format!("/v1/checkout/sessions/{id}"))
+            .body(Full::new(Bytes::new()));
+        self.session_from(request).await
+    }
+
+    async fn session_from(
+        &self,
+        request: Result<http::Request<Full<Bytes>>, http::Error>,
+    ) -> Result<CheckoutSession, PaymentError> {
+        self.typed(request).await
+    }
+}
+
+/// An id Stripe gave, safe in a path.
+fn check_id(id: &str) -> Result<(), PaymentError> {
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(PaymentError::Unexpected(format!("id {id:?}")));
+    }
+    Ok(())
 }
 
 /// Why a webhook's signature was refused.

@@ -26,6 +26,7 @@ mod m20261126_000016_partner_usage_rollups;
 mod m20261127_000017_usage_partitions;
 mod m20261127_000018_key_budgets;
 mod m20261127_000019_balance_rules;
+mod m20261127_000020_recharge;
 pub mod usage_partitions;
 
 pub use m20261126_000016_partner_usage_rollups::backfill as partner_usage_backfill;
@@ -56,6 +57,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000017_usage_partitions::Migration),
             Box::new(m20261127_000018_key_budgets::Migration),
             Box::new(m20261127_000019_balance_rules::Migration),
+            Box::new(m20261127_000020_recharge::Migration),
         ]
     }
 }

@@ -283,3 +283,45 @@ pub struct AutoRunView {
     pub outcome: String,
     pub created_at: String,
 }
+
+/// A partner's automatic recharge and its last attempts.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RechargeView {
+    /// `null`: no rule.
+    pub rule: Option<RechargeRuleView>,
+    /// The last 20 charges, newest first.
+    pub attempts: Vec<RechargeAttemptView>,
+}
+
+/// An automatic recharge rule.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RechargeRuleView {
+    #[schema(value_type = f64)]
+    pub below_usd: Usd,
+    #[schema(value_type = f64)]
+    pub amount_usd: Usd,
+    /// `needs_card`, `active` or `stopped` (a declined card).
+    pub status: String,
+    pub stop_reason: Option<String>,
+    /// A card is saved.
+    pub card_saved: bool,
+    /// Ready for the next crossing.
+    pub armed: bool,
+}
+
+/// One charge of the saved card.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RechargeAttemptView {
+    #[schema(value_type = f64)]
+    pub amount_usd: Usd,
+    /// `pending` (funding follows the payment's webhook), `succeeded` (credited), `declined`.
+    pub status: String,
+    pub failure: Option<String>,
+    pub created_at: String,
+}
+
+/// `POST /funding/recharge/card-sessions`: the hosted page that saves a card.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CardSession {
+    pub url: String,
+}

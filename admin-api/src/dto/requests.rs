@@ -130,3 +130,17 @@ pub struct AutoAllocationRequest {
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
     Value::deserialize(d).map(Some)
 }
+
+/// `PUT /funding/recharge`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+pub struct RechargeRequest {
+    /// When available funding falls below this (USD)…
+    #[schema(value_type = f64)]
+    pub below_usd: Option<Value>,
+    /// …charge the saved card this much (USD, whole cents, at least 0.50).
+    #[schema(value_type = f64)]
+    pub amount_usd: Option<Value>,
+    #[serde(flatten)]
+    #[schema(ignore)]
+    pub unknown: Map<String, Value>,
+}

@@ -87,6 +87,13 @@ fn partner_routes(state: &AppState) -> Router<AppState> {
         .route("/funding", get(funding::view))
         .route("/funding/top-up-sessions", post(funding::top_up))
         .route(
+            "/funding/recharge",
+            get(rules::recharge)
+                .put(rules::set_recharge)
+                .delete(rules::delete_recharge),
+        )
+        .route("/funding/recharge/card-sessions", post(rules::card_session))
+        .route(
             "/funding/low-balance-alert",
             get(rules::funding_alert).put(rules::set_funding_alert),
         )

@@ -114,3 +114,84 @@ pub(crate) async fn delete_customer_rule(
         )
         .await
 }
+
+#[utoipa::path(get, path = "/partner/v1/funding/recharge", tag = "partner", security(("partner_token" = [])), responses((status = 200, description = "data", body = crate::dto::RechargeView), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::dto::ErrorEnvelope)))]
+pub(crate) async fn recharge(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Response {
+    respond(crate::services::recharge::view(&state.db, caller.partner_id).await)
+}
+
+#[utoipa::path(put, path = "/partner/v1/funding/recharge", tag = "partner", security(("partner_token" = [])), params(("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters; replays answer with Idempotent-Replayed: true")), request_body = crate::dto::RechargeRequest, responses((status = 200, description = "data", body = crate::dto::RechargeView), (status = 400, description = "INVALID_PARTNER_RECHARGE, IDEMPOTENCY_KEY_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 409, description = "IDEMPOTENCY_KEY_CONFLICT, IDEMPOTENCY_IN_PROGRESS", body = crate::dto::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::dto::ErrorEnvelope)))]
+pub(crate) async fn set_recharge(State(state): State<AppState>, write: Write) -> Response {
+    let invalid = ApiError::InvalidRecharge("the body must be a JSON object".into());
+    write
+        .run(
+            &state,
+            invalid,
+            crate::services::recharge::parse,
+            |txn, op, rule| {
+                Box::pin(async move {
+                    let view = crate::services::recharge::set(
+                        txn,
+                        op.caller.partner_id,
+                        Some(rule),
+                        op.state.clock.now(),
+                    )
+                    .await?;
+                    Ok(Success::plain(view))
+                })
+            },
+        )
+        .await
+}
+
+#[utoipa::path(delete, path = "/partner/v1/funding/recharge", tag = "partner", security(("partner_token" = [])), params(("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters; replays answer with Idempotent-Replayed: true")), responses((status = 200, description = "data: no rule, the attempts kept", body = crate::dto::RechargeView), (status = 409, description = "IDEMPOTENCY_KEY_CONFLICT, IDEMPOTENCY_IN_PROGRESS", body = crate::dto::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::dto::ErrorEnvelope)))]
+pub(crate) async fn delete_recharge(State(state): State<AppState>, write: Write) -> Response {
+    let invalid = ApiError::InvalidRecharge("no body is taken".into());
+    write
+        .without_body()
+        .run(
+            &state,
+            invalid,
+            |(): ()| Ok(()),
+            |txn, op, ()| {
+                Box::pin(async move {
+                    let view = crate::services::recharge::set(
+                        txn,
+                        op.caller.partner_id,
+                        None,
+                        op.state.clock.now(),
+                    )
+                    .await?;
+                    Ok(Success::plain(view))
+                })
+            },
+        )
+        .await
+}
+
+#[utoipa::path(post, path = "/partner/v1/funding/recharge/card-sessions", tag = "partner", security(("partner_token" = [])), params(("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters; replays answer with Idempotent-Replayed: true")), responses((status = 200, description = "data: Stripe's hosted page that saves a card for the automatic recharge", body = crate::dto::CardSession), (status = 409, description = "RECHARGE_PROVIDER_REQUIRED, RECHARGE_RULE_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 502, description = "PAYMENT_PROVIDER_UNAVAILABLE", body = crate::dto::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::dto::ErrorEnvelope)))]
+pub(crate) async fn card_session(State(state): State<AppState>, write: Write) -> Response {
+    let invalid = ApiError::InvalidRecharge("no body is taken".into());
+    write
+        .without_body()
+        .run(
+            &state,
+            invalid,
+            |(): ()| Ok(()),
+            |txn, op, ()| {
+                Box::pin(async move {
+                    let url = crate::services::recharge::start_card_session(
+                        txn,
+                        &op.state,
+                        op.caller.partner_id,
+                    )
+                    .await?;
+                    Ok(Success::plain(crate::dto::CardSession { url }))
+                })
+            },
+        )
+        .await
+}

@@ -80,7 +80,7 @@ pub fn top_up_amount(body: TopUpRequest) -> Result<NanoUsd, ApiError> {
 /// Smallest top-up a payment provider takes (Stripe's minimum charge in USD: 0.50).
 const MIN_PROVIDER_TOP_UP: NanoUsd = NanoUsd::from_nanos(500_000_000);
 /// Nano-USD in a cent.
-const NANOS_PER_CENT: i64 = 10_000_000;
+pub const NANOS_PER_CENT: i64 = 10_000_000;
 
 /// `POST /funding/top-up-sessions`: with `[payments] provider = "stripe"`, a Stripe Checkout
 /// Session for the amount (whole cents, at least 0.50 USD; else 400
@@ -173,6 +173,8 @@ pub enum EventOutcome {
     Closed,
     /// Stripe's amount or currency differs from the top-up's: nothing credited (logged).
     Mismatch,
+    /// An automatic recharge's event (a card saved, a charge credited or declined).
+    Recharge(crate::services::recharge::Outcome),
 }
 
 impl EventOutcome {
@@ -185,6 +187,7 @@ impl EventOutcome {
             EventOutcome::Pending => "pending",
             EventOutcome::Closed => "closed",
             EventOutcome::Mismatch => "mismatch",
+            EventOutcome::Recharge(o) => o.label(),
         }
     }
 }
@@ -205,6 +208,17 @@ pub async fn stripe_event(
         "checkout.session.async_payment_failed",
         "checkout.session.expired",
     ];
+    // An automatic recharge's charge (issue 32): read back, its current status decides.
+    if matches!(
+        event.kind.as_str(),
+        "payment_intent.succeeded" | "payment_intent.payment_failed" | "payment_intent.canceled"
+    ) {
+        let Some(id) = event.data.object.get("id").and_then(|v| v.as_str()) else {
+            return Ok(EventOutcome::Ignored);
+        };
+        let done = crate::services::recharge::on_payment_intent(state, stripe, id).await?;
+        return Ok(EventOutcome::Recharge(done));
+    }
     if !HANDLED.contains(&event.kind.as_str()) {
         return Ok(EventOutcome::Ignored);
     }
@@ -215,6 +229,11 @@ pub async fn stripe_event(
         tracing::warn!(error = %e, event = %event.id, "stripe webhook: session not read back");
         ApiError::PaymentProvider(e.to_string())
     })?;
+    // A setup session saves an automatic recharge's card.
+    if session.mode.as_deref() == Some("setup") {
+        let done = crate::services::recharge::on_setup_session(state, stripe, &session).await?;
+        return Ok(EventOutcome::Recharge(done));
+    }
     let txn = crate::db::begin(&state.db).await?;
     let Some(row) = top_up_sessions::Entity::find()
         .filter(top_up_sessions::Column::ProviderSessionId.eq(session.id.as_str()))

@@ -10,6 +10,7 @@ pub mod invitations;
 pub mod keys;
 pub mod partner_tokens;
 pub mod people;
+pub mod recharge;
 pub mod statements;
 pub mod teams;
 pub mod usage;

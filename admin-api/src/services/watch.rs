@@ -221,10 +221,13 @@ pub struct Pass {
     pub alerts_sent: usize,
     pub allocated: usize,
     pub refused: usize,
+    /// Automatic recharges charged (funding follows their webhooks) and declined.
+    pub recharged: usize,
+    pub declined: usize,
 }
 
 /// One pass over every rule: automatic allocations first (an allocation may lift a balance back
-/// above its alert), then alerts.
+/// above its alert), automatic recharges (`services::recharge`), then alerts.
 pub async fn watch_once(state: &AppState) -> Result<Pass, ApiError> {
     let mut pass = Pass::default();
     for rule in rules::Entity::find().all(&state.db).await? {
@@ -234,6 +237,19 @@ pub async fn watch_once(state: &AppState) -> Result<Pass, ApiError> {
             Ok(None) => {}
             Err(e) => {
                 tracing::warn!(error = %e, customer = rule.customer_id, "automatic allocation failed; retried next pass");
+            }
+        }
+    }
+    for rule in entities::recharge_rules::Entity::find()
+        .all(&state.db)
+        .await?
+    {
+        match crate::services::recharge::recharge_if_below(state, &rule).await {
+            Ok(Some(true)) => pass.recharged += 1,
+            Ok(Some(false)) => pass.declined += 1,
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, partner = rule.partner_id, "automatic recharge failed; retried next pass");
             }
         }
     }

@@ -114,6 +114,10 @@ async fn openapi_documents_every_route_and_field() {
         "GET /partner/v1/customers/{customer_id}/automatic-allocation",
         "PUT /partner/v1/customers/{customer_id}/automatic-allocation",
         "DELETE /partner/v1/customers/{customer_id}/automatic-allocation",
+        "GET /partner/v1/funding/recharge",
+        "PUT /partner/v1/funding/recharge",
+        "DELETE /partner/v1/funding/recharge",
+        "POST /partner/v1/funding/recharge/card-sessions",
     ]
     .iter()
     .map(|s| s.to_string())

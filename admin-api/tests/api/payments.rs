@@ -22,6 +22,14 @@ struct Stripe {
     creates: Vec<(String, HashMap<String, String>)>,
     down: bool,
     base: String,
+    /// Automatic recharge (issue 32): customers made, SetupIntents, PaymentIntents by id and by
+    /// Idempotency-Key, the charge calls received (key, form), and whether cards decline.
+    customers: Vec<String>,
+    setup_intents: HashMap<String, Value>,
+    payment_intents: HashMap<String, Value>,
+    pi_by_key: HashMap<String, String>,
+    charges: Vec<(String, HashMap<String, String>)>,
+    decline: bool,
 }
 
 type Shared = std::sync::Arc<Mutex<Stripe>>;
@@ -78,6 +86,24 @@ async fn create(
         return (Http::OK, axum::Json(st.sessions[id].clone()));
     }
     let id = format!("cs_test_{}", st.sessions.len() + 1);
+    if form.get("mode").map(String::as_str) == Some("setup") {
+        let seti = format!("seti_{}", st.setup_intents.len() + 1);
+        st.setup_intents.insert(
+            seti.clone(),
+            json!({"id": seti, "object": "setup_intent", "status": "requires_payment_method",
+                "payment_method": null, "customer": form["customer"]}),
+        );
+        let session = json!({
+            "id": id, "object": "checkout.session", "mode": "setup",
+            "url": format!("{}/pay/{id}", st.base),
+            "status": "open", "payment_status": "no_payment_required",
+            "setup_intent": seti, "customer": form["customer"],
+            "client_reference_id": form["client_reference_id"],
+        });
+        st.sessions.insert(id.clone(), session.clone());
+        st.by_key.insert(key, id);
+        return (Http::OK, axum::Json(session));
+    }
     let session = json!({
         "id": id, "object": "checkout.session",
         "url": format!("{}/pay/{id}", st.base),
@@ -108,6 +134,131 @@ async fn read(State(s): State<Shared>, Path(id): Path<String>) -> (Http, axum::J
     }
 }
 
+fn form_of(body: &str) -> HashMap<String, String> {
+    body.split('&')
+        .filter_map(|p| p.split_once('='))
+        .map(|(k, v)| (decode(k), decode(v)))
+        .collect()
+}
+
+fn authorized(headers: &HeaderMap) -> bool {
+    headers.get("authorization").and_then(|v| v.to_str().ok())
+        == Some(&format!("Bearer {SECRET_KEY}"))
+}
+
+async fn create_customer(
+    State(s): State<Shared>,
+    headers: HeaderMap,
+    body: String,
+) -> (Http, axum::Json<Value>) {
+    let mut st = s.lock().unwrap();
+    if st.down || !authorized(&headers) {
+        return (
+            Http::SERVICE_UNAVAILABLE,
+            axum::Json(json!({"error": {"message": "no"}})),
+        );
+    }
+    let form = form_of(&body);
+    let id = format!("cus_{}", st.customers.len() + 1);
+    st.customers.push(id.clone());
+    (
+        Http::OK,
+        axum::Json(
+            json!({"id": id, "object": "customer", "metadata": {"partner_id": form["metadata[partner_id]"]}}),
+        ),
+    )
+}
+
+async fn read_setup_intent(
+    State(s): State<Shared>,
+    Path(id): Path<String>,
+) -> (Http, axum::Json<Value>) {
+    let st = s.lock().unwrap();
+    match st.setup_intents.get(&id) {
+        Some(v) => (Http::OK, axum::Json(v.clone())),
+        None => (
+            Http::NOT_FOUND,
+            axum::Json(json!({"error": {"message": "No such setup_intent"}})),
+        ),
+    }
+}
+
+/// `POST /v1/payment_intents` (confirm, off-session): one PaymentIntent per Idempotency-Key;
+/// declined cards answer Stripe's 402 `card_error` with the PaymentIntent it made.
+async fn create_payment_intent(
+    State(s): State<Shared>,
+    headers: HeaderMap,
+    body: String,
+) -> (Http, axum::Json<Value>) {
+    let mut st = s.lock().unwrap();
+    if st.down || !authorized(&headers) {
+        return (
+            Http::SERVICE_UNAVAILABLE,
+            axum::Json(json!({"error": {"message": "no"}})),
+        );
+    }
+    let key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let form = form_of(&body);
+    st.charges.push((key.clone(), form.clone()));
+    let decline = st.decline;
+    let declined = |pi: &Value| {
+        (
+            Http::PAYMENT_REQUIRED,
+            axum::Json(
+                json!({"error": {"type": "card_error", "code": "card_declined",
+                "decline_code": "insufficient_funds", "message": "Your card has insufficient funds.",
+                "payment_intent": pi}}),
+            ),
+        )
+    };
+    if let Some(id) = st.pi_by_key.get(&key) {
+        let pi = st.payment_intents[id].clone();
+        if pi["status"] == "requires_payment_method" {
+            return declined(&pi);
+        }
+        return (Http::OK, axum::Json(pi));
+    }
+    let id = format!("pi_{}", st.payment_intents.len() + 1);
+    let amount: i64 = form["amount"].parse().unwrap();
+    let metadata: serde_json::Map<String, Value> = form
+        .iter()
+        .filter_map(|(k, v)| {
+            k.strip_prefix("metadata[")
+                .and_then(|k| k.strip_suffix(']'))
+                .map(|k| (k.to_string(), json!(v)))
+        })
+        .collect();
+    let pi = json!({"id": id, "object": "payment_intent", "amount": amount,
+        "amount_received": if decline { 0 } else { amount }, "currency": form["currency"],
+        "status": if decline { "requires_payment_method" } else { "succeeded" },
+        "customer": form["customer"], "payment_method": form["payment_method"],
+        "metadata": metadata});
+    st.payment_intents.insert(id.clone(), pi.clone());
+    st.pi_by_key.insert(key, id);
+    if decline {
+        return declined(&pi);
+    }
+    (Http::OK, axum::Json(pi))
+}
+
+async fn read_payment_intent(
+    State(s): State<Shared>,
+    Path(id): Path<String>,
+) -> (Http, axum::Json<Value>) {
+    let st = s.lock().unwrap();
+    match st.payment_intents.get(&id) {
+        Some(v) => (Http::OK, axum::Json(v.clone())),
+        None => (
+            Http::NOT_FOUND,
+            axum::Json(json!({"error": {"message": "No such payment_intent"}})),
+        ),
+    }
+}
+
 struct StandIn {
     state: Shared,
     base: String,
@@ -123,6 +274,10 @@ impl StandIn {
         let app = axum::Router::new()
             .route("/v1/checkout/sessions", post(create))
             .route("/v1/checkout/sessions/{id}", get(read))
+            .route("/v1/customers", post(create_customer))
+            .route("/v1/setup_intents/{id}", get(read_setup_intent))
+            .route("/v1/payment_intents", post(create_payment_intent))
+            .route("/v1/payment_intents/{id}", get(read_payment_intent))
             .with_state(state.clone());
         let mut tasks = JoinSet::new();
         tasks.spawn(async move {
@@ -137,6 +292,18 @@ impl StandIn {
 
     fn set(&self, id: &str, field: &str, value: Value) {
         self.state.lock().unwrap().sessions.get_mut(id).unwrap()[field] = value;
+    }
+
+    /// The cardholder finishes setup session `id`: the session completes and its SetupIntent
+    /// succeeds with card `card`.
+    fn complete_setup(&self, id: &str, card: &str) {
+        let mut st = self.state.lock().unwrap();
+        let session = st.sessions.get_mut(id).unwrap();
+        session["status"] = json!("complete");
+        let seti = session["setup_intent"].as_str().unwrap().to_string();
+        let intent = st.setup_intents.get_mut(&seti).unwrap();
+        intent["status"] = json!("succeeded");
+        intent["payment_method"] = json!(card);
     }
 }
 
@@ -423,4 +590,216 @@ async fn the_webhook_needs_a_provider_and_bounds_its_body() {
     let huge = format!("{{\"id\":\"{}\"}}", "x".repeat(300 * 1024));
     let (s, _) = api.signed(&huge).await;
     assert_eq!(s, 413);
+}
+
+fn pi_event(id: &str, kind: &str, intent: &str) -> String {
+    json!({"id": id, "object": "event", "type": kind,
+        "data": {"object": {"id": intent, "object": "payment_intent"}}})
+    .to_string()
+}
+
+/// Automatic recharge (issue 32): a card saved by a setup-mode Checkout Session; below the
+/// threshold, one off-session charge per crossing (one Idempotency-Key, even with several
+/// watchers at once); funding credited only by the signed webhook, exactly once through replays
+/// and reordered events; a declined card stops the rule and mails the owners.
+#[tokio::test]
+async fn automatic_recharge_charges_once_per_crossing_and_credits_by_webhook_only() {
+    use admin_api::services::watch::watch_once;
+    let stripe = StandIn::start().await;
+    let api = Api::start_with(&payments_config(&stripe.base)).await;
+    let owner = api.owner("100").await;
+    super::console::joined(&api, None, Some(owner.id), "pat@acme.example", "owner").await;
+    let available = |f: &Value| f["available_funding_usd"].as_f64().unwrap();
+
+    // Bad rules, and a card session before any rule.
+    for body in [
+        json!({"below_usd": 50, "amount_usd": 0.25}),
+        json!({"below_usd": 50, "amount_usd": 10.005}),
+        json!({"below_usd": -1, "amount_usd": 10}),
+        json!({"amount_usd": 10}),
+        json!({"below_usd": 50, "amount_usd": 10, "card": "x"}),
+    ] {
+        let (s, v) = api
+            .write(&owner, Method::PUT, "/funding/recharge", Some(&body))
+            .await;
+        assert_error(s, &v, 400, "INVALID_PARTNER_RECHARGE");
+    }
+    let (s, v) = api
+        .write(
+            &owner,
+            Method::POST,
+            "/funding/recharge/card-sessions",
+            None,
+        )
+        .await;
+    assert_error(s, &v, 409, "RECHARGE_RULE_REQUIRED");
+    let (s, v) = api
+        .write(
+            &owner,
+            Method::PUT,
+            "/funding/recharge",
+            Some(&json!({"below_usd": 50, "amount_usd": 200})),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["rule"]["status"], "needs_card");
+
+    // The card: a setup-mode session at Stripe, completed by the cardholder, its webhook.
+    let (s, v) = api
+        .write(
+            &owner,
+            Method::POST,
+            "/funding/recharge/card-sessions",
+            None,
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let session = v["data"]["url"]
+        .as_str()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_string();
+    {
+        let st = stripe.state.lock().unwrap();
+        let (_, form) = st.creates.last().unwrap();
+        assert_eq!(form["mode"], "setup");
+        assert_eq!(form["customer"], "cus_1");
+    }
+    // Before the cardholder finished: nothing saved.
+    let (_, out) = api
+        .signed(&event("evt_s0", "checkout.session.completed", &session))
+        .await;
+    assert_eq!(out["outcome"], "pending", "{out}");
+    stripe.complete_setup(&session, "pm_card_1");
+    let (s, out) = api
+        .signed(&event("evt_s1", "checkout.session.completed", &session))
+        .await;
+    assert_eq!(
+        (s.as_u16(), &out["outcome"]),
+        (200, &json!("card_saved")),
+        "{out}"
+    );
+    let (_, out) = api
+        .signed(&event("evt_s1", "checkout.session.completed", &session))
+        .await;
+    assert_eq!(out["outcome"], "already_done", "a replay: {out}");
+    let (_, v) = api.get(&owner, "/funding/recharge").await;
+    assert_eq!(v["data"]["rule"]["status"], "active", "{v}");
+    assert_eq!(v["data"]["rule"]["card_saved"], true);
+
+    // Above the threshold: nothing. Funding falls to 40 (a customer's allocation): several
+    // watchers at once make one charge, under one key; funding is not credited yet.
+    assert_eq!(watch_once(&api.state).await.unwrap().recharged, 0);
+    api.active_customer(&owner, "drain", 70.0, 1.0).await;
+    let low = available(&api.funding(&owner).await);
+    assert!(low < 50.0, "{low}");
+    let second = admin_api::AppState::connect(api.state.settings.clone(), api.state.stores.clone())
+        .await
+        .unwrap();
+    let passes = futures_util::future::join_all(
+        (0..6).map(|i| watch_once(if i % 2 == 0 { &api.state } else { &second })),
+    )
+    .await;
+    let recharged: usize = passes.iter().map(|p| p.as_ref().unwrap().recharged).sum();
+    assert_eq!(recharged, 1, "{passes:?}");
+    let (key, form) = {
+        let st = stripe.state.lock().unwrap();
+        assert_eq!(st.charges.len(), 1, "one charge call");
+        st.charges[0].clone()
+    };
+    assert_eq!(key, format!("tollgate-recharge-{}-1", owner.id));
+    assert_eq!(
+        (
+            form["amount"].as_str(),
+            form["off_session"].as_str(),
+            form["payment_method"].as_str()
+        ),
+        ("20000", "true", "pm_card_1")
+    );
+    assert_eq!(
+        available(&api.funding(&owner).await),
+        low,
+        "credited only by the webhook"
+    );
+    assert_eq!(
+        watch_once(&api.state).await.unwrap().recharged,
+        0,
+        "once per crossing"
+    );
+
+    // The webhook credits it once; a replay and a late, reordered failure event change nothing.
+    let (_, out) = api
+        .signed(&pi_event("evt_p1", "payment_intent.succeeded", "pi_1"))
+        .await;
+    assert_eq!(out["outcome"], "credited", "{out}");
+    assert_eq!(available(&api.funding(&owner).await), low + 200.0);
+    for (id, kind) in [
+        ("evt_p1", "payment_intent.succeeded"),
+        ("evt_p0", "payment_intent.payment_failed"),
+    ] {
+        let (s, out) = api.signed(&pi_event(id, kind, "pi_1")).await;
+        assert_eq!(
+            (s.as_u16(), &out["outcome"]),
+            (200, &json!("already_done")),
+            "{kind}: {out}"
+        );
+    }
+    assert_eq!(available(&api.funding(&owner).await), low + 200.0);
+    // A forged event (unsigned) credits nothing.
+    let (s, _) = api
+        .deliver(&pi_event("evt_x", "payment_intent.succeeded", "pi_1"), None)
+        .await;
+    assert_eq!(s, 400);
+
+    // Back above re-arms; the next crossing's card is declined: the rule stops, owners are told.
+    assert_eq!(watch_once(&api.state).await.unwrap().recharged, 0);
+    api.active_customer(&owner, "drain-2", 220.0, 1.0).await;
+    let low = available(&api.funding(&owner).await);
+    assert!(low < 50.0, "{low}");
+    // Stripe does not answer the charge: the attempt waits without a PaymentIntent and the next
+    // pass asks again under the same key (never a second charge).
+    stripe.state.lock().unwrap().down = true;
+    assert_eq!(watch_once(&api.state).await.unwrap(), Default::default());
+    let (_, v) = api.get(&owner, "/funding/recharge").await;
+    assert_eq!(v["data"]["attempts"][0]["status"], "pending", "{v}");
+    {
+        let mut st = stripe.state.lock().unwrap();
+        st.down = false;
+        st.decline = true;
+    }
+    let pass = watch_once(&api.state).await.unwrap();
+    assert_eq!((pass.recharged, pass.declined), (0, 1));
+    assert_eq!(
+        stripe.state.lock().unwrap().charges[1].0,
+        format!("tollgate-recharge-{}-3", owner.id),
+        "the crossing's own key"
+    );
+    let (_, v) = api.get(&owner, "/funding/recharge").await;
+    assert_eq!(v["data"]["rule"]["status"], "stopped", "{v}");
+    assert!(
+        v["data"]["rule"]["stop_reason"]
+            .as_str()
+            .unwrap()
+            .contains("insufficient funds"),
+        "{v}"
+    );
+    assert_eq!(v["data"]["attempts"][0]["status"], "declined");
+    assert_eq!(v["data"]["attempts"][1]["status"], "succeeded");
+    let told: Vec<String> = std::fs::read_dir(&api.outbox)
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.unwrap().path()).ok())
+        .filter(|m| m.contains("Automatic recharge declined"))
+        .collect();
+    assert_eq!(told.len(), 1);
+    assert!(told[0].contains("pat@acme.example"), "{}", told[0]);
+    // Its webhook (payment_failed) is a replay of what is known; stopped rules charge nothing.
+    let (_, out) = api
+        .signed(&pi_event("evt_p2", "payment_intent.payment_failed", "pi_2"))
+        .await;
+    assert_eq!(out["outcome"], "already_done", "{out}");
+    assert_eq!(watch_once(&api.state).await.unwrap(), Default::default());
+    assert_eq!(stripe.state.lock().unwrap().charges.len(), 2);
+    assert_eq!(available(&api.funding(&owner).await), low);
 }

@@ -1,0 +1,583 @@
+//! Automatic recharge of partner funding from a saved card (issue 32), over Stripe:
+//!
+//! 1. The partner sets a rule (`PUT /funding/recharge`: below X, charge Y), then saves a card: a
+//!    Checkout Session in **setup** mode for its Stripe Customer (`POST
+//!    /funding/recharge/card-sessions` returns the hosted URL). Stripe's `checkout.session.completed`
+//!    webhook for it, read back with its SetupIntent, stores the card (`pm_…`) on the rule: the
+//!    rule is `active`.
+//! 2. The balance watcher (`services::watch`) sees the partner's available funding below X once
+//!    per crossing (the rule's `generation` claim, as for automatic allocations), records an
+//!    attempt and creates a confirmed **off-session PaymentIntent** of Y with the
+//!    `Idempotency-Key` `tollgate-recharge-{partner}-{generation}` — one per crossing, so a
+//!    retried call (Stripe unreachable, the pass died) can never charge twice.
+//! 3. Funding is credited **only by the signed webhook** `payment_intent.succeeded`, after reading
+//!    the PaymentIntent back (its current status, amount and currency decide; a late, replayed or
+//!    reordered event changes nothing): the ledger posting's reference is
+//!    `stripe-recharge:{pi_…}`, unique, so it is credited exactly once.
+//! 4. A declined card (Stripe's 402 `card_error` on the create, or `payment_intent.payment_failed`
+//!    read back as not succeeded) marks the attempt `declined`, **stops the rule** (`stopped`, with
+//!    Stripe's message) and mails the partner's owners; saving a card again (or setting the rule
+//!    again) restarts it.
+
+use crate::dto::{RechargeAttemptView, RechargeRuleView, RechargeView, Usd};
+use crate::error::ApiError;
+use crate::ledger::{self, AccountRef};
+use crate::payments::{Charge, StripeClient};
+use crate::services::funding::{self, NANOS_PER_CENT};
+use crate::services::watch::{MAX_RULE_USD, mail_all, partner_contacts};
+use crate::state::AppState;
+use chrono::{DateTime, Utc};
+use entities::{recharge_attempts as attempts, recharge_rules as rules, recharge_setups as setups};
+use money::NanoUsd;
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set,
+};
+
+/// The smallest charge Stripe takes in USD (0.50).
+const MIN_CHARGE: NanoUsd = NanoUsd::from_nanos(500_000_000);
+
+/// A recharge rule as set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RechargeRule {
+    pub below: NanoUsd,
+    pub amount: NanoUsd,
+}
+
+/// Validates a recharge body: `below_usd` from 0 to 1,000,000; `amount_usd` whole cents, from
+/// 0.50 to 1,000,000.
+pub fn parse(body: crate::dto::RechargeRequest) -> Result<RechargeRule, ApiError> {
+    if let Some(k) = body.unknown.keys().next() {
+        return Err(ApiError::InvalidRecharge(format!("unknown field {k:?}")));
+    }
+    let below = body
+        .below_usd
+        .as_ref()
+        .and_then(crate::dto::usd_of)
+        .filter(|n| !n.is_negative() && *n <= MAX_RULE_USD)
+        .ok_or_else(|| {
+            ApiError::InvalidRecharge(
+                "below_usd must be an amount from 0 to 1000000 with at most 9 decimals".into(),
+            )
+        })?;
+    let amount = body
+        .amount_usd
+        .as_ref()
+        .and_then(crate::dto::usd_of)
+        .filter(|n| *n >= MIN_CHARGE && *n <= MAX_RULE_USD && n.nanos() % NANOS_PER_CENT == 0)
+        .ok_or_else(|| {
+            ApiError::InvalidRecharge("amount_usd must be whole cents from 0.50 to 1000000".into())
+        })?;
+    Ok(RechargeRule { below, amount })
+}
+
+/// The view of partner `partner_id`'s recharge: the rule and its last 20 attempts.
+pub async fn view(db: &impl ConnectionTrait, partner_id: i64) -> Result<RechargeView, ApiError> {
+    let rule = rules::Entity::find_by_id(partner_id).one(db).await?;
+    let attempts = attempts::Entity::find()
+        .filter(attempts::Column::PartnerId.eq(partner_id))
+        .order_by_desc(attempts::Column::Id)
+        .limit(20)
+        .all(db)
+        .await?;
+    Ok(RechargeView {
+        rule: rule.map(|r| RechargeRuleView {
+            below_usd: Usd(NanoUsd::from_nanos(r.below_nanos)),
+            amount_usd: Usd(NanoUsd::from_nanos(r.amount_nanos)),
+            status: r.status,
+            stop_reason: r.stop_reason,
+            card_saved: r.payment_method.is_some(),
+            armed: r.armed,
+        }),
+        attempts: attempts
+            .into_iter()
+            .map(|a| RechargeAttemptView {
+                amount_usd: Usd(NanoUsd::from_nanos(a.amount_nanos)),
+                status: a.status,
+                failure: a.failure,
+                created_at: a
+                    .created_at
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            })
+            .collect(),
+    })
+}
+
+/// Sets partner `partner_id`'s rule (keeping a saved card; a stopped rule restarts); `None`
+/// removes it.
+pub async fn set(
+    txn: &impl ConnectionTrait,
+    partner_id: i64,
+    rule: Option<RechargeRule>,
+    now: DateTime<Utc>,
+) -> Result<RechargeView, ApiError> {
+    let existing = rules::Entity::find_by_id(partner_id).one(txn).await?;
+    match (existing, rule) {
+        (None, None) => {}
+        (Some(_), None) => {
+            rules::Entity::delete_by_id(partner_id).exec(txn).await?;
+        }
+        (Some(row), Some(r)) => {
+            let status = if row.payment_method.is_some() {
+                "active"
+            } else {
+                "needs_card"
+            };
+            let generation = row.generation + 1;
+            let mut a: rules::ActiveModel = row.into();
+            a.below_nanos = Set(r.below.nanos());
+            a.amount_nanos = Set(r.amount.nanos());
+            a.status = Set(status.into());
+            a.stop_reason = Set(None);
+            a.armed = Set(true);
+            a.generation = Set(generation);
+            a.updated_at = Set(now);
+            a.update(txn).await?;
+        }
+        (None, Some(r)) => {
+            rules::ActiveModel {
+                partner_id: Set(partner_id),
+                below_nanos: Set(r.below.nanos()),
+                amount_nanos: Set(r.amount.nanos()),
+                status: Set("needs_card".into()),
+                stop_reason: Set(None),
+                stripe_customer: Set(None),
+                payment_method: Set(None),
+                card_saved_at: Set(None),
+                armed: Set(true),
+                generation: Set(0),
+                updated_at: Set(now),
+            }
+            .insert(txn)
+            .await?;
+        }
+    }
+    view(txn, partner_id).await
+}
+
+/// `POST /funding/recharge/card-sessions`: a setup-mode Checkout Session saving a card for the
+/// partner's rule; returns Stripe's hosted URL. Needs `[payments] provider = "stripe"` and a rule.
+pub async fn start_card_session(
+    db: &impl ConnectionTrait,
+    state: &AppState,
+    partner_id: i64,
+) -> Result<String, ApiError> {
+    let Some(stripe) = state.stripe.as_ref() else {
+        return Err(ApiError::RechargeUnavailable);
+    };
+    let Some(rule) = rules::Entity::find_by_id(partner_id).one(db).await? else {
+        return Err(ApiError::RechargeRuleRequired);
+    };
+    let customer = match rule.stripe_customer.clone() {
+        Some(c) => c,
+        None => {
+            let c = stripe
+                .create_customer(partner_id)
+                .await
+                .map_err(|e| ApiError::PaymentProvider(e.to_string()))?;
+            rules::Entity::update_many()
+                .col_expr(rules::Column::StripeCustomer, Expr::value(c.id.clone()))
+                .filter(rules::Column::PartnerId.eq(partner_id))
+                .exec(db)
+                .await?;
+            c.id
+        }
+    };
+    let setup = setups::ActiveModel {
+        partner_id: Set(partner_id),
+        provider_session_id: Set(None),
+        status: Set("open".into()),
+        created_at: Set(state.clock.now()),
+        ..Default::default()
+    }
+    .insert(db)
+    .await?;
+    let session = stripe
+        .create_setup_session(setup.id, partner_id, &customer)
+        .await
+        .map_err(|e| ApiError::PaymentProvider(e.to_string()))?;
+    let url = session
+        .url
+        .clone()
+        .ok_or_else(|| ApiError::PaymentProvider("the setup session has no URL".into()))?;
+    let mut a: setups::ActiveModel = setup.into();
+    a.provider_session_id = Set(Some(session.id));
+    a.update(db).await?;
+    Ok(url)
+}
+
+/// What a recharge webhook did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A card was saved on the rule.
+    CardSaved,
+    /// Funding credited for a succeeded charge.
+    Credited,
+    /// Already done (a replay or a second event of one payment).
+    AlreadyDone,
+    /// The charge failed: the attempt declined, the rule stopped.
+    Declined,
+    /// Nothing to do yet (not succeeded, not failed), or nothing of ours.
+    Pending,
+    /// Stripe's amount or currency differs: nothing credited (logged).
+    Mismatch,
+}
+
+impl Outcome {
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::CardSaved => "card_saved",
+            Outcome::Credited => "credited",
+            Outcome::AlreadyDone => "already_done",
+            Outcome::Declined => "declined",
+            Outcome::Pending => "pending",
+            Outcome::Mismatch => "mismatch",
+        }
+    }
+}
+
+/// A setup session's completion (read back): its SetupIntent's card goes on the rule.
+pub async fn on_setup_session(
+    state: &AppState,
+    stripe: &StripeClient,
+    session: &crate::payments::CheckoutSession,
+) -> Result<Outcome, ApiError> {
+    let Some(setup) = setups::Entity::find()
+        .filter(setups::Column::ProviderSessionId.eq(session.id.as_str()))
+        .one(&state.db)
+        .await?
+    else {
+        return Ok(Outcome::Pending);
+    };
+    if setup.status == "saved" {
+        return Ok(Outcome::AlreadyDone);
+    }
+    if session.status.as_deref() == Some("expired") {
+        let mut a: setups::ActiveModel = setup.into();
+        a.status = Set("expired".into());
+        a.update(&state.db).await?;
+        return Ok(Outcome::Pending);
+    }
+    let Some(intent_id) = session.setup_intent.as_deref() else {
+        return Ok(Outcome::Pending);
+    };
+    let intent = stripe
+        .setup_intent(intent_id)
+        .await
+        .map_err(|e| ApiError::PaymentProvider(e.to_string()))?;
+    let (Some("succeeded"), Some(card)) = (intent.status.as_deref(), intent.payment_method.clone())
+    else {
+        return Ok(Outcome::Pending);
+    };
+    let txn = crate::db::begin(&state.db).await?;
+    let now = state.clock.now();
+    let Some(rule) = rules::Entity::find_by_id(setup.partner_id)
+        .one(&txn)
+        .await?
+    else {
+        return Ok(Outcome::Pending);
+    };
+    let generation = rule.generation + 1;
+    let mut a: rules::ActiveModel = rule.into();
+    a.payment_method = Set(Some(card));
+    if let Some(c) = intent.customer.or(session.customer.clone()) {
+        a.stripe_customer = Set(Some(c));
+    }
+    a.status = Set("active".into());
+    a.stop_reason = Set(None);
+    a.card_saved_at = Set(Some(now));
+    a.armed = Set(true);
+    a.generation = Set(generation);
+    a.updated_at = Set(now);
+    a.update(&txn).await?;
+    let mut s: setups::ActiveModel = setup.into();
+    s.status = Set("saved".into());
+    s.update(&txn).await?;
+    txn.commit().await?;
+    Ok(Outcome::CardSaved)
+}
+
+/// A PaymentIntent event: the intent is read back and its *current* status decides.
+pub async fn on_payment_intent(
+    state: &AppState,
+    stripe: &StripeClient,
+    id: &str,
+) -> Result<Outcome, ApiError> {
+    let intent = stripe
+        .payment_intent(id)
+        .await
+        .map_err(|e| ApiError::PaymentProvider(e.to_string()))?;
+    let attempt_id = intent
+        .metadata
+        .get("recharge_attempt_id")
+        .and_then(|v| v.parse::<i64>().ok());
+    let attempt = match attempt_id {
+        Some(a) => attempts::Entity::find_by_id(a).one(&state.db).await?,
+        None => {
+            attempts::Entity::find()
+                .filter(attempts::Column::PaymentIntent.eq(intent.id.as_str()))
+                .one(&state.db)
+                .await?
+        }
+    };
+    let Some(attempt) = attempt else {
+        return Ok(Outcome::Pending);
+    };
+    match intent.status.as_deref() {
+        Some("succeeded") => credit(state, stripe, &attempt, &intent).await,
+        Some("requires_payment_method" | "canceled") => {
+            declined(state, &attempt, Some(&intent.id), "the card was declined").await
+        }
+        _ => Ok(Outcome::Pending),
+    }
+}
+
+/// Credits a succeeded charge's funding, once (the ledger reference is the PaymentIntent's).
+async fn credit(
+    state: &AppState,
+    stripe: &StripeClient,
+    attempt: &attempts::Model,
+    intent: &crate::payments::PaymentIntent,
+) -> Result<Outcome, ApiError> {
+    let cents = attempt.amount_nanos / NANOS_PER_CENT;
+    if intent.amount_received != Some(cents)
+        || intent.currency.as_deref() != Some(stripe.conf().currency.as_str())
+    {
+        tracing::error!(
+            attempt = attempt.id, intent = %intent.id, expected_cents = cents,
+            received = ?intent.amount_received, currency = ?intent.currency,
+            "recharge: the amount received differs; nothing credited"
+        );
+        return Ok(Outcome::Mismatch);
+    }
+    let txn = crate::db::begin(&state.db).await?;
+    let posted = funding::fund(
+        &txn,
+        attempt.partner_id,
+        NanoUsd::from_nanos(attempt.amount_nanos),
+        &format!("stripe-recharge:{}", intent.id),
+    )
+    .await?;
+    attempts::Entity::update_many()
+        .col_expr(attempts::Column::Status, Expr::value("succeeded"))
+        .col_expr(
+            attempts::Column::PaymentIntent,
+            Expr::value(intent.id.clone()),
+        )
+        .col_expr(attempts::Column::CreditedAt, Expr::value(state.clock.now()))
+        .filter(attempts::Column::Id.eq(attempt.id))
+        .exec(&txn)
+        .await?;
+    txn.commit().await?;
+    Ok(match posted {
+        ledger::Posted::AlreadyPosted => Outcome::AlreadyDone,
+        _ => {
+            tracing::info!(partner = attempt.partner_id, intent = %intent.id, "automatic recharge credited");
+            Outcome::Credited
+        }
+    })
+}
+
+/// A declined charge: the attempt `declined` (unless already credited), the rule stopped, the
+/// partner's owners mailed once.
+async fn declined(
+    state: &AppState,
+    attempt: &attempts::Model,
+    intent: Option<&str>,
+    message: &str,
+) -> Result<Outcome, ApiError> {
+    if attempt.status == "succeeded" {
+        return Ok(Outcome::AlreadyDone);
+    }
+    let txn = crate::db::begin(&state.db).await?;
+    let changed = attempts::Entity::update_many()
+        .col_expr(attempts::Column::Status, Expr::value("declined"))
+        .col_expr(attempts::Column::Failure, Expr::value(message.to_string()))
+        .col_expr(
+            attempts::Column::PaymentIntent,
+            Expr::value(
+                intent
+                    .map(str::to_string)
+                    .or(attempt.payment_intent.clone()),
+            ),
+        )
+        .filter(attempts::Column::Id.eq(attempt.id))
+        .filter(attempts::Column::Status.eq("pending"))
+        .exec(&txn)
+        .await?
+        .rows_affected
+        == 1;
+    if !changed {
+        return Ok(Outcome::AlreadyDone);
+    }
+    rules::Entity::update_many()
+        .col_expr(rules::Column::Status, Expr::value("stopped"))
+        .col_expr(
+            rules::Column::StopReason,
+            Expr::value(format!("card declined: {message}")),
+        )
+        .filter(rules::Column::PartnerId.eq(attempt.partner_id))
+        .exec(&txn)
+        .await?;
+    txn.commit().await?;
+    let (name, to) = partner_contacts(&state.db, attempt.partner_id).await?;
+    let body = format!(
+        "Hello,\n\nThe automatic recharge of {} USD of {name}'s funding was declined by the card's bank: {message}.\n\nAutomatic recharge is stopped. Save a card again (or set the rule again) in the partner dashboard's Funding page to restart it; until then, add funds by hand.\n",
+        NanoUsd::from_nanos(attempt.amount_nanos)
+            .to_decimal_usd()
+            .normalize(),
+    );
+    mail_all(
+        state,
+        &to,
+        &format!("Automatic recharge declined: {name}"),
+        &body,
+    )
+    .await;
+    Ok(Outcome::Declined)
+}
+
+/// The watcher's step for one partner's rule: charges when funding is below the threshold (once
+/// per crossing), re-arms above it, and retries an attempt whose charge call never got an answer
+/// (under its own idempotency key: Stripe answers the same PaymentIntent). `Some(true)`: a
+/// charge was created; `Some(false)`: declined.
+pub async fn recharge_if_below(
+    state: &AppState,
+    rule: &rules::Model,
+) -> Result<Option<bool>, ApiError> {
+    let Some(stripe) = state.stripe.as_ref() else {
+        return Ok(None);
+    };
+    // An attempt left without an answer (Stripe unreachable, the pass died): asked again.
+    if let Some(stuck) = attempts::Entity::find()
+        .filter(attempts::Column::PartnerId.eq(rule.partner_id))
+        .filter(attempts::Column::Status.eq("pending"))
+        .filter(attempts::Column::PaymentIntent.is_null())
+        .one(&state.db)
+        .await?
+    {
+        return charge(state, stripe, rule, &stuck).await;
+    }
+    if rule.status != "active" {
+        return Ok(None);
+    }
+    let available = ledger::balance(
+        &state.db,
+        &AccountRef::partner_available(rule.partner_id).code,
+    )
+    .await?;
+    if available >= NanoUsd::from_nanos(rule.below_nanos) {
+        if !rule.armed {
+            rules::Entity::update_many()
+                .col_expr(rules::Column::Armed, Expr::value(true))
+                .col_expr(rules::Column::Generation, Expr::value(rule.generation + 1))
+                .filter(rules::Column::PartnerId.eq(rule.partner_id))
+                .filter(rules::Column::Generation.eq(rule.generation))
+                .exec(&state.db)
+                .await?;
+        }
+        return Ok(None);
+    }
+    if !rule.armed {
+        return Ok(None);
+    }
+    let txn = crate::db::begin(&state.db).await?;
+    let claimed = rules::Entity::update_many()
+        .col_expr(rules::Column::Armed, Expr::value(false))
+        .col_expr(rules::Column::Generation, Expr::value(rule.generation + 1))
+        .filter(rules::Column::PartnerId.eq(rule.partner_id))
+        .filter(rules::Column::Generation.eq(rule.generation))
+        .filter(rules::Column::Armed.eq(true))
+        .exec(&txn)
+        .await?
+        .rows_affected
+        == 1;
+    if !claimed {
+        return Ok(None);
+    }
+    let attempt = attempts::ActiveModel {
+        partner_id: Set(rule.partner_id),
+        amount_nanos: Set(rule.amount_nanos),
+        idempotency_key: Set(format!(
+            "tollgate-recharge-{}-{}",
+            rule.partner_id, rule.generation
+        )),
+        payment_intent: Set(None),
+        status: Set("pending".into()),
+        failure: Set(None),
+        created_at: Set(state.clock.now()),
+        credited_at: Set(None),
+        ..Default::default()
+    }
+    .insert(&txn)
+    .await?;
+    txn.commit().await?;
+    charge(state, stripe, rule, &attempt).await
+}
+
+/// Charges the saved card for `attempt` (its own idempotency key).
+async fn charge(
+    state: &AppState,
+    stripe: &StripeClient,
+    rule: &rules::Model,
+    attempt: &attempts::Model,
+) -> Result<Option<bool>, ApiError> {
+    let (Some(customer), Some(card)) = (
+        rule.stripe_customer.as_deref(),
+        rule.payment_method.as_deref(),
+    ) else {
+        return Ok(None);
+    };
+    let done = stripe
+        .charge(
+            attempt.id,
+            rule.partner_id,
+            customer,
+            card,
+            attempt.amount_nanos / NANOS_PER_CENT,
+            &attempt.idempotency_key,
+        )
+        .await;
+    match done {
+        Ok(Charge::Created(intent)) => {
+            attempts::Entity::update_many()
+                .col_expr(
+                    attempts::Column::PaymentIntent,
+                    Expr::value(intent.id.clone()),
+                )
+                .filter(attempts::Column::Id.eq(attempt.id))
+                .filter(attempts::Column::PaymentIntent.is_null())
+                .exec(&state.db)
+                .await?;
+            if matches!(
+                intent.status.as_deref(),
+                Some("requires_payment_method" | "canceled" | "requires_action")
+            ) {
+                declined(
+                    state,
+                    attempt,
+                    Some(&intent.id),
+                    "the card needs its holder or was declined",
+                )
+                .await?;
+                return Ok(Some(false));
+            }
+            tracing::info!(partner = rule.partner_id, intent = %intent.id, "automatic recharge charged; funding follows its webhook");
+            Ok(Some(true))
+        }
+        Ok(Charge::Declined {
+            payment_intent,
+            message,
+        }) => {
+            declined(state, attempt, payment_intent.as_deref(), &message).await?;
+            Ok(Some(false))
+        }
+        Err(e) => {
+            // The attempt stays pending without a PaymentIntent: the next pass asks again under
+            // the same key.
+            tracing::warn!(error = %e, partner = rule.partner_id, "automatic recharge: Stripe did not answer; retried next pass");
+            Ok(None)
+        }
+    }
+}
