@@ -196,6 +196,7 @@ pub(crate) fn explain(e: &ApiError) -> String {
         ApiError::InvalidCustomer(m)
         | ApiError::InvalidApiKey(m)
         | ApiError::InvalidAlert(m)
+        | ApiError::InvalidRecharge(m)
         | ApiError::InvalidAutoAllocation(m) => format!("{m}."),
         ApiError::CustomerSlugExists => {
             "An organization with this name already exists; choose another name.".into()

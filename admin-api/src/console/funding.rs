@@ -59,6 +59,13 @@ struct Page<'a> {
     alert: Option<(String, bool)>,
     alert_error: Option<String>,
     notice: Option<String>,
+    /// The automatic recharge: below, amount (USD), status in words, a card saved.
+    recharge: Option<(String, String, String, bool)>,
+    /// Its charges: when, amount (USD), status.
+    charges: Vec<(String, String, String)>,
+    /// Cards can be saved (a payment provider is configured).
+    can_save_card: bool,
+    recharge_error: Option<String>,
 }
 
 fn usd(n: NanoUsd) -> String {
@@ -73,6 +80,7 @@ struct Shown {
     error: Option<(&'static str, String)>,
     alert_error: Option<String>,
     notice: Option<String>,
+    recharge_error: Option<String>,
 }
 
 async fn page(
@@ -88,6 +96,7 @@ async fn page(
         error,
         alert_error,
         notice,
+        recharge_error,
     } = shown;
     let read = async {
         let f = funding::view_of(&state.db, state, t.0).await?;
@@ -103,10 +112,11 @@ async fn page(
             crate::services::watch::Subject::Partner(t.0),
         )
         .await?;
-        Ok::<_, ApiError>((f, h, open, alert))
+        let recharge = crate::services::recharge::view(&state.db, t.0).await?;
+        Ok::<_, ApiError>((f, h, open, alert, recharge))
     }
     .await;
-    let Ok((f, h, open, alert)) = read else {
+    let Ok((f, h, open, alert, recharge)) = read else {
         return pages::unavailable();
     };
     let link = |p: u64| format!("/console/partners/{}/funding?page={p}", t.0);
@@ -152,8 +162,150 @@ async fn page(
             alert: alert.map(|a| (usd(NanoUsd::from_nanos(a.threshold_nanos)), a.below)),
             alert_error,
             notice,
+            recharge: recharge.rule.map(|r| {
+                let status = match (r.status.as_str(), r.stop_reason) {
+                    ("active", _) => "active".to_string(),
+                    ("needs_card", _) => "waiting for a saved card".to_string(),
+                    (_, Some(why)) => format!("stopped ({why})"),
+                    (other, None) => other.to_string(),
+                };
+                (
+                    usd(r.below_usd.0),
+                    usd(r.amount_usd.0),
+                    status,
+                    r.card_saved,
+                )
+            }),
+            charges: recharge
+                .attempts
+                .into_iter()
+                .map(|a| {
+                    let status = match a.status.as_str() {
+                        "pending" => "charged, waiting for the payment".to_string(),
+                        "succeeded" => "credited".to_string(),
+                        "declined" => format!(
+                            "declined{}",
+                            a.failure.map(|f| format!(": {f}")).unwrap_or_default()
+                        ),
+                        other => other.to_string(),
+                    };
+                    (a.created_at, usd(a.amount_usd.0), status)
+                })
+                .collect(),
+            can_save_card: state.stripe.is_some(),
+            recharge_error,
         },
     )
+}
+
+/// `POST /console/partners/{partner}/funding/recharge`: `action` = `set` (`below_usd`,
+/// `amount_usd`), `remove`, or `card` (opens Stripe's page that saves a card: 303 there).
+/// Owners, admins and operators; audited.
+pub(crate) async fn recharge(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Seg(partner): Seg,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    use crate::services::recharge;
+    let t = match super::partner::allowed(
+        &state,
+        &viewer,
+        &partner,
+        &headers,
+        &body,
+        &CUSTOMER_WORK,
+        super::customers::WORKERS,
+    )
+    .await
+    {
+        Ok(t) => t,
+        Err(resp) => return resp,
+    };
+    let action = field(&body, "action").unwrap_or_default();
+    let refused = |message: String| {
+        let (state, viewer, t) = (&state, &viewer, &t);
+        async move {
+            let shown = Shown {
+                recharge_error: Some(message),
+                ..Shown::default()
+            };
+            page(state, viewer, t, 1, StatusCode::BAD_REQUEST, shown).await
+        }
+    };
+    let rule = match action.as_str() {
+        "set" => {
+            let request = crate::dto::RechargeRequest {
+                below_usd: super::customers::number(&field(&body, "below_usd").unwrap_or_default()),
+                amount_usd: super::customers::number(
+                    &field(&body, "amount_usd").unwrap_or_default(),
+                ),
+                unknown: Default::default(),
+            };
+            match recharge::parse(request) {
+                Ok(r) => Some(r),
+                Err(e) => return refused(super::customers::explain(&e)).await,
+            }
+        }
+        "remove" | "card" => None,
+        _ => return refused("Choose an action.".into()).await,
+    };
+    let done = async {
+        let txn = crate::db::begin(&state.db).await?;
+        let outcome = if action == "card" {
+            Some(recharge::start_card_session(&txn, &state, t.0).await?)
+        } else {
+            recharge::set(&txn, t.0, rule, state.clock.now()).await?;
+            None
+        };
+        crate::services::people::audit(
+            &txn,
+            crate::services::people::Audit {
+                organization: None,
+                partner: Some(t.0),
+                actor: Some(viewer.user.id),
+                action: match action.as_str() {
+                    "card" => "recharge_card_session",
+                    "remove" => "recharge_removed",
+                    _ => "recharge_changed",
+                },
+                target: Some(format!("partner:{}", t.0)),
+                detail: serde_json::json!({
+                    "below_usd": field(&body, "below_usd"),
+                    "amount_usd": field(&body, "amount_usd"),
+                }),
+                ip: viewer.ip.clone(),
+            },
+            state.clock.now(),
+        )
+        .await?;
+        txn.commit().await?;
+        Ok::<_, ApiError>(outcome)
+    }
+    .await;
+    match done {
+        Ok(Some(url)) => Redirect::to(&url).into_response(),
+        Ok(None) => {
+            let notice = if action == "remove" {
+                "The automatic recharge was removed."
+            } else {
+                "The automatic recharge is set."
+            };
+            let shown = Shown {
+                notice: Some(notice.into()),
+                ..Shown::default()
+            };
+            page(&state, &viewer, &t, 1, StatusCode::OK, shown).await
+        }
+        Err(e @ (ApiError::RechargeRuleRequired | ApiError::RechargeUnavailable)) => {
+            refused(format!("{e}.")).await
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "recharge not changed");
+            pages::unavailable()
+        }
+    }
 }
 
 /// `POST /console/partners/{partner}/funding/alert`: `threshold_usd` (empty: remove). Owners,

@@ -91,6 +91,10 @@ pub(crate) fn routes() -> Router<AppState> {
             post(funding::alert),
         )
         .route(
+            "/console/partners/{partner}/funding/recharge",
+            post(funding::recharge),
+        )
+        .route(
             "/console/partners/{partner}/usage",
             get(usage::partner_page),
         )

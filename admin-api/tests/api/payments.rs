@@ -803,3 +803,100 @@ async fn automatic_recharge_charges_once_per_crossing_and_credits_by_webhook_onl
     assert_eq!(stripe.state.lock().unwrap().charges.len(), 2);
     assert_eq!(available(&api.funding(&owner).await), low);
 }
+
+/// The dashboard's Funding page sets the automatic recharge, sends the browser to Stripe's page
+/// that saves a card, and removes it; a viewer may not, even with a forged post.
+#[tokio::test]
+async fn the_dashboard_sets_the_recharge_and_opens_the_card_page() {
+    use super::console::joined;
+    let stripe = StandIn::start().await;
+    let api = Api::start_with(&payments_config(&stripe.base)).await;
+    let owner = api.owner("100").await;
+    let mut olga = joined(&api, None, Some(owner.id), "olga@acme.example", "admin").await;
+    let path = format!("/console/partners/{}/funding", owner.id);
+    let page = olga.get(&path).await;
+    assert!(
+        page.body.contains("No automatic recharge is set."),
+        "{}",
+        page.body
+    );
+    let csrf = page.csrf();
+    let bad = olga
+        .post(
+            &format!("{path}/recharge"),
+            &[
+                ("csrf", &csrf),
+                ("action", "set"),
+                ("below_usd", "50"),
+                ("amount_usd", "0.1"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert!(bad.body.contains("whole cents"), "{}", bad.body);
+    let set = olga
+        .post(
+            &format!("{path}/recharge"),
+            &[
+                ("csrf", &csrf),
+                ("action", "set"),
+                ("below_usd", "50"),
+                ("amount_usd", "125"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(set.status, 200, "{}", set.body);
+    assert!(
+        set.body.contains("charged <strong>125 USD</strong>")
+            && set.body.contains("waiting for a saved card"),
+        "{}",
+        set.body
+    );
+    let card = olga
+        .post(
+            &format!("{path}/recharge"),
+            &[("csrf", &csrf), ("action", "card")],
+            None,
+        )
+        .await;
+    assert_eq!(card.status, 303, "{}", card.body);
+    assert!(
+        card.location()
+            .starts_with(&format!("{}/pay/cs_test_", stripe.base)),
+        "{}",
+        card.location()
+    );
+    let mut viewer = joined(&api, None, Some(owner.id), "vic@acme.example", "viewer").await;
+    let seen = viewer.get(&path).await;
+    assert!(
+        !seen.body.contains("Save automatic recharge"),
+        "{}",
+        seen.body
+    );
+    let forged = viewer
+        .post(
+            &format!("{path}/recharge"),
+            &[("csrf", &seen.csrf()), ("action", "remove")],
+            None,
+        )
+        .await;
+    assert_eq!(forged.status, 403);
+    let (_, v) = api.get(&owner, "/funding/recharge").await;
+    assert_eq!(v["data"]["rule"]["amount_usd"], 125, "{v}");
+    let removed = olga
+        .post(
+            &format!("{path}/recharge"),
+            &[("csrf", &csrf), ("action", "remove")],
+            None,
+        )
+        .await;
+    assert!(
+        removed.body.contains("The automatic recharge was removed."),
+        "{}",
+        removed.body
+    );
+    let (_, v) = api.get(&owner, "/funding/recharge").await;
+    assert_eq!(v["data"]["rule"], Value::Null);
+}
