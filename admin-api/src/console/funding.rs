@@ -68,6 +68,27 @@ struct Page<'a> {
     recharge_error: Option<String>,
 }
 
+/// A post's checks on this page: origin, CSRF, membership, and a role that moves money (owners,
+/// admins and operators).
+async fn working(
+    state: &AppState,
+    viewer: &Viewer,
+    partner: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Team, Response> {
+    super::partner::allowed(
+        state,
+        viewer,
+        partner,
+        headers,
+        body,
+        &CUSTOMER_WORK,
+        super::customers::WORKERS,
+    )
+    .await
+}
+
 fn usd(n: NanoUsd) -> String {
     n.to_decimal_usd().to_string()
 }
@@ -209,17 +230,7 @@ pub(crate) async fn recharge(
     body: Bytes,
 ) -> Response {
     use crate::services::recharge;
-    let t = match super::partner::allowed(
-        &state,
-        &viewer,
-        &partner,
-        &headers,
-        &body,
-        &CUSTOMER_WORK,
-        super::customers::WORKERS,
-    )
-    .await
-    {
+    let t = match working(&state, &viewer, &partner, &headers, &body).await {
         Ok(t) => t,
         Err(resp) => return resp,
     };
@@ -318,17 +329,7 @@ pub(crate) async fn alert(
     body: Bytes,
 ) -> Response {
     use crate::services::watch;
-    let t = match super::partner::allowed(
-        &state,
-        &viewer,
-        &partner,
-        &headers,
-        &body,
-        &CUSTOMER_WORK,
-        super::customers::WORKERS,
-    )
-    .await
-    {
+    let t = match working(&state, &viewer, &partner, &headers, &body).await {
         Ok(t) => t,
         Err(resp) => return resp,
     };
@@ -431,17 +432,7 @@ pub(crate) async fn add(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let t = match super::partner::allowed(
-        &state,
-        &viewer,
-        &partner,
-        &headers,
-        &body,
-        &CUSTOMER_WORK,
-        super::customers::WORKERS,
-    )
-    .await
-    {
+    let t = match working(&state, &viewer, &partner, &headers, &body).await {
         Ok(t) => t,
         Err(resp) => return resp,
     };
