@@ -611,8 +611,10 @@ pub(crate) async fn create_key(
         max_concurrency: None,
         requests_per_minute: None,
         budget_usd: number(field(&body, "budget_usd")),
+        // The period's select always sends a value: it counts only with an amount.
         budget_period: field(&body, "budget_period")
             .filter(|p| !p.trim().is_empty())
+            .filter(|_| field(&body, "budget_usd").is_some_and(|a| !a.trim().is_empty()))
             .map(Value::String),
         unknown: Default::default(),
     };

@@ -225,8 +225,10 @@ pub(crate) async fn create(
         max_concurrency: number(&body, "max_concurrency"),
         requests_per_minute: number(&body, "requests_per_minute"),
         budget_usd: field(&body, "budget_usd").and_then(|v| super::customers::number(&v)),
+        // The period's select always sends a value: it counts only with an amount.
         budget_period: field(&body, "budget_period")
             .filter(|p| !p.trim().is_empty())
+            .filter(|_| field(&body, "budget_usd").is_some_and(|a| !a.trim().is_empty()))
             .map(Value::String),
         unknown: Default::default(),
     };

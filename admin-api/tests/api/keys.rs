@@ -467,3 +467,52 @@ async fn budgets_on(api: Api) {
         (nano(750_000_000), nano(750_000_000), nano(0))
     );
 }
+
+/// The console's key form posts every field (a browser sends the period's select even when no
+/// amount is typed): no amount is no budget; an amount makes one, shown in the list.
+#[tokio::test]
+async fn the_console_key_form_sets_a_budget_only_with_an_amount() {
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let (_, org) = api.active_customer(&owner, "formed", 10.0, 1.0).await;
+    let mut ann =
+        super::console::joined(&api, Some(org), None, "ann@formed.example", "owner").await;
+    let path = format!("/console/orgs/{org}/keys");
+    let csrf = ann.get(&path).await.csrf();
+    let form = |name: &'static str, amount: &'static str, period: &'static str| {
+        vec![
+            ("csrf", csrf.clone()),
+            ("name", name.to_string()),
+            ("group_id", "1".to_string()),
+            ("expires_on", String::new()),
+            ("max_concurrency", String::new()),
+            ("requests_per_minute", String::new()),
+            ("budget_usd", amount.to_string()),
+            ("budget_period", period.to_string()),
+        ]
+    };
+    for (name, amount, period) in [("plain", "", "month"), ("capped", "12.5", "day")] {
+        let fields = form(name, amount, period);
+        let pairs: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let made = ann.post(&path, &pairs, None).await;
+        assert_eq!(made.status, 200, "{name}: {}", made.body);
+        assert!(
+            made.body.contains("id=\"new-key\""),
+            "{name}: {}",
+            made.body
+        );
+    }
+    let list = ann.get(&path).await;
+    assert!(list.body.contains("<td>none</td>"), "{}", list.body);
+    assert!(
+        list.body
+            .contains("12.5 USD per day: 0 spent, 0 held, 12.5 left"),
+        "{}",
+        list.body
+    );
+    let fields = form("bad", "-3", "day");
+    let pairs: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let refused = ann.post(&path, &pairs, None).await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(refused.body.contains("budget_usd"), "{}", refused.body);
+}
