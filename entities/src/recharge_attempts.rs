@@ -16,6 +16,8 @@ pub struct Model {
     /// `pending`, `succeeded`, `declined` or `failed`.
     pub status: String,
     pub failure: Option<String>,
+    /// A pass is asking Stripe for this charge since then (`None`: no one is).
+    pub in_flight_since: Option<DateTimeUtc>,
     pub created_at: DateTimeUtc,
     pub credited_at: Option<DateTimeUtc>,
 }

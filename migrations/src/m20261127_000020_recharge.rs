@@ -47,6 +47,9 @@ enum RechargeAttempts {
     /// `pending`, `succeeded`, `declined`, `failed`.
     Status,
     Failure,
+    /// A pass is asking Stripe for this charge since then (null: no one is; a charge left
+    /// without an answer is asked again by the next pass).
+    InFlightSince,
     CreatedAt,
     CreditedAt,
 }
@@ -98,6 +101,9 @@ impl MigrationTrait for Migration {
                     .col(string_null(RechargeAttempts::PaymentIntent).unique_key())
                     .col(string_len(RechargeAttempts::Status, 16))
                     .col(string_null(RechargeAttempts::Failure))
+                    .col(timestamp_with_time_zone_null(
+                        RechargeAttempts::InFlightSince,
+                    ))
                     .col(timestamp_with_time_zone(RechargeAttempts::CreatedAt))
                     .col(timestamp_with_time_zone_null(RechargeAttempts::CreditedAt))
                     .to_owned(),

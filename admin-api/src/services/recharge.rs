@@ -35,6 +35,10 @@ use sea_orm::{
     QuerySelect, Set,
 };
 
+/// How long a charge being asked of Stripe may go unanswered before another pass asks again (the
+/// asking pass died): far longer than a Stripe call may take (15 s).
+const STUCK: chrono::Duration = chrono::Duration::minutes(10);
+
 /// The smallest charge Stripe takes in USD (0.50).
 const MIN_CHARGE: NanoUsd = NanoUsd::from_nanos(500_000_000);
 
@@ -449,14 +453,35 @@ pub async fn recharge_if_below(
     let Some(stripe) = state.stripe.as_ref() else {
         return Ok(None);
     };
-    // An attempt left without an answer (Stripe unreachable, the pass died): asked again.
+    // An attempt left without an answer (Stripe unreachable; or the pass that asked died, after
+    // `STUCK`): asked again, by one pass only (a conditional claim of the attempt).
+    let now = state.clock.now();
+    let stuck_before = now - STUCK;
+    let unanswered = || {
+        sea_orm::Condition::any()
+            .add(attempts::Column::InFlightSince.is_null())
+            .add(attempts::Column::InFlightSince.lt(stuck_before))
+    };
     if let Some(stuck) = attempts::Entity::find()
         .filter(attempts::Column::PartnerId.eq(rule.partner_id))
         .filter(attempts::Column::Status.eq("pending"))
         .filter(attempts::Column::PaymentIntent.is_null())
+        .filter(unanswered())
         .one(&state.db)
         .await?
     {
+        let claimed = attempts::Entity::update_many()
+            .col_expr(attempts::Column::InFlightSince, Expr::value(now))
+            .filter(attempts::Column::Id.eq(stuck.id))
+            .filter(attempts::Column::PaymentIntent.is_null())
+            .filter(unanswered())
+            .exec(&state.db)
+            .await?
+            .rows_affected
+            == 1;
+        if !claimed {
+            return Ok(None);
+        }
         return charge(state, stripe, rule, &stuck).await;
     }
     if rule.status != "active" {
@@ -506,6 +531,7 @@ pub async fn recharge_if_below(
         payment_intent: Set(None),
         status: Set("pending".into()),
         failure: Set(None),
+        in_flight_since: Set(Some(state.clock.now())),
         created_at: Set(state.clock.now()),
         credited_at: Set(None),
         ..Default::default()
@@ -574,8 +600,16 @@ async fn charge(
             Ok(Some(false))
         }
         Err(e) => {
-            // The attempt stays pending without a PaymentIntent: the next pass asks again under
-            // the same key.
+            // The attempt stays pending without a PaymentIntent and no one asking: the next pass
+            // asks again under the same key.
+            attempts::Entity::update_many()
+                .col_expr(
+                    attempts::Column::InFlightSince,
+                    Expr::value(Option::<DateTime<Utc>>::None),
+                )
+                .filter(attempts::Column::Id.eq(attempt.id))
+                .exec(&state.db)
+                .await?;
             tracing::warn!(error = %e, partner = rule.partner_id, "automatic recharge: Stripe did not answer; retried next pass");
             Ok(None)
         }

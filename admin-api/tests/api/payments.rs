@@ -604,9 +604,24 @@ fn pi_event(id: &str, kind: &str, intent: &str) -> String {
 /// and reordered events; a declined card stops the rule and mails the owners.
 #[tokio::test]
 async fn automatic_recharge_charges_once_per_crossing_and_credits_by_webhook_only() {
+    recharge_on(None).await;
+    if let Some(url) = testkit::redis_url() {
+        let stores = Stores::redis(&url, &testkit::redis_prefix("recharge"))
+            .await
+            .unwrap();
+        recharge_on(Some(stores)).await;
+    }
+}
+
+/// The recharge scenario on the in-memory store (`None`) or on `stores`.
+async fn recharge_on(stores: Option<Stores>) {
     use admin_api::services::watch::watch_once;
     let stripe = StandIn::start().await;
-    let api = Api::start_with(&payments_config(&stripe.base)).await;
+    let config = payments_config(&stripe.base);
+    let api = match stores {
+        Some(s) => Api::start_on(&config, s).await,
+        None => Api::start_with(&config).await,
+    };
     let owner = api.owner("100").await;
     super::console::joined(&api, None, Some(owner.id), "pat@acme.example", "owner").await;
     let available = |f: &Value| f["available_funding_usd"].as_f64().unwrap();

@@ -80,8 +80,17 @@ fn pdf_text(pdf: &[u8]) -> Option<String> {
 
 #[tokio::test]
 async fn a_months_statement_equals_the_ledger_in_csv_and_pdf() {
+    statement_on(Api::start().await).await;
+    if let Some(url) = testkit::redis_url() {
+        let stores = Stores::redis(&url, &testkit::redis_prefix("statements"))
+            .await
+            .unwrap();
+        statement_on(Api::start_on("", stores).await).await;
+    }
+}
+
+async fn statement_on(api: Api) {
     use admin_api::ledger::{self, AccountRef};
-    let api = Api::start().await;
     let owner = api.owner("100").await;
     let (id, org) = api.active_customer(&owner, "stated", 10.0, 1.0).await;
     let token = api.billing_token(org).await;
