@@ -21,10 +21,15 @@ use translate::response::Answer;
 /// The supplier's headers, for a metered call or not: those that identify the supplier account
 /// are removed, the gateway's request id added. admin-api's answers are the gateway's own (its
 /// console sets session cookies): they only get the request id.
-pub(crate) fn headers(ctx: &RequestCtx, resp: &mut ResponseHeader) -> pingora::Result<()> {
+pub(crate) fn headers(ctx: &mut RequestCtx, resp: &mut ResponseHeader) -> pingora::Result<()> {
     if ctx.route != Some(Route::Admin) {
         for name in STRIP_RESPONSE {
             resp.remove_header(name);
+        }
+        // The gateway's own time and the supplier's (`[server] server_timing`).
+        if ctx.live.settings.server.server_timing {
+            let timing = ctx.server_timing();
+            resp.insert_header("server-timing", timing)?;
         }
     }
     resp.insert_header("x-request-id", ctx.request_id.as_str())?;

@@ -70,6 +70,7 @@ pub(crate) async fn judge(
     upstream_response: &mut ResponseHeader,
 ) -> pingora::Result<()> {
     if let (Some(at), Some(route)) = (ctx.attempts.first_attempt_at, ctx.route) {
+        ctx.attempts.upstream_wait = Some(at.elapsed());
         s.metrics.upstream_answered(route.label(), at.elapsed());
     }
     let (Some(account), true) = (ctx.current(), ctx.admission.call.is_some()) else {

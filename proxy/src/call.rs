@@ -95,6 +95,9 @@ pub(crate) struct Finished<'a> {
     pub started_at_ms: u64,
     pub latency: Duration,
     pub ttfb: Option<Duration>,
+    /// The gateway's own time before the answer's header, and the supplier's (`Server-Timing`).
+    pub gateway_time: Option<Duration>,
+    pub upstream_wait: Option<Duration>,
     pub attempts: u32,
     /// The bounded label of the error the gateway answered with, if it answered itself.
     pub refusal: Option<&'static str>,
@@ -109,6 +112,7 @@ impl Finished<'_> {
             status: self.status,
             refusal: self.refusal,
             ttfb: self.ttfb,
+            gateway_time: self.gateway_time,
         }
     }
 }

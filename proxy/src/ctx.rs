@@ -60,6 +60,9 @@ pub(crate) struct Attempts {
     pub order: Vec<usize>,
     pub tried: Vec<usize>,
     pub first_attempt_at: Option<Instant>,
+    /// From the first attempt to the supplier's response header (every attempt included): the
+    /// `upstream` of `Server-Timing`.
+    pub upstream_wait: Option<Duration>,
     /// The model the call asked for when it was downgraded to another.
     pub downgraded_from: Option<String>,
     /// The capacity slot held: the account index (into the upstream list) it is on.
@@ -96,9 +99,26 @@ pub(crate) struct Answer {
     /// An image answer, or a translated supplier error, rewritten.
     pub reshape: Option<Reshape>,
     pub ttfb: Option<Duration>,
+    /// The gateway's own time before the answer's header: from arrival to the header, less the
+    /// supplier's wait (`Server-Timing`'s `gateway`).
+    pub gateway_time: Option<Duration>,
 }
 
 impl RequestCtx {
+    /// The `Server-Timing` value of an answer whose header is written now: the gateway's time
+    /// (remembered for the log and the metric) and the supplier's, in milliseconds.
+    pub(crate) fn server_timing(&mut self) -> String {
+        let total = self.started.elapsed();
+        let upstream = self.attempts.upstream_wait;
+        let gateway = total.saturating_sub(upstream.unwrap_or_default());
+        self.answer.gateway_time = Some(gateway);
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        match upstream {
+            Some(u) => format!("gateway;dur={:.3}, upstream;dur={:.3}", ms(gateway), ms(u)),
+            None => format!("gateway;dur={:.3}", ms(gateway)),
+        }
+    }
+
     /// The surface whose error shape this request answers in.
     pub(crate) fn surface(&self) -> Surface {
         self.route.map(Route::surface).unwrap_or(self.surface)
@@ -166,6 +186,8 @@ impl RequestCtx {
             started_at_ms: self.started_at_ms,
             latency: self.started.elapsed(),
             ttfb: self.answer.ttfb,
+            gateway_time: self.answer.gateway_time,
+            upstream_wait: self.attempts.upstream_wait,
             attempts: u32::try_from(self.attempts.tried.len()).unwrap_or(u32::MAX),
             refusal: self.admission.refusal,
         }

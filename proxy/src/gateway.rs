@@ -50,8 +50,9 @@ impl ProxyHttp for Gateway {
             }
             Err(e) => {
                 let surface = ctx.surface();
+                let timing = timing_of(ctx);
                 ctx.admission.refusal =
-                    Some(respond::error(session, surface, &e, &ctx.request_id).await?);
+                    Some(respond::error(session, surface, &e, &ctx.request_id, timing).await?);
                 Ok(true)
             }
         }
@@ -189,7 +190,8 @@ impl ProxyHttp for Gateway {
                 // Pingora 0.9 closes the client connection after a proxy failure whatever
                 // `can_reuse_downstream` says: the answer must say `Connection: close`.
                 session.set_keepalive(None);
-                match respond::error(session, surface, &failure, &ctx.request_id).await {
+                let timing = timing_of(ctx);
+                match respond::error(session, surface, &failure, &ctx.request_id, timing).await {
                     Ok(label) => ctx.admission.refusal = Some(label),
                     Err(write) => {
                         tracing::debug!(error = %write, "could not send the error response")
@@ -235,4 +237,11 @@ impl ProxyHttp for Gateway {
         let depth = i64::try_from(s.queue.depth()).unwrap_or(i64::MAX);
         s.metrics.queue_depth.set(depth);
     }
+}
+
+/// The `Server-Timing` of an answer the gateway writes itself (`[server] server_timing`; admin
+/// routes are admin-api's answers).
+fn timing_of(ctx: &mut RequestCtx) -> Option<String> {
+    (ctx.live.settings.server.server_timing && ctx.route != Some(crate::classify::Route::Admin))
+        .then(|| ctx.server_timing())
 }

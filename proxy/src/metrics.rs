@@ -26,6 +26,8 @@ pub(crate) struct Outcome<'a> {
     /// The bounded label of the error the gateway answered with, if it answered itself.
     pub refusal: Option<&'static str>,
     pub ttfb: Option<std::time::Duration>,
+    /// The gateway's own time before the answer's header (`Server-Timing`'s `gateway`).
+    pub gateway_time: Option<std::time::Duration>,
 }
 
 /// The gateway's collectors.
@@ -39,6 +41,9 @@ pub struct Metrics {
     pub upstream_latency: HistogramVec,
     /// From arrival to the first response body byte sent to the client.
     pub ttfb: HistogramVec,
+    /// The gateway's own time before an answer's header (arrival to header, less the supplier's
+    /// wait): what the gateway adds (`Server-Timing`'s `gateway`).
+    pub gateway_time: HistogramVec,
     /// Tokens metered, by model and kind (input, output, cached, cache_write) and measurement.
     pub tokens: IntCounterVec,
     /// Requests in progress, by route.
@@ -110,6 +115,13 @@ impl Metrics {
                 hist(
                     "upstream_latency_seconds",
                     "Time from the first upstream attempt to the supplier's response header",
+                ),
+            )?,
+            gateway_time: build(
+                &r,
+                hist(
+                    "gateway_time_seconds",
+                    "The gateway's own time before an answer's header (arrival to header, less the supplier's wait)",
                 ),
             )?,
             ttfb: build(
@@ -243,6 +255,11 @@ impl Metrics {
             self.ttfb
                 .with_label_values(&[label])
                 .observe(ttfb.as_secs_f64());
+        }
+        if let Some(own) = f.gateway_time {
+            self.gateway_time
+                .with_label_values(&[label])
+                .observe(own.as_secs_f64());
         }
     }
 

@@ -12,7 +12,7 @@ pub async fn json(
     body: Bytes,
     request_id: &str,
 ) -> pingora::Result<()> {
-    json_with(session, status, body, request_id, None).await
+    json_with(session, status, body, request_id, None, None).await
 }
 
 /// Answers a local route with `body` (200): `Ok(true)`, the request is answered.
@@ -50,13 +50,14 @@ pub async fn file(
         .map_err(|_: Box<pingora::Error>| GatewayError::Internal)
 }
 
-/// Writes a complete JSON response, with `Retry-After` when given.
+/// Writes a complete JSON response, with `Retry-After` and `Server-Timing` when given.
 async fn json_with(
     session: &mut Session,
     status: u16,
     body: Bytes,
     request_id: &str,
     retry_after: Option<u64>,
+    timing: Option<String>,
 ) -> pingora::Result<()> {
     let mut header = ResponseHeader::build(status, Some(4))?;
     header.insert_header(http::header::CONTENT_TYPE, "application/json")?;
@@ -65,25 +66,38 @@ async fn json_with(
     if let Some(secs) = retry_after {
         header.insert_header(http::header::RETRY_AFTER, secs.to_string())?;
     }
+    if let Some(t) = timing {
+        header.insert_header("server-timing", t)?;
+    }
     session
         .write_response_header(Box::new(header), false)
         .await?;
     session.write_response_body(Some(body), true).await
 }
 
-/// Answers with `error` in the shape of `surface`; returns its metric label. The connection is
-/// not reused when the request body may be unread.
+/// Answers with `error` in the shape of `surface` (with the gateway's `Server-Timing`, when
+/// given); returns its metric label. The connection is not reused when the request body may be
+/// unread.
 pub async fn error(
     session: &mut Session,
     surface: Surface,
     error: &GatewayError,
     request_id: &str,
+    timing: Option<String>,
 ) -> pingora::Result<&'static str> {
     let reply = error.reply(surface);
     if !session.is_body_done() {
         session.set_keepalive(None);
     }
     let retry_after = error.retry_after();
-    json_with(session, reply.status, reply.body, request_id, retry_after).await?;
+    json_with(
+        session,
+        reply.status,
+        reply.body,
+        request_id,
+        retry_after,
+        timing,
+    )
+    .await?;
     Ok(reply.label)
 }

@@ -23,6 +23,7 @@ pub(crate) struct RawServer {
     pub pid_file: Option<String>,
     pub shutdown_grace_ms: Option<u64>,
     pub upgrade_sock: Option<String>,
+    pub server_timing: Option<bool>,
 }
 
 /// Which keys this deployment accepts. A production gateway refuses development keys and the
@@ -63,6 +64,8 @@ pub struct Server {
     /// The Unix socket over which `proxy --upgrade` receives the running proxy's listening
     /// sockets; default `{temp dir}/tollgate-upgrade-{listen port}.sock`.
     pub upgrade_sock: std::path::PathBuf,
+    /// Whether gateway answers carry `Server-Timing: gateway;dur=…, upstream;dur=…` (default on).
+    pub server_timing: bool,
 }
 
 /// Validates `[server]`.
@@ -150,6 +153,7 @@ pub(crate) fn validate(s: &RawServer) -> Result<Server, ConfigError> {
             Some(path) => std::path::PathBuf::from(path),
             None => std::env::temp_dir().join(format!("tollgate-upgrade-{}.sock", listen.port())),
         },
+        server_timing: s.server_timing.unwrap_or(true),
         pid_file: match s.pid_file.as_deref().map(str::trim) {
             Some("") => return Err(err("server.pid_file", "must not be empty")),
             Some(path) => std::path::PathBuf::from(path),

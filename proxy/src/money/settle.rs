@@ -102,6 +102,9 @@ pub(crate) async fn settle(
         }
     }
     let latency_ms = elapsed_ms(f.latency);
+    // The split `Server-Timing` gave the client (0: no header was written, or no supplier).
+    let gateway_ms = f.gateway_time.map_or(0, elapsed_ms);
+    let upstream_ms = f.upstream_wait.map_or(0, elapsed_ms);
     let status = f.status;
     match &event {
         Some(e) => tracing::info!(
@@ -117,6 +120,8 @@ pub(crate) async fn settle(
             measurement = ?e.measurement,
             attempts = e.attempts,
             latency_ms,
+            gateway_ms,
+            upstream_ms,
             "request settled"
         ),
         None => tracing::info!(
@@ -125,6 +130,7 @@ pub(crate) async fn settle(
             status,
             refusal = f.refusal.unwrap_or("-"),
             latency_ms,
+            gateway_ms,
             "request answered by the gateway"
         ),
     }

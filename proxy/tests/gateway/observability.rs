@@ -68,3 +68,78 @@ async fn logs_never_contain_credentials() {
         .collect();
     assert!(leak.is_empty(), "supplier key in logs: {leak:?}");
 }
+
+/// The milliseconds of `name` in a `Server-Timing` value.
+fn timing(value: &str, name: &str) -> Option<f64> {
+    value.split(',').find_map(|part| {
+        let part = part.trim();
+        part.strip_prefix(name)?.strip_prefix(";dur=")?.parse().ok()
+    })
+}
+
+/// Every gateway answer says what the gateway added and what the supplier took (`Server-Timing`,
+/// DESIGN §6d); the gateway's own errors carry the gateway's part only; the histogram counts the
+/// gateway's part; `[server] server_timing = false` turns the header off.
+#[tokio::test]
+async fn answers_carry_the_gateways_own_time() {
+    let h = Harness::start().await;
+    h.mock.set_fault(Some("stall_ms=120".parse().unwrap()));
+    let started = Instant::now();
+    let resp = h
+        .post("/compat/v1/chat/completions", &chat("gpt-4o-mini", false))
+        .send()
+        .await
+        .unwrap();
+    h.mock.set_fault(None);
+    let elapsed = started.elapsed().as_secs_f64() * 1000.0;
+    assert_eq!(resp.status(), 200);
+    let value = resp.headers()["server-timing"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    resp.bytes().await.unwrap();
+    let (gateway, upstream) = (
+        timing(&value, "gateway").unwrap(),
+        timing(&value, "upstream").unwrap(),
+    );
+    assert!(upstream >= 100.0, "the supplier's wait: {value}");
+    assert!(gateway >= 0.0 && gateway < upstream, "{value}");
+    assert!(
+        gateway + upstream <= elapsed + 1.0,
+        "{value} within {elapsed} ms"
+    );
+
+    // A refusal the gateway writes itself: its own time only.
+    let resp = h
+        .post("/compat/v1/chat/completions", &chat("no-such-model", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+    let value = resp.headers()["server-timing"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(timing(&value, "gateway").is_some(), "{value}");
+    assert!(timing(&value, "upstream").is_none(), "{value}");
+    resp.bytes().await.unwrap();
+    let _ = h.usage_event().await;
+    let text = h.metrics.render();
+    assert!(
+        text.contains(r#"tollgate_gateway_time_seconds_count{route="chat_completions"} 2"#),
+        "{text}"
+    );
+
+    // Switched off.
+    let off = Harness::start_with_config(|t| {
+        t.replacen("[server]\n", "[server]\nserver_timing = false\n", 1)
+    })
+    .await;
+    let resp = off
+        .post("/compat/v1/chat/completions", &chat("gpt-4o-mini", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers().get("server-timing").is_none());
+}
