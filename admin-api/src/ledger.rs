@@ -342,7 +342,7 @@ pub async fn partner_total(
     sum_entries(db, ledger_entries::Column::AccountId.is_in(ids)).await
 }
 
-async fn sum_entries(db: &impl ConnectionTrait, filter: Expr) -> Result<NanoUsd, DbErr> {
+pub(crate) async fn sum_entries(db: &impl ConnectionTrait, filter: Expr) -> Result<NanoUsd, DbErr> {
     // SUM(bigint) is NUMERIC on PostgreSQL: cast back to BIGINT.
     let row = ledger_entries::Entity::find()
         .select_only()

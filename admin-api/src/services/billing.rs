@@ -458,20 +458,24 @@ pub async fn key_standing(
         .filter(|o| o.status == OrganizationStatus::Active)
         .ok_or(StandingRefused::InvalidKey)?;
     let organization = balance(state, &org).await?;
+    // One read of the key's spend gives both its budget's standing and its spend.
     let mut preview = crate::services::keys::preview(&row);
-    crate::services::keys::with_standing(state, org.id, std::slice::from_mut(&mut preview)).await;
-    let spend = match state.stores.wallets.key_spend(org.id, &[row.id]).await {
-        Ok(Some(report)) => report.keys.first().map(|s| KeySpendView {
-            day_usd: Usd(s.day),
-            month_usd: Usd(s.month),
-            held_usd: Usd(s.held),
-        }),
-        Ok(None) => None,
+    let spent = match state.stores.wallets.key_spend(org.id, &[row.id]).await {
+        Ok(report) => report.and_then(|r| r.keys.first().copied()),
         Err(e) => {
             tracing::warn!(error = %e, "key spend unreadable");
             None
         }
     };
+    if let (Some(s), Some(view)) = (spent.as_ref(), preview.budget.as_mut()) {
+        let windows = opstate::Windows::at(state.clock.now().timestamp_millis());
+        crate::services::keys::fill_standing(view, s, &windows);
+    }
+    let spend = spent.map(|s| KeySpendView {
+        day_usd: Usd(s.day),
+        month_usd: Usd(s.month),
+        held_usd: Usd(s.held),
+    });
     let group = state.group(row.group_id);
     Ok(KeyStanding {
         api_key_id: row.id,

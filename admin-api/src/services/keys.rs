@@ -70,30 +70,38 @@ pub async fn with_standing(state: &AppState, org: i64, previews: &mut [KeyPrevie
             return;
         }
     };
-    let now = state.clock.now();
-    let windows = opstate::Windows::at(now.timestamp_millis());
+    let windows = opstate::Windows::at(state.clock.now().timestamp_millis());
     for (id, spend) in ids.iter().zip(&report.keys) {
-        let Some(p) = previews.iter_mut().find(|p| p.api_key_id == *id) else {
-            continue;
-        };
-        let Some(view) = p.budget.as_mut() else {
-            continue;
-        };
-        let period = BudgetPeriod::parse(view.budget_period).unwrap_or(BudgetPeriod::Month);
-        let budget = KeyBudget {
-            limit: view.budget_usd.0,
-            period,
-        };
-        let end = match period {
-            BudgetPeriod::Day => windows.day_end_ms,
-            BudgetPeriod::Month => windows.month_end_ms,
-        };
-        view.spent_usd = Some(Usd(spend.spent(period)));
-        view.held_usd = Some(Usd(spend.held));
-        view.remaining_usd = Some(Usd(spend.remaining(budget)));
-        view.resets_at = DateTime::<Utc>::from_timestamp_millis(end)
-            .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true));
+        if let Some(view) = previews
+            .iter_mut()
+            .find(|p| p.api_key_id == *id)
+            .and_then(|p| p.budget.as_mut())
+        {
+            fill_standing(view, spend, &windows);
+        }
     }
+}
+
+/// Writes a budget's standing from the key's spend at `windows`.
+pub fn fill_standing(
+    view: &mut KeyBudgetView,
+    spend: &opstate::KeySpend,
+    windows: &opstate::Windows,
+) {
+    let period = BudgetPeriod::parse(view.budget_period).unwrap_or(BudgetPeriod::Month);
+    let budget = KeyBudget {
+        limit: view.budget_usd.0,
+        period,
+    };
+    let end = match period {
+        BudgetPeriod::Day => windows.day_end_ms,
+        BudgetPeriod::Month => windows.month_end_ms,
+    };
+    view.spent_usd = Some(Usd(spend.spent(period)));
+    view.held_usd = Some(Usd(spend.held));
+    view.remaining_usd = Some(Usd(spend.remaining(budget)));
+    view.resets_at = DateTime::<Utc>::from_timestamp_millis(end)
+        .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true));
 }
 
 /// A validated create-key body.

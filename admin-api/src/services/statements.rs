@@ -201,13 +201,15 @@ async fn account_window(
     else {
         return Ok((NanoUsd::ZERO, Vec::new(), NanoUsd::ZERO));
     };
-    let before = ledger_entries::Entity::find()
-        .filter(ledger_entries::Column::AccountId.eq(account.id))
-        .filter(ledger_entries::Column::CreatedAt.lt(from))
-        .all(db)
-        .await?;
-    let opening = NanoUsd::checked_sum(before.iter().map(|e| NanoUsd::from_nanos(e.amount_nanos)))
-        .ok_or(ApiError::Internal)?;
+    // Summed by the database: an account's history before the month is never loaded.
+    use sea_orm::sea_query::ExprTrait;
+    let opening = crate::ledger::sum_entries(
+        db,
+        ledger_entries::Column::AccountId
+            .eq(account.id)
+            .and(ledger_entries::Column::CreatedAt.lt(from)),
+    )
+    .await?;
     let entries = ledger_entries::Entity::find()
         .filter(ledger_entries::Column::AccountId.eq(account.id))
         .filter(ledger_entries::Column::CreatedAt.gte(from))

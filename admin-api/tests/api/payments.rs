@@ -915,3 +915,30 @@ async fn the_dashboard_sets_the_recharge_and_opens_the_card_page() {
     let (_, v) = api.get(&owner, "/funding/recharge").await;
     assert_eq!(v["data"]["rule"], Value::Null);
 }
+
+/// Without a payment provider a card cannot be saved: 409 `RECHARGE_PROVIDER_REQUIRED`, and
+/// nothing reaches any provider.
+#[tokio::test]
+async fn a_card_needs_a_payment_provider() {
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let (s, _) = api
+        .write(
+            &owner,
+            Method::PUT,
+            "/funding/recharge",
+            Some(&json!({"below_usd": 50, "amount_usd": 100})),
+        )
+        .await;
+    assert_eq!(s, 200);
+    let (s, v) = api
+        .write(
+            &owner,
+            Method::POST,
+            "/funding/recharge/card-sessions",
+            None,
+        )
+        .await;
+    assert_error(s, &v, 409, "RECHARGE_PROVIDER_REQUIRED");
+    assert_eq!(api.count("recharge_setups").await, 0);
+}

@@ -411,6 +411,33 @@ async fn both_consoles_set_and_show_the_rules() {
     let (_, v) = api.get(&acme, "/funding/low-balance-alert").await;
     assert_eq!(v["data"]["threshold_usd"], 40);
 
+    // Another partner's customer forged into the URL: not found, nothing changed.
+    let other = api.owner("10").await;
+    let (theirs, _) = api.active_customer(&other, "theirs", 1.0, 1.0).await;
+    let forged = olga
+        .post(
+            &format!("/console/partners/{}/customers/{theirs}/alert", acme.id),
+            &[("csrf", &csrf), ("threshold_usd", "1")],
+            None,
+        )
+        .await;
+    assert_eq!(forged.status, 404, "{}", forged.body);
+    let forged = olga
+        .post(
+            &format!(
+                "/console/partners/{}/customers/{theirs}/automatic-allocation",
+                other.id
+            ),
+            &[("csrf", &csrf), ("action", "remove")],
+            None,
+        )
+        .await;
+    assert_eq!(forged.status, 404, "{}", forged.body);
+    let (_, v) = api
+        .get(&other, &format!("/customers/{theirs}/low-balance-alert"))
+        .await;
+    assert_eq!(v["data"]["threshold_usd"], Value::Null, "{v}");
+
     // The rule acts; both consoles show the run.
     spend(&api, org, "cs-1", 6 * USD).await;
     assert_eq!(watch_once(&api.state).await.unwrap().allocated, 1);
