@@ -77,6 +77,9 @@ pub(crate) static ACCOUNT_TAKE: LazyLock<Script> =
 pub(crate) static HOLD_TAKE: LazyLock<Script> =
     LazyLock::new(|| Script::new(with_hold_rules!("lua/hold_take.v2.lua")));
 
+/// The server process (its `run_id`) that keeps a usage stream (`UsageStream::homes`).
+static HOME: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/home.v1.lua")));
+
 /// Entries written per round trip when loading the key directory.
 const LOAD_BATCH: usize = 500;
 
@@ -515,6 +518,33 @@ impl UsageStream for RedisStore {
             total += len;
         }
         Ok(total)
+    }
+
+    async fn homes(&self) -> StoreResult<Vec<Option<String>>> {
+        let streams = self.schema.usage_streams();
+        if !self.schema.is_cluster() {
+            let mut conn = self.conn.clone();
+            let id: String = HOME.key(&streams[0]).invoke_async(&mut conn).await?;
+            return Ok(vec![Some(id).filter(|id| !id.is_empty())]);
+        }
+        // Each stream's master, asked at once (the script runs where its key lives); one that
+        // does not answer is `None`.
+        let asks = streams.iter().map(|stream| {
+            let mut conn = self.conn.clone();
+            async move {
+                let id: String = HOME.key(stream).invoke_async(&mut conn).await.ok()?;
+                Some(id).filter(|id| !id.is_empty())
+            }
+        });
+        Ok(futures_util::future::join_all(asks).await)
+    }
+
+    fn home_of(&self, org: i64) -> usize {
+        if self.schema.is_cluster() {
+            usize::try_from(KeySchema::money_slot(org)).unwrap_or(0)
+        } else {
+            0
+        }
     }
 }
 

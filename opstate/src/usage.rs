@@ -118,4 +118,20 @@ pub trait UsageStream: Send + Sync {
 
     /// Entries appended and not yet acknowledged.
     async fn backlog(&self) -> StoreResult<u64>;
+
+    /// Which server process keeps each usage stream with its organizations' wallets (its Redis
+    /// `run_id`), one entry per stream in [`UsageStream::home_of`]'s order; `None` for a server that
+    /// did not answer. A change means that writes the former process acknowledged may be lost: a
+    /// replica promoted by a failover copies its master asynchronously, a restarted server keeps
+    /// only what it persisted. Empty for a store that can lose nothing short of the whole process
+    /// (memory).
+    async fn homes(&self) -> StoreResult<Vec<Option<String>>> {
+        Ok(Vec::new())
+    }
+
+    /// The index in [`UsageStream::homes`] of organization `org`'s stream and wallet.
+    fn home_of(&self, org: i64) -> usize {
+        let _ = org;
+        0
+    }
 }

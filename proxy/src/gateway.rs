@@ -232,8 +232,16 @@ impl ProxyHttp for Gateway {
             slot,
             gates: &gates,
         };
-        s.recent
-            .keep(settle::settle(finished, held, calls, &s.metrics).await);
+        match settle::settle(finished, held, calls, &s.metrics).await {
+            Ok(event) => s.recent.keep(event),
+            Err(unfinished) => {
+                // Its hold stays open (renewed) until the watcher stores the end.
+                if let Some((org, id)) = unfinished.hold() {
+                    s.live_holds.insert(id, org);
+                }
+                s.recent.unfinished(unfinished, &s.metrics);
+            }
+        }
         let depth = i64::try_from(s.queue.depth()).unwrap_or(i64::MAX);
         s.metrics.queue_depth.set(depth);
     }

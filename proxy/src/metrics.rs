@@ -55,6 +55,11 @@ pub struct Metrics {
     /// Settlements that found the wallet mirror below its open holds (charged nothing; the
     /// mirror is reported unreconciled until reloaded from the ledger).
     pub wallets_below_holds: IntCounter,
+    /// Calls' ends the store did not take, waiting in this proxy to be stored again.
+    pub call_ends_waiting: prometheus::IntGauge,
+    /// Calls' ends stored again because the server keeping their money changed (a failover or a
+    /// restart that may have lost its last writes), or because the store did not take them.
+    pub call_ends_redone: IntCounterVec,
     /// Requests moved to another account, by reason.
     pub failovers: IntCounterVec,
     /// Accounts put into cooldown, by reason.
@@ -161,6 +166,23 @@ impl Metrics {
                 IntCounter::new(
                     "wallets_below_holds_total",
                     "Settlements that found the wallet mirror below its open holds (charged nothing)",
+                ),
+            )?,
+            call_ends_waiting: build(
+                &r,
+                prometheus::IntGauge::new(
+                    "call_ends_waiting",
+                    "Calls' ends the store did not take, waiting in this proxy to be stored",
+                ),
+            )?,
+            call_ends_redone: build(
+                &r,
+                IntCounterVec::new(
+                    Opts::new(
+                        "call_ends_redone_total",
+                        "Calls' ends stored again, by reason (unstored, failover)",
+                    ),
+                    &["reason"],
                 ),
             )?,
             failovers: build(

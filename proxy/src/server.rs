@@ -85,7 +85,14 @@ pub async fn renew_holds(gateway: Gateway, shutdown: watch::Receiver<bool>) {
             ttl,
             shutdown.clone()
         ),
-        resend::run(&s.recent, || s.stores().clone(), &proxy, shutdown.clone()),
+        resend::run(
+            &s.recent,
+            || s.stores().clone(),
+            &proxy,
+            &s.live_holds,
+            &s.metrics,
+            shutdown.clone()
+        ),
         s.pending_media
             .run(|| s.stores().media.clone(), shutdown.clone()),
         crate::video::sweep::run(&s, shutdown.clone()),

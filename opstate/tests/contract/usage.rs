@@ -198,3 +198,47 @@ async fn entries_delivered_to_a_settler_whose_reply_was_lost_come_back_at_once()
         assert!(claim().await.unwrap().is_empty(), "{name}");
     }
 }
+
+#[tokio::test]
+async fn each_stream_names_the_server_process_that_keeps_it() {
+    for (name, s) in backends().await {
+        let homes = s.usage.homes().await.unwrap();
+        match name {
+            "memory" => assert!(
+                homes.is_empty(),
+                "{name}: a process's memory has no failover"
+            ),
+            "redis" => assert_eq!(homes.len(), 1, "{name}: one server"),
+            _ => {
+                assert_eq!(homes.len(), 16, "{name}: one per money slot");
+                let distinct: std::collections::HashSet<_> = homes.iter().collect();
+                assert!(
+                    distinct.len() > 1,
+                    "{name}: the money slots are spread over the masters: {homes:?}"
+                );
+                assert_eq!(
+                    s.usage.home_of(21),
+                    5,
+                    "{name}: organization 21 is in money slot 5"
+                );
+            }
+        }
+        for id in &homes {
+            let id = id
+                .as_deref()
+                .unwrap_or_else(|| panic!("{name}: every server answers"));
+            assert!(
+                id.len() == 40 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+                "{name}: a run_id: {id}"
+            );
+        }
+        assert_eq!(
+            s.usage.homes().await.unwrap(),
+            homes,
+            "{name}: stable while nothing fails over"
+        );
+        if name != "redis-cluster" {
+            assert_eq!(s.usage.home_of(21), 0, "{name}");
+        }
+    }
+}

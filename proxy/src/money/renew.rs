@@ -32,6 +32,11 @@ impl LiveHolds {
         }
     }
 
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.0.lock().map(|m| m.is_empty()).unwrap_or(true)
+    }
+
     fn snapshot(&self) -> Vec<(String, i64)> {
         self.0
             .lock()

@@ -11,14 +11,18 @@
 //!
 //! A step that fails is retried a few times (a retry after a step that did run finds the hold
 //! resolved and appends the event again, charged nothing: the settler books a request id once,
-//! the first time); if the store stays down, the event is written to the error log in full (so it
-//! can be replayed) and counted in `usage_events_lost_total`, and the hold is left to the
-//! reconciler.
+//! the first time); if the store stays down, the end is handed back ([`Unfinished`]): the hold
+//! stays listed for renewal and the proxy's watcher (`money::resend`) runs the money step again
+//! every second until the store takes it, so a call that ended while its shard failed over is
+//! still charged exactly. Only a proxy that stops with ends still waiting writes them to the error
+//! log in full (to be replayed), counts them in `usage_events_lost_total` and leaves their holds
+//! to the reconciler.
 
 use crate::call::Finished;
 use crate::metrics::Metrics;
 use crate::money::admit::Hold;
 use crate::money::price;
+use crate::money::resend::Unfinished;
 use crate::wire::Usage;
 use money::NanoUsd;
 use opstate::{Calls, Finish, Measurement, Settlement, UsageEvent, UsageStream};
@@ -40,12 +44,15 @@ pub(crate) struct Held<'a> {
 /// Settles a finished request: gives its capacity slot (and its gates' slots) back, closes its
 /// hold (if any) at the price of what was served, appends its usage event (every request that
 /// reached a supplier account), and writes one log line.
+///
+/// `Err`: the store never took the end (after a few attempts); the caller keeps it for the
+/// watcher to store ([`Unfinished`]).
 pub(crate) async fn settle(
     f: Finished<'_>,
     held: Held<'_>,
     calls: &dyn Calls,
     metrics: &Metrics,
-) -> Option<UsageEvent> {
+) -> Result<Option<UsageEvent>, Unfinished> {
     let Held { hold, slot, gates } = held;
     let route = f.route.map(|r| r.label()).unwrap_or("unknown");
     let mut event = usage_event(&f);
@@ -96,8 +103,7 @@ pub(crate) async fn settle(
                 metrics.settlements_unresolved.inc();
             }
             None => {
-                tracing::error!(request_id = %f.request_id, "settlement failed; the reconciler resolves the hold after its deadline");
-                metrics.settlements_unresolved.inc();
+                tracing::warn!(request_id = %f.request_id, org = h.org, "call end not stored; the watcher stores it when the store answers");
             }
         }
     }
@@ -136,11 +142,11 @@ pub(crate) async fn settle(
     }
     if let Some(event) = &event {
         metrics.record_tokens(event);
-        if finished.is_none() {
-            lost(metrics, event, "the store did not take the call's end");
-        }
     }
-    event
+    if finished.is_none() {
+        return Err(Unfinished::new(hold.map(|h| (h.org, h.id)), cost, event));
+    }
+    Ok(event)
 }
 
 /// Runs the call's end step, retrying a few times. `None`: the store never answered.
@@ -278,7 +284,7 @@ pub(crate) async fn append(usage: &dyn UsageStream, metrics: &Metrics, event: &U
 }
 
 /// An event the store never took: logged in full (to be replayed) and counted.
-fn lost(metrics: &Metrics, event: &UsageEvent, error: &str) {
+pub(crate) fn lost(metrics: &Metrics, event: &UsageEvent, error: &str) {
     metrics.usage_events_lost.inc();
     let json = serde_json::to_string(event).unwrap_or_default();
     tracing::error!(
