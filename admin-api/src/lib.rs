@@ -23,6 +23,7 @@ pub mod http;
 pub mod keys;
 pub mod ledger;
 pub mod mail;
+pub mod meters;
 pub mod openapi;
 pub mod partner;
 pub mod payments;

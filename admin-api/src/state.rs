@@ -53,6 +53,8 @@ pub struct AppState {
     pub stripe: Option<crate::payments::StripeClient>,
     /// The time the rules read (see [`Clock`]).
     pub clock: Arc<Clock>,
+    /// admin-api's Prometheus figures (`crate::meters`).
+    pub meters: Arc<crate::meters::Meters>,
     /// The model groups in force: `settings.groups` at start, replaced by a configuration reload
     /// (`AppState::set_groups`; the rest of `settings` needs a restart).
     groups: Arc<std::sync::RwLock<Arc<Vec<settings::Group>>>>,
@@ -81,6 +83,10 @@ impl AppState {
         Ok(state)
     }
 
+    #[allow(
+        clippy::expect_used,
+        reason = "the metric names are constants, built by every test"
+    )]
     pub fn new(
         db: DatabaseConnection,
         stores: Stores,
@@ -88,6 +94,10 @@ impl AppState {
         mailer: Mailer,
     ) -> AppState {
         let groups = Arc::new(settings.groups.clone());
+        let labels = settings
+            .metrics
+            .as_ref()
+            .map_or(0, |m| m.organization_labels);
         AppState {
             hasher: KeyHasher::new(&settings.security.key_pepper),
             env: env_of(&settings),
@@ -100,6 +110,9 @@ impl AppState {
             stale_wallets: Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new())),
             stripe: None,
             clock: Arc::new(Clock::default()),
+            meters: Arc::new(
+                crate::meters::Meters::new(labels).expect("admin-api's metric names are valid"),
+            ),
             groups: Arc::new(std::sync::RwLock::new(groups)),
         }
     }
@@ -138,6 +151,11 @@ impl AppState {
         if let Ok(mut s) = self.stale_wallets.lock() {
             s.insert(org);
         }
+    }
+
+    /// How many organizations wait for a wallet reload.
+    pub fn stale_wallet_count(&self) -> usize {
+        self.stale_wallets.lock().map_or(0, |s| s.len())
     }
 
     /// Takes the organizations marked for a wallet reload.

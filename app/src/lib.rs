@@ -92,6 +92,8 @@ pub struct App {
     stores: Stores,
     metrics: Arc<Metrics>,
     admin: Option<(TcpListener, AppState)>,
+    /// admin-api's figures, when this deployment hosts admin-api.
+    admin_meters: Option<Arc<admin_api::meters::Meters>>,
     metrics_listener: Option<TcpListener>,
     gateway_listener: Option<TcpListener>,
     addresses: Addresses,
@@ -154,6 +156,10 @@ impl App {
             let loaded = admin_api::workers::start(&state, &mut tasks, stop_rx.clone())
                 .await
                 .map_err(StartError::AdminApi)?;
+            if role == Role::Proxy {
+                // Embedded: admin-api's figures on the proxy's endpoint.
+                state.meters.register_in(metrics.registry());
+            }
             let listener = bind("admin.listen", bind_at).await?;
             let addr = local_addr("admin.listen", &listener)?;
             tracing::info!(admin = %addr, keys = loaded, "admin-api ready");
@@ -186,6 +192,11 @@ impl App {
                 Err(_) if upgrading => None,
                 Err(e) => return Err(e),
             },
+            // A separate admin-api serves its own figures where `admin_listen` says.
+            (Some(m), Role::AdminApi) => match m.admin_listen {
+                Some(at) => Some(bind("metrics.admin_listen", at).await?),
+                None => None,
+            },
             _ => None,
         };
         let metrics_addr = match &metrics_listener {
@@ -201,6 +212,7 @@ impl App {
             settings,
             stores,
             metrics,
+            admin_meters: admin.as_ref().map(|(_, state)| state.meters.clone()),
             admin,
             metrics_listener,
             gateway_listener: None,
@@ -269,9 +281,19 @@ impl App {
             });
         }
         if let Some(listener) = self.metrics_listener.take() {
-            let (gateway, stop) = (self.gateway(), self.stop_rx.clone());
-            self.tasks
-                .spawn(proxy::serve_metrics(listener, gateway, stop));
+            let stop = self.stop_rx.clone();
+            match (self.role, &self.admin_meters) {
+                (Role::AdminApi, Some(meters)) => {
+                    let meters = meters.clone();
+                    self.tasks
+                        .spawn(admin_api::http::serve_meters(listener, meters, stop));
+                }
+                _ => {
+                    let gateway = self.gateway();
+                    self.tasks
+                        .spawn(proxy::serve_metrics(listener, gateway, stop));
+                }
+            }
         }
         if let Some(addr) = self.metrics_later.take() {
             let (gateway, mut stop) = (self.gateway(), self.stop_rx.clone());

@@ -99,12 +99,60 @@ fn apply(shared: &Shared, new: Settings) -> Vec<String> {
 /// Sets the gauges read at scrape time (each account's estimated capacity).
 pub(crate) fn refresh_gauges(shared: &Shared) {
     let live = shared.live();
+    // Each configured downgrade's series exists before its first use.
+    for model in &live.settings.models {
+        if let Some(to) = &model.downgrade_to {
+            shared
+                .metrics
+                .downgrades
+                .with_label_values(&[model.id.as_str(), to.as_str()]);
+        }
+    }
     for u in live.accounts.all() {
         shared
             .metrics
             .account_capacity
             .with_label_values(&[u.account.id.as_str()])
             .set(i64::from(u.estimate.now()));
+    }
+}
+
+/// Reads what only the store knows, for a scrape (bounded by 1 s): which accounts cool down now,
+/// counted per model, and whether the store answered (`tollgate_store_up`).
+pub(crate) async fn refresh_store_gauges(shared: &Shared) {
+    let live = shared.live();
+    let accounts: Vec<&settings::Account> =
+        live.accounts.all().iter().map(|u| &u.account).collect();
+    let ids: Vec<&str> = accounts.iter().map(|a| a.id.as_str()).collect();
+    let m = &shared.metrics;
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(1),
+        shared.stores().cooldowns.remaining(&ids),
+    )
+    .await;
+    let cooling = match read {
+        Ok(Ok(c)) => {
+            m.store_up.set(1);
+            c
+        }
+        _ => {
+            m.store_up.set(0);
+            return;
+        }
+    };
+    let mut per_model: std::collections::BTreeMap<&str, (i64, i64)> = Default::default();
+    for (account, cool) in accounts.iter().zip(&cooling) {
+        for model in &account.models {
+            let e = per_model.entry(model.as_str()).or_default();
+            e.0 += 1;
+            e.1 += i64::from(cool.is_some());
+        }
+    }
+    for (model, (all, cool)) in per_model {
+        m.model_accounts.with_label_values(&[model]).set(all);
+        m.model_accounts_cooling
+            .with_label_values(&[model])
+            .set(cool);
     }
 }
 

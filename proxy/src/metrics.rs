@@ -55,6 +55,15 @@ pub struct Metrics {
     /// Settlements that found the wallet mirror below its open holds (charged nothing; the
     /// mirror is reported unreconciled until reloaded from the ledger).
     pub wallets_below_holds: IntCounter,
+    /// Accounts configured for each model, and those of them cooling down now (read from the
+    /// store at each scrape).
+    pub model_accounts: IntGaugeVec,
+    pub model_accounts_cooling: IntGaugeVec,
+    /// Calls that reached a supplier account, by account and the status class of the answer
+    /// (`2xx`, `4xx`, `5xx`, `other`).
+    pub account_calls: IntCounterVec,
+    /// 1 when the operational store answered the scrape's read, else 0.
+    pub store_up: prometheus::IntGauge,
     /// Calls' ends the store did not take, waiting in this proxy to be stored again.
     pub call_ends_waiting: prometheus::IntGauge,
     /// Calls' ends stored again because the server keeping their money changed (a failover or a
@@ -168,6 +177,40 @@ impl Metrics {
                     "Settlements that found the wallet mirror below its open holds (charged nothing)",
                 ),
             )?,
+            model_accounts: build(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new("model_accounts", "Accounts configured for a model"),
+                    &["model"],
+                ),
+            )?,
+            model_accounts_cooling: build(
+                &r,
+                IntGaugeVec::new(
+                    Opts::new(
+                        "model_accounts_cooling",
+                        "Accounts of a model cooling down now",
+                    ),
+                    &["model"],
+                ),
+            )?,
+            account_calls: build(
+                &r,
+                IntCounterVec::new(
+                    Opts::new(
+                        "account_calls_total",
+                        "Calls that reached a supplier account, by account and status class",
+                    ),
+                    &["account", "status_class"],
+                ),
+            )?,
+            store_up: build(
+                &r,
+                prometheus::IntGauge::new(
+                    "store_up",
+                    "1 when the operational store answered the last scrape's read",
+                ),
+            )?,
             call_ends_waiting: build(
                 &r,
                 prometheus::IntGauge::new(
@@ -246,6 +289,36 @@ impl Metrics {
             )?,
             registry: r,
         })
+        .inspect(|m| {
+            // Fixed label sets exist from the start: an alert or a rate over a series that
+            // appears later cannot tell "none yet" from "not exported".
+            for result in ["ok", "failed"] {
+                m.reloads.with_label_values(&[result]);
+            }
+            for reason in ["unstored", "failover"] {
+                m.call_ends_redone.with_label_values(&[reason]);
+            }
+            for reason in ["rate_limited", "server_error", "unreachable"] {
+                m.failovers.with_label_values(&[reason]);
+                m.cooldowns.with_label_values(&[reason]);
+            }
+            for layer in ["global", "pool", "key_concurrency", "key_rate", "queue_full"] {
+                m.limits_hit.with_label_values(&[layer]);
+            }
+        })
+    }
+
+    /// Counts a call that reached supplier account `account` and was answered `status`.
+    pub(crate) fn account_call(&self, account: &str, status: u16) {
+        let class = match status {
+            200..=299 => "2xx",
+            400..=499 => "4xx",
+            500..=599 => "5xx",
+            _ => "other",
+        };
+        self.account_calls
+            .with_label_values(&[account, class])
+            .inc();
     }
 
     /// Counts a classified request in flight (until [`Metrics::finished`]).
@@ -301,6 +374,11 @@ impl Metrics {
                 .with_label_values(&[e.model_served.as_str(), kind, measurement])
                 .inc_by(n);
         }
+    }
+
+    /// The registry every collector is in (an embedded admin-api adds its own there).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
     }
 
     /// The Prometheus text exposition of every collector.

@@ -165,6 +165,7 @@ pub async fn serve_metrics(
                 let gateway = scraped.clone();
                 async move {
                     crate::control::refresh_gauges(&gateway.shared);
+                    crate::control::refresh_store_gauges(&gateway.shared).await;
                     (
                         [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
                         gateway.shared.metrics.render(),

@@ -496,3 +496,27 @@ fn usage_retention_is_a_bounded_number_of_days_or_absent() {
         );
     }
 }
+
+#[test]
+fn metrics_labels_are_capped_and_addresses_checked() {
+    let with = |extra: &str| {
+        VALID.replace(
+            "[database]",
+            &format!("[metrics]\nlisten = \"127.0.0.1:9090\"\n{extra}\n\n[database]"),
+        )
+    };
+    let s = parse(&with("")).unwrap();
+    let m = s.metrics.unwrap();
+    assert_eq!((m.admin_listen, m.organization_labels), (None, 0));
+    let s = parse(&with(
+        "admin_listen = \"127.0.0.1:9091\"\norganization_labels = 50",
+    ))
+    .unwrap();
+    let m = s.metrics.unwrap();
+    assert_eq!(m.admin_listen, Some("127.0.0.1:9091".parse().unwrap()));
+    assert_eq!(m.organization_labels, 50);
+    let e = error_of(&with("organization_labels = 1001"));
+    assert_eq!(e.path, "metrics.organization_labels");
+    let e = error_of(&with("admin_listen = \"localhost:1\""));
+    assert_eq!(e.path, "metrics.admin_listen");
+}

@@ -247,6 +247,36 @@ pub async fn serve(
         .await
 }
 
+/// Serves a separate admin-api's Prometheus figures (`GET /metrics` at `[metrics] admin_listen`)
+/// until `shutdown` turns true; nothing else answers there.
+pub async fn serve_meters(
+    listener: TcpListener,
+    meters: std::sync::Arc<crate::meters::Meters>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let meters = meters.clone();
+            async move {
+                (
+                    [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                    meters.render(),
+                )
+            }
+        }),
+    );
+    let stop = async move {
+        let _ = shutdown.wait_for(|s| *s).await;
+    };
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
+        .await
+    {
+        tracing::error!(error = %e, "admin-api metrics listener stopped");
+    }
+}
+
 /// `GET /partner/v1/openapi.json`: the generated description of the partner and billing APIs.
 async fn openapi_json() -> Response {
     axum::Json(crate::openapi::document()).into_response()

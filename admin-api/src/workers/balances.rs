@@ -11,6 +11,18 @@ pub async fn run(state: AppState, every: Duration, mut shutdown: watch::Receiver
         match crate::services::watch::watch_once(&state).await {
             Ok(pass) if pass != Default::default() => {
                 tracing::info!(?pass, "balance watcher acted");
+                let actions = &state.meters.rule_actions;
+                for (action, n) in [
+                    ("alert_sent", pass.alerts_sent),
+                    ("allocated", pass.allocated),
+                    ("allocation_refused", pass.refused),
+                    ("recharged", pass.recharged),
+                    ("recharge_declined", pass.declined),
+                ] {
+                    actions
+                        .with_label_values(&[action])
+                        .inc_by(u64::try_from(n).unwrap_or(0));
+                }
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "balance watcher pass failed; retrying"),

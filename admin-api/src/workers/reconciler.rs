@@ -30,15 +30,17 @@ pub async fn run(state: AppState, every: Duration, mut shutdown: watch::Receiver
 pub async fn reconcile_once(state: &AppState) -> Result<usize, opstate::StoreError> {
     let wallets = &state.stores.wallets;
     let mut resolved = 0;
+    let (mut holding, mut reserved) = (0i64, money::NanoUsd::ZERO);
     for org in wallets.holding_orgs().await? {
         // A mirror a settlement found below its open holds is reloaded from the ledger by the
         // keeper (until then the billing balance answers 503).
-        if wallets
-            .snapshot(org)
-            .await?
-            .is_some_and(|snapshot| snapshot.unreconciled)
-        {
+        let snapshot = wallets.snapshot(org).await?;
+        if snapshot.as_ref().is_some_and(|s| s.unreconciled) {
             state.wallet_stale(org);
+        }
+        if let Some(s) = snapshot.filter(|s| s.reserved.is_positive()) {
+            holding += 1;
+            reserved = reserved.checked_add(s.reserved).unwrap_or(reserved);
         }
         for hold in wallets.expired(org).await? {
             let meta: Option<HoldMeta> = serde_json::from_str(&hold.meta).ok();
@@ -58,6 +60,7 @@ pub async fn reconcile_once(state: &AppState) -> Result<usize, opstate::StoreErr
                 Settlement::Unknown | Settlement::Missing => continue,
             };
             resolved += 1;
+            state.meters.holds_expired.inc();
             tracing::warn!(org, hold = %hold.hold_id, charged = %charged, "expired hold settled at its estimate (its gateway died)");
             let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
             let event = UsageEvent {
@@ -95,6 +98,14 @@ pub async fn reconcile_once(state: &AppState) -> Result<usize, opstate::StoreErr
             };
             state.stores.usage.append(&event).await?;
         }
+    }
+    let m = &state.meters;
+    m.wallets_holding.set(holding);
+    m.holds_reserved.set(reserved.nanos() as f64 / 1e9);
+    m.wallets_unreconciled
+        .set(i64::try_from(state.stale_wallet_count()).unwrap_or(i64::MAX));
+    if let Ok(backlog) = state.stores.usage.backlog().await {
+        m.backlog.set(i64::try_from(backlog).unwrap_or(i64::MAX));
     }
     Ok(resolved)
 }

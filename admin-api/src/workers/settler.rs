@@ -356,6 +356,9 @@ async fn settle_batch<'a>(
         }
     }
     txn.commit().await?;
+    state
+        .meters
+        .booked(fresh.iter().map(|c| (c.event, c.charged)));
     Ok(Some(confirmations))
 }
 

@@ -22,6 +22,7 @@ use tollgate::{App, Role, Stop};
 mod cli;
 mod crash;
 mod lifecycle;
+mod observe;
 
 /// The gateway's test configuration: two accounts, the second unreachable, a text group.
 fn config(mock_url: &str, dead_url: &str) -> String {

@@ -142,6 +142,7 @@ pub(crate) async fn settle(
     }
     if let Some(event) = &event {
         metrics.record_tokens(event);
+        metrics.account_call(&event.account_id, event.status);
     }
     if finished.is_none() {
         return Err(Unfinished::new(hold.map(|h| (h.org, h.id)), cost, event));
