@@ -55,6 +55,8 @@ pub struct AppState {
     pub clock: Arc<Clock>,
     /// admin-api's Prometheus figures (`crate::meters`).
     pub meters: Arc<crate::meters::Meters>,
+    /// The tracer of `[telemetry]` (set by the binaries); `None`: requests are not traced.
+    pub tracer: Option<opentelemetry_sdk::trace::SdkTracer>,
     /// The model groups in force: `settings.groups` at start, replaced by a configuration reload
     /// (`AppState::set_groups`; the rest of `settings` needs a restart).
     groups: Arc<std::sync::RwLock<Arc<Vec<settings::Group>>>>,
@@ -113,6 +115,7 @@ impl AppState {
             meters: Arc::new(
                 crate::meters::Meters::new(labels).expect("admin-api's metric names are valid"),
             ),
+            tracer: None,
             groups: Arc::new(std::sync::RwLock::new(groups)),
         }
     }

@@ -10,6 +10,7 @@
 //! tracked tasks, and start-up failures as one typed [`StartError`]. Owns no request or money rule.
 
 pub mod logging;
+pub mod telemetry;
 
 use admin_api::AppState;
 use opstate::Stores;
@@ -31,6 +32,9 @@ pub enum StartError {
     /// The metrics registry refused a collector (a programming error).
     #[error("metrics: {0}")]
     Metrics(String),
+    /// The OTLP exporter of `[telemetry]` could not be built.
+    #[error("{0}")]
+    Telemetry(String),
     /// Redis did not answer at `redis.url` (or no node of `redis.cluster` did).
     #[error("redis: {0}")]
     Redis(String),
@@ -94,6 +98,8 @@ pub struct App {
     admin: Option<(TcpListener, AppState)>,
     /// admin-api's figures, when this deployment hosts admin-api.
     admin_meters: Option<Arc<admin_api::meters::Meters>>,
+    /// The traces of `[telemetry]` (shut down, exporting what is queued, when serving ends).
+    traces: Option<Arc<telemetry::Traces>>,
     metrics_listener: Option<TcpListener>,
     gateway_listener: Option<TcpListener>,
     addresses: Addresses,
@@ -134,6 +140,9 @@ impl App {
         upgrading: bool,
     ) -> Result<App, StartError> {
         let metrics = Arc::new(Metrics::new().map_err(|e| StartError::Metrics(e.to_string()))?);
+        let traces = telemetry::Traces::start(&settings.telemetry)
+            .map_err(StartError::Telemetry)?
+            .map(Arc::new);
         let stores = match &settings.redis {
             Some(r) => Stores::redis_at(&r.url, &r.cluster, &r.key_prefix)
                 .await
@@ -150,9 +159,10 @@ impl App {
                 // Embedded without an address: loopback, a free port.
                 (Role::Proxy, None) => SocketAddr::from(([127, 0, 0, 1], 0)),
             };
-            let state = admin_api::AppState::connect(settings.clone(), stores.clone())
+            let mut state = admin_api::AppState::connect(settings.clone(), stores.clone())
                 .await
                 .map_err(StartError::AdminApi)?;
+            state.tracer = traces.as_ref().map(|t| t.tracer.clone());
             let loaded = admin_api::workers::start(&state, &mut tasks, stop_rx.clone())
                 .await
                 .map_err(StartError::AdminApi)?;
@@ -213,6 +223,7 @@ impl App {
             stores,
             metrics,
             admin_meters: admin.as_ref().map(|(_, state)| state.meters.clone()),
+            traces,
             admin,
             metrics_listener,
             gateway_listener: None,
@@ -265,6 +276,9 @@ impl App {
             Gateway::with_admin(settings, stores, self.metrics.clone(), self.addresses.admin);
         if let Some(book) = &self.video_tasks {
             gateway.set_video_tasks(book.clone());
+        }
+        if let Some(traces) = &self.traces {
+            gateway.set_tracer(traces.tracer.clone());
         }
         self.gateway = Some(gateway.clone());
         gateway
@@ -337,6 +351,9 @@ impl App {
         }
         self.stop.stop();
         while self.tasks.join_next().await.is_some() {}
+        if let Some(traces) = self.traces.take() {
+            let _ = tokio::task::spawn_blocking(move || traces.shutdown()).await;
+        }
         Ok(())
     }
 }
@@ -514,6 +531,9 @@ pub fn run_proxy(
             tracing::warn!("background work did not stop in time");
         }
     });
+    if let Some(traces) = app.traces.take() {
+        traces.shutdown();
+    }
     // Only this process's own pid file (after an upgrade it names the new process).
     let ours =
         std::fs::read_to_string(pid_file).is_ok_and(|t| t.trim() == std::process::id().to_string());

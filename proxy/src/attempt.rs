@@ -40,7 +40,10 @@ pub(crate) async fn peer(s: &Shared, ctx: &mut RequestCtx) -> pingora::Result<Bo
             continue;
         }
         match upstream.address().await {
-            Ok(addr) => return Ok(Box::new(accounts::peer(upstream, addr, server))),
+            Ok(addr) => {
+                ctx.trace.attempt(&upstream.account.id);
+                return Ok(Box::new(accounts::peer(upstream, addr, server)));
+            }
             Err(e) => {
                 tracing::warn!(account = %upstream.account.id, error = %e, "cannot resolve supplier")
             }
@@ -56,6 +59,8 @@ pub(crate) fn connect_failed(ctx: &mut RequestCtx, peer: &HttpPeer, e: &mut Erro
         tracing::warn!(request_id = %ctx.request_id, account = %id, %peer, error = %e, "supplier connection failed");
         let duration = Duration::from_millis(ctx.live.settings.routing.error_cooldown_ms);
         let reason = Reason::Unreachable;
+        ctx.trace
+            .attempt_ended("connection_failed".into(), Some((reason.label(), duration)));
         ctx.attempts
             .to_cool
             .push(Cooling::new(account, reason, duration));
@@ -77,6 +82,12 @@ pub(crate) async fn judge(
         return Ok(());
     };
     let verdict = cooldown::judge(upstream_response, &ctx.live.settings.routing);
+    let cooled = match &verdict {
+        cooldown::Verdict::Cool { reason, duration } => Some((reason.label(), *duration)),
+        cooldown::Verdict::Pass => None,
+    };
+    ctx.trace
+        .attempt_ended(upstream_response.status.as_u16().to_string(), cooled);
     let cooldown::Verdict::Cool { reason, duration } = verdict else {
         if upstream_response.status.is_success() {
             remember_session(s, ctx, account).await;

@@ -37,6 +37,8 @@ pub struct RequestCtx {
     pub(crate) attempts: Attempts,
     /// Phase 6 (`answer.rs`).
     pub(crate) answer: Answer,
+    /// The call's trace marks, written as spans in `logging` (`telemetry.rs`).
+    pub(crate) trace: crate::telemetry::CallTrace,
 }
 
 /// What admission learned: the caller, the call, its hold.
@@ -152,6 +154,7 @@ impl RequestCtx {
             admission: Admission::default(),
             attempts: Attempts::default(),
             answer: Answer::default(),
+            trace: crate::telemetry::CallTrace::default(),
         }
     }
 

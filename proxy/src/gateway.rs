@@ -11,6 +11,7 @@ use crate::ctx::RequestCtx;
 use crate::errors::GatewayError;
 use crate::meter::Meter;
 use crate::route::cooldown::{Cooling, Reason};
+use crate::telemetry::{self, CallTrace};
 use crate::{admission, attempt, respond, shared::Shared};
 use crate::{money::settle, upstream::rewrite};
 use async_trait::async_trait;
@@ -43,7 +44,8 @@ impl ProxyHttp for Gateway {
         session: &mut Session,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<bool> {
-        match admission::prepare(&self.shared, session, ctx).await {
+        ctx.trace = CallTrace::begin(self.shared.tracer.get(), session.req_header());
+        let answered = match admission::prepare(&self.shared, session, ctx).await {
             Ok(answered) => Ok(answered),
             Err(_) if session.response_written().is_some() => {
                 Error::e_explain(ErrorType::WriteError, "cut")
@@ -55,7 +57,15 @@ impl ProxyHttp for Gateway {
                     Some(respond::error(session, surface, &e, &ctx.request_id, timing).await?);
                 Ok(true)
             }
-        }
+        };
+        let outcome = match (ctx.admission.refusal, &answered) {
+            (Some(refusal), _) => refusal,
+            (None, Ok(false)) => "admitted",
+            (None, Ok(true)) => "answered",
+            (None, Err(_)) => "cut",
+        };
+        ctx.trace.admitted(outcome);
+        answered
     }
 
     /// Select the next untried account of the decision (admin routes: admin-api).
@@ -103,6 +113,10 @@ impl ProxyHttp for Gateway {
         let sent = (&call.bodies, call.model.model.id.as_str(), call.stream);
         let (format, body) = rewrite::for_account(upstream_request, upstream, route, sent)?;
         (ctx.attempts.format, ctx.attempts.sending) = (format, body);
+        if upstream.account.forward_traceparent && ctx.trace.on() {
+            let arrival = telemetry::at_ms(ctx.started_at_ms);
+            ctx.trace.inject(arrival, upstream_request);
+        }
         Ok(())
     }
 
@@ -232,7 +246,42 @@ impl ProxyHttp for Gateway {
             slot,
             gates: &gates,
         };
-        match settle::settle(finished, held, calls, &s.metrics).await {
+        let settling = std::time::SystemTime::now();
+        let settled = settle::settle(finished, held, calls, &s.metrics).await;
+        if ctx.trace.on() {
+            let (event, stored) = match &settled {
+                Ok(event) => (event.as_ref(), true),
+                Err(unfinished) => (unfinished.event(), false),
+            };
+            let served_by = ctx
+                .attempts
+                .tried
+                .last()
+                .and_then(|&i| live.accounts.get(i))
+                .map(|u| (u.account.id.as_str(), u.account.provider));
+            let described = telemetry::Described {
+                route: ctx.route,
+                request_id: &ctx.request_id,
+                status,
+                model_requested: ctx
+                    .admission
+                    .call
+                    .as_ref()
+                    .map(|c| c.requested_model.as_str()),
+                downgraded_from: ctx.attempts.downgraded_from.as_deref(),
+                served_by,
+                caller: ctx
+                    .admission
+                    .caller
+                    .as_ref()
+                    .map(|k| (k.org_id, k.key_id, k.group_id)),
+                event,
+                stored,
+            };
+            let arrival = telemetry::at_ms(ctx.started_at_ms);
+            ctx.trace.finish(arrival, settling, &described);
+        }
+        match settled {
             Ok(event) => s.recent.keep(event),
             Err(unfinished) => {
                 // Its hold stays open (renewed) until the watcher stores the end.

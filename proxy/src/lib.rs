@@ -34,6 +34,7 @@ mod respond;
 mod route;
 pub mod server;
 mod shared;
+mod telemetry;
 mod upstream;
 pub mod video;
 mod wire;

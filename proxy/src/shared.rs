@@ -53,6 +53,9 @@ pub(crate) struct Shared {
     /// Video task records, given by the binaries (`set_video_tasks`: the ledger database's);
     /// unset: the video routes answer 503.
     pub tasks: std::sync::OnceLock<std::sync::Arc<dyn opstate::TaskBook>>,
+    /// The tracer of `[telemetry]`, given by the binaries (`Gateway::set_tracer`); unset: calls
+    /// are not traced.
+    pub tracer: std::sync::OnceLock<opentelemetry_sdk::trace::SdkTracer>,
     /// The gateway's own supplier calls (video tasks).
     pub supplier: crate::upstream::direct::Client,
     /// Key records kept in this proxy (on Redis, `redis.key_cache_ms` > 0; see
@@ -102,6 +105,7 @@ impl Shared {
             live_holds: LiveHolds::default(),
             recent,
             tasks: std::sync::OnceLock::new(),
+            tracer: std::sync::OnceLock::new(),
             supplier: crate::upstream::direct::Client::default(),
             key_cache,
         }

@@ -23,6 +23,7 @@ pub(crate) struct RawAccount {
     pub max_concurrency: Option<u32>,
     #[serde(default)]
     pub forward_headers: Vec<String>,
+    pub forward_traceparent: Option<bool>,
 }
 
 /// The API family an account speaks (`provider = "openai" | "anthropic" | "gemini"`).
@@ -49,6 +50,10 @@ pub struct Account {
     /// Client request headers forwarded to this account besides its provider's own (lowercase
     /// names; e.g. a self-hosted supplier's routing header). Credentials never are.
     pub forward_headers: Vec<String>,
+    /// With `[telemetry]` on, a traced call sends this account a W3C `traceparent` naming the
+    /// call's span (its spans join the trace); default false (a supplier learns nothing of the
+    /// caller's trace).
+    pub forward_traceparent: bool,
 }
 
 impl fmt::Debug for Account {
@@ -62,6 +67,7 @@ impl fmt::Debug for Account {
             .field("capabilities", &self.capabilities)
             .field("max_concurrency", &self.max_concurrency)
             .field("forward_headers", &self.forward_headers)
+            .field("forward_traceparent", &self.forward_traceparent)
             .finish()
     }
 }
@@ -153,6 +159,7 @@ pub(crate) fn validate(
         capabilities,
         max_concurrency,
         forward_headers,
+        forward_traceparent: a.forward_traceparent.unwrap_or(false),
     })
 }
 

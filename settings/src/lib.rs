@@ -27,6 +27,7 @@ mod redis;
 mod routing;
 mod security;
 mod server;
+mod telemetry;
 mod values;
 mod video;
 
@@ -44,6 +45,7 @@ pub use redis::{DEFAULT_KEY_CACHE_MS, Redis};
 pub use routing::Routing;
 pub use security::Security;
 pub use server::{Environment, Server};
+pub use telemetry::Telemetry;
 pub use video::Video;
 
 use error::err;
@@ -77,6 +79,8 @@ struct RawConfig {
     #[serde(default)]
     payments: payments::RawPayments,
     #[serde(default)]
+    telemetry: telemetry::RawTelemetry,
+    #[serde(default)]
     models: Vec<models::RawModel>,
     #[serde(default)]
     accounts: Vec<accounts::RawAccount>,
@@ -90,6 +94,8 @@ pub struct Settings {
     pub server: Server,
     pub admin: Admin,
     pub metrics: Option<Metrics>,
+    /// OpenTelemetry traces (`[telemetry]`; off without `otlp_endpoint`).
+    pub telemetry: Telemetry,
     pub database: Option<Database>,
     pub redis: Option<Redis>,
     pub security: Security,
@@ -155,6 +161,7 @@ fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, ConfigError> {
     let server = server::validate(&raw.server)?;
     let admin = admin::validate(&raw.admin)?;
     let metrics = metrics::validate(raw.metrics.as_ref())?;
+    let telemetry = telemetry::validate(&raw.telemetry)?;
     let database = database::validate(raw.database.as_ref(), env)?;
     if admin.embedded && database.is_none() {
         return Err(err(
@@ -215,6 +222,7 @@ fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, ConfigError> {
         server,
         admin,
         metrics,
+        telemetry,
         database,
         redis,
         security,

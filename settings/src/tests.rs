@@ -368,6 +368,7 @@ fn the_example_lists_every_setting() {
         include_str!("server.rs"),
         include_str!("admin.rs"),
         include_str!("metrics.rs"),
+        include_str!("telemetry.rs"),
         include_str!("database.rs"),
         include_str!("redis.rs"),
         include_str!("security.rs"),
@@ -398,6 +399,7 @@ fn the_example_lists_every_setting() {
         ("RawServer", "server"),
         ("RawAdmin", "admin"),
         ("RawMetrics", "metrics"),
+        ("RawTelemetry", "telemetry"),
         ("RawDatabase", "database"),
         ("RawRedis", "redis"),
         ("RawSecurity", "security"),
@@ -519,4 +521,56 @@ fn metrics_labels_are_capped_and_addresses_checked() {
     assert_eq!(e.path, "metrics.organization_labels");
     let e = error_of(&with("admin_listen = \"localhost:1\""));
     assert_eq!(e.path, "metrics.admin_listen");
+}
+
+#[test]
+fn telemetry_is_off_by_default_and_checked_when_on() {
+    let s = parse(VALID).unwrap();
+    assert_eq!(s.telemetry, Telemetry::default());
+    assert_eq!(s.telemetry.traces_url(), None);
+    let with =
+        |body: &str| VALID.replace("[database]", &format!("[telemetry]\n{body}\n\n[database]"));
+    let s = parse(&with(
+        "otlp_endpoint = \"http://127.0.0.1:4318/\"\nsample_ratio = 0.25\nservice_name = \"edge-eu\"",
+    ))
+    .unwrap();
+    assert_eq!(
+        s.telemetry.traces_url().as_deref(),
+        Some("http://127.0.0.1:4318/v1/traces")
+    );
+    assert_eq!(
+        (s.telemetry.sample_ratio, s.telemetry.service_name.as_str()),
+        (0.25, "edge-eu")
+    );
+    for (body, path) in [
+        (
+            "otlp_endpoint = \"127.0.0.1:4318\"",
+            "telemetry.otlp_endpoint",
+        ),
+        (
+            "otlp_endpoint = \"ftp://collector\"",
+            "telemetry.otlp_endpoint",
+        ),
+        (
+            "otlp_endpoint = \"http://user:pw@collector\"",
+            "telemetry.otlp_endpoint",
+        ),
+        ("sample_ratio = 1.5", "telemetry.sample_ratio"),
+        ("sample_ratio = -0.1", "telemetry.sample_ratio"),
+        ("service_name = \"\"", "telemetry.service_name"),
+        ("endpoint = \"http://x\"", "telemetry.endpoint"),
+    ] {
+        let e = error_of(&with(body));
+        assert!(e.path.starts_with(path), "{body}: {e:?}");
+    }
+    assert!(
+        !s.accounts[0].forward_traceparent,
+        "off unless the account allows it"
+    );
+    let s = parse(&VALID.replace(
+        "api_key = \"env:KEY_A\"",
+        "api_key = \"env:KEY_A\"\nforward_traceparent = true",
+    ))
+    .unwrap();
+    assert!(s.accounts[0].forward_traceparent);
 }

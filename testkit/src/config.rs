@@ -138,6 +138,8 @@ pub struct Account {
     /// `forward_headers`: by default the mock supplier's control headers, so a test can steer the
     /// mock through the gateway (which forwards only an allowlist).
     pub forward_headers: Vec<String>,
+    /// `forward_traceparent`.
+    pub forward_traceparent: bool,
 }
 
 impl Account {
@@ -152,6 +154,7 @@ impl Account {
             capabilities: Vec::new(),
             max_concurrency: None,
             forward_headers: MOCK_CONTROL_HEADERS.iter().map(|h| h.to_string()).collect(),
+            forward_traceparent: false,
         }
     }
 
@@ -183,6 +186,12 @@ impl Account {
 
     pub fn max_concurrency(mut self, n: u32) -> Account {
         self.max_concurrency = Some(n);
+        self
+    }
+
+    /// The account receives a traced call's `traceparent`.
+    pub fn forward_traceparent(mut self) -> Account {
+        self.forward_traceparent = true;
         self
     }
 }
@@ -352,6 +361,9 @@ impl TestConfig {
             let _ = writeln!(out, "models = {}", a.models.toml());
             if !a.capabilities.is_empty() {
                 let _ = writeln!(out, "capabilities = {}", a.capabilities.toml());
+            }
+            if a.forward_traceparent {
+                let _ = writeln!(out, "forward_traceparent = true");
             }
             if !a.forward_headers.is_empty() {
                 let _ = writeln!(out, "forward_headers = {}", a.forward_headers.toml());

@@ -21,6 +21,7 @@ pub(crate) mod pages;
 pub(crate) mod params;
 pub(crate) mod rules;
 mod top_up;
+mod trace;
 pub(crate) mod usage;
 pub(crate) mod webhooks;
 mod write;
@@ -178,6 +179,10 @@ pub fn router(state: AppState) -> Router {
             post(webhooks::stripe).layer(axum::extract::DefaultBodyLimit::max(webhooks::MAX_BODY)),
         )
         .merge(crate::console::routes())
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            trace::span,
+        ))
         .with_state(state)
 }
 

@@ -68,6 +68,11 @@ impl Unfinished {
         Unfinished { hold, cost, event }
     }
 
+    /// Its usage event.
+    pub fn event(&self) -> Option<&UsageEvent> {
+        self.event.as_ref()
+    }
+
     /// The hold it settles: (organization, hold id).
     pub fn hold(&self) -> Option<(i64, &str)> {
         self.hold.as_ref().map(|(org, id)| (*org, id.as_str()))

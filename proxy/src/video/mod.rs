@@ -35,6 +35,13 @@ impl crate::Gateway {
             tracing::warn!("the video task book was already set");
         }
     }
+
+    /// Traces calls on `tracer` (`[telemetry]`; see `crate::telemetry`).
+    pub fn set_tracer(&self, tracer: opentelemetry_sdk::trace::SdkTracer) {
+        if self.shared.tracer.set(tracer).is_err() {
+            tracing::warn!("the tracer was already set");
+        }
+    }
 }
 
 /// The task book the video routes use; `None`: they answer 503.
