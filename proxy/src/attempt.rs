@@ -82,12 +82,14 @@ pub(crate) async fn judge(
         return Ok(());
     };
     let verdict = cooldown::judge(upstream_response, &ctx.live.settings.routing);
-    let cooled = match &verdict {
-        cooldown::Verdict::Cool { reason, duration } => Some((reason.label(), *duration)),
-        cooldown::Verdict::Pass => None,
-    };
-    ctx.trace
-        .attempt_ended(upstream_response.status.as_u16().to_string(), cooled);
+    if ctx.trace.on() {
+        let cooled = match &verdict {
+            cooldown::Verdict::Cool { reason, duration } => Some((reason.label(), *duration)),
+            cooldown::Verdict::Pass => None,
+        };
+        ctx.trace
+            .attempt_ended(upstream_response.status.as_u16().to_string(), cooled);
+    }
     let cooldown::Verdict::Cool { reason, duration } = verdict else {
         if upstream_response.status.is_success() {
             remember_session(s, ctx, account).await;
