@@ -46,20 +46,9 @@ fn exported(exposition: &str) -> (BTreeSet<String>, BTreeSet<String>) {
     (names, labels)
 }
 
-#[tokio::test]
-async fn every_metric_the_dashboard_and_the_alerts_query_is_exported() {
-    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
-    let text = config_builder(&mock.base_url(), "http://127.0.0.1:9")
-        .set("server", "listen", "127.0.0.1:0")
-        .set("metrics", "listen", "127.0.0.1:0")
-        .set("metrics", "organization_labels", 5u64)
-        .model(
-            Model::text("gpt-4o-large", 5.0, 15.0)
-                .family("gpt-4o")
-                .downgrade_to("gpt-4o-mini"),
-        )
-        .toml();
-    let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
+/// An embedded deployment of `text`, serving, and a fresh key of its demo organization.
+async fn embedded(text: &str) -> (tollgate::Running, admin_api::demo::DemoKey) {
+    let settings = Arc::new(Settings::parse(text, &|_| None).unwrap());
     let app = App::build(settings, Role::Proxy).await.unwrap();
     let state = app.admin_state().unwrap().clone();
     let key = admin_api::demo::demo_key(
@@ -74,7 +63,23 @@ async fn every_metric_the_dashboard_and_the_alerts_query_is_exported() {
     admin_api::services::wallets::reload(&state, key.organization_id)
         .await
         .unwrap();
-    let running = app.start();
+    (app.start(), key)
+}
+
+#[tokio::test]
+async fn every_metric_the_dashboard_and_the_alerts_query_is_exported() {
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let text = config_builder(&mock.base_url(), "http://127.0.0.1:9")
+        .set("server", "listen", "127.0.0.1:0")
+        .set("metrics", "listen", "127.0.0.1:0")
+        .set("metrics", "organization_labels", 5u64)
+        .model(
+            Model::text("gpt-4o-large", 5.0, 15.0)
+                .family("gpt-4o")
+                .downgrade_to("gpt-4o-mini"),
+        )
+        .toml();
+    let (running, key) = embedded(&text).await;
     let addresses = running.addresses();
     let base = running.base_url().unwrap();
     let scrape = format!("http://{}/metrics", addresses.metrics.unwrap());
@@ -332,22 +337,7 @@ async fn calls_are_traced_with_the_genai_conventions_and_nothing_secret() {
         ))
         .group(Group::new(1, &["gpt-4o-mini", "dead-model"]))
         .toml();
-    let settings = Arc::new(Settings::parse(&text, &|_| None).unwrap());
-    let app = App::build(settings, Role::Proxy).await.unwrap();
-    let state = app.admin_state().unwrap().clone();
-    let key = admin_api::demo::demo_key(
-        &state.db,
-        state.stores.keys.as_ref(),
-        &state.hasher,
-        state.env,
-        1,
-    )
-    .await
-    .unwrap();
-    admin_api::services::wallets::reload(&state, key.organization_id)
-        .await
-        .unwrap();
-    let running = app.start();
+    let (running, key) = embedded(&text).await;
     let base = running.base_url().unwrap();
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
 
