@@ -32,6 +32,8 @@ pub const ACTIONS: [&str; 5] = [
 /// admin-api's collectors, in a registry of their own.
 pub struct Meters {
     registry: Registry,
+    /// Registers each collector in another registry (`register_in`), one per collector built.
+    all: Vec<Registrar>,
     /// Usage records booked by the settler, by measurement (`exact`, `estimated`).
     pub usage_records: IntCounterVec,
     /// What the booked records charged, USD.
@@ -58,12 +60,21 @@ pub struct Meters {
     pub rule_actions: IntCounterVec,
 }
 
+/// Registers one collector in a registry.
+type Registrar = Box<dyn Fn(&Registry) + Send + Sync>;
+
 fn build<T: Collector + Clone + 'static>(
     registry: &Registry,
+    all: &mut Vec<Registrar>,
     collector: Result<T, prometheus::Error>,
 ) -> Result<T, prometheus::Error> {
     let c = collector?;
     registry.register(Box::new(c.clone()))?;
+    let shared = c.clone();
+    all.push(Box::new(move |r: &Registry| {
+        // Already there (registered twice): left as it is.
+        let _ = r.register(Box::new(shared.clone()));
+    }));
     Ok(c)
 }
 
@@ -71,9 +82,11 @@ impl Meters {
     /// Every collector, with `organization_labels` organizations labelled at most (0: none).
     pub fn new(organization_labels: u32) -> Result<Meters, prometheus::Error> {
         let r = Registry::new_custom(Some("tollgate".into()), None)?;
+        let mut all = Vec::new();
         let organization_spend = if organization_labels > 0 {
             Some(build(
                 &r,
+                &mut all,
                 CounterVec::new(
                     Opts::new(
                         "organization_spend_usd_total",
@@ -88,6 +101,7 @@ impl Meters {
         Ok(Meters {
             usage_records: build(
                 &r,
+                &mut all,
                 IntCounterVec::new(
                     Opts::new(
                         "usage_records_total",
@@ -98,6 +112,7 @@ impl Meters {
             )?,
             spend: build(
                 &r,
+                &mut all,
                 Counter::new(
                     "spend_usd_total",
                     "Amount charged on booked usage records, USD",
@@ -108,6 +123,7 @@ impl Meters {
             cap: usize::try_from(organization_labels).unwrap_or(0),
             settlement_lag: build(
                 &r,
+                &mut all,
                 Gauge::new(
                     "settlement_lag_seconds",
                     "From the end of the newest call of the settler's last batch to its booking",
@@ -115,6 +131,7 @@ impl Meters {
             )?,
             backlog: build(
                 &r,
+                &mut all,
                 IntGauge::new(
                     "settler_backlog_events",
                     "Usage events appended and not yet settled",
@@ -122,6 +139,7 @@ impl Meters {
             )?,
             wallets_holding: build(
                 &r,
+                &mut all,
                 IntGauge::new(
                     "wallets_holding",
                     "Organizations holding money for calls in progress",
@@ -129,6 +147,7 @@ impl Meters {
             )?,
             holds_reserved: build(
                 &r,
+                &mut all,
                 Gauge::new(
                     "holds_reserved_usd",
                     "Money held for calls in progress, USD",
@@ -136,6 +155,7 @@ impl Meters {
             )?,
             wallets_unreconciled: build(
                 &r,
+                &mut all,
                 IntGauge::new(
                     "wallets_unreconciled",
                     "Wallet mirrors that disagree with the ledger, waiting for a reload",
@@ -143,6 +163,7 @@ impl Meters {
             )?,
             holds_expired: build(
                 &r,
+                &mut all,
                 IntCounter::new(
                     "holds_expired_total",
                     "Holds past their deadline settled at their estimate (their gateway died)",
@@ -150,6 +171,7 @@ impl Meters {
             )?,
             rule_actions: build(
                 &r,
+                &mut all,
                 IntCounterVec::new(
                     Opts::new(
                         "balance_rule_actions_total",
@@ -159,6 +181,7 @@ impl Meters {
                 ),
             )?,
             registry: r,
+            all,
         })
         .inspect(|m| {
             // Every fixed label's series exists from the start (a rate over a series that
@@ -214,24 +237,8 @@ impl Meters {
     /// Registers every collector in `registry` too (an embedded admin-api's figures on the
     /// proxy's endpoint); a collector already there is left as it is.
     pub fn register_in(&self, registry: &Registry) {
-        for family in [
-            Box::new(self.usage_records.clone()) as Box<dyn Collector>,
-            Box::new(self.spend.clone()),
-            Box::new(self.settlement_lag.clone()),
-            Box::new(self.backlog.clone()),
-            Box::new(self.wallets_holding.clone()),
-            Box::new(self.holds_reserved.clone()),
-            Box::new(self.wallets_unreconciled.clone()),
-            Box::new(self.holds_expired.clone()),
-            Box::new(self.rule_actions.clone()),
-        ]
-        .into_iter()
-        .chain(
-            self.organization_spend
-                .clone()
-                .map(|c| Box::new(c) as Box<dyn Collector>),
-        ) {
-            let _ = registry.register(family);
+        for register in &self.all {
+            register(registry);
         }
     }
 

@@ -315,22 +315,19 @@ pub(crate) async fn check_homes(
     let Ok(now) = usage.homes().await else {
         return 0;
     };
-    let moved: Vec<usize> = if last.len() == now.len() {
-        (0..now.len())
-            .filter(|&i| matches!((&last[i], &now[i]), (Some(a), Some(b)) if a != b))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    // A server that did not answer keeps its last known identity.
-    if last.len() == now.len() {
-        for (was, is) in last.iter_mut().zip(now) {
-            if is.is_some() {
-                *was = is;
-            }
-        }
-    } else {
+    if last.len() != now.len() {
+        // The first answer (or the layout changed): nothing to compare with.
         *last = now;
+        return 0;
+    }
+    let mut moved = Vec::new();
+    for (i, (was, is)) in last.iter_mut().zip(now).enumerate() {
+        // A server that did not answer keeps its last known identity.
+        let Some(is) = is else { continue };
+        if was.as_ref().is_some_and(|was| *was != is) {
+            moved.push(i);
+        }
+        *was = Some(is);
     }
     if moved.is_empty() {
         return 0;
@@ -773,6 +770,27 @@ mod tests {
                 .with_label_values(&["unstored"])
                 .get(),
             1
+        );
+    }
+
+    #[test]
+    fn past_its_capacity_the_oldest_waiting_end_is_logged_as_lost() {
+        let metrics = Metrics::new().unwrap();
+        let recent = RecentEvents::default();
+        let ends = (0..=CAPACITY)
+            .map(|n| Unfinished::new(None, money::NanoUsd::ZERO, Some(event(&format!("e{n}")))))
+            .collect();
+        recent.wait(ends, &metrics);
+        assert_eq!(
+            metrics.call_ends_waiting.get(),
+            i64::try_from(CAPACITY).unwrap()
+        );
+        assert_eq!(metrics.usage_events_lost.get(), 1, "one end past the bound");
+        let q = recent.unfinished.lock().unwrap();
+        assert_eq!(
+            q.front().and_then(|u| u.event()).unwrap().request_id,
+            "e1",
+            "the oldest went"
         );
     }
 
