@@ -209,17 +209,34 @@ pub async fn partner_fund(
     }))
 }
 
-/// `billing-token create|rotate|revoke`.
+/// `billing-token create|rotate|revoke`, recorded in the organization's audit log as the
+/// operator's command (no console user).
 pub async fn billing_token(state: &AppState, action: &str, org_id: i64) -> Result<Value, String> {
+    let audit = |what: &'static str| crate::services::people::Audit {
+        organization: Some(org_id),
+        partner: None,
+        actor: None,
+        action: what,
+        target: None,
+        detail: json!({ "by": "operator command" }),
+        ip: None,
+    };
     match action {
         "create" | "rotate" => {
-            let secret = billing::issue_token(state, org_id, action == "rotate").await?;
+            let what = if action == "rotate" {
+                "billing_token_rotated"
+            } else {
+                "billing_token_created"
+            };
+            let secret =
+                billing::issue_token(state, org_id, action == "rotate", Some(audit(what))).await?;
             Ok(
                 json!({"organization_id": org_id, "token": secret.expose(), "preview": credentials::preview(secret.expose())}),
             )
         }
         "revoke" => {
-            let n = billing::revoke_token(state, org_id).await?;
+            let n =
+                billing::revoke_token(state, org_id, Some(audit("billing_token_revoked"))).await?;
             Ok(json!({"organization_id": org_id, "revoked_tokens": n}))
         }
         other => Err(format!("unknown billing-token action {other:?}")),
@@ -233,7 +250,8 @@ pub async fn invitation(state: &AppState, action: &str, customer_id: i64) -> Res
         "reissue" => true,
         other => return Err(format!("unknown invitation action {other:?}")),
     };
-    let done = crate::services::invitations::revoke_or_reissue(state, customer_id, reissue).await?;
+    let done =
+        crate::services::invitations::revoke_or_reissue(state, customer_id, reissue, None).await?;
     serde_json::to_value(done).map_err(|e| e.to_string())
 }
 

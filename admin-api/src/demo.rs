@@ -76,11 +76,9 @@ pub async fn demo_key(
         keys::create_key(db, directory, hasher, env, quickstart_key(org.id, group_id)).await?;
     let now = Utc::now();
     let password = crate::services::people::secret()[..20].to_string();
-    let owner = match crate::services::people::find_user(db, DEMO_OWNER).await? {
-        Some(user) => crate::services::people::set_password(db, user, &password, now).await,
-        None => crate::services::people::create_user(db, DEMO_OWNER, &password, now).await,
-    }
-    .map_err(|e| KeyError::Database(sea_orm::DbErr::Custom(e.to_string())))?;
+    let owner = fresh_password(db, DEMO_OWNER, &password, now)
+        .await
+        .map_err(|e| KeyError::Database(sea_orm::DbErr::Custom(e)))?;
     crate::services::people::join_org(db, org.id, owner.id, "owner", now).await?;
     Ok(DemoKey {
         organization_id: org.id,
@@ -237,13 +235,14 @@ pub async fn quickstart(state: &crate::state::AppState, group_id: i64) -> Result
         // fresh invitation): accepted by the owner's address with the password just set.
         let url = match invite_url {
             Some(url) => url,
-            None => invitations::revoke_or_reissue(state, customer_id, true)
+            None => invitations::revoke_or_reissue(state, customer_id, true, None)
                 .await?
                 .invite_url
                 .ok_or("no invitation was issued")?,
         };
+        // The operator's command vouches for the demo owner's address.
         let token = url.rsplit('/').next().unwrap_or_default();
-        invitations::accept(state, token, DEMO_OWNER, Some(&owner_password))
+        invitations::accept_vouched(state, token, owner.id)
             .await
             .map_err(|e| format!("activating the demo customer: {e:?}"))?;
     }
@@ -289,7 +288,8 @@ fn quickstart_key(organization_id: i64, group_id: i64) -> keys::NewKey<'static> 
     }
 }
 
-/// The console user of `email` with `password` (made, or its password replaced).
+/// The console user of `email` with `password` (made, or its password replaced), its address
+/// vouched for by the operator who runs the demo command.
 async fn fresh_password(
     db: &impl ConnectionTrait,
     email: &str,
@@ -301,8 +301,11 @@ async fn fresh_password(
         .await
         .map_err(|e| format!("database: {e}"))?
     {
-        Some(user) => people::set_password(db, user, password, now).await,
-        None => people::create_user(db, email, password, now).await,
+        Some(user) => match people::set_password(db, user, password, now).await {
+            Ok(user) => people::mark_proven(db, user, now).await.map_err(Into::into),
+            Err(e) => Err(e),
+        },
+        None => people::create_user(db, email, password, Some(now), now).await,
     }
     .map_err(|e| format!("console user {email}: {e}"))
 }

@@ -385,8 +385,9 @@ impl InvitationError {
             AlreadyAccepted => StatusCode::CONFLICT,
             EmailMismatch => StatusCode::FORBIDDEN,
             Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-            SignInFailed => StatusCode::UNAUTHORIZED,
+            VerificationFailed => StatusCode::UNAUTHORIZED,
             WeakPassword => StatusCode::BAD_REQUEST,
+            Throttled(_) => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
@@ -400,14 +401,18 @@ impl InvitationError {
             Revoked => "INVITATION_REVOKED",
             EmailMismatch => "INVITATION_EMAIL_MISMATCH",
             Unavailable => "SERVICE_UNAVAILABLE",
-            SignInFailed => "INVITATION_SIGN_IN_FAILED",
+            VerificationFailed => "INVITATION_VERIFICATION_FAILED",
             WeakPassword => "INVITATION_WEAK_PASSWORD",
+            Throttled(_) => "INVITATION_TOO_MANY_ATTEMPTS",
         };
         ErrorEnvelope {
             code: self.status().as_u16(),
             reason: Some(reason),
             message: self.to_string(),
-            metadata: json!({}),
+            metadata: match self {
+                Throttled(secs) => json!({ "retry_after_seconds": secs }),
+                _ => json!({}),
+            },
         }
     }
 }

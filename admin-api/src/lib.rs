@@ -8,7 +8,8 @@
 //! - [`dto`]: the wire types (also the OpenAPI schemas), never entity models;
 //! - [`workers`]: the settler, the reconciler and the key-directory keeper;
 //! - neutral pieces every layer shares: [`caller`] (who calls), [`auth`] (presented tokens),
-//!   [`db`] (connections and write transactions), [`ledger`], [`keys`], [`pricing`], [`error`];
+//!   [`db`] (connections and write transactions), [`ledger`], [`keys`], [`pricing`], [`error`],
+//!   [`text`] (cutting by characters, CSV cells);
 //! - [`payments`]: Stripe Checkout (partner top-ups) and its webhook signatures.
 
 pub mod auth;
@@ -31,6 +32,7 @@ pub mod pricing;
 pub mod services;
 pub mod state;
 pub mod task_book;
+pub mod text;
 pub mod workers;
 
 pub use http::{router, serve};

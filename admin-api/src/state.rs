@@ -120,6 +120,11 @@ impl AppState {
         }
     }
 
+    /// How long console sessions last (`[console]`).
+    pub fn lifetimes(&self) -> crate::services::people::Lifetimes {
+        crate::services::people::Lifetimes::of(&self.settings.console)
+    }
+
     /// `path` under the one public base URL (`server.public_base_url`), e.g. an invitation link.
     pub fn public_url(&self, path: &str) -> String {
         let base = self.settings.server.public_base_url.as_str();

@@ -13,6 +13,9 @@ pub struct Model {
     pub password_hash: String,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+    /// When the address was last proven (a mailed code or reset link, or the operator's demo
+    /// command); `None`: never, and the account proves it at its next sign-in before it acts.
+    pub email_verified_at: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

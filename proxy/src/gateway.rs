@@ -99,7 +99,11 @@ impl ProxyHttp for Gateway {
         if ctx.route == Some(Route::Admin) {
             // admin-api throttles the console's sign-in per client address: it learns it here
             // (whatever the client claimed in the same header is replaced).
-            return rewrite::client_address(upstream_request, session.client_addr());
+            return rewrite::client_address(
+                upstream_request,
+                session.client_addr(),
+                &ctx.live.settings.server,
+            );
         }
         let (Some(route), Some(call), Some(i)) =
             (ctx.route, ctx.admission.call.as_ref(), ctx.current())

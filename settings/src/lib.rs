@@ -15,6 +15,7 @@
 
 mod accounts;
 mod admin;
+mod console;
 mod database;
 mod error;
 mod groups;
@@ -33,6 +34,7 @@ mod video;
 
 pub use accounts::{Account, Capability, Provider};
 pub use admin::Admin;
+pub use console::Console;
 pub use database::Database;
 pub use error::ConfigError;
 pub use groups::{Group, GroupFeature};
@@ -81,6 +83,8 @@ struct RawConfig {
     #[serde(default)]
     telemetry: telemetry::RawTelemetry,
     #[serde(default)]
+    console: console::RawConsole,
+    #[serde(default)]
     models: Vec<models::RawModel>,
     #[serde(default)]
     accounts: Vec<accounts::RawAccount>,
@@ -96,6 +100,8 @@ pub struct Settings {
     pub metrics: Option<Metrics>,
     /// OpenTelemetry traces (`[telemetry]`; off without `otlp_endpoint`).
     pub telemetry: Telemetry,
+    /// The web console's sessions and sign-in rules (`[console]`).
+    pub console: Console,
     pub database: Option<Database>,
     pub redis: Option<Redis>,
     pub security: Security,
@@ -162,6 +168,7 @@ fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, ConfigError> {
     let admin = admin::validate(&raw.admin)?;
     let metrics = metrics::validate(raw.metrics.as_ref())?;
     let telemetry = telemetry::validate(&raw.telemetry)?;
+    let console = console::validate(&raw.console)?;
     let database = database::validate(raw.database.as_ref(), env)?;
     if admin.embedded && database.is_none() {
         return Err(err(
@@ -223,6 +230,7 @@ fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, ConfigError> {
         admin,
         metrics,
         telemetry,
+        console,
         database,
         redis,
         security,

@@ -24,6 +24,7 @@ pub(crate) struct RawServer {
     pub shutdown_grace_ms: Option<u64>,
     pub upgrade_sock: Option<String>,
     pub server_timing: Option<bool>,
+    pub trusted_proxies: Option<Vec<String>>,
 }
 
 /// Which keys this deployment accepts. A production gateway refuses development keys and the
@@ -66,6 +67,61 @@ pub struct Server {
     pub upgrade_sock: std::path::PathBuf,
     /// Whether gateway answers carry `Server-Timing: gateway;dur=…, upstream;dur=…` (default on).
     pub server_timing: bool,
+    /// Networks whose connections are proxies in front of this service (CIDR list, default
+    /// empty): from them, the client is the right-most `X-Forwarded-For` entry outside these
+    /// networks (DESIGN §6c). admin-api also takes the gateway's client header from them (and
+    /// from loopback).
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+}
+
+impl Server {
+    /// Whether `ip` is one of [`Server::trusted_proxies`].
+    pub fn is_trusted_proxy(&self, ip: std::net::IpAddr) -> bool {
+        let ip = canonical(ip);
+        self.trusted_proxies.iter().any(|n| n.contains(&ip))
+    }
+
+    /// The client of a connection from `peer` that carried `forwarded_for` (the
+    /// `X-Forwarded-For` values, in order): the peer itself, or, when the peer is a trusted
+    /// proxy, the right-most forwarded address that is not (every hop trusted: the left-most).
+    /// An entry that is not an IP address stops the walk there: what is left of it was written
+    /// by someone untrusted.
+    pub fn client_ip<'a>(
+        &self,
+        peer: std::net::IpAddr,
+        forwarded_for: impl Iterator<Item = &'a str>,
+    ) -> std::net::IpAddr {
+        let peer = canonical(peer);
+        if !self.is_trusted_proxy(peer) {
+            return peer;
+        }
+        let hops: Vec<&str> = forwarded_for
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            .filter(|h| !h.is_empty())
+            .collect();
+        let mut client = peer;
+        for hop in hops.iter().rev() {
+            match hop.parse::<std::net::IpAddr>() {
+                Ok(ip) => {
+                    client = canonical(ip);
+                    if !self.is_trusted_proxy(client) {
+                        return client;
+                    }
+                }
+                Err(_) => return client,
+            }
+        }
+        client
+    }
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 address it is.
+fn canonical(ip: std::net::IpAddr) -> std::net::IpAddr {
+    match ip {
+        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, std::net::IpAddr::V4),
+        v4 => v4,
+    }
 }
 
 /// Validates `[server]`.
@@ -122,7 +178,22 @@ pub(crate) fn validate(s: &RawServer) -> Result<Server, ConfigError> {
     if body_timeout == 0 {
         return Err(err("server.request_body_timeout_ms", "must be positive"));
     }
+    let mut trusted_proxies = Vec::new();
+    for (i, text) in s.trusted_proxies.iter().flatten().enumerate() {
+        let text = text.trim();
+        let net = text
+            .parse::<ipnet::IpNet>()
+            .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+            .map_err(|_| {
+                err(
+                    format!("server.trusted_proxies[{i}]"),
+                    format!("{text:?} is not a network in CIDR form (e.g. \"10.0.0.0/8\") or an IP address"),
+                )
+            })?;
+        trusted_proxies.push(net.trunc());
+    }
     Ok(Server {
+        trusted_proxies,
         listen,
         public_base_url,
         public_base_url_configured: s.public_base_url.is_some(),

@@ -369,6 +369,7 @@ fn the_example_lists_every_setting() {
         include_str!("admin.rs"),
         include_str!("metrics.rs"),
         include_str!("telemetry.rs"),
+        include_str!("console.rs"),
         include_str!("database.rs"),
         include_str!("redis.rs"),
         include_str!("security.rs"),
@@ -400,6 +401,7 @@ fn the_example_lists_every_setting() {
         ("RawAdmin", "admin"),
         ("RawMetrics", "metrics"),
         ("RawTelemetry", "telemetry"),
+        ("RawConsole", "console"),
         ("RawDatabase", "database"),
         ("RawRedis", "redis"),
         ("RawSecurity", "security"),
@@ -573,4 +575,96 @@ fn telemetry_is_off_by_default_and_checked_when_on() {
     ))
     .unwrap();
     assert!(s.accounts[0].forward_traceparent);
+}
+
+#[test]
+fn console_sessions_and_trusted_proxies_are_checked() {
+    let s = parse(VALID).unwrap();
+    assert_eq!(s.console, Console::default());
+    assert_eq!(s.console.session_idle_minutes, 30);
+    assert_eq!(s.console.session_absolute_hours, 12);
+    assert!(s.server.trusted_proxies.is_empty());
+    let with =
+        |body: &str| VALID.replace("[database]", &format!("[console]\n{body}\n\n[database]"));
+    let s = parse(&with(
+        "session_idle_minutes = 10\nsession_absolute_hours = 2\nrequire_two_factor = true",
+    ))
+    .unwrap();
+    assert_eq!(
+        (
+            s.console.session_idle_minutes,
+            s.console.session_absolute_hours,
+            s.console.require_two_factor
+        ),
+        (10, 2, true)
+    );
+    for (body, path) in [
+        ("session_idle_minutes = 0", "console.session_idle_minutes"),
+        (
+            "session_idle_minutes = 1441",
+            "console.session_idle_minutes",
+        ),
+        (
+            "session_absolute_hours = 0",
+            "console.session_absolute_hours",
+        ),
+        (
+            "session_idle_minutes = 600\nsession_absolute_hours = 2",
+            "console.session_absolute_hours",
+        ),
+        ("sessions = 1", "console.sessions"),
+    ] {
+        let e = error_of(&with(body));
+        assert!(e.path.starts_with(path), "{body}: {e:?}");
+    }
+    let proxies = |list: &str| {
+        VALID.replace(
+            "listen = \"127.0.0.1:8080\"",
+            &format!("listen = \"127.0.0.1:8080\"\ntrusted_proxies = {list}"),
+        )
+    };
+    let e = error_of(&proxies("[\"10.0.0.0/8\", \"not a network\"]"));
+    assert_eq!(e.path, "server.trusted_proxies[1]", "{e:?}");
+    let s = parse(&proxies(
+        "[\"10.0.0.0/8\", \"192.0.2.1\", \"2001:db8::/32\"]",
+    ))
+    .unwrap();
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    let server = &s.server;
+    // Not from a trusted proxy: the peer, whatever it forwarded.
+    assert_eq!(
+        server.client_ip(ip("203.0.113.9"), ["1.1.1.1"].into_iter()),
+        ip("203.0.113.9")
+    );
+    // From a trusted proxy: the right-most untrusted entry.
+    assert_eq!(
+        server.client_ip(
+            ip("10.1.2.3"),
+            ["6.6.6.6, 198.51.100.4, 10.9.9.9"].into_iter()
+        ),
+        ip("198.51.100.4")
+    );
+    assert_eq!(
+        server.client_ip(ip("10.1.2.3"), ["6.6.6.6", "198.51.100.4"].into_iter()),
+        ip("198.51.100.4")
+    );
+    // Every hop trusted: the left-most; nothing forwarded: the proxy itself.
+    assert_eq!(
+        server.client_ip(ip("10.1.2.3"), ["10.0.0.7, 192.0.2.1"].into_iter()),
+        ip("10.0.0.7")
+    );
+    assert_eq!(
+        server.client_ip(ip("10.1.2.3"), std::iter::empty()),
+        ip("10.1.2.3")
+    );
+    // A forged, unparsable entry stops the walk at the last trusted hop.
+    assert_eq!(
+        server.client_ip(ip("10.1.2.3"), ["junk, 10.0.0.8"].into_iter()),
+        ip("10.0.0.8")
+    );
+    // IPv4-mapped IPv6 peers are their IPv4 address.
+    assert_eq!(
+        server.client_ip(ip("::ffff:10.1.2.3"), ["198.51.100.4"].into_iter()),
+        ip("198.51.100.4")
+    );
 }

@@ -18,9 +18,11 @@
 
 mod config;
 mod logs;
+mod mail;
 
 pub use config::{Account, Group, Model, TestConfig};
 pub use logs::{captured_logs, captured_text};
+pub use mail::{INVITEE_PASSWORD, accept_invitation, mailed_codes, next_code};
 
 /// The pepper every test configuration uses.
 pub const PEPPER: &str = "test-pepper-0123456789";

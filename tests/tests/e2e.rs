@@ -189,13 +189,27 @@ async fn customer_lifecycle_through_the_proxy() {
     let page = http.get(format!("{base}{path}")).send().await.unwrap();
     assert_eq!(page.status(), 200);
     assert!(page.text().await.unwrap().contains("<form"));
-    // Accepted by a program that also signs the person up (DESIGN §6c): a console session comes
+    // Accepted by a program that also signs the person up (DESIGN §6c): the first post mails a
+    // code to the address (202), the second, with the code, activates; a console session comes
     // back, and admin-api learns the client's address from the gateway, whatever the client
     // claimed in that header.
+    let first = json!({"email": "ann@globex.example", "password": "correct horse battery staple"});
+    let asked = http
+        .post(format!("{base}{path}/accept"))
+        .header("x-tollgate-client-ip", "203.0.113.9")
+        .json(&first)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(asked.status(), 202);
+    let outbox = config.settings().mail.outbox_dir.clone();
+    let code = testkit::next_code(&outbox, "ann@globex.example", 0).await;
+    let mut second = first.clone();
+    second["verification_code"] = json!(code);
     let accepted = http
         .post(format!("{base}{path}/accept"))
         .header("x-tollgate-client-ip", "203.0.113.9")
-        .json(&json!({"email": "ann@globex.example", "password": "correct horse battery staple"}))
+        .json(&second)
         .send()
         .await
         .unwrap();

@@ -92,33 +92,30 @@ pub(crate) async fn act(
         Err(resp) => return resp,
     };
     let action = field(&body, "action").unwrap_or_default();
+    let audit = |what: &'static str| people::Audit {
+        organization: Some(m.0),
+        partner: None,
+        actor: Some(viewer.user.id),
+        action: what,
+        target: None,
+        detail: serde_json::json!({}),
+        ip: viewer.ip.clone(),
+    };
+    // The change and its audit record commit together (`billing::issue_token`).
     let outcome = match action.as_str() {
-        "create" | "rotate" => billing::issue_token(&state, m.0, action == "rotate")
+        "create" => billing::issue_token(&state, m.0, false, Some(audit("billing_token_created")))
             .await
             .map(|secret| Some(secret.expose().to_string())),
-        "revoke" => billing::revoke_token(&state, m.0).await.map(|_| None),
+        "rotate" => billing::issue_token(&state, m.0, true, Some(audit("billing_token_rotated")))
+            .await
+            .map(|secret| Some(secret.expose().to_string())),
+        "revoke" => billing::revoke_token(&state, m.0, Some(audit("billing_token_revoked")))
+            .await
+            .map(|_| None),
         _ => Err("unknown action".to_string()),
     };
     match outcome {
-        Ok(secret) => {
-            let audit = people::Audit {
-                organization: Some(m.0),
-                partner: None,
-                actor: Some(viewer.user.id),
-                action: match action.as_str() {
-                    "create" => "billing_token_created",
-                    "rotate" => "billing_token_rotated",
-                    _ => "billing_token_revoked",
-                },
-                target: None,
-                detail: serde_json::json!({}),
-                ip: viewer.ip.clone(),
-            };
-            if let Err(e) = people::audit(&state.db, audit, state.clock.now()).await {
-                tracing::error!(error = %e, "billing token change not audited");
-            }
-            page(&state, &viewer, m, StatusCode::OK, secret.as_deref(), None).await
-        }
+        Ok(secret) => page(&state, &viewer, m, StatusCode::OK, secret.as_deref(), None).await,
         Err(message) => {
             page(
                 &state,

@@ -690,33 +690,16 @@ pub(crate) async fn invitation(
         Some("revoke") => false,
         _ => return pages::not_found(&viewer),
     };
-    let out = match invitations::revoke_or_reissue(&state, row.id, reissue).await {
-        Ok(_) => {
-            let record = people::Audit {
-                organization: None,
-                partner: Some(t.0),
-                actor: Some(viewer.user.id),
-                action: if reissue {
-                    "invitation_reissued"
-                } else {
-                    "invitation_revoked"
-                },
-                target: Some(format!("customer {customer}")),
-                detail: serde_json::json!({}),
-                ip: viewer.ip.clone(),
-            };
-            if let Err(e) = people::audit(&state.db, record, state.clock.now()).await {
-                tracing::error!(error = %e, "invitation change not audited");
-            }
-            Outcome {
-                notice: Some(if reissue {
-                    format!("A new invitation was mailed to {}.", row.contact_email)
-                } else {
-                    "The invitation was revoked; its link no longer works.".into()
-                }),
-                ..Outcome::default()
-            }
-        }
+    let by = Some((viewer.user.id, viewer.ip.clone()));
+    let out = match invitations::revoke_or_reissue(&state, row.id, reissue, by).await {
+        Ok(_) => Outcome {
+            notice: Some(if reissue {
+                format!("A new invitation was mailed to {}.", row.contact_email)
+            } else {
+                "The invitation was revoked; its link no longer works.".into()
+            }),
+            ..Outcome::default()
+        },
         Err(message) => Outcome {
             status: Some(StatusCode::CONFLICT),
             error: Some(("invitation", "REFUSED", message)),

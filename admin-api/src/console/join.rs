@@ -1,15 +1,18 @@
-//! `GET/POST /console/join/{token}`: a mailed sign-up link (`admin-api user invite`, later the
-//! members page) joins the person to an organization or a partner team with the link's role. As
-//! with an organization's invitation, only exactly the invited address is accepted; a new address
-//! signs up (the link proves it), an existing one signs in. Membership, the spent link and the
-//! audit record commit together, then a session opens.
+//! `GET/POST /console/join/{token}`: a sign-up link (`admin-api user invite`, the members page)
+//! joins the person to an organization or a partner team with the link's role. Only exactly the
+//! invited address is accepted, and the link proves nothing (its sender saw it): the first post
+//! (address and password: a new address signs up, an existing one signs in) mails a code to the
+//! address, and the second, with the code, joins. The challenge's end, the spent link, the
+//! membership and the audit record commit together, then a session opens.
 
 use super::pages::{self, Join};
 use super::session;
 use crate::db::begin;
 use crate::http::form::field;
 use crate::http::params::Seg;
+use crate::services::limiter::{self, Check};
 use crate::services::people;
+use crate::services::proof::{self, Purpose, Scope, StepError};
 use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -61,7 +64,7 @@ fn page(
 ) -> Response {
     let heading = format!("Join {name}");
     let intro = format!(
-        "You are invited to join {name} as {role}. Sign up, or sign in, with the address the link was sent to."
+        "You are invited to join {name} as {role}. Sign up, or sign in, with the address the link was sent to; we will mail a code to that address to confirm it is yours."
     );
     let action = format!("/console/join/{token}");
     pages::join_page(
@@ -74,7 +77,7 @@ fn page(
             intro: &intro,
             action: &action,
             email: "",
-            button: "Join",
+            button: "Continue",
             error,
         },
     )
@@ -96,7 +99,9 @@ pub(crate) async fn form(State(state): State<AppState>, Seg(token): Seg) -> Resp
     }
 }
 
-/// `POST /console/join/{token}`.
+/// `POST /console/join/{token}`: the first step (`email`, `password`) mails a code to the
+/// link's address and shows the code page; the second (`verification_code`, the browser's flow
+/// cookie naming the first step) joins and signs in.
 pub(crate) async fn join(
     State(state): State<AppState>,
     Seg(token): Seg,
@@ -112,88 +117,82 @@ pub(crate) async fn join(
         Err(_) => return pages::unavailable(),
     };
     let role = t.role.clone().unwrap_or_else(|| "member".into());
-    let email = field(&body, "email").unwrap_or_default();
-    let password = field(&body, "password").unwrap_or_default();
-    if people::normal_email(&email) != t.email {
-        return page(
-            &state,
-            StatusCode::FORBIDDEN,
-            &token,
-            &name,
-            &role,
-            Some("Use the address this link was sent to."),
-        );
-    }
     let ip = session::client_ip(&headers);
-    if let Err(retry) = session::throttle(&state, &email, ip.as_deref()).await {
-        let _ = retry;
-        return page(
-            &state,
-            StatusCode::TOO_MANY_REQUESTS,
-            &token,
-            &name,
-            &role,
-            Some("Too many attempts. Wait a few minutes, then try again."),
-        );
-    }
-    let now = state.clock.now();
-    let result: Result<Result<entities::console_users::Model, &'static str>, sea_orm::DbErr> =
-        async {
-            let txn = begin(&state.db).await?;
-            let user = match people::find_user(&txn, &email).await? {
-                Some(_) => match people::authenticate(&txn, &email, &password).await? {
-                    Some(u) => u,
-                    None => {
-                        return Ok(Err(
-                            "The password is not correct for the account of this address.",
-                        ));
-                    }
-                },
-                None => match people::create_user(&txn, &email, &password, now).await {
-                    Ok(u) => u,
-                    Err(people::PeopleError::Db(e)) => return Err(e),
-                    Err(_) => return Ok(Err("Choose a password of 12 to 128 characters.")),
-                },
-            };
-            match (t.organization_id, t.partner_id) {
-                (Some(org), _) => people::join_org(&txn, org, user.id, &role, now).await?,
-                (None, Some(p)) => people::join_partner(&txn, p, user.id, &role, now).await?,
-                (None, None) => {}
-            }
-            people::audit(
-                &txn,
-                people::Audit {
-                    organization: t.organization_id,
-                    partner: t.partner_id,
-                    actor: Some(user.id),
-                    action: "member_joined",
-                    target: Some(format!("user:{}", user.id)),
-                    detail: serde_json::json!({"email": user.email, "role": role}),
-                    ip: ip.clone(),
-                },
-                now,
-            )
-            .await?;
-            people::use_token(&txn, t.clone(), now).await?;
-            txn.commit().await?;
-            Ok(Ok(user))
-        }
-        .await;
-    let user = match result {
-        Ok(Ok(user)) => user,
-        Ok(Err(message)) => {
-            let status = if message.starts_with("Choose") {
-                StatusCode::BAD_REQUEST
-            } else {
-                StatusCode::UNAUTHORIZED
-            };
-            return page(&state, status, &token, &name, &role, Some(message));
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "join failed");
-            return pages::unavailable();
-        }
+    let subject = format!("join:{}", t.id);
+    let scope = Scope {
+        check: Check::Join,
+        organization: t.organization_id,
+        partner: t.partner_id,
     };
+    let show =
+        |status, error: Option<&'static str>| page(&state, status, &token, &name, &role, error);
+    let Some(code) = field(&body, "verification_code").filter(|c| !c.is_empty()) else {
+        // The first step.
+        let email = field(&body, "email").unwrap_or_default();
+        let password = field(&body, "password").unwrap_or_default();
+        if people::normal_email(&email) != t.email {
+            return show(
+                StatusCode::FORBIDDEN,
+                Some("Use the address this link was sent to."),
+            );
+        }
+        let what = format!("join {name} as {role}");
+        let step = proof::Begin {
+            purpose: Purpose::Join,
+            subject: &subject,
+            email: &t.email,
+            scope,
+            what: &what,
+        };
+        let started = proof::begin(&state, step, &password, ip.as_deref()).await;
+        return match started {
+            Ok(started) => {
+                let action = format!("/console/join/{token}");
+                let heading = format!("Join {name}");
+                pages::code_page(
+                    &state,
+                    StatusCode::OK,
+                    pages::Code {
+                        signed_in: None,
+                        csrf: "",
+                        heading: &heading,
+                        email: &t.email,
+                        action: &action,
+                        button: "Join",
+                        restart: &action,
+                        error: None,
+                    },
+                    Some(&started.flow),
+                )
+            }
+            Err(e) => step_refused(e, show),
+        };
+    };
+    // The second step: the browser's own first step, by its flow cookie.
+    let now = state.clock.now();
+    let found = match session::cookie(&headers, proof::FLOW_COOKIE) {
+        Some(flow) => match proof::by_flow(&state.db, &flow, now).await {
+            Ok(c) => c.filter(|c| c.subject == subject),
+            Err(_) => return pages::unavailable(),
+        },
+        None => None,
+    };
+    let completed =
+        proof::complete(&state, found, &t.email, &code, None, ip.as_deref(), scope).await;
+    let (challenge, accepter, attempt) = match completed {
+        Ok(done) => done,
+        Err(e) => return step_refused(e, show),
+    };
+    let result = join_team(&state, &t, &challenge, accepter, &role, ip.clone()).await;
+    let user = match result {
+        Ok(Some(user)) => user,
+        Ok(None) => return expired(),
+        Err(StepError::Failed) => {
+            return show(StatusCode::UNAUTHORIZED, Some(FAILED));
+        }
+        Err(e) => return step_refused(e, show),
+    };
+    limiter::succeeded(&state.db, &attempt).await;
     let next = match (t.organization_id, t.partner_id) {
         (Some(org), _) => format!("/console/orgs/{org}"),
         (None, Some(partner)) => format!("/console/partners/{partner}"),
@@ -203,4 +202,97 @@ pub(crate) async fn join(
         Ok(resp) => resp,
         Err(_) => pages::unavailable(),
     }
+}
+
+/// The one message of a wrong password or code.
+const FAILED: &str =
+    "The password or the code is not correct, or the code has expired. Start again for a new code.";
+
+/// A refused step as a page (429 with `Retry-After`).
+fn step_refused(
+    e: StepError,
+    show: impl Fn(StatusCode, Option<&'static str>) -> Response,
+) -> Response {
+    match e {
+        StepError::WeakPassword => show(
+            StatusCode::BAD_REQUEST,
+            Some("Choose a password of 12 to 128 characters."),
+        ),
+        StepError::Failed => show(StatusCode::UNAUTHORIZED, Some(FAILED)),
+        StepError::Throttled(secs) => pages::retry_after(
+            show(
+                StatusCode::TOO_MANY_REQUESTS,
+                Some("Too many attempts. Wait a few minutes, then try again."),
+            ),
+            secs,
+        ),
+        StepError::Unavailable => pages::unavailable(),
+    }
+}
+
+/// Joins the proven person to the link's team in one transaction: the challenge ends, the link
+/// is spent by one conditional update (of two concurrent posts one wins; `Ok(None)` for the
+/// other), the user is made or marked proven, the membership and its audit record are written.
+async fn join_team(
+    state: &AppState,
+    t: &console_tokens::Model,
+    challenge: &entities::console_challenges::Model,
+    accepter: proof::Accepter,
+    role: &str,
+    ip: Option<String>,
+) -> Result<Option<entities::console_users::Model>, StepError> {
+    use sea_orm::sea_query::Expr;
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let now = state.clock.now();
+    let txn = begin(&state.db).await?;
+    if !proof::finish(&txn, challenge, now).await? {
+        return Err(StepError::Failed);
+    }
+    let spent = console_tokens::Entity::update_many()
+        .col_expr(console_tokens::Column::UsedAt, Expr::value(now))
+        .filter(console_tokens::Column::Id.eq(t.id))
+        .filter(console_tokens::Column::UsedAt.is_null())
+        .filter(console_tokens::Column::ExpiresAt.gt(now))
+        .exec(&txn)
+        .await?;
+    if spent.rows_affected != 1 {
+        return Ok(None);
+    }
+    let user = match accepter {
+        proof::Accepter::Existing(id) => {
+            let user = entities::console_users::Entity::find_by_id(id)
+                .one(&txn)
+                .await?
+                .filter(|u| u.email == t.email)
+                .ok_or(StepError::Failed)?;
+            people::mark_proven(&txn, user, now).await?
+        }
+        proof::Accepter::New(hash) => {
+            if people::find_user(&txn, &t.email).await?.is_some() {
+                return Err(StepError::Failed);
+            }
+            people::insert_user(&txn, &t.email, hash, Some(now), now).await?
+        }
+    };
+    match (t.organization_id, t.partner_id) {
+        (Some(org), _) => people::join_org(&txn, org, user.id, role, now).await?,
+        (None, Some(p)) => people::join_partner(&txn, p, user.id, role, now).await?,
+        (None, None) => {}
+    }
+    people::audit(
+        &txn,
+        people::Audit {
+            organization: t.organization_id,
+            partner: t.partner_id,
+            actor: Some(user.id),
+            action: "member_joined",
+            target: Some(format!("user:{}", user.id)),
+            detail: serde_json::json!({"email": user.email, "role": role, "address_proven": "mailed code"}),
+            ip,
+        },
+        now,
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(Some(user))
 }

@@ -58,10 +58,7 @@ impl Place {
 
     /// Roles that manage the team (and read its audit log).
     fn managers(&self) -> &'static [&'static str] {
-        match self.team {
-            Team::Org(_) => &["owner"],
-            Team::Partner(_) => &["owner", "admin"],
-        }
+        self.team.managers()
     }
 
     fn who_manages(&self) -> &'static str {
@@ -160,7 +157,7 @@ struct Members<'a> {
     role: &'a str,
     can_manage: bool,
     members: Vec<MemberRow>,
-    pending: Vec<(String, String, String)>,
+    pending: Vec<(i64, String, String, String)>,
     roles: Vec<&'a str>,
     default_role: &'a str,
     help: &'a str,
@@ -223,6 +220,7 @@ async fn page(
                 .into_iter()
                 .map(|t| {
                     (
+                        t.id,
                         t.email,
                         t.role.unwrap_or_default(),
                         t.expires_at.format("%Y-%m-%d %H:%M UTC").to_string(),
@@ -446,6 +444,9 @@ async fn change_in(
                 place.may_touch(&m.role)
             })
             .await?;
+        let now = state.clock.now();
+        let (links_ended, tokens_changed) =
+            teams::follow_change(&txn, place.team, &target, role.as_deref(), now).await?;
         let audit = people::Audit {
             organization: place.team.organization(),
             partner: place.team.partner(),
@@ -456,7 +457,12 @@ async fn change_in(
                 "member_removed"
             },
             target: Some(email),
-            detail: serde_json::json!({ "from": target.role, "to": role }),
+            detail: serde_json::json!({
+                "from": target.role,
+                "to": role,
+                "sign_up_links_ended": links_ended,
+                "partner_tokens_changed": tokens_changed,
+            }),
             ip: viewer.ip.clone(),
         };
         people::audit(&txn, audit, state.clock.now()).await?;
@@ -483,6 +489,79 @@ async fn change_in(
                 Some(&message),
             )
             .await
+        }
+    }
+}
+
+/// `POST /console/orgs/{org}/members/invitations/{invite}`: revokes an open sign-up link
+/// (managers only; audited with the change).
+pub(crate) async fn revoke_invite(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Segs(org, invite): Segs,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match org_place(&state, &viewer, &org).await {
+        Ok(p) => revoke_in(&state, &viewer, &p, &invite, &headers, &body).await,
+        Err(resp) => resp,
+    }
+}
+
+/// `POST /console/partners/{partner}/team/invitations/{invite}`: as [`revoke_invite`].
+pub(crate) async fn partner_revoke_invite(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Segs(partner, invite): Segs,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match partner_place(&state, &viewer, &partner).await {
+        Ok(p) => revoke_in(&state, &viewer, &p, &invite, &headers, &body).await,
+        Err(resp) => resp,
+    }
+}
+
+async fn revoke_in(
+    state: &AppState,
+    viewer: &Viewer,
+    place: &Place,
+    invite: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    if let Some(resp) = refusal(state, viewer, place, headers, body) {
+        return resp;
+    }
+    let Ok(invite) = invite.parse::<i64>() else {
+        return pages::not_found(viewer);
+    };
+    let done = async {
+        let txn = begin(&state.db).await?;
+        let now = state.clock.now();
+        let Some(link) = teams::revoke_invite(&txn, place.team, invite, now).await? else {
+            return Ok(false);
+        };
+        let audit = people::Audit {
+            organization: place.team.organization(),
+            partner: place.team.partner(),
+            actor: Some(viewer.user.id),
+            action: "member_invitation_revoked",
+            target: Some(link.email.clone()),
+            detail: serde_json::json!({ "role": link.role }),
+            ip: viewer.ip.clone(),
+        };
+        people::audit(&txn, audit, now).await?;
+        txn.commit().await?;
+        Ok::<_, sea_orm::DbErr>(true)
+    }
+    .await;
+    match done {
+        Ok(true) => Redirect::to(&place.members_path()).into_response(),
+        Ok(false) => pages::not_found(viewer),
+        Err(e) => {
+            tracing::error!(error = %e, "sign-up link not revoked");
+            pages::unavailable()
         }
     }
 }

@@ -80,6 +80,10 @@ pub(crate) fn routes() -> Router<AppState> {
             "/console/orgs/{org}/members/{member}",
             post(members::change),
         )
+        .route(
+            "/console/orgs/{org}/members/invitations/{invite}",
+            post(members::revoke_invite),
+        )
         .route("/console/orgs/{org}/audit", get(members::audit))
         .route("/console/partners/{partner}", get(partner::overview))
         .route(
@@ -153,6 +157,10 @@ pub(crate) fn routes() -> Router<AppState> {
         .route(
             "/console/partners/{partner}/team/{member}",
             post(members::partner_change),
+        )
+        .route(
+            "/console/partners/{partner}/team/invitations/{invite}",
+            post(members::partner_revoke_invite),
         )
         .route(
             "/console/partners/{partner}/audit",

@@ -6,7 +6,7 @@
 
 use super::session::{self, Viewer};
 use crate::http::form::field;
-use crate::services::{billing, people, wallets};
+use crate::services::{billing, limiter, people, proof, wallets};
 use crate::state::AppState;
 use askama::Template;
 use axum::body::Bytes;
@@ -155,8 +155,10 @@ pub(crate) async fn sign_in_form(
 /// The one answer to a failed sign-in, whether the address has an account or not.
 const SIGN_IN_FAILED: &str = "The email address or the password is not correct.";
 
-/// `POST /console/sign-in`: throttled per address and per client address; the same answer for
-/// an unknown address and a wrong password; on success a new session (any session cookie the
+/// `POST /console/sign-in`: every attempt counted by the limiter (per address and per client
+/// network, before any password work); the same answer for an unknown address and a wrong
+/// password; an account whose address was never proven gets a mailed code first (the second
+/// post, with `verification_code`, completes); on success a new session (any session cookie the
 /// browser had is replaced: rotation at sign-in).
 pub(crate) async fn sign_in(
     State(state): State<AppState>,
@@ -166,33 +168,56 @@ pub(crate) async fn sign_in(
     if !session::pre_session_ok(&state, &headers, &body) {
         return forbidden();
     }
+    let ip = session::client_ip(&headers);
+    if let Some(code) = field(&body, "verification_code").filter(|c| !c.is_empty()) {
+        return sign_in_code(&state, &headers, &code, ip).await;
+    }
     let email = field(&body, "email").unwrap_or_default();
     let password = field(&body, "password").unwrap_or_default();
     let next = field(&body, "next");
     let next = safe_next(next.as_deref()).to_string();
-    let ip = session::client_ip(&headers);
-    if let Err(retry) = session::throttle(&state, &email, ip.as_deref()).await {
-        let mut resp = sign_in_page(
+    if people::too_long(&password) {
+        return sign_in_page(
             &state,
-            StatusCode::TOO_MANY_REQUESTS,
+            StatusCode::BAD_REQUEST,
             &next,
             &email,
-            Some("Too many sign-in attempts. Wait a few minutes, then try again."),
+            Some("Passwords are at most 128 characters."),
         );
-        if let Ok(v) = HeaderValue::from_str(&retry.to_string()) {
-            resp.headers_mut().insert(header::RETRY_AFTER, v);
-        }
-        return resp;
     }
     let now = state.clock.now();
+    let attempt = match limiter::attempt(&state.db, &email, ip.as_deref(), now).await {
+        Ok(a) => a,
+        Err(limiter::Refused::Throttled(secs)) => {
+            let text = format!(
+                "Too many sign-in attempts. Wait {} and try again.",
+                wait_text(secs)
+            );
+            let page = sign_in_page(
+                &state,
+                StatusCode::TOO_MANY_REQUESTS,
+                &next,
+                &email,
+                Some(&text),
+            );
+            return retry_after(page, secs);
+        }
+        Err(limiter::Refused::Unavailable) => return unavailable(),
+    };
     let user = match people::authenticate(&state.db, &email, &password).await {
         Ok(user) => user,
         Err(e) => {
-            tracing::error!(error = %e, "sign-in lookup failed");
+            tracing::error!(error = %e, "sign-in not checked");
             return unavailable();
         }
     };
+    let scope = proof::Scope {
+        check: limiter::Check::SignIn,
+        organization: None,
+        partner: None,
+    };
     let Some(user) = user else {
+        proof::audit_failure(&state, scope, &email, ip.as_deref(), Some(&attempt)).await;
         return sign_in_page(
             &state,
             StatusCode::UNAUTHORIZED,
@@ -201,6 +226,44 @@ pub(crate) async fn sign_in(
             Some(SIGN_IN_FAILED),
         );
     };
+    if user.email_verified_at.is_none() {
+        // Never proven (an account made before proof of address): a code to the address first.
+        let first = proof::FirstStep {
+            password_hash: None,
+            user_id: Some(user.id),
+        };
+        let subject = format!("user:{}", user.id);
+        let started = match proof::start(
+            &state.db,
+            &state,
+            proof::Purpose::SignIn,
+            &subject,
+            &user.email,
+            first,
+        )
+        .await
+        {
+            Ok(s) => s,
+            Err(_) => return unavailable(),
+        };
+        proof::mail_code(&state, &user.email, &started.code, "sign in to the console");
+        return code_page(
+            &state,
+            StatusCode::OK,
+            Code {
+                signed_in: None,
+                csrf: "",
+                heading: "Confirm your address",
+                email: &user.email,
+                action: "/console/sign-in",
+                button: "Sign in",
+                restart: "/console/sign-in",
+                error: None,
+            },
+            Some(&started.flow),
+        );
+    }
+    limiter::succeeded(&state.db, &attempt).await;
     match signed_in(&state, &user, ip, &next, now).await {
         Ok(resp) => resp,
         Err(e) => {
@@ -210,8 +273,95 @@ pub(crate) async fn sign_in(
     }
 }
 
+/// The sign-in's second step for an account proving its address: the code of the browser's own
+/// first step (its flow cookie).
+async fn sign_in_code(
+    state: &AppState,
+    headers: &HeaderMap,
+    code: &str,
+    ip: Option<String>,
+) -> Response {
+    let now = state.clock.now();
+    let found = match session::cookie(headers, proof::FLOW_COOKIE) {
+        Some(flow) => match proof::by_flow(&state.db, &flow, now).await {
+            Ok(c) => c.filter(|c| c.purpose == "sign_in"),
+            Err(_) => return unavailable(),
+        },
+        None => None,
+    };
+    let email = found.as_ref().map(|c| c.email.clone()).unwrap_or_default();
+    let scope = proof::Scope {
+        check: limiter::Check::SignIn,
+        organization: None,
+        partner: None,
+    };
+    let again = |status, error| sign_in_page(state, status, "/console/", &email, Some(error));
+    let completed = proof::complete(state, found, &email, code, None, ip.as_deref(), scope).await;
+    let (challenge, accepter, attempt) = match completed {
+        Ok(done) => done,
+        Err(proof::StepError::Throttled(secs)) => {
+            let page = again(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Too many attempts. Wait a few minutes, then sign in again.",
+            );
+            return retry_after(page, secs);
+        }
+        Err(proof::StepError::Unavailable) => return unavailable(),
+        Err(_) => {
+            return again(
+                StatusCode::UNAUTHORIZED,
+                "The code is not correct or has expired. Sign in again for a new code.",
+            );
+        }
+    };
+    let proof::Accepter::Existing(user_id) = accepter else {
+        return again(StatusCode::UNAUTHORIZED, SIGN_IN_FAILED);
+    };
+    let proven = async {
+        let txn = crate::db::begin(&state.db).await?;
+        if !proof::finish(&txn, &challenge, now).await? {
+            return Ok(None);
+        }
+        use sea_orm::EntityTrait;
+        let Some(user) = entities::console_users::Entity::find_by_id(user_id)
+            .one(&txn)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let user = people::mark_proven(&txn, user, now).await?;
+        people::audit(
+            &txn,
+            people::Audit {
+                organization: None,
+                partner: None,
+                actor: Some(user.id),
+                action: "address_proven",
+                target: Some(user.email.clone()),
+                detail: serde_json::json!({ "by": "mailed code at sign-in" }),
+                ip: ip.clone(),
+            },
+            now,
+        )
+        .await?;
+        txn.commit().await?;
+        Ok::<_, sea_orm::DbErr>(Some(user))
+    }
+    .await;
+    let user = match proven {
+        Ok(Some(user)) => user,
+        Ok(None) => return again(StatusCode::UNAUTHORIZED, SIGN_IN_FAILED),
+        Err(_) => return unavailable(),
+    };
+    limiter::succeeded(&state.db, &attempt).await;
+    match signed_in(state, &user, ip, "/console/", now).await {
+        Ok(resp) => resp,
+        Err(_) => unavailable(),
+    }
+}
+
 /// Opens a session for `user` (recorded in the audit log) and redirects to `next` with its
-/// cookie; the pre-session CSRF cookie is removed.
+/// cookie; the pre-session CSRF and flow cookies are removed.
 pub(crate) async fn signed_in(
     state: &AppState,
     user: &entities::console_users::Model,
@@ -219,8 +369,8 @@ pub(crate) async fn signed_in(
     next: &str,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Response, sea_orm::DbErr> {
-    let (cookie, _) = people::open_session(&state.db, user.id, ip.clone(), now).await?;
-    people::claim_owned_orgs(&state.db, user, now).await?;
+    let lifetimes = state.lifetimes();
+    let (cookie, _) = people::open_session(&state.db, user.id, ip.clone(), now, lifetimes).await?;
     people::audit(
         &state.db,
         people::Audit {
@@ -236,7 +386,7 @@ pub(crate) async fn signed_in(
     )
     .await?;
     let mut resp = Redirect::to(next).into_response();
-    let max_age = people::SESSION_MAX.num_seconds();
+    let max_age = lifetimes.absolute.num_seconds();
     let headers = resp.headers_mut();
     headers.append(
         header::SET_COOKIE,
@@ -245,6 +395,10 @@ pub(crate) async fn signed_in(
     headers.append(
         header::SET_COOKIE,
         session::set_cookie(state, session::PRE_CSRF, "", 0),
+    );
+    headers.append(
+        header::SET_COOKIE,
+        session::set_cookie(state, crate::services::proof::FLOW_COOKIE, "", 0),
     );
     Ok(resp)
 }
@@ -601,4 +755,64 @@ pub(crate) fn join_page(state: &AppState, status: StatusCode, join: Join<'_>) ->
         session::set_cookie(state, session::PRE_CSRF, &csrf, 3600),
     );
     resp
+}
+
+/// The second step of a proof of address: the code form.
+#[derive(Template)]
+#[template(path = "console/code.html")]
+pub(crate) struct Code<'a> {
+    pub signed_in: Option<&'a str>,
+    pub csrf: &'a str,
+    pub heading: &'a str,
+    /// The address the code went to.
+    pub email: &'a str,
+    pub action: &'a str,
+    pub button: &'a str,
+    /// Where "Start again" leads (the first step's page).
+    pub restart: &'a str,
+    pub error: Option<&'a str>,
+}
+
+/// A code form with a fresh double-submit token; `flow`: the flow secret of a challenge just
+/// started, kept in the browser's `tg_flow` cookie for the second step.
+pub(crate) fn code_page(
+    state: &AppState,
+    status: StatusCode,
+    code: Code<'_>,
+    flow: Option<&str>,
+) -> Response {
+    let csrf = people::secret();
+    let mut resp = render(
+        status,
+        &Code {
+            csrf: &csrf,
+            ..code
+        },
+    );
+    let headers = resp.headers_mut();
+    headers.append(
+        header::SET_COOKIE,
+        session::set_cookie(state, session::PRE_CSRF, &csrf, 3600),
+    );
+    if let Some(flow) = flow {
+        headers.append(header::SET_COOKIE, session::flow_cookie(state, flow));
+    }
+    resp
+}
+
+/// `resp` with `Retry-After: secs`.
+pub(crate) fn retry_after(mut resp: Response, secs: u64) -> Response {
+    if let Ok(v) = HeaderValue::from_str(&secs.max(1).to_string()) {
+        resp.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    resp
+}
+
+/// "3 minutes", "40 seconds".
+pub(crate) fn wait_text(secs: u64) -> String {
+    match secs {
+        0..=1 => "a second".into(),
+        2..=90 => format!("{secs} seconds"),
+        _ => format!("{} minutes", secs.div_ceil(60)),
+    }
 }

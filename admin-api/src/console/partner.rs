@@ -25,7 +25,8 @@ pub(crate) const TOKEN_MANAGERS: [&str; 2] = ["owner", "admin"];
 /// A team the viewer belongs to: (partner id, partner name, the viewer's role).
 pub(crate) type Team = (i64, String, String);
 
-/// The viewer's membership of partner `partner` (a path segment), or the page to answer instead.
+/// The viewer's membership of partner `partner` (a path segment), or the page to answer instead;
+/// the role is the one the viewer acts with (their team role capped by the partner's).
 pub(crate) async fn team(
     state: &AppState,
     viewer: &Viewer,
@@ -35,7 +36,12 @@ pub(crate) async fn team(
         return Err(pages::not_found(viewer));
     };
     match people::partner_membership(&state.db, partner_id, viewer.user.id).await {
-        Ok(Some((p, role))) => Ok((p.id, p.name, role)),
+        // The person acts with their team role capped by the partner's role the operator set
+        // (a `viewer` partner's people read only): the partner API's rule, in one place.
+        Ok(Some((p, role))) => {
+            let role = crate::partner::gate::effective_role(&p.role, Some(&role)).to_string();
+            Ok((p.id, p.name, role))
+        }
         Ok(None) => Err(pages::not_found(viewer)),
         Err(_) => Err(pages::unavailable()),
     }

@@ -1,8 +1,9 @@
 //! Password reset by mailed link: `GET/POST /console/reset` asks for the address and, when it has
 //! an account, mails a single-use link (`/console/reset/{token}`, valid [`RESET_VALID`]); the
 //! answer is the same whether the address has an account or not (no enumeration), and the mail
-//! is sent after the answer so its time does not tell either. Requests share the sign-in
-//! throttle. Setting the new password, ending every session of the account, spending the link
+//! is sent after the answer so its time does not tell either. Requests count on the limiter of
+//! every check (`services::limiter`). A reset link goes only to the mailbox, so setting a
+//! password with it also proves the address. Setting the new password, ending every session of the account, spending the link
 //! and the audit record commit together.
 
 use super::pages::{self, render};
@@ -10,12 +11,12 @@ use super::session;
 use crate::db::begin;
 use crate::http::form::field;
 use crate::http::params::Seg;
-use crate::services::people;
+use crate::services::{limiter, people};
 use crate::state::AppState;
 use askama::Template;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 use chrono::Duration;
 use entities::console_tokens;
@@ -82,17 +83,22 @@ pub(crate) async fn request(
         );
     }
     let ip = session::client_ip(&headers);
-    if let Err(retry) = session::throttle(&state, &email, ip.as_deref()).await {
-        let mut resp = form_page(
-            &state,
-            StatusCode::TOO_MANY_REQUESTS,
-            None,
-            Some("Too many attempts. Wait a few minutes, then try again."),
-        );
-        if let Ok(v) = HeaderValue::from_str(&retry.to_string()) {
-            resp.headers_mut().insert(header::RETRY_AFTER, v);
-        }
-        return resp;
+    // Asking for a link checks nothing, but it mails the address: counted like a check.
+    if let Err(refused) =
+        limiter::attempt(&state.db, &email, ip.as_deref(), state.clock.now()).await
+    {
+        return match refused {
+            limiter::Refused::Throttled(secs) => pages::retry_after(
+                form_page(
+                    &state,
+                    StatusCode::TOO_MANY_REQUESTS,
+                    None,
+                    Some("Too many attempts. Wait a few minutes, then try again."),
+                ),
+                secs,
+            ),
+            limiter::Refused::Unavailable => pages::unavailable(),
+        };
     }
     let user = match people::find_user(&state.db, &email).await {
         Ok(user) => user,
@@ -207,7 +213,9 @@ pub(crate) async fn set(
         let Some(user) = people::find_user(&txn, &t.email).await? else {
             return Ok(false);
         };
+        // The link went only to the mailbox: setting the password proves the address.
         let user = people::set_password(&txn, user, &password, now).await?;
+        let user = people::mark_proven(&txn, user, now).await?;
         people::audit(
             &txn,
             people::Audit {

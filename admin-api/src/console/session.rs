@@ -1,6 +1,7 @@
 //! Console sessions on the wire: the cookie (only a random id, `HttpOnly`, `SameSite=Lax`, `Secure`
 //! when the public URL is https), the signed-in [`Viewer`] every page extracts (or a redirect to
-//! the sign-in page), CSRF checks, the client's address and the sign-in throttle.
+//! the sign-in page), CSRF checks and the client's address (every password or code check is
+//! counted by `services::limiter`).
 //!
 //! CSRF: every state-changing form of a signed-in page carries the session's token (a hidden
 //! `csrf` field, compared in constant time); forms without a session (sign-in, a join link) carry
@@ -14,20 +15,13 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use entities::{console_sessions, console_users};
-use std::time::Duration;
 
 /// The session cookie.
 pub(crate) const COOKIE: &str = "tg_session";
 /// The double-submit cookie of forms shown before a session exists.
 pub(crate) const PRE_CSRF: &str = "tg_csrf";
-/// Sign-in attempts per address in [`THROTTLE_WINDOW`].
-pub(crate) const PER_ADDRESS: u64 = 10;
-/// Sign-in attempts per client address in [`THROTTLE_WINDOW`].
-pub(crate) const PER_CLIENT: u64 = 50;
-/// The sign-in throttle's window.
-pub(crate) const THROTTLE_WINDOW: Duration = Duration::from_secs(15 * 60);
-/// The header the gateway sets to the client's address on the routes it forwards.
-const CLIENT_ADDRESS: &str = "x-tollgate-client-ip";
+// The client's address, as admin-api's middleware set it (`http::client_address`).
+use crate::http::CLIENT_ADDRESS;
 
 /// The value of cookie `name` in `headers`.
 pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
@@ -52,14 +46,30 @@ pub(crate) fn set_cookie(state: &AppState, name: &str, value: &str, max_age: i64
     HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("invalid=1"))
 }
 
-/// The client's address: the gateway's header, else unknown (admin-api is reached through the
-/// gateway; direct callers share one throttle bucket).
+/// The client's address, as `http::client_address` worked it out for this request (DESIGN §6c:
+/// the TCP peer, or the right-most untrusted `X-Forwarded-For` entry behind `[server]
+/// trusted_proxies`, or the gateway's header from loopback or a trusted proxy).
 pub(crate) fn client_ip(headers: &HeaderMap) -> Option<String> {
     headers
         .get(CLIENT_ADDRESS)
         .and_then(|v| v.to_str().ok())
         .filter(|v| v.len() <= 64 && v.parse::<std::net::IpAddr>().is_ok())
         .map(str::to_string)
+}
+
+/// The `tg_flow` cookie of a proof-of-address step: `HttpOnly`, `SameSite=Strict`, 15 minutes.
+pub(crate) fn flow_cookie(state: &AppState, flow: &str) -> HeaderValue {
+    let secure = if state.settings.server.public_base_url.scheme() == "https" {
+        "; Secure"
+    } else {
+        ""
+    };
+    let max_age = crate::services::proof::CODE_VALID.num_seconds();
+    let text = format!(
+        "{}={flow}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}",
+        crate::services::proof::FLOW_COOKIE
+    );
+    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("invalid=1"))
 }
 
 /// Whether a state-changing request may come from where it says: no `Origin` (not a browser's
@@ -131,7 +141,7 @@ impl FromRequestParts<AppState> for Viewer {
         let Some(cookie) = cookie(&parts.headers, COOKIE) else {
             return Err(SignInFirst(next).into_response());
         };
-        match people::session(&state.db, &cookie, state.clock.now()).await {
+        match people::session(&state.db, &cookie, state.clock.now(), state.lifetimes()).await {
             Ok(Some((session, user))) => Ok(Viewer {
                 user,
                 session,
@@ -144,30 +154,4 @@ impl FromRequestParts<AppState> for Viewer {
             }
         }
     }
-}
-
-/// Counts a sign-in attempt for `email` from `ip`; `Err(seconds)` when over either limit.
-pub(crate) async fn throttle(state: &AppState, email: &str, ip: Option<&str>) -> Result<(), u64> {
-    use sha2::{Digest, Sha256};
-    let counters = &state.stores.counters;
-    let address = hex::encode(Sha256::digest(people::normal_email(email).as_bytes()));
-    let keys = [
-        (format!("console-signin:addr:{address}"), PER_ADDRESS),
-        (
-            format!("console-signin:ip:{}", ip.unwrap_or("unknown")),
-            PER_CLIENT,
-        ),
-    ];
-    for (key, limit) in keys {
-        match counters.hit(&key, THROTTLE_WINDOW).await {
-            Ok(hit) if hit.count > limit => return Err(hit.resets_in.as_secs().max(1)),
-            Ok(_) => {}
-            // The store is down: refuse rather than allow unlimited guessing.
-            Err(e) => {
-                tracing::error!(error = %e, "sign-in throttle unavailable");
-                return Err(60);
-            }
-        }
-    }
-    Ok(())
 }

@@ -745,15 +745,14 @@ async fn show(
     render(StatusCode::OK, &page)
 }
 
-/// A CSV text field: quoted, quotes doubled, and a leading `=`, `+`, `-`, `@`, tab or carriage
-/// return defused with an apostrophe (a spreadsheet must not run a key's name as a formula).
+/// A CSV text field, always quoted (`text::csv_cell`'s rule: a formula defused).
 fn csv_text(s: &str) -> String {
-    let defused = if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
-        format!("'{s}")
+    let cell = crate::text::csv_cell(s);
+    if cell.starts_with('"') {
+        cell
     } else {
-        s.to_string()
-    };
-    format!("\"{}\"", defused.replace('"', "\"\""))
+        format!("\"{cell}\"")
+    }
 }
 
 /// The CSV's header line; a partner's adds what was charged, the wholesale cost and the margin.
@@ -1051,7 +1050,9 @@ mod tests {
     fn csv_fields_cannot_become_formulas() {
         assert_eq!(csv_text("gpt-4o"), "\"gpt-4o\"");
         assert_eq!(csv_text("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
-        assert_eq!(csv_text("-1"), "\"'-1\"");
+        assert_eq!(csv_text("-1"), "\"-1\"", "a plain number is no formula");
+        assert_eq!(csv_text("-1+2"), "\"'-1+2\"");
+        assert_eq!(csv_text("\tx"), "\"'\tx\"");
         assert_eq!(csv_text("a,b"), "\"a,b\"");
     }
 }

@@ -1,46 +1,35 @@
-//! Invitation acceptance: the page with its form, and the accept action (a form answered with a
-//! page, or JSON answered in JSON).
+//! Invitation acceptance: the page with its form, and the accept action in two steps (a form
+//! answered with pages, or JSON answered in JSON). Holding the link proves nothing: the first
+//! post mails a code to the invited address, and only a post with that code activates
+//! (DESIGN §6c, `services::proof`).
 
 use super::form;
 use super::params::Seg;
 use crate::console::{pages, session};
 use crate::dto::Envelope;
-use crate::services::customers::valid_email;
 use crate::services::invitations::{self, InvitationError};
+use crate::services::limiter::{self, Check};
+use crate::services::proof::{self, Purpose, Scope, StepError};
 use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use entities::status::InvitationStatus;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// `GET /invitations/{token}`: the organization to activate and a form to sign up or sign in with
 /// exactly the invited address (DESIGN §6c).
 pub(super) async fn show(State(state): State<AppState>, Seg(token): Seg) -> Response {
     match invitations::view(&state, &token).await {
-        Ok(v) if v.status == InvitationStatus::Pending => {
-            let heading = format!("Activate {}", v.organization_name);
-            let intro = format!(
-                "You were invited to activate {} and become its owner. Sign up, or sign in, with the address the invitation was sent to ({}).",
-                v.organization_name, v.email_hint
-            );
-            let action = format!("/invitations/{token}/accept");
-            pages::join_page(
-                &state,
-                StatusCode::OK,
-                pages::Join {
-                    signed_in: None,
-                    csrf: "",
-                    heading: &heading,
-                    intro: &intro,
-                    action: &action,
-                    email: "",
-                    button: "Activate the organization",
-                    error: None,
-                },
-            )
-        }
+        Ok(v) if v.status == InvitationStatus::Pending => form_page(
+            &state,
+            StatusCode::OK,
+            &token,
+            &v.organization_name,
+            &v.email_hint,
+            None,
+        ),
         Ok(v) => {
             let message = match v.status {
                 InvitationStatus::Accepted => "This invitation was already accepted.",
@@ -58,11 +47,83 @@ pub(super) async fn show(State(state): State<AppState>, Seg(token): Seg) -> Resp
     }
 }
 
-/// `POST /invitations/{token}/accept` with `email` and, to sign up or sign in at the same time,
-/// `password`, as JSON (answered in JSON) or as a form (answered with a page, or with the
-/// console when a person signed in). The invitation's token is the secret that authorizes the
-/// request (a program may post it without a browser's CSRF token); a browser's cross-site
-/// `Origin` is refused.
+fn form_page(
+    state: &AppState,
+    status: StatusCode,
+    token: &str,
+    name: &str,
+    hint: &str,
+    error: Option<&str>,
+) -> Response {
+    let heading = format!("Activate {name}");
+    let intro = format!(
+        "You were invited to activate {name} and become its owner. Sign up, or sign in, with the address the invitation was sent to ({hint}); we will mail a code to that address to confirm it is yours."
+    );
+    let action = format!("/invitations/{token}/accept");
+    pages::join_page(
+        state,
+        status,
+        pages::Join {
+            signed_in: None,
+            csrf: "",
+            heading: &heading,
+            intro: &intro,
+            action: &action,
+            email: "",
+            button: "Continue",
+            error,
+        },
+    )
+}
+
+/// What an accept post carries.
+struct Posted {
+    json: bool,
+    email: Option<String>,
+    password: Option<String>,
+    code: Option<String>,
+}
+
+fn posted(headers: &HeaderMap, body: &[u8]) -> Posted {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("application/json"));
+    let nonempty = |v: Option<String>| v.filter(|s| !s.is_empty());
+    if json {
+        let v = serde_json::from_slice::<Value>(body).ok();
+        let text = |k: &str| {
+            v.as_ref()
+                .and_then(|v| v.get(k))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        Posted {
+            json,
+            email: nonempty(text("email")),
+            password: nonempty(text("password")),
+            code: nonempty(text("verification_code")),
+        }
+    } else {
+        Posted {
+            json,
+            email: nonempty(form::field(body, "email")),
+            password: nonempty(form::field(body, "password")),
+            code: nonempty(form::field(body, "verification_code")),
+        }
+    }
+}
+
+/// `POST /invitations/{token}/accept`, JSON (answered in JSON) or a form (answered with pages):
+/// - with `email` and `password`: the first step, answered 202 `verification_required` (a form:
+///   the code page) whatever the address; the code is mailed to the invited address;
+/// - with `verification_code` too (a program), or `verification_code` alone from the code page
+///   (the browser's flow cookie names the first step): the acceptance, answered 200 with
+///   `{organization_id, status: "active"}` and a console session (a form: the organization's
+///   console).
+///
+/// The invitation's token authorizes a program's post without a browser's CSRF token; a
+/// browser's cross-site `Origin` is refused, and the flow cookie is `SameSite=Strict`.
 pub(super) async fn accept(
     State(state): State<AppState>,
     Seg(token): Seg,
@@ -72,52 +133,73 @@ pub(super) async fn accept(
     if !session::same_origin(&state, &headers) {
         return pages::forbidden();
     }
-    let is_json = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|c| c.starts_with("application/json"));
-    let (email, password): (Option<String>, Option<String>) = if is_json {
-        let v = serde_json::from_slice::<Value>(&body).ok();
-        let text = |k: &str| {
-            v.as_ref()
-                .and_then(|v| v.get(k))
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        };
-        (text("email"), text("password"))
-    } else {
-        (
-            form::field(&body, "email"),
-            form::field(&body, "password").filter(|p| !p.is_empty()),
-        )
+    let p = posted(&headers, &body);
+    let (inv, name) = match invitations::pending(&state, &token).await {
+        Ok(found) => found,
+        Err(e) => return refused(&p, &e),
     };
-    let result = match email.as_deref() {
-        Some(email) if valid_email(email.trim()) => {
-            invitations::accept(&state, &token, email, password.as_deref()).await
-        }
-        _ => Err(InvitationError::EmailMismatch),
+    let scope = Scope {
+        check: Check::Invitation,
+        organization: None,
+        partner: None,
     };
-    let (accepted, user) = match result {
-        Ok(done) => done,
-        Err(e) if is_json => return (e.status(), axum::Json(e.body())).into_response(),
-        Err(e) => return refused_page(&e),
-    };
-    let Some(user) = user.filter(|_| password.is_some()) else {
-        return if is_json {
-            axum::Json(Envelope::ok(accepted)).into_response()
-        } else {
-            pages::message(
-                StatusCode::OK,
-                "Welcome",
-                "Your organization is active. Your provider can now fund it and create API keys.",
-            )
-        };
-    };
-    // A person signed up or in: a session, and the organization's console.
-    let next = format!("/console/orgs/{}", accepted.organization_id);
     let ip = session::client_ip(&headers);
+    let subject = invitations::subject(&inv);
+    let Some(code) = p.code.clone() else {
+        return first_step(
+            &state,
+            &p,
+            &inv,
+            &name,
+            &token,
+            &subject,
+            ip.as_deref(),
+            scope,
+        )
+        .await;
+    };
+    // The second step: by address with a password (a program), by the flow cookie without.
+    let now = state.clock.now();
+    let found = match (&p.password, session::cookie(&headers, proof::FLOW_COOKIE)) {
+        (Some(_), _) => {
+            let email = p.email.clone().unwrap_or_default();
+            if !inv.email.eq_ignore_ascii_case(email.trim()) {
+                return refused(&p, &InvitationError::EmailMismatch);
+            }
+            proof::for_address(&state.db, &subject, &email, now).await
+        }
+        (None, Some(flow)) => proof::by_flow(&state.db, &flow, now)
+            .await
+            .map(|c| c.filter(|c| c.subject == subject)),
+        (None, None) => Ok(None),
+    };
+    let found = match found {
+        Ok(c) => c,
+        Err(_) => return refused(&p, &InvitationError::Unavailable),
+    };
+    let completed = proof::complete(
+        &state,
+        found,
+        &inv.email,
+        &code,
+        p.password.as_deref(),
+        ip.as_deref(),
+        scope,
+    )
+    .await;
+    let (challenge, accepter, attempt) = match completed {
+        Ok(done) => done,
+        Err(e) => return refused(&p, &step_error(e)),
+    };
+    let (accepted, user) =
+        match invitations::accept(&state, &token, &challenge, accepter, ip.clone()).await {
+            Ok(done) => done,
+            Err(e) => return refused(&p, &e),
+        };
+    limiter::succeeded(&state.db, &attempt).await;
+    let next = format!("/console/orgs/{}", accepted.organization_id);
     match pages::signed_in(&state, &user, ip, &next, state.clock.now()).await {
-        Ok(mut resp) if is_json => {
+        Ok(mut resp) if p.json => {
             let cookies: Vec<_> = resp
                 .headers()
                 .get_all(header::SET_COOKIE)
@@ -138,6 +220,107 @@ pub(super) async fn accept(
     }
 }
 
+/// The first step: the address must be the invited one and the password 12 to 128 characters;
+/// then the same answer whatever the address (the code goes to the invited address).
+#[allow(clippy::too_many_arguments, reason = "one step's inputs")]
+async fn first_step(
+    state: &AppState,
+    p: &Posted,
+    inv: &entities::invitations::Model,
+    name: &str,
+    token: &str,
+    subject: &str,
+    ip: Option<&str>,
+    scope: Scope,
+) -> Response {
+    let email = p.email.clone().unwrap_or_default();
+    if !crate::services::customers::valid_email(email.trim())
+        || !inv.email.eq_ignore_ascii_case(email.trim())
+    {
+        return refused(p, &InvitationError::EmailMismatch);
+    }
+    let Some(password) = p.password.as_deref() else {
+        return refused(p, &InvitationError::WeakPassword);
+    };
+    let what = format!("activate {name} and become its owner");
+    let step = proof::Begin {
+        purpose: Purpose::Invitation,
+        subject,
+        email: &inv.email,
+        scope,
+        what: &what,
+    };
+    let started = proof::begin(state, step, password, ip).await;
+    let started = match started {
+        Ok(s) => s,
+        Err(e) => return refused(p, &step_error(e)),
+    };
+    if p.json {
+        return (
+            StatusCode::ACCEPTED,
+            axum::Json(json!({
+                "code": 0,
+                "message": "a verification code was mailed to the invited address; post again with verification_code",
+                "data": { "status": "verification_required" },
+            })),
+        )
+            .into_response();
+    }
+    let action = format!("/invitations/{token}/accept");
+    let restart = format!("/invitations/{token}");
+    let heading = format!("Activate {name}");
+    pages::code_page(
+        state,
+        StatusCode::OK,
+        pages::Code {
+            signed_in: None,
+            csrf: "",
+            heading: &heading,
+            email: &started.challenge.email,
+            action: &action,
+            button: "Activate the organization",
+            restart: &restart,
+            error: None,
+        },
+        Some(&started.flow),
+    )
+}
+
+fn step_error(e: StepError) -> InvitationError {
+    match e {
+        StepError::WeakPassword => InvitationError::WeakPassword,
+        StepError::Failed => InvitationError::VerificationFailed,
+        StepError::Throttled(s) => InvitationError::Throttled(s),
+        StepError::Unavailable => InvitationError::Unavailable,
+    }
+}
+
+/// A refused post: JSON in the envelope, a form with a page; 429 with `Retry-After`.
+fn refused(p: &Posted, e: &InvitationError) -> Response {
+    let resp = if p.json {
+        (e.status(), axum::Json(e.body())).into_response()
+    } else {
+        refused_page(e)
+    };
+    match e {
+        InvitationError::Throttled(secs) => pages::retry_after(resp, *secs),
+        _ => resp,
+    }
+}
+
 fn refused_page(e: &InvitationError) -> Response {
-    pages::message(e.status(), "Invitation", &e.to_string())
+    let text = match e {
+        InvitationError::Throttled(secs) => format!(
+            "Too many attempts for this address or from your network. Wait {} and try again.",
+            pages::wait_text(*secs)
+        ),
+        e => {
+            let t = e.to_string();
+            let mut c = t.chars();
+            c.next()
+                .map(|f| f.to_uppercase().collect::<String>() + c.as_str() + ".")
+                .unwrap_or_default()
+        }
+    };
+    pages::message(e.status(), "Invitation", &text)
 }

@@ -183,7 +183,58 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             trace::span,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            client_address,
+        ))
         .with_state(state)
+}
+
+/// The header the gateway sets to the client's address (`proxy` `upstream::rewrite`).
+pub(crate) const CLIENT_ADDRESS: &str = "x-tollgate-client-ip";
+
+/// Sets [`CLIENT_ADDRESS`] to the client's address as DESIGN §6c says, before any handler reads
+/// it: from loopback or a `[server] trusted_proxies` peer (the gateway, a load balancer) the
+/// gateway's header when it carries an IP address, else the right-most untrusted
+/// `X-Forwarded-For` entry; from anyone else the TCP peer, whatever the request claimed. A
+/// request served without a connection (no peer known) has no client address.
+async fn client_address(
+    State(state): State<AppState>,
+    mut req: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let peer = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip());
+    let headers = req.headers();
+    let client = peer.map(|peer| {
+        let server = &state.settings.server;
+        let trusted = peer.is_loopback()
+            || peer.to_canonical().is_loopback()
+            || server.is_trusted_proxy(peer);
+        let claimed = headers
+            .get(CLIENT_ADDRESS)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<std::net::IpAddr>().ok());
+        match claimed {
+            Some(ip) if trusted => ip,
+            _ if trusted => server.client_ip(
+                peer,
+                headers
+                    .get_all("x-forwarded-for")
+                    .iter()
+                    .filter_map(|v| v.to_str().ok()),
+            ),
+            _ => peer.to_canonical(),
+        }
+    });
+    let headers = req.headers_mut();
+    headers.remove(CLIENT_ADDRESS);
+    if let Some(v) = client.and_then(|ip| axum::http::HeaderValue::from_str(&ip.to_string()).ok()) {
+        headers.insert(CLIENT_ADDRESS, v);
+    }
+    next.run(req).await
 }
 
 /// The partner API's fallback: a path of an [`ID_ROUTES`] route whose id segment is empty is
@@ -247,9 +298,12 @@ pub async fn serve(
     let stop = async move {
         let _ = shutdown.wait_for(|s| *s).await;
     };
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(stop)
-        .await
+    axum::serve(
+        listener,
+        router(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(stop)
+    .await
 }
 
 /// Serves a separate admin-api's Prometheus figures (`GET /metrics` at `[metrics] admin_listen`)

@@ -2,7 +2,8 @@
 //! before body errors), then the JSON body into the route's request DTO (`invalid` when it is not
 //! JSON or not of that shape), then the service's validation; only then is the key claimed and the
 //! work run once in its transaction ([`idempotency::execute`]). Nothing is stored when validation
-//! fails, so the key can be retried with a corrected body.
+//! fails, so the key can be retried with a corrected body. Every write that runs is recorded in the
+//! partner's audit log with the token that made it, in the write's own transaction.
 
 use crate::caller::Caller;
 use crate::error::ApiError;
@@ -87,20 +88,41 @@ impl Write {
     where
         Req: DeserializeOwned,
         T: Send + 'static,
-        D: Serialize,
+        D: Serialize + Send,
     {
         let (identity, input) = match self.prepare(invalid, parse) {
             Ok(p) => p,
             Err(e) => return e.into_response(),
         };
         let (s, c) = (state.clone(), self.caller.clone());
+        let (method, path) = (self.method.to_string(), self.path.clone());
+        let ip = crate::console::session::client_ip(&self.headers);
         let run: Work<'_, D> = Box::new(move |txn, reference| {
+            let now = s.clock.now();
+            let record = crate::services::people::Audit {
+                organization: None,
+                partner: Some(c.partner_id),
+                actor: None,
+                action: "partner_api_write",
+                target: Some(format!("{method} {path}")),
+                detail: serde_json::json!({
+                    "token_id": c.token_id,
+                    "token": c.token_preview,
+                    "role": c.role,
+                }),
+                ip,
+            };
             let op = Op {
                 state: s,
                 caller: c,
                 reference,
             };
-            work(txn, op, input)
+            Box::pin(async move {
+                let done = work(txn, op, input).await?;
+                // The write and its record, with the token that made it, commit together.
+                crate::services::people::audit(txn, record, now).await?;
+                Ok(done)
+            })
         });
         idempotency::execute(state, &self.caller, identity, run).await
     }

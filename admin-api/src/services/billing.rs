@@ -14,7 +14,9 @@ use credentials::{Kind, Secret};
 use entities::status::{OrganizationStatus, TokenStatus};
 use entities::{org_billing_tokens, organizations, usage_records};
 use money::NanoUsd;
-use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect, Set,
+};
 use std::collections::BTreeMap;
 
 /// The organization a billing token belongs to. Missing, malformed, unknown, rotated, revoked, or
@@ -282,38 +284,51 @@ pub enum TokenChange {
     Revoked,
 }
 
-/// `billing-token create|rotate`: at most one active token per organization; rotating revokes the
-/// previous one at once. `create` on an organization that already has one is refused.
-pub async fn issue_token(state: &AppState, org_id: i64, rotate: bool) -> Result<Secret, String> {
+/// `billing-token create|rotate`: at most one active token per organization (the database holds
+/// it so: a partial unique index); rotating revokes the previous one at once. `create` on an
+/// organization that already has one is refused. Concurrent changes of one organization's token
+/// queue on its row (locked first), and the change's audit record (`audit`, when a person or the
+/// operator's command made it) commits in the same transaction.
+pub async fn issue_token(
+    state: &AppState,
+    org_id: i64,
+    rotate: bool,
+    audit: Option<crate::services::people::Audit<'_>>,
+) -> Result<Secret, String> {
     let txn = crate::db::begin(&state.db)
         .await
         .map_err(|e| e.to_string())?;
     organizations::Entity::find_by_id(org_id)
+        .lock_exclusive()
         .one(&txn)
         .await
         .map_err(|e| e.to_string())?
         .ok_or(format!("organization {org_id} does not exist"))?;
-    let active = org_billing_tokens::Entity::find()
+    let now = state.clock.now();
+    let retired = org_billing_tokens::Entity::update_many()
+        .col_expr(
+            org_billing_tokens::Column::Status,
+            sea_orm::sea_query::Expr::value(TokenStatus::Rotated),
+        )
+        .col_expr(
+            org_billing_tokens::Column::RevokedAt,
+            sea_orm::sea_query::Expr::value(Some(now)),
+        )
         .filter(org_billing_tokens::Column::OrganizationId.eq(org_id))
         .filter(org_billing_tokens::Column::Status.eq(TokenStatus::Active))
-        .all(&txn)
+        .exec(&txn)
         .await
-        .map_err(|e| e.to_string())?;
-    if !active.is_empty() && !rotate {
+        .map_err(|e| e.to_string())?
+        .rows_affected;
+    if retired > 0 && !rotate {
         return Err(format!(
             "organization {org_id} already has an active billing token; use rotate"
         ));
     }
-    if active.is_empty() && rotate {
+    if retired == 0 && rotate {
         return Err(format!(
             "organization {org_id} has no active billing token; use create"
         ));
-    }
-    for t in active {
-        let mut row: org_billing_tokens::ActiveModel = t.into();
-        row.status = Set(TokenStatus::Rotated);
-        row.revoked_at = Set(Some(Utc::now()));
-        row.update(&txn).await.map_err(|e| e.to_string())?;
     }
     let secret = credentials::generate(Kind::BillingToken, state.env);
     org_billing_tokens::ActiveModel {
@@ -321,32 +336,60 @@ pub async fn issue_token(state: &AppState, org_id: i64, rotate: bool) -> Result<
         token_hash: Set(state.hasher.hash(secret.expose())),
         preview: Set(credentials::preview(secret.expose())),
         status: Set(TokenStatus::Active),
-        created_at: Set(Utc::now()),
+        created_at: Set(now),
         revoked_at: Set(None),
         ..Default::default()
     }
     .insert(&txn)
     .await
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| match e.sql_err() {
+        Some(sea_orm::SqlErr::UniqueConstraintViolation(_)) => {
+            "another change of this organization's billing token happened at the same time; try again"
+                .to_string()
+        }
+        _ => e.to_string(),
+    })?;
+    if let Some(a) = audit {
+        crate::services::people::audit(&txn, a, now)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
     txn.commit().await.map_err(|e| e.to_string())?;
     Ok(secret)
 }
 
-/// `billing-token revoke`.
-pub async fn revoke_token(state: &AppState, org_id: i64) -> Result<usize, String> {
-    let rows = org_billing_tokens::Entity::find()
-        .filter(org_billing_tokens::Column::OrganizationId.eq(org_id))
-        .filter(org_billing_tokens::Column::Status.eq(TokenStatus::Active))
-        .all(&state.db)
+/// `billing-token revoke`: the organization's active token stops working; with its audit record
+/// in the same transaction.
+pub async fn revoke_token(
+    state: &AppState,
+    org_id: i64,
+    audit: Option<crate::services::people::Audit<'_>>,
+) -> Result<u64, String> {
+    let txn = crate::db::begin(&state.db)
         .await
         .map_err(|e| e.to_string())?;
-    let n = rows.len();
-    for t in rows {
-        let mut row: org_billing_tokens::ActiveModel = t.into();
-        row.status = Set(TokenStatus::Revoked);
-        row.revoked_at = Set(Some(Utc::now()));
-        row.update(&state.db).await.map_err(|e| e.to_string())?;
+    let now = state.clock.now();
+    let n = org_billing_tokens::Entity::update_many()
+        .col_expr(
+            org_billing_tokens::Column::Status,
+            sea_orm::sea_query::Expr::value(TokenStatus::Revoked),
+        )
+        .col_expr(
+            org_billing_tokens::Column::RevokedAt,
+            sea_orm::sea_query::Expr::value(Some(now)),
+        )
+        .filter(org_billing_tokens::Column::OrganizationId.eq(org_id))
+        .filter(org_billing_tokens::Column::Status.eq(TokenStatus::Active))
+        .exec(&txn)
+        .await
+        .map_err(|e| e.to_string())?
+        .rows_affected;
+    if let Some(a) = audit.filter(|_| n > 0) {
+        crate::services::people::audit(&txn, a, now)
+            .await
+            .map_err(|e| e.to_string())?;
     }
+    txn.commit().await.map_err(|e| e.to_string())?;
     Ok(n)
 }
 

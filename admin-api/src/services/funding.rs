@@ -319,8 +319,9 @@ pub async fn top_up_page(state: &AppState, token: &str) -> Result<Option<TopUpPa
     }))
 }
 
-/// The operator's `partner fund`: credits partner funding (what a paid top-up does), once per
-/// `reference`.
+/// Credits partner funding once per `reference` (a paid top-up, an automatic recharge, the
+/// operator's `partner fund`), with the partner's audit record in the same transaction (where
+/// the money came from, by the reference's kind).
 pub async fn fund(
     txn: &impl ConnectionTrait,
     partner_id: i64,
@@ -328,7 +329,7 @@ pub async fn fund(
     reference: &str,
 ) -> Result<ledger::Posted, ApiError> {
     customers::lock_partner(txn, partner_id).await?;
-    ledger::transfer(
+    let posted = ledger::transfer(
         txn,
         reference,
         "partner_top_up",
@@ -337,7 +338,36 @@ pub async fn fund(
         amount,
     )
     .await
-    .map_err(ApiError::from)
+    .map_err(ApiError::from)?;
+    if posted != ledger::Posted::AlreadyPosted {
+        let source = if reference.starts_with("stripe-recharge:") {
+            "automatic recharge"
+        } else if reference.starts_with("stripe:") {
+            "top-up paid on Stripe Checkout"
+        } else if reference.starts_with("demo:") {
+            "the quickstart's demo"
+        } else {
+            "the operator's partner fund command"
+        };
+        crate::services::people::audit(
+            txn,
+            crate::services::people::Audit {
+                organization: None,
+                partner: Some(partner_id),
+                actor: None,
+                action: "funding_added",
+                target: Some(reference.to_string()),
+                detail: serde_json::json!({
+                    "amount_usd": amount.to_decimal_usd().to_string(),
+                    "source": source,
+                }),
+                ip: None,
+            },
+            chrono::Utc::now(),
+        )
+        .await?;
+    }
+    Ok(posted)
 }
 
 /// An allocation change.

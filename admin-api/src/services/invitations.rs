@@ -1,8 +1,13 @@
 //! Invitation acceptance: the person who controls the contact email activates the customer.
+//! Holding the link proves nothing (the partner holds `invite_url`): the acceptance completes
+//! only with the code mailed to the invited address (`services::proof`), and whoever completes
+//! it is that address's user, proven at that moment.
 //!
-//! One transaction: the invitation becomes `accepted`, the organization `active` with the accepter
-//! as owner, and the organization balance opens with the allocation set so far (a ledger transfer
-//! from the partner's allocations; zero for an unfunded customer, which still opens the wallet).
+//! One transaction: the code's challenge ends (once), the user is made or marked proven, the
+//! invitation becomes `accepted`, the organization `active` with the accepter as owner, the
+//! organization balance opens with the allocation set so far (a ledger transfer from the
+//! partner's allocations; zero for an unfunded customer, which still opens the wallet), and the
+//! audit record (with the client's address) is written.
 
 use crate::auth::{TokenKind, token_hash};
 use crate::db::begin;
@@ -10,6 +15,7 @@ use crate::dto::InvitationAccepted;
 use crate::ledger::{self, AccountRef};
 use crate::services::customers;
 use crate::services::people;
+pub use crate::services::proof::Accepter;
 use crate::state::AppState;
 use chrono::Utc;
 use entities::status::{InvitationStatus, OrganizationStatus};
@@ -32,10 +38,14 @@ pub enum InvitationError {
     EmailMismatch,
     #[error("please try again later")]
     Unavailable,
-    #[error("the password is not correct for the account of this address")]
-    SignInFailed,
+    /// One message for a wrong password and a wrong, spent or expired code (nothing tells
+    /// whether the address has an account).
+    #[error("the password or the verification code is not correct, or the code has expired")]
+    VerificationFailed,
     #[error("the password must be 12 to 128 characters")]
     WeakPassword,
+    #[error("too many attempts; try again in {0} s")]
+    Throttled(u64),
 }
 
 impl From<sea_orm::DbErr> for InvitationError {
@@ -75,6 +85,35 @@ fn effective_status(inv: &invitations::Model, now: chrono::DateTime<Utc>) -> Inv
     }
 }
 
+/// The proof-of-address subject of an invitation.
+pub fn subject(inv: &invitations::Model) -> String {
+    format!("invitation:{}", inv.id)
+}
+
+/// A pending invitation behind `token` and its organization's name; any other status is the
+/// refusal to answer.
+pub async fn pending(
+    state: &AppState,
+    token: &str,
+) -> Result<(invitations::Model, String), InvitationError> {
+    let inv = find(state, &state.db, token).await?;
+    match effective_status(&inv, state.clock.now()) {
+        InvitationStatus::Pending => {}
+        InvitationStatus::Accepted => return Err(InvitationError::AlreadyAccepted),
+        InvitationStatus::Expired => return Err(InvitationError::Expired),
+        InvitationStatus::Revoked => return Err(InvitationError::Revoked),
+    }
+    let customer = customer_rows::Entity::find_by_id(inv.customer_id)
+        .one(&state.db)
+        .await?
+        .ok_or(InvitationError::NotFound)?;
+    let org = organizations::Entity::find_by_id(customer.organization_id)
+        .one(&state.db)
+        .await?
+        .ok_or(InvitationError::NotFound)?;
+    Ok((inv, org.name))
+}
+
 /// The invitation behind a token, for the acceptance page.
 pub async fn view(state: &AppState, token: &str) -> Result<InvitationView, InvitationError> {
     let inv = find(state, &state.db, token).await?;
@@ -95,17 +134,15 @@ pub async fn view(state: &AppState, token: &str) -> Result<InvitationView, Invit
     })
 }
 
-/// Accepts the invitation for `email`: the organization is active from now on. With a
-/// `password` the person signs up (a new console user, the address proven by the invitation) or
-/// signs in (the account of that address) in the same transaction; either way the user of that
-/// address becomes the organization's owner. Without one (a program accepting) the activation
-/// alone happens, and the address's user, now or when it signs up later, becomes the owner.
+/// Accepts the invitation whose code challenge `proof` was just answered, for `accepter`: the
+/// organization is active from now on and the accepter, proven now, is its owner.
 pub async fn accept(
     state: &AppState,
     token: &str,
-    email: &str,
-    password: Option<&str>,
-) -> Result<(InvitationAccepted, Option<entities::console_users::Model>), InvitationError> {
+    proof: &entities::console_challenges::Model,
+    accepter: Accepter,
+    ip: Option<String>,
+) -> Result<(InvitationAccepted, entities::console_users::Model), InvitationError> {
     let txn = begin(&state.db).await?;
     let inv = find(state, &txn, token).await?;
     match effective_status(&inv, state.clock.now()) {
@@ -114,30 +151,36 @@ pub async fn accept(
         InvitationStatus::Expired => return Err(InvitationError::Expired),
         InvitationStatus::Revoked => return Err(InvitationError::Revoked),
     }
-    if !inv.email.eq_ignore_ascii_case(email.trim()) {
-        return Err(InvitationError::EmailMismatch);
-    }
     let now = state.clock.now();
-    let user = match password {
-        None => people::find_user(&txn, email).await?,
-        Some(password) => match people::find_user(&txn, email).await? {
-            Some(_) => Some(
-                people::authenticate(&txn, email, password)
-                    .await?
-                    .ok_or(InvitationError::SignInFailed)?,
-            ),
-            None => Some(
-                people::create_user(&txn, email, password, now)
-                    .await
-                    .map_err(|e| match e {
-                        people::PeopleError::WeakPassword => InvitationError::WeakPassword,
-                        people::PeopleError::InvalidEmail => InvitationError::EmailMismatch,
-                        people::PeopleError::Db(_) | people::PeopleError::Hash => {
-                            InvitationError::Unavailable
-                        }
-                    })?,
-            ),
-        },
+    let email = inv.email.trim().to_ascii_lowercase();
+    if proof.subject != subject(&inv) || proof.email != email {
+        return Err(InvitationError::VerificationFailed);
+    }
+    if !crate::services::proof::finish(&txn, proof, now).await? {
+        return Err(InvitationError::VerificationFailed);
+    }
+    let user = match accepter {
+        Accepter::Existing(id) => {
+            let user = entities::console_users::Entity::find_by_id(id)
+                .one(&txn)
+                .await?
+                .filter(|u| u.email == email)
+                .ok_or(InvitationError::VerificationFailed)?;
+            people::mark_proven(&txn, user, now).await?
+        }
+        Accepter::New(hash) => {
+            if people::find_user(&txn, &email).await?.is_some() {
+                // An account of this address appeared since the first step: its password was
+                // never checked.
+                return Err(InvitationError::VerificationFailed);
+            }
+            people::insert_user(&txn, &email, hash, Some(now), now)
+                .await
+                .map_err(|e| match e {
+                    people::PeopleError::InvalidEmail => InvitationError::EmailMismatch,
+                    _ => InvitationError::Unavailable,
+                })?
+        }
     };
     let customer = customer_rows::Entity::find_by_id(inv.customer_id)
         .one(&txn)
@@ -157,7 +200,7 @@ pub async fn accept(
     let org_id = org.id;
     let mut o: organizations::ActiveModel = org.into();
     o.status = Set(OrganizationStatus::Active);
-    o.owner_email = Set(Some(email.trim().to_ascii_lowercase()));
+    o.owner_email = Set(Some(email.clone()));
     o.activated_at = Set(Some(now));
     o.update(&txn).await?;
     ledger::account(&txn, &AccountRef::org_wallet(org_id)).await?;
@@ -174,19 +217,17 @@ pub async fn accept(
         tracing::error!(error = %e, "activation posting failed");
         InvitationError::Unavailable
     })?;
-    if let Some(user) = &user {
-        people::join_org(&txn, org_id, user.id, "owner", now).await?;
-    }
+    people::join_org(&txn, org_id, user.id, "owner", now).await?;
     people::audit(
         &txn,
         people::Audit {
             organization: Some(org_id),
             partner: None,
-            actor: user.as_ref().map(|u| u.id),
+            actor: Some(user.id),
             action: "organization_activated",
             target: Some(format!("customer:{}", customer.id)),
-            detail: serde_json::json!({"email": email.trim().to_ascii_lowercase()}),
-            ip: None,
+            detail: serde_json::json!({"email": email, "address_proven": "mailed code"}),
+            ip,
         },
         now,
     )
@@ -212,6 +253,38 @@ pub async fn accept(
     ))
 }
 
+/// Accepts the invitation of `token` for the proven console user `user_id`, whose address the
+/// operator vouches for (the demo command, tests of the money paths): the same acceptance as a
+/// person's, with a challenge that is never mailed.
+pub async fn accept_vouched(
+    state: &AppState,
+    token: &str,
+    user_id: i64,
+) -> Result<(InvitationAccepted, entities::console_users::Model), InvitationError> {
+    let (inv, _) = pending(state, token).await?;
+    let vouched = crate::services::proof::FirstStep {
+        password_hash: None,
+        user_id: Some(user_id),
+    };
+    let started = crate::services::proof::start(
+        &state.db,
+        state,
+        crate::services::proof::Purpose::Invitation,
+        &subject(&inv),
+        &inv.email,
+        vouched,
+    )
+    .await?;
+    accept(
+        state,
+        token,
+        &started.challenge,
+        Accepter::Existing(user_id),
+        None,
+    )
+    .await
+}
+
 /// What an operator's revocation or re-issue did.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Reissued {
@@ -234,10 +307,14 @@ pub struct Reissued {
 /// activated becomes `revoked`; its link stops working at once. `reissue`: the same, then a new
 /// pending invitation valid 14 days, emailed to the contact address (SPEC: re-issue is done outside
 /// the partner API). An active customer has nothing to revoke or re-issue.
+///
+/// `by`: the console user (and their address) who asked, `None` for the operator's command; the
+/// audit record commits with the change.
 pub async fn revoke_or_reissue(
     state: &AppState,
     customer_id: i64,
     reissue: bool,
+    by: Option<(i64, Option<String>)>,
 ) -> Result<Reissued, String> {
     use chrono::SecondsFormat;
     let db_err = |e: sea_orm::DbErr| format!("database: {e}");
@@ -269,6 +346,28 @@ pub async fn revoke_or_reissue(
         row.status = Set(InvitationStatus::Revoked);
         row.update(&txn).await.map_err(db_err)?;
     }
+    people::audit(
+        &txn,
+        people::Audit {
+            organization: Some(org.id),
+            partner: Some(customer.partner_id),
+            actor: by.as_ref().map(|(user, _)| *user),
+            action: if reissue {
+                "invitation_reissued"
+            } else {
+                "invitation_revoked"
+            },
+            target: Some(format!("customer:{customer_id}")),
+            detail: serde_json::json!({
+                "by": if by.is_some() { "console" } else { "operator command" },
+                "revoked_invitations": revoked,
+            }),
+            ip: by.and_then(|(_, ip)| ip),
+        },
+        state.clock.now(),
+    )
+    .await
+    .map_err(db_err)?;
     if !reissue {
         txn.commit().await.map_err(db_err)?;
         tracing::info!(customer_id, revoked, "invitation revoked by the operator");

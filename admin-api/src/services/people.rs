@@ -3,17 +3,19 @@
 //!
 //! Rules kept here, whatever page or command calls them:
 //! - an address is stored lowercase and trimmed; one user per address;
-//! - passwords are hashed with argon2id (the `argon2` crate's defaults, PHC string stored), 12 to
-//!   128 characters; a wrong password and an unknown address are indistinguishable to the caller
+//! - passwords are hashed with argon2id (the `argon2` crate's defaults, PHC string stored) on the
+//!   bounded pool of [`hashing`], 12 to 128 characters; a longer one is refused before any
+//!   hashing; a wrong password and an unknown address are indistinguishable to the caller
 //!   ([`authenticate`] answers `None` for both, after the same work);
+//! - an address counts as proven only by a mailed code or reset link (or the operator's demo
+//!   command): an account whose address is not proven has no session until it proves it;
 //! - session ids and mailed tokens are 256-bit random values; only their SHA-256 (sessions) or
 //!   keyed hash (tokens) is stored;
 //! - organization roles are `owner`, `administrator`, `member`; partner roles `owner`, `admin`,
 //!   `operator`, `viewer`; an organization always keeps at least one owner.
 
+use super::hashing::{self, HashError};
 use crate::state::AppState;
-use argon2::Argon2;
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use chrono::{DateTime, Duration, Utc};
 use entities::{
     audit_records, console_sessions, console_tokens, console_users, org_members, organizations,
@@ -29,10 +31,6 @@ use sha2::{Digest, Sha256};
 pub const MIN_PASSWORD: usize = 12;
 /// Longest password accepted (argon2 hashes any length; this bounds the work per attempt).
 pub const MAX_PASSWORD: usize = 128;
-/// How long a session lasts without use.
-pub const SESSION_IDLE: Duration = Duration::hours(12);
-/// How long a session lasts at most.
-pub const SESSION_MAX: Duration = Duration::days(7);
 /// How long a mailed sign-up or membership link is valid.
 pub const TOKEN_DAYS: i64 = 7;
 
@@ -56,6 +54,18 @@ pub enum PeopleError {
     /// the password could not be hashed
     #[error("password hashing failed")]
     Hash,
+    /// too many password checks at once (answered 503)
+    #[error("too many password checks at once; try again shortly")]
+    Busy,
+}
+
+impl From<HashError> for PeopleError {
+    fn from(e: HashError) -> Self {
+        match e {
+            HashError::Busy => PeopleError::Busy,
+            HashError::Failed => PeopleError::Hash,
+        }
+    }
 }
 
 /// An address as stored: trimmed, lowercase.
@@ -73,29 +83,15 @@ pub fn check_password(password: &str) -> Result<(), PeopleError> {
     }
 }
 
-fn hash_password(password: &str) -> Result<String, PeopleError> {
-    use rand::Rng;
-    let mut bytes = [0u8; 16];
-    rand::rng().fill(&mut bytes);
-    let salt = SaltString::encode_b64(&bytes).map_err(|_| PeopleError::Hash)?;
-    Argon2::default()
-        .hash_password(password.as_bytes(), &salt)
-        .map(|h| h.to_string())
-        .map_err(|_| PeopleError::Hash)
+/// Whether `password` is too long to check (refused before any hashing).
+pub fn too_long(password: &str) -> bool {
+    password.chars().count() > MAX_PASSWORD
 }
 
-fn verify_password(hash: &str, password: &str) -> bool {
-    PasswordHash::new(hash).is_ok_and(|parsed| {
-        Argon2::default()
-            .verify_password(password.as_bytes(), &parsed)
-            .is_ok()
-    })
-}
-
-/// A hash to verify against when the address is unknown, so both answers take the same time.
-fn decoy_hash() -> &'static str {
-    static DECOY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    DECOY.get_or_init(|| hash_password("decoy password, never valid").unwrap_or_default())
+/// The argon2id hash of a new password (checked first).
+pub async fn new_password_hash(password: &str) -> Result<String, PeopleError> {
+    check_password(password)?;
+    Ok(hashing::hash(password).await?)
 }
 
 /// The user of `email`, if any.
@@ -109,43 +105,86 @@ pub async fn find_user(
         .await
 }
 
-/// Creates the user of `email` with `password` (the caller proved the address).
+/// Creates the user of `email` with `password`, its address proven at `verified` (`None`: not
+/// proven yet).
 pub async fn create_user(
     db: &impl ConnectionTrait,
     email: &str,
     password: &str,
+    verified: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Result<console_users::Model, PeopleError> {
-    check_password(password)?;
+    let hash = new_password_hash(password).await?;
+    insert_user(db, email, hash, verified, now).await
+}
+
+/// Creates the user of `email` with an already hashed password.
+pub async fn insert_user(
+    db: &impl ConnectionTrait,
+    email: &str,
+    password_hash: String,
+    verified: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Result<console_users::Model, PeopleError> {
     let email = normal_email(email);
     if !crate::services::customers::valid_email(&email) {
         return Err(PeopleError::InvalidEmail);
     }
-    let hash = hash_password(password)?;
     Ok(console_users::ActiveModel {
         email: Set(email),
-        password_hash: Set(hash),
+        password_hash: Set(password_hash),
         created_at: Set(now),
         updated_at: Set(now),
+        email_verified_at: Set(verified),
         ..Default::default()
     }
     .insert(db)
     .await?)
 }
 
+/// Records that `user` proved its address at `now` (kept as is when already proven).
+pub async fn mark_proven(
+    db: &impl ConnectionTrait,
+    user: console_users::Model,
+    now: DateTime<Utc>,
+) -> Result<console_users::Model, DbErr> {
+    if user.email_verified_at.is_some() {
+        return Ok(user);
+    }
+    let mut u: console_users::ActiveModel = user.into();
+    u.email_verified_at = Set(Some(now));
+    u.update(db).await
+}
+
 /// The user whose address and password these are; `None` for an unknown address and for a
-/// wrong password alike (the same argon2 work is done for both).
+/// wrong password alike (the same argon2 work is done for both), and for a password longer than
+/// [`MAX_PASSWORD`] (no work at all).
 pub async fn authenticate(
     db: &impl ConnectionTrait,
     email: &str,
     password: &str,
-) -> Result<Option<console_users::Model>, DbErr> {
+) -> Result<Option<console_users::Model>, PeopleError> {
+    if too_long(password) {
+        return Ok(None);
+    }
     let user = find_user(db, email).await?;
-    let hash = user
-        .as_ref()
-        .map_or(decoy_hash(), |u| u.password_hash.as_str());
-    let valid = verify_password(hash, password);
+    let hash = match &user {
+        Some(u) => u.password_hash.clone(),
+        None => hashing::decoy().await?,
+    };
+    let valid = hashing::verify(&hash, password).await?;
     Ok(user.filter(|_| valid))
+}
+
+/// Whether `password` is `user`'s (no work for one that is too long).
+pub async fn password_matches(
+    user: &console_users::Model,
+    password: &str,
+) -> Result<bool, PeopleError> {
+    if too_long(password) {
+        return Ok(false);
+    }
+    Ok(hashing::verify(&user.password_hash, password).await?)
 }
 
 /// Sets a new password for `user` and ends all of its sessions.
@@ -155,8 +194,7 @@ pub async fn set_password(
     password: &str,
     now: DateTime<Utc>,
 ) -> Result<console_users::Model, PeopleError> {
-    check_password(password)?;
-    let hash = hash_password(password)?;
+    let hash = new_password_hash(password).await?;
     let id = user.id;
     let mut u: console_users::ActiveModel = user.into();
     u.password_hash = Set(hash);
@@ -180,12 +218,29 @@ fn sha256_hex(s: &str) -> String {
     hex::encode(Sha256::digest(s.as_bytes()))
 }
 
+/// How long sessions last: unused (`idle`) and at most (`absolute`), from `[console]`.
+#[derive(Debug, Clone, Copy)]
+pub struct Lifetimes {
+    pub idle: Duration,
+    pub absolute: Duration,
+}
+
+impl Lifetimes {
+    pub fn of(console: &settings::Console) -> Lifetimes {
+        Lifetimes {
+            idle: Duration::minutes(i64::try_from(console.session_idle_minutes).unwrap_or(30)),
+            absolute: Duration::hours(i64::try_from(console.session_absolute_hours).unwrap_or(12)),
+        }
+    }
+}
+
 /// A new session for `user_id`: returns (cookie value, the stored session).
 pub async fn open_session(
     db: &impl ConnectionTrait,
     user_id: i64,
     ip: Option<String>,
     now: DateTime<Utc>,
+    lifetimes: Lifetimes,
 ) -> Result<(String, console_sessions::Model), DbErr> {
     let cookie = secret();
     let session = console_sessions::ActiveModel {
@@ -195,19 +250,21 @@ pub async fn open_session(
         ip: Set(ip),
         created_at: Set(now),
         last_seen_at: Set(now),
-        expires_at: Set(now + SESSION_MAX),
+        expires_at: Set(now + lifetimes.absolute),
     }
     .insert(db)
     .await?;
     Ok((cookie, session))
 }
 
-/// The live session of a cookie value and its user; an expired or idle one is ended. A session
-/// seen again has its idle clock moved (at most once a minute).
+/// The live session of a cookie value and its user; an expired or idle one, or one whose user
+/// has not proven its address, is ended. A session seen again has its idle clock moved (at most
+/// once a minute).
 pub async fn session(
     db: &impl ConnectionTrait,
     cookie: &str,
     now: DateTime<Utc>,
+    lifetimes: Lifetimes,
 ) -> Result<Option<(console_sessions::Model, console_users::Model)>, DbErr> {
     let Some(session) = console_sessions::Entity::find_by_id(sha256_hex(cookie))
         .one(db)
@@ -215,16 +272,15 @@ pub async fn session(
     else {
         return Ok(None);
     };
-    if session.expires_at <= now || session.last_seen_at + SESSION_IDLE <= now {
+    let user = console_users::Entity::find_by_id(session.user_id)
+        .one(db)
+        .await?
+        .filter(|u| u.email_verified_at.is_some());
+    let alive = session.expires_at > now && session.last_seen_at + lifetimes.idle > now;
+    let Some(user) = user.filter(|_| alive) else {
         console_sessions::Entity::delete_by_id(session.id)
             .exec(db)
             .await?;
-        return Ok(None);
-    }
-    let Some(user) = console_users::Entity::find_by_id(session.user_id)
-        .one(db)
-        .await?
-    else {
         return Ok(None);
     };
     let session = if now - session.last_seen_at > Duration::minutes(1) {
@@ -375,31 +431,6 @@ pub async fn join_partner(
         }
         .insert(db)
         .await?;
-    }
-    Ok(())
-}
-
-/// Active organizations whose owner address is `email` and that have no owner member yet (the
-/// invitation was accepted by a program): the user of that address becomes their owner.
-pub async fn claim_owned_orgs(
-    db: &impl ConnectionTrait,
-    user: &console_users::Model,
-    now: DateTime<Utc>,
-) -> Result<(), DbErr> {
-    let orgs = organizations::Entity::find()
-        .filter(organizations::Column::OwnerEmail.eq(user.email.clone()))
-        .all(db)
-        .await?;
-    for org in orgs {
-        let has_owner = org_members::Entity::find()
-            .filter(org_members::Column::OrganizationId.eq(org.id))
-            .filter(org_members::Column::Role.eq("owner"))
-            .one(db)
-            .await?
-            .is_some();
-        if !has_owner {
-            join_org(db, org.id, user.id, "owner", now).await?;
-        }
     }
     Ok(())
 }
@@ -567,11 +598,8 @@ mod tests {
         assert!(check_password(&" ".repeat(20)).is_err());
         assert!(check_password(&"x".repeat(129)).is_err());
         assert!(check_password("correct horse battery").is_ok());
-        let h = hash_password("correct horse battery").unwrap();
-        assert!(h.starts_with("$argon2id$"));
-        assert!(verify_password(&h, "correct horse battery"));
-        assert!(!verify_password(&h, "correct horse batterx"));
-        assert!(!verify_password("not a hash", "x"));
+        assert!(too_long(&"é".repeat(129)));
+        assert!(!too_long(&"é".repeat(128)));
         assert_eq!(normal_email("  Ann@Example.COM "), "ann@example.com");
         assert_eq!(secret().len(), 43);
     }

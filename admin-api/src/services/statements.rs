@@ -509,18 +509,9 @@ pub fn exact(n: NanoUsd) -> String {
     format!("{sign}{}.{:09}", abs / 1_000_000_000, abs % 1_000_000_000)
 }
 
-/// A CSV field, quoted when it needs to be (RFC 4180), with a formula's first character defused.
+/// A CSV field (`text::csv_cell`: quoted when needed, formulas defused).
 fn field(s: &str) -> String {
-    let s = if s.starts_with(['=', '+', '@']) || (s.starts_with('-') && s.parse::<f64>().is_err()) {
-        format!("'{s}")
-    } else {
-        s.to_string()
-    };
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s
-    }
+    crate::text::csv_cell(s)
 }
 
 /// The statement as CSV: one record per line, its kind in the first column (`statement`,
@@ -608,7 +599,11 @@ pub fn text_lines(s: &Statement) -> Vec<String> {
         "Organization"
     };
     l.push(format!("Tollgate statement {}", s.month));
-    l.push(format!("{title}: {} (id {})", s.subject_name, s.subject_id));
+    l.push(format!(
+        "{title}: {} (id {})",
+        crate::text::cut_chars(&s.subject_name, 60),
+        s.subject_id
+    ));
     l.push(format!(
         "Status: {}   Generated: {}",
         if s.provisional {
@@ -630,8 +625,7 @@ pub fn text_lines(s: &Statement) -> Vec<String> {
         l.push("  none".into());
     }
     for m in &s.movements {
-        let mut d = m.description.clone();
-        d.truncate(46);
+        let d = crate::text::cut_chars(&m.description, 46);
         l.push(format!(
             "  {}  {:<46} {:>20}",
             m.at.format("%Y-%m-%d"),
@@ -651,10 +645,8 @@ pub fn text_lines(s: &Statement) -> Vec<String> {
         "model", "group", "calls", "input", "output", "img/s"
     ));
     for u in &s.usage {
-        let mut model = u.model.clone();
-        model.truncate(26);
-        let mut group = u.group.clone();
-        group.truncate(12);
+        let model = crate::text::cut_chars(&u.model, 26);
+        let group = crate::text::cut_chars(&u.group, 12);
         l.push(format!(
             "  {:<26} {:<12} {:>7} {:>11} {:>11} {:>7}",
             model,
@@ -827,6 +819,91 @@ mod tests {
         assert_eq!(field("a,b"), "\"a,b\"");
         assert_eq!(field("say \"hi\""), "\"say \"\"hi\"\"\"");
         assert_eq!(field("=SUM(A1)"), "'=SUM(A1)");
+        assert_eq!(field("\t=1"), "'\t=1");
         assert_eq!(field("-1.500000000"), "-1.500000000");
+    }
+
+    fn statement(name: &str, text: &str) -> Statement {
+        let at = DateTime::from_timestamp(1_800_000_000, 0).unwrap_or_default();
+        Statement {
+            kind: "partner",
+            subject_id: 7,
+            subject_name: name.to_string(),
+            month: Month::of(at),
+            provisional: true,
+            generated_at: at,
+            balance_of: "partner available funding",
+            opening: NanoUsd::from_nanos(1),
+            movements: vec![Movement {
+                at,
+                description: format!("allocated to {text}"),
+                reference: text.to_string(),
+                amount: NanoUsd::from_nanos(-5),
+            }],
+            usage: vec![UsageLine {
+                model: text.to_string(),
+                group: name.to_string(),
+                requests: 1,
+                charged: NanoUsd::from_nanos(3),
+                ..Default::default()
+            }],
+            usage_posted: NanoUsd::from_nanos(3),
+            closing: NanoUsd::from_nanos(-4),
+        }
+    }
+
+    /// The cells of a CSV text (RFC 4180: quoted cells may hold commas, quotes and line breaks).
+    fn cells(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut cell = String::new();
+        let (mut quoted, mut chars) = (false, text.chars().peekable());
+        while let Some(c) = chars.next() {
+            match (quoted, c) {
+                (true, '"') if chars.peek() == Some(&'"') => {
+                    chars.next();
+                    cell.push('"');
+                }
+                (true, '"') => quoted = false,
+                (true, c) => cell.push(c),
+                (false, '"') if cell.is_empty() => quoted = true,
+                (false, ',' | '\n') => out.push(std::mem::take(&mut cell)),
+                (false, c) => cell.push(c),
+            }
+        }
+        out.push(cell);
+        out
+    }
+
+    /// The name of issue 42's report: accented letters where a byte cut would split one.
+    #[test]
+    fn accented_names_make_a_statement() {
+        let name = "Société Générale à Zürich — Ünïcödé façade".repeat(3);
+        let s = statement(&name, "modèle-éèà");
+        assert!(pdf(&s).is_ok());
+        let lines = text_lines(&s);
+        assert!(lines.iter().any(|l| l.contains("Société Générale")));
+        assert!(csv(&s).contains("Société Générale"));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        /// Any Unicode in a customer's, a model's or a group's name: the PDF and the CSV are
+        /// made, and no CSV cell starts a formula.
+        #[test]
+        fn any_unicode_name_makes_a_statement(
+            name in proptest::prelude::any::<String>(),
+            text in "\\PC{0,80}",
+        ) {
+            let s = statement(&name, &text);
+            proptest::prop_assert!(pdf(&s).is_ok());
+            let lines = text_lines(&s);
+            proptest::prop_assert!(!lines.is_empty());
+            for cell in cells(&csv(&s)) {
+                proptest::prop_assert!(
+                    !cell.starts_with(['=', '@', '\t', '\r']),
+                    "{cell:?}"
+                );
+            }
+        }
     }
 }

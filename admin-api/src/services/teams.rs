@@ -5,7 +5,10 @@
 
 use super::people::{ORG_ROLES, PARTNER_ROLES, emails_of};
 use chrono::{DateTime, Utc};
-use entities::{audit_records, console_tokens, console_users, org_members, partner_members};
+use entities::status::TokenStatus;
+use entities::{
+    audit_records, console_tokens, console_users, org_members, partner_members, partner_tokens,
+};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
     QuerySelect, Set,
@@ -24,6 +27,14 @@ impl Team {
         match self {
             Team::Org(_) => &ORG_ROLES,
             Team::Partner(_) => &PARTNER_ROLES,
+        }
+    }
+
+    /// The roles that manage this team: they invite, change roles and read the audit log.
+    pub fn managers(self) -> &'static [&'static str] {
+        match self {
+            Team::Org(_) => &["owner"],
+            Team::Partner(_) => &["owner", "admin"],
         }
     }
 
@@ -234,6 +245,104 @@ pub async fn pending_invites(
         Team::Partner(id) => q.filter(console_tokens::Column::PartnerId.eq(id)),
     };
     q.order_by_asc(console_tokens::Column::Id).all(db).await
+}
+
+/// What follows a member's removal or role change in the same transaction: the team's open
+/// sign-up links they sent end when they can no longer invite, and a partner member's dashboard
+/// tokens are revoked (removal) or capped at the new role. Returns (links ended, tokens
+/// changed).
+pub async fn follow_change(
+    txn: &impl ConnectionTrait,
+    team: Team,
+    member: &Membership,
+    role: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<(u64, u64), DbErr> {
+    use sea_orm::sea_query::Expr;
+    let may_invite = role.is_some_and(|r| team.managers().contains(&r));
+    let ended = if may_invite {
+        0
+    } else {
+        let q = console_tokens::Entity::update_many()
+            .col_expr(console_tokens::Column::ExpiresAt, Expr::value(now))
+            .filter(console_tokens::Column::Purpose.eq(team.invite_purpose()))
+            .filter(console_tokens::Column::InvitedBy.eq(member.user_id))
+            .filter(console_tokens::Column::UsedAt.is_null())
+            .filter(console_tokens::Column::ExpiresAt.gt(now));
+        let q = match team {
+            Team::Org(id) => q.filter(console_tokens::Column::OrganizationId.eq(id)),
+            Team::Partner(id) => q.filter(console_tokens::Column::PartnerId.eq(id)),
+        };
+        q.exec(txn).await?.rows_affected
+    };
+    let Team::Partner(partner) = team else {
+        return Ok((ended, 0));
+    };
+    let mine = || {
+        partner_tokens::Entity::update_many()
+            .filter(partner_tokens::Column::PartnerId.eq(partner))
+            .filter(partner_tokens::Column::CreatedBy.eq(member.user_id))
+            .filter(partner_tokens::Column::Status.eq(TokenStatus::Active))
+    };
+    let changed = match role {
+        None => {
+            mine()
+                .col_expr(
+                    partner_tokens::Column::Status,
+                    Expr::value(TokenStatus::Revoked),
+                )
+                .col_expr(partner_tokens::Column::RevokedAt, Expr::value(Some(now)))
+                .exec(txn)
+                .await?
+                .rows_affected
+        }
+        Some(r) => {
+            // A token never acts above its maker's role: those made with a stronger role than
+            // the new one take the new one.
+            let rank = |x: &str| PARTNER_ROLES.iter().position(|p| *p == x);
+            let stronger: Vec<&str> = PARTNER_ROLES
+                .iter()
+                .copied()
+                .filter(|x| rank(x) < rank(r))
+                .collect();
+            if stronger.is_empty() {
+                0
+            } else {
+                mine()
+                    .col_expr(partner_tokens::Column::Role, Expr::value(r))
+                    .filter(partner_tokens::Column::Role.is_in(stronger))
+                    .exec(txn)
+                    .await?
+                    .rows_affected
+            }
+        }
+    };
+    Ok((ended, changed))
+}
+
+/// Revokes one of the team's open sign-up links (it stops working at once): the link, or
+/// `None` when there is no such open link of this team.
+pub async fn revoke_invite(
+    txn: &impl ConnectionTrait,
+    team: Team,
+    token_id: i64,
+    now: DateTime<Utc>,
+) -> Result<Option<console_tokens::Model>, DbErr> {
+    use sea_orm::sea_query::Expr;
+    let open = pending_invites(txn, team, now)
+        .await?
+        .into_iter()
+        .find(|t| t.id == token_id);
+    let Some(link) = open else {
+        return Ok(None);
+    };
+    let done = console_tokens::Entity::update_many()
+        .col_expr(console_tokens::Column::ExpiresAt, Expr::value(now))
+        .filter(console_tokens::Column::Id.eq(link.id))
+        .filter(console_tokens::Column::UsedAt.is_null())
+        .exec(txn)
+        .await?;
+    Ok((done.rows_affected == 1).then_some(link))
 }
 
 /// The latest `limit` audit records of `team`, newest first, with the actor's address.

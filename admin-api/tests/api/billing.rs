@@ -311,3 +311,60 @@ async fn a_mirror_found_below_its_holds_answers_503_until_reloaded() {
     stop.send(true).unwrap();
     keeper.join_all().await;
 }
+
+/// One active billing token per organization, held by the database (a partial unique index),
+/// not by a read-then-insert: concurrent rotations each leave exactly one active token, and a
+/// second active row cannot be written even past the service (issue 42).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_rotations_leave_exactly_one_active_token() {
+    use entities::org_billing_tokens;
+    use entities::status::TokenStatus;
+    use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+    let api = Api::start().await;
+    let owner = api.owner("100").await;
+    let (_, org) = api.active_customer(&owner, "rotations", 10.0, 1.0).await;
+    api.billing_token(org).await;
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let state = api.state.clone();
+        tasks.spawn(async move {
+            admin_api::services::billing::issue_token(&state, org, true, None).await
+        });
+    }
+    let mut secrets = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        secrets.push(done.unwrap().expect("every rotation queues and succeeds"));
+    }
+    let active = org_billing_tokens::Entity::find()
+        .filter(org_billing_tokens::Column::OrganizationId.eq(org))
+        .filter(org_billing_tokens::Column::Status.eq(TokenStatus::Active))
+        .all(&api.state.db)
+        .await
+        .unwrap();
+    assert_eq!(active.len(), 1, "{active:?}");
+    // Only the last rotation's secret reads the balance.
+    let working: Vec<&credentials::Secret> = secrets
+        .iter()
+        .filter(|s| api.state.hasher.hash(s.expose()) == active[0].token_hash)
+        .collect();
+    assert_eq!(working.len(), 1);
+    // The database itself refuses a second active token.
+    let forged = org_billing_tokens::ActiveModel {
+        organization_id: Set(org),
+        token_hash: Set("forged".into()),
+        preview: Set("tgb_forged".into()),
+        status: Set(TokenStatus::Active),
+        created_at: Set(chrono::Utc::now()),
+        revoked_at: Set(None),
+        ..Default::default()
+    }
+    .insert(&api.state.db)
+    .await;
+    assert!(
+        matches!(
+            forged.as_ref().map_err(|e| e.sql_err()),
+            Err(Some(sea_orm::SqlErr::UniqueConstraintViolation(_)))
+        ),
+        "{forged:?}"
+    );
+}

@@ -128,6 +128,29 @@ impl Browser {
         self.keep(resp).await
     }
 
+    /// A two-step post as a person (DESIGN §6c): `first` (address and password) answers the
+    /// code page; the code mailed to `email` is then posted from it. The second answer.
+    pub(super) async fn with_code(
+        &mut self,
+        api: &Api,
+        action: &str,
+        first: &[(&str, &str)],
+        email: &str,
+    ) -> Page {
+        let known = testkit::mailed_codes(&api.outbox, email).len();
+        let step = self.post(action, first, None).await;
+        assert_eq!(step.status, 200, "{}", step.body);
+        assert!(step.body.contains("Verification code"), "{}", step.body);
+        let code = testkit::next_code(&api.outbox, email, known).await;
+        let csrf = step.csrf();
+        self.post(
+            action,
+            &[("csrf", &csrf), ("verification_code", &code)],
+            None,
+        )
+        .await
+    }
+
     pub(super) async fn sign_in(&mut self, email: &str, password: &str) -> Page {
         let form = self.get("/console/sign-in").await;
         let csrf = form.csrf();
@@ -168,10 +191,11 @@ async fn activate(api: &Api, external: &str) -> (Browser, i64, String) {
     assert_eq!(page.status, 200, "{}", page.body);
     let csrf = page.csrf();
     let done = b
-        .post(
+        .with_code(
+            api,
             &format!("{path}/accept"),
             &[("csrf", &csrf), ("email", &email), ("password", PASSWORD)],
-            None,
+            &email,
         )
         .await;
     assert_eq!(done.status, 303, "{}", done.body);
@@ -184,26 +208,24 @@ async fn activate(api: &Api, external: &str) -> (Browser, i64, String) {
     (b, org, email)
 }
 
-/// The sign-in throttle counts in fixed windows of the wall clock: a test that counts attempts
-/// waits out the last 90 s of a window so its attempts cannot straddle two.
-async fn clear_of_a_throttle_window_end() {
-    let window = u128::from(u64::try_from(admin_api_window().as_millis()).unwrap());
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
+/// Every audit record as one line of text (action, target, detail, address).
+pub(super) async fn audit_texts(api: &Api) -> Vec<String> {
+    use sea_orm::EntityTrait;
+    entities::audit_records::Entity::find()
+        .all(&api.state.db)
+        .await
         .unwrap()
-        .as_millis();
-    let left = window - now % window;
-    if left < 90_000 {
-        tokio::time::sleep(std::time::Duration::from_millis(
-            u64::try_from(left).unwrap() + 100,
-        ))
-        .await;
-    }
-}
-
-/// The sign-in throttle's window (15 minutes; `docs/ARCHITECTURE.md` §12).
-fn admin_api_window() -> std::time::Duration {
-    std::time::Duration::from_secs(15 * 60)
+        .into_iter()
+        .map(|r| {
+            format!(
+                "{} {} {} {}",
+                r.action,
+                r.target.unwrap_or_default(),
+                r.detail,
+                r.ip.unwrap_or_default()
+            )
+        })
+        .collect()
 }
 
 /// A new person who joined organization `org` as a member through an operator's sign-up link,
@@ -229,10 +251,11 @@ pub(super) async fn joined(
     let mut b = Browser::new(api);
     let csrf = b.get(&join).await.csrf();
     let done = b
-        .post(
+        .with_code(
+            api,
             &join,
             &[("csrf", &csrf), ("email", email), ("password", PASSWORD)],
-            None,
+            &email.to_ascii_lowercase(),
         )
         .await;
     assert_eq!(done.status, 303, "{}", done.body);
@@ -288,14 +311,15 @@ async fn the_invited_person_signs_up_and_owns_the_activated_organization() {
     assert_eq!(api.count("org_members").await, 0);
     // The invited address, a good password: active, owner, signed in.
     let done = b
-        .post(
+        .with_code(
+            &api,
             &accept,
             &[
                 ("csrf", &csrf),
                 ("email", &email.to_uppercase()),
                 ("password", PASSWORD),
             ],
-            None,
+            &email,
         )
         .await;
     assert_eq!(done.status, 303, "{}", done.body);
@@ -407,34 +431,71 @@ async fn forged_and_cross_site_sign_ins_are_refused_and_guessing_is_throttled() 
         .await;
     assert_eq!(cross.status, 403);
     assert!(!b.cookies.contains_key("tg_session"));
-    // Ten attempts per address per window; the eleventh is refused even with the right password.
-    clear_of_a_throttle_window_end().await;
-    for _ in 0..10 {
+    // The one limiter (`services::limiter`): eight attempts per address go at once; the ninth is
+    // refused even with the right password, for a minute, then each further attempt doubles
+    // the wait (the test moves the service's clock).
+    let start = chrono::Utc::now();
+    api.state.clock.set(Some(start));
+    for _ in 0..8 {
         assert_eq!(b.sign_in(&email, "wrong password here").await.status, 401);
     }
     let throttled = b.sign_in(&email, PASSWORD).await;
     assert_eq!(throttled.status, 429, "{}", throttled.body);
-    assert!(throttled.header("retry-after").parse::<u64>().unwrap() > 0);
+    let wait: i64 = throttled.header("retry-after").parse().unwrap();
+    assert!((1..=60).contains(&wait), "{wait}");
     assert!(!b.cookies.contains_key("tg_session"));
+    api.state
+        .clock
+        .set(Some(start + chrono::Duration::seconds(61)));
+    assert_eq!(b.sign_in(&email, "wrong password here").await.status, 401);
+    let again = b.sign_in(&email, PASSWORD).await;
+    assert_eq!(again.status, 429);
+    let wait: i64 = again.header("retry-after").parse().unwrap();
+    assert!((61..=120).contains(&wait), "the wait doubles: {wait}");
+    // Never more than 15 minutes for its owner: past the wait the right password signs in, and
+    // the address starts afresh.
+    api.state
+        .clock
+        .set(Some(start + chrono::Duration::seconds(61 + 121)));
+    assert_eq!(b.sign_in(&email, PASSWORD).await.status, 303);
+    let mut fresh = Browser::new(&api);
+    assert_eq!(
+        fresh.sign_in(&email, "wrong password here").await.status,
+        401
+    );
     // Another address is not held up by this one.
     let (_, _, other) = activate(&api, "console-c2").await;
-    assert_eq!(b.sign_in(&other, PASSWORD).await.status, 303);
-    // Per client address: 50 attempts from one address (spread over many email addresses, each
-    // under its own limit), then even a right password from there is refused; another client
-    // address is not held up.
-    clear_of_a_throttle_window_end().await;
-    let mut guesser = Browser::from(&api, "203.0.113.7");
-    for i in 0..50 {
-        let page = guesser
+    assert_eq!(
+        Browser::new(&api).sign_in(&other, PASSWORD).await.status,
+        303
+    );
+    // Per client network: 30 attempts from one IPv6 /64 (spread over many addresses, each under
+    // its own limit), then even a right password from there is refused; another network is not
+    // held up.
+    let mut guessers = [
+        Browser::from(&api, "2001:db8:7:7::1"),
+        Browser::from(&api, "2001:db8:7:7:ffff::2"),
+    ];
+    for i in 0..30 {
+        let page = guessers[i % 2]
             .sign_in(&format!("guess{i}@nowhere.example"), "wrong password here")
             .await;
         assert_eq!(page.status, 401, "attempt {i}");
     }
-    let refused = guesser.sign_in(&other, PASSWORD).await;
+    let refused = guessers[0].sign_in(&other, PASSWORD).await;
     assert_eq!(refused.status, 429, "{}", refused.body);
-    assert!(!guesser.cookies.contains_key("tg_session"));
-    let mut neighbour = Browser::from(&api, "203.0.113.8");
+    assert!(!guessers[0].cookies.contains_key("tg_session"));
+    let mut neighbour = Browser::from(&api, "2001:db8:7:8::1");
     assert_eq!(neighbour.sign_in(&other, PASSWORD).await.status, 303);
+    // Failures and the throttles they started are in the audit, never a password.
+    let audit = audit_texts(&api).await;
+    assert!(
+        audit
+            .iter()
+            .any(|a| a.contains("check_failed") && a.contains(&email))
+    );
+    assert!(audit.iter().any(|a| a.contains("attempts_throttled")));
+    assert!(!audit.iter().any(|a| a.contains("wrong password here")));
 }
 
 #[tokio::test]
@@ -527,14 +588,15 @@ async fn sign_up_links_join_people_with_their_role() {
     assert_eq!(api.count("org_members").await, 1, "nothing changed");
     let csrf = weak.csrf();
     let joined = mia
-        .post(
+        .with_code(
+            &api,
             &path,
             &[
                 ("csrf", &csrf),
                 ("email", "MIA@member.example"),
                 ("password", PASSWORD),
             ],
-            None,
+            "mia@member.example",
         )
         .await;
     assert_eq!(
@@ -558,29 +620,33 @@ async fn sign_up_links_join_people_with_their_role() {
     let url = team["sign_up_url"].as_str().unwrap();
     let path = url[url.find("/console/join/").unwrap()..].to_string();
     let csrf = owner.get(&path).await.csrf();
+    // A wrong password shows only at the second step (the first answers alike for every
+    // address).
     let wrong = owner
-        .post(
+        .with_code(
+            &api,
             &path,
             &[
                 ("csrf", &csrf),
                 ("email", &owner_email),
                 ("password", "not the right password"),
             ],
-            None,
+            &owner_email,
         )
         .await;
-    assert_eq!(wrong.status, 401);
+    assert_eq!(wrong.status, 401, "{}", wrong.body);
     assert_eq!(api.count("partner_members").await, 0);
     let csrf = wrong.csrf();
     let ok = owner
-        .post(
+        .with_code(
+            &api,
             &path,
             &[
                 ("csrf", &csrf),
                 ("email", &owner_email),
                 ("password", PASSWORD),
             ],
-            None,
+            &owner_email,
         )
         .await;
     assert_eq!(
@@ -1094,14 +1160,15 @@ async fn owners_invite_change_roles_and_remove_members_and_one_owner_always_rema
     let mut ann = Browser::new(&api);
     let c = ann.get(&join).await.csrf();
     let joined = ann
-        .post(
+        .with_code(
+            &api,
             &join,
             &[
                 ("csrf", &c),
                 ("email", "ann@team.example"),
                 ("password", PASSWORD),
             ],
-            None,
+            "ann@team.example",
         )
         .await;
     assert_eq!(joined.status, 303, "{}", joined.body);

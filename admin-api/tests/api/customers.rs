@@ -260,6 +260,7 @@ async fn lifecycle_pending_then_active() {
         )
         .await;
     assert_eq!(s, 403, "{v}");
+    // The address alone never activates (DESIGN §6c): the form asks for a password.
     let resp = api
         .http
         .post(format!("{}/invitations/{token}/accept", api.base))
@@ -268,14 +269,18 @@ async fn lifecycle_pending_then_active() {
         .send()
         .await
         .unwrap();
-    assert_eq!(resp.status(), 200);
-    assert!(resp.text().await.unwrap().contains("active"));
+    assert_eq!(resp.status(), 400);
+    let (_, v) = api.get(&owner, &format!("/customers/{id}")).await;
+    assert_eq!(v["data"]["status"], "pending_activation");
+    let (s, v) = api.accept_invitation(token, "Owner@acme-1.example").await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["data"]["status"], "active");
     let (s, _, _, _) = api
         .call(
             Method::POST,
             None,
             &format!("/invitations/{token}/accept"),
-            Some(&json!({"email": "owner@acme-1.example"})),
+            Some(&json!({"email": "owner@acme-1.example", "password": console::PASSWORD})),
             None,
         )
         .await;

@@ -257,25 +257,63 @@ async fn operators_and_viewers_cannot_touch_tokens_and_other_partners_stay_hidde
 #[tokio::test]
 async fn a_dashboard_token_acts_with_its_makers_role_capped_by_the_partners() {
     let api = Api::start().await;
-    // A partner the operator made a viewer: its team owner's tokens read but never write.
+    // A partner the operator made a viewer: its team's owner acts as a viewer in the dashboard
+    // (the partner API's rule, `gate::effective_role`): every write is refused on the server
+    // and changes nothing, and the pages offer none.
     let viewer_partner = api.partner("viewer", &["partner:read"], "10", "1.0").await;
     let mut olga = team_member(&api, viewer_partner.id, "olga@view.example", "owner").await;
-    let path = format!("/console/partners/{}/tokens", viewer_partner.id);
-    let csrf = olga.get(&path).await.csrf();
-    let created = olga
-        .post(&path, &[("csrf", &csrf), ("scope", "partner:write")], None)
-        .await;
-    let token = Partner {
-        id: viewer_partner.id,
-        token: shown_token(&created),
-    };
-    let (s, me) = api.get(&token, "/me").await;
-    assert_eq!(
-        (s.as_u16(), me["data"]["role"].as_str()),
-        (200, Some("viewer"))
+    let base = format!("/console/partners/{}", viewer_partner.id);
+    let overview = olga.get(&base).await;
+    assert!(overview.body.contains("viewer"), "{}", overview.body);
+    let before = (
+        api.count("partner_tokens").await,
+        api.count("customers").await,
+        api.count("console_tokens").await,
+        api.count("partner_members").await,
     );
-    let (s, v) = api.create(&token, "never", 1.0, 1.0).await;
-    assert_error(s, &v, 403, "PARTNER_ACCESS_REQUIRED");
+    let csrf = olga.get(&format!("{base}/tokens")).await.csrf();
+    for (path, form) in [
+        (format!("{base}/tokens"), vec![("scope", "partner:write")]),
+        (
+            format!("{base}/customers"),
+            vec![
+                ("name", "Never"),
+                ("external_id", "never"),
+                ("contact_email", "never@x.example"),
+                ("initial_allocation_usd", "0"),
+                ("retail_rate_multiplier", "1"),
+            ],
+        ),
+        (
+            format!("{base}/team"),
+            vec![("email", "x@view.example"), ("role", "viewer")],
+        ),
+        (
+            format!("{base}/funding/alert"),
+            vec![("threshold_usd", "5")],
+        ),
+    ] {
+        let mut fields = vec![("csrf", csrf.as_str())];
+        fields.extend(form);
+        let page = olga.post(&path, &fields, None).await;
+        assert_eq!(page.status, 403, "{path}: {}", page.body);
+    }
+    assert_eq!(
+        before,
+        (
+            api.count("partner_tokens").await,
+            api.count("customers").await,
+            api.count("console_tokens").await,
+            api.count("partner_members").await,
+        ),
+        "nothing changed"
+    );
+    let tokens_page = olga.get(&format!("{base}/tokens")).await;
+    assert!(
+        !tokens_page.body.contains("Create token"),
+        "{}",
+        tokens_page.body
+    );
     // An admin of an owner partner: an admin token (the admin's role, not the partner's).
     let acme = api.owner("10").await;
     let mut ada = team_member(&api, acme.id, "ada@acme.example", "admin").await;
@@ -363,14 +401,15 @@ async fn the_partner_team_is_managed_by_owners_and_admins_and_keeps_an_owner() {
     let mut ada = Browser::new(&api);
     let c = ada.get(&join).await.csrf();
     let joined = ada
-        .post(
+        .with_code(
+            &api,
             &join,
             &[
                 ("csrf", &c),
                 ("email", "ada@acme.example"),
                 ("password", PASSWORD),
             ],
-            None,
+            "ada@acme.example",
         )
         .await;
     assert_eq!(joined.status, 303, "{}", joined.body);

@@ -80,22 +80,13 @@ async fn invitation_lifetime_is_fourteen_days_from_creation() {
     }
     let accept = |token: String, email: &'static str| {
         let api = &api;
-        async move {
-            api.call(
-                Method::POST,
-                None,
-                &format!("/invitations/{token}/accept"),
-                Some(&json!({ "email": email })),
-                None,
-            )
-            .await
-        }
+        async move { api.accept_invitation(&token, email).await }
     };
     // One second before the end: still pending, and it activates.
     api.state
         .clock
         .set(Some(created_at + Duration::days(14) - Duration::seconds(1)));
-    let (s, _, v, _) = accept(token_of(&early), "owner@early.example").await;
+    let (s, v) = accept(token_of(&early), "owner@early.example").await;
     assert_eq!(s, 200, "{v}");
     let late_id = late["data"]["customer"]["id"].as_i64().unwrap();
     let (_, v) = api.get(&owner, &format!("/customers/{late_id}")).await;
@@ -108,7 +99,15 @@ async fn invitation_lifetime_is_fourteen_days_from_creation() {
         "{v}"
     );
     assert_eq!(v["data"]["status"], "pending_activation");
-    let (s, _, v, _) = accept(token_of(&late), "owner@late14.example").await;
+    let (s, _, v, _) = api
+        .call(
+            Method::POST,
+            None,
+            &format!("/invitations/{}/accept", token_of(&late)),
+            Some(&json!({"email": "owner@late14.example", "password": console::PASSWORD})),
+            None,
+        )
+        .await;
     assert_eq!(s, 410, "{v}");
     let (s, v) = api
         .get(&owner, &format!("/customers/{late_id}/groups"))

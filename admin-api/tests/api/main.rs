@@ -33,6 +33,7 @@ mod keys;
 mod openapi;
 mod partitions;
 mod payments;
+mod proof;
 mod rules;
 mod settlement;
 mod standing;
@@ -270,20 +271,21 @@ impl Api {
             .unwrap()
             .to_string();
         let token = url.rsplit('/').next().unwrap();
-        let (s, _, v, _) = self
-            .call(
-                Method::POST,
-                None,
-                &format!("/invitations/{token}/accept"),
-                Some(&json!({"email": format!("owner@{external}.example")})),
-                None,
-            )
+        let (s, v) = self
+            .accept_invitation(token, &format!("owner@{external}.example"))
             .await;
         assert_eq!(s, 200, "{v}");
         (
             body["data"]["customer"]["id"].as_i64().unwrap(),
             v["data"]["organization_id"].as_i64().unwrap(),
         )
+    }
+
+    /// Accepts invitation `token` as a program does (DESIGN §6c, `testkit::accept_invitation`).
+    async fn accept_invitation(&self, token: &str, email: &str) -> (StatusCode, Value) {
+        let url = format!("{}/invitations/{token}/accept", self.base);
+        let (s, v) = testkit::accept_invitation(&self.http, &url, email, &self.outbox).await;
+        (StatusCode::from_u16(s).unwrap(), v)
     }
 
     /// A new organization billing token of `org` (the operator command's).

@@ -342,13 +342,10 @@ async fn operator_revokes_and_reissues_an_invitation() {
             .unwrap()
     };
     let accept = async |path: &str| -> u16 {
-        http.post(format!("{base}{path}/accept"))
-            .json(&json!({"email": "bob@initech.example"}))
-            .send()
+        let url = format!("{base}{path}/accept");
+        testkit::accept_invitation(&http, &url, "bob@initech.example", &outbox)
             .await
-            .unwrap()
-            .status()
-            .as_u16()
+            .0
     };
 
     let id_arg = id.to_string();

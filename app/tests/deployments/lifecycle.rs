@@ -632,13 +632,15 @@ async fn a_disabled_key_stops_at_once_on_every_proxy() {
         .as_str()
         .unwrap();
     let path = &invite[invite.find("/invitations/").unwrap()..];
-    let accepted = http
-        .post(format!("{a}{path}/accept"))
-        .json(&json!({"email": "ann@revoke.example"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(accepted.status(), 200);
+    let outbox = admin.state.settings.mail.outbox_dir.clone();
+    let (status, accepted) = testkit::accept_invitation(
+        &http,
+        &format!("{a}{path}/accept"),
+        "ann@revoke.example",
+        &outbox,
+    )
+    .await;
+    assert_eq!(status, 200, "{accepted}");
     let mut secrets = Vec::new();
     for n in 0..2 {
         let (s, key) = partner_call(

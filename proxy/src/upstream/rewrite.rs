@@ -137,13 +137,21 @@ pub(crate) fn substitute_body(body: &mut Option<Bytes>, end_of_stream: bool, ful
 pub const CLIENT_ADDRESS: &str = "x-tollgate-client-ip";
 
 /// An admin route's request to admin-api: [`CLIENT_ADDRESS`] set to the client's IP address (a
-/// value the client sent in that header is replaced, never passed on).
+/// value the client sent in that header is replaced, never passed on): the TCP peer, or, when the
+/// peer is one of `[server] trusted_proxies`, the right-most untrusted `X-Forwarded-For` entry.
 pub(crate) fn client_address(
     req: &mut RequestHeader,
     client: Option<&pingora::protocols::l4::socket::SocketAddr>,
+    server: &settings::Server,
 ) -> pingora::Result<()> {
     req.remove_header(CLIENT_ADDRESS);
-    if let Some(ip) = client.and_then(|a| a.as_inet()).map(|a| a.ip().to_string()) {
+    if let Some(peer) = client.and_then(|a| a.as_inet()).map(|a| a.ip()) {
+        let forwarded = req
+            .headers
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok());
+        let ip = server.client_ip(peer, forwarded).to_string();
         req.insert_header(CLIENT_ADDRESS, ip)?;
     }
     Ok(())
