@@ -16,6 +16,12 @@ pub struct Model {
     /// When the address was last proven (a mailed code or reset link, or the operator's demo
     /// command); `None`: never, and the account proves it at its next sign-in before it acts.
     pub email_verified_at: Option<DateTimeUtc>,
+    /// The authenticator app's secret, sealed (AES-256-GCM); set while setting up or on.
+    pub totp_secret: Option<String>,
+    /// When two-factor sign-in was turned on (`None`: off).
+    pub totp_enabled_at: Option<DateTimeUtc>,
+    /// The RFC 6238 step of the last code accepted (a code is accepted once).
+    pub totp_last_step: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

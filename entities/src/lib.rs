@@ -6,6 +6,7 @@ pub mod auto_allocation_rules;
 pub mod auto_allocations;
 pub mod balance_alerts;
 pub mod console_challenges;
+pub mod console_recovery_codes;
 pub mod console_sessions;
 pub mod console_throttles;
 pub mod console_tokens;

@@ -4,7 +4,7 @@
 Run by tests/tests/e2e/browser.rs (`the_console_in_a_real_browser`):
 
     console.py BASE_URL INVITE_PATH EMAIL SHOTS_DIR OUTBOX_DIR EXPIRED_INVITE_PATH \
-        PARTNER_JOIN_PATH OTHER_PARTNER_ID
+        PARTNER_JOIN_PATH OTHER_PARTNER_ID CHECKOUT_BASE
 
 Drives the pages by their visible labels and button texts: accept the invitation by signing up
 (every acceptance and join completes with the code mailed to the address, read from the outbox),
@@ -26,8 +26,12 @@ Prints one JSON object: {"steps": [...], "pages": {name: {"axe": [...], "log": [
 {"error": ...} on an unexpected exception.
 """
 
+import base64
+import hashlib
+import hmac
 import json
 import os
+import struct
 import sys
 import time
 import traceback
@@ -169,6 +173,15 @@ def prove(d, run, outbox, to, shot, done_button):
 PROVEN = set()
 
 
+def totp(key_text, at=None):
+    """The 6-digit RFC 6238 code of a base32 key at `at` (now): what an authenticator app shows."""
+    key = key_text.replace(" ", "")
+    key = base64.b32decode(key + "=" * (-len(key) % 8))
+    mac = hmac.new(key, struct.pack(">Q", int((at or time.time()) // 30)), hashlib.sha1).digest()
+    o = mac[-1] & 15
+    return "%06d" % ((struct.unpack(">I", mac[o:o + 4])[0] & 0x7FFFFFFF) % 1000000)
+
+
 class Run:
     def __init__(self, driver, shots):
         self.driver = driver
@@ -222,7 +235,7 @@ def row_button(driver, cell_text, text):
     raise AssertionError(f"no {text!r} in a row with {cell_text!r} on {driver.current_url}")
 
 
-def partner_flow(d, run, base, partner_join, other_partner, outbox):
+def partner_flow(d, run, base, partner_join, other_partner, outbox, checkout):
     """The partner dashboard, from the operator's sign-up link (issue 29)."""
     pat = "pat@acme.example"
     if d.find_elements(By.XPATH, "//button[normalize-space()='Sign out']"):
@@ -332,6 +345,22 @@ def partner_flow(d, run, base, partner_join, other_partner, outbox):
     press(d, link(d, "Funding"))
     assert "funding added" in d.find_element(By.CSS_SELECTOR, "table.data tbody").text
     run.check("partner-funding")
+    funding_url = d.current_url
+    # "Add funds" and "Save a card" reach the payment page under the console's CSP (its
+    # form-action names the checkout host: a form's redirect is held to it too).
+    field(d, "Amount to add (USD)").send_keys("25")
+    press(d, button(d, "Add funds"))
+    assert d.current_url.startswith(checkout + "/pay/"), d.current_url
+    assert "Checkout stand-in" in d.page_source
+    d.get(funding_url)
+    field(d, "When funding falls below (USD)").send_keys("10")
+    field(d, "Charge the card (USD)").send_keys("50")
+    press(d, button(d, "Save automatic recharge"))
+    press(d, button(d, "Save a card"))
+    assert d.current_url.startswith(checkout + "/pay/"), d.current_url
+    d.get(funding_url)
+    run.check("partner-funding-recharge")
+    run.step("Add funds and Save a card lead to the payment page")
     run.step("the call shows in the partner's usage: charged, wholesale cost and margin by customer; the funding history from the ledger")
     press(d, link(d, "Team"))
     field(d, "Email address").send_keys("val@acme.example")
@@ -362,7 +391,8 @@ def partner_flow(d, run, base, partner_join, other_partner, outbox):
 
 
 def main():
-    base, invite, email, shots, outbox, expired, partner_join, other_partner = sys.argv[1:9]
+    base, invite, email, shots, outbox, expired, partner_join, other_partner, checkout = \
+        sys.argv[1:10]
     os.makedirs(shots, exist_ok=True)
     driver = browser()
     run = Run(driver, shots)
@@ -568,7 +598,33 @@ def main():
         assert "already accepted" in d.page_source, d.page_source
         run.check("invitation-spent")
         run.step("expired and spent invitations explained")
-        partner_flow(d, run, base, partner_join, other_partner, outbox)
+        # The account page: two-factor sign-in with an authenticator app.
+        d.get(base + "/console/sign-in")
+        field(d, "Email").send_keys(email)
+        field(d, "Password").send_keys("a brand new pass phrase")
+        press(d, button(d, "Sign in"))
+        press(d, link(d, email))
+        assert d.find_element(By.TAG_NAME, "h1").text == "Your account", d.page_source
+        run.check("account")
+        field(d, "Current password").send_keys("a brand new pass phrase")
+        press(d, button(d, "Set up two-factor"))
+        key = d.find_element(By.ID, "totp-key").text
+        run.check("account-two-factor-setup")
+        field(d, "Code from your app").send_keys(totp(key))
+        press(d, button(d, "Turn on two-factor"))
+        codes = [c.text for c in d.find_elements(By.CSS_SELECTOR, "#recovery-codes code")]
+        assert len(codes) == 10, d.page_source
+        run.check("account-two-factor-on")
+        press(d, button(d, "Sign out"))
+        field(d, "Email").send_keys(email)
+        field(d, "Password").send_keys("a brand new pass phrase")
+        press(d, button(d, "Sign in"))
+        run.check("sign-in-second-factor")
+        field(d, "Authentication code").send_keys(codes[0])
+        press(d, button(d, "Sign in"))
+        assert d.current_url.endswith("/console/"), d.current_url
+        run.step("turned on two-factor sign-in on the account page and signed in with a recovery code")
+        partner_flow(d, run, base, partner_join, other_partner, outbox, checkout)
         print(json.dumps({"steps": run.steps, "pages": run.pages}), flush=True)
     finally:
         driver.quit()

@@ -17,6 +17,8 @@ use tollgate::{App, Role};
 
 #[path = "e2e/browser.rs"]
 mod browser;
+#[path = "e2e/checkout.rs"]
+mod checkout;
 #[path = "e2e/sdk.rs"]
 mod sdk;
 #[path = "e2e/video.rs"]

@@ -170,7 +170,7 @@ pub(crate) async fn join(
     };
     // The second step: the browser's own first step, by its flow cookie.
     let now = state.clock.now();
-    let found = match session::cookie(&headers, proof::FLOW_COOKIE) {
+    let found = match session::cookie(&state, &headers, proof::FLOW_COOKIE) {
         Some(flow) => match proof::by_flow(&state.db, &flow, now).await {
             Ok(c) => c.filter(|c| c.subject == subject),
             Err(_) => return pages::unavailable(),

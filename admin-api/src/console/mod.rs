@@ -3,6 +3,7 @@
 //! (`admin-api/assets/`), no CDN and no inline script. Every answer carries the security headers
 //! of [`security_headers`]; sessions and CSRF are `session`'s, pages `pages`'.
 
+pub(crate) mod account;
 pub(crate) mod billing_token;
 pub(crate) mod chart;
 pub(crate) mod customer;
@@ -18,174 +19,253 @@ pub(crate) mod session;
 pub(crate) mod statements;
 pub(crate) mod usage;
 
+use crate::http::table::{Route, Table};
 use crate::state::AppState;
 use axum::Router;
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::{get, post};
+
+/// The console's routes and its state-changing ones (see [`crate::http::table`]).
+fn table() -> Table {
+    use crate::http::table::Gate::{Org, Partner, Person, PreSession};
+    const ORG_OWNERS: &[&str] = &["owner"];
+    const KEY_MANAGERS: &[&str] = &keys::MANAGERS;
+    const PARTNER_MANAGERS: &[&str] = &partner::TOKEN_MANAGERS;
+    const CUSTOMER_WORK: &[&str] = &customers::CUSTOMER_WORK;
+    Table::new()
+        .page("/console", || async { Redirect::permanent("/console/") })
+        .page("/console/", pages::home)
+        .page_and_form(
+            "/console/sign-in",
+            PreSession,
+            pages::sign_in_form,
+            pages::sign_in,
+        )
+        .form("/console/sign-out", Person, pages::sign_out)
+        .page("/console/account", account::page)
+        .form("/console/account/password", Person, account::password)
+        .form(
+            "/console/account/sign-out-everywhere",
+            Person,
+            account::sign_out_everywhere,
+        )
+        .form("/console/account/two-factor", Person, account::two_factor)
+        .page_and_form(
+            "/console/reset",
+            PreSession,
+            reset::request_form,
+            reset::request,
+        )
+        .page_and_form(
+            "/console/reset/{token}",
+            PreSession,
+            reset::set_form,
+            reset::set,
+        )
+        .page("/console/orgs/{org}", pages::org_overview)
+        .form(
+            "/console/orgs/{org}/alert",
+            Org(ORG_OWNERS),
+            pages::org_alert,
+        )
+        .page("/console/orgs/{org}/statements/{file}", statements::org)
+        .page(
+            "/console/partners/{partner}/statements/{file}",
+            statements::partner,
+        )
+        .page("/console/orgs/{org}/usage", usage::page)
+        .page("/console/orgs/{org}/usage.csv", usage::download)
+        .page_and_form("/console/join/{token}", PreSession, join::form, join::join)
+        .page_and_form(
+            "/console/orgs/{org}/keys",
+            Org(KEY_MANAGERS),
+            keys::list,
+            keys::create,
+        )
+        .form(
+            "/console/orgs/{org}/keys/{key}/disable",
+            Org(KEY_MANAGERS),
+            keys::disable,
+        )
+        .page_and_form(
+            "/console/orgs/{org}/billing-token",
+            Org(KEY_MANAGERS),
+            billing_token::show,
+            billing_token::act,
+        )
+        .page_and_form(
+            "/console/orgs/{org}/members",
+            Org(ORG_OWNERS),
+            members::list,
+            members::invite,
+        )
+        .form(
+            "/console/orgs/{org}/members/{member}",
+            Org(ORG_OWNERS),
+            members::change,
+        )
+        .form(
+            "/console/orgs/{org}/members/invitations/{invite}",
+            Org(ORG_OWNERS),
+            members::revoke_invite,
+        )
+        .page("/console/orgs/{org}/audit", members::audit)
+        .page("/console/partners/{partner}", partner::overview)
+        .page_and_form(
+            "/console/partners/{partner}/funding",
+            Partner(CUSTOMER_WORK),
+            funding::show,
+            funding::add,
+        )
+        .form(
+            "/console/partners/{partner}/funding/alert",
+            Partner(CUSTOMER_WORK),
+            funding::alert,
+        )
+        .form(
+            "/console/partners/{partner}/funding/recharge",
+            Partner(CUSTOMER_WORK),
+            funding::recharge,
+        )
+        .page("/console/partners/{partner}/usage", usage::partner_page)
+        .page(
+            "/console/partners/{partner}/usage.csv",
+            usage::partner_download,
+        )
+        .page_and_form(
+            "/console/partners/{partner}/customers",
+            Partner(CUSTOMER_WORK),
+            customers::list,
+            customers::create,
+        )
+        .page(
+            "/console/partners/{partner}/customers/{customer}",
+            customer::show,
+        )
+        .form(
+            "/console/partners/{partner}/customers/{customer}/invitation",
+            Partner(CUSTOMER_WORK),
+            customer::invitation,
+        )
+        .form(
+            "/console/partners/{partner}/customers/{customer}/allocations",
+            Partner(CUSTOMER_WORK),
+            customer::allocate,
+        )
+        .form(
+            "/console/partners/{partner}/customers/{customer}/rates",
+            Partner(CUSTOMER_WORK),
+            customer::rate,
+        )
+        .form(
+            "/console/partners/{partner}/customers/{customer}/alert",
+            Partner(CUSTOMER_WORK),
+            customer::alert,
+        )
+        .form(
+            "/console/partners/{partner}/customers/{customer}/automatic-allocation",
+            Partner(CUSTOMER_WORK),
+            customer::automatic,
+        )
+        .form(
+            "/console/partners/{partner}/customers/{customer}/keys",
+            Partner(CUSTOMER_WORK),
+            customer::create_key,
+        )
+        .form(
+            "/console/partners/{partner}/customers/{customer}/keys/disable",
+            Partner(CUSTOMER_WORK),
+            customer::disable_key,
+        )
+        .page_and_form(
+            "/console/partners/{partner}/tokens",
+            Partner(PARTNER_MANAGERS),
+            partner::tokens,
+            partner::create_token,
+        )
+        .form(
+            "/console/partners/{partner}/tokens/{token}",
+            Partner(PARTNER_MANAGERS),
+            partner::change_token,
+        )
+        .page_and_form(
+            "/console/partners/{partner}/team",
+            Partner(PARTNER_MANAGERS),
+            members::partner_list,
+            members::partner_invite,
+        )
+        .form(
+            "/console/partners/{partner}/team/{member}",
+            Partner(PARTNER_MANAGERS),
+            members::partner_change,
+        )
+        .form(
+            "/console/partners/{partner}/team/invitations/{invite}",
+            Partner(PARTNER_MANAGERS),
+            members::partner_revoke_invite,
+        )
+        .page("/console/partners/{partner}/audit", members::partner_audit)
+        .page("/console/assets/{file}", asset)
+}
+
+/// The console's state-changing routes, each with the gate that guards it.
+pub(crate) fn forms() -> Vec<Route> {
+    table().finish().1
+}
 
 /// The console's routes (under the one public base URL).
-pub(crate) fn routes() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/console",
-            get(|| async { Redirect::permanent("/console/") }),
-        )
-        .route("/console/", get(pages::home))
-        .route(
-            "/console/sign-in",
-            get(pages::sign_in_form).post(pages::sign_in),
-        )
-        .route("/console/sign-out", post(pages::sign_out))
-        .route(
-            "/console/reset",
-            get(reset::request_form).post(reset::request),
-        )
-        .route(
-            "/console/reset/{token}",
-            get(reset::set_form).post(reset::set),
-        )
-        .route("/console/orgs/{org}", get(pages::org_overview))
-        .route("/console/orgs/{org}/alert", post(pages::org_alert))
-        .route(
-            "/console/orgs/{org}/statements/{file}",
-            get(statements::org),
-        )
-        .route(
-            "/console/partners/{partner}/statements/{file}",
-            get(statements::partner),
-        )
-        .route("/console/orgs/{org}/usage", get(usage::page))
-        .route("/console/orgs/{org}/usage.csv", get(usage::download))
-        .route("/console/join/{token}", get(join::form).post(join::join))
-        .route(
-            "/console/orgs/{org}/keys",
-            get(keys::list).post(keys::create),
-        )
-        .route(
-            "/console/orgs/{org}/keys/{key}/disable",
-            post(keys::disable),
-        )
-        .route(
-            "/console/orgs/{org}/billing-token",
-            get(billing_token::show).post(billing_token::act),
-        )
-        .route(
-            "/console/orgs/{org}/members",
-            get(members::list).post(members::invite),
-        )
-        .route(
-            "/console/orgs/{org}/members/{member}",
-            post(members::change),
-        )
-        .route(
-            "/console/orgs/{org}/members/invitations/{invite}",
-            post(members::revoke_invite),
-        )
-        .route("/console/orgs/{org}/audit", get(members::audit))
-        .route("/console/partners/{partner}", get(partner::overview))
-        .route(
-            "/console/partners/{partner}/funding",
-            get(funding::show).post(funding::add),
-        )
-        .route(
-            "/console/partners/{partner}/funding/alert",
-            post(funding::alert),
-        )
-        .route(
-            "/console/partners/{partner}/funding/recharge",
-            post(funding::recharge),
-        )
-        .route(
-            "/console/partners/{partner}/usage",
-            get(usage::partner_page),
-        )
-        .route(
-            "/console/partners/{partner}/usage.csv",
-            get(usage::partner_download),
-        )
-        .route(
-            "/console/partners/{partner}/customers",
-            get(customers::list).post(customers::create),
-        )
-        .route(
-            "/console/partners/{partner}/customers/{customer}",
-            get(customer::show),
-        )
-        .route(
-            "/console/partners/{partner}/customers/{customer}/invitation",
-            post(customer::invitation),
-        )
-        .route(
-            "/console/partners/{partner}/customers/{customer}/allocations",
-            post(customer::allocate),
-        )
-        .route(
-            "/console/partners/{partner}/customers/{customer}/rates",
-            post(customer::rate),
-        )
-        .route(
-            "/console/partners/{partner}/customers/{customer}/alert",
-            post(customer::alert),
-        )
-        .route(
-            "/console/partners/{partner}/customers/{customer}/automatic-allocation",
-            post(customer::automatic),
-        )
-        .route(
-            "/console/partners/{partner}/customers/{customer}/keys",
-            post(customer::create_key),
-        )
-        .route(
-            "/console/partners/{partner}/customers/{customer}/keys/disable",
-            post(customer::disable_key),
-        )
-        .route(
-            "/console/partners/{partner}/tokens",
-            get(partner::tokens).post(partner::create_token),
-        )
-        .route(
-            "/console/partners/{partner}/tokens/{token}",
-            post(partner::change_token),
-        )
-        .route(
-            "/console/partners/{partner}/team",
-            get(members::partner_list).post(members::partner_invite),
-        )
-        .route(
-            "/console/partners/{partner}/team/{member}",
-            post(members::partner_change),
-        )
-        .route(
-            "/console/partners/{partner}/team/invitations/{invite}",
-            post(members::partner_revoke_invite),
-        )
-        .route(
-            "/console/partners/{partner}/audit",
-            get(members::partner_audit),
-        )
-        .route("/console/assets/{file}", get(asset))
-        .layer(axum::middleware::from_fn(security_headers))
+pub(crate) fn routes(state: &AppState) -> Router<AppState> {
+    table()
+        .finish()
+        .0
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            security_headers,
+        ))
 }
 
 /// The Content-Security-Policy of every console page: only this origin's own script, style and
-/// images; no inline script, no framing, forms only to this origin.
-pub(crate) const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+/// images; no inline script, no framing, forms only to this origin (and, where `[payments]`
+/// names Stripe, to its hosted Checkout: "Add funds" and "Save a card" post to this origin,
+/// which redirects there, and browsers hold a form's redirects to `form-action` too).
+pub(crate) fn csp(state: &AppState) -> String {
+    let checkout = checkout_origin(state)
+        .map(|o| format!(" {o}"))
+        .unwrap_or_default();
+    format!(
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'{checkout}; frame-ancestors 'none'; base-uri 'none'"
+    )
+}
+
+/// Where Stripe's hosted Checkout pages are: `https://checkout.stripe.com` for Stripe itself,
+/// else the configured API base's origin (a stand-in serves its pages there).
+pub(crate) fn checkout_origin(state: &AppState) -> Option<String> {
+    let stripe = state.settings.payments.stripe.as_ref()?;
+    if stripe.api_base.host_str() == Some("api.stripe.com") {
+        Some("https://checkout.stripe.com".into())
+    } else {
+        Some(stripe.api_base.origin().ascii_serialization())
+    }
+}
 
 /// Adds the console's security headers: CSP, no framing, a referrer only to this origin (pages
 /// show secrets and carry tokens in their URLs; `same-origin` rather than `no-referrer` because
 /// with `no-referrer` browsers send `Origin: null` on the site's own form posts, which the origin
-/// check must be able to tell from a cross-site post), no sniffing, no caching of pages.
-pub(crate) async fn security_headers(req: Request, next: Next) -> Response {
+/// check must be able to tell from a cross-site post), no sniffing, no caching of pages, and
+/// HSTS when the public URL is https.
+pub(crate) async fn security_headers(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    req: Request,
+    next: Next,
+) -> Response {
     let is_asset = req.uri().path().starts_with("/console/assets/");
     let mut resp = next.run(req).await;
+    let csp = HeaderValue::from_str(&csp(&state))
+        .unwrap_or_else(|_| HeaderValue::from_static("default-src 'none'"));
     let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
-    );
+    h.insert(header::CONTENT_SECURITY_POLICY, csp);
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(
         header::REFERRER_POLICY,
@@ -195,6 +275,12 @@ pub(crate) async fn security_headers(req: Request, next: Next) -> Response {
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
+    if session::https(&state) {
+        h.insert(
+            header::STRICT_TRANSPORT_SECURITY,
+            HeaderValue::from_static("max-age=31536000"),
+        );
+    }
     if !is_asset {
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }

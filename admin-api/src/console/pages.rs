@@ -172,6 +172,9 @@ pub(crate) async fn sign_in(
     if let Some(code) = field(&body, "verification_code").filter(|c| !c.is_empty()) {
         return sign_in_code(&state, &headers, &code, ip).await;
     }
+    if let Some(code) = field(&body, "two_factor_code").filter(|c| !c.is_empty()) {
+        return sign_in_second_factor(&state, &headers, &code, ip).await;
+    }
     let email = field(&body, "email").unwrap_or_default();
     let password = field(&body, "password").unwrap_or_default();
     let next = field(&body, "next");
@@ -263,6 +266,9 @@ pub(crate) async fn sign_in(
             Some(&started.flow),
         );
     }
+    if user.totp_enabled_at.is_some() {
+        return ask_second_factor(&state, &user).await;
+    }
     limiter::succeeded(&state.db, &attempt).await;
     match signed_in(&state, &user, ip, &next, now).await {
         Ok(resp) => resp,
@@ -270,6 +276,173 @@ pub(crate) async fn sign_in(
             tracing::error!(error = %e, "session not opened");
             unavailable()
         }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "console/second_factor.html")]
+struct SecondFactor<'a> {
+    signed_in: Option<&'a str>,
+    csrf: &'a str,
+    error: Option<&'a str>,
+}
+
+/// The second-factor page with a fresh double-submit token; `flow`: a new challenge's secret.
+fn second_factor_page(
+    state: &AppState,
+    status: StatusCode,
+    flow: Option<&str>,
+    error: Option<&str>,
+) -> Response {
+    let csrf = people::secret();
+    let mut resp = render(
+        status,
+        &SecondFactor {
+            signed_in: None,
+            csrf: &csrf,
+            error,
+        },
+    );
+    let headers = resp.headers_mut();
+    headers.append(
+        header::SET_COOKIE,
+        session::set_cookie(state, session::PRE_CSRF, &csrf, 3600),
+    );
+    if let Some(flow) = flow {
+        headers.append(header::SET_COOKIE, session::flow_cookie(state, flow));
+    }
+    resp
+}
+
+/// The password was right and the account has two-factor on: a challenge for the second factor
+/// (nothing mailed), kept by the browser's flow cookie.
+async fn ask_second_factor(state: &AppState, user: &entities::console_users::Model) -> Response {
+    let first = proof::FirstStep {
+        password_hash: None,
+        user_id: Some(user.id),
+    };
+    let subject = format!("user:{}", user.id);
+    match proof::start(
+        &state.db,
+        state,
+        proof::Purpose::TwoFactor,
+        &subject,
+        &user.email,
+        first,
+    )
+    .await
+    {
+        Ok(started) => second_factor_page(state, StatusCode::OK, Some(&started.flow), None),
+        Err(_) => unavailable(),
+    }
+}
+
+/// The sign-in's second factor: a code from the app (once per step) or a recovery code (each
+/// once), for the challenge of the browser's flow; counted by the limiter like a password.
+async fn sign_in_second_factor(
+    state: &AppState,
+    headers: &HeaderMap,
+    code: &str,
+    ip: Option<String>,
+) -> Response {
+    use crate::services::two_factor;
+    use sea_orm::EntityTrait;
+    let now = state.clock.now();
+    let challenge = match session::cookie(state, headers, proof::FLOW_COOKIE) {
+        Some(flow) => match proof::by_flow(&state.db, &flow, now).await {
+            Ok(c) => c.filter(|c| c.purpose == proof::Purpose::TwoFactor.name()),
+            Err(_) => return unavailable(),
+        },
+        None => None,
+    };
+    let Some(challenge) = challenge else {
+        return sign_in_page(
+            state,
+            StatusCode::UNAUTHORIZED,
+            "/console/",
+            "",
+            Some("This sign-in has expired. Sign in again."),
+        );
+    };
+    let attempt = match limiter::attempt(&state.db, &challenge.email, ip.as_deref(), now).await {
+        Ok(a) => a,
+        Err(limiter::Refused::Throttled(secs)) => {
+            let text = format!("Too many attempts. Wait {} and try again.", wait_text(secs));
+            let page = second_factor_page(state, StatusCode::TOO_MANY_REQUESTS, None, Some(&text));
+            return retry_after(page, secs);
+        }
+        Err(limiter::Refused::Unavailable) => return unavailable(),
+    };
+    let scope = proof::Scope {
+        check: limiter::Check::TwoFactor,
+        organization: None,
+        partner: None,
+    };
+    let user = match challenge.user_id {
+        Some(id) => {
+            entities::console_users::Entity::find_by_id(id)
+                .one(&state.db)
+                .await
+        }
+        None => Ok(None),
+    };
+    let user = match user {
+        Ok(Some(u)) => u,
+        Ok(None) => return unavailable(),
+        Err(_) => return unavailable(),
+    };
+    let checked = async {
+        if !proof::spend_try(&state.db, state, &challenge).await? {
+            return Ok(None);
+        }
+        two_factor::verify(&state.db, state, &user, code, now).await
+    }
+    .await;
+    let given = match checked {
+        Ok(Some(given)) => given,
+        Ok(None) => {
+            proof::audit_failure(state, scope, &user.email, ip.as_deref(), Some(&attempt)).await;
+            return second_factor_page(
+                state,
+                StatusCode::UNAUTHORIZED,
+                None,
+                Some(
+                    "That code is not correct, or was used already. Try the next code your app shows.",
+                ),
+            );
+        }
+        Err(_) => return unavailable(),
+    };
+    match proof::finish(&state.db, &challenge, now).await {
+        Ok(true) => {}
+        Ok(false) => {
+            return second_factor_page(
+                state,
+                StatusCode::UNAUTHORIZED,
+                None,
+                Some("This sign-in has expired. Sign in again."),
+            );
+        }
+        Err(_) => return unavailable(),
+    }
+    limiter::succeeded(&state.db, &attempt).await;
+    if given == two_factor::Given::RecoveryCode {
+        let record = people::Audit {
+            organization: None,
+            partner: None,
+            actor: Some(user.id),
+            action: "recovery_code_used",
+            target: Some(user.email.clone()),
+            detail: serde_json::json!({}),
+            ip: ip.clone(),
+        };
+        if let Err(e) = people::audit(&state.db, record, now).await {
+            tracing::warn!(error = %e, "recovery code use not audited");
+        }
+    }
+    match signed_in(state, &user, ip, "/console/", now).await {
+        Ok(resp) => resp,
+        Err(_) => unavailable(),
     }
 }
 
@@ -282,7 +455,7 @@ async fn sign_in_code(
     ip: Option<String>,
 ) -> Response {
     let now = state.clock.now();
-    let found = match session::cookie(headers, proof::FLOW_COOKIE) {
+    let found = match session::cookie(state, headers, proof::FLOW_COOKIE) {
         Some(flow) => match proof::by_flow(&state.db, &flow, now).await {
             Ok(c) => c.filter(|c| c.purpose == "sign_in"),
             Err(_) => return unavailable(),
@@ -414,7 +587,7 @@ pub(crate) async fn sign_out(
     if !session::same_origin(&state, &headers) || !viewer.csrf_ok(csrf.as_deref()) {
         return forbidden();
     }
-    let cookie = session::cookie(&headers, session::COOKIE).unwrap_or_default();
+    let cookie = session::cookie(&state, &headers, session::COOKIE).unwrap_or_default();
     let audit = people::Audit {
         organization: None,
         partner: None,

@@ -23,8 +23,28 @@ pub(crate) const PRE_CSRF: &str = "tg_csrf";
 // The client's address, as admin-api's middleware set it (`http::client_address`).
 use crate::http::CLIENT_ADDRESS;
 
+/// Whether the console is served over https (its public URL): cookies are then `Secure` and
+/// named with the `__Host-` prefix (no `Domain`, path `/`), and pages carry HSTS.
+pub(crate) fn https(state: &AppState) -> bool {
+    state.settings.server.public_base_url.scheme() == "https"
+}
+
+/// The name cookie `base` has on this deployment: `__Host-{base}` over https.
+pub(crate) fn cookie_name(state: &AppState, base: &str) -> String {
+    if https(state) {
+        format!("__Host-{base}")
+    } else {
+        base.to_string()
+    }
+}
+
+/// The value of this deployment's cookie `base` (see [`cookie_name`]) in `headers`.
+pub(crate) fn cookie(state: &AppState, headers: &HeaderMap, base: &str) -> Option<String> {
+    raw_cookie(headers, &cookie_name(state, base))
+}
+
 /// The value of cookie `name` in `headers`.
-pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+fn raw_cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -35,13 +55,11 @@ pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|(_, v)| v.to_string())
 }
 
-/// A `Set-Cookie` value for `name` (`max_age` 0 removes it).
-pub(crate) fn set_cookie(state: &AppState, name: &str, value: &str, max_age: i64) -> HeaderValue {
-    let secure = if state.settings.server.public_base_url.scheme() == "https" {
-        "; Secure"
-    } else {
-        ""
-    };
+/// A `Set-Cookie` value for this deployment's cookie `base` (see [`cookie_name`]; `max_age` 0
+/// removes it).
+pub(crate) fn set_cookie(state: &AppState, base: &str, value: &str, max_age: i64) -> HeaderValue {
+    let secure = if https(state) { "; Secure" } else { "" };
+    let name = cookie_name(state, base);
     let text = format!("{name}={value}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}");
     HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("invalid=1"))
 }
@@ -59,15 +77,11 @@ pub(crate) fn client_ip(headers: &HeaderMap) -> Option<String> {
 
 /// The `tg_flow` cookie of a proof-of-address step: `HttpOnly`, `SameSite=Strict`, 15 minutes.
 pub(crate) fn flow_cookie(state: &AppState, flow: &str) -> HeaderValue {
-    let secure = if state.settings.server.public_base_url.scheme() == "https" {
-        "; Secure"
-    } else {
-        ""
-    };
+    let secure = if https(state) { "; Secure" } else { "" };
     let max_age = crate::services::proof::CODE_VALID.num_seconds();
     let text = format!(
         "{}={flow}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}",
-        crate::services::proof::FLOW_COOKIE
+        cookie_name(state, crate::services::proof::FLOW_COOKIE)
     );
     HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("invalid=1"))
 }
@@ -98,7 +112,7 @@ pub(crate) fn same_origin(state: &AppState, headers: &HeaderMap) -> bool {
 /// A form posted before a session exists (sign-in, join, reset): this site's origin and the
 /// double-submit token (the `csrf` field equals the `tg_csrf` cookie).
 pub(crate) fn pre_session_ok(state: &AppState, headers: &HeaderMap, body: &[u8]) -> bool {
-    let pre = cookie(headers, PRE_CSRF).unwrap_or_default();
+    let pre = cookie(state, headers, PRE_CSRF).unwrap_or_default();
     let csrf = crate::http::form::field(body, "csrf").unwrap_or_default();
     same_origin(state, headers) && same_token(&csrf, &pre)
 }
@@ -138,15 +152,30 @@ impl FromRequestParts<AppState> for Viewer {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Viewer, Response> {
         let next = parts.uri.path().to_string();
         let next: String = url::form_urlencoded::byte_serialize(next.as_bytes()).collect();
-        let Some(cookie) = cookie(&parts.headers, COOKIE) else {
+        let Some(cookie) = cookie(state, &parts.headers, COOKIE) else {
             return Err(SignInFirst(next).into_response());
         };
         match people::session(&state.db, &cookie, state.clock.now(), state.lifetimes()).await {
-            Ok(Some((session, user))) => Ok(Viewer {
-                user,
-                session,
-                ip: client_ip(&parts.headers),
-            }),
+            Ok(Some((session, user))) => {
+                // `[console] require_two_factor`: until a partner's owner or admin turns it on,
+                // their console is their account page (and signing out).
+                let path = parts.uri.path();
+                let open = path == "/console/account"
+                    || path.starts_with("/console/account/")
+                    || path == "/console/sign-out";
+                if !open {
+                    match super::account::must_set_up_two_factor(state, &user).await {
+                        Ok(false) => {}
+                        Ok(true) => return Err(Redirect::to("/console/account").into_response()),
+                        Err(_) => return Err(super::pages::unavailable()),
+                    }
+                }
+                Ok(Viewer {
+                    user,
+                    session,
+                    ip: client_ip(&parts.headers),
+                })
+            }
             Ok(None) => Err(SignInFirst(next).into_response()),
             Err(e) => {
                 tracing::error!(error = %e, "console session lookup failed");

@@ -160,7 +160,10 @@ pub(super) async fn accept(
     };
     // The second step: by address with a password (a program), by the flow cookie without.
     let now = state.clock.now();
-    let found = match (&p.password, session::cookie(&headers, proof::FLOW_COOKIE)) {
+    let found = match (
+        &p.password,
+        session::cookie(&state, &headers, proof::FLOW_COOKIE),
+    ) {
         (Some(_), _) => {
             let email = p.email.clone().unwrap_or_default();
             if !inv.email.eq_ignore_ascii_case(email.trim()) {

@@ -20,6 +20,7 @@ pub(crate) mod keys;
 pub(crate) mod pages;
 pub(crate) mod params;
 pub(crate) mod rules;
+pub mod table;
 mod top_up;
 mod trace;
 pub(crate) mod usage;
@@ -165,20 +166,19 @@ pub fn router(state: AppState) -> Router {
         .route("/compat/v1/key", get(billing::key_standing))
         .merge(
             // Pages a person opens: the console's security headers.
-            Router::new()
-                .route("/invitations/{token}", get(invitations::show))
-                .route("/invitations/{token}/accept", post(invitations::accept))
-                .route("/billing/top-up", get(top_up::start))
-                .route("/billing/top-up/done", get(top_up::done))
-                .route("/billing/top-up/cancelled", get(top_up::cancelled))
-                .route("/billing/top-up/{token}", get(top_up::show))
-                .layer(axum::middleware::from_fn(crate::console::security_headers)),
+            page_table()
+                .finish()
+                .0
+                .layer(axum::middleware::from_fn_with_state(
+                    state.clone(),
+                    crate::console::security_headers,
+                )),
         )
         .route(
             "/billing/webhooks/stripe",
             post(webhooks::stripe).layer(axum::extract::DefaultBodyLimit::max(webhooks::MAX_BODY)),
         )
-        .merge(crate::console::routes())
+        .merge(crate::console::routes(&state))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             trace::span,
@@ -235,6 +235,31 @@ async fn client_address(
         headers.insert(CLIENT_ADDRESS, v);
     }
     next.run(req).await
+}
+
+/// The pages a person opens outside the console (an invitation, a hosted top-up), from the
+/// same kind of table as the console's (see [`table`]).
+fn page_table() -> table::Table {
+    table::Table::new()
+        .page("/invitations/{token}", invitations::show)
+        .form(
+            "/invitations/{token}/accept",
+            table::Gate::PreSession,
+            invitations::accept,
+        )
+        .page("/billing/top-up", top_up::start)
+        .page("/billing/top-up/done", top_up::done)
+        .page("/billing/top-up/cancelled", top_up::cancelled)
+        .page("/billing/top-up/{token}", top_up::show)
+}
+
+/// Every route of the console and the invitation pages that changes state, with the gate that
+/// guards it, as the router is built (the security suite tries each against everyone the gate
+/// keeps out).
+pub fn state_changing_routes() -> Vec<table::Route> {
+    let mut all = crate::console::forms();
+    all.extend(page_table().finish().1);
+    all
 }
 
 /// The partner API's fallback: a path of an [`ID_ROUTES`] route whose id segment is empty is

@@ -2,7 +2,7 @@
 //! acceptance, a join link, a password reset, a password change and two-factor codes all count
 //! here, per address and per client network (an IPv4 address, an IPv6 /64).
 //!
-//! Every attempt counts as a failure until it succeeds ([`Limiter::attempt`] counts before the
+//! Every attempt counts as a failure until it succeeds ([`attempt`] counts before the
 //! password is even read, so concurrent guesses cannot slip past between a check and its count).
 //! [`ADDRESS`]: 8 attempts go at once (an acceptance takes two, a mistyped code one more); from then on each attempt locks the key for 1 minute,
 //! doubling up to 15 minutes; an hour without attempts forgets them. [`NETWORK`]: the same from

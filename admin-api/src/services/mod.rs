@@ -16,6 +16,7 @@ pub mod proof;
 pub mod recharge;
 pub mod statements;
 pub mod teams;
+pub mod two_factor;
 pub mod usage;
 pub mod wallets;
 pub mod watch;

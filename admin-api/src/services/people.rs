@@ -136,6 +136,9 @@ pub async fn insert_user(
         created_at: Set(now),
         updated_at: Set(now),
         email_verified_at: Set(verified),
+        totp_secret: Set(None),
+        totp_enabled_at: Set(None),
+        totp_last_step: Set(None),
         ..Default::default()
     }
     .insert(db)

@@ -38,14 +38,17 @@ pub enum Purpose {
     Join,
     /// The sign-in of an account whose address is not proven yet.
     SignIn,
+    /// A sign-in waiting for its second factor (an authenticator app's code; nothing mailed).
+    TwoFactor,
 }
 
 impl Purpose {
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Purpose::Invitation => "invitation",
             Purpose::Join => "join",
             Purpose::SignIn => "sign_in",
+            Purpose::TwoFactor => "two_factor",
         }
     }
 }
@@ -158,13 +161,12 @@ pub async fn for_address(
         .filter(|c| live(c, now)))
 }
 
-/// Tries `code` against challenge `c`: one of its tries is spent first (conditionally, so
-/// concurrent tries cannot exceed [`CODE_TRIES`]); `true` when the code is right.
-pub async fn try_code(
+/// Spends one of challenge `c`'s tries (conditionally, so concurrent tries cannot exceed
+/// [`CODE_TRIES`]); `false` when none is left or the challenge ended.
+pub async fn spend_try(
     db: &impl ConnectionTrait,
     state: &AppState,
     c: &console_challenges::Model,
-    code: &str,
 ) -> Result<bool, DbErr> {
     let now = state.clock.now();
     let spent = console_challenges::Entity::update_many()
@@ -178,7 +180,18 @@ pub async fn try_code(
         .filter(console_challenges::Column::ExpiresAt.gt(now))
         .exec(db)
         .await?;
-    if spent.rows_affected != 1 {
+    Ok(spent.rows_affected == 1)
+}
+
+/// Tries `code` against challenge `c`: one of its tries is spent first ([`spend_try`]); `true`
+/// when the code is right.
+pub async fn try_code(
+    db: &impl ConnectionTrait,
+    state: &AppState,
+    c: &console_challenges::Model,
+    code: &str,
+) -> Result<bool, DbErr> {
+    if !spend_try(db, state, c).await? {
         return Ok(false);
     }
     let code = code.trim();

@@ -7,6 +7,10 @@ use super::*;
 
 pub(super) const PASSWORD: &str = "correct horse battery staple";
 
+/// The session cookie's name: the test deployment's public URL is https, so it carries the
+/// `__Host-` prefix (no `Domain`, path `/`, `Secure`).
+pub(super) const SESSION: &str = "__Host-tg_session";
+
 /// A browser-like client of the console: keeps cookies by hand, never follows redirects.
 pub(super) struct Browser {
     http: reqwest::Client,
@@ -184,7 +188,7 @@ async fn invited(api: &Api, external: &str) -> (i64, String, String) {
 
 /// Activates through the invitation page as a person: returns the browser (signed in) and the
 /// organization id.
-async fn activate(api: &Api, external: &str) -> (Browser, i64, String) {
+pub(super) async fn activate(api: &Api, external: &str) -> (Browser, i64, String) {
     let (_, path, email) = invited(api, external).await;
     let mut b = Browser::new(api);
     let page = b.get(&path).await;
@@ -328,16 +332,21 @@ async fn the_invited_person_signs_up_and_owns_the_activated_organization() {
         .get_all("set-cookie")
         .iter()
         .map(|c| c.to_str().unwrap().to_string())
-        .find(|c| c.starts_with("tg_session="))
+        .find(|c| c.starts_with("__Host-tg_session="))
         .unwrap();
     for flag in ["HttpOnly", "SameSite=Lax", "Path=/"] {
         assert!(cookie.contains(flag), "{cookie}");
     }
     assert!(
-        cookie.contains("Secure"),
+        cookie.contains("Secure") && !cookie.contains("Domain"),
         "the public URL is https: {cookie}"
     );
     let overview = b.get(done.location()).await;
+    assert_eq!(
+        overview.header("strict-transport-security"),
+        "max-age=31536000",
+        "HSTS over https"
+    );
     assert_eq!(overview.status, 200, "{}", overview.body);
     assert!(overview.body.contains("Org console-a") && overview.body.contains("owner"));
     assert!(
@@ -381,11 +390,11 @@ async fn sign_in_rotates_sessions_refuses_alike_and_sign_out_ends_the_session() 
     assert_eq!((wrong.status, unknown.status), (401, 401));
     let message = "The email address or the password is not correct.";
     assert!(wrong.body.contains(message) && unknown.body.contains(message));
-    assert!(!b.cookies.contains_key("tg_session"));
+    assert!(!b.cookies.contains_key(SESSION));
     // Signed in: a new session, distinct from the first browser's.
     let ok = b.sign_in(&email, PASSWORD).await;
     assert_eq!((ok.status, ok.location()), (303, "/console/"));
-    assert_ne!(b.cookies["tg_session"], first.cookies["tg_session"]);
+    assert_ne!(b.cookies[SESSION], first.cookies[SESSION]);
     let page = b.get(&format!("/console/orgs/{org}")).await;
     assert_eq!(page.status, 200);
     // Sign-out needs the session's token.
@@ -394,12 +403,12 @@ async fn sign_in_rotates_sessions_refuses_alike_and_sign_out_ends_the_session() 
         .await;
     assert_eq!(refused.status, 403);
     let csrf = page.csrf();
-    let session = b.cookies["tg_session"].clone();
+    let session = b.cookies[SESSION].clone();
     let out = b.post("/console/sign-out", &[("csrf", &csrf)], None).await;
     assert_eq!((out.status, out.location()), (303, "/console/sign-in"));
     // The ended session's cookie opens nothing any more; the other browser's session lives.
     let mut stale = Browser::new(&api);
-    stale.cookies.insert("tg_session".into(), session);
+    stale.cookies.insert(SESSION.into(), session);
     let gone = stale.get("/console/").await;
     assert_eq!(gone.status, 303);
     assert!(gone.location().starts_with("/console/sign-in"));
@@ -430,7 +439,7 @@ async fn forged_and_cross_site_sign_ins_are_refused_and_guessing_is_throttled() 
         )
         .await;
     assert_eq!(cross.status, 403);
-    assert!(!b.cookies.contains_key("tg_session"));
+    assert!(!b.cookies.contains_key(SESSION));
     // The one limiter (`services::limiter`): eight attempts per address go at once; the ninth is
     // refused even with the right password, for a minute, then each further attempt doubles
     // the wait (the test moves the service's clock).
@@ -443,7 +452,7 @@ async fn forged_and_cross_site_sign_ins_are_refused_and_guessing_is_throttled() 
     assert_eq!(throttled.status, 429, "{}", throttled.body);
     let wait: i64 = throttled.header("retry-after").parse().unwrap();
     assert!((1..=60).contains(&wait), "{wait}");
-    assert!(!b.cookies.contains_key("tg_session"));
+    assert!(!b.cookies.contains_key(SESSION));
     api.state
         .clock
         .set(Some(start + chrono::Duration::seconds(61)));
@@ -484,7 +493,7 @@ async fn forged_and_cross_site_sign_ins_are_refused_and_guessing_is_throttled() 
     }
     let refused = guessers[0].sign_in(&other, PASSWORD).await;
     assert_eq!(refused.status, 429, "{}", refused.body);
-    assert!(!guessers[0].cookies.contains_key("tg_session"));
+    assert!(!guessers[0].cookies.contains_key(SESSION));
     let mut neighbour = Browser::from(&api, "2001:db8:7:8::1");
     assert_eq!(neighbour.sign_in(&other, PASSWORD).await.status, 303);
     // Failures and the throttles they started are in the audit, never a password.

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::task::JoinSet;
 
+mod account;
 mod billing;
 mod console;
 mod customers;
@@ -35,6 +36,7 @@ mod partitions;
 mod payments;
 mod proof;
 mod rules;
+mod security;
 mod settlement;
 mod standing;
 mod statements;

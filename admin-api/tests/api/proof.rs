@@ -2,7 +2,7 @@
 //! attacks found against the third wave, scripted over HTTP as they were run, now fail; a code
 //! is what completes, never a link; every check is counted by one limiter.
 
-use super::console::{Browser, PASSWORD, audit_texts};
+use super::console::{Browser, PASSWORD, SESSION, audit_texts};
 use super::*;
 
 const VICTIM: &str = "victim@corp.example";
@@ -280,7 +280,7 @@ async fn an_unproven_account_proves_its_address_at_sign_in_and_claims_nothing() 
     let page = b.sign_in(email, PASSWORD).await;
     assert_eq!(page.status, 200, "{}", page.body);
     assert!(page.body.contains("Verification code"));
-    assert!(!b.cookies.contains_key("tg_session"));
+    assert!(!b.cookies.contains_key(SESSION));
     let code = testkit::next_code(&api.outbox, email, 0).await;
     let wrong = if code == "00000000" {
         "00000001"
@@ -295,7 +295,7 @@ async fn an_unproven_account_proves_its_address_at_sign_in_and_claims_nothing() 
         )
         .await;
     assert_eq!(refused.status, 401);
-    assert!(!b.cookies.contains_key("tg_session"));
+    assert!(!b.cookies.contains_key(SESSION));
     // A new sign-in, a new code.
     let page = b.sign_in(email, PASSWORD).await;
     let code = testkit::next_code(&api.outbox, email, 1).await;
@@ -307,7 +307,7 @@ async fn an_unproven_account_proves_its_address_at_sign_in_and_claims_nothing() 
         )
         .await;
     assert_eq!(done.status, 303, "{}", done.body);
-    assert!(b.cookies.contains_key("tg_session"));
+    assert!(b.cookies.contains_key(SESSION));
     let home = b.get("/console/").await;
     assert_eq!(home.status, 200);
     assert!(!home.body.contains("Org before"), "{}", home.body);

@@ -47,7 +47,14 @@ async fn the_console_in_a_real_browser() {
     let mock = mock_supplier::MockSupplier::start(mock_supplier::MockConfig::default())
         .await
         .unwrap();
+    // Stripe's hosted Checkout stand-in: "Add funds" and "Save a card" must reach it from the
+    // browser under the console's CSP.
+    let checkout = super::checkout::Checkout::start().await;
     let config = TestConfig::embedded()
+        .set("payments", "provider", "stripe")
+        .set("payments", "stripe_secret_key", super::checkout::SECRET_KEY)
+        .set("payments", "stripe_webhook_secret", "whsec_browser")
+        .set("payments", "stripe_api_base", checkout.base.clone())
         .database(&testkit::fresh_database_url().await)
         .model(Model::gpt_4o_mini())
         .account(Account::openai("mock", &mock.base_url(), &["gpt-4o-mini"]))
@@ -140,6 +147,7 @@ async fn the_console_in_a_real_browser() {
         .arg(&expired)
         .arg(&partner_join)
         .arg(&other_partner)
+        .arg(&checkout.base)
         .env("NO_PROXY", "*")
         .env_remove("HTTP_PROXY")
         .env_remove("HTTPS_PROXY")
@@ -160,7 +168,7 @@ async fn the_console_in_a_real_browser() {
         )
     });
     assert!(out.get("error").is_none(), "{out:#}");
-    assert_eq!(out["steps"].as_array().unwrap().len(), 24, "{out:#}");
+    assert_eq!(out["steps"].as_array().unwrap().len(), 26, "{out:#}");
     let pages = out["pages"].as_object().unwrap();
     assert!(pages.len() >= 47, "{out:#}");
     for (name, page) in pages {
