@@ -1006,3 +1006,71 @@ async fn a_database_outage_keeps_the_gateway_serving() {
     );
     running.stop().await.unwrap();
 }
+
+/// Behind a load balancer listed in `[server] trusted_proxies`, the console sees the client the
+/// balancer forwarded (the right-most `X-Forwarded-For` entry outside the trusted networks), so
+/// the limiter counts clients, not the balancer; without that setting a client's own
+/// `X-Forwarded-For` is ignored and the TCP peer counts (DESIGN §6c).
+#[tokio::test]
+async fn a_trusted_proxys_forwarded_client_is_the_client() {
+    for (trusted, expected) in [(true, "198.51.100.7"), (false, "127.0.0.1")] {
+        let mut config = TestConfig::embedded()
+            .database(&testkit::fresh_database_url().await)
+            .model(Model::gpt_4o_mini())
+            .account(Account::openai(
+                "mock",
+                &testkit::closed_url(),
+                &["gpt-4o-mini"],
+            ))
+            .group(Group::new(1, &["gpt-4o-mini"]));
+        if trusted {
+            config = config.set(
+                "server",
+                "trusted_proxies",
+                vec!["127.0.0.1/32".to_string()],
+            );
+        }
+        let app = App::build(config.settings(), Role::Proxy).await.unwrap();
+        let state = app.admin_state().unwrap().clone();
+        let running = app.start();
+        let base = running.base_url().unwrap();
+        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        let form = http
+            .get(format!("{base}/console/sign-in"))
+            .send()
+            .await
+            .unwrap();
+        let cookie = form
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .map(|c| c.to_str().unwrap().split(';').next().unwrap().to_string())
+            .find(|c| c.starts_with("tg_csrf="))
+            .unwrap();
+        let csrf = cookie.trim_start_matches("tg_csrf=").to_string();
+        let refused = http
+            .post(format!("{base}/console/sign-in"))
+            .header("cookie", &cookie)
+            .header("x-forwarded-for", "203.0.113.50, 198.51.100.7")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!(
+                "csrf={csrf}&email=someone%40lb.example&password=not+the+right+one"
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 401);
+        use sea_orm::EntityTrait;
+        let audit = entities::audit_records::Entity::find()
+            .all(&state.db)
+            .await
+            .unwrap();
+        let failed = audit.iter().find(|a| a.action == "check_failed").unwrap();
+        assert_eq!(
+            failed.ip.as_deref(),
+            Some(expected),
+            "trusted_proxies set: {trusted}"
+        );
+        running.stop().await.unwrap();
+    }
+}

@@ -182,6 +182,17 @@ fn forged(state: &AppState, viewer: &Viewer, headers: &HeaderMap, body: &[u8]) -
     !session::same_origin(state, headers) || !viewer.csrf_ok(field(body, "csrf").as_deref())
 }
 
+/// The account page of a refused attempt (429 with `Retry-After`).
+async fn throttled(state: &AppState, viewer: &Viewer, secs: u64) -> Response {
+    let text = format!("Too many attempts. Wait {} and try again.", wait_text(secs));
+    let shown = Shown {
+        error: Some(&text),
+        ..Shown::default()
+    };
+    let page = show(state, viewer, StatusCode::TOO_MANY_REQUESTS, shown).await;
+    retry_after(page, secs)
+}
+
 /// Checks the current password (counted by the limiter like a sign-in); the page to answer
 /// when it is not right.
 async fn current_password(
@@ -194,15 +205,7 @@ async fn current_password(
     let ip = viewer.ip.as_deref();
     let attempt = match limiter::attempt(&state.db, &viewer.user.email, ip, now).await {
         Ok(a) => a,
-        Err(limiter::Refused::Throttled(secs)) => {
-            let text = format!("Too many attempts. Wait {} and try again.", wait_text(secs));
-            let shown = Shown {
-                error: Some(&text),
-                ..Shown::default()
-            };
-            let page = show(state, viewer, StatusCode::TOO_MANY_REQUESTS, shown).await;
-            return Err(retry_after(page, secs));
-        }
+        Err(limiter::Refused::Throttled(secs)) => return Err(throttled(state, viewer, secs).await),
         Err(limiter::Refused::Unavailable) => return Err(pages::unavailable()),
     };
     match people::password_matches(&viewer.user, password).await {
@@ -347,6 +350,7 @@ pub(crate) async fn two_factor(
     let action = field(&body, "action").unwrap_or_default();
     let now = state.clock.now();
     let user = &viewer.user;
+    let mut code_attempt = None;
     match action.as_str() {
         "start" | "disable" | "recovery-codes" => {
             let current = field(&body, "current_password").unwrap_or_default();
@@ -358,16 +362,9 @@ pub(crate) async fn two_factor(
             // The app's code is a check like a password: counted by the limiter.
             let ip = viewer.ip.as_deref();
             match limiter::attempt(&state.db, &user.email, ip, now).await {
-                Ok(_) => {}
+                Ok(a) => code_attempt = Some(a),
                 Err(limiter::Refused::Throttled(secs)) => {
-                    let text =
-                        format!("Too many attempts. Wait {} and try again.", wait_text(secs));
-                    let shown = Shown {
-                        error: Some(&text),
-                        ..Shown::default()
-                    };
-                    let page = show(&state, &viewer, StatusCode::TOO_MANY_REQUESTS, shown).await;
-                    return retry_after(page, secs);
+                    return throttled(&state, &viewer, secs).await;
                 }
                 Err(limiter::Refused::Unavailable) => return pages::unavailable(),
             }
@@ -450,6 +447,23 @@ pub(crate) async fn two_factor(
         Ok::<_, sea_orm::DbErr>(shown)
     }
     .await;
+    // The app's code checked (the transaction is over): a success starts the address afresh, a
+    // failure is audited like any failed check.
+    if let Some(attempt) = &code_attempt {
+        match &done {
+            Ok(Ok(_)) => limiter::succeeded(&state.db, attempt).await,
+            Ok(Err((StatusCode::UNAUTHORIZED, _))) => {
+                let scope = proof::Scope {
+                    check: Check::TwoFactor,
+                    organization: None,
+                    partner: None,
+                };
+                let ip = viewer.ip.as_deref();
+                proof::audit_failure(&state, scope, &user.email, ip, Some(attempt)).await;
+            }
+            _ => {}
+        }
+    }
     match done {
         Ok(Ok(shown)) => show(&state, &viewer, StatusCode::OK, shown).await,
         Ok(Err((status, error))) => {

@@ -27,6 +27,28 @@ pub(crate) fn render(status: StatusCode, t: &impl Template) -> Response {
     }
 }
 
+/// A form shown before a session exists: `page`, rendered with the fresh double-submit token
+/// `csrf` (from [`people::secret`]), which is set as the `tg_csrf` cookie with it, and, when a
+/// proof-of-address step just started, its flow cookie.
+pub(crate) fn pre_session_form(
+    state: &AppState,
+    status: StatusCode,
+    csrf: &str,
+    page: &impl Template,
+    flow: Option<&str>,
+) -> Response {
+    let mut resp = render(status, page);
+    let headers = resp.headers_mut();
+    headers.append(
+        header::SET_COOKIE,
+        session::set_cookie(state, session::PRE_CSRF, csrf, 3600),
+    );
+    if let Some(flow) = flow {
+        headers.append(header::SET_COOKIE, session::flow_cookie(state, flow));
+    }
+    resp
+}
+
 /// A page with a heading, a message and maybe a link.
 #[derive(Template)]
 #[template(path = "console/message.html")]
@@ -121,21 +143,14 @@ fn sign_in_page(
     error: Option<&str>,
 ) -> Response {
     let csrf = people::secret();
-    let mut resp = render(
-        status,
-        &SignIn {
-            signed_in: None,
-            csrf: &csrf,
-            next,
-            email,
-            error,
-        },
-    );
-    resp.headers_mut().append(
-        header::SET_COOKIE,
-        session::set_cookie(state, session::PRE_CSRF, &csrf, 3600),
-    );
-    resp
+    let page = SignIn {
+        signed_in: None,
+        csrf: &csrf,
+        next,
+        email,
+        error,
+    };
+    pre_session_form(state, status, &csrf, &page, None)
 }
 
 /// `GET /console/sign-in`.
@@ -295,23 +310,12 @@ fn second_factor_page(
     error: Option<&str>,
 ) -> Response {
     let csrf = people::secret();
-    let mut resp = render(
-        status,
-        &SecondFactor {
-            signed_in: None,
-            csrf: &csrf,
-            error,
-        },
-    );
-    let headers = resp.headers_mut();
-    headers.append(
-        header::SET_COOKIE,
-        session::set_cookie(state, session::PRE_CSRF, &csrf, 3600),
-    );
-    if let Some(flow) = flow {
-        headers.append(header::SET_COOKIE, session::flow_cookie(state, flow));
-    }
-    resp
+    let page = SecondFactor {
+        signed_in: None,
+        csrf: &csrf,
+        error,
+    };
+    pre_session_form(state, status, &csrf, &page, flow)
 }
 
 /// The password was right and the account has two-factor on: a challenge for the second factor
@@ -916,18 +920,11 @@ pub(crate) struct Join<'a> {
 /// A join form with a fresh double-submit token (set as a cookie with the page).
 pub(crate) fn join_page(state: &AppState, status: StatusCode, join: Join<'_>) -> Response {
     let csrf = people::secret();
-    let mut resp = render(
-        status,
-        &Join {
-            csrf: &csrf,
-            ..join
-        },
-    );
-    resp.headers_mut().append(
-        header::SET_COOKIE,
-        session::set_cookie(state, session::PRE_CSRF, &csrf, 3600),
-    );
-    resp
+    let page = Join {
+        csrf: &csrf,
+        ..join
+    };
+    pre_session_form(state, status, &csrf, &page, None)
 }
 
 /// The second step of a proof of address: the code form.
@@ -955,22 +952,11 @@ pub(crate) fn code_page(
     flow: Option<&str>,
 ) -> Response {
     let csrf = people::secret();
-    let mut resp = render(
-        status,
-        &Code {
-            csrf: &csrf,
-            ..code
-        },
-    );
-    let headers = resp.headers_mut();
-    headers.append(
-        header::SET_COOKIE,
-        session::set_cookie(state, session::PRE_CSRF, &csrf, 3600),
-    );
-    if let Some(flow) = flow {
-        headers.append(header::SET_COOKIE, session::flow_cookie(state, flow));
-    }
-    resp
+    let page = Code {
+        csrf: &csrf,
+        ..code
+    };
+    pre_session_form(state, status, &csrf, &page, flow)
 }
 
 /// `resp` with `Retry-After: secs`.

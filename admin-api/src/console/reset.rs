@@ -16,7 +16,7 @@ use crate::state::AppState;
 use askama::Template;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use chrono::Duration;
 use entities::console_tokens;
@@ -43,20 +43,13 @@ fn form_page(
     error: Option<&str>,
 ) -> Response {
     let csrf = people::secret();
-    let mut resp = render(
-        status,
-        &Reset {
-            signed_in: None,
-            csrf: &csrf,
-            token,
-            error,
-        },
-    );
-    resp.headers_mut().append(
-        header::SET_COOKIE,
-        session::set_cookie(state, session::PRE_CSRF, &csrf, 3600),
-    );
-    resp
+    let page = Reset {
+        signed_in: None,
+        csrf: &csrf,
+        token,
+        error,
+    };
+    pages::pre_session_form(state, status, &csrf, &page, None)
 }
 
 /// `GET /console/reset`.

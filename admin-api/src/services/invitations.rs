@@ -85,6 +85,19 @@ fn effective_status(inv: &invitations::Model, now: chrono::DateTime<Utc>) -> Inv
     }
 }
 
+/// `Ok` when the invitation can still be accepted at `now`, else why not.
+fn still_pending(
+    inv: &invitations::Model,
+    now: chrono::DateTime<Utc>,
+) -> Result<(), InvitationError> {
+    match effective_status(inv, now) {
+        InvitationStatus::Pending => Ok(()),
+        InvitationStatus::Accepted => Err(InvitationError::AlreadyAccepted),
+        InvitationStatus::Expired => Err(InvitationError::Expired),
+        InvitationStatus::Revoked => Err(InvitationError::Revoked),
+    }
+}
+
 /// The proof-of-address subject of an invitation.
 pub fn subject(inv: &invitations::Model) -> String {
     format!("invitation:{}", inv.id)
@@ -97,12 +110,7 @@ pub async fn pending(
     token: &str,
 ) -> Result<(invitations::Model, String), InvitationError> {
     let inv = find(state, &state.db, token).await?;
-    match effective_status(&inv, state.clock.now()) {
-        InvitationStatus::Pending => {}
-        InvitationStatus::Accepted => return Err(InvitationError::AlreadyAccepted),
-        InvitationStatus::Expired => return Err(InvitationError::Expired),
-        InvitationStatus::Revoked => return Err(InvitationError::Revoked),
-    }
+    still_pending(&inv, state.clock.now())?;
     let customer = customer_rows::Entity::find_by_id(inv.customer_id)
         .one(&state.db)
         .await?
@@ -145,12 +153,7 @@ pub async fn accept(
 ) -> Result<(InvitationAccepted, entities::console_users::Model), InvitationError> {
     let txn = begin(&state.db).await?;
     let inv = find(state, &txn, token).await?;
-    match effective_status(&inv, state.clock.now()) {
-        InvitationStatus::Pending => {}
-        InvitationStatus::Accepted => return Err(InvitationError::AlreadyAccepted),
-        InvitationStatus::Expired => return Err(InvitationError::Expired),
-        InvitationStatus::Revoked => return Err(InvitationError::Revoked),
-    }
+    still_pending(&inv, state.clock.now())?;
     let now = state.clock.now();
     let email = inv.email.trim().to_ascii_lowercase();
     if proof.subject != subject(&inv) || proof.email != email {

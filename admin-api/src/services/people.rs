@@ -546,7 +546,7 @@ pub async fn emails_of(
 /// returned (the caller shows or prints the link as well).
 pub async fn mail_join_link(state: &AppState, email: &str, name: &str, role: &str, url: &str) {
     let body = format!(
-        "Hello,\n\nYou are invited to join {name} on Tollgate as {role}.\n\nSign up (or sign in) with this address ({email}) within {TOKEN_DAYS} days:\n\n{url}\n"
+        "Hello,\n\nYou are invited to join {name} on Tollgate as {role}.\n\nSign up (or sign in) with this address ({email}) within {TOKEN_DAYS} days; we then mail you a code to confirm the address is yours:\n\n{url}\n"
     );
     if let Err(e) = state
         .mailer

@@ -1,11 +1,13 @@
 //! admin-api's background work, each a task tracked by the caller's `JoinSet` that stops when
 //! shutdown turns true: the settler (usage stream → ledger), the reconciler (holds of dead
 //! gateways), the key-directory keeper (directory and wallet mirrors follow the ledger), and the
-//! usage ledger's partition keeper (PostgreSQL: months made ahead, old ones dropped).
+//! usage ledger's partition keeper (PostgreSQL: months made ahead, old ones dropped), and the
+//! console's housekeeping (`forget`: the limiter's quiet keys, expired code challenges).
 //! Used by the `admin-api` binary and by an embedded proxy.
 
 pub mod balances;
 pub mod directory;
+pub mod forget;
 pub mod partitions;
 pub mod reconciler;
 pub mod settler;
@@ -42,6 +44,7 @@ pub async fn start(
         tracing::error!(error = %e, "usage partitions: round failed at start; retried within the hour");
     }
     tasks.spawn(partitions::run(state.clone(), shutdown.clone()));
+    tasks.spawn(forget::run(state.clone(), shutdown.clone()));
     tasks.spawn(directory::run(
         state.clone(),
         DIRECTORY_TICK,

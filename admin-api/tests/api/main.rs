@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::task::JoinSet;
 
 mod account;
+mod audit;
 mod billing;
 mod console;
 mod customers;
@@ -41,6 +42,7 @@ mod settlement;
 mod standing;
 mod statements;
 mod task_book;
+mod upgrade;
 mod usage;
 
 /// An amount of nano-USD.

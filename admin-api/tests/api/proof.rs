@@ -348,3 +348,49 @@ async fn passwords_past_128_characters_are_refused_before_hashing() {
     assert_eq!(api.count("console_challenges").await, 0);
     assert_eq!(api.count("console_throttles").await, 0, "nothing counted");
 }
+
+/// A join link is spent by one conditional update: the same code posted twice at once (two
+/// tabs of one browser) makes one membership, and the other post is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_concurrent_completions_of_a_join_link_make_one_membership() {
+    let api = Api::start().await;
+    let (_, org, _) = super::console::activate(&api, "join-race").await;
+    let email = "racer@race.example";
+    let link = admin_api::cli::user_invite(&api.state, email, Some(org), None, "member")
+        .await
+        .unwrap();
+    let url = link["sign_up_url"].as_str().unwrap();
+    let join = url[url.find("/console/join/").unwrap()..].to_string();
+    let mut first = Browser::new(&api);
+    let csrf = first.get(&join).await.csrf();
+    let step = first
+        .post(
+            &join,
+            &[("csrf", &csrf), ("email", email), ("password", PASSWORD)],
+            None,
+        )
+        .await;
+    assert_eq!(step.status, 200, "{}", step.body);
+    let code = testkit::next_code(&api.outbox, email, 0).await;
+    let csrf = step.csrf();
+    let mut second = Browser::new(&api);
+    second.cookies = first.cookies.clone();
+    let form = [
+        ("csrf", csrf.as_str()),
+        ("verification_code", code.as_str()),
+    ];
+    let (a, b) = tokio::join!(
+        first.post(&join, &form, None),
+        second.post(&join, &form, None)
+    );
+    let mut statuses = [a.status, b.status];
+    statuses.sort_unstable();
+    assert_eq!(statuses[0], 303, "one wins: {statuses:?}");
+    assert_ne!(statuses[1], 303, "the other is refused: {statuses:?}");
+    assert_eq!(
+        api.count("org_members").await,
+        2,
+        "the owner and one new member"
+    );
+    assert_eq!(api.count("console_users").await, 2);
+}
