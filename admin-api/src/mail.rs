@@ -57,7 +57,9 @@ impl Mailer {
         }
     }
 
-    /// Sends a plain-text message.
+    /// Sends a plain-text message (ASCII as 7-bit text, anything else quoted-printable: never
+    /// base64, so a code or a link stays a line of the mail however many names beyond ASCII it
+    /// carries).
     pub async fn send(&self, to: &str, subject: &str, body: String) -> Result<(), MailError> {
         let to: Mailbox = to.parse().map_err(|e| MailError::Address(format!("{e}")))?;
         let from = match self {
@@ -68,7 +70,7 @@ impl Mailer {
             .to(to)
             .subject(subject)
             .header(ContentType::TEXT_PLAIN)
-            .body(body)
+            .body(readable_body(body))
             .map_err(|e| MailError::Build(e.to_string()))?;
         match self {
             Mailer::Smtp { transport, .. } => {
@@ -87,5 +89,17 @@ impl Mailer {
             }
         }
         Ok(())
+    }
+}
+
+/// A mail body in 7-bit text when it is ASCII, else quoted-printable.
+fn readable_body(body: String) -> lettre::message::Body {
+    use lettre::message::Body;
+    use lettre::message::header::ContentTransferEncoding;
+    if body.is_ascii() {
+        Body::new(body)
+    } else {
+        Body::new_with_encoding(body, ContentTransferEncoding::QuotedPrintable)
+            .unwrap_or_else(Body::new)
     }
 }

@@ -287,7 +287,7 @@ pub(crate) async fn password(
             return pages::unavailable();
         }
     };
-    match pages::signed_in(
+    match super::sign_in::signed_in(
         &state,
         &user,
         viewer.ip.clone(),

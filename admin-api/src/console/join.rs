@@ -198,7 +198,7 @@ pub(crate) async fn join(
         (None, Some(partner)) => format!("/console/partners/{partner}"),
         (None, None) => "/console/".to_string(),
     };
-    match pages::signed_in(&state, &user, ip, &next, now).await {
+    match super::sign_in::signed_in(&state, &user, ip, &next, now).await {
         Ok(resp) => resp,
         Err(_) => pages::unavailable(),
     }

@@ -16,6 +16,7 @@ pub(crate) mod pages;
 pub(crate) mod partner;
 pub(crate) mod reset;
 pub(crate) mod session;
+pub(crate) mod sign_in;
 pub(crate) mod statements;
 pub(crate) mod usage;
 
@@ -40,10 +41,10 @@ fn table() -> Table {
         .page_and_form(
             "/console/sign-in",
             PreSession,
-            pages::sign_in_form,
-            pages::sign_in,
+            sign_in::sign_in_form,
+            sign_in::sign_in,
         )
-        .form("/console/sign-out", Person, pages::sign_out)
+        .form("/console/sign-out", Person, sign_in::sign_out)
         .page("/console/account", account::page)
         .form("/console/account/password", Person, account::password)
         .form(

@@ -201,7 +201,7 @@ pub(super) async fn accept(
         };
     limiter::succeeded(&state.db, &attempt).await;
     let next = format!("/console/orgs/{}", accepted.organization_id);
-    match pages::signed_in(&state, &user, ip, &next, state.clock.now()).await {
+    match crate::console::sign_in::signed_in(&state, &user, ip, &next, state.clock.now()).await {
         Ok(mut resp) if p.json => {
             let cookies: Vec<_> = resp
                 .headers()

@@ -394,3 +394,28 @@ async fn two_concurrent_completions_of_a_join_link_make_one_membership() {
     );
     assert_eq!(api.count("console_users").await, 2);
 }
+
+/// The code stays a line of its own in the mail whatever the organization is called (a name
+/// beyond ASCII is quoted-printable, never base64).
+#[tokio::test]
+async fn a_code_mail_stays_readable_whatever_the_names() {
+    let api = Api::start().await;
+    let p = api.owner("100").await;
+    let name = "组织名称非常长的中文名字测试".repeat(4);
+    let (s, v) = api
+        .write(
+            &p,
+            Method::PUT,
+            "/customers/by-external-id/unicode-name",
+            Some(
+                &json!({"name": name, "slug": "unicode-name", "contact_email": "boss@unicode.example",
+                        "initial_allocation_usd": 1, "retail_rate_multiplier": 1}),
+            ),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = api
+        .accept_invitation(&token_of(&v), "boss@unicode.example")
+        .await;
+    assert_eq!(s, 200, "{v}");
+}
