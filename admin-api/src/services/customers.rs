@@ -67,10 +67,10 @@ pub fn valid_email(s: &str) -> bool {
         && s.chars().all(|c| c.is_ascii_graphic())
 }
 
-/// A display text: 1 to `max` bytes once trimmed, no control characters (a NUL is refused the
+/// A display text: 1 to `max` characters (not bytes) once trimmed, no control characters (a NUL is refused the
 /// same way on every database; PostgreSQL cannot store it in text).
 pub fn plain_text(s: &str, max: usize) -> bool {
-    !s.trim().is_empty() && s.len() <= max && !s.chars().any(char::is_control)
+    !s.trim().is_empty() && s.chars().count() <= max && !s.chars().any(char::is_control)
 }
 
 /// Derives an organization slug: lowercase ASCII letters and digits, runs of anything else as

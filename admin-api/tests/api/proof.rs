@@ -418,4 +418,20 @@ async fn a_code_mail_stays_readable_whatever_the_names() {
         .accept_invitation(&token_of(&v), "boss@unicode.example")
         .await;
     assert_eq!(s, 200, "{v}");
+    // A name's limit counts characters, not bytes: 200 CJK characters are a valid name.
+    for (n, status) in [(200, 200), (201, 400)] {
+        let (s, v) = api
+            .write(
+                &p,
+                Method::PUT,
+                &format!("/customers/by-external-id/long-name-{n}"),
+                Some(
+                    &json!({"name": "名".repeat(n), "slug": format!("long-name-{n}"),
+                            "contact_email": "boss@unicode.example",
+                            "initial_allocation_usd": 0, "retail_rate_multiplier": 1}),
+                ),
+            )
+            .await;
+        assert_eq!(s, status, "{n}: {v}");
+    }
 }
