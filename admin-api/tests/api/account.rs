@@ -447,3 +447,51 @@ fn member_id(page: &Page, email: &str) -> String {
     let start = rest.find(marker).unwrap() + marker.len();
     rest[start..start + rest[start..].find('"').unwrap()].to_string()
 }
+
+/// Sessions end 30 minutes after their last use and 12 hours after their sign-in whatever
+/// happens (the defaults; `[console]` sets both); a session in use stays.
+#[tokio::test]
+async fn sessions_end_when_idle_and_at_their_absolute_limit() {
+    use chrono::Duration;
+    let api = Api::start().await;
+    let (_, _, email) = activate(&api, "account-idle").await;
+    let start = chrono::Utc::now();
+    api.state.clock.set(Some(start));
+    let mut busy = Browser::new(&api);
+    assert_eq!(busy.sign_in(&email, PASSWORD).await.status, 303);
+    let mut idle = Browser::new(&api);
+    assert_eq!(idle.sign_in(&email, PASSWORD).await.status, 303);
+    // Used every 25 minutes, the busy session lives until the 12th hour.
+    let mut at = Duration::zero();
+    while at < Duration::hours(12) - Duration::minutes(25) {
+        at += Duration::minutes(25);
+        api.state.clock.set(Some(start + at));
+        assert_eq!(busy.get("/console/").await.status, 200, "at {at}");
+        if at == Duration::minutes(25) {
+            assert_eq!(idle.get("/console/").await.status, 200, "25 minutes idle");
+        }
+    }
+    api.state
+        .clock
+        .set(Some(start + Duration::minutes(25) + Duration::minutes(31)));
+    assert_eq!(idle.get("/console/").await.status, 303, "31 minutes idle");
+    api.state
+        .clock
+        .set(Some(start + Duration::hours(12) + Duration::minutes(1)));
+    let ended = busy.get("/console/").await;
+    assert!(
+        ended.status == 303 && ended.location().starts_with("/console/sign-in"),
+        "12 hours after its sign-in"
+    );
+    api.state.clock.set(None);
+    // `[console]` sets both.
+    let api = Api::start_with("\n[console]\nsession_idle_minutes = 5\n").await;
+    let (_, _, email) = activate(&api, "account-idle-5").await;
+    let start = chrono::Utc::now();
+    api.state.clock.set(Some(start));
+    let mut b = Browser::new(&api);
+    assert_eq!(b.sign_in(&email, PASSWORD).await.status, 303);
+    api.state.clock.set(Some(start + Duration::minutes(6)));
+    assert_eq!(b.get("/console/").await.status, 303, "6 minutes idle of 5");
+    api.state.clock.set(None);
+}
