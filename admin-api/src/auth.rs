@@ -4,6 +4,8 @@
 //! Only hashes are stored (`KeyHasher`, peppered); a token is checked for its form first (kind
 //! and environment for the prefixed credentials, length for invitation links), so a malformed
 //! token never reaches the database. What a valid row then allows is the caller's decision.
+//! Also the request's client address as admin-api's middleware set it, and constant-time token
+//! comparison: facts of a request every layer may read.
 
 use axum::http::{HeaderMap, header};
 use credentials::{Env, KeyHasher, Kind};
@@ -58,4 +60,25 @@ pub fn billing_token(headers: &HeaderMap) -> Option<&str> {
             .map(str::trim)
             .filter(|t| !t.is_empty())
     })
+}
+
+/// The header admin-api's middleware (`http::client_address`) sets to the client's address, as
+/// the gateway does on the routes it forwards.
+pub const CLIENT_ADDRESS: &str = "x-tollgate-client-ip";
+
+/// The client's address, as `http::client_address` worked it out for this request (DESIGN §6c:
+/// the TCP peer, or the right-most untrusted `X-Forwarded-For` entry behind `[server]
+/// trusted_proxies`, or the gateway's header from loopback or a trusted proxy).
+pub fn client_ip(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(CLIENT_ADDRESS)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| v.len() <= 64 && v.parse::<std::net::IpAddr>().is_ok())
+        .map(str::to_string)
+}
+
+/// Constant-time equality of two tokens.
+pub fn same_token(a: &str, b: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    !a.is_empty() && a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }

@@ -20,8 +20,7 @@ use entities::{console_sessions, console_users};
 pub(crate) const COOKIE: &str = "tg_session";
 /// The double-submit cookie of forms shown before a session exists.
 pub(crate) const PRE_CSRF: &str = "tg_csrf";
-// The client's address, as admin-api's middleware set it (`http::client_address`).
-use crate::http::CLIENT_ADDRESS;
+pub(crate) use crate::auth::{client_ip, same_token};
 
 /// Whether the console is served over https (its public URL): cookies are then `Secure` and
 /// named with the `__Host-` prefix (no `Domain`, path `/`), and pages carry HSTS.
@@ -64,17 +63,6 @@ pub(crate) fn set_cookie(state: &AppState, base: &str, value: &str, max_age: i64
     HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("invalid=1"))
 }
 
-/// The client's address, as `http::client_address` worked it out for this request (DESIGN §6c:
-/// the TCP peer, or the right-most untrusted `X-Forwarded-For` entry behind `[server]
-/// trusted_proxies`, or the gateway's header from loopback or a trusted proxy).
-pub(crate) fn client_ip(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get(CLIENT_ADDRESS)
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| v.len() <= 64 && v.parse::<std::net::IpAddr>().is_ok())
-        .map(str::to_string)
-}
-
 /// The `tg_flow` cookie of a proof-of-address step: `HttpOnly`, `SameSite=Strict`, 15 minutes.
 pub(crate) fn flow_cookie(state: &AppState, flow: &str) -> HeaderValue {
     let secure = if https(state) { "; Secure" } else { "" };
@@ -115,12 +103,6 @@ pub(crate) fn pre_session_ok(state: &AppState, headers: &HeaderMap, body: &[u8])
     let pre = cookie(state, headers, PRE_CSRF).unwrap_or_default();
     let csrf = crate::http::form::field(body, "csrf").unwrap_or_default();
     same_origin(state, headers) && same_token(&csrf, &pre)
-}
-
-/// Constant-time equality of two tokens.
-pub(crate) fn same_token(a: &str, b: &str) -> bool {
-    use subtle::ConstantTimeEq;
-    !a.is_empty() && a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
 /// The signed-in person of a console request.

@@ -190,8 +190,7 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// The header the gateway sets to the client's address (`proxy` `upstream::rewrite`).
-pub(crate) const CLIENT_ADDRESS: &str = "x-tollgate-client-ip";
+use crate::auth::CLIENT_ADDRESS;
 
 /// Sets [`CLIENT_ADDRESS`] to the client's address as DESIGN §6c says, before any handler reads
 /// it: from loopback or a `[server] trusted_proxies` peer (the gateway, a load balancer) the

@@ -96,7 +96,7 @@ impl Write {
         };
         let (s, c) = (state.clone(), self.caller.clone());
         let (method, path) = (self.method.to_string(), self.path.clone());
-        let ip = crate::console::session::client_ip(&self.headers);
+        let ip = crate::auth::client_ip(&self.headers);
         let run: Work<'_, D> = Box::new(move |txn, reference| {
             let now = s.clock.now();
             let record = crate::services::people::Audit {

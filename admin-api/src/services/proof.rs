@@ -199,10 +199,7 @@ pub async fn try_code(
         return Ok(false);
     }
     let presented = code_hash(state, &c.subject, &c.email, code);
-    Ok(crate::console::session::same_token(
-        &presented,
-        &c.code_hash,
-    ))
+    Ok(crate::auth::same_token(&presented, &c.code_hash))
 }
 
 /// Ends challenge `c` once (in the completing transaction): `false` when it was already ended
