@@ -19,16 +19,10 @@ pub struct Model {
     pub activated_at: Option<DateTimeUtc>,
 }
 
+/// No relation declared here: a key names its organization (`customer_api_keys`' `belongs_to`,
+/// the database's foreign key), and declaring the way back too made the two files import each
+/// other (issue 43).
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
-pub enum Relation {
-    #[sea_orm(has_many = "super::customer_api_keys::Entity")]
-    CustomerApiKeys,
-}
-
-impl Related<super::customer_api_keys::Entity> for Entity {
-    fn to() -> RelationDef {
-        Relation::CustomerApiKeys.def()
-    }
-}
+pub enum Relation {}
 
 impl ActiveModelBehavior for ActiveModel {}

@@ -165,11 +165,7 @@ impl RecentEvents {
             if let Some(end) = q.pop_front()
                 && let Some(event) = &end.event
             {
-                crate::money::settle::lost(
-                    metrics,
-                    event,
-                    "too many call ends waiting for the store",
-                );
+                lost(metrics, event, "too many call ends waiting for the store");
             }
         }
         metrics
@@ -405,7 +401,7 @@ pub(crate) async fn run(
         .unwrap_or_default();
     for end in left {
         if let Some(event) = &end.event {
-            crate::money::settle::lost(
+            lost(
                 metrics,
                 event,
                 "the proxy stopped before the store took the call's end",
@@ -523,6 +519,18 @@ impl Spool {
         }
         out
     }
+}
+
+/// An event the store never took: logged in full (to be replayed) and counted.
+pub(crate) fn lost(metrics: &Metrics, event: &UsageEvent, error: &str) {
+    metrics.usage_events_lost.inc();
+    let json = serde_json::to_string(event).unwrap_or_default();
+    tracing::error!(
+        request_id = %event.request_id,
+        error,
+        usage_event = %json,
+        "usage event could not be appended to the usage stream"
+    );
 }
 
 #[cfg(test)]

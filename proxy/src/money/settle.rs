@@ -281,19 +281,7 @@ pub(crate) async fn append(usage: &dyn UsageStream, metrics: &Metrics, event: &U
         }
     }
     let error = last_error.map(|e| e.to_string()).unwrap_or_default();
-    lost(metrics, event, &error);
-}
-
-/// An event the store never took: logged in full (to be replayed) and counted.
-pub(crate) fn lost(metrics: &Metrics, event: &UsageEvent, error: &str) {
-    metrics.usage_events_lost.inc();
-    let json = serde_json::to_string(event).unwrap_or_default();
-    tracing::error!(
-        request_id = %event.request_id,
-        error,
-        usage_event = %json,
-        "usage event could not be appended to the usage stream"
-    );
+    crate::money::resend::lost(metrics, event, &error);
 }
 
 pub(crate) fn elapsed_ms(d: Duration) -> u64 {
