@@ -108,7 +108,6 @@ pub enum Check {
     SignIn,
     Invitation,
     Join,
-    Reset,
     PasswordChange,
     TwoFactor,
 }
@@ -119,7 +118,6 @@ impl Check {
             Check::SignIn => "sign_in",
             Check::Invitation => "invitation",
             Check::Join => "join",
-            Check::Reset => "reset",
             Check::PasswordChange => "password_change",
             Check::TwoFactor => "two_factor",
         }
