@@ -3,6 +3,7 @@
 
 use crate::db::begin;
 use crate::ledger;
+use crate::services::memberships;
 use crate::services::{billing, funding};
 use crate::state::AppState;
 use chrono::Utc;
@@ -212,7 +213,7 @@ pub async fn partner_fund(
 /// `billing-token create|rotate|revoke`, recorded in the organization's audit log as the
 /// operator's command (no console user).
 pub async fn billing_token(state: &AppState, action: &str, org_id: i64) -> Result<Value, String> {
-    let audit = |what: &'static str| crate::services::people::Audit {
+    let audit = |what: &'static str| crate::services::audit::Audit {
         organization: Some(org_id),
         partner: None,
         actor: None,
@@ -268,15 +269,15 @@ pub async fn user_invite(
 ) -> Result<Value, String> {
     use crate::services::people;
     let email = people::normal_email(email);
-    if !crate::services::customers::valid_email(&email) {
+    if !crate::text::valid_email(&email) {
         return Err(format!("--email {email:?} is not a valid email address"));
     }
     let (purpose, name) = match (org, partner) {
         (Some(id), None) => {
-            if !people::ORG_ROLES.contains(&role) {
+            if !memberships::ORG_ROLES.contains(&role) {
                 return Err(format!(
                     "--role must be one of {:?} for an organization",
-                    people::ORG_ROLES
+                    memberships::ORG_ROLES
                 ));
             }
             let org = crate::services::customers::organization(&state.db, id)
@@ -286,10 +287,10 @@ pub async fn user_invite(
             ("org_invite", org.name)
         }
         (None, Some(id)) => {
-            if !people::PARTNER_ROLES.contains(&role) {
+            if !memberships::PARTNER_ROLES.contains(&role) {
                 return Err(format!(
                     "--role must be one of {:?} for a partner team",
-                    people::PARTNER_ROLES
+                    memberships::PARTNER_ROLES
                 ));
             }
             use sea_orm::EntityTrait;
@@ -302,7 +303,7 @@ pub async fn user_invite(
         }
         _ => return Err("give exactly one of --org and --partner".into()),
     };
-    let token = people::issue_token(
+    let token = memberships::issue_token(
         &state.db,
         state,
         purpose,
@@ -315,13 +316,13 @@ pub async fn user_invite(
     .await
     .map_err(|e| e.to_string())?;
     let url = state.public_url(&format!("/console/join/{token}"));
-    people::mail_join_link(state, &email, &name, role, &url).await;
+    memberships::mail_join_link(state, &email, &name, role, &url).await;
     Ok(serde_json::json!({
         "email": email,
         "organization_id": org,
         "partner_id": partner,
         "role": role,
         "sign_up_url": url,
-        "expires_in_days": people::TOKEN_DAYS,
+        "expires_in_days": memberships::TOKEN_DAYS,
     }))
 }

@@ -6,6 +6,8 @@
 //! from the ledger when it starts.
 
 use crate::keys::{self, KeyError};
+use crate::services::memberships;
+use crate::services::sessions;
 use chrono::Utc;
 use credentials::{Env, KeyHasher};
 use entities::organizations;
@@ -75,11 +77,11 @@ pub async fn demo_key(
     let created =
         keys::create_key(db, directory, hasher, env, quickstart_key(org.id, group_id)).await?;
     let now = Utc::now();
-    let password = crate::services::people::secret()[..20].to_string();
+    let password = crate::services::sessions::secret()[..20].to_string();
     let owner = fresh_password(db, DEMO_OWNER, &password, now)
         .await
         .map_err(|e| KeyError::Database(sea_orm::DbErr::Custom(e)))?;
-    crate::services::people::join_org(db, org.id, owner.id, "owner", now).await?;
+    crate::services::memberships::join_org(db, org.id, owner.id, "owner", now).await?;
     Ok(DemoKey {
         organization_id: org.id,
         key_id: created.row.id,
@@ -119,7 +121,7 @@ pub struct Demo {
 /// rate. Both owners get a fresh password each time (printed once, like the key). Safe to run
 /// again: the partner and the customer are found, not made twice; nothing is funded twice.
 pub async fn quickstart(state: &crate::state::AppState, group_id: i64) -> Result<Demo, String> {
-    use crate::services::{customers, funding, invitations, people};
+    use crate::services::{customers, funding, invitations};
     use entities::{customers as customer_rows, partners};
     let db_err = |e: sea_orm::DbErr| format!("database: {e}");
     let now = Utc::now();
@@ -155,12 +157,12 @@ pub async fn quickstart(state: &crate::state::AppState, group_id: i64) -> Result
     txn.commit().await.map_err(db_err)?;
 
     // Both owners, with fresh passwords.
-    let owner_password = people::secret()[..20].to_string();
+    let owner_password = sessions::secret()[..20].to_string();
     let owner = fresh_password(&state.db, DEMO_OWNER, &owner_password, now).await?;
-    let partner_password = people::secret()[..20].to_string();
+    let partner_password = sessions::secret()[..20].to_string();
     let partner_owner =
         fresh_password(&state.db, DEMO_PARTNER_OWNER, &partner_password, now).await?;
-    people::join_partner(&state.db, partner.id, partner_owner.id, "owner", now)
+    memberships::join_partner(&state.db, partner.id, partner_owner.id, "owner", now)
         .await
         .map_err(db_err)?;
 
@@ -246,7 +248,7 @@ pub async fn quickstart(state: &crate::state::AppState, group_id: i64) -> Result
             .await
             .map_err(|e| format!("activating the demo customer: {e:?}"))?;
     }
-    people::join_org(&state.db, org.id, owner.id, "owner", now)
+    memberships::join_org(&state.db, org.id, owner.id, "owner", now)
         .await
         .map_err(db_err)?;
 

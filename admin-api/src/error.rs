@@ -5,7 +5,6 @@
 //! variant cannot ship without a decided answer. Clients branch on `reason`, never on `message`.
 
 use crate::dto::ErrorEnvelope;
-use crate::services::invitations::InvitationError;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use money::{NanoUsd, RateMultiplier};
@@ -371,48 +370,6 @@ impl ApiError {
             reason,
             message: self.to_string(),
             metadata,
-        }
-    }
-}
-
-impl InvitationError {
-    /// The HTTP status of a refused acceptance (page or JSON).
-    pub fn status(&self) -> StatusCode {
-        use InvitationError::*;
-        match self {
-            NotFound => StatusCode::NOT_FOUND,
-            Expired | Revoked => StatusCode::GONE,
-            AlreadyAccepted => StatusCode::CONFLICT,
-            EmailMismatch => StatusCode::FORBIDDEN,
-            Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-            VerificationFailed => StatusCode::UNAUTHORIZED,
-            WeakPassword => StatusCode::BAD_REQUEST,
-            Throttled(_) => StatusCode::TOO_MANY_REQUESTS,
-        }
-    }
-
-    /// The JSON answer of a refused acceptance, in the partner envelope.
-    pub fn body(&self) -> ErrorEnvelope {
-        use InvitationError::*;
-        let reason = match self {
-            NotFound => "INVITATION_NOT_FOUND",
-            Expired => "INVITATION_EXPIRED",
-            AlreadyAccepted => "INVITATION_ALREADY_ACCEPTED",
-            Revoked => "INVITATION_REVOKED",
-            EmailMismatch => "INVITATION_EMAIL_MISMATCH",
-            Unavailable => "SERVICE_UNAVAILABLE",
-            VerificationFailed => "INVITATION_VERIFICATION_FAILED",
-            WeakPassword => "INVITATION_WEAK_PASSWORD",
-            Throttled(_) => "INVITATION_TOO_MANY_ATTEMPTS",
-        };
-        ErrorEnvelope {
-            code: self.status().as_u16(),
-            reason: Some(reason),
-            message: self.to_string(),
-            metadata: match self {
-                Throttled(secs) => json!({ "retry_after_seconds": secs }),
-                _ => json!({}),
-            },
         }
     }
 }

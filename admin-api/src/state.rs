@@ -121,8 +121,8 @@ impl AppState {
     }
 
     /// How long console sessions last (`[console]`).
-    pub fn lifetimes(&self) -> crate::services::people::Lifetimes {
-        crate::services::people::Lifetimes::of(&self.settings.console)
+    pub fn lifetimes(&self) -> crate::services::sessions::Lifetimes {
+        crate::services::sessions::Lifetimes::of(&self.settings.console)
     }
 
     /// `path` under the one public base URL (`server.public_base_url`), e.g. an invitation link.

@@ -1,5 +1,26 @@
-//! Text the product writes into files people download (issue 42): cut by characters, never by
+//! Text rules that know nothing of the stores: what a plausible address and a display text are,
+//! and text the product writes into files people download (issue 42): cut by characters, never by
 //! bytes (a name beyond ASCII never breaks a statement), and CSV cells a spreadsheet cannot run.
+
+/// A plausible email address: one `@`, a non-empty local part, a dotted domain, no spaces.
+pub fn valid_email(s: &str) -> bool {
+    let Some((local, domain)) = s.split_once('@') else {
+        return false;
+    };
+    !local.is_empty()
+        && s.len() <= 254
+        && !domain.contains('@')
+        && domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+        && s.chars().all(|c| c.is_ascii_graphic())
+}
+
+/// A display text: 1 to `max` characters (not bytes) once trimmed, no control characters (a NUL is refused the
+/// same way on every database; PostgreSQL cannot store it in text).
+pub fn plain_text(s: &str, max: usize) -> bool {
+    !s.trim().is_empty() && s.chars().count() <= max && !s.chars().any(char::is_control)
+}
 
 /// The first `n` characters of `s` (all of it when shorter); never splits a character.
 pub fn cut_chars(s: &str, n: usize) -> &str {

@@ -160,9 +160,11 @@ mod route_anthropic;
 mod route_gemini;
 mod route_openai;
 mod server;
+mod shared;
 mod tools;
 mod usage;
 pub mod veo;
+mod video_task;
 pub mod videos;
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -173,9 +175,10 @@ use tokio::task::JoinSet;
 
 pub use fault::{Fault, ParseFaultError};
 pub use record::RecordedRequest;
-pub use server::{MAX_BODY_BYTES, MAX_DELAY_MS};
+pub use server::MAX_BODY_BYTES;
+pub use shared::MAX_DELAY_MS;
 
-use server::Shared;
+use shared::Shared;
 
 /// Builder entry point: starts mock supplier instances.
 #[derive(Clone, Copy, Debug, Default)]

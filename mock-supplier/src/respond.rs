@@ -14,7 +14,7 @@ use http::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, HeaderName, Head
 use http::{HeaderMap, Method, StatusCode};
 
 use crate::reply::{DEFAULT_EVENTS, MAX_EVENTS, Usage};
-use crate::server::{MAX_DELAY_MS, Shared};
+use crate::shared::{MAX_DELAY_MS, Shared};
 
 /// Pause before aborting a cut response, so hyper flushes what was sent.
 const CUT_FLUSH_PAUSE: Duration = Duration::from_millis(5);
@@ -57,6 +57,11 @@ impl Wire {
             Wire::Gemini => crate::gemini::error_body(status.as_u16(), message, None),
         }
     }
+}
+
+/// A 400 in the OpenAI wire format.
+pub(crate) fn bad_request(rec: &Rec, message: &str) -> Response {
+    error(rec, Wire::OpenAi, StatusCode::BAD_REQUEST, message)
 }
 
 /// An error response in the request's wire format.

@@ -12,7 +12,8 @@ use serde_json::Value;
 use crate::fault::error_type_for;
 use crate::reply::{self, Reply};
 use crate::respond::{
-    Extra, Rec, Req, Wire, error, full, header_str, json_ok, numeric_header, params, sse_ok,
+    Extra, Rec, Req, Wire, bad_request, error, full, header_str, json_ok, numeric_header, params,
+    sse_ok,
 };
 use crate::tools::{ToolApi, tool_to_call};
 
@@ -21,10 +22,6 @@ use crate::tools::{ToolApi, tool_to_call};
 enum Api {
     Chat,
     Responses,
-}
-
-pub(crate) fn bad_request(rec: &Rec, message: &str) -> Response {
-    error(rec, Wire::OpenAi, StatusCode::BAD_REQUEST, message)
 }
 
 /// `Authorization: Bearer <key>` exactly, else 401.

@@ -21,7 +21,7 @@
 //!
 //! Every response carries `x-mock-name: <config.name>`.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -35,45 +35,13 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
-use crate::MockConfig;
 use crate::fault::Fault;
-use crate::record::Recorder;
 use crate::respond::{Extra, Rec, Req, Wire, error, full};
+use crate::shared::Shared;
 use crate::{route_anthropic, route_gemini, route_openai};
 
 /// Largest request body accepted (64 MiB).
 pub const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
-/// Upper bound for `x-mock-delay-ms` (larger values are clamped).
-pub const MAX_DELAY_MS: u64 = 60_000;
-
-/// State shared by every connection of one mock instance.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) config: MockConfig,
-    pub(crate) recorder: Recorder,
-    pub(crate) fault: Mutex<Option<Fault>>,
-    /// Video tasks created on this mock, by id.
-    pub(crate) videos: Mutex<std::collections::HashMap<String, crate::videos::VideoTask>>,
-}
-
-impl Shared {
-    pub(crate) fn new(config: MockConfig) -> Shared {
-        Shared {
-            config,
-            recorder: Recorder::default(),
-            fault: Mutex::new(None),
-            videos: Mutex::default(),
-        }
-    }
-
-    fn instance_fault(&self) -> Option<Fault> {
-        self.fault
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-}
-
 /// Per-connection handler state: the shared state and the signal that makes
 /// the connection task drop the connection (`close` fault).
 #[derive(Clone)]

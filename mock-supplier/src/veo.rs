@@ -21,7 +21,8 @@
 //! Timing, size and failure come from the create's `x-mock-video` header (see `videos`).
 
 use crate::respond::{Req, Wire, error, full, header_str};
-use crate::videos::{self, VideoTask};
+use crate::video_task::{VideoTask, status};
+use crate::videos;
 use axum::response::Response;
 use bytes::Bytes;
 use http::{Method, StatusCode};
@@ -206,7 +207,7 @@ fn operation(req: &Req<'_>, model: &str, id: &str) -> Response {
         );
     };
     let name = format!("models/{model}/operations/{id}");
-    let body = match videos::status(&task).0 {
+    let body = match status(&task).0 {
         "completed" => json!({"name": name, "done": true, "response": {
         "@type": "type.googleapis.com/google.ai.generativelanguage.v1beta.PredictLongRunningResponse",
         "generateVideoResponse": {"generatedSamples": [{"video": {
@@ -231,7 +232,7 @@ fn download(req: &Req<'_>, file: &str) -> Response {
         .ok()
         .and_then(|t| t.get(file).cloned());
     match task {
-        Some(task) if videos::status(&task).0 == "completed" => {
+        Some(task) if status(&task).0 == "completed" => {
             videos::download(req.rec, task.bytes(), header_str(req.headers, "range"))
         }
         _ => error(

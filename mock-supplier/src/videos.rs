@@ -18,91 +18,13 @@
 //! `Range: bytes=A-B` (or `A-`) answers 206 with `Content-Range`, an unsatisfiable one 416;
 //! content of a task that has not completed is 404.
 
-use crate::respond::{Rec, Req, Wire, base_response, error, full, header_str};
-use crate::route_openai::bad_request;
+use crate::respond::{Rec, Req, Wire, bad_request, base_response, error, full, header_str};
+use crate::video_task::{VideoTask, status};
 use axum::body::Body;
 use axum::response::Response;
 use bytes::Bytes;
 use http::{HeaderValue, StatusCode};
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
-
-/// One task the mock runs.
-#[derive(Debug, Clone)]
-pub(crate) struct VideoTask {
-    model: String,
-    size: String,
-    created: Instant,
-    created_unix: u64,
-    delay: Duration,
-    fail: bool,
-    bytes: u64,
-    seconds: Option<String>,
-}
-
-impl VideoTask {
-    /// A task of `model` made now, ended at the first poll unless `x-mock-video` (the create's
-    /// header, see the module) says otherwise.
-    pub(crate) fn new(
-        model: &str,
-        size: String,
-        seconds: Option<String>,
-        header: Option<&str>,
-    ) -> Result<VideoTask, String> {
-        let mut task = VideoTask {
-            model: model.to_string(),
-            size,
-            created: Instant::now(),
-            created_unix: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
-            delay: Duration::ZERO,
-            fail: false,
-            bytes: 1024,
-            seconds,
-        };
-        for pair in header
-            .unwrap_or_default()
-            .split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-        {
-            let number = |v: &str| {
-                v.parse::<u64>()
-                    .map_err(|_| format!("bad x-mock-video value {pair:?}"))
-            };
-            match pair.split_once('=') {
-                Some(("delay_ms", v)) => task.delay = Duration::from_millis(number(v)?),
-                Some(("bytes", v)) => task.bytes = number(v)?,
-                Some(("fail", "safety")) => task.fail = true,
-                Some(("seconds", "none")) => task.seconds = None,
-                Some(("seconds", v)) => task.seconds = Some(number(v)?.to_string()),
-                _ => return Err(format!("unknown x-mock-video setting {pair:?}")),
-            }
-        }
-        Ok(task)
-    }
-
-    /// The content's size in bytes.
-    pub(crate) fn bytes(&self) -> u64 {
-        self.bytes
-    }
-}
-
-/// How a task is at `now`: its status (`queued`, `in_progress`, `completed`, `failed`) and
-/// progress.
-pub(crate) fn status(task: &VideoTask) -> (&'static str, u64) {
-    let elapsed = task.created.elapsed();
-    if elapsed >= task.delay {
-        return (if task.fail { "failed" } else { "completed" }, 100);
-    }
-    let share = elapsed.as_millis() * 100 / task.delay.as_millis().max(1);
-    if share < 34 {
-        ("queued", 0)
-    } else {
-        ("in_progress", u64::try_from(share).unwrap_or(99))
-    }
-}
 
 fn object(id: &str, task: &VideoTask) -> Value {
     let (status, progress) = status(task);

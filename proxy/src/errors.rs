@@ -219,265 +219,82 @@ impl GatewayError {
         }
     }
 
-    /// Status, body and label of this error on `surface`.
+    /// This error's row of the gateway's error table (SPEC "Gateway errors"): one line a variant,
+    /// its status, metric label, and the `type`, `code` and `param` of its OpenAI-shaped body
+    /// (`None`: the body has no such field). No wildcard arm: a new variant has a row or does not
+    /// compile.
+    #[rustfmt::skip]
+    fn row(&self) -> Row<'_> {
+        use GatewayError::*;
+        let r = |status, label, kind, code, param| Row { status, label, kind, code, param };
+        const BAD: Option<&str> = Some("invalid_request_error");
+        const DOWN: Option<&str> = Some("service_unavailable");
+        const UPSTREAM: Option<&str> = Some("upstream_error");
+        const DENIED: Option<&str> = Some("permission_denied");
+        match self {
+            MissingKey => r(401, "missing_key", None, None, None),
+            InvalidKey => r(401, "invalid_key", Some("authentication_error"), None, None),
+            PermissionDenied => r(403, "permission_denied", DENIED, DENIED, None),
+            UnknownRoute { .. } => r(404, "unknown_route", BAD, Some("unknown_route"), None),
+            BodyTooLarge { .. } => r(413, "body_too_large", BAD, Some("request_too_large"), None),
+            RequestTimeout => r(408, "request_timeout", BAD, Some("request_timeout"), None),
+            LengthRequired => r(411, "length_required", BAD, Some("length_required"), None),
+            InvalidBody { param, .. } => r(400, "invalid_body", BAD, None, *param),
+            InvalidField { param, .. } => r(400, "invalid_body", BAD, None, Some(param)),
+            Untranslatable { param, .. } => r(400, "untranslatable", BAD, None, param.as_deref()),
+            UnknownModel(_) => r(404, "unknown_model", BAD, Some("model_not_found"), Some("model")),
+            NoAccount(_) => r(503, "no_account", DOWN, Some("no_account_available"), None),
+            InsufficientBalance { .. } => r(402, "insufficient_balance", Some("insufficient_quota"), Some("insufficient_balance"), None),
+            UsageLimitReached { .. } => r(429, "usage_limit_reached", Some("usage_limit_reached"), None, None),
+            BudgetExceeded { .. } => r(429, "budget_exceeded", Some("budget_exceeded"), None, None),
+            AccountsFailing { .. } => r(503, "accounts_failing", DOWN, Some("upstream_unavailable"), None),
+            CapacityQueueFull => r(429, "capacity_queue_full", None, Some("capacity_queue_full"), None),
+            WalletUnavailable => r(503, "wallet_unavailable", DOWN, Some("wallet_unavailable"), None),
+            PriceUnavailable => r(503, "price_unavailable", DOWN, Some("price_unavailable"), None),
+            StoreUnavailable => r(503, "store_unavailable", DOWN, Some("store_unavailable"), None),
+            UpstreamUnreachable => r(502, "upstream_unreachable", UPSTREAM, Some("upstream_unreachable"), None),
+            UpstreamTimeout => r(504, "upstream_timeout", UPSTREAM, Some("upstream_timeout"), None),
+            UpstreamProtocol => r(502, "upstream_protocol", UPSTREAM, Some("upstream_invalid_response"), None),
+            MediaNotFound => r(404, "media_not_found", BAD, Some("media_not_found"), None),
+            VideoNotPermitted => r(403, "video_not_permitted", DENIED, DENIED, None),
+            VideoNotFound(_) => r(404, "video_not_found", BAD, Some("video_not_found"), None),
+            VideoNotReady(..) => r(409, "video_not_ready", BAD, Some("video_not_ready"), None),
+            VideoUrlInvalid => r(403, "video_url_invalid", DENIED, Some("invalid_signature"), None),
+            TasksUnavailable => r(503, "tasks_unavailable", DOWN, Some("store_unavailable"), None),
+            Internal => r(500, "internal", Some("server_error"), Some("internal_error"), None),
+        }
+    }
+
+    /// Status, body and label of this error on `surface`: its row's OpenAI-shaped body, written
+    /// again in the surface's shape.
     pub fn reply(&self, surface: Surface) -> Reply {
-        let message = self.to_string();
-        let (status, label, body) = match self {
-            GatewayError::MissingKey => (
-                401,
-                "missing_key",
-                json!({"error": "missing_api_key", "message": "No API key was provided. Send it as 'Authorization: Bearer KEY', 'x-api-key' or 'x-alt-api-key'."}),
-            ),
-            GatewayError::InvalidKey => (
-                401,
-                "invalid_key",
-                json!({"error": {"message": "Invalid API key.", "type": "authentication_error"}}),
-            ),
-            GatewayError::PermissionDenied => (
-                403,
-                "permission_denied",
-                json!({"error": {"message": "This API key is not permitted to use this API surface.", "type": "permission_denied", "code": "permission_denied"}}),
-            ),
-            GatewayError::UnknownRoute { .. } => (
-                404,
-                "unknown_route",
-                openai(
-                    &message,
-                    "invalid_request_error",
-                    Some("unknown_route"),
-                    None,
-                ),
-            ),
-            GatewayError::BodyTooLarge { .. } => (
-                413,
-                "body_too_large",
-                openai(
-                    &message,
-                    "invalid_request_error",
-                    Some("request_too_large"),
-                    None,
-                ),
-            ),
-            GatewayError::RequestTimeout => (
-                408,
-                "request_timeout",
-                openai(
-                    &message,
-                    "invalid_request_error",
-                    Some("request_timeout"),
-                    None,
-                ),
-            ),
-            GatewayError::LengthRequired => (
-                411,
-                "length_required",
-                openai(
-                    &message,
-                    "invalid_request_error",
-                    Some("length_required"),
-                    None,
-                ),
-            ),
-            GatewayError::InvalidBody { param, .. } => (
-                400,
-                "invalid_body",
-                openai(&message, "invalid_request_error", None, *param),
-            ),
-            GatewayError::InvalidField { param, .. } => (
-                400,
-                "invalid_body",
-                openai(&message, "invalid_request_error", None, Some(param)),
-            ),
-            GatewayError::Untranslatable { param, .. } => (
-                400,
-                "untranslatable",
-                openai(&message, "invalid_request_error", None, param.as_deref()),
-            ),
-            GatewayError::UnknownModel(_) => (
-                404,
-                "unknown_model",
-                openai(
-                    &message,
-                    "invalid_request_error",
-                    Some("model_not_found"),
-                    Some("model"),
-                ),
-            ),
-            GatewayError::NoAccount(_) => (
-                503,
-                "no_account",
-                openai(
-                    &message,
-                    "service_unavailable",
-                    Some("no_account_available"),
-                    None,
-                ),
-            ),
-            GatewayError::InsufficientBalance { .. } => (
-                402,
-                "insufficient_balance",
-                openai(
-                    &message,
-                    "insufficient_quota",
-                    Some("insufficient_balance"),
-                    None,
-                ),
-            ),
-            GatewayError::UsageLimitReached { resets_in_seconds } => (
-                429,
-                "usage_limit_reached",
-                json!({"error": {"type": "usage_limit_reached", "message": message, "resets_in_seconds": resets_in_seconds}}),
-            ),
-            GatewayError::BudgetExceeded { resets_in_seconds } => (
-                429,
-                "budget_exceeded",
-                json!({"error": {"type": "budget_exceeded", "message": message, "resets_in_seconds": resets_in_seconds}}),
-            ),
-            GatewayError::AccountsFailing { .. } => (
-                503,
-                "accounts_failing",
-                openai(
-                    &message,
-                    "service_unavailable",
-                    Some("upstream_unavailable"),
-                    None,
-                ),
-            ),
-            GatewayError::CapacityQueueFull => (
-                429,
-                "capacity_queue_full",
-                json!({"error": {"message": message, "code": "capacity_queue_full"}}),
-            ),
-            GatewayError::WalletUnavailable => (
-                503,
-                "wallet_unavailable",
-                openai(
-                    &message,
-                    "service_unavailable",
-                    Some("wallet_unavailable"),
-                    None,
-                ),
-            ),
-            GatewayError::PriceUnavailable => (
-                503,
-                "price_unavailable",
-                openai(
-                    &message,
-                    "service_unavailable",
-                    Some("price_unavailable"),
-                    None,
-                ),
-            ),
-            GatewayError::StoreUnavailable => (
-                503,
-                "store_unavailable",
-                openai(
-                    &message,
-                    "service_unavailable",
-                    Some("store_unavailable"),
-                    None,
-                ),
-            ),
-            GatewayError::UpstreamUnreachable => (
-                502,
-                "upstream_unreachable",
-                openai(
-                    &message,
-                    "upstream_error",
-                    Some("upstream_unreachable"),
-                    None,
-                ),
-            ),
-            GatewayError::UpstreamTimeout => (
-                504,
-                "upstream_timeout",
-                openai(&message, "upstream_error", Some("upstream_timeout"), None),
-            ),
-            GatewayError::UpstreamProtocol => (
-                502,
-                "upstream_protocol",
-                openai(
-                    &message,
-                    "upstream_error",
-                    Some("upstream_invalid_response"),
-                    None,
-                ),
-            ),
-            GatewayError::MediaNotFound => (
-                404,
-                "media_not_found",
-                openai(
-                    &message,
-                    "invalid_request_error",
-                    Some("media_not_found"),
-                    None,
-                ),
-            ),
-            GatewayError::VideoNotPermitted => (
-                403,
-                "video_not_permitted",
-                json!({"error": {"message": message, "type": "permission_denied", "code": "permission_denied"}}),
-            ),
-            GatewayError::VideoNotFound(_) => (
-                404,
-                "video_not_found",
-                openai(
-                    &message,
-                    "invalid_request_error",
-                    Some("video_not_found"),
-                    None,
-                ),
-            ),
-            GatewayError::VideoNotReady(..) => (
-                409,
-                "video_not_ready",
-                openai(
-                    &message,
-                    "invalid_request_error",
-                    Some("video_not_ready"),
-                    None,
-                ),
-            ),
-            GatewayError::VideoUrlInvalid => (
-                403,
-                "video_url_invalid",
-                openai(
-                    &message,
-                    "permission_denied",
-                    Some("invalid_signature"),
-                    None,
-                ),
-            ),
-            GatewayError::TasksUnavailable => (
-                503,
-                "tasks_unavailable",
-                openai(
-                    &message,
-                    "service_unavailable",
-                    Some("store_unavailable"),
-                    None,
-                ),
-            ),
-            GatewayError::Internal => (
-                500,
-                "internal",
-                openai(&message, "server_error", Some("internal_error"), None),
-            ),
-        };
-        match surface {
+        let row = self.row();
+        let (status, label) = (row.status, row.label);
+        let body = match self {
             // SPEC's no-key body is the same on every gateway route (the official SDKs raise
             // their authentication error by status).
-            Surface::Client(Family::OpenAi)
-            | Surface::Client(Family::Anthropic)
-            | Surface::Client(Family::Gemini)
-                if matches!(self, GatewayError::MissingKey) =>
-            {
-                Reply {
-                    status,
-                    body: Bytes::from(body.to_string()),
-                    label,
-                }
+            GatewayError::MissingKey => {
+                json!({"error": "missing_api_key", "message": "No API key was provided. Send it as 'Authorization: Bearer KEY', 'x-api-key' or 'x-alt-api-key'."})
             }
+            GatewayError::InvalidKey => openai("Invalid API key.", &row),
+            GatewayError::PermissionDenied => openai(
+                "This API key is not permitted to use this API surface.",
+                &row,
+            ),
+            GatewayError::UsageLimitReached { resets_in_seconds }
+            | GatewayError::BudgetExceeded { resets_in_seconds } => {
+                let mut body = openai(&self.to_string(), &row);
+                body["error"]["resets_in_seconds"] = json!(resets_in_seconds);
+                body
+            }
+            _ => openai(&self.to_string(), &row),
+        };
+        match surface {
+            Surface::Client(_) if matches!(self, GatewayError::MissingKey) => Reply {
+                status,
+                body: Bytes::from(body.to_string()),
+                label,
+            },
             Surface::Client(Family::OpenAi) => Reply {
                 status,
                 body: Bytes::from(body.to_string()),
@@ -515,29 +332,19 @@ impl GatewayError {
 
 /// The Anthropic shape of an answer first written in the OpenAI shape: `{"type":"error","error":
 /// {"type","message"}}`, keeping `code`, `param` and `resets_in_seconds`. The error type is
-/// Anthropic's for the status, except where SPEC names one (`authentication_error`,
-/// `permission_denied`, `usage_limit_reached`, and DESIGN §6d's `budget_exceeded`), so those shapes
-/// still hold on this surface.
+/// Anthropic's for the status (`translate::vocabulary`, the one table), except where SPEC names
+/// one (`authentication_error`, `permission_denied`, `usage_limit_reached`, and DESIGN §6d's
+/// `budget_exceeded`), so those shapes still hold on this surface.
 fn anthropic(status: u16, openai: &serde_json::Value) -> serde_json::Value {
     let (message, code, param, error) = parts(openai);
-    let kind = match (status, error.get("type").and_then(|t| t.as_str())) {
-        (
-            _,
-            Some(
-                spec @ ("authentication_error"
-                | "permission_denied"
-                | "usage_limit_reached"
-                | "budget_exceeded"),
-            ),
+    let kind = match error.get("type").and_then(|t| t.as_str()) {
+        Some(
+            spec @ ("authentication_error"
+            | "permission_denied"
+            | "usage_limit_reached"
+            | "budget_exceeded"),
         ) => spec,
-        (413, _) => "request_too_large",
-        (401, _) => "authentication_error",
-        (402, _) => "billing_error",
-        (404, _) => "not_found_error",
-        (429, _) => "rate_limit_error",
-        (503 | 529, _) => "overloaded_error",
-        (500..=599, _) => "api_error",
-        _ => "invalid_request_error",
+        _ => translate::vocabulary::anthropic_type(status),
     };
     let mut out = json!({"type": kind, "message": message});
     extend(&mut out, code, param, error);
@@ -545,21 +352,12 @@ fn anthropic(status: u16, openai: &serde_json::Value) -> serde_json::Value {
 }
 
 /// The Google shape of an answer first written in the OpenAI shape: `{"error":{"code","message",
-/// "status"}}` with the google.rpc status of the HTTP status, keeping SPEC's `type` (the native
-/// surface's 400 is `invalid_request_error`), `code` as `reason`, `param` and `resets_in_seconds`.
+/// "status"}}` with the google.rpc status of the HTTP status (`translate::vocabulary`), keeping
+/// SPEC's `type` (the native surface's 400 is `invalid_request_error`), `code` as `reason`,
+/// `param` and `resets_in_seconds`.
 fn google(status: u16, openai: &serde_json::Value) -> serde_json::Value {
     let (message, code, param, error) = parts(openai);
-    let rpc = match status {
-        400 | 411 | 413 => "INVALID_ARGUMENT",
-        401 => "UNAUTHENTICATED",
-        402 => "FAILED_PRECONDITION",
-        403 => "PERMISSION_DENIED",
-        404 => "NOT_FOUND",
-        408 | 504 => "DEADLINE_EXCEEDED",
-        429 => "RESOURCE_EXHAUSTED",
-        502 | 503 => "UNAVAILABLE",
-        _ => "INTERNAL",
-    };
+    let rpc = translate::vocabulary::google_status(status);
     let mut out = json!({"code": status, "message": message, "status": rpc});
     if let Some(kind) = error.get("type").and_then(|t| t.as_str()) {
         out["type"] = json!(kind);
@@ -623,15 +421,24 @@ fn extend(
     }
 }
 
-fn openai(message: &str, kind: &str, code: Option<&str>, param: Option<&str>) -> serde_json::Value {
-    let mut error = json!({"message": message, "type": kind});
-    if let Some(code) = code {
-        error["code"] = json!(code);
-    }
-    if let Some(param) = param {
-        error["param"] = json!(param);
+/// The OpenAI-shaped body of `message` with `row`'s `type`, `code` and `param`.
+fn openai(message: &str, row: &Row) -> serde_json::Value {
+    let mut error = json!({ "message": message });
+    for (key, value) in [("type", row.kind), ("code", row.code), ("param", row.param)] {
+        if let Some(value) = value {
+            error[key] = json!(value);
+        }
     }
     json!({ "error": error })
+}
+
+/// One row of the gateway's error table (see [`GatewayError::row`]).
+struct Row<'a> {
+    status: u16,
+    label: &'static str,
+    kind: Option<&'static str>,
+    code: Option<&'static str>,
+    param: Option<&'a str>,
 }
 
 #[cfg(test)]

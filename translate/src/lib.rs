@@ -24,6 +24,7 @@ pub mod response;
 pub mod signature;
 pub mod skim;
 pub mod sse;
+pub mod vocabulary;
 
 pub use ir::Usage;
 

@@ -4,10 +4,14 @@
 //! recovery codes shown once) or off, renew the recovery codes, and read the account's recent
 //! activity. Every check of the current password counts on the limiter; every change is audited.
 
-use super::pages::{self, render, retry_after, wait_text};
-use super::session::{self, Viewer};
+use super::cookies;
+use super::gate;
+use super::render::{self, render, retry_after, wait_text};
+use super::session::Viewer;
 use crate::http::form::field;
+use crate::services::audit;
 use crate::services::limiter::{self, Check};
+use crate::services::sessions;
 use crate::services::two_factor::{self, Setup};
 use crate::services::{people, proof};
 use crate::state::AppState;
@@ -57,31 +61,13 @@ struct Shown<'a> {
     error: Option<&'a str>,
 }
 
-/// Whether the operator requires two-factor of this person (`[console] require_two_factor`: a
-/// partner's owners and admins, by the role they act with) and they have not turned it on.
-pub(crate) async fn must_set_up_two_factor(
-    state: &AppState,
-    user: &entities::console_users::Model,
-) -> Result<bool, sea_orm::DbErr> {
-    if !state.settings.console.require_two_factor || user.totp_enabled_at.is_some() {
-        return Ok(false);
-    }
-    let teams = people::partner_memberships(&state.db, user.id).await?;
-    Ok(teams.iter().any(|(p, role)| {
-        matches!(
-            crate::partner::gate::effective_role(&p.role, Some(role)),
-            "owner" | "admin"
-        )
-    }))
-}
-
 async fn show(state: &AppState, viewer: &Viewer, status: StatusCode, shown: Shown<'_>) -> Response {
     let user = match entities::console_users::Entity::find_by_id(viewer.user.id)
         .one(&state.db)
         .await
     {
         Ok(Some(u)) => u,
-        _ => return pages::unavailable(),
+        _ => return render::unavailable(),
     };
     let now = state.clock.now();
     let read = async {
@@ -104,12 +90,12 @@ async fn show(state: &AppState, viewer: &Viewer, status: StatusCode, shown: Show
             .all(&state.db)
             .await?;
         let left = two_factor::recovery_codes_left(&state.db, user.id).await?;
-        let required = must_set_up_two_factor(state, &user).await?;
+        let required = two_factor::must_set_up(state, &user).await?;
         Ok::<_, sea_orm::DbErr>((sessions, activity, left, required))
     }
     .await;
     let Ok((sessions, activity, recovery_left, required)) = read else {
-        return pages::unavailable();
+        return render::unavailable();
     };
     let idle = state.lifetimes().idle;
     let setup = shown.setup.or_else(|| two_factor::pending(state, &user));
@@ -179,7 +165,7 @@ pub(crate) async fn page(
 
 /// A post's origin and the session's CSRF token.
 fn forged(state: &AppState, viewer: &Viewer, headers: &HeaderMap, body: &[u8]) -> bool {
-    !session::same_origin(state, headers) || !viewer.csrf_ok(field(body, "csrf").as_deref())
+    !gate::genuine(state, viewer, headers, body)
 }
 
 /// The account page of a refused attempt (429 with `Retry-After`).
@@ -206,7 +192,7 @@ async fn current_password(
     let attempt = match limiter::attempt(&state.db, &viewer.user.email, ip, now).await {
         Ok(a) => a,
         Err(limiter::Refused::Throttled(secs)) => return Err(throttled(state, viewer, secs).await),
-        Err(limiter::Refused::Unavailable) => return Err(pages::unavailable()),
+        Err(limiter::Refused::Unavailable) => return Err(render::unavailable()),
     };
     match people::password_matches(&viewer.user, password).await {
         Ok(true) => {
@@ -226,13 +212,13 @@ async fn current_password(
             };
             Err(show(state, viewer, StatusCode::UNAUTHORIZED, shown).await)
         }
-        Err(_) => Err(pages::unavailable()),
+        Err(_) => Err(render::unavailable()),
     }
 }
 
 /// An account record (no team: it shows on the person's own page).
-fn record<'a>(viewer: &Viewer, action: &'a str, detail: serde_json::Value) -> people::Audit<'a> {
-    people::Audit {
+fn record<'a>(viewer: &Viewer, action: &'a str, detail: serde_json::Value) -> audit::Audit<'a> {
+    audit::Audit {
         organization: None,
         partner: None,
         actor: Some(viewer.user.id),
@@ -252,7 +238,7 @@ pub(crate) async fn password(
     body: Bytes,
 ) -> Response {
     if forged(&state, &viewer, &headers, &body) {
-        return pages::forbidden();
+        return render::forbidden();
     }
     let current = field(&body, "current_password").unwrap_or_default();
     let new = field(&body, "new_password").unwrap_or_default();
@@ -270,7 +256,7 @@ pub(crate) async fn password(
     let changed = async {
         let txn = crate::db::begin(&state.db).await?;
         let user = people::set_password(&txn, viewer.user.clone(), &new, now).await?;
-        people::audit(
+        audit::audit(
             &txn,
             record(&viewer, "password_changed", serde_json::json!({})),
             now,
@@ -284,7 +270,7 @@ pub(crate) async fn password(
         Ok(user) => user,
         Err(e) => {
             tracing::error!(error = %e, "password not changed");
-            return pages::unavailable();
+            return render::unavailable();
         }
     };
     match super::sign_in::signed_in(
@@ -297,7 +283,7 @@ pub(crate) async fn password(
     .await
     {
         Ok(resp) => resp,
-        Err(_) => pages::unavailable(),
+        Err(_) => render::unavailable(),
     }
 }
 
@@ -309,13 +295,13 @@ pub(crate) async fn sign_out_everywhere(
     body: Bytes,
 ) -> Response {
     if forged(&state, &viewer, &headers, &body) {
-        return pages::forbidden();
+        return render::forbidden();
     }
     let now = state.clock.now();
     let done = async {
         let txn = crate::db::begin(&state.db).await?;
-        people::end_sessions_of(&txn, viewer.user.id).await?;
-        people::audit(
+        sessions::end_sessions_of(&txn, viewer.user.id).await?;
+        audit::audit(
             &txn,
             record(&viewer, "signed_out_everywhere", serde_json::json!({})),
             now,
@@ -325,12 +311,12 @@ pub(crate) async fn sign_out_everywhere(
     }
     .await;
     if done.is_err() {
-        return pages::unavailable();
+        return render::unavailable();
     }
     let mut resp = Redirect::to("/console/sign-in").into_response();
     resp.headers_mut().append(
         header::SET_COOKIE,
-        session::set_cookie(&state, session::COOKIE, "", 0),
+        cookies::set_cookie(&state, cookies::COOKIE, "", 0),
     );
     resp
 }
@@ -345,7 +331,7 @@ pub(crate) async fn two_factor(
     body: Bytes,
 ) -> Response {
     if forged(&state, &viewer, &headers, &body) {
-        return pages::forbidden();
+        return render::forbidden();
     }
     let action = field(&body, "action").unwrap_or_default();
     let now = state.clock.now();
@@ -366,7 +352,7 @@ pub(crate) async fn two_factor(
                 Err(limiter::Refused::Throttled(secs)) => {
                     return throttled(&state, &viewer, secs).await;
                 }
-                Err(limiter::Refused::Unavailable) => return pages::unavailable(),
+                Err(limiter::Refused::Unavailable) => return render::unavailable(),
             }
         }
         _ => {
@@ -391,7 +377,7 @@ pub(crate) async fn two_factor(
                 let code = field(&body, "code").unwrap_or_default();
                 match two_factor::enable(&txn, &state, user, &code, now).await? {
                     Some(codes) => {
-                        people::audit(
+                        audit::audit(
                             &txn,
                             record(&viewer, "two_factor_enabled", serde_json::json!({})),
                             now,
@@ -411,7 +397,7 @@ pub(crate) async fn two_factor(
             }
             "disable" => {
                 two_factor::disable(&txn, user.id).await?;
-                people::audit(
+                audit::audit(
                     &txn,
                     record(&viewer, "two_factor_disabled", serde_json::json!({})),
                     now,
@@ -427,7 +413,7 @@ pub(crate) async fn two_factor(
                     Err((StatusCode::CONFLICT, "Two-factor sign-in is off."))
                 } else {
                     let codes = two_factor::renew_recovery_codes(&txn, &state, user.id, now).await?;
-                    people::audit(
+                    audit::audit(
                         &txn,
                         record(&viewer, "recovery_codes_renewed", serde_json::json!({})),
                         now,
@@ -475,7 +461,7 @@ pub(crate) async fn two_factor(
         }
         Err(e) => {
             tracing::error!(error = %e, "two-factor change failed");
-            pages::unavailable()
+            render::unavailable()
         }
     }
 }

@@ -3,12 +3,13 @@
 //! once, with a copy button), rotate it (the previous one stops at once) or revoke it. Checked on
 //! the server for every request; audited.
 
-use super::keys::{managing, member};
-use super::pages::{self, render};
+use super::gate::{self, Membership};
+use super::render::{self, render};
 use super::session::Viewer;
 use crate::http::form::field;
 use crate::http::params::Seg;
-use crate::services::{billing, people};
+use crate::services::audit;
+use crate::services::billing;
 use crate::state::AppState;
 use askama::Template;
 use axum::body::Bytes;
@@ -36,7 +37,11 @@ struct Page<'a> {
 async fn page(
     state: &AppState,
     viewer: &Viewer,
-    (org_id, name, role): (i64, String, String),
+    Membership {
+        id: org_id,
+        name,
+        role,
+    }: Membership,
     status: StatusCode,
     created: Option<&str>,
     error: Option<&str>,
@@ -53,7 +58,7 @@ async fn page(
                 t.created_at.format("%Y-%m-%d %H:%M UTC").to_string(),
             )
         }),
-        Err(_) => return pages::unavailable(),
+        Err(_) => return render::unavailable(),
     };
     render(
         status,
@@ -64,7 +69,7 @@ async fn page(
             tab: "billing",
             name: &name,
             active,
-            can_manage: super::keys::MANAGERS.contains(&role.as_str()),
+            can_manage: gate::KEY_MANAGERS.roles.contains(&role.as_str()),
             created,
             error,
         },
@@ -73,7 +78,7 @@ async fn page(
 
 /// `GET /console/orgs/{org}/billing-token`.
 pub(crate) async fn show(State(state): State<AppState>, viewer: Viewer, Seg(org): Seg) -> Response {
-    match member(&state, &viewer, &org).await {
+    match gate::organization(&state, &viewer, &org).await {
         Ok(m) => page(&state, &viewer, m, StatusCode::OK, None, None).await,
         Err(resp) => resp,
     }
@@ -87,13 +92,14 @@ pub(crate) async fn act(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let m = match managing(&state, &viewer, &org, &headers, &body).await {
-        Ok(m) => m,
-        Err(resp) => return resp,
-    };
+    let m =
+        match gate::org_change(&state, &viewer, &org, &headers, &body, &gate::KEY_MANAGERS).await {
+            Ok(m) => m,
+            Err(resp) => return resp,
+        };
     let action = field(&body, "action").unwrap_or_default();
-    let audit = |what: &'static str| people::Audit {
-        organization: Some(m.0),
+    let audit = |what: &'static str| audit::Audit {
+        organization: Some(m.id),
         partner: None,
         actor: Some(viewer.user.id),
         action: what,
@@ -103,13 +109,13 @@ pub(crate) async fn act(
     };
     // The change and its audit record commit together (`billing::issue_token`).
     let outcome = match action.as_str() {
-        "create" => billing::issue_token(&state, m.0, false, Some(audit("billing_token_created")))
+        "create" => billing::issue_token(&state, m.id, false, Some(audit("billing_token_created")))
             .await
             .map(|secret| Some(secret.expose().to_string())),
-        "rotate" => billing::issue_token(&state, m.0, true, Some(audit("billing_token_rotated")))
+        "rotate" => billing::issue_token(&state, m.id, true, Some(audit("billing_token_rotated")))
             .await
             .map(|secret| Some(secret.expose().to_string())),
-        "revoke" => billing::revoke_token(&state, m.0, Some(audit("billing_token_revoked")))
+        "revoke" => billing::revoke_token(&state, m.id, Some(audit("billing_token_revoked")))
             .await
             .map(|_| None),
         _ => Err("unknown action".to_string()),

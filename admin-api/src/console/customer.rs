@@ -7,9 +7,9 @@
 //! their effects (wallet credits, key publication, mails) are applied after the commit as the API
 //! does. Every member reads; owners, admins and operators act. Another partner's customer: 404.
 
-use super::customers::CUSTOMER_WORK;
-use super::pages::{self, render};
-use super::partner::{Team, console_caller, team};
+use super::form;
+use super::gate::{self, Membership};
+use super::render::{self, render};
 use super::session::Viewer;
 use crate::caller::Caller;
 use crate::dto::{AllocationRequest, CreateKeyRequest, GroupRateRequest};
@@ -17,8 +17,11 @@ use crate::error::ApiError;
 use crate::http::form::field;
 use crate::http::params::Segs;
 use crate::partner::idempotency::{Effect, Success, apply};
-use crate::services::watch;
-use crate::services::{billing, customers, funding, invitations, keys, people, wallets};
+use crate::services::alerts;
+use crate::services::allocations;
+use crate::services::audit;
+use crate::services::sessions;
+use crate::services::{billing, customers, funding, invitations, keys, wallets};
 use crate::state::AppState;
 use askama::Template;
 use axum::body::Bytes;
@@ -87,10 +90,6 @@ struct Page<'a> {
     runs: Vec<(String, String, String)>,
 }
 
-fn usd(n: money::NanoUsd) -> String {
-    n.to_decimal_usd().to_string()
-}
-
 /// What the page shows after an action.
 #[derive(Default)]
 struct Outcome {
@@ -103,18 +102,18 @@ struct Outcome {
 async fn page(
     state: &AppState,
     viewer: &Viewer,
-    t: &Team,
+    t: &Membership,
     customer_id: &str,
     out: Outcome,
 ) -> Response {
-    let caller = match console_caller(state, t).await {
+    let caller = match gate::console_caller(state, t).await {
         Ok(c) => c,
         Err(resp) => return resp,
     };
     let customer = match customers::find(&state.db, &caller, customer_id).await {
         Ok(c) => c,
-        Err(ApiError::CustomerNotFound) => return pages::not_found(viewer),
-        Err(_) => return pages::unavailable(),
+        Err(ApiError::CustomerNotFound) => return render::not_found(viewer),
+        Err(_) => return render::unavailable(),
     };
     let read = async {
         let org = entities::organizations::Entity::find_by_id(customer.organization_id)
@@ -127,13 +126,13 @@ async fn page(
         let balance = wallets::reconciled(state, org.id).await?;
         let today = state.clock.now().date_naive();
         let days = billing::daily_spend(&state.db, org.id, today, 30).await?;
-        let alert = watch::alert_of(&state.db, watch::Subject::Org(org.id)).await?;
-        let rule = watch::rule_view(&state.db, customer.id, state.clock.now()).await?;
+        let alert = alerts::alert_of(&state.db, alerts::Subject::Org(org.id)).await?;
+        let rule = allocations::rule_view(&state.db, customer.id, state.clock.now()).await?;
         Ok::<_, ApiError>((org, invitation, groups, keys, balance, days, alert, rule))
     }
     .await;
     let Ok((org, invitation, groups, keys, balance, days, alert, rule)) = read else {
-        return pages::unavailable();
+        return render::unavailable();
     };
     let active = org.status == OrganizationStatus::Active;
     let mut budgets = keys::budget_texts(state, org.id, &keys).await;
@@ -148,10 +147,10 @@ async fn page(
         &Page {
             signed_in: Some(&viewer.user.email),
             csrf: &viewer.session.csrf,
-            partner_id: t.0,
+            partner_id: t.id,
             tab: "customers",
-            name: &t.1,
-            role: &t.2,
+            name: &t.name,
+            role: &t.role,
             customer_id: customer.id,
             customer_name: customer.display_name.clone(),
             external_id: customer.external_id.clone(),
@@ -163,12 +162,12 @@ async fn page(
                 .map(|(i, status)| (status, when(i.expires_at))),
             balance: balance.map(|(book, reserved)| {
                 (
-                    usd(book.remaining_after(reserved)),
-                    usd(book),
-                    usd(reserved),
+                    form::usd(book.remaining_after(reserved)),
+                    form::usd(book),
+                    form::usd(reserved),
                 )
             }),
-            allocation: usd(money::NanoUsd::from_nanos(customer.allocation_cap_nanos)),
+            allocation: form::usd(money::NanoUsd::from_nanos(customer.allocation_cap_nanos)),
             groups: groups
                 .iter()
                 .map(|g| GroupRow {
@@ -195,25 +194,30 @@ async fn page(
                     }
                 })
                 .collect(),
-            can_act: CUSTOMER_WORK.contains(&t.2.as_str()),
+            can_act: t.may(&gate::CUSTOMER_WORK),
             chart: super::chart::daily(&days),
             chart_title: "Daily spend, last 30 days, oldest on the left (UTC)",
             days: days
                 .iter()
                 .rev()
                 .filter(|(_, cost, requests)| *requests != 0 || !cost.is_zero())
-                .map(|(d, cost, requests)| (d.to_string(), *requests, usd(*cost)))
+                .map(|(d, cost, requests)| (d.to_string(), *requests, form::usd(*cost)))
                 .collect(),
             notice: out.notice,
             secret: out.secret,
             error: out.error,
-            alert: alert.map(|a| (usd(money::NanoUsd::from_nanos(a.threshold_nanos)), a.below)),
+            alert: alert.map(|a| {
+                (
+                    form::usd(money::NanoUsd::from_nanos(a.threshold_nanos)),
+                    a.below,
+                )
+            }),
             rule: rule.rule.map(|r| {
                 (
-                    usd(r.below_usd.0),
-                    usd(r.amount_usd.0),
-                    usd(r.monthly_cap_usd.0),
-                    usd(r.allocated_this_month_usd.0),
+                    form::usd(r.below_usd.0),
+                    form::usd(r.amount_usd.0),
+                    form::usd(r.monthly_cap_usd.0),
+                    form::usd(r.allocated_this_month_usd.0),
                     r.armed,
                 )
             }),
@@ -227,7 +231,7 @@ async fn page(
                         "refused_cap" => "refused: monthly cap reached",
                         _ => "refused",
                     };
-                    (r.created_at, usd(r.amount_usd.0), outcome.to_string())
+                    (r.created_at, form::usd(r.amount_usd.0), outcome.to_string())
                 })
                 .collect(),
         },
@@ -251,7 +255,7 @@ pub(crate) async fn alert(
         threshold_usd: Some(number(Some(raw.clone())).unwrap_or(Value::Null)),
         unknown: Default::default(),
     };
-    let threshold = match watch::parse_alert(request) {
+    let threshold = match alerts::parse_alert(request) {
         Ok(t) => t,
         Err(e) => return refused(&state, &viewer, &t, &customer, "alert", &e).await,
     };
@@ -265,7 +269,7 @@ pub(crate) async fn alert(
         "alert",
         |v: &crate::dto::AlertView| {
             let text = match v.threshold_usd {
-                Some(t) => format!("The low-balance alert is set at {} USD.", usd(t.0)),
+                Some(t) => format!("The low-balance alert is set at {} USD.", form::usd(t.0)),
                 None => "The low-balance alert was removed.".to_string(),
             };
             (text, None)
@@ -282,7 +286,7 @@ pub(crate) async fn alert(
             )
             .await?;
             let view =
-                watch::set_customer_alert(txn, state2, &caller, &customer2, threshold).await?;
+                alerts::set_customer_alert(txn, state2, &caller, &customer2, threshold).await?;
             Ok(Success::plain(view))
         },
     )
@@ -311,7 +315,7 @@ pub(crate) async fn automatic(
             monthly_cap_usd: number(field(&body, "monthly_cap_usd")),
             unknown: Default::default(),
         };
-        match watch::parse_rule(request) {
+        match allocations::parse_rule(request) {
             Ok(r) => Some(r),
             Err(e) => return refused(&state, &viewer, &t, &customer, "automatic", &e).await,
         }
@@ -348,7 +352,8 @@ pub(crate) async fn automatic(
                 detail,
             )
             .await?;
-            let view = watch::set_customer_rule(txn, state2, &caller, &customer2, rule).await?;
+            let view =
+                allocations::set_customer_rule(txn, state2, &caller, &customer2, rule).await?;
             Ok(Success::plain(view))
         },
     )
@@ -361,7 +366,7 @@ pub(crate) async fn show(
     viewer: Viewer,
     Segs(partner, customer): Segs,
 ) -> Response {
-    match team(&state, &viewer, &partner).await {
+    match gate::team(&state, &viewer, &partner).await {
         Ok(t) => page(&state, &viewer, &t, &customer, Outcome::default()).await,
         Err(resp) => resp,
     }
@@ -376,37 +381,24 @@ async fn acting(
     customer: &str,
     headers: &HeaderMap,
     body: &[u8],
-) -> Result<(Team, Caller), Response> {
-    let t = super::partner::allowed(
-        state,
-        viewer,
-        partner,
-        headers,
-        body,
-        &CUSTOMER_WORK,
-        super::customers::WORKERS,
-    )
-    .await?;
-    let c = console_caller(state, &t).await?;
+) -> Result<(Membership, Caller), Response> {
+    let t = gate::team_change(state, viewer, partner, headers, body, &gate::CUSTOMER_WORK).await?;
+    let c = gate::console_caller(state, &t).await?;
     match customers::find(&state.db, &c, customer).await {
         Ok(_) => Ok((t, c)),
-        Err(ApiError::CustomerNotFound) => Err(pages::not_found(viewer)),
-        Err(_) => Err(pages::unavailable()),
+        Err(ApiError::CustomerNotFound) => Err(render::not_found(viewer)),
+        Err(_) => Err(render::unavailable()),
     }
 }
 
 /// A form field as the API's JSON (see [`super::customers::number`]).
 fn number(s: Option<String>) -> Option<Value> {
-    super::customers::number(&s?)
+    form::number(&s?)
 }
 
 /// The refusal of `e` on form `form`: its reason code and a sentence.
 fn refusal(form: &'static str, e: &ApiError) -> Refusal {
-    (
-        form,
-        e.parts().1.unwrap_or("REFUSED"),
-        super::customers::explain(e),
-    )
+    (form, e.parts().1.unwrap_or("REFUSED"), form::explain(e))
 }
 
 /// Runs a partner API write in one transaction, applies its effects after the commit, and
@@ -414,7 +406,7 @@ fn refusal(form: &'static str, e: &ApiError) -> Refusal {
 async fn write<T>(
     state: &AppState,
     viewer: &Viewer,
-    t: &Team,
+    t: &Membership,
     customer: &str,
     form: &'static str,
     notice: impl FnOnce(&T) -> (String, Option<String>),
@@ -447,8 +439,8 @@ async fn write<T>(
             };
             page(state, viewer, t, customer, out).await
         }
-        Err(ApiError::Unavailable | ApiError::Internal) => pages::unavailable(),
-        Err(ApiError::CustomerNotFound | ApiError::ApiKeyNotFound) => pages::not_found(viewer),
+        Err(ApiError::Unavailable | ApiError::Internal) => render::unavailable(),
+        Err(ApiError::CustomerNotFound | ApiError::ApiKeyNotFound) => render::not_found(viewer),
         Err(e) => refused(state, viewer, t, customer, form, &e).await,
     }
 }
@@ -457,7 +449,7 @@ async fn write<T>(
 async fn refused(
     state: &AppState,
     viewer: &Viewer,
-    t: &Team,
+    t: &Membership,
     customer: &str,
     form: &'static str,
     e: &ApiError,
@@ -475,16 +467,16 @@ async fn audited(
     txn: &impl sea_orm::ConnectionTrait,
     state: &AppState,
     viewer: &Viewer,
-    t: &Team,
+    t: &Membership,
     action: &str,
     customer: &str,
     detail: Value,
 ) -> Result<(), ApiError> {
-    people::audit(
+    audit::audit(
         txn,
-        people::Audit {
+        audit::Audit {
             organization: None,
-            partner: Some(t.0),
+            partner: Some(t.id),
             actor: Some(viewer.user.id),
             action,
             target: Some(format!("customer {customer}")),
@@ -522,7 +514,7 @@ pub(crate) async fn allocate(
             return refused(&state, &viewer, &t, &customer, "allocation", &e).await;
         }
     };
-    let reference = format!("console:{}", people::secret());
+    let reference = format!("console:{}", sessions::secret());
     let detail =
         serde_json::json!({ "direction": direction, "amount_usd": field(&body, "amount_usd") });
     let (state2, viewer2, t2, customer2) = (&state, &viewer, &t, customer.clone());
@@ -575,7 +567,7 @@ pub(crate) async fn rate(
     };
     let detail = serde_json::json!({ "group_id": group, "rate": rate.to_decimal().to_string() });
     let (state2, viewer2, t2, customer2) = (&state, &viewer, &t, customer.clone());
-    let reference = format!("console:{}", people::secret());
+    let reference = format!("console:{}", sessions::secret());
     write(
         &state,
         &viewer,
@@ -683,12 +675,12 @@ pub(crate) async fn invitation(
         Err(resp) => return resp,
     };
     let Ok(row) = customers::find(&state.db, &caller, &customer).await else {
-        return pages::not_found(&viewer);
+        return render::not_found(&viewer);
     };
     let reissue = match field(&body, "action").as_deref() {
         Some("reissue") => true,
         Some("revoke") => false,
-        _ => return pages::not_found(&viewer),
+        _ => return render::not_found(&viewer),
     };
     let by = Some((viewer.user.id, viewer.ip.clone()));
     let out = match invitations::revoke_or_reissue(&state, row.id, reissue, by).await {

@@ -3,15 +3,18 @@
 //! same parsing, rules and reasons, through `services::customers`), showing a refusal's reason
 //! next to its field. Every member reads; owners, admins and operators create (customer work).
 
-use super::pages::{self, render};
-use super::partner::{Team, team};
+use super::form;
+use super::gate::{self, Membership};
+use super::render::{self, render};
 use super::session::Viewer;
 use crate::dto::CreateCustomerRequest;
 use crate::error::ApiError;
 use crate::http::form::field;
 use crate::http::params::Seg;
+use crate::services::audit;
 use crate::services::customer_list::{self, Available};
-use crate::services::{customers, people};
+use crate::services::customers;
+use crate::services::sessions;
 use crate::state::AppState;
 use askama::Template;
 use axum::body::Bytes;
@@ -20,12 +23,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde_json::Value;
 use std::collections::HashMap;
-
-/// Roles that create customers and do customer work.
-pub(crate) const CUSTOMER_WORK: [&str; 3] = ["owner", "admin", "operator"];
-
-/// Who [`CUSTOMER_WORK`] is, in a refusal.
-pub(crate) const WORKERS: &str = "owners, admins and operators";
 
 /// One row of the list.
 struct Row {
@@ -73,29 +70,25 @@ struct Page<'a> {
     form: Form,
 }
 
-fn usd(n: money::NanoUsd) -> String {
-    n.to_decimal_usd().to_string()
-}
-
 /// The list page of `t`, with `form` in the create section.
 async fn page(
     state: &AppState,
     viewer: &Viewer,
-    t: Team,
+    t: Membership,
     search: &str,
     page_no: u64,
     status: StatusCode,
     form: Form,
 ) -> Response {
     let now = state.clock.now();
-    let listing = match customer_list::list(state, t.0, search, page_no, now).await {
+    let listing = match customer_list::list(state, t.id, search, page_no, now).await {
         Ok(l) => l,
         Err(e) => {
             tracing::error!(error = %e, "customer list not read");
-            return pages::unavailable();
+            return render::unavailable();
         }
     };
-    let floor = match super::partner::console_caller(state, &t).await {
+    let floor = match gate::console_caller(state, &t).await {
         Ok(c) => customers::highest_floor(state, c.min_rate),
         Err(resp) => return resp,
     };
@@ -104,7 +97,7 @@ async fn page(
             .append_pair("q", search)
             .append_pair("page", &p.to_string())
             .finish();
-        format!("/console/partners/{}/customers?{q}", t.0)
+        format!("/console/partners/{}/customers?{q}", t.id)
     };
     let rows = listing
         .rows
@@ -115,11 +108,11 @@ async fn page(
             external_id: r.customer.external_id.clone(),
             status: sea_orm::ActiveEnum::to_value(&r.status).replace('_', " "),
             available: match r.available {
-                Available::Known(n) => format!("{} USD", usd(n)),
+                Available::Known(n) => format!("{} USD", form::usd(n)),
                 Available::Reconciling => "being reconciled".into(),
                 Available::Pending => "not active yet".into(),
             },
-            spend_7d: usd(r.spend_7d),
+            spend_7d: form::usd(r.spend_7d),
         })
         .collect();
     render(
@@ -127,10 +120,10 @@ async fn page(
         &Page {
             signed_in: Some(&viewer.user.email),
             csrf: &viewer.session.csrf,
-            partner_id: t.0,
+            partner_id: t.id,
             tab: "customers",
-            name: &t.1,
-            role: &t.2,
+            name: &t.name,
+            role: &t.role,
             search,
             rows,
             total: listing.total,
@@ -138,7 +131,7 @@ async fn page(
             pages: listing.pages,
             prev: (listing.page > 1).then(|| link(listing.page - 1)),
             next: (listing.page < listing.pages).then(|| link(listing.page + 1)),
-            can_create: CUSTOMER_WORK.contains(&t.2.as_str()),
+            can_create: t.may(&gate::CUSTOMER_WORK),
             floor: floor.to_decimal().to_string(),
             form,
         },
@@ -152,7 +145,7 @@ pub(crate) async fn list(
     Seg(partner): Seg,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let t = match team(&state, &viewer, &partner).await {
+    let t = match gate::team(&state, &viewer, &partner).await {
         Ok(t) => t,
         Err(resp) => return resp,
     };
@@ -170,79 +163,11 @@ pub(crate) async fn list(
     .await
 }
 
-/// A form value as the API's JSON: a number when it reads as one, else the text (which the
-/// API's parsing then refuses with its reason).
-pub(crate) fn number(s: &str) -> Option<Value> {
-    let s = s.trim();
-    if s.is_empty() {
-        return None;
-    }
-    Some(match serde_json::from_str::<Value>(s) {
-        Ok(v @ Value::Number(_)) => v,
-        _ => Value::String(s.to_string()),
-    })
-}
-
-/// What to tell the person about a refusal of the partner API's rules (the dashboard's forms
-/// show it beside the reason code).
-pub(crate) fn explain(e: &ApiError) -> String {
-    match e {
-        ApiError::InvalidExternalCustomerId => {
-            "Use 1 to 128 letters, digits, dots, underscores, colons or dashes.".into()
-        }
-        ApiError::ExternalCustomerConflict => {
-            "A customer with this external id exists with another contact email.".into()
-        }
-        ApiError::InvalidCustomer(m)
-        | ApiError::InvalidApiKey(m)
-        | ApiError::InvalidAlert(m)
-        | ApiError::InvalidRecharge(m)
-        | ApiError::InvalidAutoAllocation(m) => format!("{m}."),
-        ApiError::CustomerSlugExists => {
-            "An organization with this name already exists; choose another name.".into()
-        }
-        ApiError::InvalidCustomerContact => "Enter a valid email address.".into(),
-        ApiError::InvalidInitialAllocation => {
-            "Enter an amount of USD of at least 0 with at most 9 decimals.".into()
-        }
-        ApiError::InvalidAllocationAmount => {
-            "Enter a positive amount of USD with at most 9 decimals.".into()
-        }
-        ApiError::AllocationLimitBelowUsed { used } => format!(
-            "The allocation cannot go below zero or below what the customer has used ({} USD).",
-            usd(*used)
-        ),
-        ApiError::BalanceReserved { available } => format!(
-            "Only {} USD is free right now; the rest is held by calls in flight.",
-            usd(*available)
-        ),
-        ApiError::FundingInsufficient {
-            available,
-            required,
-        } => format!(
-            "This needs {} USD of funding; {} USD is available. Top up or allocate less.",
-            usd(*required),
-            usd(*available)
-        ),
-        ApiError::InvalidRetailRate => {
-            "Enter a positive multiplier with at most 6 decimals, such as 1.25.".into()
-        }
-        ApiError::RetailRateBelowFloor { floor } => format!(
-            "The rate must be at least the floor, {}.",
-            floor.to_decimal()
-        ),
-        ApiError::PendingActivation { .. } => {
-            "The customer has not activated yet: allocations and keys wait for activation.".into()
-        }
-        other => other.to_string(),
-    }
-}
-
 /// The field a create refusal belongs to, its reason code and what to tell the person.
 fn placed(e: &ApiError, form: &Form) -> (&'static str, &'static str, String) {
     let field = match e {
         ApiError::InvalidExternalCustomerId | ApiError::ExternalCustomerConflict => "external_id",
-        ApiError::InvalidCustomerContact if customers::valid_email(form.contact_email.trim()) => {
+        ApiError::InvalidCustomerContact if crate::text::valid_email(form.contact_email.trim()) => {
             "billing_email"
         }
         ApiError::InvalidCustomerContact => "contact_email",
@@ -250,7 +175,7 @@ fn placed(e: &ApiError, form: &Form) -> (&'static str, &'static str, String) {
         ApiError::InvalidRetailRate | ApiError::RetailRateBelowFloor { .. } => "rate",
         _ => "name",
     };
-    (field, e.parts().1.unwrap_or("REFUSED"), explain(e))
+    (field, e.parts().1.unwrap_or("REFUSED"), form::explain(e))
 }
 
 /// `POST /console/partners/{partner}/customers`: `name`, `external_id`, `contact_email`,
@@ -262,14 +187,13 @@ pub(crate) async fn create(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let t = match super::partner::allowed(
+    let t = match gate::team_change(
         &state,
         &viewer,
         &partner,
         &headers,
         &body,
-        &CUSTOMER_WORK,
-        WORKERS,
+        &gate::CUSTOMER_WORK,
     )
     .await
     {
@@ -292,11 +216,11 @@ pub(crate) async fn create(
         contact_email: Some(Value::String(form.contact_email.clone())),
         billing_email: (!form.billing_email.trim().is_empty())
             .then(|| Value::String(form.billing_email.clone())),
-        initial_allocation_usd: number(&form.allocation),
-        retail_rate_multiplier: number(&form.rate),
+        initial_allocation_usd: form::number(&form.allocation),
+        retail_rate_multiplier: form::number(&form.rate),
         unknown: Default::default(),
     };
-    let caller = match super::partner::console_caller(&state, &t).await {
+    let caller = match gate::console_caller(&state, &t).await {
         Ok(c) => c,
         Err(resp) => return resp,
     };
@@ -304,20 +228,20 @@ pub(crate) async fn create(
         let external = customers::external_id(&form.external_id)?;
         let new = customers::NewCustomer::parse(request)?;
         let txn = crate::db::begin(&state.db).await?;
-        let reference = format!("console:{}", people::secret());
+        let reference = format!("console:{}", sessions::secret());
         let done = customers::create(&txn, &state, &caller, &reference, &external, new).await?;
         let created = done.data.created == Some(true);
         if created {
-            let audit = people::Audit {
+            let audit = audit::Audit {
                 organization: None,
-                partner: Some(t.0),
+                partner: Some(t.id),
                 actor: Some(viewer.user.id),
                 action: "customer_created",
                 target: Some(external.clone()),
                 detail: serde_json::json!({ "name": form.name }),
                 ip: viewer.ip.clone(),
             };
-            people::audit(&txn, audit, state.clock.now()).await?;
+            audit::audit(&txn, audit, state.clock.now()).await?;
         }
         txn.commit().await?;
         crate::partner::idempotency::apply(&state, done.effects).await;
@@ -343,7 +267,7 @@ pub(crate) async fn create(
             };
             page(&state, &viewer, t, "", 1, StatusCode::OK, keep).await
         }
-        Err(ApiError::Unavailable | ApiError::Internal) => pages::unavailable(),
+        Err(ApiError::Unavailable | ApiError::Internal) => render::unavailable(),
         Err(e) => {
             let status = e.parts().0;
             form.error = Some(placed(&e, &form));

@@ -5,14 +5,15 @@
 //! `POST /funding/top-up-sessions`) and sends the browser to its page. Every member reads;
 //! owners, admins and operators add funds.
 
-use super::customers::CUSTOMER_WORK;
-use super::pages::{self, render};
-use super::partner::{Team, console_caller, team};
+use super::form;
+use super::gate::{self, Membership};
+use super::render::{self, render};
 use super::session::Viewer;
 use crate::dto::TopUpRequest;
 use crate::error::ApiError;
 use crate::http::form::field;
 use crate::http::params::Seg;
+use crate::services::alerts;
 use crate::services::{funding, funding_history};
 use crate::state::AppState;
 use askama::Template;
@@ -76,21 +77,8 @@ async fn working(
     partner: &str,
     headers: &HeaderMap,
     body: &[u8],
-) -> Result<Team, Response> {
-    super::partner::allowed(
-        state,
-        viewer,
-        partner,
-        headers,
-        body,
-        &CUSTOMER_WORK,
-        super::customers::WORKERS,
-    )
-    .await
-}
-
-fn usd(n: NanoUsd) -> String {
-    n.to_decimal_usd().to_string()
+) -> Result<Membership, Response> {
+    gate::team_change(state, viewer, partner, headers, body, &gate::CUSTOMER_WORK).await
 }
 
 /// What the page shows besides the figures: the top-up form's amount and refusal, the alert
@@ -107,7 +95,7 @@ struct Shown {
 async fn page(
     state: &AppState,
     viewer: &Viewer,
-    t: &Team,
+    t: &Membership,
     page_no: u64,
     status: StatusCode,
     shown: Shown,
@@ -120,39 +108,39 @@ async fn page(
         recharge_error,
     } = shown;
     let read = async {
-        let f = funding::view_of(&state.db, state, t.0).await?;
-        let h = funding_history::history(&state.db, t.0, page_no).await?;
+        let f = funding::view_of(&state.db, state, t.id).await?;
+        let h = funding_history::history(&state.db, t.id, page_no).await?;
         let open = top_up_sessions::Entity::find()
-            .filter(top_up_sessions::Column::PartnerId.eq(t.0))
+            .filter(top_up_sessions::Column::PartnerId.eq(t.id))
             .filter(top_up_sessions::Column::Status.eq(TopUpStatus::Open))
             .order_by_desc(top_up_sessions::Column::Id)
             .all(&state.db)
             .await?;
-        let alert = crate::services::watch::alert_of(
+        let alert = crate::services::alerts::alert_of(
             &state.db,
-            crate::services::watch::Subject::Partner(t.0),
+            crate::services::alerts::Subject::Partner(t.id),
         )
         .await?;
-        let recharge = crate::services::recharge::view(&state.db, t.0).await?;
+        let recharge = crate::services::recharge::view(&state.db, t.id).await?;
         Ok::<_, ApiError>((f, h, open, alert, recharge))
     }
     .await;
     let Ok((f, h, open, alert, recharge)) = read else {
-        return pages::unavailable();
+        return render::unavailable();
     };
-    let link = |p: u64| format!("/console/partners/{}/funding?page={p}", t.0);
+    let link = |p: u64| format!("/console/partners/{}/funding?page={p}", t.id);
     render(
         status,
         &Page {
             signed_in: Some(&viewer.user.email),
             csrf: &viewer.session.csrf,
-            partner_id: t.0,
+            partner_id: t.id,
             tab: "funding",
-            name: &t.1,
-            role: &t.2,
-            available: usd(f.available_funding_usd.0),
-            reserved: usd(f.reserved_allocations_usd.0),
-            outstanding: usd(f.outstanding_usage_usd.0),
+            name: &t.name,
+            role: &t.role,
+            available: form::usd(f.available_funding_usd.0),
+            reserved: form::usd(f.reserved_allocations_usd.0),
+            outstanding: form::usd(f.outstanding_usage_usd.0),
             lines: h
                 .lines
                 .iter()
@@ -160,8 +148,8 @@ async fn page(
                     when: l.at.format("%Y-%m-%d %H:%M").to_string(),
                     what: l.kind.label().to_string(),
                     customer: l.customer.clone(),
-                    amount: usd(l.amount),
-                    balance: usd(l.balance_after),
+                    amount: form::usd(l.amount),
+                    balance: form::usd(l.balance_after),
                 })
                 .collect(),
             page: h.page,
@@ -172,15 +160,15 @@ async fn page(
                 .iter()
                 .map(|s| {
                     (
-                        usd(NanoUsd::from_nanos(s.amount_nanos)),
+                        form::usd(NanoUsd::from_nanos(s.amount_nanos)),
                         s.created_at.format("%Y-%m-%d %H:%M UTC").to_string(),
                     )
                 })
                 .collect(),
-            can_add: CUSTOMER_WORK.contains(&t.2.as_str()),
+            can_add: t.may(&gate::CUSTOMER_WORK),
             amount,
             error,
-            alert: alert.map(|a| (usd(NanoUsd::from_nanos(a.threshold_nanos)), a.below)),
+            alert: alert.map(|a| (form::usd(NanoUsd::from_nanos(a.threshold_nanos)), a.below)),
             alert_error,
             notice,
             recharge: recharge.rule.map(|r| {
@@ -191,8 +179,8 @@ async fn page(
                     (other, None) => other.to_string(),
                 };
                 (
-                    usd(r.below_usd.0),
-                    usd(r.amount_usd.0),
+                    form::usd(r.below_usd.0),
+                    form::usd(r.amount_usd.0),
                     status,
                     r.card_saved,
                 )
@@ -210,7 +198,7 @@ async fn page(
                         ),
                         other => other.to_string(),
                     };
-                    (a.created_at, usd(a.amount_usd.0), status)
+                    (a.created_at, form::usd(a.amount_usd.0), status)
                 })
                 .collect(),
             can_save_card: state.stripe.is_some(),
@@ -248,15 +236,13 @@ pub(crate) async fn recharge(
     let rule = match action.as_str() {
         "set" => {
             let request = crate::dto::RechargeRequest {
-                below_usd: super::customers::number(&field(&body, "below_usd").unwrap_or_default()),
-                amount_usd: super::customers::number(
-                    &field(&body, "amount_usd").unwrap_or_default(),
-                ),
+                below_usd: form::number(&field(&body, "below_usd").unwrap_or_default()),
+                amount_usd: form::number(&field(&body, "amount_usd").unwrap_or_default()),
                 unknown: Default::default(),
             };
             match recharge::parse(request) {
                 Ok(r) => Some(r),
-                Err(e) => return refused(super::customers::explain(&e)).await,
+                Err(e) => return refused(form::explain(&e)).await,
             }
         }
         "remove" | "card" => None,
@@ -265,23 +251,23 @@ pub(crate) async fn recharge(
     let done = async {
         let txn = crate::db::begin(&state.db).await?;
         let outcome = if action == "card" {
-            Some(recharge::start_card_session(&txn, &state, t.0).await?)
+            Some(recharge::start_card_session(&txn, &state, t.id).await?)
         } else {
-            recharge::set(&txn, t.0, rule, state.clock.now()).await?;
+            recharge::set(&txn, t.id, rule, state.clock.now()).await?;
             None
         };
-        crate::services::people::audit(
+        crate::services::audit::audit(
             &txn,
-            crate::services::people::Audit {
+            crate::services::audit::Audit {
                 organization: None,
-                partner: Some(t.0),
+                partner: Some(t.id),
                 actor: Some(viewer.user.id),
                 action: match action.as_str() {
                     "card" => "recharge_card_session",
                     "remove" => "recharge_removed",
                     _ => "recharge_changed",
                 },
-                target: Some(format!("partner:{}", t.0)),
+                target: Some(format!("partner:{}", t.id)),
                 detail: serde_json::json!({
                     "below_usd": field(&body, "below_usd"),
                     "amount_usd": field(&body, "amount_usd"),
@@ -314,7 +300,7 @@ pub(crate) async fn recharge(
         }
         Err(e) => {
             tracing::error!(error = %e, "recharge not changed");
-            pages::unavailable()
+            render::unavailable()
         }
     }
 }
@@ -328,24 +314,23 @@ pub(crate) async fn alert(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    use crate::services::watch;
     let t = match working(&state, &viewer, &partner, &headers, &body).await {
         Ok(t) => t,
         Err(resp) => return resp,
     };
     let raw = field(&body, "threshold_usd").unwrap_or_default();
     let request = crate::dto::AlertRequest {
-        threshold_usd: Some(super::customers::number(&raw).unwrap_or(serde_json::Value::Null)),
+        threshold_usd: Some(form::number(&raw).unwrap_or(serde_json::Value::Null)),
         unknown: Default::default(),
     };
     let reply = |status, shown| {
         let (state, viewer, t) = (&state, &viewer, &t);
         async move { page(state, viewer, t, 1, status, shown).await }
     };
-    let threshold = match watch::parse_alert(request) {
+    let threshold = match alerts::parse_alert(request) {
         Ok(x) => x,
         Err(e) => {
-            let message = super::customers::explain(&e);
+            let message = form::explain(&e);
             let shown = Shown {
                 alert_error: Some(message),
                 ..Shown::default()
@@ -355,21 +340,21 @@ pub(crate) async fn alert(
     };
     let done = async {
         let txn = crate::db::begin(&state.db).await?;
-        watch::set_alert(
+        alerts::set_alert(
             &txn,
-            watch::Subject::Partner(t.0),
+            alerts::Subject::Partner(t.id),
             threshold,
             state.clock.now(),
         )
         .await?;
-        crate::services::people::audit(
+        crate::services::audit::audit(
             &txn,
-            crate::services::people::Audit {
+            crate::services::audit::Audit {
                 organization: None,
-                partner: Some(t.0),
+                partner: Some(t.id),
                 actor: Some(viewer.user.id),
                 action: "funding_alert_changed",
-                target: Some(format!("partner:{}", t.0)),
+                target: Some(format!("partner:{}", t.id)),
                 detail: serde_json::json!({ "threshold_usd": raw }),
                 ip: viewer.ip.clone(),
             },
@@ -383,7 +368,7 @@ pub(crate) async fn alert(
     match done {
         Ok(()) => {
             let notice = match threshold {
-                Some(x) => format!("The low-funding alert is set at {} USD.", usd(x)),
+                Some(x) => format!("The low-funding alert is set at {} USD.", form::usd(x)),
                 None => "The low-funding alert was removed.".into(),
             };
             let shown = Shown {
@@ -394,7 +379,7 @@ pub(crate) async fn alert(
         }
         Err(e) => {
             tracing::error!(error = %e, "funding alert not saved");
-            pages::unavailable()
+            render::unavailable()
         }
     }
 }
@@ -407,7 +392,7 @@ pub(crate) async fn show(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let page_no = q.get("page").and_then(|p| p.parse().ok()).unwrap_or(1);
-    match team(&state, &viewer, &partner).await {
+    match gate::team(&state, &viewer, &partner).await {
         Ok(t) => {
             page(
                 &state,
@@ -436,13 +421,13 @@ pub(crate) async fn add(
         Ok(t) => t,
         Err(resp) => return resp,
     };
-    let caller = match console_caller(&state, &t).await {
+    let caller = match gate::console_caller(&state, &t).await {
         Ok(c) => c,
         Err(resp) => return resp,
     };
     let raw = field(&body, "amount_usd").unwrap_or_default();
     let request = TopUpRequest {
-        amount_usd: super::customers::number(&raw),
+        amount_usd: form::number(&raw),
     };
     let outcome = async {
         let amount = funding::top_up_amount(request)?;
@@ -454,7 +439,7 @@ pub(crate) async fn add(
     .await;
     match outcome {
         Ok(url) => Redirect::to(&url).into_response(),
-        Err(ApiError::Unavailable | ApiError::Internal) => pages::unavailable(),
+        Err(ApiError::Unavailable | ApiError::Internal) => render::unavailable(),
         Err(e) => {
             let (status, reason, _) = e.parts();
             let message = match e {

@@ -5,12 +5,14 @@
 //! address, and the second, with the code, joins. The challenge's end, the spent link, the
 //! membership and the audit record commit together, then a session opens.
 
-use super::pages::{self, Join};
-use super::session;
+use super::cookies;
+use super::render::{self, Join};
 use crate::db::begin;
 use crate::http::form::field;
 use crate::http::params::Seg;
+use crate::services::audit;
 use crate::services::limiter::{self, Check};
+use crate::services::memberships;
 use crate::services::people;
 use crate::services::proof::{self, Purpose, Scope, StepError};
 use crate::state::AppState;
@@ -25,7 +27,7 @@ async fn offer(
     state: &AppState,
     token: &str,
 ) -> Result<Option<(console_tokens::Model, String)>, sea_orm::DbErr> {
-    let Some(t) = people::live_token(&state.db, state, token).await? else {
+    let Some(t) = memberships::live_token(&state.db, state, token).await? else {
         return Ok(None);
     };
     let name = match (t.purpose.as_str(), t.organization_id, t.partner_id) {
@@ -47,7 +49,7 @@ async fn offer(
 }
 
 fn expired() -> Response {
-    pages::message(
+    render::message(
         StatusCode::GONE,
         "Link expired",
         "This link has expired, was already used, or does not exist. Ask whoever invited you for a new one.",
@@ -67,7 +69,7 @@ fn page(
         "You are invited to join {name} as {role}. Sign up, or sign in, with the address the link was sent to; we will mail a code to that address to confirm it is yours."
     );
     let action = format!("/console/join/{token}");
-    pages::join_page(
+    render::join_page(
         state,
         status,
         Join {
@@ -95,7 +97,7 @@ pub(crate) async fn form(State(state): State<AppState>, Seg(token): Seg) -> Resp
             None,
         ),
         Ok(None) => expired(),
-        Err(_) => pages::unavailable(),
+        Err(_) => render::unavailable(),
     }
 }
 
@@ -108,16 +110,16 @@ pub(crate) async fn join(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if !session::pre_session_ok(&state, &headers, &body) {
-        return pages::forbidden();
+    if !cookies::pre_session_ok(&state, &headers, &body) {
+        return render::forbidden();
     }
     let (t, name) = match offer(&state, &token).await {
         Ok(Some(found)) => found,
         Ok(None) => return expired(),
-        Err(_) => return pages::unavailable(),
+        Err(_) => return render::unavailable(),
     };
     let role = t.role.clone().unwrap_or_else(|| "member".into());
-    let ip = session::client_ip(&headers);
+    let ip = crate::auth::client_ip(&headers);
     let subject = format!("join:{}", t.id);
     let scope = Scope {
         check: Check::Join,
@@ -149,10 +151,10 @@ pub(crate) async fn join(
             Ok(started) => {
                 let action = format!("/console/join/{token}");
                 let heading = format!("Join {name}");
-                pages::code_page(
+                render::code_page(
                     &state,
                     StatusCode::OK,
-                    pages::Code {
+                    render::Code {
                         signed_in: None,
                         csrf: "",
                         heading: &heading,
@@ -170,10 +172,10 @@ pub(crate) async fn join(
     };
     // The second step: the browser's own first step, by its flow cookie.
     let now = state.clock.now();
-    let found = match session::cookie(&state, &headers, proof::FLOW_COOKIE) {
+    let found = match cookies::cookie(&state, &headers, proof::FLOW_COOKIE) {
         Some(flow) => match proof::by_flow(&state.db, &flow, now).await {
             Ok(c) => c.filter(|c| c.subject == subject),
-            Err(_) => return pages::unavailable(),
+            Err(_) => return render::unavailable(),
         },
         None => None,
     };
@@ -200,7 +202,7 @@ pub(crate) async fn join(
     };
     match super::sign_in::signed_in(&state, &user, ip, &next, now).await {
         Ok(resp) => resp,
-        Err(_) => pages::unavailable(),
+        Err(_) => render::unavailable(),
     }
 }
 
@@ -219,14 +221,14 @@ fn step_refused(
             Some("Choose a password of 12 to 128 characters."),
         ),
         StepError::Failed => show(StatusCode::UNAUTHORIZED, Some(FAILED)),
-        StepError::Throttled(secs) => pages::retry_after(
+        StepError::Throttled(secs) => render::retry_after(
             show(
                 StatusCode::TOO_MANY_REQUESTS,
                 Some("Too many attempts. Wait a few minutes, then try again."),
             ),
             secs,
         ),
-        StepError::Unavailable => pages::unavailable(),
+        StepError::Unavailable => render::unavailable(),
     }
 }
 
@@ -275,13 +277,13 @@ async fn join_team(
         }
     };
     match (t.organization_id, t.partner_id) {
-        (Some(org), _) => people::join_org(&txn, org, user.id, role, now).await?,
-        (None, Some(p)) => people::join_partner(&txn, p, user.id, role, now).await?,
+        (Some(org), _) => memberships::join_org(&txn, org, user.id, role, now).await?,
+        (None, Some(p)) => memberships::join_partner(&txn, p, user.id, role, now).await?,
         (None, None) => {}
     }
-    people::audit(
+    audit::audit(
         &txn,
-        people::Audit {
+        audit::Audit {
             organization: t.organization_id,
             partner: t.partner_id,
             actor: Some(user.id),

@@ -3,13 +3,15 @@
 //! here on every request (a member's forged post is refused with 403 and changes nothing). A new
 //! key's secret is shown once, on the answer to its create, with a copy button.
 
-use super::pages::{self, render};
-use super::session::{self, Viewer};
+use super::form;
+use super::gate::{self, Membership};
+use super::render::{self, render};
+use super::session::Viewer;
 use crate::dto::CreateKeyRequest;
 use crate::error::ApiError;
 use crate::http::form::field;
 use crate::http::params::{Seg, Segs};
-use crate::services::{keys, people};
+use crate::services::keys;
 use crate::state::AppState;
 use askama::Template;
 use axum::body::Bytes;
@@ -18,9 +20,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use sea_orm::ActiveEnum;
 use serde_json::Value;
-
-/// Roles that may create and disable keys.
-pub(crate) const MANAGERS: [&str; 2] = ["owner", "administrator"];
 
 /// One row of the list.
 struct Row {
@@ -52,32 +51,15 @@ struct Keys<'a> {
     error: Option<&'a str>,
 }
 
-/// The viewer's role in organization `org` (a path segment), or the page to answer instead.
-pub(crate) async fn member(
-    state: &AppState,
-    viewer: &Viewer,
-    org: &str,
-) -> Result<(i64, String, String), Response> {
-    let Ok(org_id) = org.parse::<i64>() else {
-        return Err(pages::not_found(viewer));
-    };
-    let role = match people::org_role(&state.db, org_id, viewer.user.id).await {
-        Ok(Some(role)) => role,
-        Ok(None) => return Err(pages::not_found(viewer)),
-        Err(_) => return Err(pages::unavailable()),
-    };
-    match crate::services::customers::organization(&state.db, org_id).await {
-        Ok(Some(o)) => Ok((org_id, o.name, role)),
-        Ok(None) => Err(pages::not_found(viewer)),
-        Err(_) => Err(pages::unavailable()),
-    }
-}
-
 /// The keys page of `org_id` (`created`: a new key's secret to show once).
 async fn page(
     state: &AppState,
     viewer: &Viewer,
-    (org_id, name, role): (i64, String, String),
+    Membership {
+        id: org_id,
+        name,
+        role,
+    }: Membership,
     status: StatusCode,
     created: Option<&str>,
     error: Option<&str>,
@@ -87,7 +69,7 @@ async fn page(
         keys::org_groups(&state.db, state, org_id).await,
     ) {
         (Ok(l), Ok(g)) => (l, g),
-        _ => return pages::unavailable(),
+        _ => return render::unavailable(),
     };
     let group_name = |id: i64| {
         state
@@ -136,7 +118,7 @@ async fn page(
             name: &name,
             keys: rows,
             groups,
-            can_manage: MANAGERS.contains(&role.as_str()),
+            can_manage: gate::KEY_MANAGERS.roles.contains(&role.as_str()),
             created,
             error,
         },
@@ -145,60 +127,10 @@ async fn page(
 
 /// `GET /console/orgs/{org}/keys`.
 pub(crate) async fn list(State(state): State<AppState>, viewer: Viewer, Seg(org): Seg) -> Response {
-    match member(&state, &viewer, &org).await {
+    match gate::organization(&state, &viewer, &org).await {
         Ok(m) => page(&state, &viewer, m, StatusCode::OK, None, None).await,
         Err(resp) => resp,
     }
-}
-
-/// A state-changing post's common checks: origin, the session's CSRF token, a managing role.
-pub(crate) async fn managing(
-    state: &AppState,
-    viewer: &Viewer,
-    org: &str,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<(i64, String, String), Response> {
-    allowed(
-        state,
-        viewer,
-        org,
-        headers,
-        body,
-        &MANAGERS,
-        "owners and administrators",
-    )
-    .await
-}
-
-/// The checks of every state-changing post of an organization's pages: origin, the session's
-/// CSRF token, membership, and one of `roles` (`who` names them in the refusal).
-pub(crate) async fn allowed(
-    state: &AppState,
-    viewer: &Viewer,
-    org: &str,
-    headers: &HeaderMap,
-    body: &[u8],
-    roles: &[&str],
-    who: &str,
-) -> Result<(i64, String, String), Response> {
-    if !session::same_origin(state, headers) || !viewer.csrf_ok(field(body, "csrf").as_deref()) {
-        return Err(pages::forbidden());
-    }
-    let m = member(state, viewer, org).await?;
-    if !roles.contains(&m.2.as_str()) {
-        return Err(not_permitted(who));
-    }
-    Ok(m)
-}
-
-/// The 403 page of a role that may not do this.
-pub(crate) fn not_permitted(who: &str) -> Response {
-    pages::message(
-        StatusCode::FORBIDDEN,
-        "Not permitted",
-        &format!("Only the organization's {who} may do this. Nothing was changed."),
-    )
 }
 
 /// `POST /console/orgs/{org}/keys`: `name`, `group_id`, optional `expires_on` (a UTC date; the
@@ -211,10 +143,11 @@ pub(crate) async fn create(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let m = match managing(&state, &viewer, &org, &headers, &body).await {
-        Ok(m) => m,
-        Err(resp) => return resp,
-    };
+    let m =
+        match gate::org_change(&state, &viewer, &org, &headers, &body, &gate::KEY_MANAGERS).await {
+            Ok(m) => m,
+            Err(resp) => return resp,
+        };
     let expires = field(&body, "expires_on").filter(|d| !d.trim().is_empty());
     let request = CreateKeyRequest {
         name: field(&body, "name").map(Value::String),
@@ -224,7 +157,7 @@ pub(crate) async fn create(
         expires_at: expires.map(|d| Value::String(format!("{}T00:00:00Z", d.trim()))),
         max_concurrency: number(&body, "max_concurrency"),
         requests_per_minute: number(&body, "requests_per_minute"),
-        budget_usd: field(&body, "budget_usd").and_then(|v| super::customers::number(&v)),
+        budget_usd: field(&body, "budget_usd").and_then(|v| form::number(&v)),
         // The period's select always sends a value: it counts only with an amount.
         budget_period: field(&body, "budget_period")
             .filter(|p| !p.trim().is_empty())
@@ -233,7 +166,7 @@ pub(crate) async fn create(
         unknown: Default::default(),
     };
     let created = match keys::NewKey::parse(request) {
-        Ok(new) => keys::org_create(&state, m.0, new, viewer.user.id, viewer.ip.clone()).await,
+        Ok(new) => keys::org_create(&state, m.id, new, viewer.user.id, viewer.ip.clone()).await,
         Err(e) => Err(e),
     };
     match created {
@@ -254,7 +187,7 @@ pub(crate) async fn create(
         }
         Err(e) => {
             tracing::error!(error = %e, "console key not created");
-            pages::unavailable()
+            render::unavailable()
         }
     }
 }
@@ -281,19 +214,20 @@ pub(crate) async fn disable(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let m = match managing(&state, &viewer, &org, &headers, &body).await {
-        Ok(m) => m,
-        Err(resp) => return resp,
-    };
+    let m =
+        match gate::org_change(&state, &viewer, &org, &headers, &body, &gate::KEY_MANAGERS).await {
+            Ok(m) => m,
+            Err(resp) => return resp,
+        };
     let Ok(key_id) = key.parse::<i64>() else {
-        return pages::not_found(&viewer);
+        return render::not_found(&viewer);
     };
-    match keys::org_disable(&state, m.0, key_id, viewer.user.id, viewer.ip.clone()).await {
-        Ok(_) => Redirect::to(&format!("/console/orgs/{}/keys", m.0)).into_response(),
-        Err(ApiError::ApiKeyNotFound) => pages::not_found(&viewer),
+    match keys::org_disable(&state, m.id, key_id, viewer.user.id, viewer.ip.clone()).await {
+        Ok(_) => Redirect::to(&format!("/console/orgs/{}/keys", m.id)).into_response(),
+        Err(ApiError::ApiKeyNotFound) => render::not_found(&viewer),
         Err(e) => {
             tracing::error!(error = %e, "console key not disabled");
-            pages::unavailable()
+            render::unavailable()
         }
     }
 }

@@ -7,16 +7,18 @@
 //! [`teams::change_member`]). Managers also read the team's audit log. Every change commits with
 //! its audit record.
 
-use super::keys::member;
-use super::pages::{self, render};
-use super::session::{self, Viewer};
+use super::gate::{self, Membership};
+use super::render::{self, render};
+use super::session::Viewer;
 use crate::db::begin;
 use crate::http::form::field;
 use crate::http::params::{Seg, Segs};
-use crate::services::customers::valid_email;
+use crate::services::audit;
+use crate::services::memberships;
 use crate::services::people;
 use crate::services::teams::{self, MemberError, Team};
 use crate::state::AppState;
+use crate::text::valid_email;
 use askama::Template;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -81,7 +83,7 @@ impl Place {
 
 /// The viewer's place in organization `org` (a path segment), or the page to answer instead.
 async fn org_place(state: &AppState, viewer: &Viewer, org: &str) -> Result<Place, Response> {
-    let (id, name, role) = member(state, viewer, org).await?;
+    let Membership { id, name, role } = gate::organization(state, viewer, org).await?;
     Ok(Place {
         team: Team::Org(id),
         name,
@@ -95,7 +97,7 @@ async fn partner_place(
     viewer: &Viewer,
     partner: &str,
 ) -> Result<Place, Response> {
-    let (id, name, role) = super::partner::team(state, viewer, partner).await?;
+    let Membership { id, name, role } = gate::team(state, viewer, partner).await?;
     Ok(Place {
         team: Team::Partner(id),
         name,
@@ -112,8 +114,8 @@ fn refusal(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Option<Response> {
-    if !session::same_origin(state, headers) || !viewer.csrf_ok(field(body, "csrf").as_deref()) {
-        return Some(pages::forbidden());
+    if !gate::genuine(state, viewer, headers, body) {
+        return Some(render::forbidden());
     }
     if !place.can_manage() {
         return Some(refused(place));
@@ -122,7 +124,7 @@ fn refusal(
 }
 
 fn refused(place: &Place) -> Response {
-    pages::message(
+    render::message(
         StatusCode::FORBIDDEN,
         "Not permitted",
         &format!(
@@ -179,7 +181,7 @@ async fn page(
         teams::pending_invites(&state.db, place.team, now).await,
     ) {
         (Ok(m), Ok(p)) => (m, p),
-        _ => return pages::unavailable(),
+        _ => return render::unavailable(),
     };
     let roles: Vec<&str> = place
         .team
@@ -326,7 +328,7 @@ async fn invite_to(
     }
     let issued = async {
         let txn = begin(&state.db).await?;
-        let token = people::issue_token(
+        let token = memberships::issue_token(
             &txn,
             state,
             place.team.invite_purpose(),
@@ -337,7 +339,7 @@ async fn invite_to(
             Some(viewer.user.id),
         )
         .await?;
-        let audit = people::Audit {
+        let audit = audit::Audit {
             organization: place.team.organization(),
             partner: place.team.partner(),
             actor: Some(viewer.user.id),
@@ -346,16 +348,16 @@ async fn invite_to(
             detail: serde_json::json!({ "role": role }),
             ip: viewer.ip.clone(),
         };
-        people::audit(&txn, audit, state.clock.now()).await?;
+        audit::audit(&txn, audit, state.clock.now()).await?;
         txn.commit().await?;
         Ok::<_, sea_orm::DbErr>(token)
     }
     .await;
     let Ok(token) = issued else {
-        return pages::unavailable();
+        return render::unavailable();
     };
     let url = state.public_url(&format!("/console/join/{token}"));
-    people::mail_join_link(state, &email, &place.name, &role, &url).await;
+    memberships::mail_join_link(state, &email, &place.name, &role, &url).await;
     page(
         state,
         viewer,
@@ -369,7 +371,7 @@ async fn invite_to(
 
 /// The 403 of an admin touching the owner role.
 fn refused_owner() -> Response {
-    pages::message(
+    render::message(
         StatusCode::FORBIDDEN,
         "Not permitted",
         "Only an owner may make someone an owner or change an owner. Nothing was changed.",
@@ -416,7 +418,7 @@ async fn change_in(
         return resp;
     }
     let Ok(member_id) = member_id.parse::<i64>() else {
-        return pages::not_found(viewer);
+        return render::not_found(viewer);
     };
     let action = field(body, "action").unwrap_or_default();
     let role = match action.as_str() {
@@ -447,7 +449,7 @@ async fn change_in(
         let now = state.clock.now();
         let (links_ended, tokens_changed) =
             teams::follow_change(&txn, place.team, &target, role.as_deref(), now).await?;
-        let audit = people::Audit {
+        let audit = audit::Audit {
             organization: place.team.organization(),
             partner: place.team.partner(),
             actor: Some(viewer.user.id),
@@ -465,7 +467,7 @@ async fn change_in(
             }),
             ip: viewer.ip.clone(),
         };
-        people::audit(&txn, audit, state.clock.now()).await?;
+        audit::audit(&txn, audit, state.clock.now()).await?;
         txn.commit().await?;
         Ok::<_, MemberError>(())
     }
@@ -473,10 +475,10 @@ async fn change_in(
     match done {
         Ok(()) => Redirect::to(&place.members_path()).into_response(),
         Err(MemberError::Forbidden) => refused_owner(),
-        Err(MemberError::NotFound) => pages::not_found(viewer),
+        Err(MemberError::NotFound) => render::not_found(viewer),
         Err(MemberError::Db(e)) => {
             tracing::error!(error = %e, "console member change failed");
-            pages::unavailable()
+            render::unavailable()
         }
         Err(e) => {
             let message = format!("{e}. Nothing was changed.");
@@ -534,7 +536,7 @@ async fn revoke_in(
         return resp;
     }
     let Ok(invite) = invite.parse::<i64>() else {
-        return pages::not_found(viewer);
+        return render::not_found(viewer);
     };
     let done = async {
         let txn = begin(&state.db).await?;
@@ -542,7 +544,7 @@ async fn revoke_in(
         let Some(link) = teams::revoke_invite(&txn, place.team, invite, now).await? else {
             return Ok(false);
         };
-        let audit = people::Audit {
+        let audit = audit::Audit {
             organization: place.team.organization(),
             partner: place.team.partner(),
             actor: Some(viewer.user.id),
@@ -551,17 +553,17 @@ async fn revoke_in(
             detail: serde_json::json!({ "role": link.role }),
             ip: viewer.ip.clone(),
         };
-        people::audit(&txn, audit, now).await?;
+        audit::audit(&txn, audit, now).await?;
         txn.commit().await?;
         Ok::<_, sea_orm::DbErr>(true)
     }
     .await;
     match done {
         Ok(true) => Redirect::to(&place.members_path()).into_response(),
-        Ok(false) => pages::not_found(viewer),
+        Ok(false) => render::not_found(viewer),
         Err(e) => {
             tracing::error!(error = %e, "sign-up link not revoked");
-            pages::unavailable()
+            render::unavailable()
         }
     }
 }
@@ -635,7 +637,7 @@ async fn audit_page(state: &AppState, viewer: &Viewer, place: &Place) -> Respons
         return refused(place);
     }
     let Ok(records) = teams::audit_of(&state.db, place.team, AUDIT_PAGE).await else {
-        return pages::unavailable();
+        return render::unavailable();
     };
     let records = records
         .into_iter()

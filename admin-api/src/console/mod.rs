@@ -6,14 +6,18 @@
 pub(crate) mod account;
 pub(crate) mod billing_token;
 pub(crate) mod chart;
+pub(crate) mod cookies;
 pub(crate) mod customer;
 pub(crate) mod customers;
+pub(crate) mod form;
 pub(crate) mod funding;
+pub(crate) mod gate;
 pub(crate) mod join;
 pub(crate) mod keys;
 pub(crate) mod members;
 pub(crate) mod pages;
 pub(crate) mod partner;
+pub(crate) mod render;
 pub(crate) mod reset;
 pub(crate) mod session;
 pub(crate) mod sign_in;
@@ -31,10 +35,10 @@ use axum::response::{IntoResponse, Redirect, Response};
 /// The console's routes and its state-changing ones (see [`crate::http::table`]).
 fn table() -> Table {
     use crate::http::table::Gate::{Org, Partner, Person, PreSession};
-    const ORG_OWNERS: &[&str] = &["owner"];
-    const KEY_MANAGERS: &[&str] = &keys::MANAGERS;
-    const PARTNER_MANAGERS: &[&str] = &partner::TOKEN_MANAGERS;
-    const CUSTOMER_WORK: &[&str] = &customers::CUSTOMER_WORK;
+    const ORG_OWNERS: &[&str] = gate::ORG_OWNERS.roles;
+    const KEY_MANAGERS: &[&str] = gate::KEY_MANAGERS.roles;
+    const PARTNER_MANAGERS: &[&str] = gate::TOKEN_MANAGERS.roles;
+    const CUSTOMER_WORK: &[&str] = gate::CUSTOMER_WORK.roles;
     Table::new()
         .page("/console", || async { Redirect::permanent("/console/") })
         .page("/console/", pages::home)
@@ -276,7 +280,7 @@ pub(crate) async fn security_headers(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    if session::https(&state) {
+    if cookies::https(&state) {
         h.insert(
             header::STRICT_TRANSPORT_SECURITY,
             HeaderValue::from_static("max-age=31536000"),

@@ -5,111 +5,23 @@
 //! the server for every request (a page of an organization the viewer is not a member of answers
 //! 404, exactly like one that does not exist).
 
-use super::session::{self, Viewer};
+use super::form;
+use super::gate::{self, Membership};
+use super::render::{not_found, render, unavailable};
+use super::session::Viewer;
 use crate::http::form::field;
-use crate::services::{billing, people, wallets};
+use crate::services::alerts;
+use crate::services::allocations;
+use crate::services::audit;
+use crate::services::memberships;
+use crate::services::{billing, wallets};
 use crate::state::AppState;
 use askama::Template;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{Html, IntoResponse, Response};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use money::NanoUsd;
-
-/// Renders `t` with `status`; a template that fails to render is a 500 page.
-pub(crate) fn render(status: StatusCode, t: &impl Template) -> Response {
-    match t.render() {
-        Ok(html) => (status, Html(html)).into_response(),
-        Err(e) => {
-            tracing::error!(error = %e, "console template failed");
-            (StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response()
-        }
-    }
-}
-
-/// A form shown before a session exists: `page`, rendered with the fresh double-submit token
-/// `csrf` (from [`people::secret`]), which is set as the `tg_csrf` cookie with it, and, when a
-/// proof-of-address step just started, its flow cookie.
-pub(crate) fn pre_session_form(
-    state: &AppState,
-    status: StatusCode,
-    csrf: &str,
-    page: &impl Template,
-    flow: Option<&str>,
-) -> Response {
-    let mut resp = render(status, page);
-    let headers = resp.headers_mut();
-    headers.append(
-        header::SET_COOKIE,
-        session::set_cookie(state, session::PRE_CSRF, csrf, 3600),
-    );
-    if let Some(flow) = flow {
-        headers.append(header::SET_COOKIE, session::flow_cookie(state, flow));
-    }
-    resp
-}
-
-/// A page with a heading, a message and maybe a link.
-#[derive(Template)]
-#[template(path = "console/message.html")]
-pub(crate) struct Message<'a> {
-    pub signed_in: Option<&'a str>,
-    pub csrf: &'a str,
-    pub heading: &'a str,
-    pub message: &'a str,
-    pub link: Option<(&'a str, &'a str)>,
-}
-
-/// A message page without a session.
-pub(crate) fn message(status: StatusCode, heading: &str, text: &str) -> Response {
-    render(
-        status,
-        &Message {
-            signed_in: None,
-            csrf: "",
-            heading,
-            message: text,
-            link: None,
-        },
-    )
-}
-
-/// The store or the database cannot answer: 503, try again.
-pub(crate) fn unavailable() -> Response {
-    message(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "Try again shortly",
-        "The console cannot answer right now. Nothing was changed; please try again in a moment.",
-    )
-}
-
-/// A refused state-changing request (CSRF token or origin): nothing changed.
-pub(crate) fn forbidden() -> Response {
-    render(
-        StatusCode::FORBIDDEN,
-        &Message {
-            signed_in: None,
-            csrf: "",
-            heading: "Request refused",
-            message: "This form has expired or was not sent from this site. Nothing was changed; reload the page and try again.",
-            link: Some(("/console/", "Back to the console")),
-        },
-    )
-}
-
-/// The 404 of a page that does not exist or is not the viewer's.
-pub(crate) fn not_found(viewer: &Viewer) -> Response {
-    render(
-        StatusCode::NOT_FOUND,
-        &Message {
-            signed_in: Some(&viewer.user.email),
-            csrf: &viewer.session.csrf,
-            heading: "Not found",
-            message: "There is no such page in your console.",
-            link: Some(("/console/", "Your console")),
-        },
-    )
-}
 
 #[derive(Template)]
 #[template(path = "console/home.html")]
@@ -123,8 +35,8 @@ struct Home<'a> {
 /// `GET /console/`: the organizations the viewer belongs to.
 pub(crate) async fn home(State(state): State<AppState>, viewer: Viewer) -> Response {
     let (orgs, partners) = match (
-        people::org_memberships(&state.db, viewer.user.id).await,
-        people::partner_memberships(&state.db, viewer.user.id).await,
+        memberships::org_memberships(&state.db, viewer.user.id).await,
+        memberships::partner_memberships(&state.db, viewer.user.id).await,
     ) {
         (Ok(orgs), Ok(partners)) => (orgs, partners),
         (Err(e), _) | (_, Err(e)) => {
@@ -201,23 +113,20 @@ pub(crate) async fn org_alert(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    use crate::services::watch;
-    let (org_id, _, _) =
-        match super::keys::allowed(&state, &viewer, &org, &headers, &body, &["owner"], "owners")
-            .await
-        {
+    let Membership { id: org_id, .. } =
+        match gate::org_change(&state, &viewer, &org, &headers, &body, &gate::ORG_OWNERS).await {
             Ok(m) => m,
             Err(resp) => return resp,
         };
     let raw = field(&body, "threshold_usd").unwrap_or_default();
     let request = crate::dto::AlertRequest {
-        threshold_usd: Some(super::customers::number(&raw).unwrap_or(serde_json::Value::Null)),
+        threshold_usd: Some(form::number(&raw).unwrap_or(serde_json::Value::Null)),
         unknown: Default::default(),
     };
-    let threshold = match watch::parse_alert(request) {
+    let threshold = match alerts::parse_alert(request) {
         Ok(t) => t,
         Err(e) => {
-            let message = super::customers::explain(&e);
+            let message = form::explain(&e);
             return overview_page(
                 &state,
                 &viewer,
@@ -231,16 +140,16 @@ pub(crate) async fn org_alert(
     };
     let done = async {
         let txn = crate::db::begin(&state.db).await?;
-        watch::set_alert(
+        alerts::set_alert(
             &txn,
-            watch::Subject::Org(org_id),
+            alerts::Subject::Org(org_id),
             threshold,
             state.clock.now(),
         )
         .await?;
-        people::audit(
+        audit::audit(
             &txn,
-            people::Audit {
+            audit::Audit {
                 organization: Some(org_id),
                 partner: None,
                 actor: Some(viewer.user.id),
@@ -282,13 +191,12 @@ async fn overview_page(
     error: Option<String>,
     notice: Option<String>,
 ) -> Response {
-    use crate::services::watch;
     use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
     let state = state.clone();
     let Ok(org_id) = org.parse::<i64>() else {
         return not_found(viewer);
     };
-    let role = match people::org_role(&state.db, org_id, viewer.user.id).await {
+    let role = match memberships::org_role(&state.db, org_id, viewer.user.id).await {
         Ok(Some(role)) => role,
         Ok(None) => return not_found(viewer),
         Err(e) => {
@@ -316,13 +224,13 @@ async fn overview_page(
         Err(_) => return unavailable(),
     };
     let rules = async {
-        let alert = watch::alert_of(&state.db, watch::Subject::Org(org_id)).await?;
+        let alert = alerts::alert_of(&state.db, alerts::Subject::Org(org_id)).await?;
         let customer = entities::customers::Entity::find()
             .filter(entities::customers::Column::OrganizationId.eq(org_id))
             .one(&state.db)
             .await?;
         let view = match customer {
-            Some(c) => Some(watch::rule_view(&state.db, c.id, state.clock.now()).await?),
+            Some(c) => Some(allocations::rule_view(&state.db, c.id, state.clock.now()).await?),
             None => None,
         };
         Ok::<_, crate::error::ApiError>((alert, view))
@@ -394,77 +302,4 @@ async fn overview_page(
             notice,
         },
     )
-}
-
-/// The form of a link that adds a person (an organization's invitation, a sign-up link).
-#[derive(Template)]
-#[template(path = "console/join.html")]
-pub(crate) struct Join<'a> {
-    pub signed_in: Option<&'a str>,
-    pub csrf: &'a str,
-    pub heading: &'a str,
-    pub intro: &'a str,
-    pub action: &'a str,
-    pub email: &'a str,
-    pub button: &'a str,
-    pub error: Option<&'a str>,
-}
-
-/// A join form with a fresh double-submit token (set as a cookie with the page).
-pub(crate) fn join_page(state: &AppState, status: StatusCode, join: Join<'_>) -> Response {
-    let csrf = people::secret();
-    let page = Join {
-        csrf: &csrf,
-        ..join
-    };
-    pre_session_form(state, status, &csrf, &page, None)
-}
-
-/// The second step of a proof of address: the code form.
-#[derive(Template)]
-#[template(path = "console/code.html")]
-pub(crate) struct Code<'a> {
-    pub signed_in: Option<&'a str>,
-    pub csrf: &'a str,
-    pub heading: &'a str,
-    /// The address the code went to.
-    pub email: &'a str,
-    pub action: &'a str,
-    pub button: &'a str,
-    /// Where "Start again" leads (the first step's page).
-    pub restart: &'a str,
-    pub error: Option<&'a str>,
-}
-
-/// A code form with a fresh double-submit token; `flow`: the flow secret of a challenge just
-/// started, kept in the browser's `tg_flow` cookie for the second step.
-pub(crate) fn code_page(
-    state: &AppState,
-    status: StatusCode,
-    code: Code<'_>,
-    flow: Option<&str>,
-) -> Response {
-    let csrf = people::secret();
-    let page = Code {
-        csrf: &csrf,
-        ..code
-    };
-    pre_session_form(state, status, &csrf, &page, flow)
-}
-
-/// `resp` with `Retry-After: secs`.
-pub(crate) fn retry_after(mut resp: Response, secs: u64) -> Response {
-    if let Ok(v) = HeaderValue::from_str(&secs.max(1).to_string()) {
-        resp.headers_mut().insert(header::RETRY_AFTER, v);
-    }
-    resp
-}
-
-/// "3 minutes", "40 seconds".
-pub(crate) fn wait_text(secs: u64) -> String {
-    match secs {
-        0..=1 => "a second".into(),
-        2..=90 => format!("{secs} seconds"),
-        _ => format!("{} minutes", secs.div_ceil(60)),
-    }
 }

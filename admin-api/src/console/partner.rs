@@ -6,95 +6,19 @@
 //! partner tokens (and, next, the team); `operator` does customer work; `viewer` changes
 //! nothing.
 
-use super::pages::{self, render};
-use super::session::{self, Viewer};
+use super::gate::{self, Membership};
+use super::render::{self, render};
+use super::session::Viewer;
 use crate::http::form::field;
 use crate::http::params::{Seg, Segs};
+use crate::services::funding;
 use crate::services::partner_tokens::{self, Actor, TokenError};
-use crate::services::{funding, people};
 use crate::state::AppState;
 use askama::Template;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-
-/// Roles that may create, rotate and revoke partner tokens.
-pub(crate) const TOKEN_MANAGERS: [&str; 2] = ["owner", "admin"];
-
-/// A team the viewer belongs to: (partner id, partner name, the viewer's role).
-pub(crate) type Team = (i64, String, String);
-
-/// The viewer's membership of partner `partner` (a path segment), or the page to answer instead;
-/// the role is the one the viewer acts with (their team role capped by the partner's).
-pub(crate) async fn team(
-    state: &AppState,
-    viewer: &Viewer,
-    partner: &str,
-) -> Result<Team, Response> {
-    let Ok(partner_id) = partner.parse::<i64>() else {
-        return Err(pages::not_found(viewer));
-    };
-    match people::partner_membership(&state.db, partner_id, viewer.user.id).await {
-        // The person acts with their team role capped by the partner's role the operator set
-        // (a `viewer` partner's people read only): the partner API's rule, in one place.
-        Ok(Some((p, role))) => {
-            let role = crate::partner::gate::effective_role(&p.role, Some(&role)).to_string();
-            Ok((p.id, p.name, role))
-        }
-        Ok(None) => Err(pages::not_found(viewer)),
-        Err(_) => Err(pages::unavailable()),
-    }
-}
-
-/// The caller the partner API's services work for, made from the viewer's team (the console
-/// acts with the team member's role, through the same services and rules as the API).
-pub(crate) async fn console_caller(
-    state: &AppState,
-    t: &Team,
-) -> Result<crate::caller::Caller, Response> {
-    use sea_orm::EntityTrait;
-    let partner = entities::partners::Entity::find_by_id(t.0)
-        .one(&state.db)
-        .await
-        .map_err(|_| pages::unavailable())?
-        .ok_or_else(pages::unavailable)?;
-    Ok(crate::caller::Caller {
-        partner_id: t.0,
-        partner_name: t.1.clone(),
-        token_id: 0,
-        token_preview: "console".into(),
-        scopes: vec!["partner:write".into()],
-        role: t.2.clone(),
-        min_rate: money::RateMultiplier::from_ppm(partner.min_rate_multiplier_ppm)
-            .ok_or_else(pages::unavailable)?,
-    })
-}
-
-/// The checks of every state-changing post of a partner's pages: origin, the session's CSRF
-/// token, membership, and one of `roles` (`who` names them in the refusal).
-pub(crate) async fn allowed(
-    state: &AppState,
-    viewer: &Viewer,
-    partner: &str,
-    headers: &HeaderMap,
-    body: &[u8],
-    roles: &[&str],
-    who: &str,
-) -> Result<Team, Response> {
-    if !session::same_origin(state, headers) || !viewer.csrf_ok(field(body, "csrf").as_deref()) {
-        return Err(pages::forbidden());
-    }
-    let t = team(state, viewer, partner).await?;
-    if !roles.contains(&t.2.as_str()) {
-        return Err(pages::message(
-            StatusCode::FORBIDDEN,
-            "Not permitted",
-            &format!("Only the partner's {who} may do this. Nothing was changed."),
-        ));
-    }
-    Ok(t)
-}
 
 #[derive(Template)]
 #[template(path = "console/partner.html")]
@@ -116,13 +40,17 @@ pub(crate) async fn overview(
     viewer: Viewer,
     Seg(partner): Seg,
 ) -> Response {
-    let (partner_id, name, role) = match team(&state, &viewer, &partner).await {
+    let Membership {
+        id: partner_id,
+        name,
+        role,
+    } = match gate::team(&state, &viewer, &partner).await {
         Ok(t) => t,
         Err(resp) => return resp,
     };
     let f = match funding::view_of(&state.db, &state, partner_id).await {
         Ok(f) => f,
-        Err(_) => return pages::unavailable(),
+        Err(_) => return render::unavailable(),
     };
     let usd = |u: crate::dto::Usd| u.0.to_decimal_usd().to_string();
     render(
@@ -171,14 +99,18 @@ struct Tokens<'a> {
 async fn tokens_page(
     state: &AppState,
     viewer: &Viewer,
-    (partner_id, name, role): Team,
+    Membership {
+        id: partner_id,
+        name,
+        role,
+    }: Membership,
     status: StatusCode,
     created: Option<&str>,
     error: Option<&str>,
 ) -> Response {
     let list = match partner_tokens::list(&state.db, partner_id).await {
         Ok(l) => l,
-        Err(_) => return pages::unavailable(),
+        Err(_) => return render::unavailable(),
     };
     let when = |t: chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%d %H:%M").to_string();
     let tokens = list
@@ -207,7 +139,7 @@ async fn tokens_page(
             name: &name,
             role: &role,
             tokens,
-            can_manage: TOKEN_MANAGERS.contains(&role.as_str()),
+            can_manage: gate::TOKEN_MANAGERS.roles.contains(&role.as_str()),
             created,
             error,
         },
@@ -220,7 +152,7 @@ pub(crate) async fn tokens(
     viewer: Viewer,
     Seg(partner): Seg,
 ) -> Response {
-    match team(&state, &viewer, &partner).await {
+    match gate::team(&state, &viewer, &partner).await {
         Ok(t) => tokens_page(&state, &viewer, t, StatusCode::OK, None, None).await,
         Err(resp) => resp,
     }
@@ -233,17 +165,8 @@ async fn token_manager(
     partner: &str,
     headers: &HeaderMap,
     body: &[u8],
-) -> Result<Team, Response> {
-    allowed(
-        state,
-        viewer,
-        partner,
-        headers,
-        body,
-        &TOKEN_MANAGERS,
-        "owners and admins",
-    )
-    .await
+) -> Result<Membership, Response> {
+    gate::team_change(state, viewer, partner, headers, body, &gate::TOKEN_MANAGERS).await
 }
 
 /// The viewer changing tokens with `role`.
@@ -268,8 +191,8 @@ pub(crate) async fn create_token(
         Err(resp) => return resp,
     };
     let scope = field(&body, "scope").unwrap_or_default();
-    let actor = actor(&viewer, &t.2);
-    match partner_tokens::create(&state, t.0, &scope, &actor).await {
+    let actor = actor(&viewer, &t.role);
+    match partner_tokens::create(&state, t.id, &scope, &actor).await {
         Ok(secret) => {
             let secret = secret.expose().to_string();
             tokens_page(&state, &viewer, t, StatusCode::OK, Some(&secret), None).await
@@ -291,14 +214,14 @@ pub(crate) async fn change_token(
         Err(resp) => return resp,
     };
     let Ok(token_id) = token.parse::<i64>() else {
-        return pages::not_found(&viewer);
+        return render::not_found(&viewer);
     };
-    let actor = actor(&viewer, &t.2);
+    let actor = actor(&viewer, &t.role);
     let outcome = match field(&body, "action").as_deref() {
-        Some("rotate") => partner_tokens::rotate(&state, t.0, token_id, &actor)
+        Some("rotate") => partner_tokens::rotate(&state, t.id, token_id, &actor)
             .await
             .map(|s| Some(s.expose().to_string())),
-        Some("revoke") => partner_tokens::revoke(&state, t.0, token_id, &actor)
+        Some("revoke") => partner_tokens::revoke(&state, t.id, token_id, &actor)
             .await
             .map(|()| None),
         _ => {
@@ -321,9 +244,14 @@ pub(crate) async fn change_token(
     }
 }
 
-async fn token_refused(state: &AppState, viewer: &Viewer, t: Team, e: TokenError) -> Response {
+async fn token_refused(
+    state: &AppState,
+    viewer: &Viewer,
+    t: Membership,
+    e: TokenError,
+) -> Response {
     match e {
-        TokenError::NotFound => pages::not_found(viewer),
+        TokenError::NotFound => render::not_found(viewer),
         TokenError::BadScope => {
             tokens_page(
                 state,
@@ -337,7 +265,7 @@ async fn token_refused(state: &AppState, viewer: &Viewer, t: Team, e: TokenError
         }
         TokenError::Db(e) => {
             tracing::error!(error = %e, "partner token change failed");
-            pages::unavailable()
+            render::unavailable()
         }
     }
 }

@@ -6,11 +6,14 @@
 //! password with it also proves the address. Setting the new password, ending every session of the account, spending the link
 //! and the audit record commit together.
 
-use super::pages::{self, render};
-use super::session;
+use super::cookies;
+use super::render::{self, render};
 use crate::db::begin;
 use crate::http::form::field;
 use crate::http::params::Seg;
+use crate::services::audit;
+use crate::services::memberships;
+use crate::services::sessions;
 use crate::services::{limiter, people};
 use crate::state::AppState;
 use askama::Template;
@@ -42,14 +45,14 @@ fn form_page(
     token: Option<&str>,
     error: Option<&str>,
 ) -> Response {
-    let csrf = people::secret();
+    let csrf = sessions::secret();
     let page = Reset {
         signed_in: None,
         csrf: &csrf,
         token,
         error,
     };
-    pages::pre_session_form(state, status, &csrf, &page, None)
+    render::pre_session_form(state, status, &csrf, &page, None)
 }
 
 /// `GET /console/reset`.
@@ -63,11 +66,11 @@ pub(crate) async fn request(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if !session::pre_session_ok(&state, &headers, &body) {
-        return pages::forbidden();
+    if !cookies::pre_session_ok(&state, &headers, &body) {
+        return render::forbidden();
     }
     let email = people::normal_email(&field(&body, "email").unwrap_or_default());
-    if !crate::services::customers::valid_email(&email) {
+    if !crate::text::valid_email(&email) {
         return form_page(
             &state,
             StatusCode::BAD_REQUEST,
@@ -75,13 +78,13 @@ pub(crate) async fn request(
             Some("Enter a valid email address."),
         );
     }
-    let ip = session::client_ip(&headers);
+    let ip = crate::auth::client_ip(&headers);
     // Asking for a link checks nothing, but it mails the address: counted like a check.
     if let Err(refused) =
         limiter::attempt(&state.db, &email, ip.as_deref(), state.clock.now()).await
     {
         return match refused {
-            limiter::Refused::Throttled(secs) => pages::retry_after(
+            limiter::Refused::Throttled(secs) => render::retry_after(
                 form_page(
                     &state,
                     StatusCode::TOO_MANY_REQUESTS,
@@ -90,15 +93,15 @@ pub(crate) async fn request(
                 ),
                 secs,
             ),
-            limiter::Refused::Unavailable => pages::unavailable(),
+            limiter::Refused::Unavailable => render::unavailable(),
         };
     }
     let user = match people::find_user(&state.db, &email).await {
         Ok(user) => user,
-        Err(_) => return pages::unavailable(),
+        Err(_) => return render::unavailable(),
     };
     if let Some(user) = user {
-        let token = match people::issue_token(
+        let token = match memberships::issue_token(
             &state.db,
             &state,
             "reset",
@@ -111,7 +114,7 @@ pub(crate) async fn request(
         .await
         {
             Ok(t) => t,
-            Err(_) => return pages::unavailable(),
+            Err(_) => return render::unavailable(),
         };
         let url = state.public_url(&format!("/console/reset/{token}"));
         let mailer = state.mailer.clone();
@@ -132,7 +135,7 @@ pub(crate) async fn request(
             tasks.spawn(send);
         }
     }
-    pages::message(
+    render::message(
         StatusCode::OK,
         "Check your mail",
         "If this address has an account, we mailed it a link to choose a new password. The link works once, for one hour.",
@@ -145,13 +148,13 @@ async fn live_reset(
     token: &str,
 ) -> Result<Option<console_tokens::Model>, sea_orm::DbErr> {
     let now = state.clock.now();
-    Ok(people::live_token(&state.db, state, token)
+    Ok(memberships::live_token(&state.db, state, token)
         .await?
         .filter(|t| t.purpose == "reset" && t.created_at + RESET_VALID > now))
 }
 
 fn expired() -> Response {
-    pages::message(
+    render::message(
         StatusCode::GONE,
         "Link expired",
         "This password reset link has expired, was already used, or does not exist. Ask for a new one from the sign-in page.",
@@ -163,7 +166,7 @@ pub(crate) async fn set_form(State(state): State<AppState>, Seg(token): Seg) -> 
     match live_reset(&state, &token).await {
         Ok(Some(_)) => form_page(&state, StatusCode::OK, Some(&token), None),
         Ok(None) => expired(),
-        Err(_) => pages::unavailable(),
+        Err(_) => render::unavailable(),
     }
 }
 
@@ -174,8 +177,8 @@ pub(crate) async fn set(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if !session::pre_session_ok(&state, &headers, &body) {
-        return pages::forbidden();
+    if !cookies::pre_session_ok(&state, &headers, &body) {
+        return render::forbidden();
     }
     let password = field(&body, "password").unwrap_or_default();
     if people::check_password(&password).is_err() {
@@ -187,7 +190,7 @@ pub(crate) async fn set(
         );
     }
     let now = state.clock.now();
-    let ip = session::client_ip(&headers);
+    let ip = crate::auth::client_ip(&headers);
     let done: Result<bool, people::PeopleError> = async {
         let txn = begin(&state.db).await?;
         let Some(t) = live_reset(&state, &token).await? else {
@@ -209,9 +212,9 @@ pub(crate) async fn set(
         // The link went only to the mailbox: setting the password proves the address.
         let user = people::set_password(&txn, user, &password, now).await?;
         let user = people::mark_proven(&txn, user, now).await?;
-        people::audit(
+        audit::audit(
             &txn,
-            people::Audit {
+            audit::Audit {
                 organization: None,
                 partner: None,
                 actor: Some(user.id),
@@ -230,7 +233,7 @@ pub(crate) async fn set(
     match done {
         Ok(true) => render(
             StatusCode::OK,
-            &pages::Message {
+            &render::Message {
                 signed_in: None,
                 csrf: "",
                 heading: "Password changed",
@@ -241,7 +244,7 @@ pub(crate) async fn set(
         Ok(false) => expired(),
         Err(e) => {
             tracing::error!(error = %e, "password reset failed");
-            pages::unavailable()
+            render::unavailable()
         }
     }
 }

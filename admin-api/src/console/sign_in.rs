@@ -5,11 +5,14 @@
 //! (`services::two_factor`) — kept by the browser's flow cookie; on success a new session
 //! (rotation at sign-in). Signing out ends the session on the server.
 
-use super::pages::{
+use super::cookies;
+use super::render::{
     Code, code_page, forbidden, pre_session_form, retry_after, unavailable, wait_text,
 };
-use super::session::{self, Viewer};
+use super::session::Viewer;
 use crate::http::form::field;
+use crate::services::audit;
+use crate::services::sessions;
 use crate::services::{limiter, people, proof};
 use crate::state::AppState;
 use askama::Template;
@@ -50,7 +53,7 @@ fn sign_in_page(
     email: &str,
     error: Option<&str>,
 ) -> Response {
-    let csrf = people::secret();
+    let csrf = sessions::secret();
     let page = SignIn {
         signed_in: None,
         csrf: &csrf,
@@ -88,10 +91,10 @@ pub(crate) async fn sign_in(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if !session::pre_session_ok(&state, &headers, &body) {
+    if !cookies::pre_session_ok(&state, &headers, &body) {
         return forbidden();
     }
-    let ip = session::client_ip(&headers);
+    let ip = crate::auth::client_ip(&headers);
     if let Some(code) = field(&body, "verification_code").filter(|c| !c.is_empty()) {
         return sign_in_code(&state, &headers, &code, ip).await;
     }
@@ -217,7 +220,7 @@ fn second_factor_page(
     flow: Option<&str>,
     error: Option<&str>,
 ) -> Response {
-    let csrf = people::secret();
+    let csrf = sessions::secret();
     let page = SecondFactor {
         signed_in: None,
         csrf: &csrf,
@@ -255,7 +258,7 @@ async fn flow_challenge(
     headers: &HeaderMap,
     purpose: proof::Purpose,
 ) -> Result<Option<entities::console_challenges::Model>, sea_orm::DbErr> {
-    let Some(flow) = session::cookie(state, headers, proof::FLOW_COOKIE) else {
+    let Some(flow) = cookies::cookie(state, headers, proof::FLOW_COOKIE) else {
         return Ok(None);
     };
     let found = proof::by_flow(&state.db, &flow, state.clock.now()).await?;
@@ -349,7 +352,7 @@ async fn sign_in_second_factor(
     }
     limiter::succeeded(&state.db, &attempt).await;
     if given == two_factor::Given::RecoveryCode {
-        let record = people::Audit {
+        let record = audit::Audit {
             organization: None,
             partner: None,
             actor: Some(user.id),
@@ -358,7 +361,7 @@ async fn sign_in_second_factor(
             detail: serde_json::json!({}),
             ip: ip.clone(),
         };
-        if let Err(e) = people::audit(&state.db, record, now).await {
+        if let Err(e) = audit::audit(&state.db, record, now).await {
             tracing::warn!(error = %e, "recovery code use not audited");
         }
     }
@@ -422,9 +425,9 @@ async fn sign_in_code(
             return Ok(None);
         };
         let user = people::mark_proven(&txn, user, now).await?;
-        people::audit(
+        audit::audit(
             &txn,
-            people::Audit {
+            audit::Audit {
                 organization: None,
                 partner: None,
                 actor: Some(user.id),
@@ -462,10 +465,11 @@ pub(crate) async fn signed_in(
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Response, sea_orm::DbErr> {
     let lifetimes = state.lifetimes();
-    let (cookie, _) = people::open_session(&state.db, user.id, ip.clone(), now, lifetimes).await?;
-    people::audit(
+    let (cookie, _) =
+        sessions::open_session(&state.db, user.id, ip.clone(), now, lifetimes).await?;
+    audit::audit(
         &state.db,
-        people::Audit {
+        audit::Audit {
             organization: None,
             partner: None,
             actor: Some(user.id),
@@ -482,15 +486,15 @@ pub(crate) async fn signed_in(
     let headers = resp.headers_mut();
     headers.append(
         header::SET_COOKIE,
-        session::set_cookie(state, session::COOKIE, &cookie, max_age),
+        cookies::set_cookie(state, cookies::COOKIE, &cookie, max_age),
     );
     headers.append(
         header::SET_COOKIE,
-        session::set_cookie(state, session::PRE_CSRF, "", 0),
+        cookies::set_cookie(state, cookies::PRE_CSRF, "", 0),
     );
     headers.append(
         header::SET_COOKIE,
-        session::set_cookie(state, crate::services::proof::FLOW_COOKIE, "", 0),
+        cookies::set_cookie(state, crate::services::proof::FLOW_COOKIE, "", 0),
     );
     Ok(resp)
 }
@@ -503,11 +507,11 @@ pub(crate) async fn sign_out(
     body: Bytes,
 ) -> Response {
     let csrf = field(&body, "csrf");
-    if !session::same_origin(&state, &headers) || !viewer.csrf_ok(csrf.as_deref()) {
+    if !cookies::same_origin(&state, &headers) || !viewer.csrf_ok(csrf.as_deref()) {
         return forbidden();
     }
-    let cookie = session::cookie(&state, &headers, session::COOKIE).unwrap_or_default();
-    let audit = people::Audit {
+    let cookie = cookies::cookie(&state, &headers, cookies::COOKIE).unwrap_or_default();
+    let audit = audit::Audit {
         organization: None,
         partner: None,
         actor: Some(viewer.user.id),
@@ -516,9 +520,9 @@ pub(crate) async fn sign_out(
         detail: serde_json::json!({}),
         ip: viewer.ip.clone(),
     };
-    let ended = people::end_session(&state.db, &cookie).await;
+    let ended = sessions::end_session(&state.db, &cookie).await;
     let ended = match ended {
-        Ok(()) => people::audit(&state.db, audit, state.clock.now()).await,
+        Ok(()) => audit::audit(&state.db, audit, state.clock.now()).await,
         Err(e) => Err(e),
     };
     if let Err(e) = ended {
@@ -528,7 +532,7 @@ pub(crate) async fn sign_out(
     let mut resp = Redirect::to("/console/sign-in").into_response();
     resp.headers_mut().append(
         header::SET_COOKIE,
-        session::set_cookie(&state, session::COOKIE, "", 0),
+        cookies::set_cookie(&state, cookies::COOKIE, "", 0),
     );
     resp
 }

@@ -4,8 +4,8 @@
 //! `/console/partners/{partner}/statements/{YYYY-MM}.csv|.pdf` (every member of the team). The
 //! same statements as the billing API's (`services::statements`).
 
-use super::keys::member;
-use super::pages;
+use super::gate::{self, Membership};
+use super::render;
 use super::session::Viewer;
 use crate::error::ApiError;
 use crate::http::params::Segs;
@@ -73,10 +73,10 @@ fn answer(
 ) -> Response {
     match result {
         Ok(s) => crate::http::billing::statement_download(&s, format),
-        Err(ApiError::InvalidStatementMonth) => pages::not_found(viewer),
+        Err(ApiError::InvalidStatementMonth) => render::not_found(viewer),
         Err(e) => {
             tracing::error!(error = %e, "statement not made");
-            pages::unavailable()
+            render::unavailable()
         }
     }
 }
@@ -87,12 +87,16 @@ pub(crate) async fn org(
     viewer: Viewer,
     Segs(org, name): Segs,
 ) -> Response {
-    let (org_id, _, _) = match member(&state, &viewer, &org).await {
+    let Membership {
+        id: org_id,
+        name: _,
+        role: _,
+    } = match gate::organization(&state, &viewer, &org).await {
         Ok(m) => m,
         Err(resp) => return resp,
     };
     let Some((month, format)) = file(&name) else {
-        return pages::not_found(&viewer);
+        return render::not_found(&viewer);
     };
     answer(
         statements::for_org(&state, org_id, month).await,
@@ -107,15 +111,15 @@ pub(crate) async fn partner(
     viewer: Viewer,
     Segs(partner, name): Segs,
 ) -> Response {
-    let t = match super::partner::team(&state, &viewer, &partner).await {
+    let t = match gate::team(&state, &viewer, &partner).await {
         Ok(t) => t,
         Err(resp) => return resp,
     };
     let Some((month, format)) = file(&name) else {
-        return pages::not_found(&viewer);
+        return render::not_found(&viewer);
     };
     answer(
-        statements::for_partner(&state, t.0, month).await,
+        statements::for_partner(&state, t.id, month).await,
         format,
         &viewer,
     )

@@ -10,8 +10,8 @@
 //! fields; defaults: the last 30 days by day, yesterday and today by hour.
 
 use super::chart::{self, Chart};
-use super::keys::member;
-use super::pages::{self, render};
+use super::gate::{self, Membership};
+use super::render::{self, render};
 use super::session::Viewer;
 use crate::error::ApiError;
 use crate::http::params::Seg;
@@ -580,8 +580,10 @@ pub(crate) async fn page(
     Seg(org): Seg,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    match member(&state, &viewer, &org).await {
-        Ok((id, name, role)) => show(&state, &viewer, Scope::Org(id), &name, &role, &q).await,
+    match gate::organization(&state, &viewer, &org).await {
+        Ok(Membership { id, name, role }) => {
+            show(&state, &viewer, Scope::Org(id), &name, &role, &q).await
+        }
         Err(resp) => resp,
     }
 }
@@ -593,8 +595,10 @@ pub(crate) async fn partner_page(
     Seg(partner): Seg,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    match super::partner::team(&state, &viewer, &partner).await {
-        Ok((id, name, role)) => show(&state, &viewer, Scope::Partner(id), &name, &role, &q).await,
+    match gate::team(&state, &viewer, &partner).await {
+        Ok(Membership { id, name, role }) => {
+            show(&state, &viewer, Scope::Partner(id), &name, &role, &q).await
+        }
         Err(resp) => resp,
     }
 }
@@ -668,7 +672,7 @@ async fn show(
         Ok(b) => b,
         Err(e) => {
             tracing::error!(error = %e, "usage not read");
-            return pages::unavailable();
+            return render::unavailable();
         }
     };
     let g = choice.granularity;
@@ -921,8 +925,8 @@ pub(crate) async fn download(
     Seg(org): Seg,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    match member(&state, &viewer, &org).await {
-        Ok((id, _, _)) => csv_answer(&state, Scope::Org(id), &q).await,
+    match gate::organization(&state, &viewer, &org).await {
+        Ok(Membership { id, .. }) => csv_answer(&state, Scope::Org(id), &q).await,
         Err(resp) => resp,
     }
 }
@@ -934,8 +938,8 @@ pub(crate) async fn partner_download(
     Seg(partner): Seg,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    match super::partner::team(&state, &viewer, &partner).await {
-        Ok((id, _, _)) => csv_answer(&state, Scope::Partner(id), &q).await,
+    match gate::team(&state, &viewer, &partner).await {
+        Ok(Membership { id, .. }) => csv_answer(&state, Scope::Partner(id), &q).await,
         Err(resp) => resp,
     }
 }
@@ -945,7 +949,7 @@ async fn csv_answer(state: &AppState, scope: Scope, q: &HashMap<String, String>)
     let choice = match choose(q, today, scope) {
         Ok(c) => c,
         Err(refusal) => {
-            return pages::message(StatusCode::BAD_REQUEST, "Cannot download", &refusal.message);
+            return render::message(StatusCode::BAD_REQUEST, "Cannot download", &refusal.message);
         }
     };
     let body = match scope {
@@ -959,7 +963,7 @@ async fn csv_answer(state: &AppState, scope: Scope, q: &HashMap<String, String>)
         Ok(body) => body,
         Err(e) => {
             tracing::error!(error = %e, "usage CSV not read");
-            return pages::unavailable();
+            return render::unavailable();
         }
     };
     let name = format!(

@@ -1,6 +1,6 @@
 //! The organization billing API: balance and daily usage, behind the organization's billing token.
 
-use super::respond;
+use super::answer::respond;
 use crate::auth::billing_token;
 use crate::services::billing;
 use crate::state::AppState;

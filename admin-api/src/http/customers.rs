@@ -1,7 +1,7 @@
 //! Customers: creation, reads, balance, allocations, groups and their prices.
 
+use super::answer::respond;
 use super::params::{Seg, Segs};
-use super::respond;
 use super::write::Write;
 use crate::caller::Caller;
 use crate::dto::CreateCustomerRequest;

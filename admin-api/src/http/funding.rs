@@ -1,6 +1,6 @@
 //! The partner itself: identity, funding and top-up sessions.
 
-use super::respond;
+use super::answer::respond;
 use super::write::Write;
 use crate::caller::Caller;
 use crate::error::ApiError;

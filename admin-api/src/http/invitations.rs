@@ -5,8 +5,9 @@
 
 use super::form;
 use super::params::Seg;
-use crate::console::{pages, session};
-use crate::dto::Envelope;
+use crate::console::cookies;
+use crate::console::render;
+use crate::dto::{Envelope, ErrorEnvelope};
 use crate::services::invitations::{self, InvitationError};
 use crate::services::limiter::{self, Check};
 use crate::services::proof::{self, Purpose, Scope, StepError};
@@ -41,7 +42,7 @@ pub(super) async fn show(State(state): State<AppState>, Seg(token): Seg) -> Resp
                 }
                 InvitationStatus::Pending => "This invitation is no longer valid.",
             };
-            pages::message(StatusCode::GONE, "Invitation", message)
+            render::message(StatusCode::GONE, "Invitation", message)
         }
         Err(e) => refused_page(&e),
     }
@@ -60,10 +61,10 @@ fn form_page(
         "You were invited to activate {name} and become its owner. Sign up, or sign in, with the address the invitation was sent to ({hint}); we will mail a code to that address to confirm it is yours."
     );
     let action = format!("/invitations/{token}/accept");
-    pages::join_page(
+    render::join_page(
         state,
         status,
-        pages::Join {
+        render::Join {
             signed_in: None,
             csrf: "",
             heading: &heading,
@@ -130,8 +131,8 @@ pub(super) async fn accept(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if !session::same_origin(&state, &headers) {
-        return pages::forbidden();
+    if !cookies::same_origin(&state, &headers) {
+        return render::forbidden();
     }
     let p = posted(&headers, &body);
     let (inv, name) = match invitations::pending(&state, &token).await {
@@ -143,7 +144,7 @@ pub(super) async fn accept(
         organization: None,
         partner: None,
     };
-    let ip = session::client_ip(&headers);
+    let ip = crate::auth::client_ip(&headers);
     let subject = invitations::subject(&inv);
     let Some(code) = p.code.clone() else {
         return first_step(
@@ -162,7 +163,7 @@ pub(super) async fn accept(
     let now = state.clock.now();
     let found = match (
         &p.password,
-        session::cookie(&state, &headers, proof::FLOW_COOKIE),
+        cookies::cookie(&state, &headers, proof::FLOW_COOKIE),
     ) {
         (Some(_), _) => {
             let email = p.email.clone().unwrap_or_default();
@@ -218,7 +219,7 @@ pub(super) async fn accept(
         Ok(resp) => resp,
         Err(e) => {
             tracing::error!(error = %e, "session not opened after activation");
-            pages::unavailable()
+            render::unavailable()
         }
     }
 }
@@ -237,9 +238,7 @@ async fn first_step(
     scope: Scope,
 ) -> Response {
     let email = p.email.clone().unwrap_or_default();
-    if !crate::services::customers::valid_email(email.trim())
-        || !inv.email.eq_ignore_ascii_case(email.trim())
-    {
+    if !crate::text::valid_email(email.trim()) || !inv.email.eq_ignore_ascii_case(email.trim()) {
         return refused(p, &InvitationError::EmailMismatch);
     }
     let Some(password) = p.password.as_deref() else {
@@ -272,10 +271,10 @@ async fn first_step(
     let action = format!("/invitations/{token}/accept");
     let restart = format!("/invitations/{token}");
     let heading = format!("Activate {name}");
-    pages::code_page(
+    render::code_page(
         state,
         StatusCode::OK,
-        pages::Code {
+        render::Code {
             signed_in: None,
             csrf: "",
             heading: &heading,
@@ -306,7 +305,7 @@ fn refused(p: &Posted, e: &InvitationError) -> Response {
         refused_page(e)
     };
     match e {
-        InvitationError::Throttled(secs) => pages::retry_after(resp, *secs),
+        InvitationError::Throttled(secs) => render::retry_after(resp, *secs),
         _ => resp,
     }
 }
@@ -315,7 +314,7 @@ fn refused_page(e: &InvitationError) -> Response {
     let text = match e {
         InvitationError::Throttled(secs) => format!(
             "Too many attempts for this address or from your network. Wait {} and try again.",
-            pages::wait_text(*secs)
+            render::wait_text(*secs)
         ),
         e => {
             let t = e.to_string();
@@ -325,5 +324,48 @@ fn refused_page(e: &InvitationError) -> Response {
                 .unwrap_or_default()
         }
     };
-    pages::message(e.status(), "Invitation", &text)
+    render::message(e.status(), "Invitation", &text)
+}
+
+/// How a refused acceptance is answered: the one mapping of `InvitationError` (page or JSON).
+impl InvitationError {
+    /// The HTTP status of a refused acceptance (page or JSON).
+    pub fn status(&self) -> StatusCode {
+        use InvitationError::*;
+        match self {
+            NotFound => StatusCode::NOT_FOUND,
+            Expired | Revoked => StatusCode::GONE,
+            AlreadyAccepted => StatusCode::CONFLICT,
+            EmailMismatch => StatusCode::FORBIDDEN,
+            Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            VerificationFailed => StatusCode::UNAUTHORIZED,
+            WeakPassword => StatusCode::BAD_REQUEST,
+            Throttled(_) => StatusCode::TOO_MANY_REQUESTS,
+        }
+    }
+
+    /// The JSON answer of a refused acceptance, in the partner envelope.
+    pub fn body(&self) -> ErrorEnvelope {
+        use InvitationError::*;
+        let reason = match self {
+            NotFound => "INVITATION_NOT_FOUND",
+            Expired => "INVITATION_EXPIRED",
+            AlreadyAccepted => "INVITATION_ALREADY_ACCEPTED",
+            Revoked => "INVITATION_REVOKED",
+            EmailMismatch => "INVITATION_EMAIL_MISMATCH",
+            Unavailable => "SERVICE_UNAVAILABLE",
+            VerificationFailed => "INVITATION_VERIFICATION_FAILED",
+            WeakPassword => "INVITATION_WEAK_PASSWORD",
+            Throttled(_) => "INVITATION_TOO_MANY_ATTEMPTS",
+        };
+        ErrorEnvelope {
+            code: self.status().as_u16(),
+            reason: Some(reason),
+            message: self.to_string(),
+            metadata: match self {
+                Throttled(secs) => json!({ "retry_after_seconds": secs }),
+                _ => json!({}),
+            },
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! Customer API keys: list (previews), create (the secret once), disable.
 
+use super::answer::respond;
 use super::params::{Seg, Segs};
-use super::respond;
 use super::write::Write;
 use crate::caller::Caller;
 use crate::error::ApiError;

@@ -11,6 +11,7 @@
 //! - `/billing/webhooks/stripe`: Stripe's webhook deliveries (signature-checked).
 //! - `/healthz`.
 
+pub(crate) mod answer;
 pub(crate) mod billing;
 pub(crate) mod customers;
 pub(crate) mod form;
@@ -27,8 +28,6 @@ pub(crate) mod usage;
 pub(crate) mod webhooks;
 mod write;
 
-use crate::dto::Envelope;
-use crate::error::ApiError;
 use crate::partner::gate::gate;
 use crate::state::AppState;
 use axum::Router;
@@ -38,7 +37,6 @@ use axum::http::{Method, StatusCode, header};
 use axum::middleware::from_fn_with_state;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
-use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -382,12 +380,4 @@ async fn page_not_found() -> (
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
         "page not found",
     )
-}
-
-/// A read's answer: the success envelope around `data`, or the error envelope.
-fn respond<T: Serialize>(result: Result<T, ApiError>) -> Response {
-    match result {
-        Ok(data) => axum::Json(Envelope::ok(data)).into_response(),
-        Err(e) => e.into_response(),
-    }
 }

@@ -2,13 +2,14 @@
 //! customer's automatic allocation. Reads behind `partner:read`, writes behind `partner:write`
 //! with an `Idempotency-Key`, like every partner route.
 
+use super::answer::respond;
 use super::params::Seg;
-use super::respond;
 use super::write::Write;
 use crate::caller::Caller;
 use crate::error::ApiError;
 use crate::partner::idempotency::Success;
-use crate::services::watch;
+use crate::services::alerts;
+use crate::services::allocations;
 use crate::state::AppState;
 use axum::extract::{Extension, State};
 use axum::response::Response;
@@ -19,7 +20,7 @@ pub(crate) async fn customer_alert(
     Extension(caller): Extension<Caller>,
     Seg(id): Seg,
 ) -> Response {
-    respond(watch::customer_alert(&state.db, &caller, &id).await)
+    respond(alerts::customer_alert(&state.db, &caller, &id).await)
 }
 
 #[utoipa::path(put, path = "/partner/v1/customers/{customer_id}/low-balance-alert", tag = "partner", security(("partner_token" = [])), params(("customer_id" = i64, Path), ("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters; replays answer with Idempotent-Replayed: true")), request_body = crate::dto::AlertRequest, responses((status = 200, description = "data", body = crate::dto::AlertView), (status = 400, description = "INVALID_PARTNER_ALERT, IDEMPOTENCY_KEY_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 404, description = "PARTNER_CUSTOMER_NOT_FOUND", body = crate::dto::ErrorEnvelope), (status = 409, description = "IDEMPOTENCY_KEY_CONFLICT, IDEMPOTENCY_IN_PROGRESS", body = crate::dto::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::dto::ErrorEnvelope)))]
@@ -30,13 +31,19 @@ pub(crate) async fn set_customer_alert(
 ) -> Response {
     let invalid = ApiError::InvalidAlert("the body must be a JSON object".into());
     write
-        .run(&state, invalid, watch::parse_alert, |txn, op, threshold| {
-            Box::pin(async move {
-                let view =
-                    watch::set_customer_alert(txn, &op.state, &op.caller, &id, threshold).await?;
-                Ok(Success::plain(view))
-            })
-        })
+        .run(
+            &state,
+            invalid,
+            alerts::parse_alert,
+            |txn, op, threshold| {
+                Box::pin(async move {
+                    let view =
+                        alerts::set_customer_alert(txn, &op.state, &op.caller, &id, threshold)
+                            .await?;
+                    Ok(Success::plain(view))
+                })
+            },
+        )
         .await
 }
 
@@ -45,9 +52,9 @@ pub(crate) async fn funding_alert(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
 ) -> Response {
-    let result = watch::alert_of(&state.db, watch::Subject::Partner(caller.partner_id))
+    let result = alerts::alert_of(&state.db, alerts::Subject::Partner(caller.partner_id))
         .await
-        .map(|row| watch::alert_view(row.as_ref()));
+        .map(|row| alerts::alert_view(row.as_ref()));
     respond(result)
 }
 
@@ -55,12 +62,18 @@ pub(crate) async fn funding_alert(
 pub(crate) async fn set_funding_alert(State(state): State<AppState>, write: Write) -> Response {
     let invalid = ApiError::InvalidAlert("the body must be a JSON object".into());
     write
-        .run(&state, invalid, watch::parse_alert, |txn, op, threshold| {
-            Box::pin(async move {
-                let view = watch::set_funding_alert(txn, &op.state, &op.caller, threshold).await?;
-                Ok(Success::plain(view))
-            })
-        })
+        .run(
+            &state,
+            invalid,
+            alerts::parse_alert,
+            |txn, op, threshold| {
+                Box::pin(async move {
+                    let view =
+                        alerts::set_funding_alert(txn, &op.state, &op.caller, threshold).await?;
+                    Ok(Success::plain(view))
+                })
+            },
+        )
         .await
 }
 
@@ -70,7 +83,7 @@ pub(crate) async fn customer_rule(
     Extension(caller): Extension<Caller>,
     Seg(id): Seg,
 ) -> Response {
-    respond(watch::customer_rule(&state.db, &state, &caller, &id).await)
+    respond(allocations::customer_rule(&state.db, &state, &caller, &id).await)
 }
 
 #[utoipa::path(put, path = "/partner/v1/customers/{customer_id}/automatic-allocation", tag = "partner", security(("partner_token" = [])), params(("customer_id" = i64, Path), ("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters; replays answer with Idempotent-Replayed: true")), request_body = crate::dto::AutoAllocationRequest, responses((status = 200, description = "data", body = crate::dto::AutoAllocationView), (status = 400, description = "INVALID_PARTNER_AUTOMATIC_ALLOCATION, IDEMPOTENCY_KEY_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 404, description = "PARTNER_CUSTOMER_NOT_FOUND", body = crate::dto::ErrorEnvelope), (status = 409, description = "IDEMPOTENCY_KEY_CONFLICT, IDEMPOTENCY_IN_PROGRESS", body = crate::dto::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::dto::ErrorEnvelope)))]
@@ -81,10 +94,11 @@ pub(crate) async fn set_customer_rule(
 ) -> Response {
     let invalid = ApiError::InvalidAutoAllocation("the body must be a JSON object".into());
     write
-        .run(&state, invalid, watch::parse_rule, |txn, op, rule| {
+        .run(&state, invalid, allocations::parse_rule, |txn, op, rule| {
             Box::pin(async move {
                 let view =
-                    watch::set_customer_rule(txn, &op.state, &op.caller, &id, Some(rule)).await?;
+                    allocations::set_customer_rule(txn, &op.state, &op.caller, &id, Some(rule))
+                        .await?;
                 Ok(Success::plain(view))
             })
         })
@@ -107,7 +121,8 @@ pub(crate) async fn delete_customer_rule(
             |txn, op, ()| {
                 Box::pin(async move {
                     let view =
-                        watch::set_customer_rule(txn, &op.state, &op.caller, &id, None).await?;
+                        allocations::set_customer_rule(txn, &op.state, &op.caller, &id, None)
+                            .await?;
                     Ok(Success::plain(view))
                 })
             },

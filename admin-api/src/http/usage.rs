@@ -1,7 +1,7 @@
 //! Usage of a customer and of one of its keys, in day or hour buckets.
 
+use super::answer::respond;
 use super::params::{Seg, Segs};
-use super::respond;
 use crate::caller::Caller;
 use crate::services::{customers, keys, usage};
 use crate::state::AppState;

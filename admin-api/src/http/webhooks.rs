@@ -7,7 +7,7 @@
 //! to write the ledger answers 5xx, so Stripe delivers again later.
 
 use crate::payments;
-use crate::services::funding;
+use crate::services::stripe_events;
 use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -55,7 +55,7 @@ pub(super) async fn stripe(
         Ok(e) => e,
         Err(e) => return refused(StatusCode::BAD_REQUEST, format!("not an event: {e}")),
     };
-    match funding::stripe_event(&state, client, &event).await {
+    match stripe_events::stripe_event(&state, client, &event).await {
         Ok(outcome) => {
             tracing::info!(event = %event.id, kind = %event.kind, outcome = outcome.label(), "stripe webhook");
             axum::Json(json!({"received": true, "outcome": outcome.label()})).into_response()

@@ -99,7 +99,7 @@ impl Write {
         let ip = crate::auth::client_ip(&self.headers);
         let run: Work<'_, D> = Box::new(move |txn, reference| {
             let now = s.clock.now();
-            let record = crate::services::people::Audit {
+            let record = crate::services::audit::Audit {
                 organization: None,
                 partner: Some(c.partner_id),
                 actor: None,
@@ -120,7 +120,7 @@ impl Write {
             Box::pin(async move {
                 let done = work(txn, op, input).await?;
                 // The write and its record, with the token that made it, commit together.
-                crate::services::people::audit(txn, record, now).await?;
+                crate::services::audit::audit(txn, record, now).await?;
                 Ok(done)
             })
         });

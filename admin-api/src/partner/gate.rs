@@ -10,12 +10,14 @@
 //!    requests without a valid token do not. A store outage fails closed (503).
 //! 3. Scope: reads need `partner:read` or `partner:write`; writes need `partner:write` → else 403
 //!    `PARTNER_API_SCOPE_REQUIRED`. Writes also need a role other than `viewer` → else 403
-//!    `PARTNER_ACCESS_REQUIRED`. The role is [`effective_role`]: a dashboard token's own (its
-//!    maker's team role at creation) capped by the partner's, else the partner's.
+//!    `PARTNER_ACCESS_REQUIRED`. The role is `services::memberships::effective_role`: a dashboard
+//!    token's own (its maker's team role at creation) capped by the partner's, else the
+//!    partner's.
 
 use crate::auth::{TokenKind, bearer, token_hash};
 use crate::caller::Caller;
 use crate::error::ApiError;
+use crate::services::memberships;
 use crate::state::AppState;
 use axum::extract::{Request, State};
 use axum::http::Method;
@@ -33,27 +35,6 @@ pub const READ_LIMIT: u64 = 60;
 pub const WRITE_LIMIT: u64 = 30;
 /// The fixed window.
 pub const WINDOW: Duration = Duration::from_secs(60);
-
-/// SPEC's partner roles, most able first.
-const ROLES: [&str; 4] = ["owner", "admin", "operator", "viewer"];
-
-/// The role a token acts with: a dashboard token's own (its maker's team role at creation),
-/// capped by the partner's role the operator set (a `viewer` partner's tokens never write);
-/// an operator-made token (no role of its own) acts with the partner's role.
-pub fn effective_role(partner: &str, token: Option<&str>) -> &'static str {
-    // An unknown role ranks as a viewer: it never writes.
-    let rank = |r: &str| {
-        ROLES
-            .iter()
-            .position(|x| *x == r)
-            .unwrap_or(ROLES.len() - 1)
-    };
-    let r = match token {
-        Some(t) => rank(t).max(rank(partner)),
-        None => rank(partner),
-    };
-    ROLES[r]
-}
 
 /// The middleware: authorizes, then hands the request on with its [`Caller`].
 pub async fn gate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
@@ -104,7 +85,7 @@ async fn authorize(
         });
     }
 
-    let role = effective_role(&partner.role, row.role.as_deref()).to_string();
+    let role = memberships::effective_role(&partner.role, row.role.as_deref()).to_string();
     // Last use, written at most once a minute (the row read above says whether it is due).
     let now = state.clock.now();
     let every = crate::services::partner_tokens::TOUCH_EVERY;
@@ -139,25 +120,4 @@ async fn authorize(
         min_rate: RateMultiplier::from_ppm(partner.min_rate_multiplier_ppm)
             .ok_or(ApiError::Internal)?,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::effective_role;
-
-    #[test]
-    fn a_token_acts_with_the_lesser_of_its_role_and_its_partners() {
-        assert_eq!(effective_role("owner", None), "owner");
-        assert_eq!(effective_role("viewer", None), "viewer");
-        assert_eq!(effective_role("owner", Some("admin")), "admin");
-        assert_eq!(effective_role("owner", Some("viewer")), "viewer");
-        assert_eq!(effective_role("viewer", Some("owner")), "viewer");
-        assert_eq!(effective_role("operator", Some("admin")), "operator");
-        assert_eq!(
-            effective_role("admin", Some("bogus")),
-            "viewer",
-            "unknown: a viewer"
-        );
-        assert_eq!(effective_role("bogus", None), "viewer");
-    }
 }

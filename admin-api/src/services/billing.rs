@@ -293,7 +293,7 @@ pub async fn issue_token(
     state: &AppState,
     org_id: i64,
     rotate: bool,
-    audit: Option<crate::services::people::Audit<'_>>,
+    audit: Option<crate::services::audit::Audit<'_>>,
 ) -> Result<Secret, String> {
     let txn = crate::db::begin(&state.db)
         .await
@@ -350,7 +350,7 @@ pub async fn issue_token(
         _ => e.to_string(),
     })?;
     if let Some(a) = audit {
-        crate::services::people::audit(&txn, a, now)
+        crate::services::audit::audit(&txn, a, now)
             .await
             .map_err(|e| e.to_string())?;
     }
@@ -363,7 +363,7 @@ pub async fn issue_token(
 pub async fn revoke_token(
     state: &AppState,
     org_id: i64,
-    audit: Option<crate::services::people::Audit<'_>>,
+    audit: Option<crate::services::audit::Audit<'_>>,
 ) -> Result<u64, String> {
     let txn = crate::db::begin(&state.db)
         .await
@@ -385,7 +385,7 @@ pub async fn revoke_token(
         .map_err(|e| e.to_string())?
         .rows_affected;
     if let Some(a) = audit.filter(|_| n > 0) {
-        crate::services::people::audit(&txn, a, now)
+        crate::services::audit::audit(&txn, a, now)
             .await
             .map_err(|e| e.to_string())?;
     }

@@ -10,6 +10,7 @@ use crate::ledger::{self, AccountRef};
 use crate::partner::idempotency::{Effect, Success};
 use crate::pricing;
 use crate::state::AppState;
+use crate::text;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use entities::status::{GroupStatus, InvitationStatus, OrganizationStatus};
 use entities::{customer_groups, customers, invitations, organizations, partners};
@@ -53,26 +54,6 @@ pub fn external_id(raw: &str) -> Result<String, ApiError> {
     }
 }
 
-/// A plausible email address: one `@`, a non-empty local part, a dotted domain, no spaces.
-pub fn valid_email(s: &str) -> bool {
-    let Some((local, domain)) = s.split_once('@') else {
-        return false;
-    };
-    !local.is_empty()
-        && s.len() <= 254
-        && !domain.contains('@')
-        && domain.contains('.')
-        && !domain.starts_with('.')
-        && !domain.ends_with('.')
-        && s.chars().all(|c| c.is_ascii_graphic())
-}
-
-/// A display text: 1 to `max` characters (not bytes) once trimmed, no control characters (a NUL is refused the
-/// same way on every database; PostgreSQL cannot store it in text).
-pub fn plain_text(s: &str, max: usize) -> bool {
-    !s.trim().is_empty() && s.chars().count() <= max && !s.chars().any(char::is_control)
-}
-
 /// Derives an organization slug: lowercase ASCII letters and digits, runs of anything else as
 /// one `-`, at most 64 characters. `None` when nothing usable remains.
 pub fn slugify(name: &str) -> Option<String> {
@@ -98,7 +79,7 @@ impl NewCustomer {
             )));
         }
         let name = match &body.name {
-            Some(Value::String(s)) if plain_text(s, 200) => s.trim().to_string(),
+            Some(Value::String(s)) if text::plain_text(s, 200) => s.trim().to_string(),
             _ => {
                 return Err(ApiError::InvalidCustomer(
                     "name is required (1 to 200 characters, no control characters)".into(),
@@ -117,12 +98,14 @@ impl NewCustomer {
             }
         };
         let contact_email = match &body.contact_email {
-            Some(Value::String(s)) if valid_email(s.trim()) => s.trim().to_ascii_lowercase(),
+            Some(Value::String(s)) if text::valid_email(s.trim()) => s.trim().to_ascii_lowercase(),
             _ => return Err(ApiError::InvalidCustomerContact),
         };
         let billing_email = match &body.billing_email {
             None | Some(Value::Null) => None,
-            Some(Value::String(s)) if valid_email(s.trim()) => Some(s.trim().to_ascii_lowercase()),
+            Some(Value::String(s)) if text::valid_email(s.trim()) => {
+                Some(s.trim().to_ascii_lowercase())
+            }
             Some(_) => return Err(ApiError::InvalidCustomerContact),
         };
         let initial_allocation = body

@@ -9,6 +9,8 @@
 //! partner's allocations; zero for an unfunded customer, which still opens the wallet), and the
 //! audit record (with the client's address) is written.
 
+use super::audit;
+use super::memberships;
 use crate::auth::{TokenKind, token_hash};
 use crate::db::begin;
 use crate::dto::InvitationAccepted;
@@ -220,10 +222,10 @@ pub async fn accept(
         tracing::error!(error = %e, "activation posting failed");
         InvitationError::Unavailable
     })?;
-    people::join_org(&txn, org_id, user.id, "owner", now).await?;
-    people::audit(
+    memberships::join_org(&txn, org_id, user.id, "owner", now).await?;
+    audit::audit(
         &txn,
-        people::Audit {
+        audit::Audit {
             organization: Some(org_id),
             partner: None,
             actor: Some(user.id),
@@ -349,9 +351,9 @@ pub async fn revoke_or_reissue(
         row.status = Set(InvitationStatus::Revoked);
         row.update(&txn).await.map_err(db_err)?;
     }
-    people::audit(
+    audit::audit(
         &txn,
-        people::Audit {
+        audit::Audit {
             organization: Some(org.id),
             partner: Some(customer.partner_id),
             actor: by.as_ref().map(|(user, _)| *user),

@@ -176,7 +176,7 @@ impl NewKey {
             return Err(ApiError::InvalidApiKey(format!("unknown field {k:?}")));
         }
         let name = match &body.name {
-            Some(Value::String(s)) if customers::plain_text(s, 100) => s.trim().to_string(),
+            Some(Value::String(s)) if crate::text::plain_text(s, 100) => s.trim().to_string(),
             _ => {
                 return Err(ApiError::InvalidApiKey(
                     "name is required (1 to 100 characters, no control characters)".into(),
@@ -521,9 +521,9 @@ pub async fn org_create(
         },
     )
     .await?;
-    crate::services::people::audit(
+    crate::services::audit::audit(
         &txn,
-        crate::services::people::Audit {
+        crate::services::audit::Audit {
             organization: Some(org_id),
             partner: None,
             actor: Some(actor),
@@ -577,9 +577,9 @@ pub async fn org_disable(
     row.status = Set(KeyStatus::Disabled);
     row.disabled_at = Set(Some(Utc::now()));
     let key = row.update(&txn).await?;
-    crate::services::people::audit(
+    crate::services::audit::audit(
         &txn,
-        crate::services::people::Audit {
+        crate::services::audit::Audit {
             organization: Some(org_id),
             partner: None,
             actor: Some(actor),

@@ -7,7 +7,8 @@
 //! and acts with its partner's role, as before. Tokens belong to the partner, not to the person:
 //! they outlive a maker's removal from the team until an owner or admin revokes them (decision).
 
-use crate::services::people;
+use super::audit;
+use super::memberships;
 use crate::state::AppState;
 use chrono::{DateTime, Duration, Utc};
 use credentials::{Kind, Secret};
@@ -92,7 +93,7 @@ pub async fn list(db: &impl ConnectionTrait, partner_id: i64) -> Result<Vec<List
         .all(db)
         .await?;
     rows.extend(revoked.into_iter().take(20));
-    let emails = people::emails_of(db, rows.iter().filter_map(|r| r.created_by)).await?;
+    let emails = memberships::emails_of(db, rows.iter().filter_map(|r| r.created_by)).await?;
     Ok(rows
         .into_iter()
         .map(|row| Listed {
@@ -114,8 +115,8 @@ fn audit<'a>(
     actor: &Actor<'_>,
     action: &'a str,
     token: &partner_tokens::Model,
-) -> people::Audit<'a> {
-    people::Audit {
+) -> audit::Audit<'a> {
+    audit::Audit {
         organization: None,
         partner: Some(partner_id),
         actor: Some(actor.user_id),
@@ -148,7 +149,7 @@ pub async fn create(
         now,
     )
     .await?;
-    people::audit(
+    audit::audit(
         &txn,
         audit(partner_id, actor, "partner_token_created", &row),
         now,
@@ -213,7 +214,7 @@ pub async fn rotate(
     let mut record = audit(partner_id, actor, "partner_token_rotated", &row);
     record.detail =
         serde_json::json!({"token_id": row.id, "replaces": old.id, "scopes": row.scopes});
-    people::audit(&txn, record, now).await?;
+    audit::audit(&txn, record, now).await?;
     txn.commit().await?;
     Ok(secret)
 }
@@ -230,7 +231,7 @@ pub async fn revoke(
     let old = revoke_in(&txn, partner_id, token_id, now)
         .await?
         .ok_or(TokenError::NotFound)?;
-    people::audit(
+    audit::audit(
         &txn,
         audit(partner_id, actor, "partner_token_revoked", &old),
         now,

@@ -102,7 +102,7 @@ pub async fn start(
         .filter(console_challenges::Column::UsedAt.is_null())
         .exec(db)
         .await?;
-    let flow = super::people::secret();
+    let flow = super::sessions::secret();
     let code = new_code();
     let challenge = console_challenges::ActiveModel {
         flow_hash: Set(sha256_hex(&flow)),
@@ -311,7 +311,7 @@ pub async fn audit_failure(
     ip: Option<&str>,
     attempt: Option<&super::limiter::Attempt>,
 ) {
-    use super::people::{Audit, audit};
+    use super::audit::{Audit, audit};
     let now = state.clock.now();
     let mut records = vec!["check_failed"];
     if attempt.is_some_and(|a| a.locked) {

@@ -3,7 +3,7 @@
 //! member list with addresses, open sign-up links, role changes and removals that always leave
 //! one owner (checked under a lock), and the team's audit log.
 
-use super::people::{ORG_ROLES, PARTNER_ROLES, emails_of};
+use super::memberships::{ORG_ROLES, PARTNER_ROLES, emails_of};
 use chrono::{DateTime, Utc};
 use entities::status::TokenStatus;
 use entities::{

@@ -340,6 +340,24 @@ pub fn code_at(secret_text: &str, email: &str, now: DateTime<Utc>) -> Option<Str
     Some(t.generate(u64::try_from(now.timestamp()).ok()?).to_string())
 }
 
+/// Whether the operator requires two-factor of this person (`[console] require_two_factor`: a
+/// partner's owners and admins, by the role they act with) and they have not turned it on.
+pub async fn must_set_up(
+    state: &AppState,
+    user: &entities::console_users::Model,
+) -> Result<bool, sea_orm::DbErr> {
+    if !state.settings.console.require_two_factor || user.totp_enabled_at.is_some() {
+        return Ok(false);
+    }
+    let teams = super::memberships::partner_memberships(&state.db, user.id).await?;
+    Ok(teams.iter().any(|(p, role)| {
+        matches!(
+            super::memberships::effective_role(&p.role, Some(role)),
+            "owner" | "admin"
+        )
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]

@@ -148,3 +148,11 @@ pub async fn reconciled(
 
 /// Reads of mirror and ledger before a mismatch counts as "not reconciled".
 const RECONCILE_READS: u32 = 5;
+
+/// An organization's available balance (balance − holds) when reconciled (`None`: unknown now;
+/// a rule never acts on it).
+pub async fn available(state: &AppState, org: i64) -> Result<Option<NanoUsd>, ApiError> {
+    Ok(reconciled(state, org)
+        .await?
+        .and_then(|(balance, reserved)| balance.checked_sub(reserved)))
+}

@@ -506,7 +506,7 @@ async fn both_consoles_set_and_show_the_rules() {
 }
 
 async fn watch_rule(api: &Api, customer: i64) -> Option<entities::auto_allocation_rules::Model> {
-    admin_api::services::watch::rule_of(&api.state.db, customer)
+    admin_api::services::allocations::rule_of(&api.state.db, customer)
         .await
         .unwrap()
 }

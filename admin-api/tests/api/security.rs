@@ -14,7 +14,9 @@
 use super::console::{Browser, PASSWORD, SESSION};
 use super::*;
 use admin_api::http::table::{Gate, Route};
+use admin_api::services::memberships;
 use admin_api::services::people;
+use admin_api::services::sessions;
 use std::collections::HashMap;
 
 const ORG_ROLES: [&str; 3] = ["owner", "administrator", "member"];
@@ -53,17 +55,17 @@ async fn person(
         .await
         .unwrap();
     if let Some((o, role)) = org {
-        people::join_org(&api.state.db, o, user.id, role, now)
+        memberships::join_org(&api.state.db, o, user.id, role, now)
             .await
             .unwrap();
     }
     if let Some((p, role)) = partner {
-        people::join_partner(&api.state.db, p, user.id, role, now)
+        memberships::join_partner(&api.state.db, p, user.id, role, now)
             .await
             .unwrap();
     }
     let (cookie, session) =
-        people::open_session(&api.state.db, user.id, None, now, api.state.lifetimes())
+        sessions::open_session(&api.state.db, user.id, None, now, api.state.lifetimes())
             .await
             .unwrap();
     let mut b = Browser::new(api);
@@ -130,7 +132,7 @@ async fn key_of(api: &Api, p: &Partner, customer: i64) -> i64 {
 
 async fn invite(api: &Api, purpose: &str, org: Option<i64>, partner: Option<i64>) -> i64 {
     use sea_orm::{EntityTrait, QueryOrder};
-    people::issue_token(
+    memberships::issue_token(
         &api.state.db,
         &api.state,
         purpose,

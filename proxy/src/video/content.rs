@@ -2,10 +2,11 @@
 //! content route or Veo's file), with or without a key on a signed URL.
 
 use super::Supplier;
-use super::poll::get;
-use super::serve::{OBJECT_LIMIT, encode_segment};
+use super::supplier_state::{operation_path, veo_file};
+use super::wire::{OBJECT_LIMIT, encode_segment};
 use crate::errors::GatewayError;
 use crate::upstream::accounts::Accounts;
+use crate::upstream::direct::{Answer, Call};
 use bytes::Bytes;
 use opstate::{Task, TaskStatus};
 use pingora::http::ResponseHeader;
@@ -46,42 +47,6 @@ pub(super) async fn veo_download(
         GatewayError::VideoNotReady(task.id.clone(), "no longer available at the supplier")
     })?;
     Ok(format!("/v1beta/files/{file}:download?alt=media"))
-}
-
-/// The path of a Veo operation's name (`models/{model}/operations/{id}`), each segment encoded;
-/// `None` for a name that is not plain segments (it must never change the path).
-pub(super) fn operation_path(name: &str) -> Option<String> {
-    let segments: Vec<&str> = name.split('/').collect();
-    let plain = |s: &&str| {
-        !s.is_empty()
-            && *s != "."
-            && *s != ".."
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-    };
-    (segments.len() >= 2 && segments.iter().all(plain)).then(|| {
-        let encoded: Vec<String> = segments.iter().map(|s| encode_segment(s)).collect();
-        format!("/v1beta/{}", encoded.join("/"))
-    })
-}
-
-/// The file id of a done Veo operation's first sample (`…/files/{id}:download…`): the content
-/// is then downloaded from the account's own base URL with its key, never from the uri as given.
-pub(super) fn veo_file(operation: &Value) -> Option<String> {
-    let uri = operation
-        .get("response")?
-        .get("generateVideoResponse")?
-        .get("generatedSamples")?
-        .get(0)?
-        .get("video")?
-        .get("uri")?
-        .as_str()?;
-    let after = &uri[uri.find("/files/")? + "/files/".len()..];
-    let id: String = after
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
-        .collect();
-    (!id.is_empty()).then_some(id)
 }
 
 /// Headers of the supplier's content answer passed to the client.
@@ -203,4 +168,27 @@ pub(super) async fn content(
     supplier.client.release(answer).await;
     let done = session.write_response_body(Some(Bytes::new()), true).await;
     done.map(|()| true).map_err(|_| GatewayError::Internal)
+}
+
+/// A `GET` of `suffix` at `upstream` for `task`'s content; a supplier that cannot be reached is
+/// logged (`what`) and answered 502.
+async fn get(
+    supplier: super::Supplier<'_>,
+    upstream: &crate::upstream::accounts::Upstream,
+    task: &Task,
+    suffix: &str,
+    headers: Vec<(http::HeaderName, String)>,
+    what: &'static str,
+) -> Result<Answer, GatewayError> {
+    let call = Call {
+        method: "GET",
+        suffix,
+        body: None,
+        headers,
+    };
+    let sent = supplier.client.send(upstream, supplier.server, call).await;
+    sent.map_err(|e| {
+        tracing::warn!(task = %task.id, error = %e.message(), "{what}");
+        GatewayError::UpstreamUnreachable
+    })
 }

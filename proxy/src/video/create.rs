@@ -1,8 +1,8 @@
 //! `POST /compat/v1/videos`: check the body, route, hold, record the task, submit it to the
 //! supplier; a refused or failed submission ends the task unpaid and releases the hold.
 
-use super::poll::SupplierState;
-use super::serve::{ID_PREFIX, OBJECT_LIMIT, encode_segment, object, unavailable};
+use super::supplier_state::SupplierState;
+use super::wire::{ID_PREFIX, OBJECT_LIMIT, encode_segment, object, unavailable};
 use super::{Desk, Supplier};
 use crate::classify::Route;
 use crate::ctx::RequestCtx;

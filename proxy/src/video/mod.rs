@@ -8,7 +8,8 @@
 //! that asks suppliers about tasks nobody polled. The three routes are answered in the request
 //! filter (`serve.rs`, then `create.rs`, `poll.rs` or `content.rs`; a task's end in `settle.rs`),
 //! which makes the supplier calls itself (`upstream::direct`). The create body is checked by
-//! `inspect::video`.
+//! `inspect::video`; a supplier's answer is read by `supplier_state.rs`, and the task is shown to
+//! the client by `wire.rs` (its object, its signed content URL).
 //!
 //! Only `serve.rs` and `sweep.rs` (the entry points) read the gateway's state; each step takes
 //! what it uses, cut from it here: a create its `Desk`, a poll and a download the `Supplier`
@@ -19,7 +20,9 @@ mod create;
 mod poll;
 pub(crate) mod serve;
 mod settle;
+mod supplier_state;
 pub(crate) mod sweep;
+mod wire;
 
 use crate::shared::Shared;
 use opstate::TaskBook;

@@ -2,25 +2,18 @@
 //! itself (`upstream::direct`) because a create's task id must be in the task book before the client
 //! sees it, and a poll may end a task (and settle its hold) before it answers.
 
-use super::Links;
 use super::content::content;
 use super::create::create;
 use super::poll::refresh;
+use super::wire::{object, signed_id, unavailable};
 use crate::classify::Route;
 use crate::ctx::RequestCtx;
 use crate::errors::GatewayError;
 use crate::shared::Shared;
 use crate::{auth, respond};
 use bytes::Bytes;
-use opstate::{Task, TaskBookError, TaskStatus};
+use opstate::Task;
 use pingora::proxy::Session;
-use serde_json::{Value, json};
-
-/// Largest task object read from a supplier.
-pub(super) const OBJECT_LIMIT: usize = 1024 * 1024;
-
-/// Prefix of the gateway's task ids.
-pub(super) const ID_PREFIX: &str = "video_";
 
 /// Answers a video route (`Ok(true)`: answered). The signed content URL needs no key; everything
 /// else needs a key whose group has the `video` feature.
@@ -99,66 +92,6 @@ async fn download(
     .await
 }
 
-pub(super) fn unavailable(e: TaskBookError) -> GatewayError {
-    tracing::error!(error = %e, "video task book unavailable");
-    GatewayError::TasksUnavailable
-}
-
-/// The task as the client sees it: the gateway's id, never the supplier's or the account.
-pub(super) fn object(links: &Links<'_>, task: &Task, host: Option<&http::HeaderValue>) -> Value {
-    let status = match task.status {
-        TaskStatus::Submitting | TaskStatus::Queued => "queued",
-        TaskStatus::InProgress => "in_progress",
-        TaskStatus::Completed => "completed",
-        TaskStatus::Failed => "failed",
-    };
-    let mut o = json!({
-        "id": task.id,
-        "object": "video",
-        "model": task.model_requested,
-        "status": status,
-        "progress": task.progress,
-        "created_at": task.created_at.timestamp(),
-        "resolution": task.resolution,
-        "seconds": task.seconds_charged.or(task.seconds_requested),
-    });
-    if let Some(at) = task.completed_at {
-        o["completed_at"] = json!(at.timestamp());
-    }
-    match task.status {
-        TaskStatus::Completed => {
-            let host = host.and_then(|h| h.to_str().ok());
-            let (url, expires) = content_url(links, &task.id, host);
-            o["data"] = json!([{"url": url, "expires_at": expires}]);
-        }
-        TaskStatus::Failed => {
-            o["error"] = json!({
-                "code": task.failure_code.as_deref().unwrap_or("video_generation_failed"),
-                "message": task.failure_message.as_deref().unwrap_or("the task failed"),
-            });
-        }
-        _ => {}
-    }
-    o
-}
-
-/// A fresh signed content URL and its expiry (Unix seconds).
-pub(super) fn content_url(links: &Links<'_>, id: &str, host: Option<&str>) -> (String, u64) {
-    let ttl = links.url_ttl_ms.div_ceil(1000).max(1);
-    let expires = crate::media::unix_now() + ttl;
-    let signature = links.signer.signature(&signed_id(id), expires);
-    let base = crate::media::base(links.server, host);
-    let base = base.trim_end_matches('/');
-    let url =
-        format!("{base}/compat/v1/videos/{id}/content?expires={expires}&signature={signature}");
-    (url, expires)
-}
-
-/// What a content URL signs: the task id, domain-separated from hosted media ids.
-pub(super) fn signed_id(id: &str) -> String {
-    format!("video:{id}")
-}
-
 /// `expires` and `signature` of a signed content URL.
 pub(super) struct Signed {
     expires: u64,
@@ -189,23 +122,10 @@ impl Signed {
     }
 }
 
-/// A supplier's id as one path segment (ids are opaque; anything outside `[A-Za-z0-9._~-]` is
-/// percent-encoded so an id can never change the path).
-pub(super) fn encode_segment(id: &str) -> String {
-    let mut out = String::with_capacity(id.len());
-    for b in id.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::video::wire::encode_segment;
 
     #[test]
     fn signed_queries_and_segments() {

@@ -1,7 +1,7 @@
 //! A task's end: the charge for the seconds made (or the hold released), the usage event, the
 //! ending recorded once.
 
-use super::poll::SupplierState;
+use super::supplier_state::SupplierState;
 use crate::classify::Route;
 use crate::live::Live;
 use crate::metrics::Metrics;

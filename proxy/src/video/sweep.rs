@@ -11,8 +11,9 @@
 //!   (`timed_out`) and its hold released;
 //! - anything else is refreshed like a poll.
 
-use super::poll::{self, SupplierState};
+use super::poll;
 use super::settle;
+use super::supplier_state::SupplierState;
 use crate::shared::Shared;
 use chrono::Utc;
 use opstate::{TaskBook, TaskStatus};

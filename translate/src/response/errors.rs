@@ -10,6 +10,7 @@
 use serde_json::{Value, json};
 
 use crate::Format;
+use crate::vocabulary::{anthropic_type, google_status, openai_type};
 
 /// A supplier's error body (status ≥ 400) in the client's error shape.
 pub fn error_body(supplier: Format, client: Format, status: u16, body: &[u8]) -> Vec<u8> {
@@ -17,7 +18,12 @@ pub fn error_body(supplier: Format, client: Format, status: u16, body: &[u8]) ->
         message: format!("the supplier answered with status {status}"),
         ..Parsed::default()
     });
-    write(client, status, &parsed, family(supplier) == family(client))
+    write(
+        client,
+        status,
+        &parsed,
+        supplier.family() == client.family(),
+    )
 }
 
 /// An error of this crate's own (`message`) in the client's error shape, as if with `status`.
@@ -40,21 +46,6 @@ struct Parsed {
     /// Gemini's `status`.
     status: Option<String>,
     details: Option<Value>,
-}
-
-#[derive(Debug, PartialEq, Eq)]
-enum Family {
-    OpenAi,
-    Anthropic,
-    Google,
-}
-
-fn family(format: Format) -> Family {
-    match format {
-        Format::Chat | Format::Responses => Family::OpenAi,
-        Format::Messages => Family::Anthropic,
-        Format::Gemini => Family::Google,
-    }
 }
 
 fn parse(body: &[u8]) -> Option<Parsed> {
@@ -117,43 +108,6 @@ fn write(client: Format, status: u16, parsed: &Parsed, same_family: bool) -> Vec
         }
     };
     body.to_string().into_bytes()
-}
-
-fn openai_type(status: u16) -> &'static str {
-    match status {
-        401 => "authentication_error",
-        403 => "permission_error",
-        404 => "not_found_error",
-        429 => "rate_limit_error",
-        400..=499 => "invalid_request_error",
-        _ => "server_error",
-    }
-}
-
-fn anthropic_type(status: u16) -> &'static str {
-    match status {
-        401 => "authentication_error",
-        403 => "permission_error",
-        404 => "not_found_error",
-        413 => "request_too_large",
-        429 => "rate_limit_error",
-        503 | 529 => "overloaded_error",
-        400..=499 => "invalid_request_error",
-        _ => "api_error",
-    }
-}
-
-fn google_status(status: u16) -> &'static str {
-    match status {
-        401 => "UNAUTHENTICATED",
-        403 => "PERMISSION_DENIED",
-        404 => "NOT_FOUND",
-        429 => "RESOURCE_EXHAUSTED",
-        503 => "UNAVAILABLE",
-        504 => "DEADLINE_EXCEEDED",
-        400..=499 => "INVALID_ARGUMENT",
-        _ => "INTERNAL",
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,244 @@
+//! Low-balance alerts (issue 32): an organization's available balance or a partner's funding
+//! watched against a threshold, mailed once per crossing across the fleet (see `watch` for how a
+//! crossing is claimed); their settings for the partner API and both consoles.
+
+use super::MAX_RULE_USD;
+use super::contacts::{mail_all, org_contacts, partner_contacts};
+use super::wallets::available;
+use crate::caller::Caller;
+use crate::error::ApiError;
+use crate::ledger::{self, AccountRef};
+use crate::state::AppState;
+use chrono::{DateTime, Utc};
+use entities::balance_alerts as alerts;
+use money::NanoUsd;
+use sea_orm::sea_query::Expr;
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+
+/// Whose balance an alert watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subject {
+    /// An organization's available balance (balance − holds).
+    Org(i64),
+    /// A partner's available funding.
+    Partner(i64),
+}
+
+impl Subject {
+    fn parts(self) -> (&'static str, i64) {
+        match self {
+            Subject::Org(id) => ("org", id),
+            Subject::Partner(id) => ("partner", id),
+        }
+    }
+}
+
+/// The alert of `subject`, if one is set.
+pub async fn alert_of(
+    db: &impl ConnectionTrait,
+    subject: Subject,
+) -> Result<Option<alerts::Model>, ApiError> {
+    let (kind, id) = subject.parts();
+    Ok(alerts::Entity::find()
+        .filter(alerts::Column::Subject.eq(kind))
+        .filter(alerts::Column::SubjectId.eq(id))
+        .one(db)
+        .await?)
+}
+
+/// Sets (or, with `None`, removes) the low-balance threshold of `subject`. A new threshold starts
+/// a new watch: the next pass alerts if the balance is already below it.
+pub async fn set_alert(
+    db: &impl ConnectionTrait,
+    subject: Subject,
+    threshold: Option<NanoUsd>,
+    now: DateTime<Utc>,
+) -> Result<Option<alerts::Model>, ApiError> {
+    let existing = alert_of(db, subject).await?;
+    let (kind, id) = subject.parts();
+    match (existing, threshold) {
+        (None, None) => Ok(None),
+        (Some(row), None) => {
+            alerts::Entity::delete_by_id(row.id).exec(db).await?;
+            Ok(None)
+        }
+        (Some(row), Some(t)) => {
+            let generation = row.generation + 1;
+            let mut a: alerts::ActiveModel = row.into();
+            a.threshold_nanos = Set(t.nanos());
+            a.below = Set(false);
+            a.generation = Set(generation);
+            a.updated_at = Set(now);
+            Ok(Some(a.update(db).await?))
+        }
+        (None, Some(t)) => Ok(Some(
+            alerts::ActiveModel {
+                subject: Set(kind.into()),
+                subject_id: Set(id),
+                threshold_nanos: Set(t.nanos()),
+                below: Set(false),
+                generation: Set(0),
+                updated_at: Set(now),
+                alerted_at: Set(None),
+                ..Default::default()
+            }
+            .insert(db)
+            .await?,
+        )),
+    }
+}
+
+/// A partner's available funding.
+async fn partner_available(db: &impl ConnectionTrait, partner: i64) -> Result<NanoUsd, ApiError> {
+    Ok(ledger::balance(db, &AccountRef::partner_available(partner).code).await?)
+}
+
+/// Checks one alert: below its threshold and not yet alerted → claims the crossing and mails;
+/// back at or above → resets it. `true`: this pass sent the alert.
+pub(crate) async fn alert_if_below(
+    state: &AppState,
+    alert: &alerts::Model,
+) -> Result<bool, ApiError> {
+    let subject = match alert.subject.as_str() {
+        "org" => Subject::Org(alert.subject_id),
+        _ => Subject::Partner(alert.subject_id),
+    };
+    let available = match subject {
+        Subject::Org(org) => available(state, org).await?,
+        Subject::Partner(p) => Some(partner_available(&state.db, p).await?),
+    };
+    let Some(available) = available else {
+        return Ok(false);
+    };
+    let threshold = NanoUsd::from_nanos(alert.threshold_nanos);
+    let now = state.clock.now();
+    if available >= threshold {
+        if alert.below {
+            alerts::Entity::update_many()
+                .col_expr(alerts::Column::Below, Expr::value(false))
+                .col_expr(
+                    alerts::Column::Generation,
+                    Expr::value(alert.generation + 1),
+                )
+                .filter(alerts::Column::Id.eq(alert.id))
+                .filter(alerts::Column::Generation.eq(alert.generation))
+                .exec(&state.db)
+                .await?;
+        }
+        return Ok(false);
+    }
+    if alert.below {
+        return Ok(false);
+    }
+    // The claim: only the instance whose update takes the row sends the mail.
+    let claimed = alerts::Entity::update_many()
+        .col_expr(alerts::Column::Below, Expr::value(true))
+        .col_expr(alerts::Column::AlertedAt, Expr::value(now))
+        .col_expr(
+            alerts::Column::Generation,
+            Expr::value(alert.generation + 1),
+        )
+        .filter(alerts::Column::Id.eq(alert.id))
+        .filter(alerts::Column::Generation.eq(alert.generation))
+        .filter(alerts::Column::Below.eq(false))
+        .exec(&state.db)
+        .await?
+        .rows_affected
+        == 1;
+    if !claimed {
+        return Ok(false);
+    }
+    let (name, to) = match subject {
+        Subject::Org(org) => org_contacts(&state.db, org).await?,
+        Subject::Partner(p) => partner_contacts(&state.db, p).await?,
+    };
+    let subject_line = format!("Low balance: {name}");
+    let body = format!(
+        "Hello,\n\n{name} has {} USD available, below the alert threshold of {} USD set on Tollgate.\n\nCalls are refused once the balance cannot cover them. Add funds (or ask your provider to) to keep calls flowing.\n\nThis alert is sent once each time the balance falls below the threshold.\n",
+        available.to_decimal_usd().normalize(),
+        threshold.to_decimal_usd().normalize()
+    );
+    mail_all(state, &to, &subject_line, &body).await;
+    Ok(true)
+}
+
+/// Validates an alert body: `threshold_usd` a non-negative amount (at most 1,000,000, 9
+/// decimals), or `null` to remove the alert.
+pub fn parse_alert(body: crate::dto::AlertRequest) -> Result<Option<NanoUsd>, ApiError> {
+    if let Some(k) = body.unknown.keys().next() {
+        return Err(ApiError::InvalidAlert(format!("unknown field {k:?}")));
+    }
+    match body.threshold_usd {
+        None => Err(ApiError::InvalidAlert(
+            "threshold_usd is required (null removes the alert)".into(),
+        )),
+        Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => crate::dto::usd_of(&v)
+            .filter(|n| !n.is_negative() && *n <= MAX_RULE_USD)
+            .map(Some)
+            .ok_or_else(|| {
+                ApiError::InvalidAlert(
+                    "threshold_usd must be an amount from 0 to 1000000 with at most 9 decimals"
+                        .into(),
+                )
+            }),
+    }
+}
+
+/// The view of an alert (`None`: none set).
+pub fn alert_view(row: Option<&alerts::Model>) -> crate::dto::AlertView {
+    crate::dto::AlertView {
+        threshold_usd: row.map(|r| crate::dto::Usd(NanoUsd::from_nanos(r.threshold_nanos))),
+        below: row.is_some_and(|r| r.below),
+        alerted_at: row
+            .and_then(|r| r.alerted_at)
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+    }
+}
+
+/// `GET /customers/{id}/low-balance-alert`.
+pub async fn customer_alert(
+    db: &impl ConnectionTrait,
+    caller: &Caller,
+    customer_id: &str,
+) -> Result<crate::dto::AlertView, ApiError> {
+    let customer = crate::services::customers::find(db, caller, customer_id).await?;
+    let row = alert_of(db, Subject::Org(customer.organization_id)).await?;
+    Ok(alert_view(row.as_ref()))
+}
+
+/// `PUT /customers/{id}/low-balance-alert`.
+pub async fn set_customer_alert(
+    txn: &impl ConnectionTrait,
+    state: &AppState,
+    caller: &Caller,
+    customer_id: &str,
+    threshold: Option<NanoUsd>,
+) -> Result<crate::dto::AlertView, ApiError> {
+    let customer = crate::services::customers::find(txn, caller, customer_id).await?;
+    let row = set_alert(
+        txn,
+        Subject::Org(customer.organization_id),
+        threshold,
+        state.clock.now(),
+    )
+    .await?;
+    Ok(alert_view(row.as_ref()))
+}
+
+/// `GET` and `PUT /funding/low-balance-alert`: the partner's own funding.
+pub async fn set_funding_alert(
+    txn: &impl ConnectionTrait,
+    state: &AppState,
+    caller: &Caller,
+    threshold: Option<NanoUsd>,
+) -> Result<crate::dto::AlertView, ApiError> {
+    let row = set_alert(
+        txn,
+        Subject::Partner(caller.partner_id),
+        threshold,
+        state.clock.now(),
+    )
+    .await?;
+    Ok(alert_view(row.as_ref()))
+}

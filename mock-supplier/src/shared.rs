@@ -1,0 +1,40 @@
+//! The state one mock instance shares between its connections: its configuration, the
+//! recorder, the instance fault and the video tasks it runs.
+
+use std::sync::{Mutex, PoisonError};
+
+use crate::MockConfig;
+use crate::fault::Fault;
+use crate::record::Recorder;
+use crate::video_task::VideoTask;
+
+/// Upper bound for `x-mock-delay-ms` (larger values are clamped).
+pub const MAX_DELAY_MS: u64 = 60_000;
+
+/// State shared by every connection of one mock instance.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) config: MockConfig,
+    pub(crate) recorder: Recorder,
+    pub(crate) fault: Mutex<Option<Fault>>,
+    /// Video tasks created on this mock, by id.
+    pub(crate) videos: Mutex<std::collections::HashMap<String, VideoTask>>,
+}
+
+impl Shared {
+    pub(crate) fn new(config: MockConfig) -> Shared {
+        Shared {
+            config,
+            recorder: Recorder::default(),
+            fault: Mutex::new(None),
+            videos: Mutex::default(),
+        }
+    }
+
+    pub(crate) fn instance_fault(&self) -> Option<Fault> {
+        self.fault
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
