@@ -24,9 +24,10 @@ use crate::budget::OverBudget;
 use crate::calls::{Admitted, Finish, HoldAsk, Limited, Limits, SlotAsk};
 use crate::cooldowns::{CoolCause, Cooldown};
 use crate::error::{StoreError, StoreResult};
+use crate::redis_calls::finished;
 use crate::redis_store::{
-    ACCOUNT_TAKE, FINISH, HOLD_TAKE, RATE_GIVE, RATE_TAKE, RedisStore, SLOT_ACQUIRE, cooldown,
-    finished, int, millis, usd,
+    ACCOUNT_TAKE, FINISH, HOLD_TAKE, RATE_GIVE, RATE_TAKE, RedisStore, SLOT_ACQUIRE, cooldown, int,
+    millis, usd,
 };
 use crate::usage::StreamEntry;
 use crate::wallets::{Confirmation, Reservation, Settlement};

@@ -8,21 +8,15 @@
 //! one slot, and what touches several (a call's admission and end, the reads of several
 //! accounts, the settler's streams) is split in `redis_cluster.rs`.
 
-use crate::budget::{KeySpend, OverBudget, SpendReport, Windows};
-use crate::calls::{Admitted, Calls, Finish, HoldAsk, Limited, Limits, SlotAsk};
 use crate::cooldowns::{CoolCause, Cooldown, Cooldowns};
 use crate::counters::{WindowCounters, WindowHit};
 use crate::error::{StoreError, StoreResult};
 use crate::key_cache::KeyCache;
-use crate::keys::{KeyDirectory, KeyRecord};
 use crate::media::{Media, MediaFile};
 use crate::schema::{KeySchema, USAGE_GROUP};
 use crate::sessions::Sessions;
 use crate::slots::Slots;
-use crate::usage::{StreamEntry, UsageEvent, UsageStream};
-use crate::wallets::{
-    Adjustment, Confirmation, ExpiredHold, Reservation, Settlement, WalletSnapshot, Wallets,
-};
+use crate::usage::{StreamEntry, UsageEvent};
 use async_trait::async_trait;
 use money::NanoUsd;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
@@ -78,10 +72,11 @@ pub(crate) static HOLD_TAKE: LazyLock<Script> =
     LazyLock::new(|| Script::new(with_hold_rules!("lua/hold_take.v2.lua")));
 
 /// The server process (its `run_id`) that keeps a usage stream (`UsageStream::homes`).
-static HOME: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/home.v1.lua")));
+pub(crate) static HOME: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/home.v1.lua")));
 
 /// Entries written per round trip when loading the key directory.
-const LOAD_BATCH: usize = 500;
+pub(crate) const LOAD_BATCH: usize = 500;
 
 /// The store's connection: one server's, or a cluster's.
 #[derive(Clone)]
@@ -376,178 +371,6 @@ impl RedisStore {
     }
 }
 
-/// `XREADGROUP` of the settler's group on one stream from `from` (`>`: entries never delivered;
-/// `0`: the consumer's own pending ones).
-async fn read_group(
-    conn: &mut Conn,
-    stream: &str,
-    consumer: &str,
-    count: usize,
-    from: &str,
-) -> redis::RedisResult<Vec<redis::streams::StreamId>> {
-    let reply: Option<StreamReadReply> = redis::cmd("XREADGROUP")
-        .arg("GROUP")
-        .arg(USAGE_GROUP)
-        .arg(consumer)
-        .arg("COUNT")
-        .arg(count)
-        .arg("STREAMS")
-        .arg(stream)
-        .arg(from)
-        .query_async(conn)
-        .await?;
-    Ok(reply
-        .map(|r| r.keys.into_iter().flat_map(|k| k.ids).collect())
-        .unwrap_or_default())
-}
-
-#[async_trait]
-impl KeyDirectory for RedisStore {
-    async fn lookup(&self, key_hash: &str) -> StoreResult<Option<KeyRecord>> {
-        let mut conn = self.conn.clone();
-        let raw: Option<String> = conn.hget(self.schema.key_directory(), key_hash).await?;
-        raw.map(|json| {
-            serde_json::from_str(&json).map_err(|e| StoreError::Corrupt(format!("key record: {e}")))
-        })
-        .transpose()
-    }
-
-    async fn publish(&self, key_hash: &str, record: &KeyRecord) -> StoreResult<()> {
-        let json = serde_json::to_string(record)
-            .map_err(|e| StoreError::Corrupt(format!("key record: {e}")))?;
-        let mut conn = self.conn.clone();
-        let _: () = redis::pipe()
-            .hset(self.schema.key_directory(), key_hash, json)
-            .ignore()
-            .publish(self.schema.key_changes(), key_hash)
-            .ignore()
-            .query_async(&mut conn)
-            .await?;
-        Ok(())
-    }
-
-    async fn revoke(&self, key_hash: &str) -> StoreResult<()> {
-        let mut conn = self.conn.clone();
-        // Deleted, then announced: a proxy that reads the directory after the announcement finds
-        // no record (see `CachedKeys`).
-        let _: () = redis::pipe()
-            .hdel(self.schema.key_directory(), key_hash)
-            .ignore()
-            .publish(self.schema.key_changes(), key_hash)
-            .ignore()
-            .query_async(&mut conn)
-            .await?;
-        Ok(())
-    }
-
-    async fn load(&self, entries: &[(String, KeyRecord)]) -> StoreResult<()> {
-        let mut conn = self.conn.clone();
-        for batch in entries.chunks(LOAD_BATCH) {
-            let mut items = Vec::with_capacity(batch.len());
-            for (hash, record) in batch {
-                let json = serde_json::to_string(record)
-                    .map_err(|e| StoreError::Corrupt(format!("key record: {e}")))?;
-                items.push((hash.as_str(), json));
-            }
-            let _: () = conn
-                .hset_multiple(self.schema.key_directory(), &items)
-                .await?;
-        }
-        let _: () = conn.set(self.schema.key_directory_loaded(), 1).await?;
-        let _: i64 = conn.publish(self.schema.key_changes(), "*").await?;
-        Ok(())
-    }
-
-    async fn is_loaded(&self) -> StoreResult<bool> {
-        let mut conn = self.conn.clone();
-        Ok(conn.exists(self.schema.key_directory_loaded()).await?)
-    }
-}
-
-#[async_trait]
-impl UsageStream for RedisStore {
-    async fn append(&self, event: &UsageEvent) -> StoreResult<()> {
-        let json = serde_json::to_string(event)
-            .map_err(|e| StoreError::Corrupt(format!("usage event: {e}")))?;
-        let mut conn = self.conn.clone();
-        let _: String = conn
-            .xadd(self.schema.usage_stream(event.org_id), "*", &[("e", json)])
-            .await?;
-        Ok(())
-    }
-
-    async fn claim(
-        &self,
-        consumer: &str,
-        max: usize,
-        min_idle: Duration,
-    ) -> StoreResult<Vec<StreamEntry>> {
-        if self.schema.is_cluster() {
-            return self
-                .claim_marked(|own| self.claim_streams(consumer, max, min_idle, own))
-                .await;
-        }
-        let stream = self.schema.usage_stream(0);
-        self.claim_marked(|own| self.claim_stream(&stream, consumer, max, min_idle, own))
-            .await
-    }
-
-    async fn ack(&self, ids: &[String]) -> StoreResult<()> {
-        if ids.is_empty() {
-            return Ok(());
-        }
-        let acked = if self.schema.is_cluster() {
-            self.ack_streams(ids).await
-        } else {
-            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-            self.ack_stream(&self.schema.usage_stream(0), &ids).await
-        };
-        if acked.is_err() {
-            // Some may have been acknowledged, some not: the next claim reads them back.
-            self.unsure
-                .store(true, std::sync::atomic::Ordering::Release);
-        }
-        acked
-    }
-
-    async fn backlog(&self) -> StoreResult<u64> {
-        let mut total = 0;
-        for stream in self.schema.usage_streams() {
-            let mut conn = self.conn.clone();
-            let len: u64 = conn.xlen(stream).await?;
-            total += len;
-        }
-        Ok(total)
-    }
-
-    async fn homes(&self) -> StoreResult<Vec<Option<String>>> {
-        let streams = self.schema.usage_streams();
-        if !self.schema.is_cluster() {
-            let mut conn = self.conn.clone();
-            let id: String = HOME.key(&streams[0]).invoke_async(&mut conn).await?;
-            return Ok(vec![Some(id).filter(|id| !id.is_empty())]);
-        }
-        // Each stream's master, asked at once (the script runs where its key lives); one that
-        // does not answer is `None`.
-        let asks = streams.iter().map(|stream| {
-            let mut conn = self.conn.clone();
-            async move {
-                let id: String = HOME.key(stream).invoke_async(&mut conn).await.ok()?;
-                Some(id).filter(|id| !id.is_empty())
-            }
-        });
-        Ok(futures_util::future::join_all(asks).await)
-    }
-
-    fn home_of(&self, org: i64) -> usize {
-        if self.schema.is_cluster() {
-            usize::try_from(KeySchema::money_slot(org)).unwrap_or(0)
-        } else {
-            0
-        }
-    }
-}
-
 #[async_trait]
 impl WindowCounters for RedisStore {
     async fn hit(&self, key: &str, window: Duration) -> StoreResult<WindowHit> {
@@ -564,21 +387,6 @@ impl WindowCounters for RedisStore {
     }
 }
 
-impl RedisStore {
-    pub(crate) async fn wallet(&self, org: i64, args: &[&str]) -> StoreResult<Vec<String>> {
-        let mut conn = self.conn.clone();
-        let keys = self.schema.wallet(org);
-        let mut invocation = WALLET.prepare_invoke();
-        for key in &keys {
-            invocation.key(key);
-        }
-        for a in args {
-            invocation.arg(*a);
-        }
-        Ok(invocation.invoke_async(&mut conn).await?)
-    }
-}
-
 pub(crate) fn int(v: Option<&String>) -> StoreResult<i64> {
     v.and_then(|s| s.parse().ok())
         .ok_or_else(|| StoreError::Corrupt("wallet script reply".into()))
@@ -587,246 +395,6 @@ pub(crate) fn int(v: Option<&String>) -> StoreResult<i64> {
 /// An amount in a wallet script reply (integer nano-USD).
 pub(crate) fn usd(v: Option<&String>) -> StoreResult<NanoUsd> {
     int(v).map(NanoUsd::from_nanos)
-}
-
-#[async_trait]
-impl Wallets for RedisStore {
-    async fn load(&self, org: i64, balance: NanoUsd) -> StoreResult<()> {
-        self.wallet(org, &["load", &balance.nanos().to_string()])
-            .await?;
-        Ok(())
-    }
-
-    async fn adjust(&self, org: i64, delta: NanoUsd, reference: &str) -> StoreResult<Adjustment> {
-        let r = self
-            .wallet(org, &["adjust", &delta.nanos().to_string(), reference])
-            .await?;
-        Ok(match int(r.first())? {
-            -1 => Adjustment::Missing,
-            2 => Adjustment::Duplicate,
-            0 => Adjustment::Insufficient {
-                available: usd(r.get(1))?,
-            },
-            _ => Adjustment::Applied {
-                balance: usd(r.get(1))?,
-            },
-        })
-    }
-
-    async fn reserve(
-        &self,
-        org: i64,
-        hold_id: &str,
-        amount: NanoUsd,
-        ttl_ms: u64,
-        meta: &str,
-    ) -> StoreResult<Reservation> {
-        // Index first: a crash after it leaves a harmless entry; the other order could orphan a hold.
-        let mut conn = self.conn.clone();
-        let _: i64 = conn.sadd(self.schema.holding(org), org).await?;
-        let r = self
-            .wallet(
-                org,
-                &[
-                    "reserve",
-                    hold_id,
-                    &amount.nanos().to_string(),
-                    &ttl_ms.to_string(),
-                    meta,
-                    "",
-                ],
-            )
-            .await?;
-        Ok(match int(r.first())? {
-            -1 => Reservation::Missing,
-            2 => Reservation::AlreadyHeld,
-            0 => Reservation::Insufficient {
-                available: usd(r.get(1))?,
-            },
-            _ => Reservation::Held {
-                available: usd(r.get(1))?,
-            },
-        })
-    }
-
-    async fn settle(&self, org: i64, hold_id: &str, actual: NanoUsd) -> StoreResult<Settlement> {
-        let r = self
-            .wallet(org, &["settle", hold_id, &actual.nanos().to_string()])
-            .await?;
-        Ok(match int(r.first())? {
-            -1 => Settlement::Missing,
-            0 => Settlement::Unknown,
-            _ => Settlement::Settled {
-                charged: usd(r.get(1))?,
-                excess: usd(r.get(2))?,
-                below_holds: int(r.get(3))? == 1,
-            },
-        })
-    }
-
-    async fn release(&self, org: i64, hold_id: &str) -> StoreResult<bool> {
-        let r = self.wallet(org, &["release", hold_id]).await?;
-        Ok(int(r.first())? == 1)
-    }
-
-    async fn extend(&self, org: i64, hold_id: &str, ttl_ms: u64) -> StoreResult<bool> {
-        let r = self
-            .wallet(org, &["extend", hold_id, &ttl_ms.to_string()])
-            .await?;
-        Ok(int(r.first())? == 1)
-    }
-
-    async fn confirm(&self, org: i64, hold_id: &str, amount: NanoUsd) -> StoreResult<Confirmation> {
-        let r = self
-            .wallet(org, &["confirm", &amount.nanos().to_string(), hold_id])
-            .await?;
-        Ok(match int(r.first())? {
-            -1 => Confirmation::Missing,
-            1 => Confirmation::Confirmed,
-            2 => Confirmation::Duplicate,
-            _ => Confirmation::Applied,
-        })
-    }
-
-    async fn confirm_many(
-        &self,
-        charges: &[(i64, &str, NanoUsd)],
-    ) -> StoreResult<Vec<Confirmation>> {
-        if charges.is_empty() {
-            return Ok(Vec::new());
-        }
-        if self.schema.is_cluster() {
-            return self.confirm_by_slot(charges).await;
-        }
-        self.confirm_batch(charges).await
-    }
-
-    async fn expired(&self, org: i64) -> StoreResult<Vec<ExpiredHold>> {
-        let r = self.wallet(org, &["expired"]).await?;
-        r.chunks(3)
-            .map(|triple| {
-                Ok(ExpiredHold {
-                    hold_id: triple[0].clone(),
-                    amount: usd(triple.get(1))?,
-                    meta: triple.get(2).cloned().unwrap_or_default(),
-                })
-            })
-            .collect()
-    }
-
-    async fn snapshot(&self, org: i64) -> StoreResult<Option<WalletSnapshot>> {
-        let r = self.wallet(org, &["snapshot"]).await?;
-        Ok(match int(r.first())? {
-            -1 => None,
-            _ => Some(WalletSnapshot {
-                balance: usd(r.get(1))?,
-                reserved: usd(r.get(2))?,
-                pending: usd(r.get(3))?,
-                unreconciled: int(r.get(4))? == 1,
-            }),
-        })
-    }
-
-    async fn holding_orgs(&self) -> StoreResult<Vec<i64>> {
-        let mut orgs = Vec::new();
-        for list in self.schema.holding_lists() {
-            let mut conn = self.conn.clone();
-            let members: Vec<i64> = conn.smembers(list).await?;
-            orgs.extend(members);
-        }
-        Ok(orgs)
-    }
-
-    async fn key_spend(&self, org: i64, keys: &[i64]) -> StoreResult<Option<SpendReport>> {
-        let ids: Vec<String> = keys.iter().map(i64::to_string).collect();
-        let mut args = vec!["spend"];
-        args.extend(ids.iter().map(String::as_str));
-        let r = self.wallet(org, &args).await?;
-        if int(r.first())? == -1 {
-            return Ok(None);
-        }
-        let ms =
-            |i: usize| int(r.get(i)).map(|v| Duration::from_millis(u64::try_from(v).unwrap_or(0)));
-        let keys = (0..keys.len())
-            .map(|i| {
-                Ok(KeySpend {
-                    day: usd(r.get(3 + 3 * i))?,
-                    month: usd(r.get(4 + 3 * i))?,
-                    held: usd(r.get(5 + 3 * i))?,
-                })
-            })
-            .collect::<StoreResult<Vec<_>>>()?;
-        Ok(Some(SpendReport {
-            keys,
-            day_resets_in: ms(1)?,
-            month_resets_in: ms(2)?,
-        }))
-    }
-
-    async fn load_key_spend(
-        &self,
-        org: i64,
-        windows: Windows,
-        spends: &[(i64, NanoUsd, NanoUsd)],
-    ) -> StoreResult<()> {
-        for chunk in spends.chunks(500) {
-            let mut args = vec![
-                "spend_load".to_string(),
-                windows.day.to_string(),
-                windows.month.to_string(),
-            ];
-            for (key, day, month) in chunk {
-                args.extend([
-                    key.to_string(),
-                    day.nanos().to_string(),
-                    month.nanos().to_string(),
-                ]);
-            }
-            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-            self.wallet(org, &refs).await?;
-        }
-        Ok(())
-    }
-}
-
-impl RedisStore {
-    /// Confirms charges in one pipelined batch (one server, or one slot of a cluster).
-    pub(crate) async fn confirm_batch(
-        &self,
-        charges: &[(i64, &str, NanoUsd)],
-    ) -> StoreResult<Vec<Confirmation>> {
-        let mut pipe = redis::pipe();
-        for (org, hold_id, amount) in charges {
-            let keys = self.schema.wallet(*org);
-            pipe.cmd("EVALSHA")
-                .arg(WALLET.get_hash())
-                .arg(keys.len())
-                .arg(&keys[..])
-                .arg("confirm")
-                .arg(amount.nanos())
-                .arg(*hold_id);
-        }
-        let mut conn = self.conn.clone();
-        let replies: Vec<Vec<String>> = match pipe.query_async(&mut conn).await {
-            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                // A fresh server (flushed, restarted): load the script and send the batch again.
-                let _: String = WALLET.load_async(&mut conn).await?;
-                pipe.query_async(&mut conn).await?
-            }
-            other => other?,
-        };
-        replies
-            .iter()
-            .map(|r| {
-                Ok(match int(r.first())? {
-                    -1 => Confirmation::Missing,
-                    1 => Confirmation::Confirmed,
-                    2 => Confirmation::Duplicate,
-                    _ => Confirmation::Applied,
-                })
-            })
-            .collect()
-    }
 }
 
 #[async_trait]
@@ -976,168 +544,27 @@ pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
-#[async_trait]
-impl Calls for RedisStore {
-    async fn admit(
-        &self,
-        accounts: &[SlotAsk<'_>],
-        slot_id: &str,
-        slot_ttl: Duration,
-        limits: Limits<'_>,
-        hold: Option<HoldAsk<'_>>,
-    ) -> StoreResult<Admitted> {
-        if self.schema.is_cluster() {
-            return self
-                .admit_split(accounts, slot_id, slot_ttl, limits, hold)
-                .await;
-        }
-        let mut conn = self.conn.clone();
-        let org = hold.map_or(0, |h| h.org);
-        let mut invocation = ADMIT.prepare_invoke();
-        for key in self.schema.wallet(org) {
-            invocation.key(key);
-        }
-        invocation.key(self.schema.holding(org));
-        invocation.key(
-            self.schema
-                .minute_counter(limits.per_minute.map_or("-", |r| r.counter)),
-        );
-        for gate in limits.gates {
-            invocation.key(self.schema.gate(gate.gate));
-        }
-        for a in accounts {
-            invocation
-                .key(self.schema.cooldown(a.account))
-                .key(self.schema.slots(a.account));
-        }
-        invocation
-            .key(self.schema.key_directory())
-            .key(self.schema.key_directory_loaded());
-        invocation.arg(slot_id).arg(millis(slot_ttl));
-        match hold {
-            Some(h) => invocation
-                .arg("1")
-                .arg(h.org)
-                .arg(h.hold_id)
-                .arg(h.amount.nanos())
-                .arg(h.ttl_ms)
-                .arg(h.meta),
-            None => invocation.arg("0").arg(0).arg("").arg(0).arg(0).arg(""),
-        };
-        invocation
-            .arg(limits.gates.len())
-            .arg(limits.per_minute.map_or(0, |r| r.limit));
-        for gate in limits.gates {
-            invocation.arg(gate.max);
-        }
-        for a in accounts {
-            invocation.arg(a.max);
-        }
-        invocation
-            .arg(
-                hold.and_then(|h| h.spend)
-                    .map(|a| a.wire())
-                    .unwrap_or_default(),
-            )
-            .arg(limits.key.unwrap_or(""));
-        let reply: Vec<redis::Value> = invocation.invoke_async(&mut conn).await?;
-        let bad = || StoreError::Corrupt("admit script reply".into());
-        let field = |i: usize| -> StoreResult<i64> {
-            match reply.get(i) {
-                Some(redis::Value::Int(n)) => Ok(*n),
-                Some(v) => redis::from_redis_value_ref::<i64>(v).map_err(|_| bad()),
-                None => Err(bad()),
-            }
-        };
-        let text = |i: usize| -> String {
-            reply
-                .get(i)
-                .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
-                .unwrap_or_default()
-        };
-        let taken = usize::try_from(field(0)?)
-            .ok()
-            .and_then(|t| t.checked_sub(1));
-        let available = NanoUsd::from_nanos(field(2)?);
-        let reservation = match field(1)? {
-            9 => None,
-            -1 => Some(Reservation::Missing),
-            2 => Some(Reservation::AlreadyHeld),
-            0 => Some(Reservation::Insufficient { available }),
-            _ => Some(Reservation::Held { available }),
-        };
-        let limited = match (field(3)?, field(4)?) {
-            (0, _) => None,
-            (1, gate) => Some(Limited::Gate(usize::try_from(gate - 1).map_err(|_| bad())?)),
-            (2, ms) => Some(Limited::PerMinute {
-                resets_in: Duration::from_millis(u64::try_from(ms).unwrap_or(0)),
-            }),
-            (3, _) => Some(Limited::Revoked),
-            (4, ms) => Some(Limited::Budget(OverBudget {
-                resets_in: Duration::from_millis(u64::try_from(ms).unwrap_or(0)),
-                remaining: available,
-            })),
-            _ => return Err(bad()),
-        };
-        let cooldowns = (0..accounts.len())
-            .map(|i| {
-                let left = u64::try_from(field(5 + 2 * i)?).unwrap_or(0);
-                Ok((left > 0).then(|| Cooldown {
-                    left: Duration::from_millis(left),
-                    cause: CoolCause::parse(&text(6 + 2 * i)),
-                }))
-            })
-            .collect::<StoreResult<Vec<_>>>()?;
-        Ok(Admitted {
-            cooldowns,
-            taken,
-            reservation,
-            limited,
-        })
-    }
-
-    async fn finish(&self, f: Finish<'_>) -> StoreResult<Option<Settlement>> {
-        if self.schema.is_cluster() {
-            return self.finish_split(f).await;
-        }
-        let mut conn = self.conn.clone();
-        let org = f.hold.map_or(0, |(org, _)| org);
-        let mut invocation = FINISH.prepare_invoke();
-        for key in self.schema.wallet(org) {
-            invocation.key(key);
-        }
-        let (account, slot_id) = f.slot.unwrap_or(("-", ""));
-        invocation
-            .key(self.schema.slots(account))
-            .key(self.schema.usage_stream(org));
-        for gate in f.gates {
-            invocation.key(self.schema.gate(gate));
-        }
-        let json = match f.event {
-            Some(e) => serde_json::to_string(e)
-                .map_err(|e| StoreError::Corrupt(format!("usage event: {e}")))?,
-            None => String::new(),
-        };
-        invocation
-            .arg(slot_id)
-            .arg(f.hold.map_or("", |(_, id)| id))
-            .arg(f.cost.nanos())
-            .arg(json);
-        let r: Vec<String> = invocation.invoke_async(&mut conn).await?;
-        finished(&r)
-    }
-}
-
-/// The settlement a finish script reports (`None`: the call had no hold).
-pub(crate) fn finished(r: &[String]) -> StoreResult<Option<Settlement>> {
-    Ok(match int(r.first())? {
-        9 => None,
-        -1 => Some(Settlement::Missing),
-        0 => Some(Settlement::Unknown),
-        _ => Some(Settlement::Settled {
-            charged: usd(r.get(1))?,
-            excess: usd(r.get(2))?,
-            below_holds: int(r.get(3))? == 1,
-        }),
-    })
+/// `XREADGROUP` of the settler's group on one stream from `from` (`>`: entries never delivered;
+/// `0`: the consumer's own pending ones).
+pub(crate) async fn read_group(
+    conn: &mut Conn,
+    stream: &str,
+    consumer: &str,
+    count: usize,
+    from: &str,
+) -> redis::RedisResult<Vec<redis::streams::StreamId>> {
+    let reply: Option<StreamReadReply> = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg(USAGE_GROUP)
+        .arg(consumer)
+        .arg("COUNT")
+        .arg(count)
+        .arg("STREAMS")
+        .arg(stream)
+        .arg(from)
+        .query_async(conn)
+        .await?;
+    Ok(reply
+        .map(|r| r.keys.into_iter().flat_map(|k| k.ids).collect())
+        .unwrap_or_default())
 }

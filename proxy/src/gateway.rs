@@ -10,10 +10,9 @@ use crate::classify::Route;
 use crate::ctx::RequestCtx;
 use crate::errors::GatewayError;
 use crate::meter::Meter;
-use crate::route::cooldown::{Cooling, Reason};
 use crate::telemetry::{self, CallTrace};
 use crate::{admission, attempt, respond, shared::Shared};
-use crate::{money::settle, upstream::rewrite};
+use crate::{ending, upstream::rewrite};
 use async_trait::async_trait;
 use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
@@ -226,77 +225,8 @@ impl ProxyHttp for Gateway {
 
     /// Settle exactly once, on success and on failure.
     async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
-        let s = &self.shared;
-        // Cooldowns not yet written: the last account's connection failure or usage limit.
-        if let Some(limit) = ctx.attempts.usage_limit.take() {
-            let reset = limit.reset(ctx.answer.meter.as_ref().and_then(Meter::reset_hint));
-            ctx.attempts
-                .to_cool
-                .push(Cooling::new(limit.account, Reason::RateLimited, reset));
-        }
-        attempt::cool(s.stores(), &s.metrics, ctx).await;
         let status = session.response_written().map_or(0, |h| h.status.as_u16());
-        let live = ctx.live.clone();
-        let slot = ctx.attempts.slot.take().and_then(|i| live.accounts.id(i));
-        let hold = ctx.admission.hold.take();
-        hold.iter().for_each(|h| s.live_holds.remove(&h.id));
-        let finished = ctx.finished(status, &live.accounts);
-        s.metrics.finished(&finished.outcome());
-        let calls = s.stores().calls.as_ref();
-        let slot = slot.map(|account| (account, ctx.request_id.as_str()));
-        let gates: Vec<&str> = ctx.attempts.gates.iter().map(String::as_str).collect();
-        let held = settle::Held {
-            hold,
-            slot,
-            gates: &gates,
-        };
-        let settling = std::time::SystemTime::now();
-        let settled = settle::settle(finished, held, calls, &s.metrics).await;
-        if ctx.trace.on() {
-            let (event, stored) = match &settled {
-                Ok(event) => (event.as_ref(), true),
-                Err(unfinished) => (unfinished.event(), false),
-            };
-            let served_by = ctx
-                .attempts
-                .tried
-                .last()
-                .and_then(|&i| live.accounts.get(i))
-                .map(|u| (u.account.id.as_str(), u.account.provider));
-            let described = telemetry::Described {
-                route: ctx.route,
-                request_id: &ctx.request_id,
-                status,
-                model_requested: ctx
-                    .admission
-                    .call
-                    .as_ref()
-                    .map(|c| c.requested_model.as_str()),
-                downgraded_from: ctx.attempts.downgraded_from.as_deref(),
-                served_by,
-                caller: ctx
-                    .admission
-                    .caller
-                    .as_ref()
-                    .map(|k| (k.org_id, k.key_id, k.group_id)),
-                event,
-                stored,
-            };
-            let arrival = telemetry::at_ms(ctx.started_at_ms);
-            ctx.trace.finish(arrival, settling, &described);
-        }
-        match settled {
-            Ok(event) => s.recent.keep(event),
-            Err(unfinished) => {
-                // Its hold stays open (renewed) until the watcher stores the end.
-                if let Some((org, id)) = unfinished.hold() {
-                    s.live_holds.insert(id, org);
-                }
-                s.recent.unfinished(unfinished, &s.metrics);
-            }
-        }
-        let depth = i64::try_from(s.queue.depth()).unwrap_or(i64::MAX);
-        s.metrics.queue_depth.set(depth);
+        ending::end(&self.shared, status, ctx).await;
     }
 }
 

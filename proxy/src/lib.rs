@@ -19,6 +19,7 @@ mod call;
 pub mod classify;
 mod control;
 mod ctx;
+mod ending;
 mod errors;
 mod gateway;
 pub mod health;

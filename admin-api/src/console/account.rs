@@ -20,9 +20,7 @@ use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use entities::{audit_records, console_sessions};
-use sea_orm::sea_query::ExprTrait;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
 /// How many audit records the activity list shows.
@@ -62,33 +60,14 @@ struct Shown<'a> {
 }
 
 async fn show(state: &AppState, viewer: &Viewer, status: StatusCode, shown: Shown<'_>) -> Response {
-    let user = match entities::console_users::Entity::find_by_id(viewer.user.id)
-        .one(&state.db)
-        .await
-    {
+    let user = match people::by_id(&state.db, viewer.user.id).await {
         Ok(Some(u)) => u,
         _ => return render::unavailable(),
     };
     let now = state.clock.now();
     let read = async {
-        let sessions = console_sessions::Entity::find()
-            .filter(console_sessions::Column::UserId.eq(user.id))
-            .filter(console_sessions::Column::ExpiresAt.gt(now))
-            .order_by_desc(console_sessions::Column::LastSeenAt)
-            .all(&state.db)
-            .await?;
-        let activity = audit_records::Entity::find()
-            .filter(
-                audit_records::Column::ActorUserId
-                    .eq(user.id)
-                    .or(audit_records::Column::Target.eq(user.email.clone())),
-            )
-            .filter(audit_records::Column::OrganizationId.is_null())
-            .filter(audit_records::Column::PartnerId.is_null())
-            .order_by_desc(audit_records::Column::Id)
-            .limit(ACTIVITY)
-            .all(&state.db)
-            .await?;
+        let sessions = sessions::live_of(&state.db, user.id, now).await?;
+        let activity = audit::personal(&state.db, &user, ACTIVITY).await?;
         let left = two_factor::recovery_codes_left(&state.db, user.id).await?;
         let required = two_factor::must_set_up(state, &user).await?;
         Ok::<_, sea_orm::DbErr>((sessions, activity, left, required))
@@ -335,98 +314,13 @@ pub(crate) async fn two_factor(
     }
     let action = field(&body, "action").unwrap_or_default();
     let now = state.clock.now();
-    let user = &viewer.user;
-    let mut code_attempt = None;
-    match action.as_str() {
-        "start" | "disable" | "recovery-codes" => {
-            let current = field(&body, "current_password").unwrap_or_default();
-            if let Err(resp) = current_password(&state, &viewer, &current, Check::TwoFactor).await {
-                return resp;
-            }
-        }
-        "enable" => {
-            // The app's code is a check like a password: counted by the limiter.
-            let ip = viewer.ip.as_deref();
-            match limiter::attempt(&state.db, &user.email, ip, now).await {
-                Ok(a) => code_attempt = Some(a),
-                Err(limiter::Refused::Throttled(secs)) => {
-                    return throttled(&state, &viewer, secs).await;
-                }
-                Err(limiter::Refused::Unavailable) => return render::unavailable(),
-            }
-        }
-        _ => {
-            let shown = Shown {
-                error: Some("Unknown action. Nothing was changed."),
-                ..Shown::default()
-            };
-            return show(&state, &viewer, StatusCode::BAD_REQUEST, shown).await;
-        }
-    }
+    let code_attempt = match checked(&state, &viewer, &action, &body, now).await {
+        Ok(attempt) => attempt,
+        Err(resp) => return resp,
+    };
     let done = async {
         let txn = crate::db::begin(&state.db).await?;
-        let shown = match action.as_str() {
-            "start" => match two_factor::start(&txn, &state, user).await? {
-                Some(setup) => Ok(Shown {
-                    setup: Some(setup),
-                    ..Shown::default()
-                }),
-                None => Err((StatusCode::CONFLICT, "Two-factor sign-in is already on.")),
-            },
-            "enable" => {
-                let code = field(&body, "code").unwrap_or_default();
-                match two_factor::enable(&txn, &state, user, &code, now).await? {
-                    Some(codes) => {
-                        audit::audit(
-                            &txn,
-                            record(&viewer, "two_factor_enabled", serde_json::json!({})),
-                            now,
-                        )
-                        .await?;
-                        Ok(Shown {
-                            recovery_codes: Some(codes),
-                            notice: Some("Two-factor sign-in is on."),
-                            ..Shown::default()
-                        })
-                    }
-                    None => Err((
-                        StatusCode::UNAUTHORIZED,
-                        "That code is not correct. Check the time on your phone, then enter the code your app shows now.",
-                    )),
-                }
-            }
-            "disable" => {
-                two_factor::disable(&txn, user.id).await?;
-                audit::audit(
-                    &txn,
-                    record(&viewer, "two_factor_disabled", serde_json::json!({})),
-                    now,
-                )
-                .await?;
-                Ok(Shown {
-                    notice: Some("Two-factor sign-in is off."),
-                    ..Shown::default()
-                })
-            }
-            _ => {
-                if user.totp_enabled_at.is_none() {
-                    Err((StatusCode::CONFLICT, "Two-factor sign-in is off."))
-                } else {
-                    let codes = two_factor::renew_recovery_codes(&txn, &state, user.id, now).await?;
-                    audit::audit(
-                        &txn,
-                        record(&viewer, "recovery_codes_renewed", serde_json::json!({})),
-                        now,
-                    )
-                    .await?;
-                    Ok(Shown {
-                        recovery_codes: Some(codes),
-                        notice: Some("New recovery codes: the old ones no longer work."),
-                        ..Shown::default()
-                    })
-                }
-            }
-        };
+        let shown = change_two_factor(&txn, &state, &viewer, &action, &body, now).await?;
         if shown.is_ok() {
             txn.commit().await?;
         }
@@ -445,7 +339,7 @@ pub(crate) async fn two_factor(
                     partner: None,
                 };
                 let ip = viewer.ip.as_deref();
-                proof::audit_failure(&state, scope, &user.email, ip, Some(attempt)).await;
+                proof::audit_failure(&state, scope, &viewer.user.email, ip, Some(attempt)).await;
             }
             _ => {}
         }
@@ -464,4 +358,104 @@ pub(crate) async fn two_factor(
             render::unavailable()
         }
     }
+}
+
+/// A two-factor post's own check before any change: the current password (start, disable, new
+/// recovery codes), or the limiter's count of the app's code (enable, returned to be closed when
+/// the code is judged); the page to answer instead (an unknown action: 400).
+async fn checked(
+    state: &AppState,
+    viewer: &Viewer,
+    action: &str,
+    body: &[u8],
+    now: DateTime<Utc>,
+) -> Result<Option<limiter::Attempt>, Response> {
+    match action {
+        "start" | "disable" | "recovery-codes" => {
+            let current = field(body, "current_password").unwrap_or_default();
+            current_password(state, viewer, &current, Check::TwoFactor).await?;
+            Ok(None)
+        }
+        "enable" => {
+            // The app's code is a check like a password: counted by the limiter.
+            let ip = viewer.ip.as_deref();
+            match limiter::attempt(&state.db, &viewer.user.email, ip, now).await {
+                Ok(a) => Ok(Some(a)),
+                Err(limiter::Refused::Throttled(secs)) => Err(throttled(state, viewer, secs).await),
+                Err(limiter::Refused::Unavailable) => Err(render::unavailable()),
+            }
+        }
+        _ => {
+            let shown = Shown {
+                error: Some("Unknown action. Nothing was changed."),
+                ..Shown::default()
+            };
+            Err(show(state, viewer, StatusCode::BAD_REQUEST, shown).await)
+        }
+    }
+}
+
+/// A refused two-factor change: its status and what to tell the person.
+type TwoFactorRefusal = (StatusCode, &'static str);
+
+/// The change a checked two-factor post asks for, with its audit record, in `txn`.
+async fn change_two_factor(
+    txn: &sea_orm::DatabaseTransaction,
+    state: &AppState,
+    viewer: &Viewer,
+    action: &str,
+    body: &[u8],
+    now: DateTime<Utc>,
+) -> Result<Result<Shown<'static>, TwoFactorRefusal>, sea_orm::DbErr> {
+    let user = &viewer.user;
+    let audited = async |action: &str| {
+        let detail = serde_json::json!({});
+        audit::audit(txn, record(viewer, action, detail), now).await
+    };
+    Ok(match action {
+        "start" => match two_factor::start(txn, state, user).await? {
+            Some(setup) => Ok(Shown {
+                setup: Some(setup),
+                ..Shown::default()
+            }),
+            None => Err((StatusCode::CONFLICT, "Two-factor sign-in is already on.")),
+        },
+        "enable" => {
+            let code = field(body, "code").unwrap_or_default();
+            match two_factor::enable(txn, state, user, &code, now).await? {
+                Some(codes) => {
+                    audited("two_factor_enabled").await?;
+                    Ok(Shown {
+                        recovery_codes: Some(codes),
+                        notice: Some("Two-factor sign-in is on."),
+                        ..Shown::default()
+                    })
+                }
+                None => Err((
+                    StatusCode::UNAUTHORIZED,
+                    "That code is not correct. Check the time on your phone, then enter the code your app shows now.",
+                )),
+            }
+        }
+        "disable" => {
+            two_factor::disable(txn, user.id).await?;
+            audited("two_factor_disabled").await?;
+            Ok(Shown {
+                notice: Some("Two-factor sign-in is off."),
+                ..Shown::default()
+            })
+        }
+        _ if user.totp_enabled_at.is_none() => {
+            Err((StatusCode::CONFLICT, "Two-factor sign-in is off."))
+        }
+        _ => {
+            let codes = two_factor::renew_recovery_codes(txn, state, user.id, now).await?;
+            audited("recovery_codes_renewed").await?;
+            Ok(Shown {
+                recovery_codes: Some(codes),
+                notice: Some("New recovery codes: the old ones no longer work."),
+                ..Shown::default()
+            })
+        }
+    })
 }

@@ -16,9 +16,6 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use entities::org_billing_tokens;
-use entities::status::TokenStatus;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
 #[derive(Template)]
 #[template(path = "console/billing_token.html")]
@@ -46,12 +43,7 @@ async fn page(
     created: Option<&str>,
     error: Option<&str>,
 ) -> Response {
-    let active = match org_billing_tokens::Entity::find()
-        .filter(org_billing_tokens::Column::OrganizationId.eq(org_id))
-        .filter(org_billing_tokens::Column::Status.eq(TokenStatus::Active))
-        .one(&state.db)
-        .await
-    {
+    let active = match billing::active_token(&state.db, org_id).await {
         Ok(t) => t.map(|t| {
             (
                 t.preview,

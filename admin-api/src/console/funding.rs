@@ -14,6 +14,7 @@ use crate::error::ApiError;
 use crate::http::form::field;
 use crate::http::params::Seg;
 use crate::services::alerts;
+use crate::services::recharge_rules;
 use crate::services::{funding, funding_history};
 use crate::state::AppState;
 use askama::Template;
@@ -21,10 +22,7 @@ use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
-use entities::status::TopUpStatus;
-use entities::top_up_sessions;
 use money::NanoUsd;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use std::collections::HashMap;
 
 struct Line {
@@ -110,18 +108,13 @@ async fn page(
     let read = async {
         let f = funding::view_of(&state.db, state, t.id).await?;
         let h = funding_history::history(&state.db, t.id, page_no).await?;
-        let open = top_up_sessions::Entity::find()
-            .filter(top_up_sessions::Column::PartnerId.eq(t.id))
-            .filter(top_up_sessions::Column::Status.eq(TopUpStatus::Open))
-            .order_by_desc(top_up_sessions::Column::Id)
-            .all(&state.db)
-            .await?;
+        let open = funding::open_top_ups(&state.db, t.id).await?;
         let alert = crate::services::alerts::alert_of(
             &state.db,
             crate::services::alerts::Subject::Partner(t.id),
         )
         .await?;
-        let recharge = crate::services::recharge::view(&state.db, t.id).await?;
+        let recharge = crate::services::recharge_rules::view(&state.db, t.id).await?;
         Ok::<_, ApiError>((f, h, open, alert, recharge))
     }
     .await;
@@ -217,7 +210,6 @@ pub(crate) async fn recharge(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    use crate::services::recharge;
     let t = match working(&state, &viewer, &partner, &headers, &body).await {
         Ok(t) => t,
         Err(resp) => return resp,
@@ -240,7 +232,7 @@ pub(crate) async fn recharge(
                 amount_usd: form::number(&field(&body, "amount_usd").unwrap_or_default()),
                 unknown: Default::default(),
             };
-            match recharge::parse(request) {
+            match recharge_rules::parse(request) {
                 Ok(r) => Some(r),
                 Err(e) => return refused(form::explain(&e)).await,
             }
@@ -251,9 +243,9 @@ pub(crate) async fn recharge(
     let done = async {
         let txn = crate::db::begin(&state.db).await?;
         let outcome = if action == "card" {
-            Some(recharge::start_card_session(&txn, &state, t.id).await?)
+            Some(recharge_rules::start_card_session(&txn, &state, t.id).await?)
         } else {
-            recharge::set(&txn, t.id, rule, state.clock.now()).await?;
+            recharge_rules::set(&txn, t.id, rule, state.clock.now()).await?;
             None
         };
         crate::services::audit::audit(

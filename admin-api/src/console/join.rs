@@ -36,13 +36,9 @@ async fn offer(
             .ok()
             .flatten()
             .map(|o| o.name),
-        ("partner_invite", _, Some(p)) => {
-            use sea_orm::EntityTrait;
-            entities::partners::Entity::find_by_id(p)
-                .one(&state.db)
-                .await?
-                .map(|p| p.name)
-        }
+        ("partner_invite", _, Some(p)) => crate::services::partners::find(&state.db, p)
+            .await?
+            .map(|p| p.name),
         _ => None,
     };
     Ok(name.map(|n| (t, n)))
@@ -243,27 +239,17 @@ async fn join_team(
     role: &str,
     ip: Option<String>,
 ) -> Result<Option<entities::console_users::Model>, StepError> {
-    use sea_orm::sea_query::Expr;
-    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
     let now = state.clock.now();
     let txn = begin(&state.db).await?;
     if !proof::finish(&txn, challenge, now).await? {
         return Err(StepError::Failed);
     }
-    let spent = console_tokens::Entity::update_many()
-        .col_expr(console_tokens::Column::UsedAt, Expr::value(now))
-        .filter(console_tokens::Column::Id.eq(t.id))
-        .filter(console_tokens::Column::UsedAt.is_null())
-        .filter(console_tokens::Column::ExpiresAt.gt(now))
-        .exec(&txn)
-        .await?;
-    if spent.rows_affected != 1 {
+    if !memberships::spend_token(&txn, t.id, now, true).await? {
         return Ok(None);
     }
     let user = match accepter {
         proof::Accepter::Existing(id) => {
-            let user = entities::console_users::Entity::find_by_id(id)
-                .one(&txn)
+            let user = people::by_id(&txn, id)
                 .await?
                 .filter(|u| u.email == t.email)
                 .ok_or(StepError::Failed)?;

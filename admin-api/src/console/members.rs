@@ -14,36 +14,30 @@ use crate::db::begin;
 use crate::http::form::field;
 use crate::http::params::{Seg, Segs};
 use crate::services::audit;
-use crate::services::memberships;
-use crate::services::people;
 use crate::services::teams::{self, MemberError, Team};
 use crate::state::AppState;
-use crate::text::valid_email;
 use askama::Template;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 
-/// How many audit records the audit page shows (newest first).
-pub(crate) const AUDIT_PAGE: u64 = 200;
-
 /// The team a page is about, its name and the viewer's role in it.
 pub(crate) struct Place {
-    team: Team,
-    name: String,
-    role: String,
+    pub(super) team: Team,
+    pub(super) name: String,
+    pub(super) role: String,
 }
 
 impl Place {
-    fn id(&self) -> i64 {
+    pub(super) fn id(&self) -> i64 {
         match self.team {
             Team::Org(id) | Team::Partner(id) => id,
         }
     }
 
     /// The team's pages' path.
-    fn base(&self) -> String {
+    pub(super) fn base(&self) -> String {
         match self.team {
             Team::Org(id) => format!("/console/orgs/{id}"),
             Team::Partner(id) => format!("/console/partners/{id}"),
@@ -51,7 +45,7 @@ impl Place {
     }
 
     /// The members page's path.
-    fn members_path(&self) -> String {
+    pub(super) fn members_path(&self) -> String {
         match self.team {
             Team::Org(_) => format!("{}/members", self.base()),
             Team::Partner(_) => format!("{}/team", self.base()),
@@ -59,30 +53,34 @@ impl Place {
     }
 
     /// Roles that manage the team (and read its audit log).
-    fn managers(&self) -> &'static [&'static str] {
+    pub(super) fn managers(&self) -> &'static [&'static str] {
         self.team.managers()
     }
 
-    fn who_manages(&self) -> &'static str {
+    pub(super) fn who_manages(&self) -> &'static str {
         match self.team {
             Team::Org(_) => "the organization's owners",
             Team::Partner(_) => "the partner's owners and admins",
         }
     }
 
-    fn can_manage(&self) -> bool {
+    pub(super) fn can_manage(&self) -> bool {
         self.managers().contains(&self.role.as_str())
     }
 
     /// Whether the viewer may give or take `role` (or change a member who has it): only an owner
     /// touches the owner role.
-    fn may_touch(&self, role: &str) -> bool {
+    pub(super) fn may_touch(&self, role: &str) -> bool {
         role != "owner" || self.role == "owner"
     }
 }
 
 /// The viewer's place in organization `org` (a path segment), or the page to answer instead.
-async fn org_place(state: &AppState, viewer: &Viewer, org: &str) -> Result<Place, Response> {
+pub(super) async fn org_place(
+    state: &AppState,
+    viewer: &Viewer,
+    org: &str,
+) -> Result<Place, Response> {
     let Membership { id, name, role } = gate::organization(state, viewer, org).await?;
     Ok(Place {
         team: Team::Org(id),
@@ -92,7 +90,7 @@ async fn org_place(state: &AppState, viewer: &Viewer, org: &str) -> Result<Place
 }
 
 /// The viewer's place in partner `partner`'s team, or the page to answer instead.
-async fn partner_place(
+pub(super) async fn partner_place(
     state: &AppState,
     viewer: &Viewer,
     partner: &str,
@@ -107,7 +105,7 @@ async fn partner_place(
 
 /// A team post's checks: origin, the session's CSRF token, a managing role; the refusal to
 /// answer, if any.
-fn refusal(
+pub(super) fn refusal(
     state: &AppState,
     viewer: &Viewer,
     place: &Place,
@@ -123,7 +121,7 @@ fn refusal(
     None
 }
 
-fn refused(place: &Place) -> Response {
+pub(super) fn refused(place: &Place) -> Response {
     render::message(
         StatusCode::FORBIDDEN,
         "Not permitted",
@@ -134,40 +132,40 @@ fn refused(place: &Place) -> Response {
     )
 }
 
-struct MemberRow {
-    id: i64,
-    email: String,
-    role: String,
-    since: String,
-    is_you: bool,
+pub(super) struct MemberRow {
+    pub(super) id: i64,
+    pub(super) email: String,
+    pub(super) role: String,
+    pub(super) since: String,
+    pub(super) is_you: bool,
     /// Whether the viewer may change or remove this member.
-    changeable: bool,
+    pub(super) changeable: bool,
 }
 
 #[derive(Template)]
 #[template(path = "console/members.html")]
-struct Members<'a> {
-    signed_in: Option<&'a str>,
-    csrf: &'a str,
-    org_id: i64,
-    partner_id: i64,
-    is_partner: bool,
-    base: String,
-    action: String,
-    tab: &'a str,
-    name: &'a str,
-    role: &'a str,
-    can_manage: bool,
-    members: Vec<MemberRow>,
-    pending: Vec<(i64, String, String, String)>,
-    roles: Vec<&'a str>,
-    default_role: &'a str,
-    help: &'a str,
-    invited: Option<(&'a str, &'a str)>,
-    error: Option<&'a str>,
+pub(super) struct Members<'a> {
+    pub(super) signed_in: Option<&'a str>,
+    pub(super) csrf: &'a str,
+    pub(super) org_id: i64,
+    pub(super) partner_id: i64,
+    pub(super) is_partner: bool,
+    pub(super) base: String,
+    pub(super) action: String,
+    pub(super) tab: &'a str,
+    pub(super) name: &'a str,
+    pub(super) role: &'a str,
+    pub(super) can_manage: bool,
+    pub(super) members: Vec<MemberRow>,
+    pub(super) pending: Vec<(i64, String, String, String)>,
+    pub(super) roles: Vec<&'a str>,
+    pub(super) default_role: &'a str,
+    pub(super) help: &'a str,
+    pub(super) invited: Option<(&'a str, &'a str)>,
+    pub(super) error: Option<&'a str>,
 }
 
-async fn page(
+pub(super) async fn page(
     state: &AppState,
     viewer: &Viewer,
     place: &Place,
@@ -265,112 +263,8 @@ pub(crate) async fn partner_list(
     }
 }
 
-/// `POST /console/orgs/{org}/members`: `email`, `role` → a join link, mailed and shown once.
-pub(crate) async fn invite(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Seg(org): Seg,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    match org_place(&state, &viewer, &org).await {
-        Ok(p) => invite_to(&state, &viewer, &p, &headers, &body).await,
-        Err(resp) => resp,
-    }
-}
-
-/// `POST /console/partners/{partner}/team`: as [`invite`], for the partner's team.
-pub(crate) async fn partner_invite(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Seg(partner): Seg,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    match partner_place(&state, &viewer, &partner).await {
-        Ok(p) => invite_to(&state, &viewer, &p, &headers, &body).await,
-        Err(resp) => resp,
-    }
-}
-
-async fn invite_to(
-    state: &AppState,
-    viewer: &Viewer,
-    place: &Place,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Response {
-    if let Some(resp) = refusal(state, viewer, place, headers, body) {
-        return resp;
-    }
-    let email = people::normal_email(&field(body, "email").unwrap_or_default());
-    let role = field(body, "role").unwrap_or_default();
-    if !place.may_touch(&role) {
-        return refused_owner();
-    }
-    let refusal = if !valid_email(&email) {
-        Some("Enter a valid email address.".to_string())
-    } else if !place.team.roles().contains(&role.as_str()) {
-        Some(format!("Choose a role: {}.", place.team.roles().join(", ")))
-    } else {
-        None
-    };
-    if let Some(message) = refusal {
-        return page(
-            state,
-            viewer,
-            place,
-            StatusCode::BAD_REQUEST,
-            None,
-            Some(&message),
-        )
-        .await;
-    }
-    let issued = async {
-        let txn = begin(&state.db).await?;
-        let token = memberships::issue_token(
-            &txn,
-            state,
-            place.team.invite_purpose(),
-            &email,
-            place.team.organization(),
-            place.team.partner(),
-            Some(&role),
-            Some(viewer.user.id),
-        )
-        .await?;
-        let audit = audit::Audit {
-            organization: place.team.organization(),
-            partner: place.team.partner(),
-            actor: Some(viewer.user.id),
-            action: "member_invited",
-            target: Some(email.clone()),
-            detail: serde_json::json!({ "role": role }),
-            ip: viewer.ip.clone(),
-        };
-        audit::audit(&txn, audit, state.clock.now()).await?;
-        txn.commit().await?;
-        Ok::<_, sea_orm::DbErr>(token)
-    }
-    .await;
-    let Ok(token) = issued else {
-        return render::unavailable();
-    };
-    let url = state.public_url(&format!("/console/join/{token}"));
-    memberships::mail_join_link(state, &email, &place.name, &role, &url).await;
-    page(
-        state,
-        viewer,
-        place,
-        StatusCode::OK,
-        Some((&email, &url)),
-        None,
-    )
-    .await
-}
-
 /// The 403 of an admin touching the owner role.
-fn refused_owner() -> Response {
+pub(super) fn refused_owner() -> Response {
     render::message(
         StatusCode::FORBIDDEN,
         "Not permitted",
@@ -406,7 +300,7 @@ pub(crate) async fn partner_change(
     }
 }
 
-async fn change_in(
+pub(super) async fn change_in(
     state: &AppState,
     viewer: &Viewer,
     place: &Place,
@@ -493,179 +387,4 @@ async fn change_in(
             .await
         }
     }
-}
-
-/// `POST /console/orgs/{org}/members/invitations/{invite}`: revokes an open sign-up link
-/// (managers only; audited with the change).
-pub(crate) async fn revoke_invite(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Segs(org, invite): Segs,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    match org_place(&state, &viewer, &org).await {
-        Ok(p) => revoke_in(&state, &viewer, &p, &invite, &headers, &body).await,
-        Err(resp) => resp,
-    }
-}
-
-/// `POST /console/partners/{partner}/team/invitations/{invite}`: as [`revoke_invite`].
-pub(crate) async fn partner_revoke_invite(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Segs(partner, invite): Segs,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    match partner_place(&state, &viewer, &partner).await {
-        Ok(p) => revoke_in(&state, &viewer, &p, &invite, &headers, &body).await,
-        Err(resp) => resp,
-    }
-}
-
-async fn revoke_in(
-    state: &AppState,
-    viewer: &Viewer,
-    place: &Place,
-    invite: &str,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Response {
-    if let Some(resp) = refusal(state, viewer, place, headers, body) {
-        return resp;
-    }
-    let Ok(invite) = invite.parse::<i64>() else {
-        return render::not_found(viewer);
-    };
-    let done = async {
-        let txn = begin(&state.db).await?;
-        let now = state.clock.now();
-        let Some(link) = teams::revoke_invite(&txn, place.team, invite, now).await? else {
-            return Ok(false);
-        };
-        let audit = audit::Audit {
-            organization: place.team.organization(),
-            partner: place.team.partner(),
-            actor: Some(viewer.user.id),
-            action: "member_invitation_revoked",
-            target: Some(link.email.clone()),
-            detail: serde_json::json!({ "role": link.role }),
-            ip: viewer.ip.clone(),
-        };
-        audit::audit(&txn, audit, now).await?;
-        txn.commit().await?;
-        Ok::<_, sea_orm::DbErr>(true)
-    }
-    .await;
-    match done {
-        Ok(true) => Redirect::to(&place.members_path()).into_response(),
-        Ok(false) => render::not_found(viewer),
-        Err(e) => {
-            tracing::error!(error = %e, "sign-up link not revoked");
-            render::unavailable()
-        }
-    }
-}
-
-struct AuditRow {
-    when: String,
-    who: String,
-    action: String,
-    target: String,
-    detail: String,
-    ip: String,
-}
-
-#[derive(Template)]
-#[template(path = "console/audit.html")]
-struct Audit<'a> {
-    signed_in: Option<&'a str>,
-    csrf: &'a str,
-    org_id: i64,
-    partner_id: i64,
-    is_partner: bool,
-    tab: &'a str,
-    name: &'a str,
-    role: &'a str,
-    records: Vec<AuditRow>,
-    limit: u64,
-}
-
-/// An audit record's detail (a JSON object) as `key: value` pairs for people.
-fn readable(detail: &str) -> String {
-    match serde_json::from_str::<serde_json::Value>(detail) {
-        Ok(serde_json::Value::Object(map)) => map
-            .iter()
-            .map(|(k, v)| match v {
-                serde_json::Value::String(s) => format!("{}: {s}", k.replace('_', " ")),
-                serde_json::Value::Null => format!("{}: none", k.replace('_', " ")),
-                other => format!("{}: {other}", k.replace('_', " ")),
-            })
-            .collect::<Vec<_>>()
-            .join(", "),
-        _ => detail.to_string(),
-    }
-}
-
-/// `GET /console/orgs/{org}/audit`: owners only.
-pub(crate) async fn audit(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Seg(org): Seg,
-) -> Response {
-    match org_place(&state, &viewer, &org).await {
-        Ok(p) => audit_page(&state, &viewer, &p).await,
-        Err(resp) => resp,
-    }
-}
-
-/// `GET /console/partners/{partner}/audit`: owners and admins only.
-pub(crate) async fn partner_audit(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Seg(partner): Seg,
-) -> Response {
-    match partner_place(&state, &viewer, &partner).await {
-        Ok(p) => audit_page(&state, &viewer, &p).await,
-        Err(resp) => resp,
-    }
-}
-
-async fn audit_page(state: &AppState, viewer: &Viewer, place: &Place) -> Response {
-    if !place.can_manage() {
-        return refused(place);
-    }
-    let Ok(records) = teams::audit_of(&state.db, place.team, AUDIT_PAGE).await else {
-        return render::unavailable();
-    };
-    let records = records
-        .into_iter()
-        .map(|(r, who)| AuditRow {
-            when: r.created_at.format("%Y-%m-%d %H:%M:%S").to_string(),
-            who: who.unwrap_or_else(|| "a program".into()),
-            action: r.action.replace('_', " "),
-            target: r.target.unwrap_or_default(),
-            detail: readable(&r.detail),
-            ip: r.ip.unwrap_or_default(),
-        })
-        .collect();
-    render(
-        StatusCode::OK,
-        &Audit {
-            signed_in: Some(&viewer.user.email),
-            csrf: &viewer.session.csrf,
-            org_id: place.id(),
-            partner_id: place.id(),
-            is_partner: matches!(place.team, Team::Partner(_)),
-            tab: match place.team {
-                Team::Org(_) => "members",
-                Team::Partner(_) => "team",
-            },
-            name: &place.name,
-            role: &place.role,
-            records,
-            limit: AUDIT_PAGE,
-        },
-    )
 }

@@ -4,14 +4,17 @@
 //! of [`security_headers`]; sessions and CSRF are `session`'s, pages `pages`'.
 
 pub(crate) mod account;
+pub(crate) mod audit_log;
 pub(crate) mod billing_token;
 pub(crate) mod chart;
 pub(crate) mod cookies;
 pub(crate) mod customer;
+pub(crate) mod customer_actions;
 pub(crate) mod customers;
 pub(crate) mod form;
 pub(crate) mod funding;
 pub(crate) mod gate;
+pub(crate) mod invites;
 pub(crate) mod join;
 pub(crate) mod keys;
 pub(crate) mod members;
@@ -23,6 +26,8 @@ pub(crate) mod session;
 pub(crate) mod sign_in;
 pub(crate) mod statements;
 pub(crate) mod usage;
+pub(crate) mod usage_csv;
+pub(crate) mod usage_window;
 
 use crate::http::table::{Route, Table};
 use crate::state::AppState;
@@ -81,7 +86,7 @@ fn table() -> Table {
             statements::partner,
         )
         .page("/console/orgs/{org}/usage", usage::page)
-        .page("/console/orgs/{org}/usage.csv", usage::download)
+        .page("/console/orgs/{org}/usage.csv", usage_csv::download)
         .page_and_form("/console/join/{token}", PreSession, join::form, join::join)
         .page_and_form(
             "/console/orgs/{org}/keys",
@@ -104,7 +109,7 @@ fn table() -> Table {
             "/console/orgs/{org}/members",
             Org(ORG_OWNERS),
             members::list,
-            members::invite,
+            invites::invite,
         )
         .form(
             "/console/orgs/{org}/members/{member}",
@@ -114,9 +119,9 @@ fn table() -> Table {
         .form(
             "/console/orgs/{org}/members/invitations/{invite}",
             Org(ORG_OWNERS),
-            members::revoke_invite,
+            invites::revoke_invite,
         )
-        .page("/console/orgs/{org}/audit", members::audit)
+        .page("/console/orgs/{org}/audit", audit_log::audit)
         .page("/console/partners/{partner}", partner::overview)
         .page_and_form(
             "/console/partners/{partner}/funding",
@@ -137,7 +142,7 @@ fn table() -> Table {
         .page("/console/partners/{partner}/usage", usage::partner_page)
         .page(
             "/console/partners/{partner}/usage.csv",
-            usage::partner_download,
+            usage_csv::partner_download,
         )
         .page_and_form(
             "/console/partners/{partner}/customers",
@@ -152,37 +157,37 @@ fn table() -> Table {
         .form(
             "/console/partners/{partner}/customers/{customer}/invitation",
             Partner(CUSTOMER_WORK),
-            customer::invitation,
+            customer_actions::invitation,
         )
         .form(
             "/console/partners/{partner}/customers/{customer}/allocations",
             Partner(CUSTOMER_WORK),
-            customer::allocate,
+            customer_actions::allocate,
         )
         .form(
             "/console/partners/{partner}/customers/{customer}/rates",
             Partner(CUSTOMER_WORK),
-            customer::rate,
+            customer_actions::rate,
         )
         .form(
             "/console/partners/{partner}/customers/{customer}/alert",
             Partner(CUSTOMER_WORK),
-            customer::alert,
+            customer_actions::alert,
         )
         .form(
             "/console/partners/{partner}/customers/{customer}/automatic-allocation",
             Partner(CUSTOMER_WORK),
-            customer::automatic,
+            customer_actions::automatic,
         )
         .form(
             "/console/partners/{partner}/customers/{customer}/keys",
             Partner(CUSTOMER_WORK),
-            customer::create_key,
+            customer_actions::create_key,
         )
         .form(
             "/console/partners/{partner}/customers/{customer}/keys/disable",
             Partner(CUSTOMER_WORK),
-            customer::disable_key,
+            customer_actions::disable_key,
         )
         .page_and_form(
             "/console/partners/{partner}/tokens",
@@ -199,7 +204,7 @@ fn table() -> Table {
             "/console/partners/{partner}/team",
             Partner(PARTNER_MANAGERS),
             members::partner_list,
-            members::partner_invite,
+            invites::partner_invite,
         )
         .form(
             "/console/partners/{partner}/team/{member}",
@@ -209,9 +214,12 @@ fn table() -> Table {
         .form(
             "/console/partners/{partner}/team/invitations/{invite}",
             Partner(PARTNER_MANAGERS),
-            members::partner_revoke_invite,
+            invites::partner_revoke_invite,
         )
-        .page("/console/partners/{partner}/audit", members::partner_audit)
+        .page(
+            "/console/partners/{partner}/audit",
+            audit_log::partner_audit,
+        )
         .page("/console/assets/{file}", asset)
 }
 

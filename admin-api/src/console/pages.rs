@@ -191,7 +191,6 @@ async fn overview_page(
     error: Option<String>,
     notice: Option<String>,
 ) -> Response {
-    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
     let state = state.clone();
     let Ok(org_id) = org.parse::<i64>() else {
         return not_found(viewer);
@@ -225,10 +224,7 @@ async fn overview_page(
     };
     let rules = async {
         let alert = alerts::alert_of(&state.db, alerts::Subject::Org(org_id)).await?;
-        let customer = entities::customers::Entity::find()
-            .filter(entities::customers::Column::OrganizationId.eq(org_id))
-            .one(&state.db)
-            .await?;
+        let customer = crate::services::customers::of_organization(&state.db, org_id).await?;
         let view = match customer {
             Some(c) => Some(allocations::rule_view(&state.db, c.id, state.clock.now()).await?),
             None => None,

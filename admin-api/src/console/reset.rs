@@ -23,8 +23,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use chrono::Duration;
 use entities::console_tokens;
-use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 
 /// How long a reset link works.
 pub(crate) const RESET_VALID: Duration = Duration::hours(1);
@@ -197,13 +195,7 @@ pub(crate) async fn set(
             return Ok(false);
         };
         // Spend the link first, only if still unused: of two posts of one link, one wins.
-        let spent = console_tokens::Entity::update_many()
-            .col_expr(console_tokens::Column::UsedAt, Expr::value(now))
-            .filter(console_tokens::Column::Id.eq(t.id))
-            .filter(console_tokens::Column::UsedAt.is_null())
-            .exec(&txn)
-            .await?;
-        if spent.rows_affected != 1 {
+        if !memberships::spend_token(&txn, t.id, now, false).await? {
             return Ok(false);
         }
         let Some(user) = people::find_user(&txn, &t.email).await? else {

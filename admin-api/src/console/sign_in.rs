@@ -274,7 +274,7 @@ async fn sign_in_second_factor(
     ip: Option<String>,
 ) -> Response {
     use crate::services::two_factor;
-    use sea_orm::EntityTrait;
+
     let now = state.clock.now();
     let challenge = match flow_challenge(state, headers, proof::Purpose::TwoFactor).await {
         Ok(c) => c,
@@ -304,11 +304,7 @@ async fn sign_in_second_factor(
         partner: None,
     };
     let user = match challenge.user_id {
-        Some(id) => {
-            entities::console_users::Entity::find_by_id(id)
-                .one(&state.db)
-                .await
-        }
+        Some(id) => people::by_id(&state.db, id).await,
         None => Ok(None),
     };
     let user = match user {
@@ -417,11 +413,7 @@ async fn sign_in_code(
         if !proof::finish(&txn, &challenge, now).await? {
             return Ok(None);
         }
-        use sea_orm::EntityTrait;
-        let Some(user) = entities::console_users::Entity::find_by_id(user_id)
-            .one(&txn)
-            .await?
-        else {
+        let Some(user) = people::by_id(&txn, user_id).await? else {
             return Ok(None);
         };
         let user = people::mark_proven(&txn, user, now).await?;

@@ -13,7 +13,6 @@ use crate::services::statements::{self, Month};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use sea_orm::EntityTrait;
 
 /// The statements a usage page lists: (month, CSV link, PDF link, provisional), newest first.
 pub(crate) async fn months(
@@ -23,15 +22,13 @@ pub(crate) async fn months(
     id: i64,
 ) -> Vec<(String, String, String, bool)> {
     let began = if partner {
-        entities::partners::Entity::find_by_id(id)
-            .one(&state.db)
+        crate::services::partners::find(&state.db, id)
             .await
             .ok()
             .flatten()
             .map(|p| p.created_at)
     } else {
-        entities::organizations::Entity::find_by_id(id)
-            .one(&state.db)
+        crate::services::customers::organization(&state.db, id)
             .await
             .ok()
             .flatten()

@@ -13,214 +13,29 @@ use super::chart::{self, Chart};
 use super::gate::{self, Membership};
 use super::render::{self, render};
 use super::session::Viewer;
+use super::usage_window::*;
 use crate::error::ApiError;
 use crate::http::params::Seg;
-use crate::services::usage::{self, Breakdown, Granularity, Totals, Window};
+use crate::services::partner_usage;
+use crate::services::usage::{self, Breakdown, Granularity, Totals};
+use crate::services::usage_sums;
 use crate::services::{customers, keys};
 use crate::state::AppState;
 use askama::Template;
-use axum::body::Body;
 use axum::extract::{Query, State};
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, NaiveDate, SecondsFormat, TimeDelta, Utc};
+use axum::http::StatusCode;
+use axum::response::Response;
 use money::NanoUsd;
 use std::collections::HashMap;
 
-/// What the usage is broken down by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum By {
-    Model,
-    Key,
-    Group,
-    Customer,
-}
-
-impl By {
-    fn name(self) -> &'static str {
-        match self {
-            By::Model => "model",
-            By::Key => "key",
-            By::Group => "group",
-            By::Customer => "customer",
-        }
-    }
-}
-
-/// Whose usage a page shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Scope {
-    Org(i64),
-    Partner(i64),
-}
-
-impl Scope {
-    /// The pages' path of this scope.
-    fn base(self) -> String {
-        match self {
-            Scope::Org(id) => format!("/console/orgs/{id}"),
-            Scope::Partner(id) => format!("/console/partners/{id}"),
-        }
-    }
-
-    fn is_partner(self) -> bool {
-        matches!(self, Scope::Partner(_))
-    }
-
-    fn id(self) -> i64 {
-        match self {
-            Scope::Org(id) | Scope::Partner(id) => id,
-        }
-    }
-
-    /// The breakdown shown when none is asked for.
-    fn default_by(self) -> By {
-        match self {
-            Scope::Org(_) => By::Model,
-            Scope::Partner(_) => By::Customer,
-        }
-    }
-}
-
-/// The page's query, checked. Each refusal names its field.
-#[derive(Debug, Clone)]
-struct Choice {
-    granularity: Granularity,
-    from: NaiveDate,
-    to: NaiveDate,
-    by: By,
-}
-
-/// A refused query: the field and what is wrong with it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Refusal {
-    field: &'static str,
-    message: String,
-}
-
-/// The raw values of the form, echoed back when refused.
-#[derive(Debug, Clone, Default)]
-struct Raw {
-    granularity: String,
-    from: String,
-    to: String,
-    by: String,
-}
-
-fn parse_day(value: &str, label: &str) -> Result<NaiveDate, String> {
-    NaiveDate::parse_from_str(value.trim(), "%Y-%m-%d")
-        .map_err(|_| format!("{label} must be a date such as 2026-01-31."))
-}
-
-/// Checks the query at date `today` (UTC).
-fn choose(q: &HashMap<String, String>, today: NaiveDate, scope: Scope) -> Result<Choice, Refusal> {
-    let get = |k: &str| q.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
-    let granularity = match get("granularity") {
-        None | Some("day") => Granularity::Day,
-        Some("hour") => Granularity::Hour,
-        Some(_) => {
-            return Err(Refusal {
-                field: "granularity",
-                message: "Choose by day or by hour.".into(),
-            });
-        }
-    };
-    let by = match get("by") {
-        None => scope.default_by(),
-        Some("model") => By::Model,
-        Some("key") => By::Key,
-        Some("group") => By::Group,
-        Some("customer") if scope.is_partner() => By::Customer,
-        Some(_) => {
-            return Err(Refusal {
-                field: "by",
-                message: if scope.is_partner() {
-                    "Choose customer, model, key or group.".into()
-                } else {
-                    "Choose model, key or group.".into()
-                },
-            });
-        }
-    };
-    let to = match get("to") {
-        None => today,
-        Some(v) => parse_day(v, "To").map_err(|message| Refusal {
-            field: "to",
-            message,
-        })?,
-    };
-    let from = match get("from") {
-        None => match granularity {
-            Granularity::Day => to - TimeDelta::days(29),
-            Granularity::Hour => to - TimeDelta::days(1),
-        },
-        Some(v) => parse_day(v, "From").map_err(|message| Refusal {
-            field: "from",
-            message,
-        })?,
-    };
-    let choice = Choice {
-        granularity,
-        from,
-        to,
-        by,
-    };
-    choice.window().map_err(|e| Refusal {
-        field: if to < from { "to" } else { "from" },
-        message: match e {
-            ApiError::InvalidUsageWindow(_) if to < from => {
-                "To must not be before From.".to_string()
-            }
-            _ => match granularity {
-                Granularity::Day => "By day, the window may span at most 366 days.".to_string(),
-                Granularity::Hour => "By hour, the window may span at most 7 days.".to_string(),
-            },
-        },
-    })?;
-    Ok(choice)
-}
-
-impl Choice {
-    fn window(&self) -> Result<Window, ApiError> {
-        Window::days(self.granularity, self.from, self.to)
-    }
-
-    /// The query string of this choice (for the CSV link).
-    fn query(&self) -> String {
-        format!(
-            "granularity={}&from={}&to={}&by={}",
-            granularity_name(self.granularity),
-            self.from,
-            self.to,
-            self.by.name()
-        )
-    }
-
-    fn raw(&self) -> Raw {
-        Raw {
-            granularity: granularity_name(self.granularity).into(),
-            from: self.from.to_string(),
-            to: self.to.to_string(),
-            by: self.by.name().into(),
-        }
-    }
-}
-
-fn granularity_name(g: Granularity) -> &'static str {
-    match g {
-        Granularity::Day => "day",
-        Granularity::Hour => "hour",
-    }
-}
-
 /// A line of the breakdown: an optional id (key, group) and its label.
-type Line = (Option<i64>, String);
+pub(super) type Line = (Option<i64>, String);
 
 /// The line of a key's usage: the key itself (its name and preview), or its group.
-struct KeyLines {
-    keys: HashMap<i64, entities::customer_api_keys::Model>,
-    groups: Vec<settings::Group>,
-    by_group: bool,
+pub(super) struct KeyLines {
+    pub(super) keys: HashMap<i64, entities::customer_api_keys::Model>,
+    pub(super) groups: Vec<settings::Group>,
+    pub(super) by_group: bool,
 }
 
 impl KeyLines {
@@ -256,7 +71,11 @@ impl KeyLines {
 
 /// An organization's usage of the chosen window, broken down as chosen (its own buckets, read
 /// and grouped here).
-async fn read(state: &AppState, org: i64, choice: &Choice) -> Result<Breakdown<Line>, ApiError> {
+pub(super) async fn read(
+    state: &AppState,
+    org: i64,
+    choice: &Choice,
+) -> Result<Breakdown<Line>, ApiError> {
     let window = choice.window()?;
     let rows = usage::hourly_rows(&state.db, org, None, &window).await?;
     let of: Box<dyn Fn(&entities::usage_hourly::Model) -> Line> = match choice.by {
@@ -272,20 +91,20 @@ async fn read(state: &AppState, org: i64, choice: &Choice) -> Result<Breakdown<L
 }
 
 /// The rollups' dimension of a partner's breakdown.
-fn dim_of(by: By) -> usage::Dim {
+pub(super) fn dim_of(by: By) -> usage_sums::Dim {
     match by {
-        By::Customer => usage::Dim::Organization,
-        By::Model => usage::Dim::Model,
-        By::Key => usage::Dim::Key,
-        By::Group => usage::Dim::Group,
+        By::Customer => usage_sums::Dim::Organization,
+        By::Model => usage_sums::Dim::Model,
+        By::Key => usage_sums::Dim::Key,
+        By::Group => usage_sums::Dim::Group,
     }
 }
 
 /// Each value's line in a partner's breakdown, `(id, label)`: the names of the values `ids`
 /// (customers' organizations or keys) only, or of every one with `None`.
-type Labels = Box<dyn Fn(&str) -> Line + Send + Sync>;
+pub(super) type Labels = Box<dyn Fn(&str) -> Line + Send + Sync>;
 
-async fn labels(
+pub(super) async fn labels(
     state: &AppState,
     partner: i64,
     by: By,
@@ -326,7 +145,7 @@ async fn labels(
 /// rest folded into one sum: the window's total less theirs), the periods' totals, and the
 /// periods of the lines the chart draws apart (the others have none: the chart's "Other" is the
 /// rest of each period). Only the listed lines' names are read.
-async fn summarized(
+pub(super) async fn summarized(
     state: &AppState,
     partner: i64,
     choice: &Choice,
@@ -334,7 +153,7 @@ async fn summarized(
     let window = choice.window()?;
     let dim = dim_of(choice.by);
     let largest = u64::try_from(TABLE_LINES).unwrap_or(u64::MAX);
-    let summary = usage::partner_summary(&state.db, partner, &window, dim, largest).await?;
+    let summary = partner_usage::partner_summary(&state.db, partner, &window, dim, largest).await?;
     let ids: Vec<i64> = summary
         .lines
         .iter()
@@ -368,7 +187,8 @@ async fn summarized(
         .filter_map(|l| lines.get(l))
         .flat_map(|v| v.2.iter().cloned())
         .collect();
-    let periods = usage::partner_periods_of(&state.db, partner, &window, dim, &values).await?;
+    let periods =
+        partner_usage::partner_periods_of(&state.db, partner, &window, dim, &values).await?;
     let n = summary.periods.len();
     for line in &apart {
         if let Some(entry) = lines.get_mut(line) {
@@ -397,24 +217,24 @@ async fn summarized(
 }
 
 /// One line of a figures table.
-struct Row {
-    label: String,
+pub(super) struct Row {
+    pub(super) label: String,
     /// Legend swatch class (`s0`…), when the line is drawn apart in the chart.
-    swatch: Option<String>,
-    requests: i64,
-    input: i64,
-    output: i64,
-    cached: i64,
-    images: i64,
-    video_seconds: i64,
-    spend: String,
+    pub(super) swatch: Option<String>,
+    pub(super) requests: i64,
+    pub(super) input: i64,
+    pub(super) output: i64,
+    pub(super) cached: i64,
+    pub(super) images: i64,
+    pub(super) video_seconds: i64,
+    pub(super) spend: String,
     /// Charged, wholesale cost and margin (a partner's figures).
-    charged: String,
-    wholesale: String,
-    margin: String,
+    pub(super) charged: String,
+    pub(super) wholesale: String,
+    pub(super) margin: String,
 }
 
-fn row(label: String, swatch: Option<String>, t: &Totals) -> Row {
+pub(super) fn row(label: String, swatch: Option<String>, t: &Totals) -> Row {
     Row {
         label,
         swatch,
@@ -435,74 +255,42 @@ fn row(label: String, swatch: Option<String>, t: &Totals) -> Row {
 
 #[derive(Template)]
 #[template(path = "console/usage.html")]
-struct Page<'a> {
-    signed_in: Option<&'a str>,
-    csrf: &'a str,
-    org_id: i64,
-    partner_id: i64,
-    is_partner: bool,
-    base: String,
-    role: &'a str,
-    tab: &'a str,
-    name: &'a str,
-    raw: Raw,
-    error: Option<Refusal>,
-    by_label: &'a str,
-    period_label: &'a str,
-    csv: String,
-    total: Option<Row>,
-    lines: Vec<Row>,
-    legend: Vec<(String, String)>,
-    periods: Vec<Row>,
-    chart: Chart,
-    chart_title: String,
+pub(super) struct Page<'a> {
+    pub(super) signed_in: Option<&'a str>,
+    pub(super) csrf: &'a str,
+    pub(super) org_id: i64,
+    pub(super) partner_id: i64,
+    pub(super) is_partner: bool,
+    pub(super) base: String,
+    pub(super) role: &'a str,
+    pub(super) tab: &'a str,
+    pub(super) name: &'a str,
+    pub(super) raw: Raw,
+    pub(super) error: Option<Refusal>,
+    pub(super) by_label: &'a str,
+    pub(super) period_label: &'a str,
+    pub(super) csv: String,
+    pub(super) total: Option<Row>,
+    pub(super) lines: Vec<Row>,
+    pub(super) legend: Vec<(String, String)>,
+    pub(super) periods: Vec<Row>,
+    pub(super) chart: Chart,
+    pub(super) chart_title: String,
     /// Ready-made windows: (label, link, whether it is the one shown).
-    presets: Vec<(&'static str, String, bool)>,
+    pub(super) presets: Vec<(&'static str, String, bool)>,
     /// Monthly statements: (month, CSV link, PDF link, provisional), newest first.
-    statements: Vec<(String, String, String, bool)>,
-}
-
-/// The ready-made windows offered above the form (with the current breakdown).
-fn presets(
-    scope: Scope,
-    today: NaiveDate,
-    shown: Option<&Choice>,
-) -> Vec<(&'static str, String, bool)> {
-    let by = shown.map_or(scope.default_by(), |c| c.by);
-    [
-        ("Today, by hour", Granularity::Hour, 0),
-        ("Last 7 days, by hour", Granularity::Hour, 6),
-        ("Last 30 days", Granularity::Day, 29),
-        ("Last 12 months", Granularity::Day, 365),
-    ]
-    .into_iter()
-    .map(|(label, granularity, back)| {
-        let c = Choice {
-            granularity,
-            from: today - TimeDelta::days(back),
-            to: today,
-            by,
-        };
-        let current = shown
-            .is_some_and(|s| s.granularity == c.granularity && s.from == c.from && s.to == c.to);
-        (
-            label,
-            format!("{}/usage?{}", scope.base(), c.query()),
-            current,
-        )
-    })
-    .collect()
+    pub(super) statements: Vec<(String, String, String, bool)>,
 }
 
 /// Lines the table lists before folding the rest into one "Other" line.
-const TABLE_LINES: usize = 100;
+pub(super) const TABLE_LINES: usize = 100;
 
 /// A line of the breakdown with its sums and its series in the chart.
-type Ordered<'b> = Vec<(&'b Line, &'b (Vec<Totals>, Totals), usize)>;
+pub(super) type Ordered<'b> = Vec<(&'b Line, &'b (Vec<Totals>, Totals), usize)>;
 
 /// The lines in chart order, largest spend first, each with its series: past
 /// [`chart::SERIES`] lines, the smallest are drawn together as the last series ("Other").
-fn ordered(b: &Breakdown<Line>, value: fn(&Totals) -> NanoUsd) -> Ordered<'_> {
+pub(super) fn ordered(b: &Breakdown<Line>, value: fn(&Totals) -> NanoUsd) -> Ordered<'_> {
     let mut lines: Vec<_> = b.lines.iter().collect();
     lines.sort_by(|a, b| value(&b.1.1).cmp(&value(&a.1.1)).then_with(|| a.0.cmp(b.0)));
     let apart = if lines.len() > chart::SERIES {
@@ -518,7 +306,7 @@ fn ordered(b: &Breakdown<Line>, value: fn(&Totals) -> NanoUsd) -> Ordered<'_> {
 }
 
 /// The chart's columns: per period, the spend of each series.
-fn columns(
+pub(super) fn columns(
     b: &Breakdown<Line>,
     lines: &Ordered<'_>,
     g: Granularity,
@@ -565,14 +353,6 @@ fn columns(
     columns
 }
 
-/// A period's name: the day, or the day and hour.
-fn period_label(t: &chrono::DateTime<chrono::Utc>, g: Granularity) -> String {
-    match g {
-        Granularity::Day => t.format("%Y-%m-%d").to_string(),
-        Granularity::Hour => t.format("%Y-%m-%d %H:00").to_string(),
-    }
-}
-
 /// `GET /console/orgs/{org}/usage`: members only.
 pub(crate) async fn page(
     State(state): State<AppState>,
@@ -605,14 +385,14 @@ pub(crate) async fn partner_page(
 
 /// What the chart and the line order measure: an organization's usage cost; a partner's
 /// charges (its retail revenue).
-fn measure(scope: Scope) -> fn(&Totals) -> NanoUsd {
+pub(super) fn measure(scope: Scope) -> fn(&Totals) -> NanoUsd {
     match scope {
         Scope::Org(_) => Totals::cost_usd,
         Scope::Partner(_) => |t| NanoUsd::from_nanos(t.charged),
     }
 }
 
-async fn show(
+pub(super) async fn show(
     state: &AppState,
     viewer: &Viewer,
     scope: Scope,
@@ -749,248 +529,11 @@ async fn show(
     render(StatusCode::OK, &page)
 }
 
-/// A CSV text field, always quoted (`text::csv_cell`'s rule: a formula defused).
-fn csv_text(s: &str) -> String {
-    let cell = crate::text::csv_cell(s);
-    if cell.starts_with('"') {
-        cell
-    } else {
-        format!("\"{cell}\"")
-    }
-}
-
-/// The CSV's header line; a partner's adds what was charged, the wholesale cost and the margin.
-fn csv_head(by: By, partner: bool) -> String {
-    let head = match by {
-        By::Model => "model",
-        By::Key => "api_key_id,api_key",
-        By::Group => "group_id,group",
-        By::Customer => "customer_id,customer",
-    };
-    let money = if partner {
-        ",charged_usd,wholesale_usd,margin_usd"
-    } else {
-        ""
-    };
-    format!(
-        "period_start,period_end,{head},requests,input_tokens,output_tokens,cached_tokens,cache_write_tokens,images,video_seconds,cost_usd{money}\r\n"
-    )
-}
-
-/// Appends the CSV row of line `line` in the period starting at `start` of window `w`, unless
-/// the line had no usage in it.
-fn csv_row(
-    out: &mut String,
-    (start, w): (DateTime<Utc>, &Window),
-    by: By,
-    line: &Line,
-    t: &Totals,
-    partner: bool,
-) {
-    use std::fmt::Write;
-    if t.requests == 0 && t.cost == 0 && t.charged == 0 {
-        return;
-    }
-    let ts = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
-    let (id, label) = line;
-    let who = match by {
-        By::Model => csv_text(label),
-        By::Key | By::Group | By::Customer => format!(
-            "{},{}",
-            id.map(|v| v.to_string()).unwrap_or_default(),
-            csv_text(label)
-        ),
-    };
-    let money = if partner {
-        format!(
-            ",{},{},{}",
-            NanoUsd::from_nanos(t.charged).to_decimal_usd(),
-            NanoUsd::from_nanos(t.wholesale).to_decimal_usd(),
-            t.margin().to_decimal_usd()
-        )
-    } else {
-        String::new()
-    };
-    let _ = write!(
-        out,
-        "{},{},{who},{},{},{},{},{},{},{},{}{money}\r\n",
-        ts(start),
-        ts((start + w.step()).min(w.end)),
-        t.requests,
-        t.input_tokens,
-        t.output_tokens,
-        t.cached_tokens,
-        t.cache_write_tokens,
-        t.images,
-        t.video_seconds,
-        t.cost_usd().to_decimal_usd()
-    );
-}
-
-/// An organization's CSV: one row per period and line with any usage, oldest first.
-fn csv(b: &Breakdown<Line>, w: &Window, by: By) -> String {
-    let mut out = csv_head(by, false);
-    for (i, start) in b.periods.iter().enumerate() {
-        for (line, (per, _)) in &b.lines {
-            if let Some(t) = per.get(i) {
-                csv_row(&mut out, (*start, w), by, line, t, false);
-            }
-        }
-    }
-    out
-}
-
-/// Bytes a partner's CSV sends at a time.
-const CSV_CHUNK: usize = 4 * 1024;
-
-/// A partner's CSV, streamed: the lines' names are read first, then the cells come from the
-/// rollups in period order and are written as they come, a chunk at a time, so that a partner
-/// with ten thousand customers is never one string in memory. The reading is driven by the
-/// answer's body (no task of its own: a client that goes away stops it). A failure before the
-/// first cell is an error (the page's 503); one after it cuts the download (never a silently
-/// short file).
-async fn partner_csv(state: &AppState, partner: i64, choice: &Choice) -> Result<Body, ApiError> {
-    use futures_util::StreamExt;
-    type Chunk = Result<bytes::Bytes, std::io::Error>;
-    let window = choice.window()?;
-    let by = choice.by;
-    let label = labels(state, partner, by, None).await?;
-    let (tx, rx) = tokio::sync::mpsc::channel::<Chunk>(4);
-    let db = state.db.clone();
-    let cut = move |e: ApiError| {
-        tracing::error!(error = %e, partner, "usage CSV not read");
-        std::io::Error::other("usage not read")
-    };
-    // Sends the header and the first row at once (the answer waits for them), then a chunk at a
-    // time.
-    let producer = async move {
-        let cells = match usage::partner_cells(&db, partner, &window, dim_of(by)).await {
-            Ok(cells) => cells,
-            Err(e) => {
-                let _ = tx.send(Err(cut(e))).await;
-                return;
-            }
-        };
-        let mut cells = std::pin::pin!(cells);
-        let mut out = csv_head(by, true);
-        let mut first = true;
-        loop {
-            let cell = cells.next().await;
-            match cell {
-                Some(Ok(c)) => {
-                    csv_row(
-                        &mut out,
-                        (c.period, &window),
-                        by,
-                        &label(&c.value),
-                        &c.totals,
-                        true,
-                    );
-                }
-                Some(Err(e)) => {
-                    let _ = tx.send(Err(cut(e))).await;
-                    return;
-                }
-                None => break,
-            }
-            if (first || out.len() >= CSV_CHUNK)
-                && tx.send(Ok(std::mem::take(&mut out).into())).await.is_err()
-            {
-                return;
-            }
-            first = false;
-        }
-        if !out.is_empty() {
-            let _ = tx.send(Ok(out.into())).await;
-        }
-    };
-    let driven = futures_util::stream::once(producer).filter_map(|()| async { None::<Chunk> });
-    let received = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|chunk| (chunk, rx))
-    });
-    let mut chunks = Box::pin(futures_util::stream::select(driven, received));
-    match chunks.next().await {
-        Some(Ok(first)) => Ok(Body::from_stream(
-            futures_util::stream::once(async { Ok::<_, std::io::Error>(first) }).chain(chunks),
-        )),
-        Some(Err(_)) | None => Err(ApiError::Internal),
-    }
-}
-
-/// `GET /console/orgs/{org}/usage.csv`: the page's figures as CSV (members only; a refused
-/// query is a 400 page, as on the page).
-pub(crate) async fn download(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Seg(org): Seg,
-    Query(q): Query<HashMap<String, String>>,
-) -> Response {
-    match gate::organization(&state, &viewer, &org).await {
-        Ok(Membership { id, .. }) => csv_answer(&state, Scope::Org(id), &q).await,
-        Err(resp) => resp,
-    }
-}
-
-/// `GET /console/partners/{partner}/usage.csv`: as [`download`], for a partner.
-pub(crate) async fn partner_download(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Seg(partner): Seg,
-    Query(q): Query<HashMap<String, String>>,
-) -> Response {
-    match gate::team(&state, &viewer, &partner).await {
-        Ok(Membership { id, .. }) => csv_answer(&state, Scope::Partner(id), &q).await,
-        Err(resp) => resp,
-    }
-}
-
-async fn csv_answer(state: &AppState, scope: Scope, q: &HashMap<String, String>) -> Response {
-    let today = state.clock.now().date_naive();
-    let choice = match choose(q, today, scope) {
-        Ok(c) => c,
-        Err(refusal) => {
-            return render::message(StatusCode::BAD_REQUEST, "Cannot download", &refusal.message);
-        }
-    };
-    let body = match scope {
-        Scope::Partner(p) => partner_csv(state, p, &choice).await,
-        Scope::Org(org) => match (read(state, org, &choice).await, choice.window()) {
-            (Ok(b), Ok(w)) => Ok(Body::from(csv(&b, &w, choice.by))),
-            (Err(e), _) | (_, Err(e)) => Err(e),
-        },
-    };
-    let body = match body {
-        Ok(body) => body,
-        Err(e) => {
-            tracing::error!(error = %e, "usage CSV not read");
-            return render::unavailable();
-        }
-    };
-    let name = format!(
-        "usage-{}-{}-{}-{}-by-{}-{}.csv",
-        if scope.is_partner() { "partner" } else { "org" },
-        scope.id(),
-        choice.from,
-        choice.to,
-        granularity_name(choice.granularity),
-        choice.by.name()
-    );
-    (
-        [
-            (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
-            (
-                header::CONTENT_DISPOSITION,
-                format!("attachment; filename=\"{name}\""),
-            ),
-        ],
-        body,
-    )
-        .into_response()
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::usage_csv::csv_text;
     use super::*;
+    use chrono::{NaiveDate, TimeDelta};
 
     fn q(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         pairs

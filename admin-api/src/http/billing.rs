@@ -3,6 +3,7 @@
 use super::answer::respond;
 use crate::auth::billing_token;
 use crate::services::billing;
+use crate::services::statement_files;
 use crate::state::AppState;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
@@ -120,7 +121,6 @@ pub(crate) fn statement_download(
     statement: &crate::services::statements::Statement,
     format: &str,
 ) -> Response {
-    use crate::services::statements;
     use axum::http::{HeaderValue, StatusCode, header};
     use axum::response::IntoResponse;
     let name = format!(
@@ -128,13 +128,13 @@ pub(crate) fn statement_download(
         statement.kind, statement.subject_id, statement.month
     );
     let (body, content_type) = if format == "pdf" {
-        match statements::pdf(statement) {
+        match statement_files::pdf(statement) {
             Ok(bytes) => (bytes, "application/pdf"),
             Err(e) => return e.into_response(),
         }
     } else {
         (
-            statements::csv(statement).into_bytes(),
+            statement_files::csv(statement).into_bytes(),
             "text/csv; charset=utf-8",
         )
     };

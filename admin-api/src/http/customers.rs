@@ -6,6 +6,7 @@ use super::write::Write;
 use crate::caller::Caller;
 use crate::dto::CreateCustomerRequest;
 use crate::error::ApiError;
+use crate::services::group_prices;
 use crate::services::{customers, funding};
 use crate::state::AppState;
 use axum::extract::{Extension, State};
@@ -104,7 +105,7 @@ pub(crate) async fn groups(
     let result = async {
         let customer = customers::find(&state.db, &caller, &id).await?;
         customers::require_active(&state.db, &customer, state.clock.now()).await?;
-        customers::groups(&state.db, &state, &caller, &customer).await
+        group_prices::groups(&state.db, &state, &caller, &customer).await
     }
     .await;
     respond(result)

@@ -135,7 +135,7 @@ pub(crate) async fn recharge(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
 ) -> Response {
-    respond(crate::services::recharge::view(&state.db, caller.partner_id).await)
+    respond(crate::services::recharge_rules::view(&state.db, caller.partner_id).await)
 }
 
 #[utoipa::path(put, path = "/partner/v1/funding/recharge", tag = "partner", security(("partner_token" = [])), params(("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters; replays answer with Idempotent-Replayed: true")), request_body = crate::dto::RechargeRequest, responses((status = 200, description = "data", body = crate::dto::RechargeView), (status = 400, description = "INVALID_PARTNER_RECHARGE, IDEMPOTENCY_KEY_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 409, description = "IDEMPOTENCY_KEY_CONFLICT, IDEMPOTENCY_IN_PROGRESS", body = crate::dto::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::dto::ErrorEnvelope)))]
@@ -145,10 +145,10 @@ pub(crate) async fn set_recharge(State(state): State<AppState>, write: Write) ->
         .run(
             &state,
             invalid,
-            crate::services::recharge::parse,
+            crate::services::recharge_rules::parse,
             |txn, op, rule| {
                 Box::pin(async move {
-                    let view = crate::services::recharge::set(
+                    let view = crate::services::recharge_rules::set(
                         txn,
                         op.caller.partner_id,
                         Some(rule),
@@ -173,7 +173,7 @@ pub(crate) async fn delete_recharge(State(state): State<AppState>, write: Write)
             |(): ()| Ok(()),
             |txn, op, ()| {
                 Box::pin(async move {
-                    let view = crate::services::recharge::set(
+                    let view = crate::services::recharge_rules::set(
                         txn,
                         op.caller.partner_id,
                         None,
@@ -198,7 +198,7 @@ pub(crate) async fn card_session(State(state): State<AppState>, write: Write) ->
             |(): ()| Ok(()),
             |txn, op, ()| {
                 Box::pin(async move {
-                    let url = crate::services::recharge::start_card_session(
+                    let url = crate::services::recharge_rules::start_card_session(
                         txn,
                         &op.state,
                         op.caller.partner_id,

@@ -38,3 +38,26 @@ pub async fn audit(
     .await?;
     Ok(())
 }
+
+/// A person's own records, the latest `limit` (their account page): what they did or what was
+/// done to their address, outside any organization or partner.
+pub async fn personal(
+    db: &impl ConnectionTrait,
+    user: &entities::console_users::Model,
+    limit: u64,
+) -> Result<Vec<audit_records::Model>, DbErr> {
+    use sea_orm::sea_query::ExprTrait;
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+    audit_records::Entity::find()
+        .filter(
+            audit_records::Column::ActorUserId
+                .eq(user.id)
+                .or(audit_records::Column::Target.eq(user.email.clone())),
+        )
+        .filter(audit_records::Column::OrganizationId.is_null())
+        .filter(audit_records::Column::PartnerId.is_null())
+        .order_by_desc(audit_records::Column::Id)
+        .limit(limit)
+        .all(db)
+        .await
+}

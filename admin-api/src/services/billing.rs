@@ -413,6 +413,18 @@ pub async fn daily_spend(
         .collect())
 }
 
+/// The active billing token of organization `org`, if one is.
+pub async fn active_token(
+    db: &impl ConnectionTrait,
+    org: i64,
+) -> Result<Option<org_billing_tokens::Model>, sea_orm::DbErr> {
+    org_billing_tokens::Entity::find()
+        .filter(org_billing_tokens::Column::OrganizationId.eq(org))
+        .filter(org_billing_tokens::Column::Status.eq(TokenStatus::Active))
+        .one(db)
+        .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,8 +2,8 @@
 
 use crate::caller::Caller;
 use crate::dto::{
-    Activation, CreateCustomerRequest, Customer, CustomerBalance, CustomerData, Group, Multiplier,
-    Usd, multiplier_of, usd_of,
+    Activation, CreateCustomerRequest, Customer, CustomerBalance, CustomerData, Usd, multiplier_of,
+    usd_of,
 };
 use crate::error::ApiError;
 use crate::ledger::{self, AccountRef};
@@ -131,7 +131,7 @@ impl NewCustomer {
 }
 
 /// The configured groups every customer gets, as (id, wholesale).
-fn catalogue(state: &AppState) -> Vec<(i64, RateMultiplier)> {
+pub(super) fn catalogue(state: &AppState) -> Vec<(i64, RateMultiplier)> {
     state
         .groups()
         .iter()
@@ -306,7 +306,7 @@ pub(crate) async fn new_invitation(
 }
 
 /// A fresh invitation token (URL-safe, 43 characters, about 256 bits).
-fn invitation_token() -> String {
+pub(super) fn invitation_token() -> String {
     const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     let mut rng = rand::rng();
     (0..43)
@@ -314,7 +314,7 @@ fn invitation_token() -> String {
         .collect()
 }
 
-fn ts(t: DateTime<Utc>) -> String {
+pub(super) fn ts(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
@@ -496,114 +496,22 @@ pub async fn require_active(
     })
 }
 
-/// The customer's groups with prices.
-pub async fn groups(
-    db: &impl ConnectionTrait,
-    state: &AppState,
-    caller: &Caller,
-    customer: &customers::Model,
-) -> Result<Vec<Group>, ApiError> {
-    let rows = customer_groups::Entity::find()
-        .filter(customer_groups::Column::CustomerId.eq(customer.id))
-        .order_by_asc(customer_groups::Column::GroupId)
-        .all(db)
-        .await?;
-    let mut list = Vec::with_capacity(rows.len());
-    for row in &rows {
-        let Some(g) = state.group(row.group_id) else {
-            continue;
-        };
-        list.push(Group {
-            id: g.id,
-            name: g.name.clone(),
-            description: g.description.clone(),
-            product_code: g.product_code.clone(),
-            rate_multiplier: Multiplier(stored_rate(row.retail_rate_multiplier_ppm)?),
-            status: row.status.to_value(),
-            wholesale_rate_multiplier: Multiplier(g.wholesale_rate_multiplier),
-            retail_floor_rate_multiplier: Multiplier(pricing::retail_floor(
-                caller.min_rate,
-                g.wholesale_rate_multiplier,
-            )),
-        });
-    }
-    Ok(list)
-}
-
-/// The customer's groups as (wholesale, retail) pairs, for reservations.
-pub async fn price_pairs(
-    db: &impl ConnectionTrait,
-    state: &AppState,
-    customer_id: i64,
-) -> Result<Vec<(RateMultiplier, RateMultiplier)>, ApiError> {
-    let rows = customer_groups::Entity::find()
-        .filter(customer_groups::Column::CustomerId.eq(customer_id))
-        .all(db)
-        .await?;
-    let mut pairs = Vec::with_capacity(rows.len());
-    for r in &rows {
-        if let Some(g) = state.group(r.group_id) {
-            pairs.push((
-                g.wholesale_rate_multiplier,
-                stored_rate(r.retail_rate_multiplier_ppm)?,
-            ));
-        }
-    }
-    Ok(pairs)
-}
-
-/// A multiplier read from the ledger database, where it was written validated: one that is not
-/// positive is a broken row, an internal error (never a free price).
-pub fn stored_rate(ppm: i64) -> Result<RateMultiplier, ApiError> {
-    RateMultiplier::from_ppm(ppm).ok_or_else(|| {
-        tracing::error!(ppm, "stored rate multiplier is not positive");
-        ApiError::Internal
-    })
-}
-
-/// Brings the partner funding reserved for a customer to the formula's value; refuses with
-/// `PARTNER_FUNDING_INSUFFICIENT` when available funding cannot cover an increase.
-pub async fn rebalance_reservation(
-    txn: &impl ConnectionTrait,
-    partner_id: i64,
-    customer_id: i64,
-    cap: NanoUsd,
-    pairs: &[(RateMultiplier, RateMultiplier)],
-    reference: &str,
-) -> Result<(), ApiError> {
-    let target = pricing::reservation(cap, pairs).ok_or(ApiError::Internal)?;
-    let current = ledger::balance(
-        txn,
-        &AccountRef::partner_reserved(partner_id, customer_id).code,
-    )
-    .await?;
-    let delta = target.checked_sub(current).ok_or(ApiError::Internal)?;
-    if delta.is_positive() {
-        let available =
-            ledger::balance(txn, &AccountRef::partner_available(partner_id).code).await?;
-        if delta > available {
-            return Err(ApiError::FundingInsufficient {
-                available,
-                required: delta,
-            });
-        }
-    }
-    ledger::transfer(
-        txn,
-        reference,
-        "partner_reservation",
-        &AccountRef::partner_available(partner_id),
-        &AccountRef::partner_reserved(partner_id, customer_id),
-        delta,
-    )
-    .await?;
-    Ok(())
-}
-
 /// The organization `id`, if it exists.
 pub async fn organization(
     db: &impl ConnectionTrait,
     id: i64,
 ) -> Result<Option<organizations::Model>, ApiError> {
     Ok(organizations::Entity::find_by_id(id).one(db).await?)
+}
+
+/// The customer whose organization is `org`, if a partner made it (a partnerless organization
+/// has none).
+pub async fn of_organization(
+    db: &impl ConnectionTrait,
+    org: i64,
+) -> Result<Option<customers::Model>, ApiError> {
+    Ok(customers::Entity::find()
+        .filter(customers::Column::OrganizationId.eq(org))
+        .one(db)
+        .await?)
 }

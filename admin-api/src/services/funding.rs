@@ -1,5 +1,6 @@
 //! Partner funding: identity, the funding view, top-ups, allocations and group prices.
 
+use super::group_prices;
 use crate::caller::Caller;
 use crate::dto::{
     AllocationRequest, CustomerData, Funding, Group, GroupRateRequest, Multiplier, PartnerIdentity,
@@ -287,8 +288,8 @@ pub async fn allocate(
     let delta = new_cap
         .checked_sub(cap)
         .ok_or(ApiError::InvalidAllocationAmount)?;
-    let pairs = customers::price_pairs(txn, state, customer.id).await?;
-    customers::rebalance_reservation(
+    let pairs = group_prices::price_pairs(txn, state, customer.id).await?;
+    group_prices::rebalance_reservation(
         txn,
         caller.partner_id,
         customer.id,
@@ -373,8 +374,8 @@ pub async fn set_rate(
     active.retail_rate_multiplier_ppm = Set(rate.ppm());
     active.updated_at = Set(Utc::now());
     active.update(txn).await?;
-    let pairs = customers::price_pairs(txn, state, customer.id).await?;
-    customers::rebalance_reservation(
+    let pairs = group_prices::price_pairs(txn, state, customer.id).await?;
+    group_prices::rebalance_reservation(
         txn,
         caller.partner_id,
         customer.id,
@@ -397,7 +398,7 @@ pub async fn set_rate(
             record: crate::keys::record_of(k, Some(rate)),
         })
         .collect();
-    let data = customers::groups(txn, state, caller, &customer).await?;
+    let data = group_prices::groups(txn, state, caller, &customer).await?;
     Ok(Success::with_effects(data, effects))
 }
 
@@ -411,4 +412,18 @@ pub fn group_rate(body: GroupRateRequest) -> Result<RateMultiplier, ApiError> {
         .as_ref()
         .and_then(multiplier_of)
         .ok_or(ApiError::InvalidGroupRate)
+}
+
+/// A partner's top-ups still open (awaiting payment), the latest first.
+pub async fn open_top_ups(
+    db: &impl ConnectionTrait,
+    partner_id: i64,
+) -> Result<Vec<top_up_sessions::Model>, ApiError> {
+    use sea_orm::QueryOrder;
+    Ok(top_up_sessions::Entity::find()
+        .filter(top_up_sessions::Column::PartnerId.eq(partner_id))
+        .filter(top_up_sessions::Column::Status.eq(TopUpStatus::Open))
+        .order_by_desc(top_up_sessions::Column::Id)
+        .all(db)
+        .await?)
 }

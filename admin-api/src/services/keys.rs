@@ -1,5 +1,6 @@
 //! Customer API keys through the partner API: create (secret once), list (previews), disable.
 
+use super::group_prices;
 use crate::caller::Caller;
 use crate::dto::usd_of;
 use crate::dto::{CreateKeyRequest, KeyBudgetView, KeyPreview, Usd};
@@ -272,7 +273,7 @@ pub async fn create(
         .one(txn)
         .await?
         .ok_or(ApiError::CustomerNotFound)
-        .and_then(|g| customers::stored_rate(g.retail_rate_multiplier_ppm))?;
+        .and_then(|g| group_prices::stored_rate(g.retail_rate_multiplier_ppm))?;
     within_group_limits(state, &new)?;
     let key_store::CreatedKey { row, secret } = key_store::insert_key(
         txn,

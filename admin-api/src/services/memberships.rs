@@ -287,6 +287,25 @@ pub fn effective_role(partner: &str, token: Option<&str>) -> &'static str {
     PARTNER_ROLES[r]
 }
 
+/// Spends mailed link `token_id` at `now` if it is still unused (and, with `expiring`, not
+/// expired): `true` when this call spent it (of two posts of one link, one wins).
+pub async fn spend_token(
+    db: &impl ConnectionTrait,
+    token_id: i64,
+    now: DateTime<Utc>,
+    expiring: bool,
+) -> Result<bool, DbErr> {
+    use sea_orm::sea_query::Expr;
+    let mut update = console_tokens::Entity::update_many()
+        .col_expr(console_tokens::Column::UsedAt, Expr::value(now))
+        .filter(console_tokens::Column::Id.eq(token_id))
+        .filter(console_tokens::Column::UsedAt.is_null());
+    if expiring {
+        update = update.filter(console_tokens::Column::ExpiresAt.gt(now));
+    }
+    Ok(update.exec(db).await?.rows_affected == 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::effective_role;

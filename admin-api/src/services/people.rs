@@ -191,6 +191,14 @@ pub async fn set_password(
     Ok(user)
 }
 
+/// The user `id`, if there is one.
+pub async fn by_id(
+    db: &impl ConnectionTrait,
+    id: i64,
+) -> Result<Option<console_users::Model>, DbErr> {
+    console_users::Entity::find_by_id(id).one(db).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

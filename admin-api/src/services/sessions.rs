@@ -114,3 +114,18 @@ pub async fn end_sessions_of(db: &impl ConnectionTrait, user_id: i64) -> Result<
         .await?;
     Ok(())
 }
+
+/// The live sessions of `user_id` at `now`, the latest seen first (the account page's list).
+pub async fn live_of(
+    db: &impl ConnectionTrait,
+    user_id: i64,
+    now: DateTime<Utc>,
+) -> Result<Vec<console_sessions::Model>, DbErr> {
+    use sea_orm::QueryOrder;
+    console_sessions::Entity::find()
+        .filter(console_sessions::Column::UserId.eq(user_id))
+        .filter(console_sessions::Column::ExpiresAt.gt(now))
+        .order_by_desc(console_sessions::Column::LastSeenAt)
+        .all(db)
+        .await
+}

@@ -6,11 +6,14 @@
 //! Used by the `admin-api` binary and by an embedded proxy.
 
 pub mod balances;
+pub mod batch;
 pub mod directory;
 pub mod forget;
 pub mod partitions;
 pub mod reconciler;
+mod rollup;
 pub mod settler;
+mod wholesale;
 
 use crate::state::AppState;
 use std::time::Duration;

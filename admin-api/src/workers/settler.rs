@@ -20,6 +20,9 @@
 //! most the wallet's balance, and the mirror takes the debit on confirmation. Cost that could not be
 //! charged stays recorded as `excess_nanos` on the usage record (a loss, visible in reports).
 
+use super::batch::{Charge, SettleError};
+use super::rollup::*;
+use super::wholesale::*;
 use crate::db::begin;
 use crate::ledger::{self, AccountRef};
 use crate::state::AppState;
@@ -28,31 +31,17 @@ use entities::usage_records;
 use money::NanoUsd;
 use opstate::{Measurement, StreamEntry, UsageEvent};
 use sea_orm::sea_query::OnConflict;
-use sea_orm::{ConnectionTrait, DbBackend, DbErr, EntityTrait, Set, Statement};
+use sea_orm::{ConnectionTrait, DbBackend, DbErr, EntityTrait, Set};
 use std::time::Duration;
 use tokio::sync::watch;
 
 /// Events claimed per round.
-const BATCH: usize = 200;
+pub(super) const BATCH: usize = 200;
 /// An entry claimed by a settler that has not acknowledged it for this long is taken over.
-const CLAIM_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Why settling failed (the entry stays in the stream and is retried).
-#[derive(Debug, thiserror::Error)]
-pub enum SettleError {
-    #[error("database: {0}")]
-    Database(#[from] DbErr),
-    #[error("ledger: {0}")]
-    Ledger(#[from] ledger::LedgerError),
-    #[error("store: {0}")]
-    Store(#[from] opstate::StoreError),
-    /// A round that failed after claiming its entries: they are still this settler's.
-    #[error("{0}")]
-    Held(Box<SettleError>, Vec<StreamEntry>),
-}
+pub(super) const CLAIM_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Longest a stopping settler keeps draining what is left in the stream.
-const FINAL_DRAIN: Duration = Duration::from_secs(10);
+pub(super) const FINAL_DRAIN: Duration = Duration::from_secs(10);
 
 /// Drains until `shutdown` turns true, pausing `idle` whenever a round found less than a full
 /// batch (so a settled charge is at most about `idle` old when it reaches the ledger). On
@@ -79,7 +68,7 @@ pub async fn run(
     tracing::warn!("settler: stopped with usage events still in the stream");
 }
 
-async fn drain_until(
+pub(super) async fn drain_until(
     state: &AppState,
     consumer: &str,
     idle: Duration,
@@ -130,7 +119,10 @@ pub async fn drain_once(state: &AppState, consumer: &str) -> Result<usize, Settl
 
 /// Settles claimed `entries` and acknowledges them; on a failure the entries come back with the
 /// error ([`SettleError::Held`]) so the caller can retry them.
-async fn settle_entries(state: &AppState, entries: Vec<StreamEntry>) -> Result<usize, SettleError> {
+pub(super) async fn settle_entries(
+    state: &AppState,
+    entries: Vec<StreamEntry>,
+) -> Result<usize, SettleError> {
     if entries.is_empty() {
         return Ok(0);
     }
@@ -143,7 +135,10 @@ async fn settle_entries(state: &AppState, entries: Vec<StreamEntry>) -> Result<u
     Ok(acked.len())
 }
 
-async fn settle_claimed(state: &AppState, entries: &[StreamEntry]) -> Result<(), SettleError> {
+pub(super) async fn settle_claimed(
+    state: &AppState,
+    entries: &[StreamEntry],
+) -> Result<(), SettleError> {
     let events: Vec<&UsageEvent> = entries.iter().map(|e| &e.event).collect();
     let confirmations = match settle_batch(state, &events).await? {
         Some(confirmations) => confirmations,
@@ -161,22 +156,13 @@ async fn settle_claimed(state: &AppState, entries: &[StreamEntry]) -> Result<(),
     Ok(())
 }
 
-/// What one new event of a batch is charged, and what it could not be.
-struct Charge<'a> {
-    event: &'a UsageEvent,
-    charged: NanoUsd,
-    excess: NanoUsd,
-    /// The partner's wholesale cost of `charged` (zero without a partner).
-    wholesale: NanoUsd,
-}
-
 /// Usage records inserted per statement (23 values each, under SQLite's 999-parameter limit).
-const RECORDS_PER_INSERT: usize = 40;
+pub(super) const RECORDS_PER_INSERT: usize = 40;
 
 /// Settles a batch in one transaction. Returns what to confirm (every event of the batch, with
 /// what it was charged; redeliveries with what their record says), or `None` when another settler
 /// recorded one of its events meanwhile (nothing was written; settle one by one).
-async fn settle_batch<'a>(
+pub(super) async fn settle_batch<'a>(
     state: &AppState,
     events: &[&'a UsageEvent],
 ) -> Result<Option<Vec<(&'a UsageEvent, NanoUsd)>>, SettleError> {
@@ -362,98 +348,11 @@ async fn settle_batch<'a>(
     Ok(Some(confirmations))
 }
 
-/// The hourly sums of a batch's events for one organization, key, model and hour.
-#[derive(Default)]
-struct Bucket {
-    requests: i64,
-    charged: i64,
-    wholesale: i64,
-    input: i64,
-    output: i64,
-    cached: i64,
-    cache_write: i64,
-    estimated: i64,
-    cost: i64,
-    images: i64,
-    video_seconds: i64,
-}
-
-/// A partner rollup's row: partner, dimension, period, id and model (see migration 000016).
-type RollupKey<P> = (i64, &'static str, P, i64, String);
-
-/// The sums' columns, in [`Bucket::values`]' order.
-const SUM_COLUMNS: [&str; 11] = [
-    "requests",
-    "input_tokens",
-    "output_tokens",
-    "cached_tokens",
-    "cache_write_tokens",
-    "estimated_requests",
-    "cost_nanos",
-    "charged_nanos",
-    "wholesale_nanos",
-    "images",
-    "video_seconds",
-];
-
-/// `col = table.col + EXCLUDED.col` for every sum: an upsert that adds.
-fn adding(table: &str) -> String {
-    SUM_COLUMNS
-        .iter()
-        .map(|c| format!("{c} = {table}.{c} + EXCLUDED.{c}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// The placeholder of parameter `n` (1-based) on `backend`.
-fn placeholder(backend: DbBackend, n: usize) -> String {
-    match backend {
-        DbBackend::Postgres => format!("${n}"),
-        _ => "?".to_string(),
-    }
-}
-
-impl Bucket {
-    /// The sums, in [`SUM_COLUMNS`]' order.
-    fn values(&self) -> [i64; 11] {
-        [
-            self.requests,
-            self.input,
-            self.output,
-            self.cached,
-            self.cache_write,
-            self.estimated,
-            self.cost,
-            self.charged,
-            self.wholesale,
-            self.images,
-            self.video_seconds,
-        ]
-    }
-
-    fn add(&mut self, e: &UsageEvent, charged: NanoUsd, wholesale: NanoUsd) {
-        let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-        self.requests += 1;
-        self.charged = self.charged.saturating_add(charged.nanos());
-        self.wholesale = self.wholesale.saturating_add(wholesale.nanos());
-        self.input = self.input.saturating_add(tokens(e.input_tokens));
-        self.output = self.output.saturating_add(tokens(e.output_tokens));
-        self.cached = self.cached.saturating_add(tokens(e.cached_tokens));
-        self.cache_write = self
-            .cache_write
-            .saturating_add(tokens(e.cache_write_tokens));
-        self.estimated += i64::from(e.measurement == Measurement::Estimated);
-        self.cost = self.cost.saturating_add(e.cost_nanos.nanos());
-        self.images = self.images.saturating_add(tokens(e.images));
-        self.video_seconds = self.video_seconds.saturating_add(tokens(e.video_seconds));
-    }
-}
-
 /// A usage record is written once per request id; a second insert does nothing. On PostgreSQL
 /// the table is partitioned by `started_at` (migration 000017), whose unique index must hold it:
 /// `(request_id, started_at)`, the same thing since a record's `started_at` is a function of its
 /// request id ([`started_at`]).
-fn once_per_request(backend: DbBackend) -> OnConflict {
+pub(super) fn once_per_request(backend: DbBackend) -> OnConflict {
     match backend {
         DbBackend::Postgres => OnConflict::columns([
             usage_records::Column::RequestId,
@@ -476,7 +375,7 @@ pub(crate) fn started_at(e: &UsageEvent) -> DateTime<Utc> {
 }
 
 /// The millisecond a gateway's request id (a UUIDv7) carries; `None` for an id of another form.
-fn gateway_id_time(id: &str) -> Option<DateTime<Utc>> {
+pub(super) fn gateway_id_time(id: &str) -> Option<DateTime<Utc>> {
     let id = uuid::Uuid::try_parse(id).ok()?;
     if id.get_version() != Some(uuid::Version::SortRand) {
         return None;
@@ -488,7 +387,7 @@ fn gateway_id_time(id: &str) -> Option<DateTime<Utc>> {
     ))
 }
 
-fn record(
+pub(super) fn record(
     e: &UsageEvent,
     charged: NanoUsd,
     excess: NanoUsd,
@@ -530,13 +429,13 @@ fn record(
     }
 }
 
-fn at_ms(ms: u64) -> DateTime<Utc> {
+pub(super) fn at_ms(ms: u64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(i64::try_from(ms).unwrap_or(i64::MAX)).unwrap_or_else(Utc::now)
 }
 
 /// Settles one event in its own transaction (the batch path over a batch of one). A race with
 /// another settler can only make the event recorded, so a second attempt finds it settled.
-async fn settle_alone<'a>(
+pub(super) async fn settle_alone<'a>(
     state: &AppState,
     e: &'a UsageEvent,
 ) -> Result<Vec<(&'a UsageEvent, NanoUsd)>, SettleError> {
@@ -551,116 +450,11 @@ async fn settle_alone<'a>(
     ))))
 }
 
-/// The customer of an organization a partner resells, with the retail rates of its groups as
-/// they are read (cached for the batch).
-struct Partnered {
-    partner_id: i64,
-    customer_id: i64,
-    retail_of: std::collections::HashMap<i64, Option<i64>>,
-}
-
-/// The partner side of organization `org`, or `None` when no partner resells it.
-async fn partnered(txn: &impl ConnectionTrait, org: i64) -> Result<Option<Partnered>, DbErr> {
-    use entities::customers;
-    use sea_orm::{ColumnTrait, QueryFilter};
-    Ok(customers::Entity::find()
-        .filter(customers::Column::OrganizationId.eq(org))
-        .one(txn)
-        .await?
-        .map(|c| Partnered {
-            partner_id: c.partner_id,
-            customer_id: c.id,
-            retail_of: std::collections::HashMap::new(),
-        }))
-}
-
-/// One charge's wholesale cost: the charge × wholesale / retail of its group, rounded down
-/// (each charge at the rates it was charged at, carried by its event; only events of older
-/// gateways fall back to today's rates). Zero for a charge of nothing, or when a rate is unknown.
-async fn wholesale_of(
-    txn: &impl ConnectionTrait,
-    state: &AppState,
-    p: &mut Partnered,
-    c: &Charge<'_>,
-) -> Result<NanoUsd, DbErr> {
-    use entities::customer_groups;
-    use sea_orm::{ColumnTrait, QueryFilter};
-    if !c.charged.is_positive() {
-        return Ok(NanoUsd::ZERO);
-    }
-    let group = c.event.group_id;
-    let retail = match (c.event.retail_rate, p.retail_of.get(&group)) {
-        (Some(r), _) => Some(r.ppm()),
-        (None, Some(r)) => *r,
-        (None, None) => {
-            let r = customer_groups::Entity::find()
-                .filter(customer_groups::Column::CustomerId.eq(p.customer_id))
-                .filter(customer_groups::Column::GroupId.eq(group))
-                .one(txn)
-                .await?
-                .map(|g| g.retail_rate_multiplier_ppm);
-            p.retail_of.insert(group, r);
-            r
-        }
-    };
-    let wholesale = c.event.wholesale_rate.map(|w| w.ppm()).or_else(|| {
-        state
-            .group(group)
-            .map(|g| g.wholesale_rate_multiplier.ppm())
-    });
-    let (Some(retail), Some(wholesale)) = (retail, wholesale) else {
-        return Ok(NanoUsd::ZERO);
-    };
-    Ok(wholesale_cost(c.charged, wholesale, retail))
-}
-
-/// `charged` × `wholesale` / `retail` (rates in millionths), rounded down; never negative, never
-/// more than fits. The one formula of the partner's cost of a charge.
-fn wholesale_cost(charged: NanoUsd, wholesale_ppm: i64, retail_ppm: i64) -> NanoUsd {
-    let cost = (i128::from(charged.nanos().max(0)) * i128::from(wholesale_ppm.max(0)))
-        .div_euclid(i128::from(retail_ppm.max(1)));
-    NanoUsd::from_nanos(i64::try_from(cost).unwrap_or(i64::MAX))
-}
-
-/// The partner's side of charges of one organization: the sum of their wholesale costs,
-/// accrued on `partner:P:outstanding_usage` against `partner:P:usage_payable` (what the partner
-/// owes for its customers' usage) in one posting, reference `wholesale:{reference}`.
-async fn book_partner_usage(
-    txn: &impl ConnectionTrait,
-    partner_id: i64,
-    charges: &[&Charge<'_>],
-    reference: &str,
-    now: DateTime<Utc>,
-) -> Result<(), SettleError> {
-    if charges.iter().all(|c| !c.charged.is_positive()) {
-        return Ok(());
-    }
-    let cost = NanoUsd::checked_sum(charges.iter().map(|c| c.wholesale))
-        .ok_or(ledger::LedgerError::Overflow)?;
-    let payable = AccountRef {
-        code: format!("partner:{partner_id}:usage_payable"),
-        kind: ledger::AccountKind::PartnerUsagePayable,
-        partner_id: Some(partner_id),
-        organization_id: None,
-    };
-    ledger::transfer_at(
-        txn,
-        &format!("wholesale:{reference}"),
-        "wholesale_usage",
-        &payable,
-        &AccountRef::partner_outstanding_usage(partner_id),
-        cost,
-        now,
-    )
-    .await?;
-    Ok(())
-}
-
 /// Tells the wallet mirrors the ledger now has these charges (one round trip for the batch), then
 /// marks their records told (`mirror_confirmed`, one statement per chunk), so a redelivered or
 /// duplicate event of the same request is never confirmed twice. Between the two steps the
 /// mirror's own short memory of confirmations (`opstate`) covers a redelivery.
-async fn confirm(
+pub(super) async fn confirm(
     state: &AppState,
     confirmations: &[(&UsageEvent, NanoUsd)],
 ) -> Result<(), SettleError> {
@@ -702,7 +496,7 @@ async fn confirm(
 /// each batch); a request id of another form (none the gateway mints) by the id alone, in every
 /// partition, whatever start its record was written with. SQLite (one table, `UNIQUE
 /// (request_id)`, and no row-value lists) looks every id up alone.
-fn booked_as<'a>(
+pub(super) fn booked_as<'a>(
     backend: DbBackend,
     events: impl Iterator<Item = &'a UsageEvent>,
 ) -> sea_orm::Condition {
@@ -729,92 +523,6 @@ fn booked_as<'a>(
         any = any.add(usage_records::Column::RequestId.is_in(others));
     }
     any
-}
-
-async fn add_to_bucket(
-    db: &impl ConnectionTrait,
-    org: i64,
-    key: i64,
-    model: &str,
-    hour: DateTime<Utc>,
-    b: &Bucket,
-) -> Result<(), DbErr> {
-    let backend = db.get_database_backend();
-    let placeholders: Vec<String> = (1..=4 + SUM_COLUMNS.len())
-        .map(|n| placeholder(backend, n))
-        .collect();
-    let sql = format!(
-        "INSERT INTO usage_hourly (organization_id, api_key_id, model, hour_start, {}) \
-         VALUES ({}) ON CONFLICT (organization_id, hour_start, api_key_id, model) DO UPDATE SET {}",
-        SUM_COLUMNS.join(", "),
-        placeholders.join(", "),
-        adding("usage_hourly"),
-    );
-    let mut values: Vec<sea_orm::Value> = vec![org.into(), key.into(), model.into(), hour.into()];
-    values.extend(b.values().map(sea_orm::Value::from));
-    db.execute_raw(Statement::from_sql_and_values(backend, sql, values))
-        .await?;
-    Ok(())
-}
-
-/// A rollup row's period: its column values.
-trait Period {
-    fn values(&self) -> Vec<sea_orm::Value>;
-}
-
-impl Period for DateTime<Utc> {
-    fn values(&self) -> Vec<sea_orm::Value> {
-        vec![(*self).into()]
-    }
-}
-
-impl Period for (i16, NaiveDate) {
-    fn values(&self) -> Vec<sea_orm::Value> {
-        vec![self.0.into(), self.1.into()]
-    }
-}
-
-/// Adds `rows` to the partner rollup `table` (`period`: its period columns), many rows per
-/// statement. The rows are distinct and in key order, so concurrent settlers lock them in one
-/// order.
-async fn add_to_rollup<P: Period>(
-    db: &impl ConnectionTrait,
-    table: &str,
-    period: &str,
-    rows: &std::collections::BTreeMap<RollupKey<P>, Bucket>,
-) -> Result<(), DbErr> {
-    /// Rows per statement (at most 17 parameters each: far below either backend's limit).
-    const ROWS: usize = 200;
-    let backend = db.get_database_backend();
-    let rows: Vec<_> = rows.iter().collect();
-    let width = 4 + period.split(',').count() + SUM_COLUMNS.len();
-    for chunk in rows.chunks(ROWS) {
-        let tuples: Vec<String> = (0..chunk.len())
-            .map(|r| {
-                let p: Vec<String> = (1..=width)
-                    .map(|i| placeholder(backend, r * width + i))
-                    .collect();
-                format!("({})", p.join(", "))
-            })
-            .collect();
-        let sql = format!(
-            "INSERT INTO {table} (partner_id, dim, {period}, ref_id, model, {}) VALUES {} \
-             ON CONFLICT (partner_id, dim, {period}, ref_id, model) DO UPDATE SET {}",
-            SUM_COLUMNS.join(", "),
-            tuples.join(", "),
-            adding(table),
-        );
-        let mut values: Vec<sea_orm::Value> = Vec::with_capacity(chunk.len() * width);
-        for ((partner, dim, at, ref_id, model), b) in chunk {
-            values.extend([(*partner).into(), (*dim).into()]);
-            values.extend(at.values());
-            values.extend([(*ref_id).into(), model.clone().into()]);
-            values.extend(b.values().map(sea_orm::Value::from));
-        }
-        db.execute_raw(Statement::from_sql_and_values(backend, sql, values))
-            .await?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

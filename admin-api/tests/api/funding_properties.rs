@@ -5,6 +5,7 @@
 use super::*;
 use admin_api::caller::Caller;
 use admin_api::db::begin;
+use admin_api::services::group_prices;
 use admin_api::services::{customers, funding};
 use money::{NanoUsd, RateMultiplier};
 use proptest::prelude::*;
@@ -65,7 +66,9 @@ async fn check(api: &Api, partner: &Partner, caller: &Caller, step: usize) {
     );
     let mut formula = 0i64;
     for c in entities::customers::Entity::find().all(db).await.unwrap() {
-        let pairs = customers::price_pairs(db, &api.state, c.id).await.unwrap();
+        let pairs = group_prices::price_pairs(db, &api.state, c.id)
+            .await
+            .unwrap();
         formula +=
             admin_api::pricing::reservation(NanoUsd::from_nanos(c.allocation_cap_nanos), &pairs)
                 .unwrap()

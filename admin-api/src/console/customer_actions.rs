@@ -1,0 +1,477 @@
+//! What a partner does to one customer from its page in the dashboard: the low-balance alert,
+//! the automatic allocation, allocations, the retail rate, keys and the invitation. Each post
+//! passes the gate (`gate::team_change`, customer work), runs the partner API's service with the
+//! API's rules and idempotency, writes its audit record in the same transaction, and shows the
+//! customer's page again with what happened.
+
+use super::customer::*;
+use super::form;
+use super::gate::{self, Membership};
+use super::render::{self};
+use super::session::Viewer;
+use crate::caller::Caller;
+use crate::dto::{AllocationRequest, CreateKeyRequest, GroupRateRequest};
+use crate::error::ApiError;
+use crate::http::form::field;
+use crate::http::params::Segs;
+use crate::partner::idempotency::{Effect, Success, apply};
+use crate::services::alerts;
+use crate::services::allocations;
+use crate::services::audit;
+use crate::services::sessions;
+use crate::services::{customers, funding, invitations, keys};
+use crate::state::AppState;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde_json::Value;
+
+/// `POST …/customers/{customer}/alert`: `threshold_usd` (empty: remove the alert).
+pub(crate) async fn alert(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Segs(partner, customer): Segs,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (t, caller) = match acting(&state, &viewer, &partner, &customer, &headers, &body).await {
+        Ok(x) => x,
+        Err(resp) => return resp,
+    };
+    let raw = field(&body, "threshold_usd").unwrap_or_default();
+    let request = crate::dto::AlertRequest {
+        threshold_usd: Some(number(Some(raw.clone())).unwrap_or(Value::Null)),
+        unknown: Default::default(),
+    };
+    let threshold = match alerts::parse_alert(request) {
+        Ok(t) => t,
+        Err(e) => return refused(&state, &viewer, &t, &customer, "alert", &e).await,
+    };
+    let change = Change {
+        form: "alert",
+        action: "alert_changed",
+        detail: serde_json::json!({ "threshold_usd": raw }),
+    };
+    write(
+        &state,
+        &viewer,
+        &t,
+        &customer,
+        change,
+        |v: &crate::dto::AlertView| {
+            let text = match v.threshold_usd {
+                Some(t) => format!("The low-balance alert is set at {} USD.", form::usd(t.0)),
+                None => "The low-balance alert was removed.".to_string(),
+            };
+            (text, None)
+        },
+        async |txn| {
+            let view =
+                alerts::set_customer_alert(txn, &state, &caller, &customer, threshold).await?;
+            Ok(Success::plain(view))
+        },
+    )
+    .await
+}
+
+/// `POST …/customers/{customer}/automatic-allocation`: `action` = `set` (with `below_usd`,
+/// `amount_usd`, `monthly_cap_usd`) or `remove`.
+pub(crate) async fn automatic(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Segs(partner, customer): Segs,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (t, caller) = match acting(&state, &viewer, &partner, &customer, &headers, &body).await {
+        Ok(x) => x,
+        Err(resp) => return resp,
+    };
+    let rule = if field(&body, "action").as_deref() == Some("remove") {
+        None
+    } else {
+        let request = crate::dto::AutoAllocationRequest {
+            below_usd: number(field(&body, "below_usd")),
+            amount_usd: number(field(&body, "amount_usd")),
+            monthly_cap_usd: number(field(&body, "monthly_cap_usd")),
+            unknown: Default::default(),
+        };
+        match allocations::parse_rule(request) {
+            Ok(r) => Some(r),
+            Err(e) => return refused(&state, &viewer, &t, &customer, "automatic", &e).await,
+        }
+    };
+    let change = Change {
+        form: "automatic",
+        action: "automatic_allocation_changed",
+        detail: serde_json::json!({
+            "below_usd": field(&body, "below_usd"),
+            "amount_usd": field(&body, "amount_usd"),
+            "monthly_cap_usd": field(&body, "monthly_cap_usd"),
+            "removed": rule.is_none(),
+        }),
+    };
+    write(
+        &state,
+        &viewer,
+        &t,
+        &customer,
+        change,
+        |v: &crate::dto::AutoAllocationView| {
+            let text = if v.rule.is_some() {
+                "The automatic allocation is set."
+            } else {
+                "The automatic allocation was removed."
+            };
+            (text.to_string(), None)
+        },
+        async |txn| {
+            let view =
+                allocations::set_customer_rule(txn, &state, &caller, &customer, rule).await?;
+            Ok(Success::plain(view))
+        },
+    )
+    .await
+}
+
+/// A post's checks: origin, CSRF, membership, a role that does customer work, and a customer of
+/// this partner. Returns the team and the caller.
+pub(super) async fn acting(
+    state: &AppState,
+    viewer: &Viewer,
+    partner: &str,
+    customer: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(Membership, Caller), Response> {
+    let t = gate::team_change(state, viewer, partner, headers, body, &gate::CUSTOMER_WORK).await?;
+    let c = gate::console_caller(state, &t).await?;
+    match customers::find(&state.db, &c, customer).await {
+        Ok(_) => Ok((t, c)),
+        Err(ApiError::CustomerNotFound) => Err(render::not_found(viewer)),
+        Err(_) => Err(render::unavailable()),
+    }
+}
+
+/// A form field as the API's JSON (see [`super::customers::number`]).
+pub(super) fn number(s: Option<String>) -> Option<Value> {
+    form::number(&s?)
+}
+
+/// The refusal of `e` on form `form`: its reason code and a sentence.
+pub(super) fn refusal(form: &'static str, e: &ApiError) -> Refusal {
+    (form, e.parts().1.unwrap_or("REFUSED"), form::explain(e))
+}
+
+/// What a post changes: the form it came from (where a refusal shows), the audit record's
+/// action and detail.
+pub(super) struct Change {
+    pub form: &'static str,
+    pub action: &'static str,
+    pub detail: Value,
+}
+
+/// Runs a partner API write in one transaction, its audit record first (nothing may fail between
+/// a wallet mirror's change, the last step of an allocation, and the commit), applies its effects
+/// after the commit, and answers the page with `notice` (or the refusal on the change's form).
+pub(super) async fn write<T>(
+    state: &AppState,
+    viewer: &Viewer,
+    t: &Membership,
+    customer: &str,
+    change: Change,
+    notice: impl FnOnce(&T) -> (String, Option<String>),
+    run: impl AsyncFnOnce(&sea_orm::DatabaseTransaction) -> Result<Success<T>, ApiError>,
+) -> Response {
+    let form = change.form;
+    let done = async {
+        let txn = crate::db::begin(&state.db).await?;
+        audited(
+            &txn,
+            state,
+            viewer,
+            t,
+            change.action,
+            customer,
+            change.detail,
+        )
+        .await?;
+        let success = run(&txn).await?;
+        if let Err(e) = txn.commit().await {
+            // A decrease took the money out of the mirror just before: reload it from the
+            // ledger, which kept it.
+            for effect in &success.effects {
+                if let Effect::ReloadWalletIfAborted { org } = effect {
+                    state.wallet_stale(*org);
+                }
+            }
+            return Err(e.into());
+        }
+        Ok::<_, ApiError>(success)
+    }
+    .await;
+    match done {
+        Ok(success) => {
+            let (notice, secret) = notice(&success.data);
+            apply(state, success.effects).await;
+            let out = Outcome {
+                notice: Some(notice),
+                secret,
+                ..Outcome::default()
+            };
+            page(state, viewer, t, customer, out).await
+        }
+        Err(ApiError::Unavailable | ApiError::Internal) => render::unavailable(),
+        Err(ApiError::CustomerNotFound | ApiError::ApiKeyNotFound) => render::not_found(viewer),
+        Err(e) => refused(state, viewer, t, customer, form, &e).await,
+    }
+}
+
+/// The page with the refusal `e` shown on form `form`.
+pub(super) async fn refused(
+    state: &AppState,
+    viewer: &Viewer,
+    t: &Membership,
+    customer: &str,
+    form: &'static str,
+    e: &ApiError,
+) -> Response {
+    let out = Outcome {
+        status: Some(e.parts().0),
+        error: Some(refusal(form, e)),
+        ..Outcome::default()
+    };
+    page(state, viewer, t, customer, out).await
+}
+
+/// The audit record of a customer change, written in its transaction.
+pub(super) async fn audited(
+    txn: &impl sea_orm::ConnectionTrait,
+    state: &AppState,
+    viewer: &Viewer,
+    t: &Membership,
+    action: &str,
+    customer: &str,
+    detail: Value,
+) -> Result<(), ApiError> {
+    audit::audit(
+        txn,
+        audit::Audit {
+            organization: None,
+            partner: Some(t.id),
+            actor: Some(viewer.user.id),
+            action,
+            target: Some(format!("customer {customer}")),
+            detail,
+            ip: viewer.ip.clone(),
+        },
+        state.clock.now(),
+    )
+    .await?;
+    Ok(())
+}
+
+/// `POST …/customers/{customer}/allocations`: `direction` increase or decrease, `amount_usd`.
+pub(crate) async fn allocate(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Segs(partner, customer): Segs,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (t, caller) = match acting(&state, &viewer, &partner, &customer, &headers, &body).await {
+        Ok(x) => x,
+        Err(resp) => return resp,
+    };
+    let direction = field(&body, "direction").unwrap_or_default();
+    let request = AllocationRequest {
+        action: Some(Value::String(direction.clone())),
+        amount_usd: number(field(&body, "amount_usd")),
+        limit_usd: None,
+    };
+    let change = match funding::Allocation::parse(request) {
+        Ok(c @ (funding::Allocation::Increase(_) | funding::Allocation::Decrease(_))) => c,
+        Ok(funding::Allocation::SetLimit(_)) | Err(_) => {
+            let e = ApiError::InvalidAllocationAmount;
+            return refused(&state, &viewer, &t, &customer, "allocation", &e).await;
+        }
+    };
+    let reference = format!("console:{}", sessions::secret());
+    let detail =
+        serde_json::json!({ "direction": direction, "amount_usd": field(&body, "amount_usd") });
+    let what = Change {
+        form: "allocation",
+        action: "allocation_changed",
+        detail,
+    };
+    write(
+        &state,
+        &viewer,
+        &t,
+        &customer,
+        what,
+        |_| ("The allocation was changed.".to_string(), None),
+        async |txn| funding::allocate(txn, &state, &caller, &reference, &customer, change).await,
+    )
+    .await
+}
+
+/// `POST …/customers/{customer}/rates`: `group_id`, `retail_rate_multiplier`.
+pub(crate) async fn rate(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Segs(partner, customer): Segs,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (t, caller) = match acting(&state, &viewer, &partner, &customer, &headers, &body).await {
+        Ok(x) => x,
+        Err(resp) => return resp,
+    };
+    let group = field(&body, "group_id").unwrap_or_default();
+    let request = GroupRateRequest {
+        retail_rate_multiplier: number(field(&body, "retail_rate_multiplier")),
+        unknown: Default::default(),
+    };
+    let rate = match funding::group_rate(request) {
+        Ok(r) => r,
+        Err(e) => return refused(&state, &viewer, &t, &customer, "rate", &e).await,
+    };
+    let change = Change {
+        form: "rate",
+        action: "rate_changed",
+        detail: serde_json::json!({ "group_id": group, "rate": rate.to_decimal().to_string() }),
+    };
+    let reference = format!("console:{}", sessions::secret());
+    write(
+        &state,
+        &viewer,
+        &t,
+        &customer,
+        change,
+        |_| ("The rate was changed.".to_string(), None),
+        async |txn| {
+            funding::set_rate(txn, &state, &caller, &reference, &customer, &group, rate).await
+        },
+    )
+    .await
+}
+
+/// `POST …/customers/{customer}/keys`: `name`, `group_id`, optional `budget_usd` and
+/// `budget_period`.
+pub(crate) async fn create_key(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Segs(partner, customer): Segs,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (t, caller) = match acting(&state, &viewer, &partner, &customer, &headers, &body).await {
+        Ok(x) => x,
+        Err(resp) => return resp,
+    };
+    let request = CreateKeyRequest {
+        name: field(&body, "name").map(Value::String),
+        group_id: number(field(&body, "group_id")),
+        expires_at: None,
+        max_concurrency: None,
+        requests_per_minute: None,
+        budget_usd: number(field(&body, "budget_usd")),
+        // The period's select always sends a value: it counts only with an amount.
+        budget_period: field(&body, "budget_period")
+            .filter(|p| !p.trim().is_empty())
+            .filter(|_| field(&body, "budget_usd").is_some_and(|a| !a.trim().is_empty()))
+            .map(Value::String),
+        unknown: Default::default(),
+    };
+    let new = match keys::NewKey::parse(request) {
+        Ok(n) => n,
+        Err(e) => return refused(&state, &viewer, &t, &customer, "key", &e).await,
+    };
+    let change = Change {
+        form: "key",
+        action: "key_created",
+        detail: serde_json::json!({ "name": new.name, "group_id": new.group_id }),
+    };
+    write(
+        &state,
+        &viewer,
+        &t,
+        &customer,
+        change,
+        |k: &crate::dto::KeyPreview| (format!("The key {} was created.", k.name), k.key.clone()),
+        async |txn| keys::create(txn, &state, &caller, &customer, new).await,
+    )
+    .await
+}
+
+/// `POST …/customers/{customer}/keys/disable`: `key_id` (SPEC's DELETE semantics).
+pub(crate) async fn disable_key(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Segs(partner, customer): Segs,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (t, caller) = match acting(&state, &viewer, &partner, &customer, &headers, &body).await {
+        Ok(x) => x,
+        Err(resp) => return resp,
+    };
+    let key = field(&body, "key_id").unwrap_or_default();
+    let change = Change {
+        form: "key",
+        action: "key_disabled",
+        detail: serde_json::json!({ "key_id": key }),
+    };
+    write(
+        &state,
+        &viewer,
+        &t,
+        &customer,
+        change,
+        |_| ("The key was disabled.".to_string(), None),
+        async |txn| keys::disable(txn, &state, &caller, &customer, &key).await,
+    )
+    .await
+}
+
+/// `POST …/customers/{customer}/invitation`: `action` reissue or revoke (a pending customer
+/// only).
+pub(crate) async fn invitation(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Segs(partner, customer): Segs,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let (t, caller) = match acting(&state, &viewer, &partner, &customer, &headers, &body).await {
+        Ok(x) => x,
+        Err(resp) => return resp,
+    };
+    let Ok(row) = customers::find(&state.db, &caller, &customer).await else {
+        return render::not_found(&viewer);
+    };
+    let reissue = match field(&body, "action").as_deref() {
+        Some("reissue") => true,
+        Some("revoke") => false,
+        _ => return render::not_found(&viewer),
+    };
+    let by = Some((viewer.user.id, viewer.ip.clone()));
+    let out = match invitations::revoke_or_reissue(&state, row.id, reissue, by).await {
+        Ok(_) => Outcome {
+            notice: Some(if reissue {
+                format!("A new invitation was mailed to {}.", row.contact_email)
+            } else {
+                "The invitation was revoked; its link no longer works.".into()
+            }),
+            ..Outcome::default()
+        },
+        Err(message) => Outcome {
+            status: Some(StatusCode::CONFLICT),
+            error: Some(("invitation", "REFUSED", message)),
+            ..Outcome::default()
+        },
+    };
+    page(&state, &viewer, &t, &customer, out).await
+}
