@@ -107,32 +107,13 @@ pub(super) async fn page(
         Err(ApiError::CustomerNotFound) => return render::not_found(viewer),
         Err(_) => return render::unavailable(),
     };
-    let read = async {
-        let org = customers::organization(&state.db, customer.organization_id)
-            .await?
-            .ok_or(ApiError::Internal)?;
-        let invitation = customers::invitation(&state.db, customer.id, state.clock.now()).await?;
-        let groups = group_prices::groups(&state.db, state, &caller, &customer).await?;
-        let keys = keys::org_key_rows(&state.db, org.id).await?;
-        let balance = wallets::reconciled(state, org.id).await?;
-        let today = state.clock.now().date_naive();
-        let days = billing::daily_spend(&state.db, org.id, today, 30).await?;
-        let alert = alerts::alert_of(&state.db, alerts::Subject::Org(org.id)).await?;
-        let rule = allocations::rule_view(&state.db, customer.id, state.clock.now()).await?;
-        Ok::<_, ApiError>((org, invitation, groups, keys, balance, days, alert, rule))
-    }
-    .await;
+    let read = figures(state, &caller, &customer).await;
     let Ok((org, invitation, groups, keys, balance, days, alert, rule)) = read else {
         return render::unavailable();
     };
     let active = org.status == OrganizationStatus::Active;
     let mut budgets = keys::budget_texts(state, org.id, &keys).await;
     let when = |t: chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%d %H:%M UTC").to_string();
-    let group_name = |id: i64| {
-        state
-            .group(id)
-            .map_or_else(|| format!("group {id}"), |g| g.name)
-    };
     render(
         out.status.unwrap_or(StatusCode::OK),
         &Page {
@@ -159,31 +140,10 @@ pub(super) async fn page(
                 )
             }),
             allocation: form::usd(money::NanoUsd::from_nanos(customer.allocation_cap_nanos)),
-            groups: groups
-                .iter()
-                .map(|g| GroupRow {
-                    id: g.id,
-                    name: g.name.clone(),
-                    wholesale: g.wholesale_rate_multiplier.0.to_decimal().to_string(),
-                    floor: g.retail_floor_rate_multiplier.0.to_decimal().to_string(),
-                    rate: g.rate_multiplier.0.to_decimal().to_string(),
-                })
-                .collect(),
+            groups: groups.iter().map(GroupRow::of).collect(),
             keys: keys
                 .iter()
-                .map(|k| {
-                    let status = sea_orm::ActiveEnum::to_value(&k.status);
-                    KeyRow {
-                        id: k.id,
-                        name: k.name.clone(),
-                        preview: k.preview.clone(),
-                        group: group_name(k.group_id),
-                        created: k.created_at.format("%Y-%m-%d").to_string(),
-                        budget: budgets.remove(&k.id).unwrap_or_default(),
-                        active: status == "active",
-                        status,
-                    }
-                })
+                .map(|k| KeyRow::of(state, k, budgets.remove(&k.id)))
                 .collect(),
             can_act: t.may(&gate::CUSTOMER_WORK),
             chart: super::chart::daily(&days),
@@ -203,30 +163,100 @@ pub(super) async fn page(
                     a.below,
                 )
             }),
-            rule: rule.rule.map(|r| {
-                (
-                    form::usd(r.below_usd.0),
-                    form::usd(r.amount_usd.0),
-                    form::usd(r.monthly_cap_usd.0),
-                    form::usd(r.allocated_this_month_usd.0),
-                    r.armed,
-                )
-            }),
-            runs: rule
-                .runs
-                .into_iter()
-                .map(|r| {
-                    let outcome = match r.outcome.as_str() {
-                        "allocated" => "allocated",
-                        "refused_funding" => "refused: partner funding short",
-                        "refused_cap" => "refused: monthly cap reached",
-                        _ => "refused",
-                    };
-                    (r.created_at, form::usd(r.amount_usd.0), outcome.to_string())
-                })
-                .collect(),
+            rule: rule.rule.map(rule_row),
+            runs: rule.runs.into_iter().map(run_row).collect(),
         },
     )
+}
+
+/// What a customer's page shows, read together: its organization, invitation, groups, keys,
+/// reconciled balance, last 30 days, alert and automatic allocation.
+type Figures = (
+    entities::organizations::Model,
+    Option<(entities::invitations::Model, String)>,
+    Vec<crate::dto::Group>,
+    Vec<entities::customer_api_keys::Model>,
+    Option<(money::NanoUsd, money::NanoUsd)>,
+    Vec<(chrono::NaiveDate, money::NanoUsd, i64)>,
+    Option<entities::balance_alerts::Model>,
+    crate::dto::AutoAllocationView,
+);
+
+async fn figures(
+    state: &AppState,
+    caller: &crate::caller::Caller,
+    customer: &entities::customers::Model,
+) -> Result<Figures, ApiError> {
+    let org = customers::organization(&state.db, customer.organization_id)
+        .await?
+        .ok_or(ApiError::Internal)?;
+    let invitation = customers::invitation(&state.db, customer.id, state.clock.now()).await?;
+    let groups = group_prices::groups(&state.db, state, caller, customer).await?;
+    let keys = keys::org_key_rows(&state.db, org.id).await?;
+    let balance = wallets::reconciled(state, org.id).await?;
+    let today = state.clock.now().date_naive();
+    let days = billing::daily_spend(&state.db, org.id, today, 30).await?;
+    let alert = alerts::alert_of(&state.db, alerts::Subject::Org(org.id)).await?;
+    let rule = allocations::rule_view(&state.db, customer.id, state.clock.now()).await?;
+    Ok((org, invitation, groups, keys, balance, days, alert, rule))
+}
+
+impl GroupRow {
+    fn of(g: &crate::dto::Group) -> GroupRow {
+        GroupRow {
+            id: g.id,
+            name: g.name.clone(),
+            wholesale: g.wholesale_rate_multiplier.0.to_decimal().to_string(),
+            floor: g.retail_floor_rate_multiplier.0.to_decimal().to_string(),
+            rate: g.rate_multiplier.0.to_decimal().to_string(),
+        }
+    }
+}
+
+impl KeyRow {
+    /// The row of key `k`, with its budget's text (`None`: no budget).
+    fn of(
+        state: &AppState,
+        k: &entities::customer_api_keys::Model,
+        budget: Option<String>,
+    ) -> KeyRow {
+        let status = sea_orm::ActiveEnum::to_value(&k.status);
+        KeyRow {
+            id: k.id,
+            name: k.name.clone(),
+            preview: k.preview.clone(),
+            group: state
+                .group(k.group_id)
+                .map_or_else(|| format!("group {}", k.group_id), |g| g.name),
+            created: k.created_at.format("%Y-%m-%d").to_string(),
+            budget: budget.unwrap_or_default(),
+            active: status == "active",
+            status,
+        }
+    }
+}
+
+/// An automatic allocation's rule as the page shows it: below, amount, monthly cap, allocated
+/// this month (USD) and whether it is armed.
+fn rule_row(r: crate::dto::AutoRuleView) -> (String, String, String, String, bool) {
+    (
+        form::usd(r.below_usd.0),
+        form::usd(r.amount_usd.0),
+        form::usd(r.monthly_cap_usd.0),
+        form::usd(r.allocated_this_month_usd.0),
+        r.armed,
+    )
+}
+
+/// An automatic allocation's run as the page lists it: when, how much, what came of it.
+fn run_row(r: crate::dto::AutoRunView) -> (String, String, String) {
+    let outcome = match r.outcome.as_str() {
+        "allocated" => "allocated",
+        "refused_funding" => "refused: partner funding short",
+        "refused_cap" => "refused: monthly cap reached",
+        _ => "refused",
+    };
+    (r.created_at, form::usd(r.amount_usd.0), outcome.to_string())
 }
 
 /// `GET /console/partners/{partner}/customers/{customer}`.

@@ -90,6 +90,48 @@ struct Shown {
     recharge_error: Option<String>,
 }
 
+impl Line {
+    fn of(l: &crate::services::funding_history::Line) -> Line {
+        Line {
+            when: l.at.format("%Y-%m-%d %H:%M").to_string(),
+            what: l.kind.label().to_string(),
+            customer: l.customer.clone(),
+            amount: form::usd(l.amount),
+            balance: form::usd(l.balance_after),
+        }
+    }
+}
+
+/// The automatic recharge as the page shows it: below, amount, its state in words, a card saved.
+fn recharge_row(r: crate::dto::RechargeRuleView) -> (String, String, String, bool) {
+    let status = match (r.status.as_str(), r.stop_reason) {
+        ("active", _) => "active".to_string(),
+        ("needs_card", _) => "waiting for a saved card".to_string(),
+        (_, Some(why)) => format!("stopped ({why})"),
+        (other, None) => other.to_string(),
+    };
+    (
+        form::usd(r.below_usd.0),
+        form::usd(r.amount_usd.0),
+        status,
+        r.card_saved,
+    )
+}
+
+/// A recharge's charge as the page lists it: when, amount, what came of it.
+fn charge_row(a: crate::dto::RechargeAttemptView) -> (String, String, String) {
+    let status = match a.status.as_str() {
+        "pending" => "charged, waiting for the payment".to_string(),
+        "succeeded" => "credited".to_string(),
+        "declined" => format!(
+            "declined{}",
+            a.failure.map(|f| format!(": {f}")).unwrap_or_default()
+        ),
+        other => other.to_string(),
+    };
+    (a.created_at, form::usd(a.amount_usd.0), status)
+}
+
 async fn page(
     state: &AppState,
     viewer: &Viewer,
@@ -134,17 +176,7 @@ async fn page(
             available: form::usd(f.available_funding_usd.0),
             reserved: form::usd(f.reserved_allocations_usd.0),
             outstanding: form::usd(f.outstanding_usage_usd.0),
-            lines: h
-                .lines
-                .iter()
-                .map(|l| Line {
-                    when: l.at.format("%Y-%m-%d %H:%M").to_string(),
-                    what: l.kind.label().to_string(),
-                    customer: l.customer.clone(),
-                    amount: form::usd(l.amount),
-                    balance: form::usd(l.balance_after),
-                })
-                .collect(),
+            lines: h.lines.iter().map(Line::of).collect(),
             page: h.page,
             pages: h.pages,
             prev: (h.page > 1).then(|| link(h.page - 1)),
@@ -164,36 +196,8 @@ async fn page(
             alert: alert.map(|a| (form::usd(NanoUsd::from_nanos(a.threshold_nanos)), a.below)),
             alert_error,
             notice,
-            recharge: recharge.rule.map(|r| {
-                let status = match (r.status.as_str(), r.stop_reason) {
-                    ("active", _) => "active".to_string(),
-                    ("needs_card", _) => "waiting for a saved card".to_string(),
-                    (_, Some(why)) => format!("stopped ({why})"),
-                    (other, None) => other.to_string(),
-                };
-                (
-                    form::usd(r.below_usd.0),
-                    form::usd(r.amount_usd.0),
-                    status,
-                    r.card_saved,
-                )
-            }),
-            charges: recharge
-                .attempts
-                .into_iter()
-                .map(|a| {
-                    let status = match a.status.as_str() {
-                        "pending" => "charged, waiting for the payment".to_string(),
-                        "succeeded" => "credited".to_string(),
-                        "declined" => format!(
-                            "declined{}",
-                            a.failure.map(|f| format!(": {f}")).unwrap_or_default()
-                        ),
-                        other => other.to_string(),
-                    };
-                    (a.created_at, form::usd(a.amount_usd.0), status)
-                })
-                .collect(),
+            recharge: recharge.rule.map(recharge_row),
+            charges: recharge.attempts.into_iter().map(charge_row).collect(),
             can_save_card: state.stripe.is_some(),
             recharge_error,
         },

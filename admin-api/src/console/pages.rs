@@ -7,7 +7,7 @@
 
 use super::form;
 use super::gate::{self, Membership};
-use super::render::{not_found, render, unavailable};
+use super::render::{render, unavailable};
 use super::session::Viewer;
 use crate::http::form::field;
 use crate::services::alerts;
@@ -191,24 +191,15 @@ async fn overview_page(
     error: Option<String>,
     notice: Option<String>,
 ) -> Response {
-    let state = state.clone();
-    let Ok(org_id) = org.parse::<i64>() else {
-        return not_found(viewer);
+    let Membership {
+        id: org_id,
+        name,
+        role,
+    } = match gate::organization(state, viewer, org).await {
+        Ok(m) => m,
+        Err(resp) => return resp,
     };
-    let role = match memberships::org_role(&state.db, org_id, viewer.user.id).await {
-        Ok(Some(role)) => role,
-        Ok(None) => return not_found(viewer),
-        Err(e) => {
-            tracing::error!(error = %e, "membership not read");
-            return unavailable();
-        }
-    };
-    let org = match crate::services::customers::organization(&state.db, org_id).await {
-        Ok(Some(org)) => org,
-        Ok(None) => return not_found(viewer),
-        Err(_) => return unavailable(),
-    };
-    let balance = match wallets::reconciled(&state, org_id).await {
+    let balance = match wallets::reconciled(state, org_id).await {
         Ok(Some((book, reserved))) => Some(Balance {
             available: book.remaining_after(reserved).to_decimal_usd().to_string(),
             book: book.to_decimal_usd().to_string(),
@@ -222,43 +213,11 @@ async fn overview_page(
         Ok(days) => days,
         Err(_) => return unavailable(),
     };
-    let rules = async {
-        let alert = alerts::alert_of(&state.db, alerts::Subject::Org(org_id)).await?;
-        let customer = crate::services::customers::of_organization(&state.db, org_id).await?;
-        let view = match customer {
-            Some(c) => Some(allocations::rule_view(&state.db, c.id, state.clock.now()).await?),
-            None => None,
-        };
-        Ok::<_, crate::error::ApiError>((alert, view))
-    }
-    .await;
-    let Ok((alert, view)) = rules else {
+    let Ok((alert, view)) = balance_rules(state, org_id).await else {
         return unavailable();
     };
     let dec = |n: NanoUsd| n.to_decimal_usd().to_string();
-    let (rule, runs) = match view {
-        Some(v) => (
-            v.rule.map(|r| {
-                (
-                    dec(r.below_usd.0),
-                    dec(r.amount_usd.0),
-                    dec(r.monthly_cap_usd.0),
-                )
-            }),
-            v.runs
-                .into_iter()
-                .map(|r| {
-                    let outcome = if r.outcome == "allocated" {
-                        "allocated"
-                    } else {
-                        "refused"
-                    };
-                    (r.created_at, dec(r.amount_usd.0), outcome.to_string())
-                })
-                .collect(),
-        ),
-        None => (None, Vec::new()),
-    };
+    let (rule, runs) = view.map(rule_rows).unwrap_or_default();
     let sum = |n: usize| {
         days.iter()
             .rev()
@@ -276,7 +235,7 @@ async fn overview_page(
             csrf: &viewer.session.csrf,
             org_id,
             tab: "overview",
-            name: &org.name,
+            name: &name,
             role: &role,
             balance,
             today: sum(1),
@@ -298,4 +257,55 @@ async fn overview_page(
             notice,
         },
     )
+}
+
+/// An organization's low-balance alert and, when a partner made it, its automatic allocation.
+async fn balance_rules(
+    state: &AppState,
+    org_id: i64,
+) -> Result<
+    (
+        Option<entities::balance_alerts::Model>,
+        Option<crate::dto::AutoAllocationView>,
+    ),
+    crate::error::ApiError,
+> {
+    let alert = alerts::alert_of(&state.db, alerts::Subject::Org(org_id)).await?;
+    let customer = crate::services::customers::of_organization(&state.db, org_id).await?;
+    let view = match customer {
+        Some(c) => Some(allocations::rule_view(&state.db, c.id, state.clock.now()).await?),
+        None => None,
+    };
+    Ok((alert, view))
+}
+
+/// An automatic allocation as the overview shows it: the rule (below, amount, monthly cap) and
+/// its runs (when, amount, allocated or refused).
+type RuleRows = (
+    Option<(String, String, String)>,
+    Vec<(String, String, String)>,
+);
+
+fn rule_rows(v: crate::dto::AutoAllocationView) -> RuleRows {
+    let dec = |n: NanoUsd| n.to_decimal_usd().to_string();
+    let rule = v.rule.map(|r| {
+        (
+            dec(r.below_usd.0),
+            dec(r.amount_usd.0),
+            dec(r.monthly_cap_usd.0),
+        )
+    });
+    let runs = v
+        .runs
+        .into_iter()
+        .map(|r| {
+            let outcome = if r.outcome == "allocated" {
+                "allocated"
+            } else {
+                "refused"
+            };
+            (r.created_at, dec(r.amount_usd.0), outcome.to_string())
+        })
+        .collect();
+    (rule, runs)
 }

@@ -118,18 +118,7 @@ pub(crate) async fn sign_in(
     let attempt = match limiter::attempt(&state.db, &email, ip.as_deref(), now).await {
         Ok(a) => a,
         Err(limiter::Refused::Throttled(secs)) => {
-            let text = format!(
-                "Too many sign-in attempts. Wait {} and try again.",
-                wait_text(secs)
-            );
-            let page = sign_in_page(
-                &state,
-                StatusCode::TOO_MANY_REQUESTS,
-                &next,
-                &email,
-                Some(&text),
-            );
-            return retry_after(page, secs);
+            return throttled_page(&state, &next, &email, secs);
         }
         Err(limiter::Refused::Unavailable) => return unavailable(),
     };
@@ -156,41 +145,7 @@ pub(crate) async fn sign_in(
         );
     };
     if user.email_verified_at.is_none() {
-        // Never proven (an account made before proof of address): a code to the address first.
-        let first = proof::FirstStep {
-            password_hash: None,
-            user_id: Some(user.id),
-        };
-        let subject = format!("user:{}", user.id);
-        let started = match proof::start(
-            &state.db,
-            &state,
-            proof::Purpose::SignIn,
-            &subject,
-            &user.email,
-            first,
-        )
-        .await
-        {
-            Ok(s) => s,
-            Err(_) => return unavailable(),
-        };
-        proof::mail_code(&state, &user.email, &started.code, "sign in to the console");
-        return code_page(
-            &state,
-            StatusCode::OK,
-            Code {
-                signed_in: None,
-                csrf: "",
-                heading: "Confirm your address",
-                email: &user.email,
-                action: "/console/sign-in",
-                button: "Sign in",
-                restart: "/console/sign-in",
-                error: None,
-            },
-            Some(&started.flow),
-        );
+        return prove_address_first(&state, &user).await;
     }
     if user.totp_enabled_at.is_some() {
         return ask_second_factor(&state, &user).await;
@@ -203,6 +158,61 @@ pub(crate) async fn sign_in(
             unavailable()
         }
     }
+}
+
+/// A sign-in of an account whose address was never proven (made before proof of address): a
+/// code mailed to the address first, and the code page.
+async fn prove_address_first(state: &AppState, user: &entities::console_users::Model) -> Response {
+    let first = proof::FirstStep {
+        password_hash: None,
+        user_id: Some(user.id),
+    };
+    let subject = format!("user:{}", user.id);
+    let started = match proof::start(
+        &state.db,
+        state,
+        proof::Purpose::SignIn,
+        &subject,
+        &user.email,
+        first,
+    )
+    .await
+    {
+        Ok(s) => s,
+        Err(_) => return unavailable(),
+    };
+    proof::mail_code(state, &user.email, &started.code, "sign in to the console");
+    code_page(
+        state,
+        StatusCode::OK,
+        Code {
+            signed_in: None,
+            csrf: "",
+            heading: "Confirm your address",
+            email: &user.email,
+            action: "/console/sign-in",
+            button: "Sign in",
+            restart: "/console/sign-in",
+            error: None,
+        },
+        Some(&started.flow),
+    )
+}
+
+/// The sign-in page of a throttled address or network: 429 with `Retry-After`.
+fn throttled_page(state: &AppState, next: &str, email: &str, secs: u64) -> Response {
+    let text = format!(
+        "Too many sign-in attempts. Wait {} and try again.",
+        wait_text(secs)
+    );
+    let page = sign_in_page(
+        state,
+        StatusCode::TOO_MANY_REQUESTS,
+        next,
+        email,
+        Some(&text),
+    );
+    retry_after(page, secs)
 }
 
 #[derive(Template)]

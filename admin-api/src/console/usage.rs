@@ -455,9 +455,20 @@ pub(super) async fn show(
             return render::unavailable();
         }
     };
+    fill(&mut page, &b, &choice, scope);
+    page.csv = format!("{}/usage.csv?{}", scope.base(), choice.query());
+    page.raw = choice.raw();
+    page.presets = presets(scope, today, Some(&choice));
+    render(StatusCode::OK, &page)
+}
+
+/// The page's figures from the breakdown `b` of `choice`: legend and chart (the largest lines
+/// apart, the rest as "Other"), the table of lines, the table of periods, the total and the
+/// labels.
+fn fill(page: &mut Page<'_>, b: &Breakdown<Line>, choice: &Choice, scope: Scope) {
     let g = choice.granularity;
     let value = measure(scope);
-    let lines = ordered(&b, value);
+    let lines = ordered(b, value);
     let others = lines.len() > chart::SERIES;
     page.legend = lines
         .iter()
@@ -465,7 +476,7 @@ pub(super) async fn show(
         .map(|(line, _, s)| (format!("s{s}"), line.1.clone()))
         .chain(others.then(|| (format!("s{}", chart::SERIES - 1), "Other".to_string())))
         .collect();
-    page.chart = chart::stacked(&columns(&b, &lines, g, value));
+    page.chart = chart::stacked(&columns(b, &lines, g, value));
     if let (Some(first), Some(last)) = (b.periods.first(), b.periods.last()) {
         page.chart.ticks = Some((period_label(first, g), period_label(last, g)));
     }
@@ -523,10 +534,6 @@ pub(super) async fn show(
         choice.to,
         choice.by.name()
     );
-    page.csv = format!("{}/usage.csv?{}", scope.base(), choice.query());
-    page.raw = choice.raw();
-    page.presets = presets(scope, today, Some(&choice));
-    render(StatusCode::OK, &page)
 }
 
 #[cfg(test)]
