@@ -121,40 +121,12 @@ pub struct Demo {
 /// rate. Both owners get a fresh password each time (printed once, like the key). Safe to run
 /// again: the partner and the customer are found, not made twice; nothing is funded twice.
 pub async fn quickstart(state: &crate::state::AppState, group_id: i64) -> Result<Demo, String> {
-    use crate::services::{customers, funding, invitations};
-    use entities::{customers as customer_rows, partners};
+    use entities::customers as customer_rows;
     let db_err = |e: sea_orm::DbErr| format!("database: {e}");
     let now = Utc::now();
 
     // The partner, funded once (the reference makes a second run a no-op).
-    let txn = crate::db::begin(&state.db).await.map_err(db_err)?;
-    let partner = match partners::Entity::find()
-        .filter(partners::Column::Name.eq(DEMO_PARTNER))
-        .one(&txn)
-        .await
-        .map_err(db_err)?
-    {
-        Some(p) => p,
-        None => partners::ActiveModel {
-            name: Set(DEMO_PARTNER.into()),
-            min_rate_multiplier_ppm: Set(money::RateMultiplier::ONE.ppm()),
-            role: Set("owner".into()),
-            created_at: Set(now),
-            ..Default::default()
-        }
-        .insert(&txn)
-        .await
-        .map_err(db_err)?,
-    };
-    funding::fund(
-        &txn,
-        partner.id,
-        money::NanoUsd::from_nanos(DEMO_PARTNER_FUNDING_USD * money::NANOS_PER_USD),
-        &format!("demo:partner-funding:{}", partner.id),
-    )
-    .await
-    .map_err(|e| format!("funding the demo partner: {e:?}"))?;
-    txn.commit().await.map_err(db_err)?;
+    let partner = demo_partner(state, now).await?;
 
     // Both owners, with fresh passwords.
     let owner_password = sessions::secret()[..20].to_string();
@@ -175,52 +147,7 @@ pub async fn quickstart(state: &crate::state::AppState, group_id: i64) -> Result
         .map_err(db_err)?;
     let (customer_id, invite_url) = match existing {
         Some(c) => (c.id, None),
-        None => {
-            let taken = organizations::Entity::find()
-                .filter(organizations::Column::Slug.eq(DEMO_SLUG))
-                .one(&state.db)
-                .await
-                .map_err(db_err)?;
-            if taken.is_some() {
-                return Err(format!(
-                    "an organization with the slug {DEMO_SLUG:?} exists that is not the demo \
-                     partner's customer (made by an earlier quickstart): remove the database \
-                     (data/quickstart.db for the quickstart) and run again"
-                ));
-            }
-            let min_rate = money::RateMultiplier::from_ppm(partner.min_rate_multiplier_ppm)
-                .ok_or("the demo partner's minimum rate is not a positive multiplier")?;
-            let floor = customers::highest_floor(state, min_rate);
-            let retail = money::RateMultiplier::from_ppm(floor.ppm().saturating_mul(5) / 4)
-                .ok_or("no retail rate above the floor")?;
-            let caller = crate::caller::Caller {
-                partner_id: partner.id,
-                partner_name: partner.name.clone(),
-                token_id: 0,
-                token_preview: "demo".into(),
-                scopes: vec!["partner:write".into()],
-                role: "owner".into(),
-                min_rate,
-            };
-            let new = customers::NewCustomer {
-                name: "Demo organization".into(),
-                slug: DEMO_SLUG.into(),
-                contact_email: DEMO_OWNER.into(),
-                billing_email: None,
-                initial_allocation: money::NanoUsd::from_nanos(
-                    DEMO_CREDIT_USD * money::NANOS_PER_USD,
-                ),
-                retail_rate: retail,
-            };
-            let txn = crate::db::begin(&state.db).await.map_err(db_err)?;
-            // The invitation mail is not sent: the demo accepts it at once below.
-            let done =
-                customers::create(&txn, state, &caller, "demo:customer", DEMO_EXTERNAL_ID, new)
-                    .await
-                    .map_err(|e| format!("creating the demo customer: {e:?}"))?;
-            txn.commit().await.map_err(db_err)?;
-            (done.data.customer.id, done.data.activation.invite_url)
-        }
+        None => create_customer(state, &partner).await?,
     };
     let customer = customer_rows::Entity::find_by_id(customer_id)
         .one(&state.db)
@@ -233,20 +160,7 @@ pub async fn quickstart(state: &crate::state::AppState, group_id: i64) -> Result
         .map_err(db_err)?
         .ok_or("the demo organization vanished")?;
     if org.status != OrganizationStatus::Active {
-        // A new customer (its invitation), or one whose earlier activation did not finish (a
-        // fresh invitation): accepted by the owner's address with the password just set.
-        let url = match invite_url {
-            Some(url) => url,
-            None => invitations::revoke_or_reissue(state, customer_id, true, None)
-                .await?
-                .invite_url
-                .ok_or("no invitation was issued")?,
-        };
-        // The operator's command vouches for the demo owner's address.
-        let token = url.rsplit('/').next().unwrap_or_default();
-        invitations::accept_vouched(state, token, owner.id)
-            .await
-            .map_err(|e| format!("activating the demo customer: {e:?}"))?;
+        activate(state, customer_id, invite_url, owner.id).await?;
     }
     memberships::join_org(&state.db, org.id, owner.id, "owner", now)
         .await
@@ -275,6 +189,122 @@ pub async fn quickstart(state: &crate::state::AppState, group_id: i64) -> Result
         partner_email: DEMO_PARTNER_OWNER.to_string(),
         partner_password,
     })
+}
+
+/// The demo partner (made on the first run), funded once: the reference makes a second run a
+/// no-op.
+async fn demo_partner(
+    state: &crate::state::AppState,
+    now: chrono::DateTime<Utc>,
+) -> Result<entities::partners::Model, String> {
+    use crate::services::funding;
+    use entities::partners;
+    let db_err = |e: sea_orm::DbErr| format!("database: {e}");
+    let txn = crate::db::begin(&state.db).await.map_err(db_err)?;
+    let partner = match partners::Entity::find()
+        .filter(partners::Column::Name.eq(DEMO_PARTNER))
+        .one(&txn)
+        .await
+        .map_err(db_err)?
+    {
+        Some(p) => p,
+        None => partners::ActiveModel {
+            name: Set(DEMO_PARTNER.into()),
+            min_rate_multiplier_ppm: Set(money::RateMultiplier::ONE.ppm()),
+            role: Set("owner".into()),
+            created_at: Set(now),
+            ..Default::default()
+        }
+        .insert(&txn)
+        .await
+        .map_err(db_err)?,
+    };
+    funding::fund(
+        &txn,
+        partner.id,
+        money::NanoUsd::from_nanos(DEMO_PARTNER_FUNDING_USD * money::NANOS_PER_USD),
+        &format!("demo:partner-funding:{}", partner.id),
+    )
+    .await
+    .map_err(|e| format!("funding the demo partner: {e:?}"))?;
+    txn.commit().await.map_err(db_err)?;
+    Ok(partner)
+}
+
+/// The demo customer, created by the partner's own rules (its invitation is not mailed: the
+/// quickstart accepts it at once): its id and invitation link.
+async fn create_customer(
+    state: &crate::state::AppState,
+    partner: &entities::partners::Model,
+) -> Result<(i64, Option<String>), String> {
+    use crate::services::customers;
+    let db_err = |e: sea_orm::DbErr| format!("database: {e}");
+    let taken = organizations::Entity::find()
+        .filter(organizations::Column::Slug.eq(DEMO_SLUG))
+        .one(&state.db)
+        .await
+        .map_err(db_err)?;
+    if taken.is_some() {
+        return Err(format!(
+            "an organization with the slug {DEMO_SLUG:?} exists that is not the demo \
+             partner's customer (made by an earlier quickstart): remove the database \
+             (data/quickstart.db for the quickstart) and run again"
+        ));
+    }
+    let min_rate = money::RateMultiplier::from_ppm(partner.min_rate_multiplier_ppm)
+        .ok_or("the demo partner's minimum rate is not a positive multiplier")?;
+    let floor = customers::highest_floor(state, min_rate);
+    let retail = money::RateMultiplier::from_ppm(floor.ppm().saturating_mul(5) / 4)
+        .ok_or("no retail rate above the floor")?;
+    let caller = crate::caller::Caller {
+        partner_id: partner.id,
+        partner_name: partner.name.clone(),
+        token_id: 0,
+        token_preview: "demo".into(),
+        scopes: vec!["partner:write".into()],
+        role: "owner".into(),
+        min_rate,
+    };
+    let new = customers::NewCustomer {
+        name: "Demo organization".into(),
+        slug: DEMO_SLUG.into(),
+        contact_email: DEMO_OWNER.into(),
+        billing_email: None,
+        initial_allocation: money::NanoUsd::from_nanos(DEMO_CREDIT_USD * money::NANOS_PER_USD),
+        retail_rate: retail,
+    };
+    let txn = crate::db::begin(&state.db).await.map_err(db_err)?;
+    // The invitation mail is not sent: the demo accepts it at once below.
+    let done = customers::create(&txn, state, &caller, "demo:customer", DEMO_EXTERNAL_ID, new)
+        .await
+        .map_err(|e| format!("creating the demo customer: {e:?}"))?;
+    txn.commit().await.map_err(db_err)?;
+    Ok((done.data.customer.id, done.data.activation.invite_url))
+}
+
+/// Activates the demo customer whose organization is not active: a new customer (its
+/// invitation), or one whose earlier activation did not finish (a fresh invitation), accepted by
+/// the owner's address with the password just set.
+async fn activate(
+    state: &crate::state::AppState,
+    customer_id: i64,
+    invite_url: Option<String>,
+    owner_id: i64,
+) -> Result<(), String> {
+    use crate::services::invitations;
+    let url = match invite_url {
+        Some(url) => url,
+        None => invitations::revoke_or_reissue(state, customer_id, true, None)
+            .await?
+            .invite_url
+            .ok_or("no invitation was issued")?,
+    };
+    // The operator's command vouches for the demo owner's address.
+    let token = url.rsplit('/').next().unwrap_or_default();
+    invitations::accept_vouched(state, token, owner_id)
+        .await
+        .map_err(|e| format!("activating the demo customer: {e:?}"))?;
+    Ok(())
 }
 
 /// A demo key: named "quickstart", every surface, no expiry, the group's limits.

@@ -144,25 +144,7 @@ pub(crate) async fn join(
         };
         let started = proof::begin(&state, step, &password, ip.as_deref()).await;
         return match started {
-            Ok(started) => {
-                let action = format!("/console/join/{token}");
-                let heading = format!("Join {name}");
-                render::code_page(
-                    &state,
-                    StatusCode::OK,
-                    render::Code {
-                        signed_in: None,
-                        csrf: "",
-                        heading: &heading,
-                        email: &t.email,
-                        action: &action,
-                        button: "Join",
-                        restart: &action,
-                        error: None,
-                    },
-                    Some(&started.flow),
-                )
-            }
+            Ok(started) => code_page(&state, &token, &name, &t.email, &started.flow),
             Err(e) => step_refused(e, show),
         };
     };
@@ -191,14 +173,35 @@ pub(crate) async fn join(
         Err(e) => return step_refused(e, show),
     };
     limiter::succeeded(&state.db, &attempt).await;
-    let next = match (t.organization_id, t.partner_id) {
+    match super::sign_in::signed_in(&state, &user, ip, &home_of(&t), now).await {
+        Ok(resp) => resp,
+        Err(_) => render::unavailable(),
+    }
+}
+
+/// The code page of a join link's second step (`flow`: the first step's, kept in the browser).
+fn code_page(state: &AppState, token: &str, name: &str, email: &str, flow: &str) -> Response {
+    let action = format!("/console/join/{token}");
+    let heading = format!("Join {name}");
+    let code = render::Code {
+        signed_in: None,
+        csrf: "",
+        heading: &heading,
+        email,
+        action: &action,
+        button: "Join",
+        restart: &action,
+        error: None,
+    };
+    render::code_page(state, StatusCode::OK, code, Some(flow))
+}
+
+/// Where a person who joined lands: the organization or partner the link added them to.
+fn home_of(t: &console_tokens::Model) -> String {
+    match (t.organization_id, t.partner_id) {
         (Some(org), _) => format!("/console/orgs/{org}"),
         (None, Some(partner)) => format!("/console/partners/{partner}"),
         (None, None) => "/console/".to_string(),
-    };
-    match super::sign_in::signed_in(&state, &user, ip, &next, now).await {
-        Ok(resp) => resp,
-        Err(_) => render::unavailable(),
     }
 }
 

@@ -275,6 +275,10 @@ async fn flow_challenge(
     Ok(found.filter(|c| c.purpose == purpose.name()))
 }
 
+/// What a wrong second factor is told.
+const WRONG_CODE: &str =
+    "That code is not correct, or was used already. Try the next code your app shows.";
+
 /// The sign-in's second factor: a code from the app (once per step) or a recovery code (each
 /// once), for the challenge of the browser's flow; counted by the limiter like a password.
 async fn sign_in_second_factor(
@@ -317,10 +321,8 @@ async fn sign_in_second_factor(
         Some(id) => people::by_id(&state.db, id).await,
         None => Ok(None),
     };
-    let user = match user {
-        Ok(Some(u)) => u,
-        Ok(None) => return unavailable(),
-        Err(_) => return unavailable(),
+    let Ok(Some(user)) = user else {
+        return unavailable();
     };
     let checked = async {
         if !proof::spend_try(&state.db, state, &challenge).await? {
@@ -333,47 +335,47 @@ async fn sign_in_second_factor(
         Ok(Some(given)) => given,
         Ok(None) => {
             proof::audit_failure(state, scope, &user.email, ip.as_deref(), Some(&attempt)).await;
-            return second_factor_page(
-                state,
-                StatusCode::UNAUTHORIZED,
-                None,
-                Some(
-                    "That code is not correct, or was used already. Try the next code your app shows.",
-                ),
-            );
+            return second_factor_page(state, StatusCode::UNAUTHORIZED, None, Some(WRONG_CODE));
         }
         Err(_) => return unavailable(),
     };
     match proof::finish(&state.db, &challenge, now).await {
         Ok(true) => {}
         Ok(false) => {
-            return second_factor_page(
-                state,
-                StatusCode::UNAUTHORIZED,
-                None,
-                Some("This sign-in has expired. Sign in again."),
-            );
+            let expired = Some("This sign-in has expired. Sign in again.");
+            return second_factor_page(state, StatusCode::UNAUTHORIZED, None, expired);
         }
         Err(_) => return unavailable(),
     }
     limiter::succeeded(&state.db, &attempt).await;
     if given == two_factor::Given::RecoveryCode {
-        let record = audit::Audit {
-            organization: None,
-            partner: None,
-            actor: Some(user.id),
-            action: "recovery_code_used",
-            target: Some(user.email.clone()),
-            detail: serde_json::json!({}),
-            ip: ip.clone(),
-        };
-        if let Err(e) = audit::audit(&state.db, record, now).await {
-            tracing::warn!(error = %e, "recovery code use not audited");
-        }
+        recovery_code_used(state, &user, ip.clone(), now).await;
     }
     match signed_in(state, &user, ip, "/console/", now).await {
         Ok(resp) => resp,
         Err(_) => unavailable(),
+    }
+}
+
+/// The audit record of a recovery code spent on a sign-in (a failure to write it is logged: the
+/// person is signed in either way).
+async fn recovery_code_used(
+    state: &AppState,
+    user: &entities::console_users::Model,
+    ip: Option<String>,
+    now: chrono::DateTime<chrono::Utc>,
+) {
+    let record = audit::Audit {
+        organization: None,
+        partner: None,
+        actor: Some(user.id),
+        action: "recovery_code_used",
+        target: Some(user.email.clone()),
+        detail: serde_json::json!({}),
+        ip,
+    };
+    if let Err(e) = audit::audit(&state.db, record, now).await {
+        tracing::warn!(error = %e, "recovery code use not audited");
     }
 }
 

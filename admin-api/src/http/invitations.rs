@@ -159,27 +159,9 @@ pub(super) async fn accept(
         )
         .await;
     };
-    // The second step: by address with a password (a program), by the flow cookie without.
-    let now = state.clock.now();
-    let found = match (
-        &p.password,
-        cookies::cookie(&state, &headers, proof::FLOW_COOKIE),
-    ) {
-        (Some(_), _) => {
-            let email = p.email.clone().unwrap_or_default();
-            if !inv.email.eq_ignore_ascii_case(email.trim()) {
-                return refused(&p, &InvitationError::EmailMismatch);
-            }
-            proof::for_address(&state.db, &subject, &email, now).await
-        }
-        (None, Some(flow)) => proof::by_flow(&state.db, &flow, now)
-            .await
-            .map(|c| c.filter(|c| c.subject == subject)),
-        (None, None) => Ok(None),
-    };
-    let found = match found {
+    let found = match second_step_of(&state, &headers, &p, &inv.email, &subject).await {
         Ok(c) => c,
-        Err(_) => return refused(&p, &InvitationError::Unavailable),
+        Err(e) => return refused(&p, &e),
     };
     let completed = proof::complete(
         &state,
@@ -203,25 +185,58 @@ pub(super) async fn accept(
     limiter::succeeded(&state.db, &attempt).await;
     let next = format!("/console/orgs/{}", accepted.organization_id);
     match crate::console::sign_in::signed_in(&state, &user, ip, &next, state.clock.now()).await {
-        Ok(mut resp) if p.json => {
-            let cookies: Vec<_> = resp
-                .headers()
-                .get_all(header::SET_COOKIE)
-                .iter()
-                .cloned()
-                .collect();
-            resp = axum::Json(Envelope::ok(accepted)).into_response();
-            for c in cookies {
-                resp.headers_mut().append(header::SET_COOKIE, c);
-            }
-            resp
-        }
+        Ok(resp) if p.json => json_with_session(resp, accepted),
         Ok(resp) => resp,
         Err(e) => {
             tracing::error!(error = %e, "session not opened after activation");
             render::unavailable()
         }
     }
+}
+
+/// The challenge a second step completes: by address with a password (a program), by the flow
+/// cookie without (a browser's own first step).
+async fn second_step_of(
+    state: &AppState,
+    headers: &HeaderMap,
+    p: &Posted,
+    invited: &str,
+    subject: &str,
+) -> Result<Option<entities::console_challenges::Model>, InvitationError> {
+    let now = state.clock.now();
+    let found = match (
+        &p.password,
+        cookies::cookie(state, headers, proof::FLOW_COOKIE),
+    ) {
+        (Some(_), _) => {
+            let email = p.email.clone().unwrap_or_default();
+            if !invited.eq_ignore_ascii_case(email.trim()) {
+                return Err(InvitationError::EmailMismatch);
+            }
+            proof::for_address(&state.db, subject, &email, now).await
+        }
+        (None, Some(flow)) => proof::by_flow(&state.db, &flow, now)
+            .await
+            .map(|c| c.filter(|c| c.subject == subject)),
+        (None, None) => Ok(None),
+    };
+    found.map_err(|_| InvitationError::Unavailable)
+}
+
+/// A program's answer to an activation: the accepted invitation in the partner envelope, with
+/// the session cookies of the page answer `signed_in` made.
+fn json_with_session(signed_in: Response, accepted: crate::dto::InvitationAccepted) -> Response {
+    let cookies: Vec<_> = signed_in
+        .headers()
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .cloned()
+        .collect();
+    let mut resp = axum::Json(Envelope::ok(accepted)).into_response();
+    for c in cookies {
+        resp.headers_mut().append(header::SET_COOKIE, c);
+    }
+    resp
 }
 
 /// The first step: the address must be the invited one and the password 12 to 128 characters;

@@ -124,6 +124,35 @@ pub fn text_lines(s: &Statement) -> Vec<String> {
         exact(s.opening)
     ));
     l.push(String::new());
+    movement_text(s, &mut l);
+    usage_text(s, &mut l);
+    l.push(String::new());
+    if s.kind == "partner" {
+        l.push(format!(
+            "Usage owed at wholesale, posted this month {:>24} USD",
+            exact(s.usage_posted)
+        ));
+        l.push("(owed separately: usage does not change the available funding)".into());
+    } else {
+        l.push(format!(
+            "Usage taken off the balance this month {:>28} USD",
+            exact(
+                NanoUsd::ZERO
+                    .checked_sub(s.usage_posted)
+                    .unwrap_or(NanoUsd::ZERO)
+            )
+        ));
+    }
+    l.push(format!(
+        "Closing {} {:>28} USD",
+        s.balance_of,
+        exact(s.closing)
+    ));
+    l
+}
+
+/// The statement's movements and their total.
+fn movement_text(s: &Statement, l: &mut Vec<String>) {
     l.push("Movements".into());
     if s.movements.is_empty() {
         l.push("  none".into());
@@ -143,6 +172,10 @@ pub fn text_lines(s: &Statement) -> Vec<String> {
         exact(s.movements_total())
     ));
     l.push(String::new());
+}
+
+/// The statement's usage by model and group, and its totals.
+fn usage_text(s: &Statement, l: &mut Vec<String>) {
     l.push("Usage by model and group".into());
     l.push(format!(
         "  {:<26} {:<12} {:>7} {:>11} {:>11} {:>7}",
@@ -179,29 +212,6 @@ pub fn text_lines(s: &Statement) -> Vec<String> {
             exact(s.usage_wholesale())
         ));
     }
-    l.push(String::new());
-    if s.kind == "partner" {
-        l.push(format!(
-            "Usage owed at wholesale, posted this month {:>24} USD",
-            exact(s.usage_posted)
-        ));
-        l.push("(owed separately: usage does not change the available funding)".into());
-    } else {
-        l.push(format!(
-            "Usage taken off the balance this month {:>28} USD",
-            exact(
-                NanoUsd::ZERO
-                    .checked_sub(s.usage_posted)
-                    .unwrap_or(NanoUsd::ZERO)
-            )
-        ));
-    }
-    l.push(format!(
-        "Closing {} {:>28} USD",
-        s.balance_of,
-        exact(s.closing)
-    ));
-    l
 }
 
 /// The embedded font of statements (DejaVu Sans Mono; its licence beside it).

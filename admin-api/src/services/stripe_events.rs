@@ -104,39 +104,7 @@ pub async fn stripe_event(
         return Ok(EventOutcome::AlreadyCredited);
     }
     if session.is_paid() {
-        let amount = NanoUsd::from_nanos(row.amount_nanos);
-        let expected_cents = row.amount_nanos / NANOS_PER_CENT;
-        let currency = &stripe.conf().currency;
-        if session.amount_total != Some(expected_cents)
-            || session.currency.as_deref() != Some(currency.as_str())
-        {
-            tracing::error!(
-                session = %session.id, top_up = row.id,
-                expected_cents, amount_total = ?session.amount_total, currency = ?session.currency,
-                "stripe webhook: paid amount differs from the top-up; nothing credited"
-            );
-            return Ok(EventOutcome::Mismatch);
-        }
-        let posted = fund(
-            &txn,
-            row.partner_id,
-            amount,
-            &format!("stripe:{}", session.id),
-        )
-        .await?;
-        let partner_id = row.partner_id;
-        let mut update: top_up_sessions::ActiveModel = row.into();
-        update.status = Set(TopUpStatus::Paid);
-        update.paid_at = Set(Some(Utc::now()));
-        update.update(&txn).await?;
-        txn.commit().await?;
-        return Ok(match posted {
-            ledger::Posted::AlreadyPosted => EventOutcome::AlreadyCredited,
-            _ => {
-                tracing::info!(session = %session.id, partner_id, "partner top-up paid and credited");
-                EventOutcome::Credited
-            }
-        });
+        return credit_paid(txn, stripe, &session, row).await;
     }
     let closed = match (event.kind.as_str(), session.status.as_deref()) {
         ("checkout.session.async_payment_failed", _) => Some(TopUpStatus::Failed),
@@ -154,4 +122,47 @@ pub async fn stripe_event(
         Some(_) => Ok(EventOutcome::Closed),
         None => Ok(EventOutcome::Pending),
     }
+}
+
+/// A paid top-up: credited once (the posting's reference is `stripe:{session id}`) and marked
+/// paid, in `txn`, when Stripe's amount and currency are the top-up's; else nothing (logged).
+async fn credit_paid(
+    txn: sea_orm::DatabaseTransaction,
+    stripe: &crate::payments::StripeClient,
+    session: &crate::payments::CheckoutSession,
+    row: top_up_sessions::Model,
+) -> Result<EventOutcome, ApiError> {
+    let amount = NanoUsd::from_nanos(row.amount_nanos);
+    let expected_cents = row.amount_nanos / NANOS_PER_CENT;
+    let currency = &stripe.conf().currency;
+    if session.amount_total != Some(expected_cents)
+        || session.currency.as_deref() != Some(currency.as_str())
+    {
+        tracing::error!(
+            session = %session.id, top_up = row.id,
+            expected_cents, amount_total = ?session.amount_total, currency = ?session.currency,
+            "stripe webhook: paid amount differs from the top-up; nothing credited"
+        );
+        return Ok(EventOutcome::Mismatch);
+    }
+    let posted = fund(
+        &txn,
+        row.partner_id,
+        amount,
+        &format!("stripe:{}", session.id),
+    )
+    .await?;
+    let partner_id = row.partner_id;
+    let mut update: top_up_sessions::ActiveModel = row.into();
+    update.status = Set(TopUpStatus::Paid);
+    update.paid_at = Set(Some(Utc::now()));
+    update.update(&txn).await?;
+    txn.commit().await?;
+    Ok(match posted {
+        ledger::Posted::AlreadyPosted => EventOutcome::AlreadyCredited,
+        _ => {
+            tracing::info!(session = %session.id, partner_id, "partner top-up paid and credited");
+            EventOutcome::Credited
+        }
+    })
 }
