@@ -108,27 +108,45 @@ pub(crate) fn validate(
         return Err(err(p("api_key"), "must be non-empty visible ASCII"));
     }
     known_models(&a.models, &p("models"), model_ids)?;
-    let capabilities = a
-        .capabilities
-        .iter()
-        .enumerate()
-        .map(|(j, c)| match c.as_str() {
-            "audio_transcription" => Ok(Capability::AudioTranscription),
-            "image_generation" => Ok(Capability::ImageGeneration),
-            "image_edit" => Ok(Capability::ImageEdit),
-            "video" => Ok(Capability::Video),
-            other => Err(err(
-                format!("accounts[{i}].capabilities[{j}]"),
-                format!(
-                    "{other:?} is not one of \"audio_transcription\", \"image_generation\", \"image_edit\", \"video\""
-                ),
-            )),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let capabilities = capabilities(a, i)?;
     let max_concurrency = a.max_concurrency.unwrap_or(64);
     if max_concurrency == 0 {
         return Err(err(p("max_concurrency"), "must be at least 1"));
     }
+    let forward_headers = forward_headers(a, i)?;
+    Ok(Account {
+        id: a.id.clone(),
+        provider,
+        base_url,
+        api_key,
+        models: a.models.clone(),
+        capabilities,
+        max_concurrency,
+        forward_headers,
+        forward_traceparent: a.forward_traceparent.unwrap_or(false),
+    })
+}
+
+/// An account's capabilities beyond text (audio, image generation and edits, video).
+fn capabilities(a: &RawAccount, i: usize) -> Result<Vec<Capability>, ConfigError> {
+    let one = |(j, c): (usize, &String)| match c.as_str() {
+        "audio_transcription" => Ok(Capability::AudioTranscription),
+        "image_generation" => Ok(Capability::ImageGeneration),
+        "image_edit" => Ok(Capability::ImageEdit),
+        "video" => Ok(Capability::Video),
+        other => Err(err(
+            format!("accounts[{i}].capabilities[{j}]"),
+            format!(
+                "{other:?} is not one of \"audio_transcription\", \"image_generation\", \"image_edit\", \"video\""
+            ),
+        )),
+    };
+    a.capabilities.iter().enumerate().map(one).collect()
+}
+
+/// The client headers an account forwards: header names, lowercased, never one that carries
+/// credentials or framing.
+fn forward_headers(a: &RawAccount, i: usize) -> Result<Vec<String>, ConfigError> {
     let mut forward_headers = Vec::with_capacity(a.forward_headers.len());
     for (j, h) in a.forward_headers.iter().enumerate() {
         let name = h.to_ascii_lowercase();
@@ -150,17 +168,7 @@ pub(crate) fn validate(
         }
         forward_headers.push(name);
     }
-    Ok(Account {
-        id: a.id.clone(),
-        provider,
-        base_url,
-        api_key,
-        models: a.models.clone(),
-        capabilities,
-        max_concurrency,
-        forward_headers,
-        forward_traceparent: a.forward_traceparent.unwrap_or(false),
-    })
+    Ok(forward_headers)
 }
 
 /// Video tasks speak the OpenAI video API (`{base}/videos`) to `openai` accounts and Veo's

@@ -190,39 +190,7 @@ fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, ConfigError> {
     let video = video::validate(&raw.video)?;
 
     let models = models::validate(&raw.models)?;
-    let model_ids: HashSet<&str> = models.iter().map(|m| m.id.as_str()).collect();
-    let accounts = raw
-        .accounts
-        .iter()
-        .enumerate()
-        .map(|(i, a)| accounts::validate(a, i, &model_ids, env))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut seen = HashSet::new();
-    for (i, a) in accounts.iter().enumerate() {
-        if !seen.insert(a.id.as_str()) {
-            return Err(err(
-                format!("accounts[{i}].id"),
-                format!("duplicate account id {:?}", a.id),
-            ));
-        }
-    }
-    accounts::image_profiles(&models, &accounts)?;
-    accounts::video_providers(&models, &accounts)?;
-    let groups = raw
-        .groups
-        .iter()
-        .enumerate()
-        .map(|(i, g)| groups::validate(g, i, &model_ids))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut seen = HashSet::new();
-    for (i, g) in groups.iter().enumerate() {
-        if !seen.insert(g.id) {
-            return Err(err(
-                format!("groups[{i}].id"),
-                format!("duplicate group id {}", g.id),
-            ));
-        }
-    }
+    let (accounts, groups) = accounts_and_groups(&raw, &models, env)?;
 
     let payments = payments::validate(&raw.payments, &server, env)?;
     Ok(Settings {
@@ -243,6 +211,49 @@ fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, ConfigError> {
         accounts,
         groups,
     })
+}
+
+/// The accounts and groups, each checked against the models (their ids unique, every model an
+/// account names configured, image and video models served by an account that can).
+fn accounts_and_groups(
+    raw: &RawConfig,
+    models: &[Model],
+    env: EnvFn<'_>,
+) -> Result<(Vec<Account>, Vec<Group>), ConfigError> {
+    let model_ids: HashSet<&str> = models.iter().map(|m| m.id.as_str()).collect();
+    let accounts = raw
+        .accounts
+        .iter()
+        .enumerate()
+        .map(|(i, a)| accounts::validate(a, i, &model_ids, env))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut seen = HashSet::new();
+    for (i, a) in accounts.iter().enumerate() {
+        if !seen.insert(a.id.as_str()) {
+            return Err(err(
+                format!("accounts[{i}].id"),
+                format!("duplicate account id {:?}", a.id),
+            ));
+        }
+    }
+    accounts::image_profiles(models, &accounts)?;
+    accounts::video_providers(models, &accounts)?;
+    let groups = raw
+        .groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| groups::validate(g, i, &model_ids))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut seen = HashSet::new();
+    for (i, g) in groups.iter().enumerate() {
+        if !seen.insert(g.id) {
+            return Err(err(
+                format!("groups[{i}].id"),
+                format!("duplicate group id {}", g.id),
+            ));
+        }
+    }
+    Ok((accounts, groups))
 }
 
 #[cfg(test)]

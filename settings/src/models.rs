@@ -122,37 +122,7 @@ pub(crate) fn validate(raw: &[RawModel]) -> Result<Vec<Model>, ConfigError> {
                 ));
             }
         };
-        let opt =
-            |v: &Option<RawPrice>, field: &str| v.as_ref().map(|v| price(v, &p(field))).transpose();
-        let prices = ModelPrices {
-            input_per_mtok: opt(&m.input_per_mtok, "input_per_mtok")?,
-            output_per_mtok: opt(&m.output_per_mtok, "output_per_mtok")?,
-            cached_input_per_mtok: opt(&m.cached_input_per_mtok, "cached_input_per_mtok")?,
-            cache_write_per_mtok: opt(&m.cache_write_per_mtok, "cache_write_per_mtok")?,
-            per_image: opt(&m.per_image, "per_image")?,
-            per_second: opt(&m.per_second, "per_second")?,
-            per_minute_audio: opt(&m.per_minute_audio, "per_minute_audio")?,
-        };
-        let required: &[(&str, &Option<NanoUsd>)] = match kind {
-            ModelKind::Text => &[
-                ("input_per_mtok", &prices.input_per_mtok),
-                ("output_per_mtok", &prices.output_per_mtok),
-            ],
-            ModelKind::Image => &[("per_image", &prices.per_image)],
-            ModelKind::Audio => &[("per_minute_audio", &prices.per_minute_audio)],
-            ModelKind::Video => &[("per_second", &prices.per_second)],
-        };
-        for (field, value) in required {
-            if value.is_none() {
-                return Err(err(
-                    p(field),
-                    format!(
-                        "required for a {} model (an unknown price is never free)",
-                        m.kind
-                    ),
-                ));
-            }
-        }
+        let prices = prices_of(m, kind, &p)?;
         if let Some(author) = &m.author
             && (author.is_empty() || author.contains('/'))
         {
@@ -172,6 +142,53 @@ pub(crate) fn validate(raw: &[RawModel]) -> Result<Vec<Model>, ConfigError> {
             video,
         });
     }
+    downgrades(&models)?;
+    Ok(models)
+}
+
+/// A model's prices, each checked; the ones its kind requires must be there (an unknown price is
+/// never free).
+fn prices_of(
+    m: &RawModel,
+    kind: ModelKind,
+    p: &dyn Fn(&str) -> String,
+) -> Result<ModelPrices, ConfigError> {
+    let opt =
+        |v: &Option<RawPrice>, field: &str| v.as_ref().map(|v| price(v, &p(field))).transpose();
+    let prices = ModelPrices {
+        input_per_mtok: opt(&m.input_per_mtok, "input_per_mtok")?,
+        output_per_mtok: opt(&m.output_per_mtok, "output_per_mtok")?,
+        cached_input_per_mtok: opt(&m.cached_input_per_mtok, "cached_input_per_mtok")?,
+        cache_write_per_mtok: opt(&m.cache_write_per_mtok, "cache_write_per_mtok")?,
+        per_image: opt(&m.per_image, "per_image")?,
+        per_second: opt(&m.per_second, "per_second")?,
+        per_minute_audio: opt(&m.per_minute_audio, "per_minute_audio")?,
+    };
+    let required: &[(&str, &Option<NanoUsd>)] = match kind {
+        ModelKind::Text => &[
+            ("input_per_mtok", &prices.input_per_mtok),
+            ("output_per_mtok", &prices.output_per_mtok),
+        ],
+        ModelKind::Image => &[("per_image", &prices.per_image)],
+        ModelKind::Audio => &[("per_minute_audio", &prices.per_minute_audio)],
+        ModelKind::Video => &[("per_second", &prices.per_second)],
+    };
+    for (field, value) in required {
+        if value.is_none() {
+            return Err(err(
+                p(field),
+                format!(
+                    "required for a {} model (an unknown price is never free)",
+                    m.kind
+                ),
+            ));
+        }
+    }
+    Ok(prices)
+}
+
+/// Every `downgrade_to` names another configured model of the same family and kind.
+fn downgrades(models: &[Model]) -> Result<(), ConfigError> {
     let by_id: HashMap<&str, &Model> = models.iter().map(|m| (m.id.as_str(), m)).collect();
     for (i, m) in models.iter().enumerate() {
         if let Some(target) = &m.downgrade_to {
@@ -193,7 +210,7 @@ pub(crate) fn validate(raw: &[RawModel]) -> Result<Vec<Model>, ConfigError> {
             }
         }
     }
-    Ok(models)
+    Ok(())
 }
 
 /// The video options of a model: only video models take them; durations 1–60 seconds,

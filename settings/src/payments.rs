@@ -57,29 +57,30 @@ pub struct Payments {
     pub stripe: Option<Stripe>,
 }
 
+/// Whether `payments.provider` is Stripe (`false`: no provider, and then no Stripe key).
+fn stripe_chosen(p: &RawPayments) -> Result<bool, ConfigError> {
+    match p.provider.as_deref() {
+        None if p.stripe_secret_key.is_some() || p.stripe_webhook_secret.is_some() => Err(err(
+            "payments.provider",
+            "required (\"stripe\") when Stripe keys are set",
+        )),
+        None => Ok(false),
+        Some("stripe") => Ok(true),
+        Some(other) => Err(err(
+            "payments.provider",
+            format!("{other:?} is not one of \"stripe\""),
+        )),
+    }
+}
+
 /// Validates `[payments]`; the default return URLs are under the server's public URL.
 pub(crate) fn validate(
     p: &RawPayments,
     server: &Server,
     env: EnvFn<'_>,
 ) -> Result<Payments, ConfigError> {
-    match p.provider.as_deref() {
-        None => {
-            if p.stripe_secret_key.is_some() || p.stripe_webhook_secret.is_some() {
-                return Err(err(
-                    "payments.provider",
-                    "required (\"stripe\") when Stripe keys are set",
-                ));
-            }
-            return Ok(Payments::default());
-        }
-        Some("stripe") => {}
-        Some(other) => {
-            return Err(err(
-                "payments.provider",
-                format!("{other:?} is not one of \"stripe\""),
-            ));
-        }
+    if !stripe_chosen(p)? {
+        return Ok(Payments::default());
     }
     let required = |value: &Option<String>, key: &str| -> Result<String, ConfigError> {
         let path = format!("payments.{key}");

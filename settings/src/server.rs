@@ -127,31 +127,8 @@ fn canonical(ip: std::net::IpAddr) -> std::net::IpAddr {
 /// Validates `[server]`.
 pub(crate) fn validate(s: &RawServer) -> Result<Server, ConfigError> {
     let listen = socket_addr(&s.listen, "server.listen")?;
-    let public_base_url = match &s.public_base_url {
-        Some(u) => {
-            let url = Url::parse(u)
-                .map_err(|e| err("server.public_base_url", format!("{u:?} is not a URL: {e}")))?;
-            if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
-                return Err(err(
-                    "server.public_base_url",
-                    "must be an http:// or https:// URL with a host",
-                ));
-            }
-            url
-        }
-        None => Url::parse(&format!("http://{listen}"))
-            .map_err(|e| err("server.listen", format!("cannot form a base URL: {e}")))?,
-    };
-    let environment = match s.environment.as_deref() {
-        None | Some("development") => Environment::Development,
-        Some("production") => Environment::Production,
-        Some(other) => {
-            return Err(err(
-                "server.environment",
-                format!("{other:?} is not one of \"production\", \"development\""),
-            ));
-        }
-    };
+    let public_base_url = public_base_url(s, listen)?;
+    let environment = environment(s)?;
     let max_body_bytes = s.max_body_bytes.unwrap_or(32 * 1024 * 1024);
     if max_body_bytes == 0 || max_body_bytes > 1024 * 1024 * 1024 {
         return Err(err(
@@ -178,20 +155,7 @@ pub(crate) fn validate(s: &RawServer) -> Result<Server, ConfigError> {
     if body_timeout == 0 {
         return Err(err("server.request_body_timeout_ms", "must be positive"));
     }
-    let mut trusted_proxies = Vec::new();
-    for (i, text) in s.trusted_proxies.iter().flatten().enumerate() {
-        let text = text.trim();
-        let net = text
-            .parse::<ipnet::IpNet>()
-            .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-            .map_err(|_| {
-                err(
-                    format!("server.trusted_proxies[{i}]"),
-                    format!("{text:?} is not a network in CIDR form (e.g. \"10.0.0.0/8\") or an IP address"),
-                )
-            })?;
-        trusted_proxies.push(net.trunc());
-    }
+    let trusted_proxies = trusted_proxies(s)?;
     Ok(Server {
         trusted_proxies,
         listen,
@@ -231,4 +195,56 @@ pub(crate) fn validate(s: &RawServer) -> Result<Server, ConfigError> {
             None => std::env::temp_dir().join(format!("tollgate-proxy-{}.pid", listen.port())),
         },
     })
+}
+
+/// `server.public_base_url`, else `http://{listen}`.
+fn public_base_url(s: &RawServer, listen: std::net::SocketAddr) -> Result<Url, ConfigError> {
+    Ok(match &s.public_base_url {
+        Some(u) => {
+            let url = Url::parse(u)
+                .map_err(|e| err("server.public_base_url", format!("{u:?} is not a URL: {e}")))?;
+            if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+                return Err(err(
+                    "server.public_base_url",
+                    "must be an http:// or https:// URL with a host",
+                ));
+            }
+            url
+        }
+        None => Url::parse(&format!("http://{listen}"))
+            .map_err(|e| err("server.listen", format!("cannot form a base URL: {e}")))?,
+    })
+}
+
+/// `server.environment`: development (the default) or production.
+fn environment(s: &RawServer) -> Result<Environment, ConfigError> {
+    Ok(match s.environment.as_deref() {
+        None | Some("development") => Environment::Development,
+        Some("production") => Environment::Production,
+        Some(other) => {
+            return Err(err(
+                "server.environment",
+                format!("{other:?} is not one of \"production\", \"development\""),
+            ));
+        }
+    })
+}
+
+/// `server.trusted_proxies`: networks in CIDR form or single addresses.
+fn trusted_proxies(s: &RawServer) -> Result<Vec<ipnet::IpNet>, ConfigError> {
+    let mut trusted_proxies = Vec::new();
+    for (i, text) in s.trusted_proxies.iter().flatten().enumerate() {
+        let text = text.trim();
+        let net = text
+            .parse::<ipnet::IpNet>()
+            .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+            .map_err(|_| {
+                err(
+                    format!("server.trusted_proxies[{i}]"),
+                    format!("{text:?} is not a network in CIDR form (e.g. \"10.0.0.0/8\") or an IP address"),
+                )
+            })?;
+        trusted_proxies.push(net.trunc());
+    }
+    Ok(trusted_proxies)
 }

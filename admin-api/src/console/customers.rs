@@ -178,6 +178,36 @@ fn placed(e: &ApiError, form: &Form) -> (&'static str, &'static str, String) {
     (field, e.parts().1.unwrap_or("REFUSED"), form::explain(e))
 }
 
+impl Form {
+    /// The create form as posted.
+    fn read(body: &[u8]) -> Form {
+        let get = |k: &str| field(body, k).unwrap_or_default();
+        Form {
+            name: get("name"),
+            external_id: get("external_id"),
+            contact_email: get("contact_email"),
+            billing_email: get("billing_email"),
+            allocation: get("initial_allocation_usd"),
+            rate: get("retail_rate_multiplier"),
+            ..Form::default()
+        }
+    }
+
+    /// The partner API's create request the form stands for (its parsing and rules decide).
+    fn request(&self) -> CreateCustomerRequest {
+        CreateCustomerRequest {
+            name: Some(Value::String(self.name.clone())),
+            slug: None,
+            contact_email: Some(Value::String(self.contact_email.clone())),
+            billing_email: (!self.billing_email.trim().is_empty())
+                .then(|| Value::String(self.billing_email.clone())),
+            initial_allocation_usd: form::number(&self.allocation),
+            retail_rate_multiplier: form::number(&self.rate),
+            unknown: Default::default(),
+        }
+    }
+}
+
 /// `POST /console/partners/{partner}/customers`: `name`, `external_id`, `contact_email`,
 /// optional `billing_email`, `initial_allocation_usd`, `retail_rate_multiplier`.
 pub(crate) async fn create(
@@ -200,26 +230,8 @@ pub(crate) async fn create(
         Ok(t) => t,
         Err(resp) => return resp,
     };
-    let get = |k: &str| field(&body, k).unwrap_or_default();
-    let mut form = Form {
-        name: get("name"),
-        external_id: get("external_id"),
-        contact_email: get("contact_email"),
-        billing_email: get("billing_email"),
-        allocation: get("initial_allocation_usd"),
-        rate: get("retail_rate_multiplier"),
-        ..Form::default()
-    };
-    let request = CreateCustomerRequest {
-        name: Some(Value::String(form.name.clone())),
-        slug: None,
-        contact_email: Some(Value::String(form.contact_email.clone())),
-        billing_email: (!form.billing_email.trim().is_empty())
-            .then(|| Value::String(form.billing_email.clone())),
-        initial_allocation_usd: form::number(&form.allocation),
-        retail_rate_multiplier: form::number(&form.rate),
-        unknown: Default::default(),
-    };
+    let mut form = Form::read(&body);
+    let request = form.request();
     let caller = match gate::console_caller(&state, &t).await {
         Ok(c) => c,
         Err(resp) => return resp,
@@ -250,19 +262,14 @@ pub(crate) async fn create(
     .await;
     match outcome {
         Ok((external, created)) => {
-            form.created = Some((
-                external,
-                if created {
-                    format!("{} was created and invited.", form.name.trim())
-                } else {
-                    format!(
-                        "{} already exists with this external id and contact email.",
-                        form.name.trim()
-                    )
-                },
-            ));
+            let notice = if created {
+                format!("{} was created and invited.", form.name.trim())
+            } else {
+                let name = form.name.trim();
+                format!("{name} already exists with this external id and contact email.")
+            };
             let keep = Form {
-                created: form.created.take(),
+                created: Some((external, notice)),
                 ..Form::default()
             };
             page(&state, &viewer, t, "", 1, StatusCode::OK, keep).await

@@ -204,6 +204,28 @@ async fn page(
     )
 }
 
+/// The rule a recharge post sets (`None`: it removes the rule or saves a card), or what to tell
+/// the person.
+fn recharge_rule(
+    action: &str,
+    body: &[u8],
+) -> Result<Option<recharge_rules::RechargeRule>, String> {
+    match action {
+        "set" => {
+            let request = crate::dto::RechargeRequest {
+                below_usd: form::number(&field(body, "below_usd").unwrap_or_default()),
+                amount_usd: form::number(&field(body, "amount_usd").unwrap_or_default()),
+                unknown: Default::default(),
+            };
+            recharge_rules::parse(request)
+                .map(Some)
+                .map_err(|e| form::explain(&e))
+        }
+        "remove" | "card" => Ok(None),
+        _ => Err("Choose an action.".into()),
+    }
+}
+
 /// `POST /console/partners/{partner}/funding/recharge`: `action` = `set` (`below_usd`,
 /// `amount_usd`), `remove`, or `card` (opens Stripe's page that saves a card: 303 there).
 /// Owners, admins and operators; audited.
@@ -229,20 +251,9 @@ pub(crate) async fn recharge(
             page(state, viewer, t, 1, StatusCode::BAD_REQUEST, shown).await
         }
     };
-    let rule = match action.as_str() {
-        "set" => {
-            let request = crate::dto::RechargeRequest {
-                below_usd: form::number(&field(&body, "below_usd").unwrap_or_default()),
-                amount_usd: form::number(&field(&body, "amount_usd").unwrap_or_default()),
-                unknown: Default::default(),
-            };
-            match recharge_rules::parse(request) {
-                Ok(r) => Some(r),
-                Err(e) => return refused(form::explain(&e)).await,
-            }
-        }
-        "remove" | "card" => None,
-        _ => return refused("Choose an action.".into()).await,
+    let rule = match recharge_rule(&action, &body) {
+        Ok(rule) => rule,
+        Err(message) => return refused(message).await,
     };
     let done = async {
         let txn = crate::db::begin(&state.db).await?;
@@ -252,27 +263,17 @@ pub(crate) async fn recharge(
             recharge_rules::set(&txn, t.id, rule, state.clock.now()).await?;
             None
         };
-        crate::services::audit::audit(
-            &txn,
-            crate::services::audit::Audit {
-                organization: None,
-                partner: Some(t.id),
-                actor: Some(viewer.user.id),
-                action: match action.as_str() {
-                    "card" => "recharge_card_session",
-                    "remove" => "recharge_removed",
-                    _ => "recharge_changed",
-                },
-                target: Some(format!("partner:{}", t.id)),
-                detail: serde_json::json!({
-                    "below_usd": field(&body, "below_usd"),
-                    "amount_usd": field(&body, "amount_usd"),
-                }),
-                ip: viewer.ip.clone(),
-            },
-            state.clock.now(),
-        )
-        .await?;
+        let what = match action.as_str() {
+            "card" => "recharge_card_session",
+            "remove" => "recharge_removed",
+            _ => "recharge_changed",
+        };
+        let detail = serde_json::json!({
+            "below_usd": field(&body, "below_usd"),
+            "amount_usd": field(&body, "amount_usd"),
+        });
+        let record = partner_record(&viewer, &t, what, detail);
+        crate::services::audit::audit(&txn, record, state.clock.now()).await?;
         txn.commit().await?;
         Ok::<_, ApiError>(outcome)
     }
@@ -345,15 +346,12 @@ pub(crate) async fn alert(
         .await?;
         crate::services::audit::audit(
             &txn,
-            crate::services::audit::Audit {
-                organization: None,
-                partner: Some(t.id),
-                actor: Some(viewer.user.id),
-                action: "funding_alert_changed",
-                target: Some(format!("partner:{}", t.id)),
-                detail: serde_json::json!({ "threshold_usd": raw }),
-                ip: viewer.ip.clone(),
-            },
+            partner_record(
+                &viewer,
+                &t,
+                "funding_alert_changed",
+                serde_json::json!({ "threshold_usd": raw }),
+            ),
             state.clock.now(),
         )
         .await?;
@@ -458,5 +456,23 @@ pub(crate) async fn add(
             )
             .await
         }
+    }
+}
+
+/// The audit record of a change to the partner's own funding settings by the viewer.
+fn partner_record<'a>(
+    viewer: &Viewer,
+    t: &Membership,
+    action: &'a str,
+    detail: serde_json::Value,
+) -> crate::services::audit::Audit<'a> {
+    crate::services::audit::Audit {
+        organization: None,
+        partner: Some(t.id),
+        actor: Some(viewer.user.id),
+        action,
+        target: Some(format!("partner:{}", t.id)),
+        detail,
+        ip: viewer.ip.clone(),
     }
 }
