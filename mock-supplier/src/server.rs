@@ -105,10 +105,36 @@ fn select_fault(headers: &HeaderMap, shared: &Shared) -> Result<Option<Fault>, S
     }
 }
 
-/// The single handler behind every path.
-async fn handle(State(ctx): State<ConnCtx>, req: Request) -> Response {
-    let shared = ctx.shared;
-    let (parts, body) = req.into_parts();
+/// A status fault's hint settings: `retry_after`, `reset_header`, `reset_body`.
+type StatusHints = (Option<u64>, Option<u64>, Option<u64>);
+
+/// The answer of a `status=` fault: that status, the wire format's error body and the hint
+/// headers the fault asks for (`hints`: its `retry_after`, `reset_header` and `reset_body`, see
+/// [`Fault::Status`]).
+fn status_fault(rec: &Rec, wire: Wire, code: u16, hints: StatusHints) -> Response {
+    let (retry_after, reset_header, reset_body) = hints;
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut extra: Extra = Vec::new();
+    if let Some(s) = retry_after {
+        extra.push((http::header::RETRY_AFTER, s.to_string()));
+    }
+    let body = match wire {
+        Wire::OpenAi => route_openai::status_fault(status, reset_header, reset_body, &mut extra),
+        Wire::Anthropic => {
+            route_anthropic::status_fault(status, reset_header, reset_body, &mut extra)
+        }
+        Wire::Gemini => route_gemini::status_fault(status, reset_body),
+    };
+    full(rec, status, "application/json", body, extra)
+}
+
+/// Reads the body (up to [`MAX_BODY_BYTES`]; `true`: it was larger or unreadable) and records
+/// the request.
+async fn record(
+    shared: &Arc<Shared>,
+    parts: &http::request::Parts,
+    body: axum::body::Body,
+) -> (Rec, Bytes, bool) {
     let method = parts.method.to_string();
     let path = parts
         .uri
@@ -121,7 +147,7 @@ async fn handle(State(ctx): State<ConnCtx>, req: Request) -> Response {
         .map(|(k, v)| {
             (
                 k.as_str().to_owned(),
-                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into(),
             )
         })
         .collect();
@@ -133,9 +159,17 @@ async fn handle(State(ctx): State<ConnCtx>, req: Request) -> Response {
         .recorder
         .start(method, path, recorded_headers, body.clone());
     let rec = Rec {
-        shared: Arc::clone(&shared),
+        shared: Arc::clone(shared),
         index,
     };
+    (rec, body, too_large)
+}
+
+/// The single handler behind every path.
+async fn handle(State(ctx): State<ConnCtx>, req: Request) -> Response {
+    let shared = ctx.shared;
+    let (parts, body) = req.into_parts();
+    let (rec, body, too_large) = record(&shared, &parts, body).await;
     let headers = &parts.headers;
     let wire = Wire::of(parts.uri.path());
     if too_large {
@@ -175,28 +209,15 @@ async fn handle(State(ctx): State<ConnCtx>, req: Request) -> Response {
         }
     }
 
-    if let Some(Fault::Status {
+    if let Some(&Fault::Status {
         code,
         retry_after,
         reset_header,
         reset_body,
     }) = primary
     {
-        let status = StatusCode::from_u16(*code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut extra: Extra = Vec::new();
-        if let Some(s) = retry_after {
-            extra.push((http::header::RETRY_AFTER, s.to_string()));
-        }
-        let body = match wire {
-            Wire::OpenAi => {
-                route_openai::status_fault(status, *reset_header, *reset_body, &mut extra)
-            }
-            Wire::Anthropic => {
-                route_anthropic::status_fault(status, *reset_header, *reset_body, &mut extra)
-            }
-            Wire::Gemini => route_gemini::status_fault(status, *reset_body),
-        };
-        return full(&rec, status, "application/json", body, extra);
+        let hints = (retry_after, reset_header, reset_body);
+        return status_fault(&rec, wire, code, hints);
     }
 
     let req = Req {

@@ -72,90 +72,12 @@ impl Router {
         let models = settings
             .models
             .iter()
-            .map(|m| {
-                let listing: Vec<usize> = upstreams
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, u)| u.account.models.iter().any(|id| id == &m.id))
-                    .map(|(i, _)| i)
-                    .collect();
-                let needs = capability_for(m.kind);
-                let accounts: Vec<usize> = listing
-                    .iter()
-                    .copied()
-                    .filter(|&i| {
-                        needs.is_none_or(|c| {
-                            upstreams
-                                .get(i)
-                                .is_some_and(|u| u.account.capabilities.contains(&c))
-                        })
-                    })
-                    .collect();
-                let edit_accounts: Vec<usize> = listing
-                    .iter()
-                    .copied()
-                    .filter(|&i| {
-                        m.kind == ModelKind::Image
-                            && upstreams
-                                .get(i)
-                                .is_some_and(|u| u.account.capabilities.contains(&Capability::ImageEdit))
-                    })
-                    .collect();
-                let profile = (m.kind == ModelKind::Image).then(|| {
-                    let gemini = listing.iter().any(|&i| {
-                        upstreams
-                            .get(i)
-                            .is_some_and(|u| u.account.provider == Provider::Gemini)
-                    });
-                    if gemini {
-                        ImageProfile::Native
-                    } else {
-                        ImageProfile::OpenAi
-                    }
-                });
-                if accounts.len() < listing.len() && m.kind != ModelKind::Image {
-                    tracing::warn!(
-                        model = %m.id,
-                        capability = ?needs,
-                        skipped = listing.len() - accounts.len(),
-                        "accounts list this model without the capability its kind needs; they never receive its calls"
-                    );
-                }
-                (
-                    m.id.clone(),
-                    Arc::new(ModelRoute {
-                        model: m.clone(),
-                        accounts,
-                        edit_accounts,
-                        profile,
-                    }),
-                )
-            })
+            .map(|m| (m.id.clone(), Arc::new(model_route(m, upstreams))))
             .collect::<HashMap<_, _>>();
         let native = models
             .iter()
             .filter_map(|(id, route)| {
-                let is_gemini = |&i: &usize| {
-                    upstreams
-                        .get(i)
-                        .is_some_and(|u| u.account.provider == Provider::Gemini)
-                };
-                let gemini: Vec<usize> = route.accounts.iter().copied().filter(is_gemini).collect();
-                let listed = route.profile == Some(ImageProfile::Native);
-                (!gemini.is_empty() || listed).then(|| {
-                    let route = ModelRoute {
-                        model: route.model.clone(),
-                        accounts: gemini,
-                        edit_accounts: route
-                            .edit_accounts
-                            .iter()
-                            .copied()
-                            .filter(is_gemini)
-                            .collect(),
-                        profile: route.profile,
-                    };
-                    (id.clone(), Arc::new(route))
-                })
+                native_route(route, upstreams).map(|route| (id.clone(), Arc::new(route)))
             })
             .collect();
         let groups = settings
@@ -320,6 +242,82 @@ fn article(kind: ModelKind) -> String {
         ModelKind::Audio | ModelKind::Image => format!("an {}", kind_name(kind)),
         ModelKind::Text | ModelKind::Video => format!("a {}", kind_name(kind)),
     }
+}
+
+/// The route of model `m`: the accounts that list it and can serve its kind, those that can also
+/// edit images, and (an image model) the wire profile of its image routes.
+fn model_route(m: &Model, upstreams: &[Upstream]) -> ModelRoute {
+    let listing: Vec<usize> = upstreams
+        .iter()
+        .enumerate()
+        .filter(|(_, u)| u.account.models.iter().any(|id| id == &m.id))
+        .map(|(i, _)| i)
+        .collect();
+    let can = |i: usize, c: Capability| {
+        upstreams
+            .get(i)
+            .is_some_and(|u| u.account.capabilities.contains(&c))
+    };
+    let needs = capability_for(m.kind);
+    let accounts: Vec<usize> = listing
+        .iter()
+        .copied()
+        .filter(|&i| needs.is_none_or(|c| can(i, c)))
+        .collect();
+    let edit_accounts: Vec<usize> = listing
+        .iter()
+        .copied()
+        .filter(|&i| m.kind == ModelKind::Image && can(i, Capability::ImageEdit))
+        .collect();
+    let profile = (m.kind == ModelKind::Image).then(|| {
+        let gemini = listing.iter().any(|&i| {
+            upstreams
+                .get(i)
+                .is_some_and(|u| u.account.provider == Provider::Gemini)
+        });
+        if gemini {
+            ImageProfile::Native
+        } else {
+            ImageProfile::OpenAi
+        }
+    });
+    if accounts.len() < listing.len() && m.kind != ModelKind::Image {
+        tracing::warn!(
+            model = %m.id,
+            capability = ?needs,
+            skipped = listing.len() - accounts.len(),
+            "accounts list this model without the capability its kind needs; they never receive its calls"
+        );
+    }
+    ModelRoute {
+        model: m.clone(),
+        accounts,
+        edit_accounts,
+        profile,
+    }
+}
+
+/// The native (Gemini) route of `route`: its Gemini accounts, when it has any or is listed as a
+/// native image model.
+fn native_route(route: &ModelRoute, upstreams: &[Upstream]) -> Option<ModelRoute> {
+    let is_gemini = |&i: &usize| {
+        upstreams
+            .get(i)
+            .is_some_and(|u| u.account.provider == Provider::Gemini)
+    };
+    let gemini: Vec<usize> = route.accounts.iter().copied().filter(is_gemini).collect();
+    let listed = route.profile == Some(ImageProfile::Native);
+    (!gemini.is_empty() || listed).then(|| ModelRoute {
+        model: route.model.clone(),
+        accounts: gemini,
+        edit_accounts: route
+            .edit_accounts
+            .iter()
+            .copied()
+            .filter(is_gemini)
+            .collect(),
+        profile: route.profile,
+    })
 }
 
 #[cfg(test)]
