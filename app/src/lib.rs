@@ -182,36 +182,8 @@ impl App {
         };
         // The gateway keeps video tasks in the ledger database: an embedded proxy shares
         // admin-api's connection, a proxy of a fleet opens its own (admin-api migrates it).
-        let video_tasks: Option<Arc<dyn opstate::TaskBook>> =
-            match (&admin, &settings.database, role) {
-                (_, _, Role::AdminApi) => None,
-                (Some((_, state)), _, Role::Proxy) => Some(Arc::new(
-                    admin_api::task_book::SqlTaskBook::new(state.db.clone()),
-                )),
-                (None, Some(db), Role::Proxy) => Some(Arc::new(
-                    admin_api::task_book::SqlTaskBook::connect(&db.url)
-                        .await
-                        .map_err(|e| StartError::Database(e.to_string()))?,
-                )),
-                (None, None, Role::Proxy) => {
-                    tracing::warn!("no [database]: the video routes answer 503");
-                    None
-                }
-            };
-        let metrics_listener = match (&settings.metrics, role) {
-            (Some(m), Role::Proxy) => match bind("metrics.listen", m.listen).await {
-                Ok(l) => Some(l),
-                // The old process of an upgrade holds it until it exits: taken then.
-                Err(_) if upgrading => None,
-                Err(e) => return Err(e),
-            },
-            // A separate admin-api serves its own figures where `admin_listen` says.
-            (Some(m), Role::AdminApi) => match m.admin_listen {
-                Some(at) => Some(bind("metrics.admin_listen", at).await?),
-                None => None,
-            },
-            _ => None,
-        };
+        let video_tasks = video_task_book(&admin, &settings, role).await?;
+        let metrics_listener = metrics_listener(&settings, role, upgrading).await?;
         let metrics_addr = match &metrics_listener {
             Some(l) => Some(local_addr("metrics.listen", l)?),
             None => None,
@@ -472,6 +444,55 @@ impl App {
         self.tasks
             .spawn(reload_on_hangup(gateway, admin, path, stop));
     }
+}
+
+/// The gateway's video task book: the ledger database's (an embedded proxy shares admin-api's
+/// connection, a proxy of a fleet opens its own, admin-api migrates it); none without a database
+/// (the video routes answer 503) and none for a separate admin-api.
+async fn video_task_book(
+    admin: &Option<(TcpListener, AppState)>,
+    settings: &Settings,
+    role: Role,
+) -> Result<Option<Arc<dyn opstate::TaskBook>>, StartError> {
+    let book: Option<Arc<dyn opstate::TaskBook>> = match (admin, &settings.database, role) {
+        (_, _, Role::AdminApi) => None,
+        (Some((_, state)), _, Role::Proxy) => Some(Arc::new(
+            admin_api::task_book::SqlTaskBook::new(state.db.clone()),
+        )),
+        (None, Some(db), Role::Proxy) => Some(Arc::new(
+            admin_api::task_book::SqlTaskBook::connect(&db.url)
+                .await
+                .map_err(|e| StartError::Database(e.to_string()))?,
+        )),
+        (None, None, Role::Proxy) => {
+            tracing::warn!("no [database]: the video routes answer 503");
+            None
+        }
+    };
+    Ok(book)
+}
+
+/// The metrics listener: the proxy's on `metrics.listen` (during an upgrade the old process
+/// holds it until it exits: taken then), a separate admin-api's on `metrics.admin_listen`.
+async fn metrics_listener(
+    settings: &Settings,
+    role: Role,
+    upgrading: bool,
+) -> Result<Option<TcpListener>, StartError> {
+    Ok(match (&settings.metrics, role) {
+        (Some(m), Role::Proxy) => match bind("metrics.listen", m.listen).await {
+            Ok(l) => Some(l),
+            // The old process of an upgrade holds it until it exits: taken then.
+            Err(_) if upgrading => None,
+            Err(e) => return Err(e),
+        },
+        // A separate admin-api serves its own figures where `admin_listen` says.
+        (Some(m), Role::AdminApi) => match m.admin_listen {
+            Some(at) => Some(bind("metrics.admin_listen", at).await?),
+            None => None,
+        },
+        _ => None,
+    })
 }
 
 async fn bind(key: &'static str, addr: SocketAddr) -> Result<TcpListener, StartError> {

@@ -300,6 +300,46 @@ pub(crate) async fn partner_change(
     }
 }
 
+/// Changes member `member_id`'s role (`None`: removes them) with what follows from it (their
+/// sign-up links, their dashboard tokens) and the audit record, in one transaction.
+async fn change_member(
+    state: &AppState,
+    viewer: &Viewer,
+    place: &Place,
+    member_id: i64,
+    role: Option<String>,
+) -> Result<(), MemberError> {
+    let txn = begin(&state.db).await?;
+    let (target, email) = teams::change_member(&txn, place.team, member_id, role.as_deref(), |m| {
+        place.may_touch(&m.role)
+    })
+    .await?;
+    let now = state.clock.now();
+    let (links_ended, tokens_changed) =
+        teams::follow_change(&txn, place.team, &target, role.as_deref(), now).await?;
+    let audit = audit::Audit {
+        organization: place.team.organization(),
+        partner: place.team.partner(),
+        actor: Some(viewer.user.id),
+        action: if role.is_some() {
+            "member_role_changed"
+        } else {
+            "member_removed"
+        },
+        target: Some(email),
+        detail: serde_json::json!({
+            "from": target.role,
+            "to": role,
+            "sign_up_links_ended": links_ended,
+            "partner_tokens_changed": tokens_changed,
+        }),
+        ip: viewer.ip.clone(),
+    };
+    audit::audit(&txn, audit, state.clock.now()).await?;
+    txn.commit().await?;
+    Ok(())
+}
+
 pub(super) async fn change_in(
     state: &AppState,
     viewer: &Viewer,
@@ -333,39 +373,7 @@ pub(super) async fn change_in(
     if role.as_deref().is_some_and(|r| !place.may_touch(r)) {
         return refused_owner();
     }
-    let done = async {
-        let txn = begin(&state.db).await?;
-        let (target, email) =
-            teams::change_member(&txn, place.team, member_id, role.as_deref(), |m| {
-                place.may_touch(&m.role)
-            })
-            .await?;
-        let now = state.clock.now();
-        let (links_ended, tokens_changed) =
-            teams::follow_change(&txn, place.team, &target, role.as_deref(), now).await?;
-        let audit = audit::Audit {
-            organization: place.team.organization(),
-            partner: place.team.partner(),
-            actor: Some(viewer.user.id),
-            action: if role.is_some() {
-                "member_role_changed"
-            } else {
-                "member_removed"
-            },
-            target: Some(email),
-            detail: serde_json::json!({
-                "from": target.role,
-                "to": role,
-                "sign_up_links_ended": links_ended,
-                "partner_tokens_changed": tokens_changed,
-            }),
-            ip: viewer.ip.clone(),
-        };
-        audit::audit(&txn, audit, state.clock.now()).await?;
-        txn.commit().await?;
-        Ok::<_, MemberError>(())
-    }
-    .await;
+    let done = change_member(state, viewer, place, member_id, role).await;
     match done {
         Ok(()) => Redirect::to(&place.members_path()).into_response(),
         Err(MemberError::Forbidden) => refused_owner(),

@@ -108,28 +108,16 @@ pub async fn daily(
         estimated += r.estimated_requests;
     }
     let spend = wallet_spend(&state.db, org.id, from, to).await?;
-    let projects = attributed(
-        &state.db,
-        org.id,
-        (from, to),
-        usage_records::Column::Project,
-    )
-    .await?;
-    let workflows = attributed(
-        &state.db,
-        org.id,
-        (from, to),
-        usage_records::Column::Workflow,
-    )
-    .await?;
-    let mut unavailable = Vec::new();
-    if projects.is_none() {
-        unavailable.push("projects");
-    }
-    if workflows.is_none() {
-        unavailable.push("workflows");
-    }
-    let exact = totals.requests - estimated;
+    let (db, range) = (&state.db, (from, to));
+    let projects = attributed(db, org.id, range, usage_records::Column::Project).await?;
+    let workflows = attributed(db, org.id, range, usage_records::Column::Workflow).await?;
+    let unavailable = [
+        ("projects", projects.is_none()),
+        ("workflows", workflows.is_none()),
+    ]
+    .into_iter()
+    .filter_map(|(name, missing)| missing.then_some(name))
+    .collect();
     Ok(DailyUsage {
         organization_id: org.id,
         from: ts(from),
@@ -168,17 +156,24 @@ pub async fn daily(
             amount_usd: Usd(spend),
             currency: "USD",
         },
-        usage_coverage: UsageCoverage {
-            requests: totals.requests,
-            exact_requests: exact,
-            estimated_requests: estimated,
-            exact_ratio: if totals.requests == 0 {
-                Ratio::Whole(1)
-            } else {
-                Ratio::Fraction((exact as f64) / (totals.requests as f64))
-            },
-        },
+        usage_coverage: coverage(totals.requests, estimated),
     })
+}
+
+/// How many of `requests` were measured exactly (the rest were estimated: the supplier's stream
+/// ended before its usage).
+fn coverage(requests: i64, estimated: i64) -> UsageCoverage {
+    let exact = requests - estimated;
+    UsageCoverage {
+        requests,
+        exact_requests: exact,
+        estimated_requests: estimated,
+        exact_ratio: if requests == 0 {
+            Ratio::Whole(1)
+        } else {
+            Ratio::Fraction((exact as f64) / (requests as f64))
+        },
+    }
 }
 
 /// A breakdown by an attribution dimension (requests without it are grouped under `null`), or

@@ -101,18 +101,7 @@ pub async fn history(
         });
     };
     // The balance after the page's newest posting: every posting up to it.
-    let (upto,): (Option<i64>,) = ledger_entries::Entity::find()
-        .select_only()
-        .column_as(
-            Func::sum(Expr::col(ledger_entries::Column::AmountNanos)).cast_as("BIGINT"),
-            "total",
-        )
-        .filter(ledger_entries::Column::AccountId.eq(account.id))
-        .filter(ledger_entries::Column::Id.lte(newest.id))
-        .into_tuple()
-        .one(db)
-        .await?
-        .unwrap_or((None,));
+    let upto = balance_upto(db, account.id, newest.id).await?;
     let tx_ids: Vec<i64> = entries.iter().map(|e| e.transaction_id).collect();
     let kinds: HashMap<i64, String> = ledger_transactions::Entity::find()
         .filter(ledger_transactions::Column::Id.is_in(tx_ids.clone()))
@@ -121,10 +110,63 @@ pub async fn history(
         .into_iter()
         .map(|t| (t.id, t.kind))
         .collect();
-    // The other side of each posting: a customer's reserved-funding account names the customer.
+    let (customer_of_tx, names) = customers_of(db, partner_id, account.id, tx_ids).await?;
+    let mut balance = upto.unwrap_or(0);
+    let mut lines = Vec::with_capacity(entries.len());
+    for e in &entries {
+        let kind = match kinds.get(&e.transaction_id).map(String::as_str) {
+            Some("partner_top_up") => Kind::Credit,
+            Some("partner_reservation") if e.amount_nanos < 0 => Kind::Allocation,
+            Some("partner_reservation") => Kind::Release,
+            _ => Kind::Other,
+        };
+        let customer = customer_of_tx
+            .get(&e.transaction_id)
+            .map(|id| (*id, names.get(id).cloned().unwrap_or_default()));
+        lines.push(Line {
+            at: e.created_at,
+            kind,
+            amount: NanoUsd::from_nanos(e.amount_nanos),
+            balance_after: NanoUsd::from_nanos(balance),
+            customer,
+        });
+        balance = balance.saturating_sub(e.amount_nanos);
+    }
+    Ok(History { lines, page, pages })
+}
+
+/// The sum of account `account_id`'s postings up to posting `last` (`None`: none).
+async fn balance_upto(
+    db: &impl ConnectionTrait,
+    account_id: i64,
+    last: i64,
+) -> Result<Option<i64>, DbErr> {
+    let (upto,): (Option<i64>,) = ledger_entries::Entity::find()
+        .select_only()
+        .column_as(
+            Func::sum(Expr::col(ledger_entries::Column::AmountNanos)).cast_as("BIGINT"),
+            "total",
+        )
+        .filter(ledger_entries::Column::AccountId.eq(account_id))
+        .filter(ledger_entries::Column::Id.lte(last))
+        .into_tuple()
+        .one(db)
+        .await?
+        .unwrap_or((None,));
+    Ok(upto)
+}
+
+/// The customer each of these postings moved funding for (the other side of a posting: a
+/// customer's reserved-funding account names the customer), and the customers' names.
+async fn customers_of(
+    db: &impl ConnectionTrait,
+    partner_id: i64,
+    account_id: i64,
+    tx_ids: Vec<i64>,
+) -> Result<(HashMap<i64, i64>, HashMap<i64, String>), DbErr> {
     let others = ledger_entries::Entity::find()
         .filter(ledger_entries::Column::TransactionId.is_in(tx_ids))
-        .filter(ledger_entries::Column::AccountId.ne(account.id))
+        .filter(ledger_entries::Column::AccountId.ne(account_id))
         .all(db)
         .await?;
     let other_accounts: HashMap<i64, String> = ledger_accounts::Entity::find()
@@ -151,26 +193,5 @@ pub async fn history(
         .into_iter()
         .map(|c| (c.id, c.display_name))
         .collect();
-    let mut balance = upto.unwrap_or(0);
-    let mut lines = Vec::with_capacity(entries.len());
-    for e in &entries {
-        let kind = match kinds.get(&e.transaction_id).map(String::as_str) {
-            Some("partner_top_up") => Kind::Credit,
-            Some("partner_reservation") if e.amount_nanos < 0 => Kind::Allocation,
-            Some("partner_reservation") => Kind::Release,
-            _ => Kind::Other,
-        };
-        let customer = customer_of_tx
-            .get(&e.transaction_id)
-            .map(|id| (*id, names.get(id).cloned().unwrap_or_default()));
-        lines.push(Line {
-            at: e.created_at,
-            kind,
-            amount: NanoUsd::from_nanos(e.amount_nanos),
-            balance_after: NanoUsd::from_nanos(balance),
-            customer,
-        });
-        balance = balance.saturating_sub(e.amount_nanos);
-    }
-    Ok(History { lines, page, pages })
+    Ok((customer_of_tx, names))
 }

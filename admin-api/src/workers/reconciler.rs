@@ -26,6 +26,51 @@ pub async fn run(state: AppState, every: Duration, mut shutdown: watch::Receiver
     }
 }
 
+/// The usage event of an expired hold settled at its estimate: the call's description from the
+/// hold, what was charged and what could not be.
+fn estimated_event(
+    org: i64,
+    hold: &opstate::ExpiredHold,
+    meta: HoldMeta,
+    estimate: money::NanoUsd,
+    (charged, excess): (money::NanoUsd, money::NanoUsd),
+) -> UsageEvent {
+    let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
+    UsageEvent {
+        request_id: hold.hold_id.clone(),
+        key_id: meta.key_id,
+        org_id: org,
+        group_id: meta.group_id,
+        route: meta.route,
+        model_requested: meta.model_requested,
+        model_served: meta.model_served,
+        account_id: String::new(),
+        input_tokens: meta.input_tokens,
+        output_tokens: 0,
+        cached_tokens: 0,
+        cache_write_tokens: 0,
+        measurement: Measurement::Estimated,
+        status: 0,
+        stream: meta.stream,
+        started_at_ms: meta.started_at_ms,
+        latency_ms: now_ms.saturating_sub(meta.started_at_ms),
+        ttfb_ms: None,
+        attempts: 0,
+        cost_nanos: estimate,
+        charged_nanos: charged,
+        excess_nanos: excess,
+        hold_nanos: hold.amount,
+        project: None,
+        workflow: None,
+        audio_seconds: meta.audio_seconds,
+        images: meta.images,
+        video_seconds: meta.video_seconds,
+        retail_rate: meta.retail_rate,
+        wholesale_rate: meta.wholesale_rate,
+        resent: false,
+    }
+}
+
 /// One pass over every organization that holds money; returns how many holds it resolved.
 pub async fn reconcile_once(state: &AppState) -> Result<usize, opstate::StoreError> {
     let wallets = &state.stores.wallets;
@@ -62,40 +107,7 @@ pub async fn reconcile_once(state: &AppState) -> Result<usize, opstate::StoreErr
             resolved += 1;
             state.meters.holds_expired.inc();
             tracing::warn!(org, hold = %hold.hold_id, charged = %charged, "expired hold settled at its estimate (its gateway died)");
-            let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
-            let event = UsageEvent {
-                request_id: hold.hold_id.clone(),
-                key_id: meta.key_id,
-                org_id: org,
-                group_id: meta.group_id,
-                route: meta.route,
-                model_requested: meta.model_requested,
-                model_served: meta.model_served,
-                account_id: String::new(),
-                input_tokens: meta.input_tokens,
-                output_tokens: 0,
-                cached_tokens: 0,
-                cache_write_tokens: 0,
-                measurement: Measurement::Estimated,
-                status: 0,
-                stream: meta.stream,
-                started_at_ms: meta.started_at_ms,
-                latency_ms: now_ms.saturating_sub(meta.started_at_ms),
-                ttfb_ms: None,
-                attempts: 0,
-                cost_nanos: estimate,
-                charged_nanos: charged,
-                excess_nanos: excess,
-                hold_nanos: hold.amount,
-                project: None,
-                workflow: None,
-                audio_seconds: meta.audio_seconds,
-                images: meta.images,
-                video_seconds: meta.video_seconds,
-                retail_rate: meta.retail_rate,
-                wholesale_rate: meta.wholesale_rate,
-                resent: false,
-            };
+            let event = estimated_event(org, &hold, meta, estimate, (charged, excess));
             state.stores.usage.append(&event).await?;
         }
     }
