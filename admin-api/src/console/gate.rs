@@ -175,14 +175,8 @@ pub(crate) async fn org_change(
     body: &[u8],
     roles: &Roles,
 ) -> Result<Membership, Response> {
-    if !genuine(state, viewer, headers, body) {
-        return Err(render::forbidden());
-    }
-    let m = organization(state, viewer, org).await?;
-    if !m.may(roles) {
-        return Err(not_permitted("organization", roles));
-    }
-    Ok(m)
+    let post = Post { headers, body };
+    change(state, viewer, Whose::Organization, org, post, roles).await
 }
 
 /// The checks of every state-changing post of a partner's pages: origin, the session's CSRF
@@ -195,14 +189,43 @@ pub(crate) async fn team_change(
     body: &[u8],
     roles: &Roles,
 ) -> Result<Membership, Response> {
-    if !genuine(state, viewer, headers, body) {
+    let post = Post { headers, body };
+    change(state, viewer, Whose::Partner, partner, post, roles).await
+}
+
+/// Whose pages a post comes from.
+#[derive(Debug, Clone, Copy)]
+enum Whose {
+    Organization,
+    Partner,
+}
+
+/// A state-changing post as it arrived.
+struct Post<'a> {
+    headers: &'a HeaderMap,
+    body: &'a [u8],
+}
+
+/// The checks of a state-changing post of `whose` pages, the place named by path segment `at`.
+async fn change(
+    state: &AppState,
+    viewer: &Viewer,
+    whose: Whose,
+    at: &str,
+    post: Post<'_>,
+    roles: &Roles,
+) -> Result<Membership, Response> {
+    if !genuine(state, viewer, post.headers, post.body) {
         return Err(render::forbidden());
     }
-    let t = team(state, viewer, partner).await?;
-    if !t.may(roles) {
-        return Err(not_permitted("partner", roles));
+    let (m, name) = match whose {
+        Whose::Organization => (organization(state, viewer, at).await?, "organization"),
+        Whose::Partner => (team(state, viewer, at).await?, "partner"),
+    };
+    if !m.may(roles) {
+        return Err(not_permitted(name, roles));
     }
-    Ok(t)
+    Ok(m)
 }
 
 /// The 403 page of a role that may not do this (`whose`: "organization" or "partner").
