@@ -80,13 +80,7 @@ pub(crate) fn serve(req: &Req<'_>) -> Response {
                 .unwrap_or_else(|| error(rec, Wire::OpenAi, StatusCode::NOT_FOUND, "not found"));
         }
         (&Method::GET, p) if p.starts_with("/files/") && p.ends_with(".png") => {
-            return full(
-                rec,
-                StatusCode::OK,
-                "image/png",
-                Bytes::from_static(crate::images::PNG),
-                Vec::new(),
-            );
+            return hosted_png(rec);
         }
         _ => return error(rec, Wire::OpenAi, StatusCode::NOT_FOUND, "not found"),
     };
@@ -128,13 +122,7 @@ pub(crate) fn serve(req: &Req<'_>) -> Response {
     let tool = reply.tool.is_some();
 
     if !stream {
-        let body = match (api, tool) {
-            (Api::Chat, false) => reply.chat_completion(),
-            (Api::Chat, true) => reply.chat_tool_completion(),
-            (Api::Responses, false) => reply.response(),
-            (Api::Responses, true) => reply.tool_response(),
-        };
-        return json_ok(rec, body, cut);
+        return json_ok(rec, whole(&reply, api, tool), cut);
     }
 
     let mut events = match (api, req.malformed, tool) {
@@ -149,6 +137,22 @@ pub(crate) fn serve(req: &Req<'_>) -> Response {
         events.truncate(keep);
     }
     sse_ok(rec, events, p.delay, cut)
+}
+
+/// A hosted image file (fetched without credentials, like a supplier's signed URL).
+fn hosted_png(rec: &Rec) -> Response {
+    let png = Bytes::from_static(crate::images::PNG);
+    full(rec, StatusCode::OK, "image/png", png, Vec::new())
+}
+
+/// The whole (not streamed) body of `reply` on `api`, with its tool call when it has one.
+fn whole(reply: &Reply, api: Api, tool: bool) -> Bytes {
+    match (api, tool) {
+        (Api::Chat, false) => reply.chat_completion(),
+        (Api::Chat, true) => reply.chat_tool_completion(),
+        (Api::Responses, false) => reply.response(),
+        (Api::Responses, true) => reply.tool_response(),
+    }
 }
 
 /// `POST /v1/images/generations` (see `images`).
