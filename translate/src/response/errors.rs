@@ -193,6 +193,33 @@ mod tests {
     }
 
     #[test]
+    fn a_translated_error_speaks_the_gateways_vocabulary() {
+        // The statuses where the two tables used to disagree (issue 43): one word each now.
+        let billing = translate(Format::Chat, Format::Messages, 402, OPENAI);
+        assert_eq!(billing["error"]["type"], "billing_error");
+        let billing = translate(Format::Chat, Format::Gemini, 402, OPENAI);
+        assert_eq!(billing["error"]["status"], "FAILED_PRECONDITION");
+        let gateway = translate(Format::Messages, Format::Gemini, 502, ANTHROPIC);
+        assert_eq!(gateway["error"]["status"], "UNAVAILABLE");
+        let timeout = translate(Format::Chat, Format::Gemini, 408, OPENAI);
+        assert_eq!(timeout["error"]["status"], "DEADLINE_EXCEEDED");
+        let conflict = translate(Format::Chat, Format::Gemini, 409, OPENAI);
+        assert_eq!(conflict["error"]["status"], "INVALID_ARGUMENT");
+        for status in [402, 408, 409, 502] {
+            let gemini = translate(Format::Chat, Format::Gemini, status, OPENAI);
+            assert_eq!(
+                gemini["error"]["status"],
+                crate::vocabulary::google_status(status)
+            );
+            let messages = translate(Format::Gemini, Format::Messages, status, GEMINI);
+            assert_eq!(
+                messages["error"]["type"],
+                crate::vocabulary::anthropic_type(status)
+            );
+        }
+    }
+
+    #[test]
     fn an_unknown_body_names_the_status() {
         for body in ["<html>Bad Gateway</html>", "", "{}", r#"{"error":{}}"#] {
             let value = translate(Format::Gemini, Format::Chat, 502, body);
