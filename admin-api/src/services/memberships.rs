@@ -72,18 +72,6 @@ pub async fn live_token(
         .filter(|t| t.used_at.is_none() && t.expires_at > now))
 }
 
-/// Marks a token used (single use).
-pub async fn use_token(
-    db: &impl ConnectionTrait,
-    token: console_tokens::Model,
-    now: DateTime<Utc>,
-) -> Result<(), DbErr> {
-    let mut t: console_tokens::ActiveModel = token.into();
-    t.used_at = Set(Some(now));
-    t.update(db).await?;
-    Ok(())
-}
-
 /// Makes `user_id` a member of `organization` with `role` (a membership already there keeps the
 /// stronger role).
 pub async fn join_org(
