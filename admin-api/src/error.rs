@@ -374,27 +374,6 @@ impl ApiError {
     }
 }
 
-impl From<sea_orm::DbErr> for ApiError {
-    fn from(e: sea_orm::DbErr) -> Self {
-        tracing::error!(error = %e, "database error");
-        ApiError::Unavailable
-    }
-}
-
-impl From<crate::ledger::LedgerError> for ApiError {
-    fn from(e: crate::ledger::LedgerError) -> Self {
-        tracing::error!(error = %e, "ledger posting failed");
-        ApiError::Internal
-    }
-}
-
-impl From<opstate::StoreError> for ApiError {
-    fn from(e: opstate::StoreError) -> Self {
-        tracing::error!(error = %e, "operational store error");
-        ApiError::Unavailable
-    }
-}
-
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, _, _) = self.parts();

@@ -29,6 +29,7 @@ pub mod openapi;
 pub mod partner;
 pub mod payments;
 pub mod pricing;
+pub mod refusal;
 pub mod services;
 pub mod state;
 pub mod task_book;

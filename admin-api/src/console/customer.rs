@@ -15,6 +15,7 @@ use crate::error::ApiError;
 use crate::http::params::Segs;
 use crate::services::alerts;
 use crate::services::allocations;
+use crate::services::customers::CustomerError;
 use crate::services::group_prices;
 use crate::services::{billing, customers, keys, wallets};
 use crate::state::AppState;
@@ -104,7 +105,7 @@ pub(super) async fn page(
     };
     let customer = match customers::find(&state.db, &caller, customer_id).await {
         Ok(c) => c,
-        Err(ApiError::CustomerNotFound) => return render::not_found(viewer),
+        Err(CustomerError::NotFound) => return render::not_found(viewer),
         Err(_) => return render::unavailable(),
     };
     let read = figures(state, &caller, &customer).await;

@@ -14,10 +14,11 @@ use crate::dto::{AllocationRequest, CreateKeyRequest, GroupRateRequest};
 use crate::error::ApiError;
 use crate::http::form::field;
 use crate::http::params::Segs;
-use crate::partner::idempotency::{Effect, Success, apply};
 use crate::services::alerts;
 use crate::services::allocations;
 use crate::services::audit;
+use crate::services::customers::CustomerError;
+use crate::services::effects::{Effect, Written, apply};
 use crate::services::sessions;
 use crate::services::{customers, funding, invitations, keys};
 use crate::state::AppState;
@@ -46,7 +47,7 @@ pub(crate) async fn alert(
     };
     let threshold = match alerts::parse_alert(request) {
         Ok(t) => t,
-        Err(e) => return refused(&state, &viewer, &t, &customer, "alert", &e).await,
+        Err(e) => return refused(&state, &viewer, &t, &customer, "alert", e.into()).await,
     };
     let change = Change {
         form: "alert",
@@ -69,7 +70,7 @@ pub(crate) async fn alert(
         async |txn| {
             let view =
                 alerts::set_customer_alert(txn, &state, &caller, &customer, threshold).await?;
-            Ok(Success::plain(view))
+            Ok::<_, ApiError>(Written::plain(view))
         },
     )
     .await
@@ -99,7 +100,7 @@ pub(crate) async fn automatic(
         };
         match allocations::parse_rule(request) {
             Ok(r) => Some(r),
-            Err(e) => return refused(&state, &viewer, &t, &customer, "automatic", &e).await,
+            Err(e) => return refused(&state, &viewer, &t, &customer, "automatic", e.into()).await,
         }
     };
     let change = Change {
@@ -129,7 +130,7 @@ pub(crate) async fn automatic(
         async |txn| {
             let view =
                 allocations::set_customer_rule(txn, &state, &caller, &customer, rule).await?;
-            Ok(Success::plain(view))
+            Ok::<_, ApiError>(Written::plain(view))
         },
     )
     .await
@@ -149,7 +150,7 @@ pub(super) async fn acting(
     let c = gate::console_caller(state, &t).await?;
     match customers::find(&state.db, &c, customer).await {
         Ok(_) => Ok((t, c)),
-        Err(ApiError::CustomerNotFound) => Err(render::not_found(viewer)),
+        Err(CustomerError::NotFound) => Err(render::not_found(viewer)),
         Err(_) => Err(render::unavailable()),
     }
 }
@@ -175,15 +176,18 @@ pub(super) struct Change {
 /// Runs a partner API write in one transaction, its audit record first (nothing may fail between
 /// a wallet mirror's change, the last step of an allocation, and the commit), applies its effects
 /// after the commit, and answers the page with `notice` (or the refusal on the change's form).
-pub(super) async fn write<T>(
+pub(super) async fn write<T, E>(
     state: &AppState,
     viewer: &Viewer,
     t: &Membership,
     customer: &str,
     change: Change,
     notice: impl FnOnce(&T) -> (String, Option<String>),
-    run: impl AsyncFnOnce(&sea_orm::DatabaseTransaction) -> Result<Success<T>, ApiError>,
-) -> Response {
+    run: impl AsyncFnOnce(&sea_orm::DatabaseTransaction) -> Result<Written<T>, E>,
+) -> Response
+where
+    ApiError: From<E>,
+{
     let form = change.form;
     let done = async {
         let txn = crate::db::begin(&state.db).await?;
@@ -224,7 +228,7 @@ pub(super) async fn write<T>(
         }
         Err(ApiError::Unavailable | ApiError::Internal) => render::unavailable(),
         Err(ApiError::CustomerNotFound | ApiError::ApiKeyNotFound) => render::not_found(viewer),
-        Err(e) => refused(state, viewer, t, customer, form, &e).await,
+        Err(e) => refused(state, viewer, t, customer, form, e).await,
     }
 }
 
@@ -235,11 +239,11 @@ pub(super) async fn refused(
     t: &Membership,
     customer: &str,
     form: &'static str,
-    e: &ApiError,
+    e: ApiError,
 ) -> Response {
     let out = Outcome {
         status: Some(e.parts().0),
-        error: Some(refusal(form, e)),
+        error: Some(refusal(form, &e)),
         ..Outcome::default()
     };
     page(state, viewer, t, customer, out).await
@@ -294,7 +298,7 @@ pub(crate) async fn allocate(
         Ok(c @ (funding::Allocation::Increase(_) | funding::Allocation::Decrease(_))) => c,
         Ok(funding::Allocation::SetLimit(_)) | Err(_) => {
             let e = ApiError::InvalidAllocationAmount;
-            return refused(&state, &viewer, &t, &customer, "allocation", &e).await;
+            return refused(&state, &viewer, &t, &customer, "allocation", e).await;
         }
     };
     let reference = format!("console:{}", sessions::secret());
@@ -336,7 +340,7 @@ pub(crate) async fn rate(
     };
     let rate = match funding::group_rate(request) {
         Ok(r) => r,
-        Err(e) => return refused(&state, &viewer, &t, &customer, "rate", &e).await,
+        Err(e) => return refused(&state, &viewer, &t, &customer, "rate", e.into()).await,
     };
     let change = Change {
         form: "rate",
@@ -387,7 +391,7 @@ pub(crate) async fn create_key(
     };
     let new = match keys::NewKey::parse(request) {
         Ok(n) => n,
-        Err(e) => return refused(&state, &viewer, &t, &customer, "key", &e).await,
+        Err(e) => return refused(&state, &viewer, &t, &customer, "key", e.into()).await,
     };
     let change = Change {
         form: "key",

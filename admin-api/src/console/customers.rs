@@ -256,7 +256,7 @@ pub(crate) async fn create(
             audit::audit(&txn, audit, state.clock.now()).await?;
         }
         txn.commit().await?;
-        crate::partner::idempotency::apply(&state, done.effects).await;
+        crate::services::effects::apply(&state, done.effects).await;
         Ok::<_, ApiError>((external, created))
     }
     .await;

@@ -18,7 +18,9 @@ pub(crate) fn number(s: &str) -> Option<Value> {
 }
 
 /// What to tell the person about a refusal of the partner API's rules (the dashboard's forms
-/// show it beside the reason code).
+/// show it beside the reason code): the console's one mapping of a refusal, reached from any
+/// service error through `crate::refusal` (so a page and the API give the same reason), with no
+/// wildcard arm.
 pub(crate) fn explain(e: &ApiError) -> String {
     match e {
         ApiError::InvalidExternalCustomerId => {
@@ -68,7 +70,34 @@ pub(crate) fn explain(e: &ApiError) -> String {
         ApiError::PendingActivation { .. } => {
             "The customer has not activated yet: allocations and keys wait for activation.".into()
         }
-        other => other.to_string(),
+        // The envelope's own message says it as a person needs it.
+        ApiError::AuthenticationRequired
+        | ApiError::TokenInvalid
+        | ApiError::ScopeRequired { .. }
+        | ApiError::AccessRequired
+        | ApiError::RateLimited { .. }
+        | ApiError::IdempotencyKeyRequired
+        | ApiError::IdempotencyKeyConflict
+        | ApiError::IdempotencyInProgress
+        | ApiError::InvalidTopUpAmount
+        | ApiError::CustomerNotFound
+        | ApiError::InvalidAllocationAction
+        | ApiError::InvalidAllocationLimit
+        | ApiError::InvalidGroupRate
+        | ApiError::GroupNotFound
+        | ApiError::ApiKeyNotFound
+        | ApiError::InvalidUsageGranularity
+        | ApiError::InvalidUsageWindow(_)
+        | ApiError::BillingTokenInvalid
+        | ApiError::ReconciliationRequired
+        | ApiError::InvalidDate
+        | ApiError::Internal
+        | ApiError::Unavailable
+        | ApiError::InvalidStatementMonth
+        | ApiError::StatementNotAcceptable
+        | ApiError::RechargeUnavailable
+        | ApiError::RechargeRuleRequired
+        | ApiError::PaymentProvider(_) => e.to_string(),
     }
 }
 

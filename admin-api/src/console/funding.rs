@@ -219,7 +219,7 @@ fn recharge_rule(
             };
             recharge_rules::parse(request)
                 .map(Some)
-                .map_err(|e| form::explain(&e))
+                .map_err(|e| form::explain(&e.into()))
         }
         "remove" | "card" => Ok(None),
         _ => Err("Choose an action.".into()),
@@ -327,7 +327,7 @@ pub(crate) async fn alert(
     let threshold = match alerts::parse_alert(request) {
         Ok(x) => x,
         Err(e) => {
-            let message = form::explain(&e);
+            let message = form::explain(&e.into());
             let shown = Shown {
                 alert_error: Some(message),
                 ..Shown::default()

@@ -8,10 +8,10 @@ use super::gate::{self, Membership};
 use super::render::{self, render};
 use super::session::Viewer;
 use crate::dto::CreateKeyRequest;
-use crate::error::ApiError;
 use crate::http::form::field;
 use crate::http::params::{Seg, Segs};
 use crate::services::keys;
+use crate::services::keys::KeyError;
 use crate::state::AppState;
 use askama::Template;
 use axum::body::Bytes;
@@ -174,7 +174,7 @@ pub(crate) async fn create(
             let secret = key.key.unwrap_or_default();
             page(&state, &viewer, m, StatusCode::OK, Some(&secret), None).await
         }
-        Err(ApiError::InvalidApiKey(message)) => {
+        Err(KeyError::Invalid(message)) => {
             page(
                 &state,
                 &viewer,
@@ -224,7 +224,7 @@ pub(crate) async fn disable(
     };
     match keys::org_disable(&state, m.id, key_id, viewer.user.id, viewer.ip.clone()).await {
         Ok(_) => Redirect::to(&format!("/console/orgs/{}/keys", m.id)).into_response(),
-        Err(ApiError::ApiKeyNotFound) => render::not_found(&viewer),
+        Err(KeyError::NotFound) => render::not_found(&viewer),
         Err(e) => {
             tracing::error!(error = %e, "console key not disabled");
             render::unavailable()

@@ -126,7 +126,7 @@ pub(crate) async fn org_alert(
     let threshold = match alerts::parse_alert(request) {
         Ok(t) => t,
         Err(e) => {
-            let message = form::explain(&e);
+            let message = form::explain(&e.into());
             return overview_page(
                 &state,
                 &viewer,

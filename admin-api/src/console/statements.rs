@@ -7,7 +7,6 @@
 use super::gate::{self, Membership};
 use super::render;
 use super::session::Viewer;
-use crate::error::ApiError;
 use crate::http::params::Segs;
 use crate::services::statements::{self, Month};
 use crate::state::AppState;
@@ -64,13 +63,13 @@ fn file(name: &str) -> Option<(Month, &'static str)> {
 }
 
 fn answer(
-    result: Result<statements::Statement, ApiError>,
+    result: Result<statements::Statement, statements::StatementError>,
     format: &str,
     viewer: &Viewer,
 ) -> Response {
     match result {
         Ok(s) => crate::http::billing::statement_download(&s, format),
-        Err(ApiError::InvalidStatementMonth) => render::not_found(viewer),
+        Err(statements::StatementError::Month) => render::not_found(viewer),
         Err(e) => {
             tracing::error!(error = %e, "statement not made");
             render::unavailable()

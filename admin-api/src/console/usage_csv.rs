@@ -9,7 +9,7 @@ use super::usage_window::*;
 use crate::error::ApiError;
 use crate::http::params::Seg;
 use crate::services::partner_usage;
-use crate::services::usage::{Breakdown, Totals, Window};
+use crate::services::usage::{Breakdown, Totals, UsageError, Window};
 use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::{Query, State};
@@ -131,7 +131,7 @@ pub(super) async fn partner_csv(
     let label = labels(state, partner, by, None).await?;
     let (tx, rx) = tokio::sync::mpsc::channel::<Chunk>(4);
     let db = state.db.clone();
-    let cut = move |e: ApiError| {
+    let cut = move |e: UsageError| {
         tracing::error!(error = %e, partner, "usage CSV not read");
         std::io::Error::other("usage not read")
     };
@@ -234,7 +234,8 @@ pub(super) async fn csv_answer(
         Scope::Partner(p) => partner_csv(state, p, &choice).await,
         Scope::Org(org) => match (read(state, org, &choice).await, choice.window()) {
             (Ok(b), Ok(w)) => Ok(Body::from(csv(&b, &w, choice.by))),
-            (Err(e), _) | (_, Err(e)) => Err(e),
+            (Err(e), _) => Err(e),
+            (_, Err(e)) => Err(e.into()),
         },
     };
     let body = match body {

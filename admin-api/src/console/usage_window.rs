@@ -2,8 +2,7 @@
 //! by hour, broken down by what (`By`), read from the query string with a refusal naming the
 //! field (`choose`), and the ready-made windows the page offers.
 
-use crate::error::ApiError;
-use crate::services::usage::{Granularity, Window};
+use crate::services::usage::{Granularity, UsageError, Window};
 use chrono::{NaiveDate, TimeDelta};
 use std::collections::HashMap;
 
@@ -152,9 +151,7 @@ pub(super) fn choose(
     choice.window().map_err(|e| Refusal {
         field: if to < from { "to" } else { "from" },
         message: match e {
-            ApiError::InvalidUsageWindow(_) if to < from => {
-                "To must not be before From.".to_string()
-            }
+            UsageError::Window(_) if to < from => "To must not be before From.".to_string(),
             _ => match granularity {
                 Granularity::Day => "By day, the window may span at most 366 days.".to_string(),
                 Granularity::Hour => "By hour, the window may span at most 7 days.".to_string(),
@@ -165,7 +162,7 @@ pub(super) fn choose(
 }
 
 impl Choice {
-    pub(super) fn window(&self) -> Result<Window, ApiError> {
+    pub(super) fn window(&self) -> Result<Window, UsageError> {
         Window::days(self.granularity, self.from, self.to)
     }
 

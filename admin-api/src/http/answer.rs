@@ -6,10 +6,14 @@ use crate::error::ApiError;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-/// A read's answer: the success envelope around `data`, or the error envelope.
-pub(crate) fn respond<T: Serialize>(result: Result<T, ApiError>) -> Response {
+/// A read's answer: the success envelope around `data`, or the error envelope of a service's
+/// error (mapped by `crate::refusal`).
+pub(crate) fn respond<T: Serialize, E>(result: Result<T, E>) -> Response
+where
+    ApiError: From<E>,
+{
     match result {
         Ok(data) => axum::Json(Envelope::ok(data)).into_response(),
-        Err(e) => e.into_response(),
+        Err(e) => ApiError::from(e).into_response(),
     }
 }

@@ -2,6 +2,7 @@
 
 use super::answer::respond;
 use crate::auth::billing_token;
+use crate::error::ApiError;
 use crate::services::billing;
 use crate::services::statement_files;
 use crate::state::AppState;
@@ -44,14 +45,14 @@ pub(crate) async fn key_standing(State(state): State<AppState>, headers: HeaderM
         Err(()) => return invalid_key(),
     };
     match billing::key_standing(&state, presented.as_deref()).await {
-        Ok(data) => respond(Ok(data)),
+        Ok(data) => respond::<_, ApiError>(Ok(data)),
         Err(StandingRefused::MissingKey) => (
             StatusCode::UNAUTHORIZED,
             axum::Json(serde_json::json!({"error": "missing_api_key", "message": "No API key was provided. Send it as 'Authorization: Bearer KEY', 'x-api-key' or 'x-alt-api-key'."})),
         )
             .into_response(),
         Err(StandingRefused::InvalidKey) => invalid_key(),
-        Err(StandingRefused::Api(e)) => e.into_response(),
+        Err(StandingRefused::Api(e)) => ApiError::from(e).into_response(),
     }
 }
 
@@ -130,7 +131,7 @@ pub(crate) fn statement_download(
     let (body, content_type) = if format == "pdf" {
         match statement_files::pdf(statement) {
             Ok(bytes) => (bytes, "application/pdf"),
-            Err(e) => return e.into_response(),
+            Err(e) => return ApiError::from(e).into_response(),
         }
     } else {
         (

@@ -20,7 +20,7 @@ pub(crate) async fn create(
 ) -> Response {
     let invalid = ApiError::InvalidCustomer("the body must be a JSON object".into());
     let parse = |body: CreateCustomerRequest| {
-        Ok((
+        Ok::<_, customers::CustomerError>((
             customers::external_id(&external)?,
             customers::NewCustomer::parse(body)?,
         ))
@@ -105,7 +105,7 @@ pub(crate) async fn groups(
     let result = async {
         let customer = customers::find(&state.db, &caller, &id).await?;
         customers::require_active(&state.db, &customer, state.clock.now()).await?;
-        group_prices::groups(&state.db, &state, &caller, &customer).await
+        Ok::<_, ApiError>(group_prices::groups(&state.db, &state, &caller, &customer).await?)
     }
     .await;
     respond(result)

@@ -11,7 +11,7 @@ use axum::response::Response;
 
 #[utoipa::path(get, path = "/partner/v1/me", tag = "partner", security(("partner_token" = [])),  responses((status = 200, description = "data", body = crate::dto::PartnerIdentity), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::dto::ErrorEnvelope)))]
 pub(crate) async fn me(Extension(caller): Extension<Caller>) -> Response {
-    respond(Ok(funding::me(&caller)))
+    respond::<_, ApiError>(Ok(funding::me(&caller)))
 }
 
 #[utoipa::path(get, path = "/partner/v1/funding", tag = "partner", security(("partner_token" = [])),  responses((status = 200, description = "data", body = crate::dto::Funding), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::dto::ErrorEnvelope)))]

@@ -7,9 +7,9 @@ use super::params::Seg;
 use super::write::Write;
 use crate::caller::Caller;
 use crate::error::ApiError;
-use crate::partner::idempotency::Success;
 use crate::services::alerts;
 use crate::services::allocations;
+use crate::services::effects::Written;
 use crate::state::AppState;
 use axum::extract::{Extension, State};
 use axum::response::Response;
@@ -40,7 +40,7 @@ pub(crate) async fn set_customer_alert(
                     let view =
                         alerts::set_customer_alert(txn, &op.state, &op.caller, &id, threshold)
                             .await?;
-                    Ok(Success::plain(view))
+                    Ok::<_, ApiError>(Written::plain(view))
                 })
             },
         )
@@ -70,7 +70,7 @@ pub(crate) async fn set_funding_alert(State(state): State<AppState>, write: Writ
                 Box::pin(async move {
                     let view =
                         alerts::set_funding_alert(txn, &op.state, &op.caller, threshold).await?;
-                    Ok(Success::plain(view))
+                    Ok::<_, ApiError>(Written::plain(view))
                 })
             },
         )
@@ -99,7 +99,7 @@ pub(crate) async fn set_customer_rule(
                 let view =
                     allocations::set_customer_rule(txn, &op.state, &op.caller, &id, Some(rule))
                         .await?;
-                Ok(Success::plain(view))
+                Ok::<_, ApiError>(Written::plain(view))
             })
         })
         .await
@@ -117,13 +117,13 @@ pub(crate) async fn delete_customer_rule(
         .run(
             &state,
             invalid,
-            |(): ()| Ok(()),
+            |(): ()| Ok::<_, ApiError>(()),
             |txn, op, ()| {
                 Box::pin(async move {
                     let view =
                         allocations::set_customer_rule(txn, &op.state, &op.caller, &id, None)
                             .await?;
-                    Ok(Success::plain(view))
+                    Ok::<_, ApiError>(Written::plain(view))
                 })
             },
         )
@@ -155,7 +155,7 @@ pub(crate) async fn set_recharge(State(state): State<AppState>, write: Write) ->
                         op.state.clock.now(),
                     )
                     .await?;
-                    Ok(Success::plain(view))
+                    Ok::<_, ApiError>(Written::plain(view))
                 })
             },
         )
@@ -170,7 +170,7 @@ pub(crate) async fn delete_recharge(State(state): State<AppState>, write: Write)
         .run(
             &state,
             invalid,
-            |(): ()| Ok(()),
+            |(): ()| Ok::<_, ApiError>(()),
             |txn, op, ()| {
                 Box::pin(async move {
                     let view = crate::services::recharge_rules::set(
@@ -180,7 +180,7 @@ pub(crate) async fn delete_recharge(State(state): State<AppState>, write: Write)
                         op.state.clock.now(),
                     )
                     .await?;
-                    Ok(Success::plain(view))
+                    Ok::<_, ApiError>(Written::plain(view))
                 })
             },
         )
@@ -195,7 +195,7 @@ pub(crate) async fn card_session(State(state): State<AppState>, write: Write) ->
         .run(
             &state,
             invalid,
-            |(): ()| Ok(()),
+            |(): ()| Ok::<_, ApiError>(()),
             |txn, op, ()| {
                 Box::pin(async move {
                     let url = crate::services::recharge_rules::start_card_session(
@@ -204,7 +204,7 @@ pub(crate) async fn card_session(State(state): State<AppState>, write: Write) ->
                         op.caller.partner_id,
                     )
                     .await?;
-                    Ok(Success::plain(crate::dto::CardSession { url }))
+                    Ok::<_, ApiError>(Written::plain(crate::dto::CardSession { url }))
                 })
             },
         )

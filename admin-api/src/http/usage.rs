@@ -3,6 +3,7 @@
 use super::answer::respond;
 use super::params::{Seg, Segs};
 use crate::caller::Caller;
+use crate::error::ApiError;
 use crate::services::{customers, keys, usage};
 use crate::state::AppState;
 use axum::extract::{Extension, Query, State};
@@ -20,7 +21,7 @@ pub(crate) async fn customer(
         let customer = customers::find(&state.db, &caller, &id).await?;
         customers::require_active(&state.db, &customer, state.clock.now()).await?;
         let window = usage::Window::parse(&q, chrono::Utc::now())?;
-        usage::buckets(&state.db, customer.organization_id, None, window).await
+        Ok::<_, ApiError>(usage::buckets(&state.db, customer.organization_id, None, window).await?)
     }
     .await;
     respond(result)
@@ -37,7 +38,9 @@ pub(crate) async fn key(
         let (customer, key) = keys::find(&state.db, &caller, &id, &key).await?;
         customers::require_active(&state.db, &customer, state.clock.now()).await?;
         let window = usage::Window::parse(&q, chrono::Utc::now())?;
-        usage::buckets(&state.db, customer.organization_id, Some(key.id), window).await
+        Ok::<_, ApiError>(
+            usage::buckets(&state.db, customer.organization_id, Some(key.id), window).await?,
+        )
     }
     .await;
     respond(result)

@@ -6,6 +6,7 @@
 //! (replays, other types), so Stripe stops re-sending them; a failure to read the session back or
 //! to write the ledger answers 5xx, so Stripe delivers again later.
 
+use crate::error::ApiError;
 use crate::payments;
 use crate::services::stripe_events;
 use crate::state::AppState;
@@ -62,7 +63,7 @@ pub(super) async fn stripe(
         }
         Err(e) => {
             tracing::warn!(event = %event.id, error = %e, "stripe webhook not processed; Stripe retries");
-            e.into_response()
+            ApiError::from(e).into_response()
         }
     }
 }

@@ -7,7 +7,8 @@
 
 use crate::caller::Caller;
 use crate::error::ApiError;
-use crate::partner::idempotency::{self, Request as Identity, Success, Work};
+use crate::partner::idempotency::{self, Request as Identity, Work};
+use crate::services::effects::Written;
 use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, OriginalUri, Request};
@@ -72,16 +73,16 @@ impl Write {
 
     /// Validates (see the module's order), then runs `work` at most once per key with the
     /// validated input, answering its stored outcome to replays.
-    pub(crate) async fn run<Req, T, D>(
+    pub(crate) async fn run<Req, T, D, PE, WE>(
         self,
         state: &AppState,
         invalid: ApiError,
-        parse: impl FnOnce(Req) -> Result<T, ApiError>,
+        parse: impl FnOnce(Req) -> Result<T, PE>,
         work: impl for<'t> FnOnce(
             &'t DatabaseTransaction,
             Op,
             T,
-        ) -> BoxFuture<'t, Result<Success<D>, ApiError>>
+        ) -> BoxFuture<'t, Result<Written<D>, WE>>
         + Send
         + 'static,
     ) -> Response
@@ -89,6 +90,7 @@ impl Write {
         Req: DeserializeOwned,
         T: Send + 'static,
         D: Serialize + Send,
+        ApiError: From<PE> + From<WE>,
     {
         let (identity, input) = match self.prepare(invalid, parse) {
             Ok(p) => p,
@@ -127,11 +129,14 @@ impl Write {
         idempotency::execute(state, &self.caller, identity, run).await
     }
 
-    fn prepare<Req: DeserializeOwned, T>(
+    fn prepare<Req: DeserializeOwned, T, PE>(
         &self,
         invalid: ApiError,
-        parse: impl FnOnce(Req) -> Result<T, ApiError>,
-    ) -> Result<(Identity, T), ApiError> {
+        parse: impl FnOnce(Req) -> Result<T, PE>,
+    ) -> Result<(Identity, T), ApiError>
+    where
+        ApiError: From<PE>,
+    {
         // The key first: a missing key is reported before any body error.
         Identity::new(&self.headers, "", "", &Value::Null)?;
         let body: Value = if self.body.iter().all(u8::is_ascii_whitespace) {

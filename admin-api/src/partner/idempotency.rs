@@ -21,6 +21,7 @@ use crate::caller::Caller;
 use crate::db::begin;
 use crate::dto::Envelope;
 use crate::error::ApiError;
+use crate::services::effects::{Effect, Written, apply};
 use crate::state::AppState;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -110,55 +111,6 @@ pub fn canonical(v: &Value) -> String {
     }
 }
 
-/// Something to do once the write committed.
-pub enum Effect {
-    /// Send an email (an invitation). A failure is logged, never undoes the write.
-    Email {
-        to: String,
-        subject: String,
-        body: String,
-    },
-    /// Make a key usable at the gateway.
-    PublishKey {
-        hash: String,
-        record: opstate::KeyRecord,
-    },
-    /// Credit an organization's wallet mirror with money the ledger just credited.
-    CreditWallet {
-        org: i64,
-        amount: money::NanoUsd,
-        reference: String,
-    },
-    /// Nothing after a commit; if the commit fails, the organization's wallet mirror (already
-    /// debited) is reloaded from the ledger.
-    ReloadWalletIfAborted { org: i64 },
-}
-
-/// A successful write: the full response, the stored (secret-free) one, and follow-up effects.
-pub struct Success<T> {
-    pub status: StatusCode,
-    pub data: T,
-    pub stored: T,
-    pub effects: Vec<Effect>,
-}
-
-impl<T: Clone> Success<T> {
-    /// A success with nothing secret in it.
-    pub fn plain(data: T) -> Success<T> {
-        Success::with_effects(data, Vec::new())
-    }
-
-    /// A success with nothing secret in it and `effects` to apply after the commit.
-    pub fn with_effects(data: T, effects: Vec<Effect>) -> Success<T> {
-        Success {
-            status: StatusCode::OK,
-            stored: data.clone(),
-            data,
-            effects,
-        }
-    }
-}
-
 /// The work of a write, run inside its transaction. Its second argument is the operation's
 /// reference, unique per claimed execution (partner, idempotency record id and claim time): ledger
 /// postings derive their references from it, so a retried execution can never post twice and a
@@ -167,7 +119,7 @@ pub type Work<'a, T> = Box<
     dyn for<'t> FnOnce(
             &'t DatabaseTransaction,
             String,
-        ) -> BoxFuture<'t, Result<Success<T>, ApiError>>
+        ) -> BoxFuture<'t, Result<Written<T>, ApiError>>
         + Send
         + 'a,
 >;
@@ -207,7 +159,7 @@ async fn run<T: Serialize>(
                 tracing::error!(error = %e, "cannot serialize a write's response");
                 ApiError::Internal
             })?;
-            complete(&txn, record_id, success.status.as_u16(), &stored).await?;
+            complete(&txn, record_id, StatusCode::OK.as_u16(), &stored).await?;
             if let Err(e) = txn.commit().await {
                 for effect in &success.effects {
                     if let Effect::ReloadWalletIfAborted { org } = effect {
@@ -217,7 +169,7 @@ async fn run<T: Serialize>(
                 return Err(e.into());
             }
             apply(state, success.effects).await;
-            Ok((success.status, axum::Json(Envelope::ok(success.data))).into_response())
+            Ok((StatusCode::OK, axum::Json(Envelope::ok(success.data))).into_response())
         }
         Err(e) if e.is_business_outcome() => {
             txn.rollback().await?;
@@ -344,45 +296,6 @@ async fn complete(
     .update(db)
     .await?;
     Ok(())
-}
-
-/// Applies a committed write's effects (mails, wallet credits, key publications); failures are
-/// logged and repaired by the keepers, never undo the write.
-pub(crate) async fn apply(state: &AppState, effects: Vec<Effect>) {
-    for effect in effects {
-        match effect {
-            Effect::Email { to, subject, body } => {
-                if let Err(e) = state.mailer.send(&to, &subject, body).await {
-                    tracing::error!(error = %e, subject, "email could not be sent");
-                }
-            }
-            Effect::CreditWallet {
-                org,
-                amount,
-                reference,
-            } => {
-                match state.stores.wallets.adjust(org, amount, &reference).await {
-                    Ok(opstate::Adjustment::Applied { .. } | opstate::Adjustment::Duplicate) => {}
-                    // A missing mirror is rebuilt from the ledger, which has the credit.
-                    Ok(opstate::Adjustment::Missing | opstate::Adjustment::Insufficient { .. })
-                    | Err(_) => {
-                        tracing::warn!(
-                            org,
-                            "wallet mirror not credited; it will be reloaded from the ledger"
-                        );
-                        state.wallet_stale(org);
-                    }
-                }
-            }
-            Effect::ReloadWalletIfAborted { .. } => {}
-            Effect::PublishKey { hash, record } => {
-                if let Err(e) = state.stores.keys.publish(&hash, &record).await {
-                    tracing::error!(error = %e, key_id = record.key_id, "key not published; the directory rebuild will publish it");
-                    state.directory_stale();
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]

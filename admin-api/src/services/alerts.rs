@@ -4,9 +4,10 @@
 
 use super::MAX_RULE_USD;
 use super::contacts::{mail_all, org_contacts, partner_contacts};
+use super::customers::CustomerError;
+use super::fault::Fault;
 use super::wallets::available;
 use crate::caller::Caller;
-use crate::error::ApiError;
 use crate::ledger::{self, AccountRef};
 use crate::state::AppState;
 use chrono::{DateTime, Utc};
@@ -14,6 +15,19 @@ use entities::balance_alerts as alerts;
 use money::NanoUsd;
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+
+/// Why a low-balance alert is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AlertError {
+    /// The alert body is malformed; the text says which field.
+    #[error("invalid alert: {0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Customer(#[from] CustomerError),
+    #[error(transparent)]
+    Fault(Fault),
+}
+super::fault::faults!(AlertError);
 
 /// Whose balance an alert watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +51,7 @@ impl Subject {
 pub async fn alert_of(
     db: &impl ConnectionTrait,
     subject: Subject,
-) -> Result<Option<alerts::Model>, ApiError> {
+) -> Result<Option<alerts::Model>, AlertError> {
     let (kind, id) = subject.parts();
     Ok(alerts::Entity::find()
         .filter(alerts::Column::Subject.eq(kind))
@@ -53,7 +67,7 @@ pub async fn set_alert(
     subject: Subject,
     threshold: Option<NanoUsd>,
     now: DateTime<Utc>,
-) -> Result<Option<alerts::Model>, ApiError> {
+) -> Result<Option<alerts::Model>, AlertError> {
     let existing = alert_of(db, subject).await?;
     let (kind, id) = subject.parts();
     match (existing, threshold) {
@@ -89,7 +103,7 @@ pub async fn set_alert(
 }
 
 /// A partner's available funding.
-async fn partner_available(db: &impl ConnectionTrait, partner: i64) -> Result<NanoUsd, ApiError> {
+async fn partner_available(db: &impl ConnectionTrait, partner: i64) -> Result<NanoUsd, AlertError> {
     Ok(ledger::balance(db, &AccountRef::partner_available(partner).code).await?)
 }
 
@@ -98,7 +112,7 @@ async fn partner_available(db: &impl ConnectionTrait, partner: i64) -> Result<Na
 pub(crate) async fn alert_if_below(
     state: &AppState,
     alert: &alerts::Model,
-) -> Result<bool, ApiError> {
+) -> Result<bool, AlertError> {
     let subject = match alert.subject.as_str() {
         "org" => Subject::Org(alert.subject_id),
         _ => Subject::Partner(alert.subject_id),
@@ -164,12 +178,12 @@ pub(crate) async fn alert_if_below(
 
 /// Validates an alert body: `threshold_usd` a non-negative amount (at most 1,000,000, 9
 /// decimals), or `null` to remove the alert.
-pub fn parse_alert(body: crate::dto::AlertRequest) -> Result<Option<NanoUsd>, ApiError> {
+pub fn parse_alert(body: crate::dto::AlertRequest) -> Result<Option<NanoUsd>, AlertError> {
     if let Some(k) = body.unknown.keys().next() {
-        return Err(ApiError::InvalidAlert(format!("unknown field {k:?}")));
+        return Err(AlertError::Invalid(format!("unknown field {k:?}")));
     }
     match body.threshold_usd {
-        None => Err(ApiError::InvalidAlert(
+        None => Err(AlertError::Invalid(
             "threshold_usd is required (null removes the alert)".into(),
         )),
         Some(serde_json::Value::Null) => Ok(None),
@@ -177,7 +191,7 @@ pub fn parse_alert(body: crate::dto::AlertRequest) -> Result<Option<NanoUsd>, Ap
             .filter(|n| !n.is_negative() && *n <= MAX_RULE_USD)
             .map(Some)
             .ok_or_else(|| {
-                ApiError::InvalidAlert(
+                AlertError::Invalid(
                     "threshold_usd must be an amount from 0 to 1000000 with at most 9 decimals"
                         .into(),
                 )
@@ -201,7 +215,7 @@ pub async fn customer_alert(
     db: &impl ConnectionTrait,
     caller: &Caller,
     customer_id: &str,
-) -> Result<crate::dto::AlertView, ApiError> {
+) -> Result<crate::dto::AlertView, AlertError> {
     let customer = crate::services::customers::find(db, caller, customer_id).await?;
     let row = alert_of(db, Subject::Org(customer.organization_id)).await?;
     Ok(alert_view(row.as_ref()))
@@ -214,7 +228,7 @@ pub async fn set_customer_alert(
     caller: &Caller,
     customer_id: &str,
     threshold: Option<NanoUsd>,
-) -> Result<crate::dto::AlertView, ApiError> {
+) -> Result<crate::dto::AlertView, AlertError> {
     let customer = crate::services::customers::find(txn, caller, customer_id).await?;
     let row = set_alert(
         txn,
@@ -232,7 +246,7 @@ pub async fn set_funding_alert(
     state: &AppState,
     caller: &Caller,
     threshold: Option<NanoUsd>,
-) -> Result<crate::dto::AlertView, ApiError> {
+) -> Result<crate::dto::AlertView, AlertError> {
     let row = set_alert(
         txn,
         Subject::Partner(caller.partner_id),

@@ -4,9 +4,11 @@
 
 use super::MAX_RULE_USD;
 use super::contacts::{mail_all, partner_contacts};
+use super::customers::CustomerError;
+use super::fault::Fault;
+use super::funding::FundingError;
 use super::wallets::available;
 use crate::caller::Caller;
-use crate::error::ApiError;
 use crate::services::funding::{self, Allocation};
 use crate::state::AppState;
 use chrono::{DateTime, Datelike, TimeZone, Utc};
@@ -17,6 +19,22 @@ use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
     QuerySelect, Set,
 };
+
+/// Why an automatic allocation rule is refused, or its run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AutoAllocationError {
+    /// The rule's body is malformed; the text says which field.
+    #[error("invalid automatic allocation: {0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Customer(#[from] CustomerError),
+    /// The allocation the rule made was refused (other than for funding, which is recorded).
+    #[error(transparent)]
+    Funding(#[from] FundingError),
+    #[error(transparent)]
+    Fault(Fault),
+}
+super::fault::faults!(AutoAllocationError);
 
 /// An automatic allocation rule as set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +70,7 @@ impl AutoRule {
 pub async fn rule_of(
     db: &impl ConnectionTrait,
     customer_id: i64,
-) -> Result<Option<rules::Model>, ApiError> {
+) -> Result<Option<rules::Model>, AutoAllocationError> {
     Ok(rules::Entity::find_by_id(customer_id).one(db).await?)
 }
 
@@ -62,7 +80,7 @@ pub async fn set_rule(
     customer_id: i64,
     rule: Option<AutoRule>,
     now: DateTime<Utc>,
-) -> Result<Option<rules::Model>, ApiError> {
+) -> Result<Option<rules::Model>, AutoAllocationError> {
     let previous = rules::Entity::find_by_id(customer_id).one(db).await?;
     rules::Entity::delete_by_id(customer_id).exec(db).await?;
     let Some(rule) = rule else {
@@ -90,7 +108,7 @@ pub async fn runs_of(
     db: &impl ConnectionTrait,
     customer_id: i64,
     limit: u64,
-) -> Result<Vec<runs::Model>, ApiError> {
+) -> Result<Vec<runs::Model>, AutoAllocationError> {
     Ok(runs::Entity::find()
         .filter(runs::Column::CustomerId.eq(customer_id))
         .order_by_desc(runs::Column::Id)
@@ -104,7 +122,7 @@ async fn allocated_since(
     db: &impl ConnectionTrait,
     customer_id: i64,
     from: DateTime<Utc>,
-) -> Result<NanoUsd, ApiError> {
+) -> Result<NanoUsd, AutoAllocationError> {
     let rows = runs::Entity::find()
         .filter(runs::Column::CustomerId.eq(customer_id))
         .filter(runs::Column::Outcome.eq("allocated"))
@@ -112,7 +130,7 @@ async fn allocated_since(
         .all(db)
         .await?;
     NanoUsd::checked_sum(rows.iter().map(|r| NanoUsd::from_nanos(r.amount_nanos)))
-        .ok_or(ApiError::Internal)
+        .ok_or(Fault::Broken("a month of automatic allocations overflows").into())
 }
 
 /// The start of `now`'s UTC calendar month.
@@ -127,7 +145,7 @@ fn month_start(now: DateTime<Utc>) -> DateTime<Utc> {
 pub(crate) async fn allocate_if_below(
     state: &AppState,
     rule: &rules::Model,
-) -> Result<Option<bool>, ApiError> {
+) -> Result<Option<bool>, AutoAllocationError> {
     let Some(customer) = customers::Entity::find_by_id(rule.customer_id)
         .one(&state.db)
         .await?
@@ -193,11 +211,11 @@ pub(crate) async fn allocate_if_below(
             r.reference = Set(op);
             r.update(&txn).await?;
             txn.commit().await?;
-            crate::partner::idempotency::apply(state, success.effects).await;
+            crate::services::effects::apply(state, success.effects).await;
             tracing::info!(customer = customer.id, amount = %amount.to_decimal_usd(), "automatic allocation made");
             Ok(Some(true))
         }
-        Err(ApiError::FundingInsufficient { .. }) => {
+        Err(FundingError::Short(_)) => {
             txn.rollback().await?;
             // The refusal is recorded in a transaction of its own, under the same claim.
             let txn = crate::db::begin(&state.db).await?;
@@ -209,13 +227,16 @@ pub(crate) async fn allocate_if_below(
             refused_mail(state, &customer, amount, "partner funding cannot cover it").await?;
             Ok(Some(false))
         }
-        Err(e) => Err(e),
+        Err(e) => Err(e.into()),
     }
 }
 
 /// Disarms the rule if it is still in the generation read (armed): `true` when this transaction
 /// did. The refusal's second claim (after a rollback) asks the same generation again.
-async fn claim(txn: &impl ConnectionTrait, rule: &rules::Model) -> Result<bool, ApiError> {
+async fn claim(
+    txn: &impl ConnectionTrait,
+    rule: &rules::Model,
+) -> Result<bool, AutoAllocationError> {
     Ok(rules::Entity::update_many()
         .col_expr(rules::Column::Armed, Expr::value(false))
         .col_expr(rules::Column::Generation, Expr::value(rule.generation + 1))
@@ -235,7 +256,7 @@ async fn record(
     outcome: &str,
     reference: &str,
     now: DateTime<Utc>,
-) -> Result<runs::Model, ApiError> {
+) -> Result<runs::Model, AutoAllocationError> {
     Ok(runs::ActiveModel {
         customer_id: Set(customer_id),
         amount_nanos: Set(amount.nanos()),
@@ -254,7 +275,7 @@ async fn refused_mail(
     customer: &customers::Model,
     amount: NanoUsd,
     why: &str,
-) -> Result<(), ApiError> {
+) -> Result<(), AutoAllocationError> {
     let (partner, to) = partner_contacts(&state.db, customer.partner_id).await?;
     let body = format!(
         "Hello,\n\nThe automatic allocation of {} USD to {} ({partner}'s customer {}) was refused: {why}.\n\nThe customer's balance stays below the rule's threshold; calls are refused once it cannot cover them. The rule acts again the next time the balance falls below its threshold.\n",
@@ -273,11 +294,16 @@ async fn refused_mail(
 }
 
 /// The partner acting through its own rules (the watcher): its owner role and agreement rate.
-async fn system_caller(db: &impl ConnectionTrait, partner: i64) -> Result<Caller, ApiError> {
+async fn system_caller(
+    db: &impl ConnectionTrait,
+    partner: i64,
+) -> Result<Caller, AutoAllocationError> {
     let p = partners::Entity::find_by_id(partner)
         .one(db)
         .await?
-        .ok_or(ApiError::Internal)?;
+        .ok_or(Fault::Broken(
+            "a rule's partner has no row or a broken agreement rate",
+        ))?;
     Ok(Caller {
         partner_id: p.id,
         partner_name: p.name,
@@ -285,21 +311,22 @@ async fn system_caller(db: &impl ConnectionTrait, partner: i64) -> Result<Caller
         token_preview: "automatic".into(),
         scopes: vec!["partner:write".into()],
         role: "owner".into(),
-        min_rate: money::RateMultiplier::from_ppm(p.min_rate_multiplier_ppm)
-            .ok_or(ApiError::Internal)?,
+        min_rate: money::RateMultiplier::from_ppm(p.min_rate_multiplier_ppm).ok_or(
+            Fault::Broken("a rule's partner has no row or a broken agreement rate"),
+        )?,
     })
 }
 
 /// Validates an automatic allocation body (see [`AutoRule::check`]).
-pub fn parse_rule(body: crate::dto::AutoAllocationRequest) -> Result<AutoRule, ApiError> {
+pub fn parse_rule(
+    body: crate::dto::AutoAllocationRequest,
+) -> Result<AutoRule, AutoAllocationError> {
     if let Some(k) = body.unknown.keys().next() {
-        return Err(ApiError::InvalidAutoAllocation(format!(
-            "unknown field {k:?}"
-        )));
+        return Err(AutoAllocationError::Invalid(format!("unknown field {k:?}")));
     }
     let amount = |v: &Option<serde_json::Value>, name: &str| {
         v.as_ref().and_then(crate::dto::usd_of).ok_or_else(|| {
-            ApiError::InvalidAutoAllocation(format!(
+            AutoAllocationError::Invalid(format!(
                 "{name} must be a positive amount up to 1000000 with at most 9 decimals"
             ))
         })
@@ -310,7 +337,7 @@ pub fn parse_rule(body: crate::dto::AutoAllocationRequest) -> Result<AutoRule, A
         monthly_cap: amount(&body.monthly_cap_usd, "monthly_cap_usd")?,
     }
     .check()
-    .map_err(ApiError::InvalidAutoAllocation)
+    .map_err(AutoAllocationError::Invalid)
 }
 
 /// The view of customer `customer_id`'s rule and its last runs.
@@ -318,7 +345,7 @@ pub async fn rule_view(
     db: &impl ConnectionTrait,
     customer_id: i64,
     now: DateTime<Utc>,
-) -> Result<crate::dto::AutoAllocationView, ApiError> {
+) -> Result<crate::dto::AutoAllocationView, AutoAllocationError> {
     use crate::dto::{AutoAllocationView, AutoRuleView, AutoRunView, Usd};
     let rule = match rule_of(db, customer_id).await? {
         None => None,
@@ -350,7 +377,7 @@ pub async fn customer_rule(
     state: &AppState,
     caller: &Caller,
     customer_id: &str,
-) -> Result<crate::dto::AutoAllocationView, ApiError> {
+) -> Result<crate::dto::AutoAllocationView, AutoAllocationError> {
     let customer = crate::services::customers::find(db, caller, customer_id).await?;
     rule_view(db, customer.id, state.clock.now()).await
 }
@@ -362,7 +389,7 @@ pub async fn set_customer_rule(
     caller: &Caller,
     customer_id: &str,
     rule: Option<AutoRule>,
-) -> Result<crate::dto::AutoAllocationView, ApiError> {
+) -> Result<crate::dto::AutoAllocationView, AutoAllocationError> {
     let customer = crate::services::customers::find(txn, caller, customer_id).await?;
     set_rule(txn, customer.id, rule, state.clock.now()).await?;
     rule_view(txn, customer.id, state.clock.now()).await

@@ -1,11 +1,12 @@
 //! The organization billing API (read only) and the operator's billing-token commands.
 
+use super::fault::Fault;
+use super::usage::UsageError;
 use crate::auth::{TokenKind, token_hash};
 use crate::dto::{
     DailyTotals, DailyUsage, KeyUsage, ModelUsage, OrganizationBalance, ProjectUsage, Ratio,
     UsageCoverage, UsageTotals, Usd, WalletSpend, WorkflowUsage,
 };
-use crate::error::ApiError;
 use crate::ledger::AccountRef;
 use crate::services::usage::{self, Totals};
 use crate::state::AppState;
@@ -19,27 +20,48 @@ use sea_orm::{
 };
 use std::collections::BTreeMap;
 
+/// Why the billing API refuses.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum BillingError {
+    /// The billing token is missing, malformed, unknown, rotated or revoked, or its organization
+    /// is not active.
+    #[error("the organization billing token is missing or not valid")]
+    TokenInvalid,
+    /// The balance is not known right now (never reported as zero).
+    #[error("the organization balance is being reconciled; retry shortly")]
+    ReconciliationRequired,
+    /// `date` is not one zero-padded YYYY-MM-DD date.
+    #[error("date must be a YYYY-MM-DD date")]
+    InvalidDate,
+    /// The day's window is refused by the usage rules (too far back).
+    #[error(transparent)]
+    Usage(#[from] UsageError),
+    #[error(transparent)]
+    Fault(Fault),
+}
+super::fault::faults!(BillingError);
+
 /// The organization a billing token belongs to. Missing, malformed, unknown, rotated, revoked, or
 /// an organization that is not active: all `ORG_BILLING_TOKEN_INVALID`.
 pub async fn authenticate(
     state: &AppState,
     presented: Option<&str>,
-) -> Result<organizations::Model, ApiError> {
-    let token = presented.ok_or(ApiError::BillingTokenInvalid)?;
+) -> Result<organizations::Model, BillingError> {
+    let token = presented.ok_or(BillingError::TokenInvalid)?;
     let hash = token_hash(&state.hasher, state.env, TokenKind::Billing, token)
-        .ok_or(ApiError::BillingTokenInvalid)?;
+        .ok_or(BillingError::TokenInvalid)?;
     let row = org_billing_tokens::Entity::find()
         .filter(org_billing_tokens::Column::TokenHash.eq(hash))
         .filter(org_billing_tokens::Column::Status.eq(TokenStatus::Active))
         .one(&state.db)
         .await?
-        .ok_or(ApiError::BillingTokenInvalid)?;
+        .ok_or(BillingError::TokenInvalid)?;
     let org = organizations::Entity::find_by_id(row.organization_id)
         .one(&state.db)
         .await?
-        .ok_or(ApiError::BillingTokenInvalid)?;
+        .ok_or(BillingError::TokenInvalid)?;
     if org.status != OrganizationStatus::Active {
-        return Err(ApiError::BillingTokenInvalid);
+        return Err(BillingError::TokenInvalid);
     }
     Ok(org)
 }
@@ -49,27 +71,32 @@ pub async fn authenticate(
 pub async fn balance(
     state: &AppState,
     org: &organizations::Model,
-) -> Result<OrganizationBalance, ApiError> {
+) -> Result<OrganizationBalance, BillingError> {
     let Some((balance, reserved)) = crate::services::wallets::reconciled(state, org.id).await?
     else {
-        return Err(ApiError::ReconciliationRequired);
+        return Err(BillingError::ReconciliationRequired);
     };
     Ok(OrganizationBalance {
         organization_id: org.id,
         balance_usd: Usd(balance),
         reserved_usd: Usd(reserved),
-        available_usd: Usd(balance.checked_sub(reserved).ok_or(ApiError::Internal)?),
+        available_usd: Usd(balance
+            .checked_sub(reserved)
+            .ok_or(Fault::Broken("an organization's holds exceed its balance"))?),
         status: "reconciled",
     })
 }
 
 /// Parses `date=YYYY-MM-DD` strictly (one parameter, zero-padded, a real date); absent = today.
-pub fn parse_date(params: &[(String, String)], today: NaiveDate) -> Result<NaiveDate, ApiError> {
+pub fn parse_date(
+    params: &[(String, String)],
+    today: NaiveDate,
+) -> Result<NaiveDate, BillingError> {
     let mut dates = params.iter().filter(|(k, _)| k == "date");
     let raw = match (dates.next(), dates.next()) {
         (None, _) => return Ok(today),
         (Some((_, v)), None) => v.as_str(),
-        _ => return Err(ApiError::InvalidDate),
+        _ => return Err(BillingError::InvalidDate),
     };
     let b = raw.as_bytes();
     let shape = b.len() == 10
@@ -79,9 +106,9 @@ pub fn parse_date(params: &[(String, String)], today: NaiveDate) -> Result<Naive
             .enumerate()
             .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit());
     if !shape {
-        return Err(ApiError::InvalidDate);
+        return Err(BillingError::InvalidDate);
     }
-    NaiveDate::parse_from_str(raw, "%Y-%m-%d").map_err(|_| ApiError::InvalidDate)
+    NaiveDate::parse_from_str(raw, "%Y-%m-%d").map_err(|_| BillingError::InvalidDate)
 }
 
 fn ts(t: DateTime<Utc>) -> String {
@@ -93,7 +120,7 @@ pub async fn daily(
     state: &AppState,
     org: &organizations::Model,
     date: NaiveDate,
-) -> Result<DailyUsage, ApiError> {
+) -> Result<DailyUsage, BillingError> {
     let window = usage::Window::days(usage::Granularity::Day, date, date)?;
     let (from, to) = (window.start, window.end);
     let rows = usage::hourly_rows(&state.db, org.id, None, &window).await?;
@@ -187,7 +214,7 @@ async fn attributed(
     org_id: i64,
     (from, to): (DateTime<Utc>, DateTime<Utc>),
     dimension: usage_records::Column,
-) -> Result<Option<Vec<(Option<String>, UsageTotals)>>, ApiError> {
+) -> Result<Option<Vec<(Option<String>, UsageTotals)>>, BillingError> {
     use sea_orm::QuerySelect;
     use sea_orm::sea_query::{Expr, ExprTrait, Func};
     use usage_records::Column as C;
@@ -268,7 +295,7 @@ async fn wallet_spend(
     org_id: i64,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
-) -> Result<NanoUsd, ApiError> {
+) -> Result<NanoUsd, BillingError> {
     let code = AccountRef::org_spend(org_id).code;
     Ok(crate::ledger::posted_between(db, &code, from, to).await?)
 }
@@ -396,7 +423,7 @@ pub async fn daily_spend(
     org_id: i64,
     today: NaiveDate,
     days: u32,
-) -> Result<Vec<(NaiveDate, NanoUsd, i64)>, ApiError> {
+) -> Result<Vec<(NaiveDate, NanoUsd, i64)>, BillingError> {
     let first = today - chrono::Duration::days(i64::from(days.clamp(1, 366)) - 1);
     let window = usage::Window::days(usage::Granularity::Day, first, today)?;
     let rows = usage::hourly_rows(db, org_id, None, &window).await?;
@@ -449,13 +476,13 @@ mod tests {
         ] {
             assert_eq!(
                 parse_date(&p(&[bad]), today),
-                Err(ApiError::InvalidDate),
+                Err(BillingError::InvalidDate),
                 "{bad:?}"
             );
         }
         assert_eq!(
             parse_date(&p(&["2024-01-05", "2024-01-06"]), today),
-            Err(ApiError::InvalidDate)
+            Err(BillingError::InvalidDate)
         );
     }
 }
@@ -469,11 +496,11 @@ pub enum StandingRefused {
     /// gateway's 401 `authentication_error`).
     InvalidKey,
     /// The envelope's error (503 `ORG_BALANCE_RECONCILIATION_REQUIRED`, `SERVICE_UNAVAILABLE`).
-    Api(ApiError),
+    Api(BillingError),
 }
 
-impl From<ApiError> for StandingRefused {
-    fn from(e: ApiError) -> Self {
+impl From<BillingError> for StandingRefused {
+    fn from(e: BillingError) -> Self {
         StandingRefused::Api(e)
     }
 }
@@ -498,13 +525,13 @@ pub async fn key_standing(
         .filter(customer_api_keys::Column::KeyHash.eq(hash))
         .one(&state.db)
         .await
-        .map_err(ApiError::from)?
+        .map_err(BillingError::from)?
         .filter(|k| k.status == KeyStatus::Active && k.expires_at.is_none_or(|t| t > now))
         .ok_or(StandingRefused::InvalidKey)?;
     let org = organizations::Entity::find_by_id(row.organization_id)
         .one(&state.db)
         .await
-        .map_err(ApiError::from)?
+        .map_err(BillingError::from)?
         .filter(|o| o.status == OrganizationStatus::Active)
         .ok_or(StandingRefused::InvalidKey)?;
     let organization = balance(state, &org).await?;

@@ -1,7 +1,7 @@
 //! Who hears about a balance: an organization's or a partner's name and its owners' addresses,
 //! and a mail to each of them (a failure logged, never returned: a mail is not money).
 
-use crate::error::ApiError;
+use super::fault::Fault;
 use crate::state::AppState;
 use entities::{org_members, organizations, partner_members, partners};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
@@ -10,11 +10,13 @@ use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 pub async fn org_contacts(
     db: &impl ConnectionTrait,
     org: i64,
-) -> Result<(String, Vec<String>), ApiError> {
+) -> Result<(String, Vec<String>), Fault> {
     let o = organizations::Entity::find_by_id(org)
         .one(db)
         .await?
-        .ok_or(ApiError::Internal)?;
+        .ok_or(Fault::Broken(
+            "a partner or organization named by a rule has no row",
+        ))?;
     let owners = org_members::Entity::find()
         .filter(org_members::Column::OrganizationId.eq(org))
         .filter(org_members::Column::Role.eq("owner"))
@@ -36,11 +38,13 @@ pub async fn org_contacts(
 pub async fn partner_contacts(
     db: &impl ConnectionTrait,
     partner: i64,
-) -> Result<(String, Vec<String>), ApiError> {
+) -> Result<(String, Vec<String>), Fault> {
     let p = partners::Entity::find_by_id(partner)
         .one(db)
         .await?
-        .ok_or(ApiError::Internal)?;
+        .ok_or(Fault::Broken(
+            "a partner or organization named by a rule has no row",
+        ))?;
     let owners = partner_members::Entity::find()
         .filter(partner_members::Column::PartnerId.eq(partner))
         .filter(partner_members::Column::Role.eq("owner"))

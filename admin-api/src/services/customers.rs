@@ -1,14 +1,14 @@
 //! Customers: creation (with its invitation and funding reservation), reads, activation state.
 
+use super::fault::{Fault, Shortfall};
 use crate::caller::Caller;
 use crate::dto::{
     Activation, CreateCustomerRequest, Customer, CustomerBalance, CustomerData, Usd, multiplier_of,
     usd_of,
 };
-use crate::error::ApiError;
 use crate::ledger::{self, AccountRef};
-use crate::partner::idempotency::{Effect, Success};
 use crate::pricing;
+use crate::services::effects::{Effect, Written};
 use crate::state::AppState;
 use crate::text;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
@@ -22,6 +22,53 @@ use sea_orm::{
     QuerySelect, Set,
 };
 use serde_json::Value;
+
+/// Why a customer is refused or not found.
+#[derive(Debug, thiserror::Error)]
+pub enum CustomerError {
+    /// The external id is not 1 to 128 letters, digits, `.`, `_`, `:` or `-` (or is `.`/`..`).
+    #[error("external_customer_id must be 1 to 128 letters, digits, '.', '_', ':' or '-'")]
+    InvalidExternalId,
+    /// The body is malformed (name, slug, an unknown field); the text says which.
+    #[error("invalid customer: {0}")]
+    Invalid(String),
+    /// `contact_email` or `billing_email` is not an address.
+    #[error("contact_email must be a valid email address")]
+    InvalidContact,
+    /// The initial allocation is not a non-negative amount with at most 9 decimals.
+    #[error("initial_allocation_usd must be a non-negative amount with at most 9 decimals")]
+    InvalidInitialAllocation,
+    /// The retail multiplier is missing or malformed.
+    #[error(
+        "retail_rate_multiplier is required and must be a positive number with at most 6 decimals"
+    )]
+    InvalidRetailRate,
+    /// The retail multiplier is below the partner's floor.
+    #[error("the retail rate multiplier is below the retail floor {floor}")]
+    RateBelowFloor { floor: RateMultiplier },
+    /// Partner funding does not cover the initial allocation's reservation.
+    #[error("available partner funding does not cover the reservation")]
+    Short(Shortfall),
+    /// The external id names a customer with another contact.
+    #[error("this external_customer_id is already used by another customer")]
+    ExternalIdConflict,
+    /// The organization slug belongs to another organization.
+    #[error("this organization slug is taken")]
+    SlugTaken,
+    /// No customer of this partner has this id.
+    #[error("customer not found")]
+    NotFound,
+    /// The customer has not accepted its invitation: allocations and keys wait.
+    #[error("the customer has not accepted the invitation yet")]
+    PendingActivation {
+        invited_email: String,
+        invitation_status: String,
+        invitation_expires_at: String,
+    },
+    #[error(transparent)]
+    Fault(Fault),
+}
+super::fault::faults!(CustomerError);
 
 /// Invitations are valid this long.
 pub const INVITATION_DAYS: i64 = 14;
@@ -39,7 +86,7 @@ pub struct NewCustomer {
 
 /// Validates an external customer id (path parameter). `.` and `..` are refused: HTTP clients
 /// remove such path segments, so a customer created with one could never be addressed.
-pub fn external_id(raw: &str) -> Result<String, ApiError> {
+pub fn external_id(raw: &str) -> Result<String, CustomerError> {
     let ok = !raw.is_empty()
         && raw != "."
         && raw != ".."
@@ -50,7 +97,7 @@ pub fn external_id(raw: &str) -> Result<String, ApiError> {
     if ok {
         Ok(raw.to_string())
     } else {
-        Err(ApiError::InvalidExternalCustomerId)
+        Err(CustomerError::InvalidExternalId)
     }
 }
 
@@ -72,53 +119,51 @@ pub fn slugify(name: &str) -> Option<String> {
 
 impl NewCustomer {
     /// Validates a create body, in the order of the spec's error table.
-    pub fn parse(body: CreateCustomerRequest) -> Result<NewCustomer, ApiError> {
+    pub fn parse(body: CreateCustomerRequest) -> Result<NewCustomer, CustomerError> {
         if let Some(unknown) = body.unknown.keys().next() {
-            return Err(ApiError::InvalidCustomer(format!(
-                "unknown field {unknown:?}"
-            )));
+            return Err(CustomerError::Invalid(format!("unknown field {unknown:?}")));
         }
         let name = match &body.name {
             Some(Value::String(s)) if text::plain_text(s, 200) => s.trim().to_string(),
             _ => {
-                return Err(ApiError::InvalidCustomer(
+                return Err(CustomerError::Invalid(
                     "name is required (1 to 200 characters, no control characters)".into(),
                 ));
             }
         };
         let slug = match &body.slug {
             None | Some(Value::Null) => slugify(&name).ok_or_else(|| {
-                ApiError::InvalidCustomer("no slug can be derived from name; send slug".into())
+                CustomerError::Invalid("no slug can be derived from name; send slug".into())
             })?,
             Some(Value::String(s)) if slugify(s).as_deref() == Some(s.as_str()) => s.clone(),
             Some(_) => {
-                return Err(ApiError::InvalidCustomer(
+                return Err(CustomerError::Invalid(
                     "slug must be 1 to 64 lowercase letters, digits and single dashes".into(),
                 ));
             }
         };
         let contact_email = match &body.contact_email {
             Some(Value::String(s)) if text::valid_email(s.trim()) => s.trim().to_ascii_lowercase(),
-            _ => return Err(ApiError::InvalidCustomerContact),
+            _ => return Err(CustomerError::InvalidContact),
         };
         let billing_email = match &body.billing_email {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) if text::valid_email(s.trim()) => {
                 Some(s.trim().to_ascii_lowercase())
             }
-            Some(_) => return Err(ApiError::InvalidCustomerContact),
+            Some(_) => return Err(CustomerError::InvalidContact),
         };
         let initial_allocation = body
             .initial_allocation_usd
             .as_ref()
             .and_then(usd_of)
             .filter(|n| !n.is_negative())
-            .ok_or(ApiError::InvalidInitialAllocation)?;
+            .ok_or(CustomerError::InvalidInitialAllocation)?;
         let retail_rate = body
             .retail_rate_multiplier
             .as_ref()
             .and_then(multiplier_of)
-            .ok_or(ApiError::InvalidRetailRate)?;
+            .ok_or(CustomerError::InvalidRetailRate)?;
         Ok(NewCustomer {
             name,
             slug,
@@ -150,12 +195,12 @@ pub fn highest_floor(state: &AppState, min_rate: RateMultiplier) -> RateMultipli
 
 /// Locks the partner row for the rest of the transaction (PostgreSQL), so concurrent funding moves
 /// of one partner serialize. SQLite write transactions are serialized already.
-pub async fn lock_partner(txn: &impl ConnectionTrait, partner_id: i64) -> Result<(), ApiError> {
+pub async fn lock_partner(txn: &impl ConnectionTrait, partner_id: i64) -> Result<(), Fault> {
     partners::Entity::find_by_id(partner_id)
         .lock_exclusive()
         .one(txn)
         .await?
-        .ok_or(ApiError::Internal)?;
+        .ok_or(Fault::Broken("a caller's partner has no row"))?;
     Ok(())
 }
 
@@ -167,10 +212,10 @@ pub async fn create(
     op: &str,
     external: &str,
     new: NewCustomer,
-) -> Result<Success<CustomerData>, ApiError> {
+) -> Result<Written<CustomerData>, CustomerError> {
     let floor = highest_floor(state, caller.min_rate);
     if new.retail_rate < floor {
-        return Err(ApiError::RetailRateBelowFloor { floor });
+        return Err(CustomerError::RateBelowFloor { floor });
     }
     lock_partner(txn, caller.partner_id).await?;
     if let Some(existing) = customers::Entity::find()
@@ -180,10 +225,10 @@ pub async fn create(
         .await?
     {
         if existing.contact_email != new.contact_email {
-            return Err(ApiError::ExternalCustomerConflict);
+            return Err(CustomerError::ExternalIdConflict);
         }
         let data = view(txn, state, &existing, Some(false), None).await?;
-        return Ok(Success::plain(data));
+        return Ok(Written::plain(data));
     }
     if organizations::Entity::find()
         .filter(organizations::Column::Slug.eq(new.slug.as_str()))
@@ -191,21 +236,21 @@ pub async fn create(
         .await?
         .is_some()
     {
-        return Err(ApiError::CustomerSlugExists);
+        return Err(CustomerError::SlugTaken);
     }
     let groups: Vec<(RateMultiplier, RateMultiplier)> = catalogue(state)
         .into_iter()
         .map(|(_, w)| (w, new.retail_rate))
         .collect();
     let required = pricing::reservation(new.initial_allocation, &groups)
-        .ok_or(ApiError::InvalidInitialAllocation)?;
+        .ok_or(CustomerError::InvalidInitialAllocation)?;
     let available =
         ledger::balance(txn, &AccountRef::partner_available(caller.partner_id).code).await?;
     if required > available {
-        return Err(ApiError::FundingInsufficient {
+        return Err(CustomerError::Short(Shortfall {
             available,
             required,
-        });
+        }));
     }
 
     let now = state.clock.now();
@@ -272,8 +317,7 @@ pub async fn create(
             email = new.contact_email,
         ),
     };
-    Ok(Success {
-        status: axum::http::StatusCode::OK,
+    Ok(Written {
         data,
         stored,
         effects: vec![email],
@@ -324,7 +368,7 @@ pub async fn invitation(
     db: &impl ConnectionTrait,
     customer_id: i64,
     now: DateTime<Utc>,
-) -> Result<Option<(invitations::Model, String)>, ApiError> {
+) -> Result<Option<(invitations::Model, String)>, CustomerError> {
     let inv = invitations::Entity::find()
         .filter(invitations::Column::CustomerId.eq(customer_id))
         .order_by_desc(invitations::Column::Id)
@@ -341,7 +385,10 @@ pub async fn invitation(
 }
 
 /// The org spend so far (retail USD debited from the wallet).
-pub async fn used(db: &impl ConnectionTrait, organization_id: i64) -> Result<NanoUsd, ApiError> {
+pub async fn used(
+    db: &impl ConnectionTrait,
+    organization_id: i64,
+) -> Result<NanoUsd, CustomerError> {
     let spend = ledger::balance(db, &AccountRef::org_spend(organization_id).code).await?;
     Ok(spend)
 }
@@ -354,11 +401,11 @@ pub async fn view(
     customer: &customers::Model,
     created: Option<bool>,
     invite_url: Option<&str>,
-) -> Result<CustomerData, ApiError> {
+) -> Result<CustomerData, CustomerError> {
     let org = organizations::Entity::find_by_id(customer.organization_id)
         .one(db)
         .await?
-        .ok_or(ApiError::Internal)?;
+        .ok_or(Fault::Broken("a customer's organization has no row"))?;
     let cap = NanoUsd::from_nanos(customer.allocation_cap_nanos);
     let used = used(db, org.id).await?;
     let balance = ledger::balance(db, &AccountRef::org_wallet(org.id).code).await?;
@@ -412,7 +459,7 @@ pub async fn balance(
     db: &impl ConnectionTrait,
     state: &AppState,
     customer: &customers::Model,
-) -> Result<CustomerBalance, ApiError> {
+) -> Result<CustomerBalance, CustomerError> {
     require_active(db, customer, state.clock.now()).await?;
     let c = view(db, state, customer, None, None).await?.customer;
     Ok(CustomerBalance {
@@ -432,14 +479,14 @@ pub async fn find_by_external_id(
     db: &impl ConnectionTrait,
     caller: &Caller,
     external: &str,
-) -> Result<customers::Model, ApiError> {
+) -> Result<customers::Model, CustomerError> {
     let external = external_id(external)?;
     customers::Entity::find()
         .filter(customers::Column::PartnerId.eq(caller.partner_id))
         .filter(customers::Column::ExternalId.eq(external))
         .one(db)
         .await?
-        .ok_or(ApiError::CustomerNotFound)
+        .ok_or(CustomerError::NotFound)
 }
 
 /// A customer of the caller's partner; another partner's customer reads as not found.
@@ -447,15 +494,13 @@ pub async fn find(
     db: &impl ConnectionTrait,
     caller: &Caller,
     customer_id: &str,
-) -> Result<customers::Model, ApiError> {
-    let id: i64 = customer_id
-        .parse()
-        .map_err(|_| ApiError::CustomerNotFound)?;
+) -> Result<customers::Model, CustomerError> {
+    let id: i64 = customer_id.parse().map_err(|_| CustomerError::NotFound)?;
     customers::Entity::find_by_id(id)
         .filter(customers::Column::PartnerId.eq(caller.partner_id))
         .one(db)
         .await?
-        .ok_or(ApiError::CustomerNotFound)
+        .ok_or(CustomerError::NotFound)
 }
 
 /// The customers of partner `partner_id`: every one, or those of the organizations `organizations`.
@@ -463,7 +508,7 @@ pub async fn of_partner(
     db: &impl ConnectionTrait,
     partner_id: i64,
     organizations: Option<&[i64]>,
-) -> Result<Vec<customers::Model>, ApiError> {
+) -> Result<Vec<customers::Model>, CustomerError> {
     let mut q = customers::Entity::find().filter(customers::Column::PartnerId.eq(partner_id));
     if let Some(ids) = organizations {
         q = q.filter(customers::Column::OrganizationId.is_in(ids.iter().copied()));
@@ -477,11 +522,11 @@ pub async fn require_active(
     db: &impl ConnectionTrait,
     customer: &customers::Model,
     now: DateTime<Utc>,
-) -> Result<organizations::Model, ApiError> {
+) -> Result<organizations::Model, CustomerError> {
     let org = organizations::Entity::find_by_id(customer.organization_id)
         .one(db)
         .await?
-        .ok_or(ApiError::Internal)?;
+        .ok_or(Fault::Broken("a customer's organization has no row"))?;
     if org.status == OrganizationStatus::Active {
         return Ok(org);
     }
@@ -489,7 +534,7 @@ pub async fn require_active(
         Some((i, s)) => (ts(i.expires_at), s),
         None => (String::new(), "revoked".to_string()),
     };
-    Err(ApiError::PendingActivation {
+    Err(CustomerError::PendingActivation {
         invited_email: customer.contact_email.clone(),
         invitation_status: status,
         invitation_expires_at: expires_at,
@@ -500,7 +545,7 @@ pub async fn require_active(
 pub async fn organization(
     db: &impl ConnectionTrait,
     id: i64,
-) -> Result<Option<organizations::Model>, ApiError> {
+) -> Result<Option<organizations::Model>, CustomerError> {
     Ok(organizations::Entity::find_by_id(id).one(db).await?)
 }
 
@@ -509,7 +554,7 @@ pub async fn organization(
 pub async fn of_organization(
     db: &impl ConnectionTrait,
     org: i64,
-) -> Result<Option<customers::Model>, ApiError> {
+) -> Result<Option<customers::Model>, CustomerError> {
     Ok(customers::Entity::find()
         .filter(customers::Column::OrganizationId.eq(org))
         .one(db)

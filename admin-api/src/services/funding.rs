@@ -1,16 +1,18 @@
 //! Partner funding: identity, the funding view, top-ups, allocations and group prices.
 
+use super::customers::CustomerError;
+use super::fault::{Fault, Shortfall};
 use super::group_prices;
+use super::group_prices::ReservationError;
 use crate::caller::Caller;
 use crate::dto::{
     AllocationRequest, CustomerData, Funding, Group, GroupRateRequest, Multiplier, PartnerIdentity,
     TokenInfo, TopUpRequest, TopUpSession, Usd, multiplier_of, usd_of,
 };
-use crate::error::ApiError;
 use crate::ledger::{self, AccountKind, AccountRef};
-use crate::partner::idempotency::{Effect, Success};
 use crate::pricing;
 use crate::services::customers;
+use crate::services::effects::{Effect, Written};
 use crate::state::AppState;
 use chrono::Utc;
 use entities::status::{KeyStatus, TopUpStatus};
@@ -21,6 +23,62 @@ use rand::Rng;
 use sea_orm::ActiveEnum;
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use serde_json::Value;
+
+/// Why a funding move (a top-up, an allocation, a group's price) is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum FundingError {
+    /// A top-up amount outside (0, 1 million] USD, or not whole cents of at least 0.50 USD with a
+    /// payment provider.
+    #[error("amount_usd must be a positive amount with at most 9 decimals")]
+    InvalidTopUpAmount,
+    /// The payment provider could not be reached or refused the call (nothing was stored).
+    #[error("the payment provider is unavailable; retry shortly ({0})")]
+    Provider(String),
+    /// `action` is not `increase`, `decrease` or `set_limit`.
+    #[error("action must be one of increase, decrease, set_limit")]
+    InvalidAllocationAction,
+    /// The allocation amount is not positive, has more than 9 decimals, or overflows.
+    #[error("amount_usd must be a positive amount with at most 9 decimals")]
+    InvalidAllocationAmount,
+    /// The limit is negative or has more than 9 decimals.
+    #[error("limit_usd must be a non-negative amount with at most 9 decimals")]
+    InvalidAllocationLimit,
+    /// The new allocation would be below what the customer already used.
+    #[error("the allocation cannot go below what the customer already used")]
+    LimitBelowUsed { used: NanoUsd },
+    /// Money a decrease would take back is held by requests in flight.
+    #[error("part of the organization balance is held by requests in flight")]
+    BalanceReserved { available: NanoUsd },
+    /// The organization's wallet mirror is missing, so its holds are unknown; it is being rebuilt.
+    #[error("the organization's wallet mirror is being rebuilt; retry shortly")]
+    MirrorMissing,
+    /// The customer has no such group.
+    #[error("the customer has no such model group")]
+    GroupNotFound,
+    /// The group's retail multiplier is missing or malformed.
+    #[error("retail_rate_multiplier must be a positive number with at most 6 decimals")]
+    InvalidGroupRate,
+    /// The group's retail multiplier is below the partner's floor.
+    #[error("the retail rate multiplier is below the retail floor {floor}")]
+    RateBelowFloor { floor: RateMultiplier },
+    /// Partner funding does not cover the reservation.
+    #[error("available partner funding does not cover the reservation")]
+    Short(Shortfall),
+    #[error(transparent)]
+    Customer(#[from] CustomerError),
+    #[error(transparent)]
+    Fault(Fault),
+}
+super::fault::faults!(FundingError);
+
+impl From<ReservationError> for FundingError {
+    fn from(e: ReservationError) -> Self {
+        match e {
+            ReservationError::Short(s) => FundingError::Short(s),
+            ReservationError::Fault(f) => FundingError::Fault(f),
+        }
+    }
+}
 
 /// `GET /me`.
 pub fn me(caller: &Caller) -> PartnerIdentity {
@@ -43,7 +101,7 @@ pub async fn view(
     db: &impl ConnectionTrait,
     state: &AppState,
     caller: &Caller,
-) -> Result<Funding, ApiError> {
+) -> Result<Funding, Fault> {
     view_of(db, state, caller.partner_id).await
 }
 
@@ -52,7 +110,7 @@ pub async fn view_of(
     db: &impl ConnectionTrait,
     state: &AppState,
     p: i64,
-) -> Result<Funding, ApiError> {
+) -> Result<Funding, Fault> {
     let available = ledger::balance(db, &AccountRef::partner_available(p).code).await?;
     let reserved = ledger::partner_total(db, p, AccountKind::PartnerReserved).await?;
     let outstanding = ledger::balance(db, &AccountRef::partner_outstanding_usage(p).code).await?;
@@ -70,12 +128,12 @@ pub async fn view_of(
 const MAX_TOP_UP: NanoUsd = NanoUsd::from_nanos(1_000_000 * 1_000_000_000);
 
 /// Validates a top-up body.
-pub fn top_up_amount(body: TopUpRequest) -> Result<NanoUsd, ApiError> {
+pub fn top_up_amount(body: TopUpRequest) -> Result<NanoUsd, FundingError> {
     body.amount_usd
         .as_ref()
         .and_then(usd_of)
         .filter(|n| n.is_positive() && *n <= MAX_TOP_UP)
-        .ok_or(ApiError::InvalidTopUpAmount)
+        .ok_or(FundingError::InvalidTopUpAmount)
 }
 
 /// Smallest top-up a payment provider takes (Stripe's minimum charge in USD: 0.50).
@@ -93,7 +151,7 @@ pub async fn create_top_up(
     state: &AppState,
     caller: &Caller,
     amount: NanoUsd,
-) -> Result<Success<TopUpSession>, ApiError> {
+) -> Result<Written<TopUpSession>, FundingError> {
     const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
     let token: String = {
         let mut rng = rand::rng();
@@ -104,7 +162,7 @@ pub async fn create_top_up(
     if state.settings.payments.stripe.is_some()
         && (amount.nanos() % NANOS_PER_CENT != 0 || amount < MIN_PROVIDER_TOP_UP)
     {
-        return Err(ApiError::InvalidTopUpAmount);
+        return Err(FundingError::InvalidTopUpAmount);
     }
     let row = top_up_sessions::ActiveModel {
         partner_id: Set(caller.partner_id),
@@ -127,7 +185,7 @@ pub async fn create_top_up(
     let url = match (&state.settings.payments.stripe, &state.stripe) {
         (None, _) => state.public_url(&format!("/billing/top-up/{token}")),
         (Some(_), None) => {
-            return Err(ApiError::PaymentProvider("not configured".into()));
+            return Err(FundingError::Provider("not configured".into()));
         }
         (Some(_), Some(stripe)) => {
             // Inside the write's transaction: a refused or unreachable provider stores nothing
@@ -138,18 +196,19 @@ pub async fn create_top_up(
                 .await
                 .map_err(|e| {
                     tracing::warn!(error = %e, "top-up: checkout session not created");
-                    ApiError::PaymentProvider(e.to_string())
+                    FundingError::Provider(e.to_string())
                 })?;
-            let url = session.url.clone().ok_or_else(|| {
-                ApiError::PaymentProvider("the checkout session has no URL".into())
-            })?;
+            let url = session
+                .url
+                .clone()
+                .ok_or_else(|| FundingError::Provider("the checkout session has no URL".into()))?;
             let mut update: top_up_sessions::ActiveModel = row.clone().into();
             update.provider_session_id = Set(Some(session.id.clone()));
             update.update(txn).await?;
             url
         }
     };
-    Ok(Success::plain(TopUpSession {
+    Ok(Written::plain(TopUpSession {
         id: row.id,
         amount_usd: Usd(amount),
         status: row.status.to_value(),
@@ -165,7 +224,7 @@ pub struct TopUpPage {
 }
 
 /// The top-up session behind a page token (`None`: no such session).
-pub async fn top_up_page(state: &AppState, token: &str) -> Result<Option<TopUpPage>, ApiError> {
+pub async fn top_up_page(state: &AppState, token: &str) -> Result<Option<TopUpPage>, Fault> {
     let row = top_up_sessions::Entity::find()
         .filter(top_up_sessions::Column::TokenHash.eq(state.hasher.hash(token)))
         .one(&state.db)
@@ -185,7 +244,7 @@ pub async fn fund(
     partner_id: i64,
     amount: NanoUsd,
     reference: &str,
-) -> Result<ledger::Posted, ApiError> {
+) -> Result<ledger::Posted, Fault> {
     customers::lock_partner(txn, partner_id).await?;
     let posted = ledger::transfer(
         txn,
@@ -195,8 +254,7 @@ pub async fn fund(
         &AccountRef::partner_available(partner_id),
         amount,
     )
-    .await
-    .map_err(ApiError::from)?;
+    .await?;
     if posted != ledger::Posted::AlreadyPosted {
         let source = if reference.starts_with("stripe-recharge:") {
             "automatic recharge"
@@ -238,13 +296,13 @@ pub enum Allocation {
 
 impl Allocation {
     /// Validates an allocations body.
-    pub fn parse(body: AllocationRequest) -> Result<Allocation, ApiError> {
+    pub fn parse(body: AllocationRequest) -> Result<Allocation, FundingError> {
         let amount = || {
             body.amount_usd
                 .as_ref()
                 .and_then(usd_of)
                 .filter(|n| n.is_positive() && *n <= MAX_TOP_UP)
-                .ok_or(ApiError::InvalidAllocationAmount)
+                .ok_or(FundingError::InvalidAllocationAmount)
         };
         match body.action.as_ref().and_then(Value::as_str) {
             Some("increase") => Ok(Allocation::Increase(amount()?)),
@@ -255,8 +313,8 @@ impl Allocation {
                 .and_then(usd_of)
                 .filter(|n| !n.is_negative() && *n <= MAX_TOP_UP)
                 .map(Allocation::SetLimit)
-                .ok_or(ApiError::InvalidAllocationLimit),
-            _ => Err(ApiError::InvalidAllocationAction),
+                .ok_or(FundingError::InvalidAllocationLimit),
+            _ => Err(FundingError::InvalidAllocationAction),
         }
     }
 }
@@ -270,7 +328,7 @@ pub async fn allocate(
     op: &str,
     customer_id: &str,
     change: Allocation,
-) -> Result<Success<CustomerData>, ApiError> {
+) -> Result<Written<CustomerData>, FundingError> {
     customers::lock_partner(txn, caller.partner_id).await?;
     let customer = customers::find(txn, caller, customer_id).await?;
     let org = customers::require_active(txn, &customer, state.clock.now()).await?;
@@ -280,14 +338,14 @@ pub async fn allocate(
         Allocation::Decrease(a) => cap.checked_sub(a),
         Allocation::SetLimit(l) => Some(l),
     }
-    .ok_or(ApiError::InvalidAllocationAmount)?;
+    .ok_or(FundingError::InvalidAllocationAmount)?;
     let used = customers::used(txn, org.id).await?;
     if new_cap < used || new_cap.is_negative() {
-        return Err(ApiError::AllocationLimitBelowUsed { used });
+        return Err(FundingError::LimitBelowUsed { used });
     }
     let delta = new_cap
         .checked_sub(cap)
-        .ok_or(ApiError::InvalidAllocationAmount)?;
+        .ok_or(FundingError::InvalidAllocationAmount)?;
     let pairs = group_prices::price_pairs(txn, state, customer.id).await?;
     group_prices::rebalance_reservation(
         txn,
@@ -327,12 +385,12 @@ pub async fn allocate(
                 effects.push(Effect::ReloadWalletIfAborted { org: org.id });
             }
             Adjustment::Insufficient { available } => {
-                return Err(ApiError::BalanceReserved { available });
+                return Err(FundingError::BalanceReserved { available });
             }
             // Without the mirror the holds are unknown: refuse until it is rebuilt.
             Adjustment::Missing => {
                 state.wallet_stale(org.id);
-                return Err(ApiError::Unavailable);
+                return Err(FundingError::MirrorMissing);
             }
         }
     } else if delta.is_positive() {
@@ -342,7 +400,7 @@ pub async fn allocate(
             reference: wallet_ref,
         });
     }
-    Ok(Success::with_effects(data, effects))
+    Ok(Written::with_effects(data, effects))
 }
 
 /// `PUT /customers/{id}/groups/{group}/rate`.
@@ -354,21 +412,21 @@ pub async fn set_rate(
     customer_id: &str,
     group_id: &str,
     rate: RateMultiplier,
-) -> Result<Success<Vec<Group>>, ApiError> {
+) -> Result<Written<Vec<Group>>, FundingError> {
     customers::lock_partner(txn, caller.partner_id).await?;
     let customer = customers::find(txn, caller, customer_id).await?;
     customers::require_active(txn, &customer, state.clock.now()).await?;
-    let group_id: i64 = group_id.parse().map_err(|_| ApiError::GroupNotFound)?;
+    let group_id: i64 = group_id.parse().map_err(|_| FundingError::GroupNotFound)?;
     let row = customer_groups::Entity::find()
         .filter(customer_groups::Column::CustomerId.eq(customer.id))
         .filter(customer_groups::Column::GroupId.eq(group_id))
         .one(txn)
         .await?
-        .ok_or(ApiError::GroupNotFound)?;
-    let group = state.group(group_id).ok_or(ApiError::GroupNotFound)?;
+        .ok_or(FundingError::GroupNotFound)?;
+    let group = state.group(group_id).ok_or(FundingError::GroupNotFound)?;
     let floor = pricing::retail_floor(caller.min_rate, group.wholesale_rate_multiplier);
     if rate < floor {
-        return Err(ApiError::RetailRateBelowFloor { floor });
+        return Err(FundingError::RateBelowFloor { floor });
     }
     let mut active: customer_groups::ActiveModel = row.into();
     active.retail_rate_multiplier_ppm = Set(rate.ppm());
@@ -399,26 +457,26 @@ pub async fn set_rate(
         })
         .collect();
     let data = group_prices::groups(txn, state, caller, &customer).await?;
-    Ok(Success::with_effects(data, effects))
+    Ok(Written::with_effects(data, effects))
 }
 
 /// Validates a group-rate body: exactly `retail_rate_multiplier`, a positive number with at most
 /// six decimals.
-pub fn group_rate(body: GroupRateRequest) -> Result<RateMultiplier, ApiError> {
+pub fn group_rate(body: GroupRateRequest) -> Result<RateMultiplier, FundingError> {
     if !body.unknown.is_empty() {
-        return Err(ApiError::InvalidGroupRate);
+        return Err(FundingError::InvalidGroupRate);
     }
     body.retail_rate_multiplier
         .as_ref()
         .and_then(multiplier_of)
-        .ok_or(ApiError::InvalidGroupRate)
+        .ok_or(FundingError::InvalidGroupRate)
 }
 
 /// A partner's top-ups still open (awaiting payment), the latest first.
 pub async fn open_top_ups(
     db: &impl ConnectionTrait,
     partner_id: i64,
-) -> Result<Vec<top_up_sessions::Model>, ApiError> {
+) -> Result<Vec<top_up_sessions::Model>, Fault> {
     use sea_orm::QueryOrder;
     Ok(top_up_sessions::Entity::find()
         .filter(top_up_sessions::Column::PartnerId.eq(partner_id))

@@ -1,9 +1,9 @@
 //! A customer's groups and retail prices: every configured group at the customer's retail
 //! multiplier, the pairs a price change writes, and the wallet's reservation kept in step.
 
+use super::fault::{Fault, Shortfall};
 use crate::caller::Caller;
 use crate::dto::{Group, Multiplier};
-use crate::error::ApiError;
 use crate::ledger::{self, AccountRef};
 use crate::pricing;
 use crate::state::AppState;
@@ -12,13 +12,24 @@ use money::{NanoUsd, RateMultiplier};
 use sea_orm::ActiveEnum;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
 
+/// Why a customer's reservation cannot be brought to its formula's value.
+#[derive(Debug, thiserror::Error)]
+pub enum ReservationError {
+    /// Available partner funding does not cover the increase.
+    #[error("available partner funding does not cover the reservation")]
+    Short(Shortfall),
+    #[error(transparent)]
+    Fault(Fault),
+}
+super::fault::faults!(ReservationError);
+
 /// The customer's groups with prices.
 pub async fn groups(
     db: &impl ConnectionTrait,
     state: &AppState,
     caller: &Caller,
     customer: &customers::Model,
-) -> Result<Vec<Group>, ApiError> {
+) -> Result<Vec<Group>, Fault> {
     let rows = customer_groups::Entity::find()
         .filter(customer_groups::Column::CustomerId.eq(customer.id))
         .order_by_asc(customer_groups::Column::GroupId)
@@ -51,7 +62,7 @@ pub async fn price_pairs(
     db: &impl ConnectionTrait,
     state: &AppState,
     customer_id: i64,
-) -> Result<Vec<(RateMultiplier, RateMultiplier)>, ApiError> {
+) -> Result<Vec<(RateMultiplier, RateMultiplier)>, Fault> {
     let rows = customer_groups::Entity::find()
         .filter(customer_groups::Column::CustomerId.eq(customer_id))
         .all(db)
@@ -70,11 +81,8 @@ pub async fn price_pairs(
 
 /// A multiplier read from the ledger database, where it was written validated: one that is not
 /// positive is a broken row, an internal error (never a free price).
-pub fn stored_rate(ppm: i64) -> Result<RateMultiplier, ApiError> {
-    RateMultiplier::from_ppm(ppm).ok_or_else(|| {
-        tracing::error!(ppm, "stored rate multiplier is not positive");
-        ApiError::Internal
-    })
+pub fn stored_rate(ppm: i64) -> Result<RateMultiplier, Fault> {
+    RateMultiplier::from_ppm(ppm).ok_or(Fault::Broken("a stored rate multiplier is not positive"))
 }
 
 /// Brings the partner funding reserved for a customer to the formula's value; refuses with
@@ -86,22 +94,26 @@ pub async fn rebalance_reservation(
     cap: NanoUsd,
     pairs: &[(RateMultiplier, RateMultiplier)],
     reference: &str,
-) -> Result<(), ApiError> {
-    let target = pricing::reservation(cap, pairs).ok_or(ApiError::Internal)?;
+) -> Result<(), ReservationError> {
+    let target = pricing::reservation(cap, pairs).ok_or(Fault::Broken(
+        "a reservation does not fit in 64-bit nano-USD",
+    ))?;
     let current = ledger::balance(
         txn,
         &AccountRef::partner_reserved(partner_id, customer_id).code,
     )
     .await?;
-    let delta = target.checked_sub(current).ok_or(ApiError::Internal)?;
+    let delta = target.checked_sub(current).ok_or(Fault::Broken(
+        "a reservation change does not fit in 64-bit nano-USD",
+    ))?;
     if delta.is_positive() {
         let available =
             ledger::balance(txn, &AccountRef::partner_available(partner_id).code).await?;
         if delta > available {
-            return Err(ApiError::FundingInsufficient {
+            return Err(ReservationError::Short(Shortfall {
                 available,
                 required: delta,
-            });
+            }));
         }
     }
     ledger::transfer(

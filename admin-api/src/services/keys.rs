@@ -1,13 +1,14 @@
 //! Customer API keys through the partner API: create (secret once), list (previews), disable.
 
+use super::customers::CustomerError;
+use super::fault::Fault;
 use super::group_prices;
 use crate::caller::Caller;
 use crate::dto::usd_of;
 use crate::dto::{CreateKeyRequest, KeyBudgetView, KeyPreview, Usd};
-use crate::error::ApiError;
 use crate::keys as key_store;
-use crate::partner::idempotency::{Effect, Success};
 use crate::services::customers;
+use crate::services::effects::{Effect, Written};
 use crate::state::AppState;
 use chrono::{DateTime, SecondsFormat, Utc};
 use entities::status::KeyStatus;
@@ -19,6 +20,22 @@ use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
 };
 use serde_json::Value;
+
+/// Why a customer key request is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// The request is malformed or outside the group's limits; the text says which field.
+    #[error("invalid API key request: {0}")]
+    Invalid(String),
+    /// No key of this customer has this id.
+    #[error("API key not found")]
+    NotFound,
+    #[error(transparent)]
+    Customer(#[from] CustomerError),
+    #[error(transparent)]
+    Fault(Fault),
+}
+super::fault::faults!(KeyError);
 
 /// The preview of a key (never the secret).
 pub fn preview(row: &customer_api_keys::Model) -> KeyPreview {
@@ -123,25 +140,23 @@ const MAX_BUDGET: NanoUsd = NanoUsd::from_nanos(1_000_000 * 1_000_000_000);
 pub fn budget(
     amount: Option<&Value>,
     period: Option<&Value>,
-) -> Result<Option<KeyBudget>, ApiError> {
+) -> Result<Option<KeyBudget>, KeyError> {
     let period = match period {
         None | Some(Value::Null) => None,
         Some(v) => Some(v.as_str().and_then(BudgetPeriod::parse).ok_or_else(|| {
-            ApiError::InvalidApiKey("budget_period must be \"day\" or \"month\"".into())
+            KeyError::Invalid("budget_period must be \"day\" or \"month\"".into())
         })?),
     };
     match amount {
         None | Some(Value::Null) => match period {
             None => Ok(None),
-            Some(_) => Err(ApiError::InvalidApiKey(
-                "budget_period needs budget_usd".into(),
-            )),
+            Some(_) => Err(KeyError::Invalid("budget_period needs budget_usd".into())),
         },
         Some(v) => {
             let limit = usd_of(v)
                 .filter(|n| n.is_positive() && *n <= MAX_BUDGET)
                 .ok_or_else(|| {
-                    ApiError::InvalidApiKey(
+                    KeyError::Invalid(
                         "budget_usd must be a positive amount up to 1000000 with at most 9 decimals"
                             .into(),
                     )
@@ -155,7 +170,7 @@ pub fn budget(
 }
 
 /// An optional positive limit of the create-key body (1 to 1,000,000).
-fn limit(value: Option<&Value>, name: &str) -> Result<Option<u32>, ApiError> {
+fn limit(value: Option<&Value>, name: &str) -> Result<Option<u32>, KeyError> {
     match value {
         None | Some(Value::Null) => Ok(None),
         Some(v) => v
@@ -164,7 +179,7 @@ fn limit(value: Option<&Value>, name: &str) -> Result<Option<u32>, ApiError> {
             .and_then(|n| u32::try_from(n).ok())
             .map(Some)
             .ok_or_else(|| {
-                ApiError::InvalidApiKey(format!("{name} must be an integer from 1 to 1000000"))
+                KeyError::Invalid(format!("{name} must be an integer from 1 to 1000000"))
             }),
     }
 }
@@ -172,14 +187,14 @@ fn limit(value: Option<&Value>, name: &str) -> Result<Option<u32>, ApiError> {
 impl NewKey {
     /// Validates a create-key body (whether `expires_at` is still in the future is checked when
     /// the key is created, so a replay of a completed create still answers its first result).
-    pub fn parse(body: CreateKeyRequest) -> Result<NewKey, ApiError> {
+    pub fn parse(body: CreateKeyRequest) -> Result<NewKey, KeyError> {
         if let Some(k) = body.unknown.keys().next() {
-            return Err(ApiError::InvalidApiKey(format!("unknown field {k:?}")));
+            return Err(KeyError::Invalid(format!("unknown field {k:?}")));
         }
         let name = match &body.name {
             Some(Value::String(s)) if crate::text::plain_text(s, 100) => s.trim().to_string(),
             _ => {
-                return Err(ApiError::InvalidApiKey(
+                return Err(KeyError::Invalid(
                     "name is required (1 to 100 characters, no control characters)".into(),
                 ));
             }
@@ -189,13 +204,13 @@ impl NewKey {
             .as_ref()
             .and_then(Value::as_i64)
             .filter(|g| *g > 0)
-            .ok_or_else(|| ApiError::InvalidApiKey("group_id must be a positive integer".into()))?;
+            .ok_or_else(|| KeyError::Invalid("group_id must be a positive integer".into()))?;
         let expires_at = match &body.expires_at {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => {
                 let at = DateTime::parse_from_rfc3339(s.trim())
                     .map_err(|_| {
-                        ApiError::InvalidApiKey(
+                        KeyError::Invalid(
                             "expires_at must be an ISO 8601 timestamp such as 2027-01-31T00:00:00Z"
                                 .into(),
                         )
@@ -204,7 +219,7 @@ impl NewKey {
                 Some(at)
             }
             Some(_) => {
-                return Err(ApiError::InvalidApiKey(
+                return Err(KeyError::Invalid(
                     "expires_at must be an ISO 8601 timestamp string".into(),
                 ));
             }
@@ -225,7 +240,7 @@ impl NewKey {
 }
 
 /// A key's own limits may only tighten its group's limits per key.
-fn within_group_limits(state: &AppState, new: &NewKey) -> Result<(), ApiError> {
+fn within_group_limits(state: &AppState, new: &NewKey) -> Result<(), KeyError> {
     let Some(group) = state.group(new.group_id) else {
         return Ok(());
     };
@@ -244,7 +259,7 @@ fn within_group_limits(state: &AppState, new: &NewKey) -> Result<(), ApiError> {
         if let (Some(asked), Some(most)) = (asked, most)
             && asked > most
         {
-            return Err(ApiError::InvalidApiKey(format!(
+            return Err(KeyError::Invalid(format!(
                 "{name} must be at most {most}, the group's limit per key"
             )));
         }
@@ -259,11 +274,9 @@ pub async fn create(
     caller: &Caller,
     customer_id: &str,
     new: NewKey,
-) -> Result<Success<KeyPreview>, ApiError> {
+) -> Result<Written<KeyPreview>, KeyError> {
     if new.expires_at.is_some_and(|at| at <= Utc::now()) {
-        return Err(ApiError::InvalidApiKey(
-            "expires_at must be in the future".into(),
-        ));
+        return Err(KeyError::Invalid("expires_at must be in the future".into()));
     }
     let customer = customers::find(txn, caller, customer_id).await?;
     let org = customers::require_active(txn, &customer, state.clock.now()).await?;
@@ -272,8 +285,8 @@ pub async fn create(
         .filter(customer_groups::Column::GroupId.eq(new.group_id))
         .one(txn)
         .await?
-        .ok_or(ApiError::CustomerNotFound)
-        .and_then(|g| group_prices::stored_rate(g.retail_rate_multiplier_ppm))?;
+        .ok_or(KeyError::Customer(CustomerError::NotFound))?;
+    let rate = group_prices::stored_rate(rate.retail_rate_multiplier_ppm)?;
     within_group_limits(state, &new)?;
     let key_store::CreatedKey { row, secret } = key_store::insert_key(
         txn,
@@ -296,8 +309,7 @@ pub async fn create(
     };
     with_standing(state, org.id, std::slice::from_mut(&mut data)).await;
     let stored = data.without_secrets();
-    Ok(Success {
-        status: axum::http::StatusCode::OK,
+    Ok(Written {
         data,
         stored,
         effects: vec![Effect::PublishKey {
@@ -312,7 +324,7 @@ pub async fn list(
     state: &AppState,
     caller: &Caller,
     customer_id: &str,
-) -> Result<Vec<KeyPreview>, ApiError> {
+) -> Result<Vec<KeyPreview>, KeyError> {
     let db = &state.db;
     let customer = customers::find(db, caller, customer_id).await?;
     let rows = customer_api_keys::Entity::find()
@@ -331,16 +343,16 @@ pub async fn find(
     caller: &Caller,
     customer_id: &str,
     key_id: &str,
-) -> Result<(entities::customers::Model, customer_api_keys::Model), ApiError> {
+) -> Result<(entities::customers::Model, customer_api_keys::Model), KeyError> {
     let customer = customers::find(db, caller, customer_id).await?;
     let id: i64 = key_id
         .parse()
-        .map_err(|_| ApiError::InvalidApiKey("api_key_id must be an integer".into()))?;
+        .map_err(|_| KeyError::Invalid("api_key_id must be an integer".into()))?;
     let key = customer_api_keys::Entity::find_by_id(id)
         .filter(customer_api_keys::Column::OrganizationId.eq(customer.organization_id))
         .one(db)
         .await?
-        .ok_or(ApiError::ApiKeyNotFound)?;
+        .ok_or(KeyError::NotFound)?;
     Ok((customer, key))
 }
 
@@ -353,17 +365,17 @@ pub async fn disable(
     caller: &Caller,
     customer_id: &str,
     key_id: &str,
-) -> Result<Success<KeyPreview>, ApiError> {
+) -> Result<Written<KeyPreview>, KeyError> {
     let (_, key) = find(txn, caller, customer_id, key_id).await?;
     if key.status == KeyStatus::Disabled {
-        return Ok(Success::plain(preview(&key)));
+        return Ok(Written::plain(preview(&key)));
     }
     state.stores.keys.revoke(&key.key_hash).await?;
     let mut row: customer_api_keys::ActiveModel = key.into();
     row.status = Set(KeyStatus::Disabled);
     row.disabled_at = Set(Some(Utc::now()));
     let key = row.update(txn).await?;
-    Ok(Success::plain(preview(&key)))
+    Ok(Written::plain(preview(&key)))
 }
 
 /// How the console shows each key's budget, by key id: "25 USD per month: 3.5 spent, 1.2 held,
@@ -409,7 +421,7 @@ pub struct OrgKey {
 }
 
 /// The keys of organization `org_id`, newest first.
-pub async fn org_keys(db: &impl ConnectionTrait, org_id: i64) -> Result<Vec<OrgKey>, ApiError> {
+pub async fn org_keys(db: &impl ConnectionTrait, org_id: i64) -> Result<Vec<OrgKey>, KeyError> {
     let rows = org_key_rows(db, org_id).await?;
     let buckets = entities::usage_hourly::Entity::find()
         .filter(entities::usage_hourly::Column::OrganizationId.eq(org_id))
@@ -436,7 +448,7 @@ pub async fn org_keys(db: &impl ConnectionTrait, org_id: i64) -> Result<Vec<OrgK
 pub async fn org_key_rows(
     db: &impl ConnectionTrait,
     org_id: i64,
-) -> Result<Vec<customer_api_keys::Model>, ApiError> {
+) -> Result<Vec<customer_api_keys::Model>, KeyError> {
     Ok(customer_api_keys::Entity::find()
         .filter(customer_api_keys::Column::OrganizationId.eq(org_id))
         .order_by_desc(customer_api_keys::Column::Id)
@@ -450,7 +462,7 @@ pub async fn partner_key_rows(
     db: &impl ConnectionTrait,
     partner_id: i64,
     ids: Option<&[i64]>,
-) -> Result<Vec<customer_api_keys::Model>, ApiError> {
+) -> Result<Vec<customer_api_keys::Model>, KeyError> {
     use sea_orm::sea_query::Query;
     let orgs = Query::select()
         .column(entities::customers::Column::OrganizationId)
@@ -471,7 +483,7 @@ pub async fn org_groups(
     db: &impl ConnectionTrait,
     state: &AppState,
     org_id: i64,
-) -> Result<Vec<(i64, String)>, ApiError> {
+) -> Result<Vec<(i64, String)>, KeyError> {
     let mut out = Vec::new();
     for g in state.groups().iter() {
         if key_store::rate_of(db, org_id, g.id).await?.is_some() {
@@ -491,20 +503,16 @@ pub async fn org_create(
     new: NewKey,
     actor: i64,
     ip: Option<String>,
-) -> Result<KeyPreview, ApiError> {
+) -> Result<KeyPreview, KeyError> {
     if new.expires_at.is_some_and(|at| at <= state.clock.now()) {
-        return Err(ApiError::InvalidApiKey(
-            "expires_at must be in the future".into(),
-        ));
+        return Err(KeyError::Invalid("expires_at must be in the future".into()));
     }
     let txn = crate::db::begin(&state.db).await?;
     let rate = key_store::rate_of(&txn, org_id, new.group_id)
         .await?
-        .ok_or_else(|| {
-            ApiError::InvalidApiKey("the group is not one of the organization's".into())
-        })?;
+        .ok_or_else(|| KeyError::Invalid("the group is not one of the organization's".into()))?;
     if state.group(new.group_id).is_none() {
-        return Err(ApiError::InvalidApiKey("no such group".into()));
+        return Err(KeyError::Invalid("no such group".into()));
     }
     within_group_limits(state, &new)?;
     let key_store::CreatedKey { row, secret } = key_store::insert_key(
@@ -563,13 +571,13 @@ pub async fn org_disable(
     key_id: i64,
     actor: i64,
     ip: Option<String>,
-) -> Result<KeyPreview, ApiError> {
+) -> Result<KeyPreview, KeyError> {
     let txn = crate::db::begin(&state.db).await?;
     let key = customer_api_keys::Entity::find_by_id(key_id)
         .filter(customer_api_keys::Column::OrganizationId.eq(org_id))
         .one(&txn)
         .await?
-        .ok_or(ApiError::ApiKeyNotFound)?;
+        .ok_or(KeyError::NotFound)?;
     if key.status == KeyStatus::Disabled {
         return Ok(preview(&key));
     }

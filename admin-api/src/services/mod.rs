@@ -1,5 +1,9 @@
-//! The rules of the partner and billing APIs. Services take a connection or transaction and return
-//! DTO values or [`crate::error::ApiError`]s; handlers only extract and map.
+//! The rules of the partner and billing APIs and the consoles. Services take a connection or
+//! transaction and plain inputs and return values or their own error enum (each with a
+//! [`fault::Fault`] for what is below the rules); they know nothing of HTTP. A write returns
+//! [`effects::Written`]; the surface in front of it (the partner API's idempotent write, a console
+//! form, the CLI) commits and applies its effects, and maps the error once
+//! (`crate::refusal` for the partner and billing envelope).
 
 pub mod alerts;
 pub mod allocations;
@@ -8,6 +12,8 @@ pub mod billing;
 pub mod contacts;
 pub mod customer_list;
 pub mod customers;
+pub mod effects;
+pub mod fault;
 pub mod funding;
 pub mod funding_history;
 pub mod group_prices;

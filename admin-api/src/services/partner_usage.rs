@@ -3,7 +3,6 @@
 
 use super::usage::*;
 use super::usage_sums::*;
-use crate::error::ApiError;
 use chrono::{DateTime, Utc};
 use sea_orm::ConnectionTrait;
 use std::collections::HashMap;
@@ -26,7 +25,7 @@ pub async fn partner_cells<'a, C>(
     partner_id: i64,
     w: &Window,
     dim: Dim,
-) -> Result<impl futures_util::Stream<Item = Result<Cell, ApiError>> + Send + 'a, ApiError>
+) -> Result<impl futures_util::Stream<Item = Result<Cell, UsageError>> + Send + 'a, UsageError>
 where
     C: ConnectionTrait + sea_orm::StreamTrait + Send + Sync,
 {
@@ -50,7 +49,7 @@ where
     let rows = SumRow::find_by_statement(statement).stream(db).await?;
     Ok(rows.filter_map(|row| async move {
         match row {
-            Err(e) => Some(Err(ApiError::from(e))),
+            Err(e) => Some(Err(UsageError::from(e))),
             Ok(r) => {
                 let period = r.h.as_deref().and_then(parse_db_time)?;
                 Some(Ok(Cell {
@@ -87,7 +86,7 @@ pub async fn partner_summary(
     w: &Window,
     dim: Dim,
     largest: u64,
-) -> Result<PartnerSummary, ApiError> {
+) -> Result<PartnerSummary, UsageError> {
     let ranked = grouped(
         db,
         partner_id,
@@ -160,7 +159,7 @@ pub async fn partner_periods_of(
     w: &Window,
     dim: Dim,
     values: &[String],
-) -> Result<HashMap<String, Vec<Totals>>, ApiError> {
+) -> Result<HashMap<String, Vec<Totals>>, UsageError> {
     let mut out = HashMap::new();
     if values.is_empty() {
         return Ok(out);

@@ -19,7 +19,7 @@
 //!    Stripe's message) and mails the partner's owners; saving a card again (or setting the rule
 //!    again) restarts it.
 
-use crate::error::ApiError;
+use super::fault::Fault;
 use crate::ledger::{self, AccountRef};
 use crate::payments::{Charge, StripeClient};
 use crate::services::contacts::{mail_all, partner_contacts};
@@ -30,6 +30,26 @@ use entities::{recharge_attempts as attempts, recharge_rules as rules, recharge_
 use money::NanoUsd;
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+
+/// Why an automatic recharge, its rule or a payment event is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RechargeError {
+    /// The rule is malformed; the text says which field.
+    #[error("invalid automatic recharge: {0}")]
+    Invalid(String),
+    /// No payment provider is configured.
+    #[error("automatic recharge needs a payment provider ([payments] provider = \"stripe\")")]
+    NoProvider,
+    /// A card is saved only for a rule that exists.
+    #[error("set the automatic recharge rule (PUT /funding/recharge) before saving a card")]
+    RuleRequired,
+    /// The payment provider could not be reached or refused the call (nothing was stored).
+    #[error("the payment provider is unavailable; retry shortly ({0})")]
+    Provider(String),
+    #[error(transparent)]
+    Fault(Fault),
+}
+super::fault::faults!(RechargeError);
 
 /// How long a charge being asked of Stripe may go unanswered before another pass asks again (the
 /// asking pass died): far longer than a Stripe call may take (15 s).
@@ -73,7 +93,7 @@ pub async fn on_setup_session(
     state: &AppState,
     stripe: &StripeClient,
     session: &crate::payments::CheckoutSession,
-) -> Result<Outcome, ApiError> {
+) -> Result<Outcome, RechargeError> {
     let Some(setup) = setups::Entity::find()
         .filter(setups::Column::ProviderSessionId.eq(session.id.as_str()))
         .one(&state.db)
@@ -96,7 +116,7 @@ pub async fn on_setup_session(
     let intent = stripe
         .setup_intent(intent_id)
         .await
-        .map_err(|e| ApiError::PaymentProvider(e.to_string()))?;
+        .map_err(|e| RechargeError::Provider(e.to_string()))?;
     let (Some("succeeded"), Some(card)) = (intent.status.as_deref(), intent.payment_method.clone())
     else {
         return Ok(Outcome::Pending);
@@ -134,11 +154,11 @@ pub async fn on_payment_intent(
     state: &AppState,
     stripe: &StripeClient,
     id: &str,
-) -> Result<Outcome, ApiError> {
+) -> Result<Outcome, RechargeError> {
     let intent = stripe
         .payment_intent(id)
         .await
-        .map_err(|e| ApiError::PaymentProvider(e.to_string()))?;
+        .map_err(|e| RechargeError::Provider(e.to_string()))?;
     let attempt_id = intent
         .metadata
         .get("recharge_attempt_id")
@@ -170,7 +190,7 @@ pub(super) async fn credit(
     stripe: &StripeClient,
     attempt: &attempts::Model,
     intent: &crate::payments::PaymentIntent,
-) -> Result<Outcome, ApiError> {
+) -> Result<Outcome, RechargeError> {
     let cents = attempt.amount_nanos / NANOS_PER_CENT;
     if intent.amount_received != Some(cents)
         || intent.currency.as_deref() != Some(stripe.conf().currency.as_str())
@@ -217,7 +237,7 @@ pub(super) async fn declined(
     attempt: &attempts::Model,
     intent: Option<&str>,
     message: &str,
-) -> Result<Outcome, ApiError> {
+) -> Result<Outcome, RechargeError> {
     if attempt.status == "succeeded" {
         return Ok(Outcome::AlreadyDone);
     }
@@ -276,7 +296,7 @@ pub(super) async fn declined(
 pub async fn recharge_if_below(
     state: &AppState,
     rule: &rules::Model,
-) -> Result<Option<bool>, ApiError> {
+) -> Result<Option<bool>, RechargeError> {
     let Some(stripe) = state.stripe.as_ref() else {
         return Ok(None);
     };
@@ -375,7 +395,7 @@ pub(super) async fn charge(
     stripe: &StripeClient,
     rule: &rules::Model,
     attempt: &attempts::Model,
-) -> Result<Option<bool>, ApiError> {
+) -> Result<Option<bool>, RechargeError> {
     let (Some(customer), Some(card)) = (
         rule.stripe_customer.as_deref(),
         rule.payment_method.as_deref(),

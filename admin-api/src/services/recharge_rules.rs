@@ -4,7 +4,6 @@
 
 use super::recharge::*;
 use crate::dto::{RechargeAttemptView, RechargeRuleView, RechargeView, Usd};
-use crate::error::ApiError;
 use crate::services::MAX_RULE_USD;
 use crate::services::funding::NANOS_PER_CENT;
 use crate::state::AppState;
@@ -26,9 +25,9 @@ pub struct RechargeRule {
 
 /// Validates a recharge body: `below_usd` from 0 to 1,000,000; `amount_usd` whole cents, from
 /// 0.50 to 1,000,000.
-pub fn parse(body: crate::dto::RechargeRequest) -> Result<RechargeRule, ApiError> {
+pub fn parse(body: crate::dto::RechargeRequest) -> Result<RechargeRule, RechargeError> {
     if let Some(k) = body.unknown.keys().next() {
-        return Err(ApiError::InvalidRecharge(format!("unknown field {k:?}")));
+        return Err(RechargeError::Invalid(format!("unknown field {k:?}")));
     }
     let below = body
         .below_usd
@@ -36,7 +35,7 @@ pub fn parse(body: crate::dto::RechargeRequest) -> Result<RechargeRule, ApiError
         .and_then(crate::dto::usd_of)
         .filter(|n| !n.is_negative() && *n <= MAX_RULE_USD)
         .ok_or_else(|| {
-            ApiError::InvalidRecharge(
+            RechargeError::Invalid(
                 "below_usd must be an amount from 0 to 1000000 with at most 9 decimals".into(),
             )
         })?;
@@ -46,13 +45,16 @@ pub fn parse(body: crate::dto::RechargeRequest) -> Result<RechargeRule, ApiError
         .and_then(crate::dto::usd_of)
         .filter(|n| *n >= MIN_CHARGE && *n <= MAX_RULE_USD && n.nanos() % NANOS_PER_CENT == 0)
         .ok_or_else(|| {
-            ApiError::InvalidRecharge("amount_usd must be whole cents from 0.50 to 1000000".into())
+            RechargeError::Invalid("amount_usd must be whole cents from 0.50 to 1000000".into())
         })?;
     Ok(RechargeRule { below, amount })
 }
 
 /// The view of partner `partner_id`'s recharge: the rule and its last 20 attempts.
-pub async fn view(db: &impl ConnectionTrait, partner_id: i64) -> Result<RechargeView, ApiError> {
+pub async fn view(
+    db: &impl ConnectionTrait,
+    partner_id: i64,
+) -> Result<RechargeView, RechargeError> {
     let rule = rules::Entity::find_by_id(partner_id).one(db).await?;
     let attempts = attempts::Entity::find()
         .filter(attempts::Column::PartnerId.eq(partner_id))
@@ -90,7 +92,7 @@ pub async fn set(
     partner_id: i64,
     rule: Option<RechargeRule>,
     now: DateTime<Utc>,
-) -> Result<RechargeView, ApiError> {
+) -> Result<RechargeView, RechargeError> {
     let existing = rules::Entity::find_by_id(partner_id).one(txn).await?;
     match (existing, rule) {
         (None, None) => {}
@@ -141,12 +143,12 @@ pub async fn start_card_session(
     db: &impl ConnectionTrait,
     state: &AppState,
     partner_id: i64,
-) -> Result<String, ApiError> {
+) -> Result<String, RechargeError> {
     let Some(stripe) = state.stripe.as_ref() else {
-        return Err(ApiError::RechargeUnavailable);
+        return Err(RechargeError::NoProvider);
     };
     let Some(rule) = rules::Entity::find_by_id(partner_id).one(db).await? else {
-        return Err(ApiError::RechargeRuleRequired);
+        return Err(RechargeError::RuleRequired);
     };
     let customer = match rule.stripe_customer.clone() {
         Some(c) => c,
@@ -154,7 +156,7 @@ pub async fn start_card_session(
             let c = stripe
                 .create_customer(partner_id)
                 .await
-                .map_err(|e| ApiError::PaymentProvider(e.to_string()))?;
+                .map_err(|e| RechargeError::Provider(e.to_string()))?;
             rules::Entity::update_many()
                 .col_expr(rules::Column::StripeCustomer, Expr::value(c.id.clone()))
                 .filter(rules::Column::PartnerId.eq(partner_id))
@@ -175,11 +177,11 @@ pub async fn start_card_session(
     let session = stripe
         .create_setup_session(setup.id, partner_id, &customer)
         .await
-        .map_err(|e| ApiError::PaymentProvider(e.to_string()))?;
+        .map_err(|e| RechargeError::Provider(e.to_string()))?;
     let url = session
         .url
         .clone()
-        .ok_or_else(|| ApiError::PaymentProvider("the setup session has no URL".into()))?;
+        .ok_or_else(|| RechargeError::Provider("the setup session has no URL".into()))?;
     let mut a: setups::ActiveModel = setup.into();
     a.provider_session_id = Set(Some(session.id));
     a.update(db).await?;

@@ -2,7 +2,6 @@
 //! formulas) and the PDF (text lines in an embedded font that covers every name, issue 42).
 
 use super::statements::*;
-use crate::error::ApiError;
 use money::NanoUsd;
 
 /// An amount with all nine decimals (what the ledger holds, to the nano-dollar).
@@ -218,15 +217,13 @@ fn usage_text(s: &Statement, l: &mut Vec<String>) {
 pub const FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSansMono.ttf");
 
 /// The statement as a PDF (A4, the font embedded and subset).
-pub fn pdf(s: &Statement) -> Result<Vec<u8>, ApiError> {
+pub fn pdf(s: &Statement) -> Result<Vec<u8>, StatementError> {
     use printpdf::{
         Mm, Op, ParsedFont, PdfDocument, PdfFontHandle, PdfPage, PdfSaveOptions, Point, Pt,
         TextItem,
     };
-    let font = ParsedFont::from_bytes(FONT, 0, &mut Vec::new()).ok_or_else(|| {
-        tracing::error!("the statement font could not be read");
-        ApiError::Internal
-    })?;
+    let font = ParsedFont::from_bytes(FONT, 0, &mut Vec::new())
+        .ok_or_else(|| StatementError::Render("the statement font could not be read"))?;
     let mut doc = PdfDocument::new(&format!("Tollgate statement {}", s.month));
     let font_id = doc.add_font(&font);
     let lines = text_lines(s);

@@ -13,7 +13,7 @@
 //! **Provisional.** The current month (UTC) is not closed: its statement says `provisional` and
 //! its closing balance is the balance so far. A month after the current one is refused.
 
-use crate::error::ApiError;
+use super::fault::Fault;
 use crate::ledger::AccountRef;
 use chrono::{DateTime, Datelike, TimeZone, Utc};
 use entities::{
@@ -23,6 +23,20 @@ use entities::{
 use money::NanoUsd;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder};
 use std::collections::HashMap;
+
+/// Why a statement is not served.
+#[derive(Debug, thiserror::Error)]
+pub enum StatementError {
+    /// The month is after the current one (UTC).
+    #[error("the month must be YYYY-MM, not after the current month (UTC)")]
+    Month,
+    /// The PDF could not be made (its font could not be read).
+    #[error("the statement PDF could not be made: {0}")]
+    Render(&'static str),
+    #[error(transparent)]
+    Fault(Fault),
+}
+super::fault::faults!(StatementError);
 
 /// A month (UTC): year and month 1–12.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -170,10 +184,10 @@ impl Statement {
 }
 
 /// Refuses a month after the current one; says whether `month` is still open.
-fn check_month(month: Month, now: DateTime<Utc>) -> Result<bool, ApiError> {
+fn check_month(month: Month, now: DateTime<Utc>) -> Result<bool, StatementError> {
     let current = Month::of(now);
     if month > current {
-        return Err(ApiError::InvalidStatementMonth);
+        return Err(StatementError::Month);
     }
     Ok(month == current)
 }
@@ -192,7 +206,7 @@ async fn account_window(
         Vec<(DateTime<Utc>, String, String, NanoUsd, Vec<String>)>,
         NanoUsd,
     ),
-    ApiError,
+    StatementError,
 > {
     let Some(account) = ledger_accounts::Entity::find()
         .filter(ledger_accounts::Column::Code.eq(code))
@@ -242,7 +256,9 @@ async fn account_window(
     let mut out = Vec::with_capacity(entries.len());
     for e in entries {
         let amount = NanoUsd::from_nanos(e.amount_nanos);
-        closing = closing.checked_add(amount).ok_or(ApiError::Internal)?;
+        closing = closing.checked_add(amount).ok_or(Fault::Broken(
+            "a statement sum overflowed or a row the ledger names is missing",
+        ))?;
         let (kind, reference) = txs
             .get(&e.transaction_id)
             .map(|t| (t.kind.clone(), t.reference.clone()))
@@ -264,7 +280,7 @@ async fn usage_lines(
     orgs: &[i64],
     from: DateTime<Utc>,
     to: DateTime<Utc>,
-) -> Result<Vec<UsageLine>, ApiError> {
+) -> Result<Vec<UsageLine>, StatementError> {
     use sea_orm::QuerySelect;
     use sea_orm::sea_query::{Expr, ExprTrait, Func};
     use usage_records::Column as C;
@@ -362,14 +378,16 @@ pub async fn for_org(
     state: &crate::state::AppState,
     org_id: i64,
     month: Month,
-) -> Result<Statement, ApiError> {
+) -> Result<Statement, StatementError> {
     let db = &state.db;
     let now = state.clock.now();
     let provisional = check_month(month, now)?;
     let org = organizations::Entity::find_by_id(org_id)
         .one(db)
         .await?
-        .ok_or(ApiError::Internal)?;
+        .ok_or(Fault::Broken(
+            "a statement sum overflowed or a row the ledger names is missing",
+        ))?;
     let (from, to) = (month.start(), month.next().start());
     let (opening, postings, closing) =
         account_window(db, &AccountRef::org_wallet(org_id).code, from, to).await?;
@@ -377,7 +395,9 @@ pub async fn for_org(
     let mut spend = NanoUsd::ZERO;
     for (at, kind, reference, amount, _) in postings {
         if kind == "spend" {
-            spend = spend.checked_sub(amount).ok_or(ApiError::Internal)?;
+            spend = spend.checked_sub(amount).ok_or(Fault::Broken(
+                "a statement sum overflowed or a row the ledger names is missing",
+            ))?;
             continue;
         }
         let description = match kind.as_str() {
@@ -417,14 +437,16 @@ pub async fn for_partner(
     state: &crate::state::AppState,
     partner_id: i64,
     month: Month,
-) -> Result<Statement, ApiError> {
+) -> Result<Statement, StatementError> {
     let db = &state.db;
     let now = state.clock.now();
     let provisional = check_month(month, now)?;
     let partner = partners::Entity::find_by_id(partner_id)
         .one(db)
         .await?
-        .ok_or(ApiError::Internal)?;
+        .ok_or(Fault::Broken(
+            "a statement sum overflowed or a row the ledger names is missing",
+        ))?;
     let (from, to) = (month.start(), month.next().start());
     let (opening, postings, closing) = account_window(
         db,
@@ -482,7 +504,9 @@ pub async fn for_partner(
             .filter(|(_, kind, ..)| kind == "wholesale_usage")
             .map(|(_, _, _, amount, _)| *amount),
     )
-    .ok_or(ApiError::Internal)?;
+    .ok_or(Fault::Broken(
+        "a statement sum overflowed or a row the ledger names is missing",
+    ))?;
     let orgs: Vec<i64> = customers.iter().map(|c| c.organization_id).collect();
     let usage = usage_lines(db, &group_names(state), &orgs, from, to).await?;
     Ok(Statement {

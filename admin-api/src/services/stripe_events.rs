@@ -3,8 +3,7 @@
 //! charges go to `recharge`. Stripe's *current* state, read back, decides; never the event's.
 
 use super::funding::{NANOS_PER_CENT, fund};
-use super::recharge;
-use crate::error::ApiError;
+use super::recharge::{self, RechargeError};
 use crate::ledger;
 use crate::state::AppState;
 use chrono::Utc;
@@ -58,7 +57,7 @@ pub async fn stripe_event(
     state: &AppState,
     stripe: &crate::payments::StripeClient,
     event: &crate::payments::Event,
-) -> Result<EventOutcome, ApiError> {
+) -> Result<EventOutcome, RechargeError> {
     const HANDLED: [&str; 4] = [
         "checkout.session.completed",
         "checkout.session.async_payment_succeeded",
@@ -84,7 +83,7 @@ pub async fn stripe_event(
     };
     let session = stripe.session(session_id).await.map_err(|e| {
         tracing::warn!(error = %e, event = %event.id, "stripe webhook: session not read back");
-        ApiError::PaymentProvider(e.to_string())
+        RechargeError::Provider(e.to_string())
     })?;
     // A setup session saves an automatic recharge's card.
     if session.mode.as_deref() == Some("setup") {
@@ -131,7 +130,7 @@ async fn credit_paid(
     stripe: &crate::payments::StripeClient,
     session: &crate::payments::CheckoutSession,
     row: top_up_sessions::Model,
-) -> Result<EventOutcome, ApiError> {
+) -> Result<EventOutcome, RechargeError> {
     let amount = NanoUsd::from_nanos(row.amount_nanos);
     let expected_cents = row.amount_nanos / NANOS_PER_CENT;
     let currency = &stripe.conf().currency;

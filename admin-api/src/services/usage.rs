@@ -6,13 +6,27 @@
 //! an offset other than `Z` is accepted and converted to UTC. `end_time` defaults to now,
 //! `start_time` to `end_time` minus the default window; `end_time` must be after `start_time`.
 
+use super::fault::Fault;
 use crate::dto::{UsageBucket, UsageBuckets, Usd};
-use crate::error::ApiError;
 use chrono::{DateTime, Duration, DurationRound, SecondsFormat, TimeDelta, Utc};
 use entities::usage_hourly;
 use money::NanoUsd;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use std::collections::{BTreeMap, HashMap};
+
+/// Why a usage question is refused.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum UsageError {
+    /// `granularity` is neither `day` nor `hour`.
+    #[error("granularity must be day or hour")]
+    Granularity,
+    /// The window is malformed, reversed, too long or too far back; the text says which.
+    #[error("invalid usage window: {0}")]
+    Window(String),
+    #[error(transparent)]
+    Fault(Fault),
+}
+super::fault::faults!(UsageError);
 
 /// Bucket size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,13 +43,13 @@ pub struct Window {
     pub end: DateTime<Utc>,
 }
 
-fn parse_time(value: Option<&String>, name: &str) -> Result<Option<DateTime<Utc>>, ApiError> {
+fn parse_time(value: Option<&String>, name: &str) -> Result<Option<DateTime<Utc>>, UsageError> {
     value
         .map(|v| {
             DateTime::parse_from_rfc3339(v.trim())
                 .map(|t| t.with_timezone(&Utc))
                 .map_err(|_| {
-                    ApiError::InvalidUsageWindow(format!(
+                    UsageError::Window(format!(
                         "{name} must be an ISO 8601 timestamp such as 2026-01-31T00:00:00Z"
                     ))
                 })
@@ -45,11 +59,14 @@ fn parse_time(value: Option<&String>, name: &str) -> Result<Option<DateTime<Utc>
 
 impl Window {
     /// Validates the query parameters at time `now`.
-    pub fn parse(query: &HashMap<String, String>, now: DateTime<Utc>) -> Result<Window, ApiError> {
+    pub fn parse(
+        query: &HashMap<String, String>,
+        now: DateTime<Utc>,
+    ) -> Result<Window, UsageError> {
         let granularity = match query.get("granularity").map(String::as_str) {
             None | Some("day") => Granularity::Day,
             Some("hour") => Granularity::Hour,
-            Some(_) => return Err(ApiError::InvalidUsageGranularity),
+            Some(_) => return Err(UsageError::Granularity),
         };
         let (default, longest, step) = match granularity {
             Granularity::Day => (Duration::days(7), Duration::days(366), TimeDelta::days(1)),
@@ -59,14 +76,14 @@ impl Window {
         let start = parse_time(query.get("start_time"), "start_time")?.unwrap_or(end - default);
         let start = start
             .duration_trunc(step)
-            .map_err(|_| ApiError::InvalidUsageWindow("start_time is out of range".into()))?;
+            .map_err(|_| UsageError::Window("start_time is out of range".into()))?;
         if end <= start {
-            return Err(ApiError::InvalidUsageWindow(
+            return Err(UsageError::Window(
                 "end_time must be after start_time".into(),
             ));
         }
         if end - start > longest {
-            return Err(ApiError::InvalidUsageWindow(format!(
+            return Err(UsageError::Window(format!(
                 "the window may span at most {} days at this granularity",
                 longest.num_days()
             )));
@@ -84,9 +101,9 @@ impl Window {
         granularity: Granularity,
         first: chrono::NaiveDate,
         last: chrono::NaiveDate,
-    ) -> Result<Window, ApiError> {
+    ) -> Result<Window, UsageError> {
         if last < first {
-            return Err(ApiError::InvalidUsageWindow(
+            return Err(UsageError::Window(
                 "the last day must not be before the first".into(),
             ));
         }
@@ -96,7 +113,7 @@ impl Window {
         };
         let span = (last - first).num_days() + 1;
         if span > longest {
-            return Err(ApiError::InvalidUsageWindow(format!(
+            return Err(UsageError::Window(format!(
                 "the window may span at most {longest} days at this granularity"
             )));
         }
@@ -245,7 +262,7 @@ pub async fn hourly_rows(
     organization_id: i64,
     api_key_id: Option<i64>,
     w: &Window,
-) -> Result<Vec<usage_hourly::Model>, ApiError> {
+) -> Result<Vec<usage_hourly::Model>, UsageError> {
     let mut q = usage_hourly::Entity::find()
         .filter(usage_hourly::Column::OrganizationId.eq(organization_id))
         .filter(usage_hourly::Column::HourStart.gte(w.start))
@@ -321,7 +338,7 @@ pub async fn buckets(
     organization_id: i64,
     api_key_id: Option<i64>,
     w: Window,
-) -> Result<UsageBuckets, ApiError> {
+) -> Result<UsageBuckets, UsageError> {
     let rows = hourly_rows(db, organization_id, api_key_id, &w).await?;
     let b = breakdown(&rows, &w, |r| r.api_key_id);
     let step = w.step();
@@ -440,7 +457,7 @@ mod tests {
         for pairs in [vec![("granularity", "minute")], vec![("granularity", "")]] {
             assert_eq!(
                 Window::parse(&q(&pairs), now()),
-                Err(ApiError::InvalidUsageGranularity)
+                Err(UsageError::Granularity)
             );
         }
         for pairs in [
@@ -460,10 +477,7 @@ mod tests {
             ],
         ] {
             assert!(
-                matches!(
-                    Window::parse(&q(&pairs), now()),
-                    Err(ApiError::InvalidUsageWindow(_))
-                ),
+                matches!(Window::parse(&q(&pairs), now()), Err(UsageError::Window(_))),
                 "{pairs:?}"
             );
         }

@@ -3,7 +3,6 @@
 //! lines, summed by SQL rather than in memory).
 
 use super::usage::*;
-use crate::error::ApiError;
 use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use sea_orm::{ColumnTrait, ConnectionTrait};
 
@@ -93,9 +92,9 @@ impl Source {
 
 /// The whole UTC days of a window, `[first, end)`; refused unless the window is whole days (the
 /// console's windows are).
-pub fn whole_days(w: &Window) -> Result<(NaiveDate, NaiveDate), ApiError> {
+pub fn whole_days(w: &Window) -> Result<(NaiveDate, NaiveDate), UsageError> {
     if w.start.time() != chrono::NaiveTime::MIN || w.end.time() != chrono::NaiveTime::MIN {
-        return Err(ApiError::InvalidUsageWindow(
+        return Err(UsageError::Window(
             "a partner's usage is read in whole UTC days".into(),
         ));
     }
@@ -138,7 +137,7 @@ pub async fn grouped(
     source: Source,
     dim: Dim,
     ask: Ask<'_>,
-) -> Result<Vec<SumRow>, ApiError> {
+) -> Result<Vec<SumRow>, UsageError> {
     use sea_orm::FromQueryResult;
     let statement = grouped_statement(db.get_database_backend(), partner_id, w, source, dim, ask)?;
     Ok(SumRow::find_by_statement(statement).all(db).await?)
@@ -152,7 +151,7 @@ pub fn grouped_statement(
     source: Source,
     dim: Dim,
     ask: Ask<'_>,
-) -> Result<sea_orm::Statement, ApiError> {
+) -> Result<sea_orm::Statement, UsageError> {
     use sea_orm::ExprTrait;
     use sea_orm::sea_query::{Alias, Condition, Expr, Func, Order, Query};
     let col = |c: &str| Expr::col(Alias::new(c));

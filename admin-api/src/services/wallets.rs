@@ -5,7 +5,7 @@
 //! means the mirror exists and its balance plus the charges still pending (settled by a gateway,
 //! not yet posted by the settler) equals the ledger's wallet balance.
 
-use crate::error::ApiError;
+use super::fault::Fault;
 use crate::ledger::{self, AccountKind, AccountRef};
 use crate::state::AppState;
 use entities::ledger_accounts;
@@ -14,7 +14,7 @@ use opstate::Wallets;
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 
 /// Loads one organization's mirror from its ledger wallet (no wallet account: nothing to load).
-pub async fn reload(state: &AppState, org: i64) -> Result<bool, ApiError> {
+pub async fn reload(state: &AppState, org: i64) -> Result<bool, Fault> {
     reload_into(&state.db, state.stores.wallets.as_ref(), org).await
 }
 
@@ -23,7 +23,7 @@ pub async fn reload_into(
     db: &impl ConnectionTrait,
     wallets: &dyn Wallets,
     org: i64,
-) -> Result<bool, ApiError> {
+) -> Result<bool, Fault> {
     let code = AccountRef::org_wallet(org).code;
     if !ledger::exists(db, &code).await? {
         return Ok(false);
@@ -34,7 +34,7 @@ pub async fn reload_into(
 }
 
 /// Loads every organization's mirror (after the store lost its contents).
-pub async fn reload_all(state: &AppState) -> Result<usize, ApiError> {
+pub async fn reload_all(state: &AppState) -> Result<usize, Fault> {
     reload_all_into(&state.db, state.stores.wallets.as_ref()).await
 }
 
@@ -44,7 +44,7 @@ pub async fn reload_all(state: &AppState) -> Result<usize, ApiError> {
 pub async fn reload_all_into(
     db: &impl ConnectionTrait,
     wallets: &dyn Wallets,
-) -> Result<usize, ApiError> {
+) -> Result<usize, Fault> {
     let accounts = ledger_accounts::Entity::find()
         .filter(ledger_accounts::Column::Kind.eq(AccountKind::OrgWallet.as_str()))
         .all(db)
@@ -69,7 +69,7 @@ pub async fn reload_all_into(
 pub async fn key_spends(
     db: &impl ConnectionTrait,
     windows: opstate::Windows,
-) -> Result<std::collections::HashMap<i64, Vec<(i64, NanoUsd, NanoUsd)>>, ApiError> {
+) -> Result<std::collections::HashMap<i64, Vec<(i64, NanoUsd, NanoUsd)>>, Fault> {
     use entities::usage_records::{Column as C, Entity as Usage};
     use sea_orm::QuerySelect;
     use sea_orm::sea_query::{Expr, ExprTrait, Func};
@@ -114,10 +114,7 @@ pub async fn key_spends(
 
 /// A consistent view of an organization's money: the mirror's snapshot when it agrees with the
 /// ledger. `None`: missing or not reconciled (never reported as zero).
-pub async fn reconciled(
-    state: &AppState,
-    org: i64,
-) -> Result<Option<(NanoUsd, NanoUsd)>, ApiError> {
+pub async fn reconciled(state: &AppState, org: i64) -> Result<Option<(NanoUsd, NanoUsd)>, Fault> {
     let code = AccountRef::org_wallet(org).code;
     if !ledger::exists(&state.db, &code).await? {
         return Ok(None);
@@ -151,7 +148,7 @@ const RECONCILE_READS: u32 = 5;
 
 /// An organization's available balance (balance − holds) when reconciled (`None`: unknown now;
 /// a rule never acts on it).
-pub async fn available(state: &AppState, org: i64) -> Result<Option<NanoUsd>, ApiError> {
+pub async fn available(state: &AppState, org: i64) -> Result<Option<NanoUsd>, Fault> {
     Ok(reconciled(state, org)
         .await?
         .and_then(|(balance, reserved)| balance.checked_sub(reserved)))

@@ -20,8 +20,8 @@
 
 use super::alerts::alert_if_below;
 use super::allocations::allocate_if_below;
+use super::fault::Fault;
 use super::recharge::recharge_if_below;
-use crate::error::ApiError;
 use crate::state::AppState;
 use entities::{auto_allocation_rules as rules, balance_alerts as alerts};
 use sea_orm::EntityTrait;
@@ -39,7 +39,7 @@ pub struct Pass {
 
 /// One pass over every rule: automatic allocations first (an allocation may lift a balance back
 /// above its alert), automatic recharges (`services::recharge`), then alerts.
-pub async fn watch_once(state: &AppState) -> Result<Pass, ApiError> {
+pub async fn watch_once(state: &AppState) -> Result<Pass, Fault> {
     let mut pass = Pass::default();
     for rule in rules::Entity::find().all(&state.db).await? {
         match allocate_if_below(state, &rule).await {

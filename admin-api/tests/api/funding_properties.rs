@@ -132,6 +132,7 @@ async fn run(ops: Vec<Op>) {
                 .map(|s| {
                     ids.push((s.data.customer.id, format!("o{step}@x.example")));
                 })
+                .map_err(Into::into)
             }
             Op::Activate(i) => {
                 txn.rollback().await.unwrap();
@@ -193,6 +194,7 @@ async fn run(ops: Vec<Op>) {
                     )
                     .await
                     .map(|_| ())
+                    .map_err(Into::into)
                 }
                 None => Ok(()),
             },
@@ -207,7 +209,8 @@ async fn run(ops: Vec<Op>) {
                     money::RateMultiplier::from_ppm(i64::from(tenths) * 100_000).unwrap(),
                 )
                 .await
-                .map(|_| ()),
+                .map(|_| ())
+                .map_err(Into::into),
                 None => Ok(()),
             },
         };

@@ -1,0 +1,192 @@
+//! The partner and billing envelope's one answer to each service error: every service enum maps
+//! here into an [`ApiError`] (whose `parts` give status, reason and metadata), each by one `match`
+//! with no wildcard arm, so a new refusal cannot reach the wire without a decided answer. The
+//! console words refusals from the same `ApiError` (`console::form::explain`); the CLI prints the
+//! service error's own message. Faults are logged here, once, where they become an answer.
+
+use crate::error::ApiError;
+use crate::services::alerts::AlertError;
+use crate::services::allocations::AutoAllocationError;
+use crate::services::billing::BillingError;
+use crate::services::customers::CustomerError;
+use crate::services::fault::{Fault, Shortfall};
+use crate::services::funding::FundingError;
+use crate::services::keys::KeyError;
+use crate::services::recharge::RechargeError;
+use crate::services::statements::StatementError;
+use crate::services::usage::UsageError;
+
+impl From<Fault> for ApiError {
+    fn from(f: Fault) -> Self {
+        match f {
+            Fault::Store(e) => {
+                tracing::error!(error = %e, "database error");
+                ApiError::Unavailable
+            }
+            Fault::OpState(e) => {
+                tracing::error!(error = %e, "operational store error");
+                ApiError::Unavailable
+            }
+            Fault::Ledger(e) => {
+                tracing::error!(error = %e, "ledger posting failed");
+                ApiError::Internal
+            }
+            Fault::Broken(what) => {
+                tracing::error!(what, "an invariant does not hold");
+                ApiError::Internal
+            }
+        }
+    }
+}
+
+impl From<sea_orm::DbErr> for ApiError {
+    fn from(e: sea_orm::DbErr) -> Self {
+        Fault::from(e).into()
+    }
+}
+
+impl From<crate::ledger::LedgerError> for ApiError {
+    fn from(e: crate::ledger::LedgerError) -> Self {
+        Fault::from(e).into()
+    }
+}
+
+impl From<opstate::StoreError> for ApiError {
+    fn from(e: opstate::StoreError) -> Self {
+        Fault::from(e).into()
+    }
+}
+
+fn short(s: Shortfall) -> ApiError {
+    ApiError::FundingInsufficient {
+        available: s.available,
+        required: s.required,
+    }
+}
+
+impl From<CustomerError> for ApiError {
+    fn from(e: CustomerError) -> Self {
+        match e {
+            CustomerError::InvalidExternalId => ApiError::InvalidExternalCustomerId,
+            CustomerError::Invalid(m) => ApiError::InvalidCustomer(m),
+            CustomerError::InvalidContact => ApiError::InvalidCustomerContact,
+            CustomerError::InvalidInitialAllocation => ApiError::InvalidInitialAllocation,
+            CustomerError::InvalidRetailRate => ApiError::InvalidRetailRate,
+            CustomerError::RateBelowFloor { floor } => ApiError::RetailRateBelowFloor { floor },
+            CustomerError::Short(s) => short(s),
+            CustomerError::ExternalIdConflict => ApiError::ExternalCustomerConflict,
+            CustomerError::SlugTaken => ApiError::CustomerSlugExists,
+            CustomerError::NotFound => ApiError::CustomerNotFound,
+            CustomerError::PendingActivation {
+                invited_email,
+                invitation_status,
+                invitation_expires_at,
+            } => ApiError::PendingActivation {
+                invited_email,
+                invitation_status,
+                invitation_expires_at,
+            },
+            CustomerError::Fault(f) => f.into(),
+        }
+    }
+}
+
+impl From<FundingError> for ApiError {
+    fn from(e: FundingError) -> Self {
+        match e {
+            FundingError::InvalidTopUpAmount => ApiError::InvalidTopUpAmount,
+            FundingError::Provider(m) => ApiError::PaymentProvider(m),
+            FundingError::InvalidAllocationAction => ApiError::InvalidAllocationAction,
+            FundingError::InvalidAllocationAmount => ApiError::InvalidAllocationAmount,
+            FundingError::InvalidAllocationLimit => ApiError::InvalidAllocationLimit,
+            FundingError::LimitBelowUsed { used } => ApiError::AllocationLimitBelowUsed { used },
+            FundingError::BalanceReserved { available } => ApiError::BalanceReserved { available },
+            FundingError::MirrorMissing => ApiError::Unavailable,
+            FundingError::GroupNotFound => ApiError::GroupNotFound,
+            FundingError::InvalidGroupRate => ApiError::InvalidGroupRate,
+            FundingError::RateBelowFloor { floor } => ApiError::RetailRateBelowFloor { floor },
+            FundingError::Short(s) => short(s),
+            FundingError::Customer(e) => e.into(),
+            FundingError::Fault(f) => f.into(),
+        }
+    }
+}
+
+impl From<KeyError> for ApiError {
+    fn from(e: KeyError) -> Self {
+        match e {
+            KeyError::Invalid(m) => ApiError::InvalidApiKey(m),
+            KeyError::NotFound => ApiError::ApiKeyNotFound,
+            KeyError::Customer(e) => e.into(),
+            KeyError::Fault(f) => f.into(),
+        }
+    }
+}
+
+impl From<AlertError> for ApiError {
+    fn from(e: AlertError) -> Self {
+        match e {
+            AlertError::Invalid(m) => ApiError::InvalidAlert(m),
+            AlertError::Customer(e) => e.into(),
+            AlertError::Fault(f) => f.into(),
+        }
+    }
+}
+
+impl From<AutoAllocationError> for ApiError {
+    fn from(e: AutoAllocationError) -> Self {
+        match e {
+            AutoAllocationError::Invalid(m) => ApiError::InvalidAutoAllocation(m),
+            AutoAllocationError::Customer(e) => e.into(),
+            AutoAllocationError::Funding(e) => e.into(),
+            AutoAllocationError::Fault(f) => f.into(),
+        }
+    }
+}
+
+impl From<RechargeError> for ApiError {
+    fn from(e: RechargeError) -> Self {
+        match e {
+            RechargeError::Invalid(m) => ApiError::InvalidRecharge(m),
+            RechargeError::NoProvider => ApiError::RechargeUnavailable,
+            RechargeError::RuleRequired => ApiError::RechargeRuleRequired,
+            RechargeError::Provider(m) => ApiError::PaymentProvider(m),
+            RechargeError::Fault(f) => f.into(),
+        }
+    }
+}
+
+impl From<BillingError> for ApiError {
+    fn from(e: BillingError) -> Self {
+        match e {
+            BillingError::TokenInvalid => ApiError::BillingTokenInvalid,
+            BillingError::ReconciliationRequired => ApiError::ReconciliationRequired,
+            BillingError::InvalidDate => ApiError::InvalidDate,
+            BillingError::Usage(e) => e.into(),
+            BillingError::Fault(f) => f.into(),
+        }
+    }
+}
+
+impl From<UsageError> for ApiError {
+    fn from(e: UsageError) -> Self {
+        match e {
+            UsageError::Granularity => ApiError::InvalidUsageGranularity,
+            UsageError::Window(m) => ApiError::InvalidUsageWindow(m),
+            UsageError::Fault(f) => f.into(),
+        }
+    }
+}
+
+impl From<StatementError> for ApiError {
+    fn from(e: StatementError) -> Self {
+        match e {
+            StatementError::Month => ApiError::InvalidStatementMonth,
+            StatementError::Render(what) => {
+                tracing::error!(what, "a statement PDF could not be made");
+                ApiError::Internal
+            }
+            StatementError::Fault(f) => f.into(),
+        }
+    }
+}
