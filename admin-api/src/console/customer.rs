@@ -17,7 +17,7 @@ use crate::services::alerts;
 use crate::services::allocations;
 use crate::services::customers::CustomerError;
 use crate::services::group_prices;
-use crate::services::{billing, customers, keys, wallets};
+use crate::services::{billing, customers, org_keys, wallets};
 use crate::state::AppState;
 use askama::Template;
 use axum::extract::State;
@@ -113,7 +113,7 @@ pub(super) async fn page(
         return render::unavailable();
     };
     let active = org.status == OrganizationStatus::Active;
-    let mut budgets = keys::budget_texts(state, org.id, &keys).await;
+    let mut budgets = org_keys::budget_texts(state, org.id, &keys).await;
     let when = |t: chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%d %H:%M UTC").to_string();
     render(
         out.status.unwrap_or(StatusCode::OK),
@@ -193,7 +193,7 @@ async fn figures(
         .ok_or(ApiError::Internal)?;
     let invitation = customers::invitation(&state.db, customer.id, state.clock.now()).await?;
     let groups = group_prices::groups(&state.db, state, caller, customer).await?;
-    let keys = keys::org_key_rows(&state.db, org.id).await?;
+    let keys = org_keys::org_key_rows(&state.db, org.id).await?;
     let balance = wallets::reconciled(state, org.id).await?;
     let today = state.clock.now().date_naive();
     let days = billing::daily_spend(&state.db, org.id, today, 30).await?;

@@ -10,7 +10,6 @@ use super::gate::{self, Membership};
 use super::render::{self};
 use super::session::Viewer;
 use crate::caller::Caller;
-use crate::dto::{AllocationRequest, CreateKeyRequest, GroupRateRequest};
 use crate::error::ApiError;
 use crate::http::form::field;
 use crate::http::params::Segs;
@@ -40,11 +39,9 @@ pub(crate) async fn alert(
         Ok(x) => x,
         Err(resp) => return resp,
     };
-    let raw = field(&body, "threshold_usd").unwrap_or_default();
-    let request = crate::dto::AlertRequest {
-        threshold_usd: Some(number(Some(raw.clone())).unwrap_or(Value::Null)),
-        unknown: Default::default(),
-    };
+    let form = form::AlertForm::read(&body);
+    let request = form.request();
+    let raw = form.threshold_usd;
     let threshold = match alerts::parse_alert(request) {
         Ok(t) => t,
         Err(e) => return refused(&state, &viewer, &t, &customer, "alert", e.into()).await,
@@ -89,27 +86,22 @@ pub(crate) async fn automatic(
         Ok(x) => x,
         Err(resp) => return resp,
     };
-    let rule = if field(&body, "action").as_deref() == Some("remove") {
-        None
-    } else {
-        let request = crate::dto::AutoAllocationRequest {
-            below_usd: number(field(&body, "below_usd")),
-            amount_usd: number(field(&body, "amount_usd")),
-            monthly_cap_usd: number(field(&body, "monthly_cap_usd")),
-            unknown: Default::default(),
-        };
+    let posted = form::AutoAllocationForm::read(&body);
+    let rule = if let Some(request) = posted.request() {
         match allocations::parse_rule(request) {
             Ok(r) => Some(r),
             Err(e) => return refused(&state, &viewer, &t, &customer, "automatic", e.into()).await,
         }
+    } else {
+        None
     };
     let change = Change {
         form: "automatic",
         action: "automatic_allocation_changed",
         detail: serde_json::json!({
-            "below_usd": field(&body, "below_usd"),
-            "amount_usd": field(&body, "amount_usd"),
-            "monthly_cap_usd": field(&body, "monthly_cap_usd"),
+            "below_usd": posted.posted.get("below_usd"),
+            "amount_usd": posted.posted.get("amount_usd"),
+            "monthly_cap_usd": posted.posted.get("monthly_cap_usd"),
             "removed": rule.is_none(),
         }),
     };
@@ -156,9 +148,6 @@ pub(super) async fn acting(
 }
 
 /// A form field as the API's JSON (see [`super::customers::number`]).
-pub(super) fn number(s: Option<String>) -> Option<Value> {
-    form::number(&s?)
-}
 
 /// The refusal of `e` on form `form`: its reason code and a sentence.
 pub(super) fn refusal(form: &'static str, e: &ApiError) -> Refusal {
@@ -288,13 +277,8 @@ pub(crate) async fn allocate(
         Ok(x) => x,
         Err(resp) => return resp,
     };
-    let direction = field(&body, "direction").unwrap_or_default();
-    let request = AllocationRequest {
-        action: Some(Value::String(direction.clone())),
-        amount_usd: number(field(&body, "amount_usd")),
-        limit_usd: None,
-    };
-    let change = match funding::Allocation::parse(request) {
+    let posted = form::AllocationForm::read(&body);
+    let change = match funding::Allocation::parse(posted.request()) {
         Ok(c @ (funding::Allocation::Increase(_) | funding::Allocation::Decrease(_))) => c,
         Ok(funding::Allocation::SetLimit(_)) | Err(_) => {
             let e = ApiError::InvalidAllocationAmount;
@@ -303,7 +287,7 @@ pub(crate) async fn allocate(
     };
     let reference = format!("console:{}", sessions::secret());
     let detail =
-        serde_json::json!({ "direction": direction, "amount_usd": field(&body, "amount_usd") });
+        serde_json::json!({ "direction": posted.direction, "amount_usd": posted.amount_usd });
     let what = Change {
         form: "allocation",
         action: "allocation_changed",
@@ -333,12 +317,9 @@ pub(crate) async fn rate(
         Ok(x) => x,
         Err(resp) => return resp,
     };
-    let group = field(&body, "group_id").unwrap_or_default();
-    let request = GroupRateRequest {
-        retail_rate_multiplier: number(field(&body, "retail_rate_multiplier")),
-        unknown: Default::default(),
-    };
-    let rate = match funding::group_rate(request) {
+    let posted = form::RateForm::read(&body);
+    let group = posted.group_id.clone();
+    let rate = match funding::group_rate(posted.request()) {
         Ok(r) => r,
         Err(e) => return refused(&state, &viewer, &t, &customer, "rate", e.into()).await,
     };
@@ -375,21 +356,7 @@ pub(crate) async fn create_key(
         Ok(x) => x,
         Err(resp) => return resp,
     };
-    let request = CreateKeyRequest {
-        name: field(&body, "name").map(Value::String),
-        group_id: number(field(&body, "group_id")),
-        expires_at: None,
-        max_concurrency: None,
-        requests_per_minute: None,
-        budget_usd: number(field(&body, "budget_usd")),
-        // The period's select always sends a value: it counts only with an amount.
-        budget_period: field(&body, "budget_period")
-            .filter(|p| !p.trim().is_empty())
-            .filter(|_| field(&body, "budget_usd").is_some_and(|a| !a.trim().is_empty()))
-            .map(Value::String),
-        unknown: Default::default(),
-    };
-    let new = match keys::NewKey::parse(request) {
+    let new = match keys::NewKey::parse(form::KeyForm::read(&body).request()) {
         Ok(n) => n,
         Err(e) => return refused(&state, &viewer, &t, &customer, "key", e.into()).await,
     };

@@ -9,7 +9,6 @@ use super::render::{self, render};
 use super::session::Viewer;
 use crate::dto::CreateCustomerRequest;
 use crate::error::ApiError;
-use crate::http::form::field;
 use crate::http::params::Seg;
 use crate::services::audit;
 use crate::services::customer_list::{self, Available};
@@ -181,7 +180,8 @@ fn placed(e: &ApiError, form: &Form) -> (&'static str, &'static str, String) {
 impl Form {
     /// The create form as posted.
     fn read(body: &[u8]) -> Form {
-        let get = |k: &str| field(body, k).unwrap_or_default();
+        let posted = form::Posted::read(body);
+        let get = |k: &str| posted.text(k);
         Form {
             name: get("name"),
             external_id: get("external_id"),

@@ -9,9 +9,7 @@ use super::form;
 use super::gate::{self, Membership};
 use super::render::{self, render};
 use super::session::Viewer;
-use crate::dto::TopUpRequest;
 use crate::error::ApiError;
-use crate::http::form::field;
 use crate::http::params::Seg;
 use crate::services::alerts;
 use crate::services::recharge_rules;
@@ -207,20 +205,12 @@ async fn page(
 /// The rule a recharge post sets (`None`: it removes the rule or saves a card), or what to tell
 /// the person.
 fn recharge_rule(
-    action: &str,
-    body: &[u8],
+    posted: &form::RechargeForm,
 ) -> Result<Option<recharge_rules::RechargeRule>, String> {
-    match action {
-        "set" => {
-            let request = crate::dto::RechargeRequest {
-                below_usd: form::number(&field(body, "below_usd").unwrap_or_default()),
-                amount_usd: form::number(&field(body, "amount_usd").unwrap_or_default()),
-                unknown: Default::default(),
-            };
-            recharge_rules::parse(request)
-                .map(Some)
-                .map_err(|e| form::explain(&e.into()))
-        }
+    match posted.action.as_str() {
+        "set" => recharge_rules::parse(posted.request())
+            .map(Some)
+            .map_err(|e| form::explain(&e.into())),
         "remove" | "card" => Ok(None),
         _ => Err("Choose an action.".into()),
     }
@@ -240,7 +230,8 @@ pub(crate) async fn recharge(
         Ok(t) => t,
         Err(resp) => return resp,
     };
-    let action = field(&body, "action").unwrap_or_default();
+    let posted = form::RechargeForm::read(&body);
+    let action = posted.action.clone();
     let refused = |message: String| {
         let (state, viewer, t) = (&state, &viewer, &t);
         async move {
@@ -251,7 +242,7 @@ pub(crate) async fn recharge(
             page(state, viewer, t, 1, StatusCode::BAD_REQUEST, shown).await
         }
     };
-    let rule = match recharge_rule(&action, &body) {
+    let rule = match recharge_rule(&posted) {
         Ok(rule) => rule,
         Err(message) => return refused(message).await,
     };
@@ -269,8 +260,8 @@ pub(crate) async fn recharge(
             _ => "recharge_changed",
         };
         let detail = serde_json::json!({
-            "below_usd": field(&body, "below_usd"),
-            "amount_usd": field(&body, "amount_usd"),
+            "below_usd": posted.below_usd,
+            "amount_usd": posted.amount_usd,
         });
         let record = partner_record(&viewer, &t, what, detail);
         crate::services::audit::audit(&txn, record, state.clock.now()).await?;
@@ -315,11 +306,9 @@ pub(crate) async fn alert(
         Ok(t) => t,
         Err(resp) => return resp,
     };
-    let raw = field(&body, "threshold_usd").unwrap_or_default();
-    let request = crate::dto::AlertRequest {
-        threshold_usd: Some(form::number(&raw).unwrap_or(serde_json::Value::Null)),
-        unknown: Default::default(),
-    };
+    let form = form::AlertForm::read(&body);
+    let request = form.request();
+    let raw = form.threshold_usd;
     let reply = |status, shown| {
         let (state, viewer, t) = (&state, &viewer, &t);
         async move { page(state, viewer, t, 1, status, shown).await }
@@ -419,10 +408,9 @@ pub(crate) async fn add(
         Ok(c) => c,
         Err(resp) => return resp,
     };
-    let raw = field(&body, "amount_usd").unwrap_or_default();
-    let request = TopUpRequest {
-        amount_usd: form::number(&raw),
-    };
+    let posted = form::TopUpForm::read(&body);
+    let request = posted.request();
+    let raw = posted.amount_usd;
     let outcome = async {
         let amount = funding::top_up_amount(request)?;
         let txn = crate::db::begin(&state.db).await?;

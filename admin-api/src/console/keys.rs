@@ -7,11 +7,9 @@ use super::form;
 use super::gate::{self, Membership};
 use super::render::{self, render};
 use super::session::Viewer;
-use crate::dto::CreateKeyRequest;
-use crate::http::form::field;
 use crate::http::params::{Seg, Segs};
-use crate::services::keys;
 use crate::services::keys::KeyError;
+use crate::services::{keys, org_keys};
 use crate::state::AppState;
 use askama::Template;
 use axum::body::Bytes;
@@ -19,7 +17,6 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use sea_orm::ActiveEnum;
-use serde_json::Value;
 
 /// One row of the list.
 struct Row {
@@ -65,8 +62,8 @@ async fn page(
     error: Option<&str>,
 ) -> Response {
     let (list, groups) = match (
-        keys::org_keys(&state.db, org_id).await,
-        keys::org_groups(&state.db, state, org_id).await,
+        org_keys::org_keys(&state.db, org_id).await,
+        org_keys::org_groups(&state.db, state, org_id).await,
     ) {
         (Ok(l), Ok(g)) => (l, g),
         _ => return render::unavailable(),
@@ -78,7 +75,7 @@ async fn page(
     };
     let now = state.clock.now();
     let key_rows: Vec<_> = list.iter().map(|k| k.row.clone()).collect();
-    let mut budgets = keys::budget_texts(state, org_id, &key_rows).await;
+    let mut budgets = org_keys::budget_texts(state, org_id, &key_rows).await;
     let rows = list
         .into_iter()
         .map(|k| {
@@ -148,25 +145,8 @@ pub(crate) async fn create(
             Ok(m) => m,
             Err(resp) => return resp,
         };
-    let expires = field(&body, "expires_on").filter(|d| !d.trim().is_empty());
-    let request = CreateKeyRequest {
-        name: field(&body, "name").map(Value::String),
-        group_id: field(&body, "group_id")
-            .and_then(|g| g.trim().parse::<i64>().ok())
-            .map(Value::from),
-        expires_at: expires.map(|d| Value::String(format!("{}T00:00:00Z", d.trim()))),
-        max_concurrency: number(&body, "max_concurrency"),
-        requests_per_minute: number(&body, "requests_per_minute"),
-        budget_usd: field(&body, "budget_usd").and_then(|v| form::number(&v)),
-        // The period's select always sends a value: it counts only with an amount.
-        budget_period: field(&body, "budget_period")
-            .filter(|p| !p.trim().is_empty())
-            .filter(|_| field(&body, "budget_usd").is_some_and(|a| !a.trim().is_empty()))
-            .map(Value::String),
-        unknown: Default::default(),
-    };
-    let created = match keys::NewKey::parse(request) {
-        Ok(new) => keys::org_create(&state, m.id, new, viewer.user.id, viewer.ip.clone()).await,
+    let created = match keys::NewKey::parse(form::KeyForm::read(&body).request()) {
+        Ok(new) => org_keys::org_create(&state, m.id, new, viewer.user.id, viewer.ip.clone()).await,
         Err(e) => Err(e),
     };
     match created {
@@ -192,20 +172,6 @@ pub(crate) async fn create(
     }
 }
 
-/// An optional number field of a form: absent or empty → `None`; anything else is passed on as
-/// JSON (a number when it parses, else the text, which the key rules refuse with their message).
-fn number(body: &[u8], name: &str) -> Option<Value> {
-    let raw = field(body, name)?;
-    let raw = raw.trim();
-    if raw.is_empty() {
-        return None;
-    }
-    Some(
-        raw.parse::<u64>()
-            .map_or_else(|_| Value::String(raw.to_string()), Value::from),
-    )
-}
-
 /// `POST /console/orgs/{org}/keys/{key}/disable`.
 pub(crate) async fn disable(
     State(state): State<AppState>,
@@ -222,7 +188,7 @@ pub(crate) async fn disable(
     let Ok(key_id) = key.parse::<i64>() else {
         return render::not_found(&viewer);
     };
-    match keys::org_disable(&state, m.id, key_id, viewer.user.id, viewer.ip.clone()).await {
+    match org_keys::org_disable(&state, m.id, key_id, viewer.user.id, viewer.ip.clone()).await {
         Ok(_) => Redirect::to(&format!("/console/orgs/{}/keys", m.id)).into_response(),
         Err(KeyError::NotFound) => render::not_found(&viewer),
         Err(e) => {

@@ -9,7 +9,6 @@ use super::form;
 use super::gate::{self, Membership};
 use super::render::{render, unavailable};
 use super::session::Viewer;
-use crate::http::form::field;
 use crate::services::alerts;
 use crate::services::allocations;
 use crate::services::audit;
@@ -118,11 +117,9 @@ pub(crate) async fn org_alert(
             Ok(m) => m,
             Err(resp) => return resp,
         };
-    let raw = field(&body, "threshold_usd").unwrap_or_default();
-    let request = crate::dto::AlertRequest {
-        threshold_usd: Some(form::number(&raw).unwrap_or(serde_json::Value::Null)),
-        unknown: Default::default(),
-    };
+    let form = form::AlertForm::read(&body);
+    let request = form.request();
+    let raw = form.threshold_usd;
     let threshold = match alerts::parse_alert(request) {
         Ok(t) => t,
         Err(e) => {

@@ -19,7 +19,7 @@ use crate::http::params::Seg;
 use crate::services::partner_usage;
 use crate::services::usage::{self, Breakdown, Granularity, Totals};
 use crate::services::usage_sums;
-use crate::services::{customers, keys};
+use crate::services::{customers, org_keys};
 use crate::state::AppState;
 use askama::Template;
 use axum::extract::{Query, State};
@@ -82,7 +82,7 @@ pub(super) async fn read(
         By::Model => Box::new(|r| (None, r.model.clone())),
         By::Customer => Box::new(|r| (None, format!("organization {}", r.organization_id))),
         By::Key | By::Group => {
-            let rows = keys::org_key_rows(&state.db, org).await?;
+            let rows = org_keys::org_key_rows(&state.db, org).await?;
             let lines = KeyLines::new(state, rows, choice.by == By::Group);
             Box::new(move |r| lines.line(r.api_key_id))
         }
@@ -127,7 +127,7 @@ pub(super) async fn labels(
             })
         }
         By::Key => {
-            let rows = keys::partner_key_rows(&state.db, partner, ids).await?;
+            let rows = org_keys::partner_key_rows(&state.db, partner, ids).await?;
             let lines = KeyLines::new(state, rows, false);
             Box::new(move |v| lines.line(v.parse().unwrap_or(0)))
         }

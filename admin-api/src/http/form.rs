@@ -9,7 +9,7 @@ pub(crate) fn field(body: &[u8], name: &str) -> Option<String> {
         .map(|(_, v)| v)
 }
 
-fn pairs(body: &[u8]) -> Vec<(String, String)> {
+pub(crate) fn pairs(body: &[u8]) -> Vec<(String, String)> {
     let text = String::from_utf8_lossy(body);
     text.split('&')
         .filter_map(|pair| {

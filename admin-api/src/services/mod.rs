@@ -22,6 +22,7 @@ pub mod invitations;
 pub mod keys;
 pub mod limiter;
 pub mod memberships;
+pub mod org_keys;
 pub mod partner_tokens;
 pub mod partner_usage;
 pub mod partners;
