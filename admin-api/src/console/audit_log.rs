@@ -4,7 +4,6 @@
 use super::members::*;
 use super::render::{self, render};
 use super::session::Viewer;
-use crate::http::params::Seg;
 use crate::services::teams::{self, Team};
 use crate::state::AppState;
 use askama::Template;
@@ -55,28 +54,10 @@ pub(super) fn readable(detail: &str) -> String {
     }
 }
 
-/// `GET /console/orgs/{org}/audit`: owners only.
-pub(crate) async fn audit(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Seg(org): Seg,
-) -> Response {
-    match org_place(&state, &viewer, &org).await {
-        Ok(p) => audit_page(&state, &viewer, &p).await,
-        Err(resp) => resp,
-    }
-}
-
-/// `GET /console/partners/{partner}/audit`: owners and admins only.
-pub(crate) async fn partner_audit(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Seg(partner): Seg,
-) -> Response {
-    match partner_place(&state, &viewer, &partner).await {
-        Ok(p) => audit_page(&state, &viewer, &p).await,
-        Err(resp) => resp,
-    }
+/// `GET /console/orgs/{org}/audit` (owners only) and `GET /console/partners/{partner}/audit`
+/// (owners and admins only).
+pub(crate) async fn audit(State(state): State<AppState>, team: InTeam) -> Response {
+    audit_page(&state, &team.viewer, &team.place).await
 }
 
 pub(super) async fn audit_page(state: &AppState, viewer: &Viewer, place: &Place) -> Response {

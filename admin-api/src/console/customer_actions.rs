@@ -22,40 +22,27 @@ use crate::services::sessions;
 use crate::services::{customers, funding, invitations, keys};
 use crate::state::AppState;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 /// `POST …/customers/{customer}/alert`: `threshold_usd` (empty: remove the alert).
-pub(crate) async fn alert(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Segs(partner, customer): Segs,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let (t, caller) = match acting(&state, &viewer, &partner, &customer, &headers, &body).await {
-        Ok(x) => x,
-        Err(resp) => return resp,
-    };
-    let form = form::AlertForm::read(&body);
+pub(crate) async fn alert(post: Acting) -> Response {
+    let (state, caller, customer, body) = (&post.state, &post.caller, &post.customer, &post.body);
+    let form = form::AlertForm::read(body);
     let request = form.request();
     let raw = form.threshold_usd;
     let threshold = match alerts::parse_alert(request) {
         Ok(t) => t,
-        Err(e) => return refused(&state, &viewer, &t, &customer, "alert", e.into()).await,
+        Err(e) => return post.refused("alert", e.into()).await,
     };
     let change = Change {
         form: "alert",
         action: "alert_changed",
         detail: serde_json::json!({ "threshold_usd": raw }),
     };
-    write(
-        &state,
-        &viewer,
-        &t,
-        &customer,
+    post.write(
         change,
         |v: &crate::dto::AlertView| {
             let text = match v.threshold_usd {
@@ -65,8 +52,7 @@ pub(crate) async fn alert(
             (text, None)
         },
         async |txn| {
-            let view =
-                alerts::set_customer_alert(txn, &state, &caller, &customer, threshold).await?;
+            let view = alerts::set_customer_alert(txn, state, caller, customer, threshold).await?;
             Ok::<_, ApiError>(Written::plain(view))
         },
     )
@@ -75,22 +61,13 @@ pub(crate) async fn alert(
 
 /// `POST …/customers/{customer}/automatic-allocation`: `action` = `set` (with `below_usd`,
 /// `amount_usd`, `monthly_cap_usd`) or `remove`.
-pub(crate) async fn automatic(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Segs(partner, customer): Segs,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let (t, caller) = match acting(&state, &viewer, &partner, &customer, &headers, &body).await {
-        Ok(x) => x,
-        Err(resp) => return resp,
-    };
-    let posted = form::AutoAllocationForm::read(&body);
+pub(crate) async fn automatic(post: Acting) -> Response {
+    let (state, caller, customer, body) = (&post.state, &post.caller, &post.customer, &post.body);
+    let posted = form::AutoAllocationForm::read(body);
     let rule = if let Some(request) = posted.request() {
         match allocations::parse_rule(request) {
             Ok(r) => Some(r),
-            Err(e) => return refused(&state, &viewer, &t, &customer, "automatic", e.into()).await,
+            Err(e) => return post.refused("automatic", e.into()).await,
         }
     } else {
         None
@@ -105,11 +82,7 @@ pub(crate) async fn automatic(
             "removed": rule.is_none(),
         }),
     };
-    write(
-        &state,
-        &viewer,
-        &t,
-        &customer,
+    post.write(
         change,
         |v: &crate::dto::AutoAllocationView| {
             let text = if v.rule.is_some() {
@@ -120,17 +93,79 @@ pub(crate) async fn automatic(
             (text.to_string(), None)
         },
         async |txn| {
-            let view =
-                allocations::set_customer_rule(txn, &state, &caller, &customer, rule).await?;
+            let view = allocations::set_customer_rule(txn, state, caller, customer, rule).await?;
             Ok::<_, ApiError>(Written::plain(view))
         },
     )
     .await
 }
 
+/// A post to one customer's page past its checks (origin, CSRF, membership, a role that does
+/// customer work, a customer of this partner): what every handler here starts from.
+pub(crate) struct Acting {
+    state: AppState,
+    viewer: Viewer,
+    t: Membership,
+    caller: Caller,
+    customer: String,
+    body: Bytes,
+}
+
+impl FromRequest<AppState> for Acting {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Acting, Response> {
+        let (mut parts, body) = req.into_parts();
+        let viewer = Viewer::from_request_parts(&mut parts, state).await?;
+        let Ok(Segs(partner, customer)) = Segs::from_request_parts(&mut parts, state).await;
+        let headers = parts.headers.clone();
+        let body = Bytes::from_request(Request::from_parts(parts, body), state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let (t, caller) = acting(state, &viewer, &partner, &customer, &headers, &body).await?;
+        Ok(Acting {
+            state: state.clone(),
+            viewer,
+            t,
+            caller,
+            customer,
+            body,
+        })
+    }
+}
+
+impl Acting {
+    /// The customer's page with the refusal `e` on form `form`.
+    async fn refused(&self, form: &'static str, e: ApiError) -> Response {
+        refused(&self.state, &self.viewer, &self.t, &self.customer, form, e).await
+    }
+
+    /// [`write`] for this post.
+    async fn write<T, E>(
+        &self,
+        change: Change,
+        notice: impl FnOnce(&T) -> (String, Option<String>),
+        run: impl AsyncFnOnce(&sea_orm::DatabaseTransaction) -> Result<Written<T>, E>,
+    ) -> Response
+    where
+        ApiError: From<E>,
+    {
+        write(
+            &self.state,
+            &self.viewer,
+            &self.t,
+            &self.customer,
+            change,
+            notice,
+            run,
+        )
+        .await
+    }
+}
+
 /// A post's checks: origin, CSRF, membership, a role that does customer work, and a customer of
 /// this partner. Returns the team and the caller.
-pub(super) async fn acting(
+async fn acting(
     state: &AppState,
     viewer: &Viewer,
     partner: &str,
@@ -146,8 +181,6 @@ pub(super) async fn acting(
         Err(_) => Err(render::unavailable()),
     }
 }
-
-/// A form field as the API's JSON (see [`super::customers::number`]).
 
 /// The refusal of `e` on form `form`: its reason code and a sentence.
 pub(super) fn refusal(form: &'static str, e: &ApiError) -> Refusal {
@@ -266,23 +299,14 @@ pub(super) async fn audited(
 }
 
 /// `POST …/customers/{customer}/allocations`: `direction` increase or decrease, `amount_usd`.
-pub(crate) async fn allocate(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Segs(partner, customer): Segs,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let (t, caller) = match acting(&state, &viewer, &partner, &customer, &headers, &body).await {
-        Ok(x) => x,
-        Err(resp) => return resp,
-    };
-    let posted = form::AllocationForm::read(&body);
+pub(crate) async fn allocate(post: Acting) -> Response {
+    let (state, caller, customer, body) = (&post.state, &post.caller, &post.customer, &post.body);
+    let posted = form::AllocationForm::read(body);
     let change = match funding::Allocation::parse(posted.request()) {
         Ok(c @ (funding::Allocation::Increase(_) | funding::Allocation::Decrease(_))) => c,
         Ok(funding::Allocation::SetLimit(_)) | Err(_) => {
             let e = ApiError::InvalidAllocationAmount;
-            return refused(&state, &viewer, &t, &customer, "allocation", e).await;
+            return post.refused("allocation", e).await;
         }
     };
     let reference = format!("console:{}", sessions::secret());
@@ -293,35 +317,22 @@ pub(crate) async fn allocate(
         action: "allocation_changed",
         detail,
     };
-    write(
-        &state,
-        &viewer,
-        &t,
-        &customer,
+    post.write(
         what,
         |_| ("The allocation was changed.".to_string(), None),
-        async |txn| funding::allocate(txn, &state, &caller, &reference, &customer, change).await,
+        async |txn| funding::allocate(txn, state, caller, &reference, customer, change).await,
     )
     .await
 }
 
 /// `POST …/customers/{customer}/rates`: `group_id`, `retail_rate_multiplier`.
-pub(crate) async fn rate(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Segs(partner, customer): Segs,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let (t, caller) = match acting(&state, &viewer, &partner, &customer, &headers, &body).await {
-        Ok(x) => x,
-        Err(resp) => return resp,
-    };
-    let posted = form::RateForm::read(&body);
+pub(crate) async fn rate(post: Acting) -> Response {
+    let (state, caller, customer, body) = (&post.state, &post.caller, &post.customer, &post.body);
+    let posted = form::RateForm::read(body);
     let group = posted.group_id.clone();
     let rate = match funding::group_rate(posted.request()) {
         Ok(r) => r,
-        Err(e) => return refused(&state, &viewer, &t, &customer, "rate", e.into()).await,
+        Err(e) => return post.refused("rate", e.into()).await,
     };
     let change = Change {
         form: "rate",
@@ -329,107 +340,73 @@ pub(crate) async fn rate(
         detail: serde_json::json!({ "group_id": group, "rate": rate.to_decimal().to_string() }),
     };
     let reference = format!("console:{}", sessions::secret());
-    write(
-        &state,
-        &viewer,
-        &t,
-        &customer,
+    post.write(
         change,
         |_| ("The rate was changed.".to_string(), None),
-        async |txn| {
-            funding::set_rate(txn, &state, &caller, &reference, &customer, &group, rate).await
-        },
+        async |txn| funding::set_rate(txn, state, caller, &reference, customer, &group, rate).await,
     )
     .await
 }
 
 /// `POST …/customers/{customer}/keys`: `name`, `group_id`, optional `budget_usd` and
 /// `budget_period`.
-pub(crate) async fn create_key(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Segs(partner, customer): Segs,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let (t, caller) = match acting(&state, &viewer, &partner, &customer, &headers, &body).await {
-        Ok(x) => x,
-        Err(resp) => return resp,
-    };
-    let new = match keys::NewKey::parse(form::KeyForm::read(&body).request()) {
+pub(crate) async fn create_key(post: Acting) -> Response {
+    let (state, caller, customer, body) = (&post.state, &post.caller, &post.customer, &post.body);
+    let new = match keys::NewKey::parse(form::KeyForm::read(body).request()) {
         Ok(n) => n,
-        Err(e) => return refused(&state, &viewer, &t, &customer, "key", e.into()).await,
+        Err(e) => return post.refused("key", e.into()).await,
     };
     let change = Change {
         form: "key",
         action: "key_created",
         detail: serde_json::json!({ "name": new.name, "group_id": new.group_id }),
     };
-    write(
-        &state,
-        &viewer,
-        &t,
-        &customer,
+    post.write(
         change,
         |k: &crate::dto::KeyPreview| (format!("The key {} was created.", k.name), k.key.clone()),
-        async |txn| keys::create(txn, &state, &caller, &customer, new).await,
+        async |txn| keys::create(txn, state, caller, customer, new).await,
     )
     .await
 }
 
 /// `POST …/customers/{customer}/keys/disable`: `key_id` (SPEC's DELETE semantics).
-pub(crate) async fn disable_key(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Segs(partner, customer): Segs,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let (t, caller) = match acting(&state, &viewer, &partner, &customer, &headers, &body).await {
-        Ok(x) => x,
-        Err(resp) => return resp,
-    };
-    let key = field(&body, "key_id").unwrap_or_default();
+pub(crate) async fn disable_key(post: Acting) -> Response {
+    let (state, caller, customer, body) = (&post.state, &post.caller, &post.customer, &post.body);
+    let key = field(body, "key_id").unwrap_or_default();
     let change = Change {
         form: "key",
         action: "key_disabled",
         detail: serde_json::json!({ "key_id": key }),
     };
-    write(
-        &state,
-        &viewer,
-        &t,
-        &customer,
+    post.write(
         change,
         |_| ("The key was disabled.".to_string(), None),
-        async |txn| keys::disable(txn, &state, &caller, &customer, &key).await,
+        async |txn| keys::disable(txn, state, caller, customer, &key).await,
     )
     .await
 }
 
 /// `POST …/customers/{customer}/invitation`: `action` reissue or revoke (a pending customer
 /// only).
-pub(crate) async fn invitation(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Segs(partner, customer): Segs,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let (t, caller) = match acting(&state, &viewer, &partner, &customer, &headers, &body).await {
-        Ok(x) => x,
-        Err(resp) => return resp,
+pub(crate) async fn invitation(post: Acting) -> Response {
+    let (state, viewer, t, caller, customer, body) = (
+        &post.state,
+        &post.viewer,
+        &post.t,
+        &post.caller,
+        &post.customer,
+        &post.body,
+    );
+    let Ok(row) = customers::find(&state.db, caller, customer).await else {
+        return render::not_found(viewer);
     };
-    let Ok(row) = customers::find(&state.db, &caller, &customer).await else {
-        return render::not_found(&viewer);
-    };
-    let reissue = match field(&body, "action").as_deref() {
+    let reissue = match field(body, "action").as_deref() {
         Some("reissue") => true,
         Some("revoke") => false,
-        _ => return render::not_found(&viewer),
+        _ => return render::not_found(viewer),
     };
     let by = Some((viewer.user.id, viewer.ip.clone()));
-    let out = match invitations::revoke_or_reissue(&state, row.id, reissue, by).await {
+    let out = match invitations::revoke_or_reissue(state, row.id, reissue, by).await {
         Ok(_) => Outcome {
             notice: Some(if reissue {
                 format!("A new invitation was mailed to {}.", row.contact_email)
@@ -444,5 +421,5 @@ pub(crate) async fn invitation(
             ..Outcome::default()
         },
     };
-    page(&state, &viewer, &t, &customer, out).await
+    page(state, viewer, t, customer, out).await
 }

@@ -6,7 +6,7 @@ use super::render::{self};
 use super::session::Viewer;
 use crate::db::begin;
 use crate::http::form::field;
-use crate::http::params::{Seg, Segs};
+use crate::http::params::Segs;
 use crate::services::audit;
 use crate::services::memberships;
 use crate::services::people;
@@ -18,32 +18,15 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 
-/// `POST /console/orgs/{org}/members`: `email`, `role` → a join link, mailed and shown once.
+/// `POST /console/orgs/{org}/members` and `POST /console/partners/{partner}/team`: `email`,
+/// `role` → a join link, mailed and shown once.
 pub(crate) async fn invite(
     State(state): State<AppState>,
-    viewer: Viewer,
-    Seg(org): Seg,
+    team: InTeam,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    match org_place(&state, &viewer, &org).await {
-        Ok(p) => invite_to(&state, &viewer, &p, &headers, &body).await,
-        Err(resp) => resp,
-    }
-}
-
-/// `POST /console/partners/{partner}/team`: as [`invite`], for the partner's team.
-pub(crate) async fn partner_invite(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Seg(partner): Seg,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    match partner_place(&state, &viewer, &partner).await {
-        Ok(p) => invite_to(&state, &viewer, &p, &headers, &body).await,
-        Err(resp) => resp,
-    }
+    invite_to(&state, &team.viewer, &team.place, &headers, &body).await
 }
 
 pub(super) async fn invite_to(
@@ -124,31 +107,15 @@ pub(super) async fn invite_to(
 
 /// `POST /console/orgs/{org}/members/invitations/{invite}`: revokes an open sign-up link
 /// (managers only; audited with the change).
+/// (and `POST /console/partners/{partner}/team/invitations/{invite}`, in the partner's team).
 pub(crate) async fn revoke_invite(
     State(state): State<AppState>,
-    viewer: Viewer,
-    Segs(org, invite): Segs,
+    team: InTeam,
+    Segs(_, invite): Segs,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    match org_place(&state, &viewer, &org).await {
-        Ok(p) => revoke_in(&state, &viewer, &p, &invite, &headers, &body).await,
-        Err(resp) => resp,
-    }
-}
-
-/// `POST /console/partners/{partner}/team/invitations/{invite}`: as [`revoke_invite`].
-pub(crate) async fn partner_revoke_invite(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Segs(partner, invite): Segs,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    match partner_place(&state, &viewer, &partner).await {
-        Ok(p) => revoke_in(&state, &viewer, &p, &invite, &headers, &body).await,
-        Err(resp) => resp,
-    }
+    revoke_in(&state, &team.viewer, &team.place, &invite, &headers, &body).await
 }
 
 pub(super) async fn revoke_in(

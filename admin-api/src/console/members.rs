@@ -18,9 +18,37 @@ use crate::services::teams::{self, MemberError, Team};
 use crate::state::AppState;
 use askama::Template;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{FromRequestParts, MatchedPath, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
+
+/// The viewer and its place in the team a route names: an organization
+/// (`/console/orgs/{org}/…`) or a partner's team (`/console/partners/{partner}/…`). One handler
+/// serves both routes of a team page; a viewer with no place there gets the gate's page instead.
+pub(crate) struct InTeam {
+    pub(super) viewer: Viewer,
+    pub(super) place: Place,
+}
+
+impl FromRequestParts<AppState> for InTeam {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<InTeam, Response> {
+        let viewer = Viewer::from_request_parts(parts, state).await?;
+        let Ok(Seg(team)) = Seg::from_request_parts(parts, state).await;
+        let partner = parts
+            .extensions
+            .get::<MatchedPath>()
+            .is_some_and(|m| m.as_str().starts_with("/console/partners/"));
+        let place = if partner {
+            partner_place(state, &viewer, &team).await?
+        } else {
+            org_place(state, &viewer, &team).await?
+        };
+        Ok(InTeam { viewer, place })
+    }
+}
 
 /// The team a page is about, its name and the viewer's role in it.
 pub(crate) struct Place {
@@ -243,24 +271,17 @@ pub(super) async fn page(
     )
 }
 
-/// `GET /console/orgs/{org}/members`.
-pub(crate) async fn list(State(state): State<AppState>, viewer: Viewer, Seg(org): Seg) -> Response {
-    match org_place(&state, &viewer, &org).await {
-        Ok(p) => page(&state, &viewer, &p, StatusCode::OK, None, None).await,
-        Err(resp) => resp,
-    }
-}
-
-/// `GET /console/partners/{partner}/team`.
-pub(crate) async fn partner_list(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Seg(partner): Seg,
-) -> Response {
-    match partner_place(&state, &viewer, &partner).await {
-        Ok(p) => page(&state, &viewer, &p, StatusCode::OK, None, None).await,
-        Err(resp) => resp,
-    }
+/// `GET /console/orgs/{org}/members` and `GET /console/partners/{partner}/team`.
+pub(crate) async fn list(State(state): State<AppState>, team: InTeam) -> Response {
+    page(
+        &state,
+        &team.viewer,
+        &team.place,
+        StatusCode::OK,
+        None,
+        None,
+    )
+    .await
 }
 
 /// The 403 of an admin touching the owner role.
@@ -272,32 +293,24 @@ pub(super) fn refused_owner() -> Response {
     )
 }
 
-/// `POST /console/orgs/{org}/members/{member}`: `action` `role` (with `role`) or `remove`.
+/// `POST /console/orgs/{org}/members/{member}` and `POST /console/partners/{partner}/team/{member}`:
+/// `action` `role` (with `role`) or `remove`.
 pub(crate) async fn change(
     State(state): State<AppState>,
-    viewer: Viewer,
-    Segs(org, member_id): Segs,
+    team: InTeam,
+    Segs(_, member_id): Segs,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    match org_place(&state, &viewer, &org).await {
-        Ok(p) => change_in(&state, &viewer, &p, &member_id, &headers, &body).await,
-        Err(resp) => resp,
-    }
-}
-
-/// `POST /console/partners/{partner}/team/{member}`: as [`change`], in the partner's team.
-pub(crate) async fn partner_change(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Segs(partner, member_id): Segs,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    match partner_place(&state, &viewer, &partner).await {
-        Ok(p) => change_in(&state, &viewer, &p, &member_id, &headers, &body).await,
-        Err(resp) => resp,
-    }
+    change_in(
+        &state,
+        &team.viewer,
+        &team.place,
+        &member_id,
+        &headers,
+        &body,
+    )
+    .await
 }
 
 /// Changes member `member_id`'s role (`None`: removes them) with what follows from it (their

@@ -203,23 +203,20 @@ fn table() -> Table {
         .page_and_form(
             "/console/partners/{partner}/team",
             Partner(PARTNER_MANAGERS),
-            members::partner_list,
-            invites::partner_invite,
+            members::list,
+            invites::invite,
         )
         .form(
             "/console/partners/{partner}/team/{member}",
             Partner(PARTNER_MANAGERS),
-            members::partner_change,
+            members::change,
         )
         .form(
             "/console/partners/{partner}/team/invitations/{invite}",
             Partner(PARTNER_MANAGERS),
-            invites::partner_revoke_invite,
+            invites::revoke_invite,
         )
-        .page(
-            "/console/partners/{partner}/audit",
-            audit_log::partner_audit,
-        )
+        .page("/console/partners/{partner}/audit", audit_log::audit)
         .page("/console/assets/{file}", asset)
 }
 

@@ -4,12 +4,13 @@
 
 use super::answer::respond;
 use super::params::Seg;
-use super::write::Write;
+use super::write::{Write, no_body};
 use crate::caller::Caller;
 use crate::error::ApiError;
 use crate::services::alerts;
 use crate::services::allocations;
-use crate::services::effects::Written;
+use crate::services::recharge::RechargeError;
+use crate::services::recharge_rules;
 use crate::state::AppState;
 use axum::extract::{Extension, State};
 use axum::response::Response;
@@ -31,16 +32,13 @@ pub(crate) async fn set_customer_alert(
 ) -> Response {
     let invalid = ApiError::InvalidAlert("the body must be a JSON object".into());
     write
-        .run(
+        .run_plain(
             &state,
             invalid,
             alerts::parse_alert,
             |txn, op, threshold| {
                 Box::pin(async move {
-                    let view =
-                        alerts::set_customer_alert(txn, &op.state, &op.caller, &id, threshold)
-                            .await?;
-                    Ok::<_, ApiError>(Written::plain(view))
+                    alerts::set_customer_alert(txn, &op.state, &op.caller, &id, threshold).await
                 })
             },
         )
@@ -62,15 +60,13 @@ pub(crate) async fn funding_alert(
 pub(crate) async fn set_funding_alert(State(state): State<AppState>, write: Write) -> Response {
     let invalid = ApiError::InvalidAlert("the body must be a JSON object".into());
     write
-        .run(
+        .run_plain(
             &state,
             invalid,
             alerts::parse_alert,
             |txn, op, threshold| {
                 Box::pin(async move {
-                    let view =
-                        alerts::set_funding_alert(txn, &op.state, &op.caller, threshold).await?;
-                    Ok::<_, ApiError>(Written::plain(view))
+                    alerts::set_funding_alert(txn, &op.state, &op.caller, threshold).await
                 })
             },
         )
@@ -94,12 +90,9 @@ pub(crate) async fn set_customer_rule(
 ) -> Response {
     let invalid = ApiError::InvalidAutoAllocation("the body must be a JSON object".into());
     write
-        .run(&state, invalid, allocations::parse_rule, |txn, op, rule| {
+        .run_plain(&state, invalid, allocations::parse_rule, |txn, op, rule| {
             Box::pin(async move {
-                let view =
-                    allocations::set_customer_rule(txn, &op.state, &op.caller, &id, Some(rule))
-                        .await?;
-                Ok::<_, ApiError>(Written::plain(view))
+                allocations::set_customer_rule(txn, &op.state, &op.caller, &id, Some(rule)).await
             })
         })
         .await
@@ -114,19 +107,11 @@ pub(crate) async fn delete_customer_rule(
     let invalid = ApiError::InvalidAutoAllocation("no body is taken".into());
     write
         .without_body()
-        .run(
-            &state,
-            invalid,
-            |(): ()| Ok::<_, ApiError>(()),
-            |txn, op, ()| {
-                Box::pin(async move {
-                    let view =
-                        allocations::set_customer_rule(txn, &op.state, &op.caller, &id, None)
-                            .await?;
-                    Ok::<_, ApiError>(Written::plain(view))
-                })
-            },
-        )
+        .run_plain(&state, invalid, no_body, |txn, op, ()| {
+            Box::pin(async move {
+                allocations::set_customer_rule(txn, &op.state, &op.caller, &id, None).await
+            })
+        })
         .await
 }
 
@@ -135,30 +120,19 @@ pub(crate) async fn recharge(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
 ) -> Response {
-    respond(crate::services::recharge_rules::view(&state.db, caller.partner_id).await)
+    respond(recharge_rules::view(&state.db, caller.partner_id).await)
 }
 
 #[utoipa::path(put, path = "/partner/v1/funding/recharge", tag = "partner", security(("partner_token" = [])), params(("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters; replays answer with Idempotent-Replayed: true")), request_body = crate::dto::RechargeRequest, responses((status = 200, description = "data", body = crate::dto::RechargeView), (status = 400, description = "INVALID_PARTNER_RECHARGE, IDEMPOTENCY_KEY_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 409, description = "IDEMPOTENCY_KEY_CONFLICT, IDEMPOTENCY_IN_PROGRESS", body = crate::dto::ErrorEnvelope), (status = 401, description = "PARTNER_API_AUTHENTICATION_REQUIRED, PARTNER_API_TOKEN_INVALID", body = crate::dto::ErrorEnvelope), (status = 403, description = "PARTNER_API_SCOPE_REQUIRED, PARTNER_ACCESS_REQUIRED", body = crate::dto::ErrorEnvelope), (status = 429, description = "PARTNER_RATE_LIMITED (Retry-After)", body = crate::dto::ErrorEnvelope)))]
 pub(crate) async fn set_recharge(State(state): State<AppState>, write: Write) -> Response {
     let invalid = ApiError::InvalidRecharge("the body must be a JSON object".into());
     write
-        .run(
-            &state,
-            invalid,
-            crate::services::recharge_rules::parse,
-            |txn, op, rule| {
-                Box::pin(async move {
-                    let view = crate::services::recharge_rules::set(
-                        txn,
-                        op.caller.partner_id,
-                        Some(rule),
-                        op.state.clock.now(),
-                    )
-                    .await?;
-                    Ok::<_, ApiError>(Written::plain(view))
-                })
-            },
-        )
+        .run_plain(&state, invalid, recharge_rules::parse, |txn, op, rule| {
+            Box::pin(async move {
+                let now = op.state.clock.now();
+                recharge_rules::set(txn, op.caller.partner_id, Some(rule), now).await
+            })
+        })
         .await
 }
 
@@ -167,23 +141,12 @@ pub(crate) async fn delete_recharge(State(state): State<AppState>, write: Write)
     let invalid = ApiError::InvalidRecharge("no body is taken".into());
     write
         .without_body()
-        .run(
-            &state,
-            invalid,
-            |(): ()| Ok::<_, ApiError>(()),
-            |txn, op, ()| {
-                Box::pin(async move {
-                    let view = crate::services::recharge_rules::set(
-                        txn,
-                        op.caller.partner_id,
-                        None,
-                        op.state.clock.now(),
-                    )
-                    .await?;
-                    Ok::<_, ApiError>(Written::plain(view))
-                })
-            },
-        )
+        .run_plain(&state, invalid, no_body, |txn, op, ()| {
+            Box::pin(async move {
+                let now = op.state.clock.now();
+                recharge_rules::set(txn, op.caller.partner_id, None, now).await
+            })
+        })
         .await
 }
 
@@ -192,21 +155,12 @@ pub(crate) async fn card_session(State(state): State<AppState>, write: Write) ->
     let invalid = ApiError::InvalidRecharge("no body is taken".into());
     write
         .without_body()
-        .run(
-            &state,
-            invalid,
-            |(): ()| Ok::<_, ApiError>(()),
-            |txn, op, ()| {
-                Box::pin(async move {
-                    let url = crate::services::recharge_rules::start_card_session(
-                        txn,
-                        &op.state,
-                        op.caller.partner_id,
-                    )
-                    .await?;
-                    Ok::<_, ApiError>(Written::plain(crate::dto::CardSession { url }))
-                })
-            },
-        )
+        .run_plain(&state, invalid, no_body, |txn, op, ()| {
+            Box::pin(async move {
+                let partner = op.caller.partner_id;
+                let url = recharge_rules::start_card_session(txn, &op.state, partner).await?;
+                Ok::<_, RechargeError>(crate::dto::CardSession { url })
+            })
+        })
         .await
 }

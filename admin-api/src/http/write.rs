@@ -64,11 +64,40 @@ impl FromRequest<AppState> for Write {
     }
 }
 
+/// The parse of a write that takes no body ([`Write::without_body`]).
+pub(crate) fn no_body((): ()) -> Result<(), ApiError> {
+    Ok(())
+}
+
 impl Write {
     /// A write whose identity has no body (`DELETE`): whatever was sent is ignored.
     pub(crate) fn without_body(mut self) -> Write {
         self.body = Bytes::new();
         self
+    }
+
+    /// [`Write::run`] for a write whose answer has nothing secret in it and that leaves nothing to
+    /// do after its commit: `work` returns the answer itself.
+    pub(crate) async fn run_plain<Req, T, D, PE, WE>(
+        self,
+        state: &AppState,
+        invalid: ApiError,
+        parse: impl FnOnce(Req) -> Result<T, PE>,
+        work: impl for<'t> FnOnce(&'t DatabaseTransaction, Op, T) -> BoxFuture<'t, Result<D, WE>>
+        + Send
+        + 'static,
+    ) -> Response
+    where
+        Req: DeserializeOwned,
+        T: Send + 'static,
+        D: Serialize + Clone + Send + 'static,
+        WE: 'static,
+        ApiError: From<PE> + From<WE>,
+    {
+        self.run(state, invalid, parse, |txn, op, input| {
+            Box::pin(async move { Ok::<_, WE>(Written::plain(work(txn, op, input).await?)) })
+        })
+        .await
     }
 
     /// Validates (see the module's order), then runs `work` at most once per key with the
