@@ -157,15 +157,7 @@ pub(crate) async fn allocate_if_below(
     };
     let below = NanoUsd::from_nanos(rule.below_nanos);
     if available >= below {
-        if !rule.armed {
-            rules::Entity::update_many()
-                .col_expr(rules::Column::Armed, Expr::value(true))
-                .col_expr(rules::Column::Generation, Expr::value(rule.generation + 1))
-                .filter(rules::Column::CustomerId.eq(rule.customer_id))
-                .filter(rules::Column::Generation.eq(rule.generation))
-                .exec(&state.db)
-                .await?;
-        }
+        rearm(&state.db, rule).await?;
         return Ok(None);
     }
     if !rule.armed {
@@ -217,18 +209,44 @@ pub(crate) async fn allocate_if_below(
         }
         Err(FundingError::Short(_)) => {
             txn.rollback().await?;
-            // The refusal is recorded in a transaction of its own, under the same claim.
-            let txn = crate::db::begin(&state.db).await?;
-            if !claim(&txn, rule).await? {
-                return Ok(None);
-            }
-            record(&txn, customer.id, amount, "refused_funding", "", now).await?;
-            txn.commit().await?;
-            refused_mail(state, &customer, amount, "partner funding cannot cover it").await?;
-            Ok(Some(false))
+            refused_funding(state, rule, &customer, amount, now).await
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Arms a disarmed rule again once the balance is back above its threshold (in the generation
+/// read, so a concurrent pass arms it once).
+async fn rearm(db: &impl ConnectionTrait, rule: &rules::Model) -> Result<(), AutoAllocationError> {
+    if !rule.armed {
+        rules::Entity::update_many()
+            .col_expr(rules::Column::Armed, Expr::value(true))
+            .col_expr(rules::Column::Generation, Expr::value(rule.generation + 1))
+            .filter(rules::Column::CustomerId.eq(rule.customer_id))
+            .filter(rules::Column::Generation.eq(rule.generation))
+            .exec(db)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Records and mails an allocation that partner funding could not cover, in a transaction of its
+/// own under the same claim (the allocation's own rolled back).
+async fn refused_funding(
+    state: &AppState,
+    rule: &rules::Model,
+    customer: &customers::Model,
+    amount: NanoUsd,
+    now: DateTime<Utc>,
+) -> Result<Option<bool>, AutoAllocationError> {
+    let txn = crate::db::begin(&state.db).await?;
+    if !claim(&txn, rule).await? {
+        return Ok(None);
+    }
+    record(&txn, customer.id, amount, "refused_funding", "", now).await?;
+    txn.commit().await?;
+    refused_mail(state, customer, amount, "partner funding cannot cover it").await?;
+    Ok(Some(false))
 }
 
 /// Disarms the rule if it is still in the generation read (armed): `true` when this transaction

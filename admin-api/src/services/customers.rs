@@ -238,22 +238,61 @@ pub async fn create(
     {
         return Err(CustomerError::SlugTaken);
     }
+    let required = reservation(txn, state, caller.partner_id, &new).await?;
+    let now = state.clock.now();
+    let customer = insert(txn, state, caller.partner_id, external, &new, now).await?;
+    ledger::transfer(
+        txn,
+        &format!("{op}:reserve"),
+        "partner_reservation",
+        &AccountRef::partner_available(caller.partner_id),
+        &AccountRef::partner_reserved(caller.partner_id, customer.id),
+        required,
+    )
+    .await?;
+    let invite_url = new_invitation(txn, state, customer.id, &new.contact_email, now).await?;
+    let data = view(txn, state, &customer, Some(true), Some(&invite_url)).await?;
+    Ok(Written {
+        stored: data.without_secrets(),
+        data,
+        effects: vec![invitation_mail(caller, &new, &invite_url)],
+    })
+}
+
+/// What a new customer's initial allocation reserves of partner funding at its retail rate in
+/// every configured group; refused when available funding does not cover it.
+async fn reservation(
+    txn: &impl ConnectionTrait,
+    state: &AppState,
+    partner_id: i64,
+    new: &NewCustomer,
+) -> Result<NanoUsd, CustomerError> {
     let groups: Vec<(RateMultiplier, RateMultiplier)> = catalogue(state)
         .into_iter()
         .map(|(_, w)| (w, new.retail_rate))
         .collect();
     let required = pricing::reservation(new.initial_allocation, &groups)
         .ok_or(CustomerError::InvalidInitialAllocation)?;
-    let available =
-        ledger::balance(txn, &AccountRef::partner_available(caller.partner_id).code).await?;
+    let available = ledger::balance(txn, &AccountRef::partner_available(partner_id).code).await?;
     if required > available {
         return Err(CustomerError::Short(Shortfall {
             available,
             required,
         }));
     }
+    Ok(required)
+}
 
-    let now = state.clock.now();
+/// The new customer's rows: its organization (pending activation), the customer, and every
+/// configured group at its retail rate.
+async fn insert(
+    txn: &impl ConnectionTrait,
+    state: &AppState,
+    partner_id: i64,
+    external: &str,
+    new: &NewCustomer,
+    now: DateTime<Utc>,
+) -> Result<customers::Model, CustomerError> {
     let org = organizations::ActiveModel {
         name: Set(new.name.clone()),
         slug: Set(new.slug.clone()),
@@ -265,7 +304,7 @@ pub async fn create(
     .insert(txn)
     .await?;
     let customer = customers::ActiveModel {
-        partner_id: Set(caller.partner_id),
+        partner_id: Set(partner_id),
         external_id: Set(external.to_string()),
         organization_id: Set(org.id),
         display_name: Set(new.name.clone()),
@@ -291,20 +330,12 @@ pub async fn create(
         .insert(txn)
         .await?;
     }
-    ledger::transfer(
-        txn,
-        &format!("{op}:reserve"),
-        "partner_reservation",
-        &AccountRef::partner_available(caller.partner_id),
-        &AccountRef::partner_reserved(caller.partner_id, customer.id),
-        required,
-    )
-    .await?;
+    Ok(customer)
+}
 
-    let invite_url = new_invitation(txn, state, customer.id, &new.contact_email, now).await?;
-    let data = view(txn, state, &customer, Some(true), Some(&invite_url)).await?;
-    let stored = data.without_secrets();
-    let email = Effect::Email {
+/// The invitation mailed to a new customer's contact after the commit.
+fn invitation_mail(caller: &Caller, new: &NewCustomer, invite_url: &str) -> Effect {
+    Effect::Email {
         to: new.contact_email.clone(),
         subject: format!(
             "{} invites you to activate {}",
@@ -316,12 +347,7 @@ pub async fn create(
             org = new.name,
             email = new.contact_email,
         ),
-    };
-    Ok(Written {
-        data,
-        stored,
-        effects: vec![email],
-    })
+    }
 }
 
 /// A new pending invitation of `customer_id` for `email`, valid [`INVITATION_DAYS`] from `now`:

@@ -368,39 +368,42 @@ pub async fn allocate(
     let mut row: customer_rows::ActiveModel = customer.clone().into();
     row.allocation_cap_nanos = Set(new_cap.nanos());
     let customer = row.update(txn).await?;
-    let wallet_ref = format!("{op}:wallet");
     let data = customers::view(txn, state, &customer, None, None).await?;
-    let mut effects = Vec::new();
-    if delta.is_negative() {
-        // The last step before the commit: the mirror refuses, atomically, to take back money
-        // held by requests in flight. Should the commit then fail, the mirror is below the ledger
-        // (the safe direction) and is reloaded from it.
-        match state
-            .stores
-            .wallets
-            .adjust(org.id, delta, &wallet_ref)
-            .await?
-        {
-            Adjustment::Applied { .. } | Adjustment::Duplicate => {
-                effects.push(Effect::ReloadWalletIfAborted { org: org.id });
-            }
-            Adjustment::Insufficient { available } => {
-                return Err(FundingError::BalanceReserved { available });
-            }
-            // Without the mirror the holds are unknown: refuse until it is rebuilt.
-            Adjustment::Missing => {
-                state.wallet_stale(org.id);
-                return Err(FundingError::MirrorMissing);
-            }
-        }
-    } else if delta.is_positive() {
-        effects.push(Effect::CreditWallet {
-            org: org.id,
+    let effect = mirror(state, org.id, delta, format!("{op}:wallet")).await?;
+    Ok(Written::with_effects(data, effect.into_iter().collect()))
+}
+
+/// The wallet mirror's side of an allocation change of `delta`. A decrease is the last step
+/// before the commit: the mirror refuses, atomically, to take back money held by requests in
+/// flight; should the commit then fail, the mirror is below the ledger (the safe direction) and
+/// is reloaded from it. An increase credits the mirror after the commit.
+async fn mirror(
+    state: &AppState,
+    org: i64,
+    delta: NanoUsd,
+    reference: String,
+) -> Result<Option<Effect>, FundingError> {
+    if delta.is_positive() {
+        return Ok(Some(Effect::CreditWallet {
+            org,
             amount: delta,
-            reference: wallet_ref,
-        });
+            reference,
+        }));
     }
-    Ok(Written::with_effects(data, effects))
+    if !delta.is_negative() {
+        return Ok(None);
+    }
+    match state.stores.wallets.adjust(org, delta, &reference).await? {
+        Adjustment::Applied { .. } | Adjustment::Duplicate => {
+            Ok(Some(Effect::ReloadWalletIfAborted { org }))
+        }
+        Adjustment::Insufficient { available } => Err(FundingError::BalanceReserved { available }),
+        // Without the mirror the holds are unknown: refuse until it is rebuilt.
+        Adjustment::Missing => {
+            state.wallet_stale(org);
+            Err(FundingError::MirrorMissing)
+        }
+    }
 }
 
 /// `PUT /customers/{id}/groups/{group}/rate`.

@@ -19,11 +19,13 @@ use crate::services::customers;
 use crate::services::people;
 pub use crate::services::proof::Accepter;
 use crate::state::AppState;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use entities::status::{InvitationStatus, OrganizationStatus};
 use entities::{customers as customer_rows, invitations, organizations};
 use money::NanoUsd;
-use sea_orm::{ActiveEnum, ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::{
+    ActiveEnum, ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set,
+};
 
 /// Why an acceptance was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -164,29 +166,7 @@ pub async fn accept(
     if !crate::services::proof::finish(&txn, proof, now).await? {
         return Err(InvitationError::VerificationFailed);
     }
-    let user = match accepter {
-        Accepter::Existing(id) => {
-            let user = entities::console_users::Entity::find_by_id(id)
-                .one(&txn)
-                .await?
-                .filter(|u| u.email == email)
-                .ok_or(InvitationError::VerificationFailed)?;
-            people::mark_proven(&txn, user, now).await?
-        }
-        Accepter::New(hash) => {
-            if people::find_user(&txn, &email).await?.is_some() {
-                // An account of this address appeared since the first step: its password was
-                // never checked.
-                return Err(InvitationError::VerificationFailed);
-            }
-            people::insert_user(&txn, &email, hash, Some(now), now)
-                .await
-                .map_err(|e| match e {
-                    people::PeopleError::InvalidEmail => InvitationError::EmailMismatch,
-                    _ => InvitationError::Unavailable,
-                })?
-        }
-    };
+    let user = owner(&txn, accepter, &email, now).await?;
     let customer = customer_rows::Entity::find_by_id(inv.customer_id)
         .one(&txn)
         .await?
@@ -202,26 +182,7 @@ pub async fn accept(
     i.status = Set(InvitationStatus::Accepted);
     i.accepted_at = Set(Some(now));
     i.update(&txn).await?;
-    let org_id = org.id;
-    let mut o: organizations::ActiveModel = org.into();
-    o.status = Set(OrganizationStatus::Active);
-    o.owner_email = Set(Some(email.clone()));
-    o.activated_at = Set(Some(now));
-    o.update(&txn).await?;
-    ledger::account(&txn, &AccountRef::org_wallet(org_id)).await?;
-    ledger::transfer(
-        &txn,
-        &format!("activation:{}", customer.id),
-        "allocation",
-        &AccountRef::partner_allocations(customer.partner_id),
-        &AccountRef::org_wallet(org_id),
-        NanoUsd::from_nanos(customer.allocation_cap_nanos),
-    )
-    .await
-    .map_err(|e| {
-        tracing::error!(error = %e, "activation posting failed");
-        InvitationError::Unavailable
-    })?;
+    let org_id = activate(&txn, &customer, org, &email, now).await?;
     memberships::join_org(&txn, org_id, user.id, "owner", now).await?;
     audit::audit(
         &txn,
@@ -256,6 +217,112 @@ pub async fn accept(
         },
         user,
     ))
+}
+
+/// The organization's first owner: the accepting account (its address now proven), or a new
+/// one with the password of the first step (refused if an account of the address appeared since:
+/// its password was never checked).
+async fn owner(
+    txn: &impl ConnectionTrait,
+    accepter: Accepter,
+    email: &str,
+    now: DateTime<Utc>,
+) -> Result<entities::console_users::Model, InvitationError> {
+    match accepter {
+        Accepter::Existing(id) => {
+            let user = entities::console_users::Entity::find_by_id(id)
+                .one(txn)
+                .await?
+                .filter(|u| u.email == email)
+                .ok_or(InvitationError::VerificationFailed)?;
+            Ok(people::mark_proven(txn, user, now).await?)
+        }
+        Accepter::New(hash) => {
+            if people::find_user(txn, email).await?.is_some() {
+                return Err(InvitationError::VerificationFailed);
+            }
+            people::insert_user(txn, email, hash, Some(now), now)
+                .await
+                .map_err(|e| match e {
+                    people::PeopleError::InvalidEmail => InvitationError::EmailMismatch,
+                    _ => InvitationError::Unavailable,
+                })
+        }
+    }
+}
+
+/// The organization made active with its owner's address, its wallet opened and credited with
+/// the customer's allocation from the partner's allocations; returns its id.
+async fn activate(
+    txn: &impl ConnectionTrait,
+    customer: &customer_rows::Model,
+    org: organizations::Model,
+    email: &str,
+    now: DateTime<Utc>,
+) -> Result<i64, InvitationError> {
+    let org_id = org.id;
+    let mut o: organizations::ActiveModel = org.into();
+    o.status = Set(OrganizationStatus::Active);
+    o.owner_email = Set(Some(email.to_string()));
+    o.activated_at = Set(Some(now));
+    o.update(txn).await?;
+    ledger::account(txn, &AccountRef::org_wallet(org_id)).await?;
+    ledger::transfer(
+        txn,
+        &format!("activation:{}", customer.id),
+        "allocation",
+        &AccountRef::partner_allocations(customer.partner_id),
+        &AccountRef::org_wallet(org_id),
+        NanoUsd::from_nanos(customer.allocation_cap_nanos),
+    )
+    .await
+    .map_err(|e| {
+        tracing::error!(error = %e, "activation posting failed");
+        InvitationError::Unavailable
+    })?;
+    Ok(org_id)
+}
+
+/// Revokes every pending invitation of the customer; returns how many.
+async fn revoke_open(txn: &impl ConnectionTrait, customer_id: i64) -> Result<u64, sea_orm::DbErr> {
+    let open = invitations::Entity::find()
+        .filter(invitations::Column::CustomerId.eq(customer_id))
+        .filter(invitations::Column::Status.eq(InvitationStatus::Pending))
+        .all(txn)
+        .await?;
+    let revoked = open.len() as u64;
+    for inv in open {
+        let mut row: invitations::ActiveModel = inv.into();
+        row.status = Set(InvitationStatus::Revoked);
+        row.update(txn).await?;
+    }
+    Ok(revoked)
+}
+
+/// Mails a re-issued invitation to the customer's contact; says whether it was sent.
+async fn mail_reissued(
+    state: &AppState,
+    customer: &customer_rows::Model,
+    org: &str,
+    invite_url: &str,
+) -> String {
+    let body = format!(
+        "Hello,\n\nA new invitation to activate the organization \"{org}\" was issued for you; earlier links no longer work.\n\nAccept it (the link is valid for {days} days):\n\n{invite_url}\n\nUse this email address ({email}) when you accept.\n",
+        days = customers::INVITATION_DAYS,
+        email = customer.contact_email,
+    );
+    let subject = format!("Your new invitation to activate {org}");
+    match state
+        .mailer
+        .send(&customer.contact_email, &subject, body)
+        .await
+    {
+        Ok(()) => "sent".to_string(),
+        Err(e) => {
+            tracing::warn!(customer_id = customer.id, error = %e, "re-issued invitation not emailed");
+            format!("not sent: {e}")
+        }
+    }
 }
 
 /// Accepts the invitation of `token` for the proven console user `user_id`, whose address the
@@ -339,18 +406,7 @@ pub async fn revoke_or_reissue(
             "--customer {customer_id}: the customer is active (its invitation was accepted); nothing to revoke or re-issue"
         ));
     }
-    let open = invitations::Entity::find()
-        .filter(invitations::Column::CustomerId.eq(customer_id))
-        .filter(invitations::Column::Status.eq(InvitationStatus::Pending))
-        .all(&txn)
-        .await
-        .map_err(db_err)?;
-    let revoked = open.len() as u64;
-    for inv in open {
-        let mut row: invitations::ActiveModel = inv.into();
-        row.status = Set(InvitationStatus::Revoked);
-        row.update(&txn).await.map_err(db_err)?;
-    }
+    let revoked = revoke_open(&txn, customer_id).await.map_err(db_err)?;
     audit::audit(
         &txn,
         audit::Audit {
@@ -392,24 +448,7 @@ pub async fn revoke_or_reissue(
             .await
             .map_err(db_err)?;
     txn.commit().await.map_err(db_err)?;
-    let body = format!(
-        "Hello,\n\nA new invitation to activate the organization \"{org}\" was issued for you; earlier links no longer work.\n\nAccept it (the link is valid for {days} days):\n\n{invite_url}\n\nUse this email address ({email}) when you accept.\n",
-        org = org.name,
-        days = customers::INVITATION_DAYS,
-        email = customer.contact_email,
-    );
-    let subject = format!("Your new invitation to activate {}", org.name);
-    let email = match state
-        .mailer
-        .send(&customer.contact_email, &subject, body)
-        .await
-    {
-        Ok(()) => "sent".to_string(),
-        Err(e) => {
-            tracing::warn!(customer_id, error = %e, "re-issued invitation not emailed");
-            format!("not sent: {e}")
-        }
-    };
+    let email = mail_reissued(state, &customer, &org.name, &invite_url).await;
     tracing::info!(customer_id, revoked, "invitation re-issued by the operator");
     Ok(Reissued {
         customer_id,

@@ -340,15 +340,7 @@ pub async fn recharge_if_below(
     )
     .await?;
     if available >= NanoUsd::from_nanos(rule.below_nanos) {
-        if !rule.armed {
-            rules::Entity::update_many()
-                .col_expr(rules::Column::Armed, Expr::value(true))
-                .col_expr(rules::Column::Generation, Expr::value(rule.generation + 1))
-                .filter(rules::Column::PartnerId.eq(rule.partner_id))
-                .filter(rules::Column::Generation.eq(rule.generation))
-                .exec(&state.db)
-                .await?;
-        }
+        rearm(&state.db, rule).await?;
         return Ok(None);
     }
     if !rule.armed {
@@ -368,7 +360,37 @@ pub async fn recharge_if_below(
     if !claimed {
         return Ok(None);
     }
-    let attempt = attempts::ActiveModel {
+    let attempt = new_attempt(&txn, rule, now).await?;
+    txn.commit().await?;
+    charge(state, stripe, rule, &attempt).await
+}
+
+/// Arms a disarmed rule again once funding is back above its threshold (in the generation read,
+/// so a concurrent pass arms it once).
+async fn rearm(
+    db: &impl sea_orm::ConnectionTrait,
+    rule: &rules::Model,
+) -> Result<(), RechargeError> {
+    if !rule.armed {
+        rules::Entity::update_many()
+            .col_expr(rules::Column::Armed, Expr::value(true))
+            .col_expr(rules::Column::Generation, Expr::value(rule.generation + 1))
+            .filter(rules::Column::PartnerId.eq(rule.partner_id))
+            .filter(rules::Column::Generation.eq(rule.generation))
+            .exec(db)
+            .await?;
+    }
+    Ok(())
+}
+
+/// The pending attempt of the rule's current generation (its idempotency key names both, so
+/// Stripe answers a retried charge with the same PaymentIntent).
+async fn new_attempt(
+    txn: &impl sea_orm::ConnectionTrait,
+    rule: &rules::Model,
+    now: DateTime<Utc>,
+) -> Result<attempts::Model, RechargeError> {
+    Ok(attempts::ActiveModel {
         partner_id: Set(rule.partner_id),
         amount_nanos: Set(rule.amount_nanos),
         idempotency_key: Set(format!(
@@ -378,15 +400,13 @@ pub async fn recharge_if_below(
         payment_intent: Set(None),
         status: Set("pending".into()),
         failure: Set(None),
-        in_flight_since: Set(Some(state.clock.now())),
-        created_at: Set(state.clock.now()),
+        in_flight_since: Set(Some(now)),
+        created_at: Set(now),
         credited_at: Set(None),
         ..Default::default()
     }
-    .insert(&txn)
-    .await?;
-    txn.commit().await?;
-    charge(state, stripe, rule, &attempt).await
+    .insert(txn)
+    .await?)
 }
 
 /// Charges the saved card for `attempt` (its own idempotency key).

@@ -192,6 +192,10 @@ fn check_month(month: Month, now: DateTime<Utc>) -> Result<bool, StatementError>
     Ok(month == current)
 }
 
+/// One posting of an account window: time, transaction kind, reference, amount, and the
+/// transaction's other accounts' codes.
+type Posting = (DateTime<Utc>, String, String, NanoUsd, Vec<String>);
+
 /// The ledger of account `code` over `[from, to)`: the balance at `from`, each posting in the
 /// window (time, transaction kind, reference, amount, the transaction's other accounts' codes),
 /// and the balance at `to`. An account that does not exist yet reads as all zero.
@@ -200,14 +204,7 @@ async fn account_window(
     code: &str,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
-) -> Result<
-    (
-        NanoUsd,
-        Vec<(DateTime<Utc>, String, String, NanoUsd, Vec<String>)>,
-        NanoUsd,
-    ),
-    StatementError,
-> {
+) -> Result<(NanoUsd, Vec<Posting>, NanoUsd), StatementError> {
     let Some(account) = ledger_accounts::Entity::find()
         .filter(ledger_accounts::Column::Code.eq(code))
         .one(db)
@@ -256,9 +253,9 @@ async fn account_window(
     let mut out = Vec::with_capacity(entries.len());
     for e in entries {
         let amount = NanoUsd::from_nanos(e.amount_nanos);
-        closing = closing.checked_add(amount).ok_or(Fault::Broken(
-            "a statement sum overflowed or a row the ledger names is missing",
-        ))?;
+        closing = closing
+            .checked_add(amount)
+            .ok_or(Fault::Broken("an organization with a statement has no row"))?;
         let (kind, reference) = txs
             .get(&e.transaction_id)
             .map(|t| (t.kind.clone(), t.reference.clone()))
@@ -288,20 +285,7 @@ async fn usage_lines(
         return Ok(Vec::new());
     }
     let sum = |c: C| Func::sum(Expr::col(c)).cast_as("BIGINT");
-    type Row = (
-        String,
-        i64,
-        i64,
-        Option<i64>,
-        Option<i64>,
-        Option<i64>,
-        Option<i64>,
-        Option<i64>,
-        Option<i64>,
-        Option<i64>,
-        Option<i64>,
-    );
-    let rows: Vec<Row> = usage_records::Entity::find()
+    let rows: Vec<LineRow> = usage_records::Entity::find()
         .select_only()
         .column(C::ModelServed)
         .column(C::GroupId)
@@ -326,42 +310,47 @@ async fn usage_lines(
         .into_tuple()
         .all(db)
         .await?;
-    let mut lines: Vec<UsageLine> = rows
-        .into_iter()
-        .map(
-            |(
-                model,
-                group,
-                requests,
-                input,
-                output,
-                cached,
-                images,
-                audio,
-                video,
-                charged,
-                wholesale,
-            )| {
-                UsageLine {
-                    model,
-                    group: groups
-                        .get(&group)
-                        .cloned()
-                        .unwrap_or_else(|| format!("group {group}")),
-                    requests,
-                    input_tokens: input.unwrap_or(0),
-                    output_tokens: output.unwrap_or(0),
-                    cached_tokens: cached.unwrap_or(0),
-                    images: images.unwrap_or(0),
-                    seconds: audio.unwrap_or(0) + video.unwrap_or(0),
-                    charged: NanoUsd::from_nanos(charged.unwrap_or(0)),
-                    wholesale: NanoUsd::from_nanos(wholesale.unwrap_or(0)),
-                }
-            },
-        )
-        .collect();
+    let mut lines: Vec<UsageLine> = rows.into_iter().map(|r| line(r, groups)).collect();
     lines.sort_by(|a, b| (&a.model, &a.group).cmp(&(&b.model, &b.group)));
     Ok(lines)
+}
+
+/// One (model, group) row of [`usage_lines`]' query: the model, the group, the count, then the
+/// sums of input, output and cached tokens, images, audio and video seconds, charged and
+/// wholesale nano-USD (`None`: no record had a value).
+type LineRow = (
+    String,
+    i64,
+    i64,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+);
+
+/// A statement's usage line from its row, the group named from `groups`.
+fn line(row: LineRow, groups: &HashMap<i64, String>) -> UsageLine {
+    let (model, group, requests, input, output, cached, images, audio, video, charged, wholesale) =
+        row;
+    UsageLine {
+        model,
+        group: groups
+            .get(&group)
+            .cloned()
+            .unwrap_or_else(|| format!("group {group}")),
+        requests,
+        input_tokens: input.unwrap_or(0),
+        output_tokens: output.unwrap_or(0),
+        cached_tokens: cached.unwrap_or(0),
+        images: images.unwrap_or(0),
+        seconds: audio.unwrap_or(0) + video.unwrap_or(0),
+        charged: NanoUsd::from_nanos(charged.unwrap_or(0)),
+        wholesale: NanoUsd::from_nanos(wholesale.unwrap_or(0)),
+    }
 }
 
 /// The configured groups' names.
@@ -385,9 +374,7 @@ pub async fn for_org(
     let org = organizations::Entity::find_by_id(org_id)
         .one(db)
         .await?
-        .ok_or(Fault::Broken(
-            "a statement sum overflowed or a row the ledger names is missing",
-        ))?;
+        .ok_or(Fault::Broken("an organization with a statement has no row"))?;
     let (from, to) = (month.start(), month.next().start());
     let (opening, postings, closing) =
         account_window(db, &AccountRef::org_wallet(org_id).code, from, to).await?;
@@ -395,9 +382,9 @@ pub async fn for_org(
     let mut spend = NanoUsd::ZERO;
     for (at, kind, reference, amount, _) in postings {
         if kind == "spend" {
-            spend = spend.checked_sub(amount).ok_or(Fault::Broken(
-                "a statement sum overflowed or a row the ledger names is missing",
-            ))?;
+            spend = spend
+                .checked_sub(amount)
+                .ok_or(Fault::Broken("a month of spend overflows"))?;
             continue;
         }
         let description = match kind.as_str() {
@@ -444,9 +431,7 @@ pub async fn for_partner(
     let partner = partners::Entity::find_by_id(partner_id)
         .one(db)
         .await?
-        .ok_or(Fault::Broken(
-            "a statement sum overflowed or a row the ledger names is missing",
-        ))?;
+        .ok_or(Fault::Broken("a partner with a statement has no row"))?;
     let (from, to) = (month.start(), month.next().start());
     let (opening, postings, closing) = account_window(
         db,
@@ -459,12 +444,52 @@ pub async fn for_partner(
         .filter(customers::Column::PartnerId.eq(partner_id))
         .all(db)
         .await?;
+    let movements = partner_movements(partner_id, postings, &customers);
+    let (_, accrued, _) = account_window(
+        db,
+        &AccountRef::partner_outstanding_usage(partner_id).code,
+        from,
+        to,
+    )
+    .await?;
+    let usage_posted = NanoUsd::checked_sum(
+        accrued
+            .iter()
+            .filter(|(_, kind, ..)| kind == "wholesale_usage")
+            .map(|(_, _, _, amount, _)| *amount),
+    )
+    .ok_or(Fault::Broken("a month of wholesale usage overflows"))?;
+    let orgs: Vec<i64> = customers.iter().map(|c| c.organization_id).collect();
+    let usage = usage_lines(db, &group_names(state), &orgs, from, to).await?;
+    Ok(Statement {
+        kind: "partner",
+        subject_id: partner.id,
+        subject_name: partner.name,
+        month,
+        provisional,
+        generated_at: now,
+        balance_of: "partner available funding",
+        opening,
+        movements,
+        usage,
+        usage_posted,
+        closing,
+    })
+}
+
+/// A partner's funding postings as statement lines: a reservation's move named by its customer,
+/// funding added, or the posting's kind.
+fn partner_movements(
+    partner_id: i64,
+    postings: Vec<Posting>,
+    customers: &[customers::Model],
+) -> Vec<Movement> {
     let names: HashMap<i64, &str> = customers
         .iter()
         .map(|c| (c.id, c.display_name.as_str()))
         .collect();
     let reserved_prefix = format!("partner:{partner_id}:reserved:");
-    let movements = postings
+    postings
         .into_iter()
         .map(|(at, kind, reference, amount, others)| {
             let customer = others.iter().find_map(|code| {
@@ -490,39 +515,7 @@ pub async fn for_partner(
                 amount,
             }
         })
-        .collect();
-    let (_, accrued, _) = account_window(
-        db,
-        &AccountRef::partner_outstanding_usage(partner_id).code,
-        from,
-        to,
-    )
-    .await?;
-    let usage_posted = NanoUsd::checked_sum(
-        accrued
-            .iter()
-            .filter(|(_, kind, ..)| kind == "wholesale_usage")
-            .map(|(_, _, _, amount, _)| *amount),
-    )
-    .ok_or(Fault::Broken(
-        "a statement sum overflowed or a row the ledger names is missing",
-    ))?;
-    let orgs: Vec<i64> = customers.iter().map(|c| c.organization_id).collect();
-    let usage = usage_lines(db, &group_names(state), &orgs, from, to).await?;
-    Ok(Statement {
-        kind: "partner",
-        subject_id: partner.id,
-        subject_name: partner.name,
-        month,
-        provisional,
-        generated_at: now,
-        balance_of: "partner available funding",
-        opening,
-        movements,
-        usage,
-        usage_posted,
-        closing,
-    })
+        .collect()
 }
 
 /// The months a subject's statements can be downloaded for: from `first` (its creation) to the

@@ -153,7 +153,7 @@ pub fn grouped_statement(
     ask: Ask<'_>,
 ) -> Result<sea_orm::Statement, UsageError> {
     use sea_orm::ExprTrait;
-    use sea_orm::sea_query::{Alias, Condition, Expr, Func, Order, Query};
+    use sea_orm::sea_query::{Alias, Expr, Order, Query};
     let col = |c: &str| Expr::col(Alias::new(c));
     let ids =
         |values: &[String]| -> Vec<i64> { values.iter().filter_map(|v| v.parse().ok()).collect() };
@@ -170,7 +170,6 @@ pub fn grouped_statement(
         (Source::Buckets, _) => "api_key_id",
         _ => "ref_id",
     };
-    let sum = |c: &str| Func::sum(col(c)).cast_as("BIGINT");
     let none = || Expr::val(Option::<String>::None);
     let mut q = Query::select();
     q.from(Alias::new(table))
@@ -190,6 +189,37 @@ pub fn grouped_statement(
             },
             Alias::new("h"),
         );
+    measures(&mut q, ask, column);
+    scope(&mut q, source, w, partner_id, dim, ask)?;
+    if let Some(values) = ask.only {
+        if column == "model" {
+            q.and_where(col("model").is_in(values.iter().cloned()));
+        } else {
+            q.and_where(col(column).is_in(ids(values)));
+        }
+    }
+    // Period first: an ordered read then follows the rollups' primary key (period, then value)
+    // and streams without a sort.
+    if ask.by_period {
+        q.add_group_by([col(period)]);
+    }
+    if ask.by_value {
+        q.add_group_by([col(column)]);
+    }
+    if ask.ordered {
+        q.order_by(Alias::new(period), Order::Asc)
+            .order_by(Alias::new(column), Order::Asc);
+    }
+    Ok(backend.build(&q))
+}
+
+/// The sums a grouped read selects (a ranking sums the charge alone: ten sums over a large
+/// partner's rows cost several times one), and for a ranking the count of values and the order.
+fn measures(q: &mut sea_orm::sea_query::SelectStatement, ask: Ask<'_>, column: &str) {
+    use sea_orm::ExprTrait;
+    use sea_orm::sea_query::{Alias, Expr, Func, Order};
+    let col = |c: &str| Expr::col(Alias::new(c));
+    let sum = |c: &str| Func::sum(col(c)).cast_as("BIGINT");
     for (column, name) in [
         ("requests", "requests"),
         ("input_tokens", "input_tokens"),
@@ -202,8 +232,6 @@ pub fn grouped_statement(
         ("charged_nanos", "charged"),
         ("wholesale_nanos", "wholesale"),
     ] {
-        // A ranking sums the charge alone (ten sums over a large partner's rows cost several
-        // times one).
         if ask.largest.is_none() || column == "charged_nanos" {
             q.expr_as(sum(column), Alias::new(name));
         } else {
@@ -221,6 +249,21 @@ pub fn grouped_statement(
             q.expr_as(Expr::val(Option::<i64>::None), Alias::new("values"));
         }
     }
+}
+
+/// The rows a grouped read covers: the partner's, of the dimension, in the window (whole weeks
+/// and days of the rollups, hours, or the organizations' buckets).
+fn scope(
+    q: &mut sea_orm::sea_query::SelectStatement,
+    source: Source,
+    w: &Window,
+    partner_id: i64,
+    dim: Dim,
+    ask: Ask<'_>,
+) -> Result<(), UsageError> {
+    use sea_orm::ExprTrait;
+    use sea_orm::sea_query::{Alias, Condition, Expr};
+    let col = |c: &str| Expr::col(Alias::new(c));
     let days = |span: i16, from: NaiveDate, to: NaiveDate| {
         Condition::all()
             .add(col("span_days").eq(span))
@@ -256,58 +299,51 @@ pub fn grouped_statement(
         Source::Buckets => {
             // The organizations of the asked values that are this partner's customers (a few:
             // the buckets' index, organization first, serves), or all of them.
-            let asked = ids(ask.only.unwrap_or_default());
-            let orgs = if ask.only.is_none() {
-                Query::select()
-                    .column(entities::customers::Column::OrganizationId)
-                    .from(entities::customers::Entity)
-                    .and_where(entities::customers::Column::PartnerId.eq(partner_id))
-                    .to_owned()
-            } else if dim == Dim::Organization {
-                Query::select()
-                    .column(entities::customers::Column::OrganizationId)
-                    .from(entities::customers::Entity)
-                    .and_where(entities::customers::Column::PartnerId.eq(partner_id))
-                    .and_where(entities::customers::Column::OrganizationId.is_in(asked))
-                    .to_owned()
-            } else {
-                let of_keys = Query::select()
-                    .column(entities::customer_api_keys::Column::OrganizationId)
-                    .from(entities::customer_api_keys::Entity)
-                    .and_where(entities::customer_api_keys::Column::Id.is_in(asked))
-                    .to_owned();
-                Query::select()
-                    .column(entities::customers::Column::OrganizationId)
-                    .from(entities::customers::Entity)
-                    .and_where(entities::customers::Column::PartnerId.eq(partner_id))
-                    .and_where(entities::customers::Column::OrganizationId.in_subquery(of_keys))
-                    .to_owned()
-            };
+            let orgs = bucket_orgs(partner_id, dim, ask);
             q.and_where(col("organization_id").in_subquery(orgs))
                 .and_where(col("hour_start").gte(w.start))
                 .and_where(col("hour_start").lt(w.end));
         }
     }
-    if let Some(values) = ask.only {
-        if column == "model" {
-            q.and_where(col("model").is_in(values.iter().cloned()));
-        } else {
-            q.and_where(col(column).is_in(ids(values)));
-        }
+    Ok(())
+}
+
+/// The organizations whose buckets a read covers: the partner's customers' (every one, or those
+/// of the asked organizations or keys: a few, so the buckets' index, organization first, serves).
+fn bucket_orgs(partner_id: i64, dim: Dim, ask: Ask<'_>) -> sea_orm::sea_query::SelectStatement {
+    use sea_orm::sea_query::Query;
+    let asked: Vec<i64> = ask
+        .only
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    if ask.only.is_none() {
+        Query::select()
+            .column(entities::customers::Column::OrganizationId)
+            .from(entities::customers::Entity)
+            .and_where(entities::customers::Column::PartnerId.eq(partner_id))
+            .to_owned()
+    } else if dim == Dim::Organization {
+        Query::select()
+            .column(entities::customers::Column::OrganizationId)
+            .from(entities::customers::Entity)
+            .and_where(entities::customers::Column::PartnerId.eq(partner_id))
+            .and_where(entities::customers::Column::OrganizationId.is_in(asked))
+            .to_owned()
+    } else {
+        let of_keys = Query::select()
+            .column(entities::customer_api_keys::Column::OrganizationId)
+            .from(entities::customer_api_keys::Entity)
+            .and_where(entities::customer_api_keys::Column::Id.is_in(asked))
+            .to_owned();
+        Query::select()
+            .column(entities::customers::Column::OrganizationId)
+            .from(entities::customers::Entity)
+            .and_where(entities::customers::Column::PartnerId.eq(partner_id))
+            .and_where(entities::customers::Column::OrganizationId.in_subquery(of_keys))
+            .to_owned()
     }
-    // Period first: an ordered read then follows the rollups' primary key (period, then value)
-    // and streams without a sort.
-    if ask.by_period {
-        q.add_group_by([col(period)]);
-    }
-    if ask.by_value {
-        q.add_group_by([col(column)]);
-    }
-    if ask.ordered {
-        q.order_by(Alias::new(period), Order::Asc)
-            .order_by(Alias::new(column), Order::Asc);
-    }
-    Ok(backend.build(&q))
 }
 
 /// Folds period rows (an hour as the database renders it as text, or a `YYYY-MM-DD` day) into
