@@ -2,7 +2,9 @@
 //! and hour (the figures the billing API, the consoles and statements read), and the per-period
 //! rollups beside them.
 
-use chrono::{DateTime, NaiveDate, Utc};
+use super::batch::{Charge, started_at};
+use super::wholesale::Partners;
+use chrono::{DateTime, Datelike, DurationRound, NaiveDate, TimeDelta, Utc};
 use money::NanoUsd;
 use opstate::{Measurement, UsageEvent};
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, Statement};
@@ -177,5 +179,62 @@ pub(super) async fn add_to_rollup<P: Period>(
         db.execute_raw(Statement::from_sql_and_values(backend, sql, values))
             .await?;
     }
+    Ok(())
+}
+
+/// Adds a batch's new charges to the hourly buckets (one upsert per organization, key, model and
+/// hour) and, for a partner's customers, to the partner's rollups (migration 000016) with the
+/// same sums: per UTC day and ISO week by customer, key, group and model, and per hour by group
+/// and model.
+pub(super) async fn add_usage(
+    txn: &impl ConnectionTrait,
+    fresh: &[Charge<'_>],
+    partners: &Partners,
+) -> Result<(), DbErr> {
+    use std::collections::BTreeMap;
+    let mut buckets: BTreeMap<(i64, i64, String, DateTime<Utc>), Bucket> = BTreeMap::new();
+    let mut daily: BTreeMap<RollupKey<(i16, NaiveDate)>, Bucket> = BTreeMap::new();
+    let mut hourly: BTreeMap<RollupKey<DateTime<Utc>>, Bucket> = BTreeMap::new();
+    for c in fresh {
+        let e = c.event;
+        let started = started_at(e);
+        let hour = started
+            .duration_trunc(TimeDelta::hours(1))
+            .unwrap_or(started);
+        buckets
+            .entry((e.org_id, e.key_id, e.model_served.clone(), hour))
+            .or_default()
+            .add(e, c.charged, c.wholesale);
+        let Some(Some(p)) = partners.get(&e.org_id) else {
+            continue;
+        };
+        let day = hour.date_naive();
+        let monday = day - chrono::Days::new(u64::from(day.weekday().num_days_from_monday()));
+        let model = e.model_served.as_str();
+        for period in [(1, day), (7, monday)] {
+            for (dim, ref_id, model) in [
+                ("customer", e.org_id, ""),
+                ("key", e.key_id, ""),
+                ("group", e.group_id, ""),
+                ("model", 0, model),
+            ] {
+                daily
+                    .entry((p.partner_id, dim, period, ref_id, model.to_string()))
+                    .or_default()
+                    .add(e, c.charged, c.wholesale);
+            }
+        }
+        for (dim, ref_id, model) in [("group", e.group_id, ""), ("model", 0, model)] {
+            hourly
+                .entry((p.partner_id, dim, hour, ref_id, model.to_string()))
+                .or_default()
+                .add(e, c.charged, c.wholesale);
+        }
+    }
+    for ((org, key, model, hour), b) in &buckets {
+        add_to_bucket(txn, *org, *key, model, *hour, b).await?;
+    }
+    add_to_rollup(txn, "partner_usage", "span_days, day", &daily).await?;
+    add_to_rollup(txn, "partner_usage_hourly", "hour_start", &hourly).await?;
     Ok(())
 }

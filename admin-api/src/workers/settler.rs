@@ -20,13 +20,13 @@
 //! most the wallet's balance, and the mirror takes the debit on confirmation. Cost that could not be
 //! charged stays recorded as `excess_nanos` on the usage record (a loss, visible in reports).
 
-use super::batch::{Charge, SettleError};
+use super::batch::{Charge, SettleError, gateway_id_time, started_at};
 use super::rollup::*;
 use super::wholesale::*;
 use crate::db::begin;
 use crate::ledger::{self, AccountRef};
 use crate::state::AppState;
-use chrono::{DateTime, Datelike, DurationRound, NaiveDate, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use entities::usage_records;
 use money::NanoUsd;
 use opstate::{Measurement, StreamEntry, UsageEvent};
@@ -167,7 +167,7 @@ pub(super) async fn settle_batch<'a>(
     events: &[&'a UsageEvent],
 ) -> Result<Option<Vec<(&'a UsageEvent, NanoUsd)>>, SettleError> {
     use sea_orm::{QueryFilter, QuerySelect};
-    use std::collections::{BTreeMap, HashMap, HashSet};
+    use std::collections::HashMap;
     let txn = begin(&state.db).await?;
     let recorded: HashMap<String, (i64, bool)> = usage_records::Entity::find()
         .select_only()
@@ -184,6 +184,46 @@ pub(super) async fn settle_batch<'a>(
         .into_iter()
         .map(|(id, charged, confirmed)| (id, (charged, confirmed)))
         .collect();
+    let (confirmations, mut fresh) = resolve(&txn, events, &recorded).await?;
+    // Each charge's wholesale cost, before anything is written: the records, the buckets and
+    // the partner's accrual then carry the same figures.
+    let partners = price_wholesale(&txn, state, &mut fresh).await?;
+    let now = Utc::now();
+    let mut inserted = 0u64;
+    for chunk in fresh.chunks(RECORDS_PER_INSERT) {
+        inserted += usage_records::Entity::insert_many(
+            chunk
+                .iter()
+                .map(|c| record(c.event, c.charged, c.excess, c.wholesale, now)),
+        )
+        .on_conflict(once_per_request(txn.get_database_backend()))
+        .exec_without_returning(&txn)
+        .await?;
+    }
+    if inserted != fresh.len() as u64 {
+        txn.rollback().await?;
+        return Ok(None);
+    }
+    add_usage(&txn, &fresh, &partners).await?;
+    post_spend(&txn, &fresh, &partners, now).await?;
+    txn.commit().await?;
+    state
+        .meters
+        .booked(fresh.iter().map(|c| (c.event, c.charged)));
+    Ok(Some(confirmations))
+}
+
+/// What each event of a batch is charged. An event already booked (`recorded`: its charge and
+/// whether its mirror was told) only needs its confirmation; of one request twice in a batch the
+/// first counts; an event whose hold was gone at settlement is charged from the ledger wallet what
+/// it can pay (less this batch's earlier charges), the rest its excess. Returns the
+/// confirmations and the new charges.
+async fn resolve<'a>(
+    txn: &impl ConnectionTrait,
+    events: &[&'a UsageEvent],
+    recorded: &std::collections::HashMap<String, (i64, bool)>,
+) -> Result<(Vec<(&'a UsageEvent, NanoUsd)>, Vec<Charge<'a>>), SettleError> {
+    use std::collections::{HashMap, HashSet};
     let mut confirmations = Vec::with_capacity(events.len());
     let mut seen = HashSet::new();
     let mut fresh: Vec<Charge<'a>> = Vec::new();
@@ -202,17 +242,15 @@ pub(super) async fn settle_batch<'a>(
             continue;
         }
         if !seen.insert(e.request_id.as_str()) {
-            // The same request twice in one batch (its gateway and the reconciler): the first wins.
             continue;
         }
         let mut charged = e.charged_nanos.max(NanoUsd::ZERO);
         let mut excess = e.excess_nanos.max(NanoUsd::ZERO);
         if charged.is_zero() && e.cost_nanos.is_positive() {
-            // The hold was gone at settlement: charge from the ledger wallet what it can pay.
             let balance = match wallets.get(&e.org_id) {
                 Some(b) => *b,
                 None => {
-                    let b = ledger::balance(&txn, &AccountRef::org_wallet(e.org_id).code).await?;
+                    let b = ledger::balance(txn, &AccountRef::org_wallet(e.org_id).code).await?;
                     wallets.insert(e.org_id, b);
                     b
                 }
@@ -237,87 +275,19 @@ pub(super) async fn settle_batch<'a>(
             wholesale: NanoUsd::ZERO,
         });
     }
-    // Each charge's wholesale cost, before anything is written: the records, the buckets and
-    // the partner's accrual then carry the same figures.
-    let mut partners: HashMap<i64, Option<Partnered>> = HashMap::new();
-    for c in fresh.iter_mut() {
-        let org = c.event.org_id;
-        let p = match partners.entry(org) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => e.insert(partnered(&txn, org).await?),
-        };
-        if let Some(p) = p
-            && c.charged.is_positive()
-        {
-            c.wholesale = wholesale_of(&txn, state, p, c).await?;
-        }
-    }
-    let now = Utc::now();
-    let mut inserted = 0u64;
-    for chunk in fresh.chunks(RECORDS_PER_INSERT) {
-        inserted += usage_records::Entity::insert_many(
-            chunk
-                .iter()
-                .map(|c| record(c.event, c.charged, c.excess, c.wholesale, now)),
-        )
-        .on_conflict(once_per_request(txn.get_database_backend()))
-        .exec_without_returning(&txn)
-        .await?;
-    }
-    if inserted != fresh.len() as u64 {
-        txn.rollback().await?;
-        return Ok(None);
-    }
-    // Hourly buckets: one upsert per organization, key, model and hour. A partner's customers
-    // also add to the partner's rollups (migration 000016) with the same sums: per UTC day and
-    // ISO week by customer, key, group and model, and per hour by group and model.
-    let mut buckets: BTreeMap<(i64, i64, String, DateTime<Utc>), Bucket> = BTreeMap::new();
-    let mut daily: BTreeMap<RollupKey<(i16, NaiveDate)>, Bucket> = BTreeMap::new();
-    let mut hourly: BTreeMap<RollupKey<DateTime<Utc>>, Bucket> = BTreeMap::new();
-    for c in &fresh {
-        let e = c.event;
-        let started = started_at(e);
-        let hour = started
-            .duration_trunc(TimeDelta::hours(1))
-            .unwrap_or(started);
-        buckets
-            .entry((e.org_id, e.key_id, e.model_served.clone(), hour))
-            .or_default()
-            .add(e, c.charged, c.wholesale);
-        let Some(Some(p)) = partners.get(&e.org_id) else {
-            continue;
-        };
-        let day = hour.date_naive();
-        let monday = day - chrono::Days::new(u64::from(day.weekday().num_days_from_monday()));
-        let model = e.model_served.as_str();
-        for period in [(1, day), (7, monday)] {
-            for (dim, ref_id, model) in [
-                ("customer", e.org_id, ""),
-                ("key", e.key_id, ""),
-                ("group", e.group_id, ""),
-                ("model", 0, model),
-            ] {
-                daily
-                    .entry((p.partner_id, dim, period, ref_id, model.to_string()))
-                    .or_default()
-                    .add(e, c.charged, c.wholesale);
-            }
-        }
-        for (dim, ref_id, model) in [("group", e.group_id, ""), ("model", 0, model)] {
-            hourly
-                .entry((p.partner_id, dim, hour, ref_id, model.to_string()))
-                .or_default()
-                .add(e, c.charged, c.wholesale);
-        }
-    }
-    for ((org, key, model, hour), b) in &buckets {
-        add_to_bucket(&txn, *org, *key, model, *hour, b).await?;
-    }
-    add_to_rollup(&txn, "partner_usage", "span_days, day", &daily).await?;
-    add_to_rollup(&txn, "partner_usage_hourly", "hour_start", &hourly).await?;
-    // One spend posting (and one wholesale accrual) per organization.
-    let mut by_org: BTreeMap<i64, Vec<&Charge<'a>>> = BTreeMap::new();
-    for c in &fresh {
+    Ok((confirmations, fresh))
+}
+
+/// One spend posting (and one wholesale accrual for a partner's customer) per organization of
+/// the batch's new charges.
+async fn post_spend(
+    txn: &impl ConnectionTrait,
+    fresh: &[Charge<'_>],
+    partners: &Partners,
+    now: DateTime<Utc>,
+) -> Result<(), SettleError> {
+    let mut by_org: std::collections::BTreeMap<i64, Vec<&Charge<'_>>> = Default::default();
+    for c in fresh {
         by_org.entry(c.event.org_id).or_default().push(c);
     }
     for (org, charges) in by_org {
@@ -328,7 +298,7 @@ pub(super) async fn settle_batch<'a>(
         };
         let reference = format!("{}+{}", first.event.request_id, charges.len());
         ledger::transfer_at(
-            &txn,
+            txn,
             &format!("spend:{reference}"),
             "spend",
             &AccountRef::org_wallet(org),
@@ -338,14 +308,10 @@ pub(super) async fn settle_batch<'a>(
         )
         .await?;
         if let Some(Some(p)) = partners.get(&org) {
-            book_partner_usage(&txn, p.partner_id, &charges, &reference, now).await?;
+            book_partner_usage(txn, p.partner_id, &charges, &reference, now).await?;
         }
     }
-    txn.commit().await?;
-    state
-        .meters
-        .booked(fresh.iter().map(|c| (c.event, c.charged)));
-    Ok(Some(confirmations))
+    Ok(())
 }
 
 /// A usage record is written once per request id; a second insert does nothing. On PostgreSQL
@@ -362,29 +328,6 @@ pub(super) fn once_per_request(backend: DbBackend) -> OnConflict {
     }
     .do_nothing()
     .to_owned()
-}
-
-/// When a request started, as its record and its hourly bucket say: the time its UUIDv7 request
-/// id carries (minted by the gateway in the same instant as the event's own start, to the
-/// millisecond), so every copy of one request's event — its gateway's, a re-sent one, the
-/// reconciler's, a video task's end — dates it alike and lands in one month's partition under
-/// one `(request_id, started_at)`. An id of another form (none the gateway mints) keeps the
-/// event's start.
-pub(crate) fn started_at(e: &UsageEvent) -> DateTime<Utc> {
-    gateway_id_time(&e.request_id).unwrap_or_else(|| at_ms(e.started_at_ms))
-}
-
-/// The millisecond a gateway's request id (a UUIDv7) carries; `None` for an id of another form.
-pub(super) fn gateway_id_time(id: &str) -> Option<DateTime<Utc>> {
-    let id = uuid::Uuid::try_parse(id).ok()?;
-    if id.get_version() != Some(uuid::Version::SortRand) {
-        return None;
-    }
-    let (secs, nanos) = id.get_timestamp()?.to_unix();
-    Some(at_ms(
-        secs.saturating_mul(1000)
-            .saturating_add(u64::from(nanos / 1_000_000)),
-    ))
 }
 
 pub(super) fn record(
@@ -427,10 +370,6 @@ pub(super) fn record(
         mirror_confirmed: Set(false),
         ..Default::default()
     }
-}
-
-pub(super) fn at_ms(ms: u64) -> DateTime<Utc> {
-    DateTime::from_timestamp_millis(i64::try_from(ms).unwrap_or(i64::MAX)).unwrap_or_else(Utc::now)
 }
 
 /// Settles one event in its own transaction (the batch path over a batch of one). A race with

@@ -115,3 +115,30 @@ pub(super) async fn book_partner_usage(
     .await?;
     Ok(())
 }
+
+/// Each organization's partner (`None`: no partner resells it), as read for a batch.
+pub(super) type Partners = std::collections::HashMap<i64, Option<Partnered>>;
+
+/// Prices each new charge at its partner's wholesale (zero without a partner or a charge);
+/// returns the partners read.
+pub(super) async fn price_wholesale(
+    txn: &impl ConnectionTrait,
+    state: &AppState,
+    fresh: &mut [Charge<'_>],
+) -> Result<Partners, SettleError> {
+    use std::collections::hash_map::Entry;
+    let mut partners = Partners::new();
+    for c in fresh.iter_mut() {
+        let org = c.event.org_id;
+        let p = match partners.entry(org) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e.insert(partnered(txn, org).await?),
+        };
+        if let Some(p) = p
+            && c.charged.is_positive()
+        {
+            c.wholesale = wholesale_of(txn, state, p, c).await?;
+        }
+    }
+    Ok(partners)
+}
