@@ -76,59 +76,7 @@ impl Calls for RedisStore {
             )
             .arg(limits.key.unwrap_or(""));
         let reply: Vec<redis::Value> = invocation.invoke_async(&mut conn).await?;
-        let bad = || StoreError::Corrupt("admit script reply".into());
-        let field = |i: usize| -> StoreResult<i64> {
-            match reply.get(i) {
-                Some(redis::Value::Int(n)) => Ok(*n),
-                Some(v) => redis::from_redis_value_ref::<i64>(v).map_err(|_| bad()),
-                None => Err(bad()),
-            }
-        };
-        let text = |i: usize| -> String {
-            reply
-                .get(i)
-                .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
-                .unwrap_or_default()
-        };
-        let taken = usize::try_from(field(0)?)
-            .ok()
-            .and_then(|t| t.checked_sub(1));
-        let available = NanoUsd::from_nanos(field(2)?);
-        let reservation = match field(1)? {
-            9 => None,
-            -1 => Some(Reservation::Missing),
-            2 => Some(Reservation::AlreadyHeld),
-            0 => Some(Reservation::Insufficient { available }),
-            _ => Some(Reservation::Held { available }),
-        };
-        let limited = match (field(3)?, field(4)?) {
-            (0, _) => None,
-            (1, gate) => Some(Limited::Gate(usize::try_from(gate - 1).map_err(|_| bad())?)),
-            (2, ms) => Some(Limited::PerMinute {
-                resets_in: Duration::from_millis(u64::try_from(ms).unwrap_or(0)),
-            }),
-            (3, _) => Some(Limited::Revoked),
-            (4, ms) => Some(Limited::Budget(OverBudget {
-                resets_in: Duration::from_millis(u64::try_from(ms).unwrap_or(0)),
-                remaining: available,
-            })),
-            _ => return Err(bad()),
-        };
-        let cooldowns = (0..accounts.len())
-            .map(|i| {
-                let left = u64::try_from(field(5 + 2 * i)?).unwrap_or(0);
-                Ok((left > 0).then(|| Cooldown {
-                    left: Duration::from_millis(left),
-                    cause: CoolCause::parse(&text(6 + 2 * i)),
-                }))
-            })
-            .collect::<StoreResult<Vec<_>>>()?;
-        Ok(Admitted {
-            cooldowns,
-            taken,
-            reservation,
-            limited,
-        })
+        admitted(&reply, accounts.len())
     }
 
     async fn finish(&self, f: Finish<'_>) -> StoreResult<Option<Settlement>> {
@@ -174,5 +122,64 @@ pub(crate) fn finished(r: &[String]) -> StoreResult<Option<Settlement>> {
             excess: usd(r.get(2))?,
             below_holds: int(r.get(3))? == 1,
         }),
+    })
+}
+
+/// The one-server admission script's reply: the account taken (1-based, 0 for none), the hold's
+/// outcome and the wallet's available amount, the limit that refused and its detail, then each of
+/// the `accounts` asked's cooldown (milliseconds left and cause).
+fn admitted(reply: &[redis::Value], accounts: usize) -> StoreResult<Admitted> {
+    let bad = || StoreError::Corrupt("admit script reply".into());
+    let field = |i: usize| -> StoreResult<i64> {
+        match reply.get(i) {
+            Some(redis::Value::Int(n)) => Ok(*n),
+            Some(v) => redis::from_redis_value_ref::<i64>(v).map_err(|_| bad()),
+            None => Err(bad()),
+        }
+    };
+    let text = |i: usize| -> String {
+        reply
+            .get(i)
+            .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
+            .unwrap_or_default()
+    };
+    let taken = usize::try_from(field(0)?)
+        .ok()
+        .and_then(|t| t.checked_sub(1));
+    let available = NanoUsd::from_nanos(field(2)?);
+    let reservation = match field(1)? {
+        9 => None,
+        -1 => Some(Reservation::Missing),
+        2 => Some(Reservation::AlreadyHeld),
+        0 => Some(Reservation::Insufficient { available }),
+        _ => Some(Reservation::Held { available }),
+    };
+    let limited = match (field(3)?, field(4)?) {
+        (0, _) => None,
+        (1, gate) => Some(Limited::Gate(usize::try_from(gate - 1).map_err(|_| bad())?)),
+        (2, ms) => Some(Limited::PerMinute {
+            resets_in: Duration::from_millis(u64::try_from(ms).unwrap_or(0)),
+        }),
+        (3, _) => Some(Limited::Revoked),
+        (4, ms) => Some(Limited::Budget(OverBudget {
+            resets_in: Duration::from_millis(u64::try_from(ms).unwrap_or(0)),
+            remaining: available,
+        })),
+        _ => return Err(bad()),
+    };
+    let cooldowns = (0..accounts)
+        .map(|i| {
+            let left = u64::try_from(field(5 + 2 * i)?).unwrap_or(0);
+            Ok((left > 0).then(|| Cooldown {
+                left: Duration::from_millis(left),
+                cause: CoolCause::parse(&text(6 + 2 * i)),
+            }))
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    Ok(Admitted {
+        cooldowns,
+        taken,
+        reservation,
+        limited,
     })
 }
