@@ -239,8 +239,31 @@ impl NewKey {
     }
 }
 
+impl NewKey {
+    /// Writes the key of organization `org_id` (its own limits checked against its group's);
+    /// returns its row and its secret (shown once).
+    pub(super) async fn insert(
+        &self,
+        txn: &impl ConnectionTrait,
+        state: &AppState,
+        org_id: i64,
+    ) -> Result<key_store::CreatedKey, KeyError> {
+        within_group_limits(state, self)?;
+        let key = key_store::NewKey {
+            organization_id: org_id,
+            group_id: self.group_id,
+            name: &self.name,
+            permissions: opstate::KeyPermissions::default(),
+            expires_at: self.expires_at,
+            limits: self.limits,
+            budget: self.budget,
+        };
+        Ok(key_store::insert_key(txn, &state.hasher, state.env, key).await?)
+    }
+}
+
 /// A key's own limits may only tighten its group's limits per key.
-pub(super) fn within_group_limits(state: &AppState, new: &NewKey) -> Result<(), KeyError> {
+fn within_group_limits(state: &AppState, new: &NewKey) -> Result<(), KeyError> {
     let Some(group) = state.group(new.group_id) else {
         return Ok(());
     };
@@ -287,22 +310,7 @@ pub async fn create(
         .await?
         .ok_or(KeyError::Customer(CustomerError::NotFound))?;
     let rate = group_prices::stored_rate(rate.retail_rate_multiplier_ppm)?;
-    within_group_limits(state, &new)?;
-    let key_store::CreatedKey { row, secret } = key_store::insert_key(
-        txn,
-        &state.hasher,
-        state.env,
-        key_store::NewKey {
-            organization_id: org.id,
-            group_id: new.group_id,
-            name: &new.name,
-            permissions: opstate::KeyPermissions::default(),
-            expires_at: new.expires_at,
-            limits: new.limits,
-            budget: new.budget,
-        },
-    )
-    .await?;
+    let key_store::CreatedKey { row, secret } = new.insert(txn, state, org.id).await?;
     let mut data = KeyPreview {
         key: Some(secret.expose().to_string()),
         ..preview(&row)

@@ -2,7 +2,7 @@
 //! groups it may mint in, each budget's words, and create and disable under the partner route's
 //! rules (`keys.rs`), each with its audit record.
 
-use super::keys::{KeyError, NewKey, preview, with_standing, within_group_limits};
+use super::keys::{KeyError, NewKey, preview, with_standing};
 use crate::dto::{KeyPreview, Usd};
 use crate::keys as key_store;
 use crate::state::AppState;
@@ -149,22 +149,7 @@ pub async fn org_create(
     if state.group(new.group_id).is_none() {
         return Err(KeyError::Invalid("no such group".into()));
     }
-    within_group_limits(state, &new)?;
-    let key_store::CreatedKey { row, secret } = key_store::insert_key(
-        &txn,
-        &state.hasher,
-        state.env,
-        key_store::NewKey {
-            organization_id: org_id,
-            group_id: new.group_id,
-            name: &new.name,
-            permissions: opstate::KeyPermissions::default(),
-            expires_at: new.expires_at,
-            limits: new.limits,
-            budget: new.budget,
-        },
-    )
-    .await?;
+    let key_store::CreatedKey { row, secret } = new.insert(&txn, state, org_id).await?;
     crate::services::audit::audit(
         &txn,
         crate::services::audit::Audit {
