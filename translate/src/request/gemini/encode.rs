@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use crate::Refusal;
 use crate::ir::{Effort, Part, Reasoning, Request, ResponseFormat, Role, ToolChoice};
 use crate::request::encode_shared as shared;
-use crate::request::origin::Origin;
+use crate::request::origin::{Field, Origin};
 
 /// Gemini's limit on `stopSequences`.
 const MAX_STOP: usize = 5;
@@ -129,74 +129,87 @@ fn contents(request: &Request, origin: &Origin) -> Result<Vec<Value>, Refusal> {
         };
         let mut parts = Vec::with_capacity(turn.parts.len());
         for &(field, part) in &turn.parts {
-            parts.push(match (turn.role, part) {
-                (_, Part::Text(text)) => json!({"text": text}),
-                (_, Part::Image { media_type, data }) => {
-                    json!({"inlineData": {"mimeType": media_type, "data": data}})
-                }
-                (_, Part::ImageUrl(_)) => {
-                    let param = origin.name(field);
-                    return Err(Refusal::new(
-                        format!(
-                            "`{param}`: this supplier takes images as inline data only; send a \
-                             base64 data URL"
-                        ),
-                        param,
-                    ));
-                }
-                (
-                    Role::Assistant,
-                    Part::ToolCall {
-                        id,
-                        name,
-                        arguments,
-                    },
-                ) => {
-                    names.insert(id, name);
-                    // The signature the call arrived with goes back in the same part.
-                    match crate::signature::split_id(id).1 {
-                        Some(signature) => json!({
-                            "functionCall": {"name": name, "args": arguments},
-                            "thoughtSignature": signature,
-                        }),
-                        None => json!({"functionCall": {"name": name, "args": arguments}}),
-                    }
-                }
-                (
-                    Role::User,
-                    Part::ToolResult {
-                        id,
-                        name,
-                        content,
-                        is_error,
-                    },
-                ) => {
-                    let Some(name) = name.as_deref().or_else(|| names.get(id.as_str()).copied())
-                    else {
-                        let param = origin.name(field);
-                        return Err(Refusal::new(
-                            format!(
-                                "`{param}` answers the tool call `{id}`, which no earlier turn \
-                                 made; this supplier needs the tool's name"
-                            ),
-                            param,
-                        ));
-                    };
-                    let output = serde_json::from_str::<Value>(content)
-                        .unwrap_or_else(|_| Value::String(content.clone()));
-                    let key = if *is_error { "error" } else { "output" };
-                    json!({"functionResponse": {"name": name, "response": {key: output}}})
-                }
-                (Role::User, Part::ToolCall { .. }) => {
-                    return Err(shared::misplaced(origin, field, "a user turn"));
-                }
-                (Role::Assistant, Part::ToolResult { .. }) => {
-                    return Err(shared::misplaced(origin, field, "an assistant turn"));
-                }
-                (_, Part::Thinking { .. }) => continue,
-            });
+            if let Some(p) = gemini_part(turn.role, field, part, &mut names, origin)? {
+                parts.push(p);
+            }
         }
         contents.push(json!({"role": role, "parts": parts}));
     }
     Ok(contents)
+}
+
+/// A part of a turn as Gemini's `parts` entry (`None`: a part Gemini is not sent, thinking);
+/// remembers each tool call's name by its id in `names`, which a later result needs.
+fn gemini_part<'a>(
+    role: Role,
+    field: Field,
+    part: &'a Part,
+    names: &mut HashMap<&'a str, &'a str>,
+    origin: &Origin,
+) -> Result<Option<Value>, Refusal> {
+    Ok(Some(match (role, part) {
+        (_, Part::Text(text)) => json!({"text": text}),
+        (_, Part::Image { media_type, data }) => {
+            json!({"inlineData": {"mimeType": media_type, "data": data}})
+        }
+        (_, Part::ImageUrl(_)) => {
+            let param = origin.name(field);
+            return Err(Refusal::new(
+                format!(
+                    "`{param}`: this supplier takes images as inline data only; send a \
+                     base64 data URL"
+                ),
+                param,
+            ));
+        }
+        (
+            Role::Assistant,
+            Part::ToolCall {
+                id,
+                name,
+                arguments,
+            },
+        ) => {
+            names.insert(id, name);
+            // The signature the call arrived with goes back in the same part.
+            match crate::signature::split_id(id).1 {
+                Some(signature) => json!({
+                    "functionCall": {"name": name, "args": arguments},
+                    "thoughtSignature": signature,
+                }),
+                None => json!({"functionCall": {"name": name, "args": arguments}}),
+            }
+        }
+        (
+            Role::User,
+            Part::ToolResult {
+                id,
+                name,
+                content,
+                is_error,
+            },
+        ) => {
+            let Some(name) = name.as_deref().or_else(|| names.get(id.as_str()).copied()) else {
+                let param = origin.name(field);
+                return Err(Refusal::new(
+                    format!(
+                        "`{param}` answers the tool call `{id}`, which no earlier turn \
+                         made; this supplier needs the tool's name"
+                    ),
+                    param,
+                ));
+            };
+            let output = serde_json::from_str::<Value>(content)
+                .unwrap_or_else(|_| Value::String(content.clone()));
+            let key = if *is_error { "error" } else { "output" };
+            json!({"functionResponse": {"name": name, "response": {key: output}}})
+        }
+        (Role::User, Part::ToolCall { .. }) => {
+            return Err(shared::misplaced(origin, field, "a user turn"));
+        }
+        (Role::Assistant, Part::ToolResult { .. }) => {
+            return Err(shared::misplaced(origin, field, "an assistant turn"));
+        }
+        (_, Part::Thinking { .. }) => return Ok(None),
+    }))
 }

@@ -39,6 +39,45 @@ enum Call {
 }
 
 impl Responses {
+    /// The events that close block `pos`: its text's or arguments' last word, then the item done.
+    fn close(&mut self, pos: usize, block: &Block, at: &Value, out: &mut Vec<u8>) {
+        let with = |fields: Value| with_place(at, fields);
+        match block {
+            Block::Text(text) => {
+                let done = json!({"content_index": 0, "text": text, "logprobs": []});
+                self.emit("response.output_text.done", with(done), out);
+                let part = json!({"content_index": 0, "part": text_part(text)});
+                self.emit("response.content_part.done", with(part), out);
+            }
+            Block::Thinking { text, .. } => {
+                let done = json!({"summary_index": 0, "text": text});
+                self.emit("response.reasoning_summary_text.done", with(done), out);
+                let part =
+                    json!({"summary_index": 0, "part": {"type": "summary_text", "text": text}});
+                self.emit("response.reasoning_summary_part.done", with(part), out);
+            }
+            Block::Tool {
+                name, arguments, ..
+            } => match self.call_kind(block) {
+                Call::Function => {
+                    let done = json!({"name": name, "arguments": arguments});
+                    self.emit("response.function_call_arguments.done", with(done), out);
+                }
+                Call::Custom => {
+                    let input = codex::custom_input(arguments);
+                    let delta = json!({"delta": input});
+                    self.emit("response.custom_tool_call_input.delta", with(delta), out);
+                    let done = json!({"input": input});
+                    self.emit("response.custom_tool_call_input.done", with(done), out);
+                }
+                Call::LocalShell => {}
+            },
+        }
+        let item = self.item(pos, block, true);
+        let done = json!({"output_index": pos, "item": item});
+        self.emit("response.output_item.done", done, out);
+    }
+
     pub fn new(context: &Context) -> Responses {
         Responses {
             id: format!("resp_{}", context.request_id),
@@ -188,13 +227,7 @@ impl Frames for Responses {
             return;
         };
         let at = json!({"item_id": self.item_id(pos, block), "output_index": pos});
-        let with = |fields: Value| {
-            let mut data = at.clone();
-            if let (Some(data), Some(fields)) = (data.as_object_mut(), fields.as_object()) {
-                data.extend(fields.clone());
-            }
-            data
-        };
+        let with = |fields: Value| with_place(&at, fields);
         match (change, block) {
             (Change::Open(_), _) => {
                 let item = self.item(pos, block, false);
@@ -224,41 +257,7 @@ impl Frames for Responses {
                 let delta = json!({"delta": fragment});
                 self.emit("response.function_call_arguments.delta", with(delta), out);
             }
-            (Change::Close(_), _) => {
-                match block {
-                    Block::Text(text) => {
-                        let done = json!({"content_index": 0, "text": text, "logprobs": []});
-                        self.emit("response.output_text.done", with(done), out);
-                        let part = json!({"content_index": 0, "part": text_part(text)});
-                        self.emit("response.content_part.done", with(part), out);
-                    }
-                    Block::Thinking { text, .. } => {
-                        let done = json!({"summary_index": 0, "text": text});
-                        self.emit("response.reasoning_summary_text.done", with(done), out);
-                        let part = json!({"summary_index": 0, "part": {"type": "summary_text", "text": text}});
-                        self.emit("response.reasoning_summary_part.done", with(part), out);
-                    }
-                    Block::Tool {
-                        name, arguments, ..
-                    } => match self.call_kind(block) {
-                        Call::Function => {
-                            let done = json!({"name": name, "arguments": arguments});
-                            self.emit("response.function_call_arguments.done", with(done), out);
-                        }
-                        Call::Custom => {
-                            let input = codex::custom_input(arguments);
-                            let delta = json!({"delta": input});
-                            self.emit("response.custom_tool_call_input.delta", with(delta), out);
-                            let done = json!({"input": input});
-                            self.emit("response.custom_tool_call_input.done", with(done), out);
-                        }
-                        Call::LocalShell => {}
-                    },
-                }
-                let item = self.item(pos, block, true);
-                let done = json!({"output_index": pos, "item": item});
-                self.emit("response.output_item.done", done, out);
-            }
+            (Change::Close(_), _) => self.close(pos, block, &at, out),
             _ => {}
         }
     }
@@ -283,4 +282,13 @@ impl Frames for Responses {
     fn body(&self, output: &Output) -> Value {
         self.response(Some(output))
     }
+}
+
+/// `fields` with an event's place (`item_id`, `output_index`) in front.
+fn with_place(at: &Value, fields: Value) -> Value {
+    let mut data = at.clone();
+    if let (Some(data), Some(fields)) = (data.as_object_mut(), fields.as_object()) {
+        data.extend(fields.clone());
+    }
+    data
 }
