@@ -93,43 +93,7 @@ pub(crate) fn parse(body: &[u8]) -> Result<Job, GatewayError> {
         ));
     }
     for (name, value) in &map {
-        match name.as_str() {
-            "model" | "prompt" | "reference_images" | "image_urls" => {}
-            "durationSeconds" => job.seconds = seconds(value)?,
-            "resolution" => {
-                job.resolution = match value {
-                    Value::Null => None,
-                    Value::String(r) => Some(resolution(r)?),
-                    _ => return Err(field("'resolution' must be a string", "resolution")),
-                }
-            }
-            "aspectRatio" => {
-                job.aspect_ratio = match value {
-                    Value::Null => None,
-                    Value::String(r) if matches!(r.as_str(), "16:9" | "9:16") => Some(r.clone()),
-                    _ => {
-                        return Err(field(
-                            "'aspectRatio' must be \"16:9\" or \"9:16\"",
-                            "aspectRatio",
-                        ));
-                    }
-                }
-            }
-            "generate_audio" | "watermark" | "return_last_frame" => {
-                let name = flag_name(name);
-                match value {
-                    Value::Null => {}
-                    Value::Bool(b) => job.flags.push((name, *b)),
-                    _ => return Err(field(format!("'{name}' must be a boolean"), name)),
-                }
-            }
-            other => {
-                return Err(field(
-                    format!("unknown field '{other}' for a video task"),
-                    other.chars().take(64).collect::<String>(),
-                ));
-            }
-        }
+        option(&mut job, name, value)?;
     }
     // `reference_images` first, then `image_urls`, whatever order the object had.
     if let Some(value) = map.get("reference_images").filter(|v| !v.is_null()) {
@@ -145,6 +109,49 @@ pub(crate) fn parse(body: &[u8]) -> Result<Job, GatewayError> {
         ));
     }
     Ok(job)
+}
+
+/// Takes one field of a video task's body into `job` (the model, prompt and references are read
+/// apart); an unknown field is refused by name.
+fn option(job: &mut Job, name: &str, value: &Value) -> Result<(), GatewayError> {
+    match name {
+        "model" | "prompt" | "reference_images" | "image_urls" => {}
+        "durationSeconds" => job.seconds = seconds(value)?,
+        "resolution" => {
+            job.resolution = match value {
+                Value::Null => None,
+                Value::String(r) => Some(resolution(r)?),
+                _ => return Err(field("'resolution' must be a string", "resolution")),
+            }
+        }
+        "aspectRatio" => {
+            job.aspect_ratio = match value {
+                Value::Null => None,
+                Value::String(r) if matches!(r.as_str(), "16:9" | "9:16") => Some(r.clone()),
+                _ => {
+                    return Err(field(
+                        "'aspectRatio' must be \"16:9\" or \"9:16\"",
+                        "aspectRatio",
+                    ));
+                }
+            }
+        }
+        "generate_audio" | "watermark" | "return_last_frame" => {
+            let name = flag_name(name);
+            match value {
+                Value::Null => {}
+                Value::Bool(b) => job.flags.push((name, *b)),
+                _ => return Err(field(format!("'{name}' must be a boolean"), name)),
+            }
+        }
+        other => {
+            return Err(field(
+                format!("unknown field '{other}' for a video task"),
+                other.chars().take(64).collect::<String>(),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn flag_name(name: &str) -> &'static str {

@@ -184,6 +184,17 @@ pub(crate) fn check_native(fields: &TopLevel<'_>, model: &Model) -> Result<(), G
             .map_err(|_| GatewayError::field(format!("{name}: invalid JSON"), name))
     };
     let contents = parse("contents")?.unwrap_or(Value::Null);
+    check_contents(&contents)?;
+    let config = match parse("generationConfig")?.or(parse("generation_config")?) {
+        Some(Value::Object(c)) => c,
+        _ => Map::new(),
+    };
+    check_config(&config, model)
+}
+
+/// The one user turn of a native image call: text and inline-data parts, at most
+/// `MAX_REFERENCES` reference images.
+fn check_contents(contents: &Value) -> Result<(), GatewayError> {
     let Some([turn]) = contents.as_array().map(Vec::as_slice) else {
         return Err(GatewayError::field(
             "contents: an image model takes exactly one user turn",
@@ -227,10 +238,12 @@ pub(crate) fn check_native(fields: &TopLevel<'_>, model: &Model) -> Result<(), G
             "contents[0].parts",
         ));
     }
-    let config = match parse("generationConfig")?.or(parse("generation_config")?) {
-        Some(Value::Object(c)) => c,
-        _ => Map::new(),
-    };
+    Ok(())
+}
+
+/// A native image call's `generationConfig`: `IMAGE` among the response modalities, one
+/// candidate, an image config the model takes, nothing else.
+fn check_config(config: &Map<String, Value>, model: &Model) -> Result<(), GatewayError> {
     let modalities = config
         .get("responseModalities")
         .or(config.get("response_modalities"))
@@ -242,7 +255,7 @@ pub(crate) fn check_native(fields: &TopLevel<'_>, model: &Model) -> Result<(), G
             "generationConfig.responseModalities",
         ));
     }
-    for (name, value) in &config {
+    for (name, value) in config {
         match name.as_str() {
             "responseModalities" | "response_modalities" => {}
             "candidateCount" | "candidate_count" => {
