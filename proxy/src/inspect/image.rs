@@ -205,74 +205,9 @@ fn call(
     edit: bool,
 ) -> Result<ImageCall, GatewayError> {
     for (name, value) in &fields {
-        let name = name.as_str();
-        match name {
-            "stream" => {
-                if value == &Value::Bool(true) {
-                    return Err(GatewayError::field(
-                        "streaming image generation is not available; omit 'stream'",
-                        name,
-                    ));
-                }
-                if !value.is_boolean() {
-                    return Err(GatewayError::field("'stream' must be a boolean", name));
-                }
-            }
-            "partial_images" => {
-                return Err(GatewayError::field(
-                    "partial images are not available (image calls do not stream)",
-                    name,
-                ));
-            }
-            "async" => {
-                return Err(GatewayError::field(
-                    "asynchronous image generation is not available; image calls are synchronous",
-                    name,
-                ));
-            }
-            "mask" => {
-                return Err(GatewayError::field(
-                    "masks are not available on image edits",
-                    name,
-                ));
-            }
-            "aspect_ratio" | "image_config" => {
-                return Err(GatewayError::field(
-                    format!(
-                        "'{name}' is a native-format field; on this route use 'size' (the native surface takes generationConfig.imageConfig)"
-                    ),
-                    name,
-                ));
-            }
-            "input_fidelity" if edit => {}
-            _ if GENERATION_FIELDS.contains(&name) => {}
-            _ => {
-                return Err(GatewayError::field(
-                    format!("unknown parameter '{name}'"),
-                    name,
-                ));
-            }
-        }
+        allowed(name, value, edit)?;
     }
-    let string = |name: &str| -> Result<Option<&str>, GatewayError> {
-        match fields.get(name) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.as_str())),
-            Some(_) => Err(GatewayError::field(
-                format!("'{name}' must be a string"),
-                name,
-            )),
-        }
-    };
-    let one_of = |name: &str, allowed: &[&str]| -> Result<Option<String>, GatewayError> {
-        match string(name)? {
-            Some(v) if !allowed.contains(&v) => Err(GatewayError::field(
-                format!("'{name}' must be one of {}", allowed.join(", ")),
-                name,
-            )),
-            v => Ok(v.map(str::to_string)),
-        }
-    };
+    let string = |name: &str| string(&fields, name);
     let model = string("model")?
         .filter(|m| !m.trim().is_empty())
         .ok_or_else(|| GatewayError::field("'model' is required", "model"))?
@@ -295,19 +230,66 @@ fn call(
             })?,
     };
     let size = string("size")?.map(str::to_string);
-    let url = one_of("response_format", &["b64_json", "url"])?.as_deref() == Some("url");
+    let url = output(&fields, edit)?;
+    if edit && references.is_empty() {
+        return Err(too_many());
+    }
+    Ok(ImageCall {
+        model,
+        prompt,
+        n,
+        size,
+        url,
+        edit,
+        fields,
+        references,
+    })
+}
+
+/// Field `name` as text, if sent.
+fn string<'a>(fields: &'a Map<String, Value>, name: &str) -> Result<Option<&'a str>, GatewayError> {
+    match fields.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(_) => Err(GatewayError::field(
+            format!("'{name}' must be a string"),
+            name,
+        )),
+    }
+}
+
+/// Field `name`, if sent, one of `allowed`.
+fn one_of(
+    fields: &Map<String, Value>,
+    name: &str,
+    allowed: &[&str],
+) -> Result<Option<String>, GatewayError> {
+    match string(fields, name)? {
+        Some(v) if !allowed.contains(&v) => Err(GatewayError::field(
+            format!("'{name}' must be one of {}", allowed.join(", ")),
+            name,
+        )),
+        v => Ok(v.map(str::to_string)),
+    }
+}
+
+/// The output options, checked (quality, background, moderation, format, compression, fidelity
+/// on an edit); returns whether URLs are asked instead of base64 (`response_format`).
+fn output(fields: &Map<String, Value>, edit: bool) -> Result<bool, GatewayError> {
+    let url = one_of(fields, "response_format", &["b64_json", "url"])?.as_deref() == Some("url");
     one_of(
+        fields,
         "quality",
         &["auto", "low", "medium", "high", "standard", "hd"],
     )?;
-    let background = one_of("background", &["auto", "opaque", "transparent"])?;
-    one_of("moderation", &["auto", "low"])?;
-    let format = one_of("output_format", &["png", "jpeg", "webp"])?;
+    let background = one_of(fields, "background", &["auto", "opaque", "transparent"])?;
+    one_of(fields, "moderation", &["auto", "low"])?;
+    let format = one_of(fields, "output_format", &["png", "jpeg", "webp"])?;
     if edit {
-        one_of("input_fidelity", &["low", "high"])?;
+        one_of(fields, "input_fidelity", &["low", "high"])?;
     }
-    string("style")?;
-    string("user")?;
+    string(fields, "style")?;
+    string(fields, "user")?;
     if let Some(v) = fields.get("output_compression").filter(|v| !v.is_null()) {
         v.as_u64().filter(|c| *c <= 100).ok_or_else(|| {
             GatewayError::field(
@@ -324,19 +306,60 @@ fn call(
             "background",
         ));
     }
-    if edit && references.is_empty() {
-        return Err(too_many());
+    Ok(url)
+}
+
+/// Whether field `name` may be sent on this route: the generation fields (and `input_fidelity` on
+/// an edit), `stream` only as false; a field of another surface or feature is refused by name.
+fn allowed(name: &str, value: &Value, edit: bool) -> Result<(), GatewayError> {
+    match name {
+        "stream" => {
+            if value == &Value::Bool(true) {
+                return Err(GatewayError::field(
+                    "streaming image generation is not available; omit 'stream'",
+                    name,
+                ));
+            }
+            if !value.is_boolean() {
+                return Err(GatewayError::field("'stream' must be a boolean", name));
+            }
+        }
+        "partial_images" => {
+            return Err(GatewayError::field(
+                "partial images are not available (image calls do not stream)",
+                name,
+            ));
+        }
+        "async" => {
+            return Err(GatewayError::field(
+                "asynchronous image generation is not available; image calls are synchronous",
+                name,
+            ));
+        }
+        "mask" => {
+            return Err(GatewayError::field(
+                "masks are not available on image edits",
+                name,
+            ));
+        }
+        "aspect_ratio" | "image_config" => {
+            return Err(GatewayError::field(
+                format!(
+                    "'{name}' is a native-format field; on this route use 'size' (the native surface takes generationConfig.imageConfig)"
+                ),
+                name,
+            ));
+        }
+        "input_fidelity" if edit => {}
+        _ if GENERATION_FIELDS.contains(&name) => {}
+        _ => {
+            return Err(GatewayError::field(
+                format!("unknown parameter '{name}'"),
+                name,
+            ));
+        }
     }
-    Ok(ImageCall {
-        model,
-        prompt,
-        n,
-        size,
-        url,
-        edit,
-        fields,
-        references,
-    })
+    Ok(())
 }
 
 #[cfg(test)]
