@@ -54,7 +54,6 @@ pub(crate) async fn settle(
     metrics: &Metrics,
 ) -> Result<Option<UsageEvent>, Unfinished> {
     let Held { hold, slot, gates } = held;
-    let route = f.route.map(|r| r.label()).unwrap_or("unknown");
     let mut event = usage_event(&f);
     let cost = hold
         .as_ref()
@@ -84,35 +83,56 @@ pub(crate) async fn settle(
         (e.charged_nanos, e.excess_nanos) = opstate::charged(settlement, cost);
     }
     if let Some(h) = &hold {
-        if let Some(Some(Settlement::Settled {
-            below_holds: true, ..
-        })) = finished
-        {
-            tracing::error!(request_id = %f.request_id, org = h.org, "wallet mirror below its open holds: charged nothing; the mirror waits for a reload from the ledger");
-            metrics.wallets_below_holds.inc();
+        report(f.request_id, h.org, finished, metrics);
+    }
+    log(&f, event.as_ref());
+    if let Some(event) = &event {
+        metrics.record_tokens(event);
+        metrics.account_call(&event.account_id, event.status);
+    }
+    if finished.is_none() {
+        return Err(Unfinished::new(hold.map(|h| (h.org, h.id)), cost, event));
+    }
+    Ok(event)
+}
+
+/// Logs and counts what the store said of a held call's end: a mirror found below its open
+/// holds, an excess the wallet could not pay, a hold already gone, or no answer.
+fn report(request_id: &str, org: i64, finished: Option<Option<Settlement>>, metrics: &Metrics) {
+    if let Some(Some(Settlement::Settled {
+        below_holds: true, ..
+    })) = finished
+    {
+        tracing::error!(request_id = %request_id, org, "wallet mirror below its open holds: charged nothing; the mirror waits for a reload from the ledger");
+        metrics.wallets_below_holds.inc();
+    }
+    match finished {
+        Some(Some(Settlement::Settled { excess, .. })) if excess.is_positive() => {
+            tracing::warn!(request_id = %request_id, org, excess = excess.nanos(), "usage cost exceeded what the wallet could pay");
         }
-        match finished {
-            Some(Some(Settlement::Settled { excess, .. })) if excess.is_positive() => {
-                tracing::warn!(request_id = %f.request_id, org = h.org, excess = excess.nanos(), "usage cost exceeded what the wallet could pay");
-            }
-            Some(Some(Settlement::Settled { .. })) => {}
-            Some(_) => {
-                // The hold is gone (resolved by the reconciler after its deadline, or the store
-                // lost it): the usage event still carries the cost; the settler books it.
-                tracing::warn!(request_id = %f.request_id, org = h.org, "hold already resolved or lost at settlement");
-                metrics.settlements_unresolved.inc();
-            }
-            None => {
-                tracing::warn!(request_id = %f.request_id, org = h.org, "call end not stored; the watcher stores it when the store answers");
-            }
+        Some(Some(Settlement::Settled { .. })) => {}
+        Some(_) => {
+            // The hold is gone (resolved by the reconciler after its deadline, or the store
+            // lost it): the usage event still carries the cost; the settler books it.
+            tracing::warn!(request_id = %request_id, org, "hold already resolved or lost at settlement");
+            metrics.settlements_unresolved.inc();
+        }
+        None => {
+            tracing::warn!(request_id = %request_id, org, "call end not stored; the watcher stores it when the store answers");
         }
     }
+}
+
+/// The call's log line: settled (model, account, tokens, measurement, timings) or answered by
+/// the gateway (the refusal).
+fn log(f: &Finished<'_>, event: Option<&UsageEvent>) {
+    let route = f.route.map(|r| r.label()).unwrap_or("unknown");
     let latency_ms = elapsed_ms(f.latency);
     // The split `Server-Timing` gave the client (0: no header was written, or no supplier).
     let gateway_ms = f.gateway_time.map_or(0, elapsed_ms);
     let upstream_ms = f.upstream_wait.map_or(0, elapsed_ms);
     let status = f.status;
-    match &event {
+    match event {
         Some(e) => tracing::info!(
             request_id = %f.request_id,
             route,
@@ -140,14 +160,6 @@ pub(crate) async fn settle(
             "request answered by the gateway"
         ),
     }
-    if let Some(event) = &event {
-        metrics.record_tokens(event);
-        metrics.account_call(&event.account_id, event.status);
-    }
-    if finished.is_none() {
-        return Err(Unfinished::new(hold.map(|h| (h.org, h.id)), cost, event));
-    }
-    Ok(event)
 }
 
 /// Runs the call's end step, retrying a few times. `None`: the store never answered.

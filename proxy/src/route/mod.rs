@@ -240,6 +240,44 @@ async fn attempt(
     Ok(admitted)
 }
 
+/// One slot ask per account in `ordered`, with its estimated room now.
+fn slot_asks<'a>(r: &Routing<'_>, ordered: &[usize], ids: &[&'a str]) -> Vec<SlotAsk<'a>> {
+    let upstreams = r.accounts.all();
+    ordered
+        .iter()
+        .map(|&i| SlotAsk {
+            account: ids.get(i).copied().unwrap_or_default(),
+            max: upstreams.get(i).map_or(0, |u| u.estimate.now()),
+        })
+        .collect()
+}
+
+/// The concurrency gates a call takes (the gateway's in-flight bound, its key's concurrency) and
+/// the capacity layer each stands for.
+fn gate_asks<'a>(
+    r: &Routing<'_>,
+    caller: &Caller<'_>,
+    key_gate: &'a str,
+) -> (Vec<GateAsk<'a>>, Vec<Layer>) {
+    let mut gates = Vec::with_capacity(2);
+    let mut layers = Vec::with_capacity(2);
+    if let Some(max) = r.settings.max_in_flight {
+        gates.push(GateAsk {
+            gate: GLOBAL_GATE,
+            max,
+        });
+        layers.push(Layer::Global);
+    }
+    if let Some(max) = caller.key_concurrency {
+        gates.push(GateAsk {
+            gate: key_gate,
+            max,
+        });
+        layers.push(Layer::KeyConcurrency);
+    }
+    (gates, layers)
+}
+
 /// A capacity slot on the first open account of `ordered` with room (at its estimated capacity)
 /// and in the gates of the caller's limits, counted in the key's minute, and, with a `plan` (and
 /// its hold TTL), the call's hold: all in one store step (`Calls::admit`). A call kept out by a
@@ -254,31 +292,9 @@ async fn admit(
 ) -> Result<(Vec<usize>, usize, Option<Hold>, Vec<String>), GatewayError> {
     let slot_ttl = Duration::from_millis(r.settings.slot_ttl_ms);
     let (org, hold_id) = (caller.org_id, caller.request_id);
-    let upstreams = r.accounts.all();
-    let asks: Vec<SlotAsk<'_>> = ordered
-        .iter()
-        .map(|&i| SlotAsk {
-            account: ids.get(i).copied().unwrap_or_default(),
-            max: upstreams.get(i).map_or(0, |u| u.estimate.now()),
-        })
-        .collect();
+    let asks = slot_asks(r, ordered, ids);
     let key_gate = caller.key_gate();
-    let mut gates = Vec::with_capacity(2);
-    let mut layers = Vec::with_capacity(2);
-    if let Some(max) = r.settings.max_in_flight {
-        gates.push(GateAsk {
-            gate: GLOBAL_GATE,
-            max,
-        });
-        layers.push(Layer::Global);
-    }
-    if let Some(max) = caller.key_concurrency {
-        gates.push(GateAsk {
-            gate: &key_gate,
-            max,
-        });
-        layers.push(Layer::KeyConcurrency);
-    }
+    let (gates, layers) = gate_asks(r, caller, &key_gate);
     let limits = Limits {
         gates: &gates,
         per_minute: caller.key_per_minute.map(|limit| RateAsk {
