@@ -30,6 +30,7 @@ mod memory_calls;
 mod memory_wallets;
 mod redis_calls;
 mod redis_cluster;
+mod redis_cluster_admit;
 mod redis_store;
 mod redis_streams;
 mod redis_wallets;

@@ -20,17 +20,16 @@
 //! **The settler** reads the [`MONEY_SLOTS`](crate::schema::MONEY_SLOTS) usage streams in turn;
 //! an entry id is `i/ID` (stream `i`, Redis' id).
 
-use crate::budget::OverBudget;
-use crate::calls::{Admitted, Finish, HoldAsk, Limited, Limits, SlotAsk};
+use crate::calls::{Finish, HoldAsk, SlotAsk};
 use crate::cooldowns::{CoolCause, Cooldown};
 use crate::error::{StoreError, StoreResult};
 use crate::redis_calls::finished;
 use crate::redis_store::{
     ACCOUNT_TAKE, FINISH, HOLD_TAKE, RATE_GIVE, RATE_TAKE, RedisStore, SLOT_ACQUIRE, cooldown, int,
-    millis, usd,
+    usd,
 };
 use crate::usage::StreamEntry;
-use crate::wallets::{Confirmation, Reservation, Settlement};
+use crate::wallets::{Confirmation, Settlement};
 use futures_util::future::join_all;
 use money::NanoUsd;
 use redis::AsyncCommands;
@@ -39,228 +38,20 @@ use std::time::Duration;
 
 /// What one admission took so far, given back when another step refuses the call.
 #[derive(Default)]
-struct Taken {
-    gates: Vec<String>,
+pub(crate) struct Taken {
+    pub(crate) gates: Vec<String>,
     /// The per-minute counter and the minute counted in.
-    minute: Option<(String, i64)>,
+    pub(crate) minute: Option<(String, i64)>,
     /// The organization and hold id of a hold this admission opened (not one that existed).
-    hold: Option<(i64, String)>,
+    pub(crate) hold: Option<(i64, String)>,
     /// The account's slots key.
-    account: Option<String>,
+    pub(crate) account: Option<String>,
 }
 
 /// One account's step: whether a slot was taken, and its cooldown.
-type AccountRead = (bool, Option<Cooldown>);
+pub(crate) type AccountRead = (bool, Option<Cooldown>);
 
 impl RedisStore {
-    pub(crate) async fn admit_split(
-        &self,
-        accounts: &[SlotAsk<'_>],
-        slot_id: &str,
-        slot_ttl: Duration,
-        limits: Limits<'_>,
-        hold: Option<HoldAsk<'_>>,
-    ) -> StoreResult<Admitted> {
-        let ttl = millis(slot_ttl);
-        let key = async {
-            match limits.key {
-                Some(hash) => self.key_revoked(hash).await.map(Some),
-                None => Ok(None),
-            }
-        };
-        let gates = join_all(
-            limits
-                .gates
-                .iter()
-                .map(|g| self.take_slot(self.schema.gate(g.gate), slot_id, g.max, ttl)),
-        );
-        let minute = async {
-            match limits.per_minute {
-                Some(rate) => self.rate_take(rate.counter, rate.limit).await.map(Some),
-                None => Ok(None),
-            }
-        };
-        let held = async {
-            match hold {
-                Some(h) => self.hold_take(h).await.map(Some),
-                None => Ok(None),
-            }
-        };
-        let reads = join_all(
-            accounts
-                .iter()
-                .enumerate()
-                .map(|(i, a)| self.account_take(a, slot_id, ttl, i == 0)),
-        );
-        let (key, gates, minute, held, reads) = tokio::join!(key, gates, minute, held, reads);
-
-        let mut taken = Taken::default();
-        let mut failed: Option<StoreError> = None;
-        let mut full_gate = None;
-        for (j, r) in gates.into_iter().enumerate() {
-            match r {
-                Ok(true) => taken.gates.push(self.schema.gate(limits.gates[j].gate)),
-                Ok(false) => {
-                    full_gate.get_or_insert(j);
-                }
-                Err(e) => {
-                    failed.get_or_insert(e);
-                }
-            }
-        }
-        let mut minute_full = None;
-        match minute {
-            Ok(Some(Ok(counted))) => {
-                if let Some(rate) = limits.per_minute {
-                    taken.minute = Some((self.schema.minute_counter(rate.counter), counted));
-                }
-            }
-            Ok(Some(Err(resets_in))) => minute_full = Some(resets_in),
-            Ok(None) => {}
-            Err(e) => {
-                failed.get_or_insert(e);
-            }
-        }
-        let mut reservation = None;
-        let mut over_budget = None;
-        match (held, hold) {
-            (Ok(Some((3, resets_ms, remaining))), Some(_)) => {
-                over_budget = Some(OverBudget {
-                    resets_in: Duration::from_millis(u64::try_from(resets_ms.nanos()).unwrap_or(0)),
-                    remaining,
-                });
-            }
-            (Ok(Some((code, available, _))), Some(h)) => {
-                if code == 1 {
-                    taken.hold = Some((h.org, h.hold_id.to_string()));
-                }
-                reservation = Some(match code {
-                    -1 => Reservation::Missing,
-                    2 => Reservation::AlreadyHeld,
-                    0 => Reservation::Insufficient { available },
-                    _ => Reservation::Held { available },
-                });
-            }
-            (Ok(_), _) => {}
-            (Err(e), _) => {
-                failed.get_or_insert(e);
-            }
-        }
-        let mut cooldowns = Vec::with_capacity(accounts.len());
-        let mut took_first = false;
-        for (i, r) in reads.into_iter().enumerate() {
-            match r {
-                Ok((took, cd)) => {
-                    if took && i == 0 {
-                        took_first = true;
-                        taken.account = Some(self.schema.slots(accounts[0].account));
-                    }
-                    cooldowns.push(cd);
-                }
-                Err(e) => {
-                    failed.get_or_insert(e);
-                    cooldowns.push(None);
-                }
-            }
-        }
-        let key = match key {
-            Ok(revoked) => revoked,
-            Err(e) => {
-                failed.get_or_insert(e);
-                None
-            }
-        };
-        if let Some(e) = failed {
-            self.give_back(taken, slot_id).await;
-            return Err(e);
-        }
-        let refused = |limited| Admitted {
-            cooldowns: Vec::new(),
-            taken: None,
-            reservation: None,
-            limited: Some(limited),
-        };
-        if key == Some(true) {
-            self.give_back(taken, slot_id).await;
-            return Ok(Admitted {
-                cooldowns: vec![None; accounts.len()],
-                ..refused(Limited::Revoked)
-            });
-        }
-        if let Some(j) = full_gate {
-            self.give_back(taken, slot_id).await;
-            return Ok(Admitted {
-                cooldowns,
-                ..refused(Limited::Gate(j))
-            });
-        }
-        if let Some(resets_in) = minute_full {
-            self.give_back(taken, slot_id).await;
-            return Ok(Admitted {
-                cooldowns,
-                ..refused(Limited::PerMinute { resets_in })
-            });
-        }
-        // The first account could not serve: the next open ones, in order, one step each.
-        let mut at = took_first.then_some(0);
-        if at.is_none() {
-            for (i, a) in accounts.iter().enumerate().skip(1) {
-                if cooldowns[i].is_some() {
-                    continue;
-                }
-                match self.account_take(a, slot_id, ttl, true).await {
-                    Ok((true, _)) => {
-                        taken.account = Some(self.schema.slots(a.account));
-                        at = Some(i);
-                        break;
-                    }
-                    Ok((false, cd)) => cooldowns[i] = cd,
-                    Err(e) => {
-                        self.give_back(taken, slot_id).await;
-                        return Err(e);
-                    }
-                }
-            }
-        }
-        let Some(at) = at else {
-            // No account with room: nothing is taken and nothing was asked of the wallet.
-            self.give_back(taken, slot_id).await;
-            return Ok(Admitted {
-                cooldowns,
-                taken: None,
-                reservation: None,
-                limited: None,
-            });
-        };
-        if let Some(over) = over_budget {
-            // Refused by the key's budget: nothing stays taken, as on one server.
-            self.give_back(taken, slot_id).await;
-            return Ok(Admitted {
-                cooldowns,
-                ..refused(Limited::Budget(over))
-            });
-        }
-        if matches!(
-            reservation,
-            Some(Reservation::Missing | Reservation::Insufficient { .. })
-        ) {
-            // A refused hold gives everything back (the wallet kept nothing).
-            self.give_back(taken, slot_id).await;
-            return Ok(Admitted {
-                cooldowns,
-                taken: None,
-                reservation,
-                limited: None,
-            });
-        }
-        Ok(Admitted {
-            cooldowns,
-            taken: Some(at),
-            reservation,
-            limited: None,
-        })
-    }
-
     pub(crate) async fn finish_split(&self, f: Finish<'_>) -> StoreResult<Option<Settlement>> {
         let org = f.hold.map(|(org, _)| org).or(f.event.map(|e| e.org_id));
         let money = async {
@@ -307,7 +98,7 @@ impl RedisStore {
     /// Gives back what an admission took (each step on its own slot); a step that fails is
     /// logged: gate and account slots expire with their TTL, a count with its minute, a hold
     /// with its deadline (the reconciler releases it).
-    async fn give_back(&self, taken: Taken, slot_id: &str) {
+    pub(crate) async fn give_back(&self, taken: Taken, slot_id: &str) {
         let slots = taken.gates.iter().chain(taken.account.as_ref());
         let slots = join_all(slots.map(|key| async move { (key, self.zrem(key, slot_id).await) }));
         let minute = async {
@@ -345,7 +136,7 @@ impl RedisStore {
     }
 
     /// Whether the key `hash` is revoked: the directory is complete (loaded) and has no record.
-    async fn key_revoked(&self, hash: &str) -> StoreResult<bool> {
+    pub(crate) async fn key_revoked(&self, hash: &str) -> StoreResult<bool> {
         let mut conn = self.conn.clone();
         let (loaded, present): (bool, bool) = redis::pipe()
             .exists(self.schema.key_directory_loaded())
@@ -355,7 +146,13 @@ impl RedisStore {
         Ok(loaded && !present)
     }
 
-    async fn take_slot(&self, key: String, slot_id: &str, max: u32, ttl: u64) -> StoreResult<bool> {
+    pub(crate) async fn take_slot(
+        &self,
+        key: String,
+        slot_id: &str,
+        max: u32,
+        ttl: u64,
+    ) -> StoreResult<bool> {
         let mut conn = self.conn.clone();
         let taken: i64 = SLOT_ACQUIRE
             .key(key)
@@ -368,7 +165,11 @@ impl RedisStore {
     }
 
     /// Counts the call in its minute: `Ok(minute)` counted, `Err(resets_in)` the limit is reached.
-    async fn rate_take(&self, counter: &str, limit: u32) -> StoreResult<Result<i64, Duration>> {
+    pub(crate) async fn rate_take(
+        &self,
+        counter: &str,
+        limit: u32,
+    ) -> StoreResult<Result<i64, Duration>> {
         let mut conn = self.conn.clone();
         let (counted, detail): (i64, i64) = RATE_TAKE
             .key(self.schema.minute_counter(counter))
@@ -384,7 +185,7 @@ impl RedisStore {
 
     /// Opens the hold: its code (see `hold_reserve`), the available balance it reports (code 3:
     /// the milliseconds until the budget's period ends) and the budget's remaining amount.
-    async fn hold_take(&self, h: HoldAsk<'_>) -> StoreResult<(i64, NanoUsd, NanoUsd)> {
+    pub(crate) async fn hold_take(&self, h: HoldAsk<'_>) -> StoreResult<(i64, NanoUsd, NanoUsd)> {
         let mut conn = self.conn.clone();
         let mut invocation = HOLD_TAKE.prepare_invoke();
         for key in self.schema.wallet(h.org) {
@@ -402,7 +203,7 @@ impl RedisStore {
         Ok((int(r.first())?, usd(r.get(1))?, usd(r.get(2))?))
     }
 
-    async fn account_take(
+    pub(crate) async fn account_take(
         &self,
         a: &SlotAsk<'_>,
         slot_id: &str,
