@@ -83,17 +83,7 @@ pub(super) async fn content(
         .iter()
         .find(|u| &u.account.id == account)
         .ok_or_else(|| GatewayError::NoAccount(task.model_served.clone()))?;
-    let mut headers = Vec::new();
-    for name in [http::header::RANGE, http::header::IF_RANGE] {
-        if let Some(v) = session
-            .req_header()
-            .headers
-            .get(&name)
-            .and_then(|v| v.to_str().ok())
-        {
-            headers.push((name, v.to_string()));
-        }
-    }
+    let headers = ranges(&session.req_header().headers);
     let suffix = match upstream.account.provider {
         Provider::Gemini => veo_download(supplier, upstream, task, sid).await?,
         Provider::OpenAi | Provider::Anthropic => {
@@ -119,30 +109,8 @@ pub(super) async fn content(
             GatewayError::UpstreamProtocol
         });
     }
-    let mut header = ResponseHeader::build(status, Some(8)).map_err(|_| GatewayError::Internal)?;
     let theirs = answer.header().ok_or(GatewayError::UpstreamProtocol)?;
-    let chunked = !theirs.headers.contains_key(http::header::CONTENT_LENGTH);
-    for name in CONTENT_HEADERS {
-        if let Some(v) = theirs.headers.get(&name) {
-            header
-                .insert_header(name, v.clone())
-                .map_err(|_| GatewayError::Internal)?;
-        }
-    }
-    let extra = [
-        (http::header::CACHE_CONTROL, "private, no-store"),
-        (http::HeaderName::from_static("x-request-id"), request_id),
-    ];
-    for (name, value) in extra {
-        header
-            .insert_header(name, value)
-            .map_err(|_| GatewayError::Internal)?;
-    }
-    if chunked {
-        header
-            .insert_header(http::header::TRANSFER_ENCODING, "chunked")
-            .map_err(|_| GatewayError::Internal)?;
-    }
+    let header = content_header(status, theirs, request_id)?;
     let written = session.write_response_header(Box::new(header), false).await;
     written.map_err(|_| GatewayError::Internal)?;
     // From here on the client has a status: a failure can only cut the body (the request filter
@@ -168,6 +136,50 @@ pub(super) async fn content(
     supplier.client.release(answer).await;
     let done = session.write_response_body(Some(Bytes::new()), true).await;
     done.map(|()| true).map_err(|_| GatewayError::Internal)
+}
+
+/// The client's `Range` and `If-Range`, passed on to the supplier.
+fn ranges(client: &http::HeaderMap) -> Vec<(http::HeaderName, String)> {
+    [http::header::RANGE, http::header::IF_RANGE]
+        .into_iter()
+        .filter_map(|name| {
+            let value = client.get(&name)?.to_str().ok()?.to_string();
+            Some((name, value))
+        })
+        .collect()
+}
+
+/// The content's response header: the supplier's status and content headers, never cached,
+/// the request id, chunked when the supplier gave no length.
+fn content_header(
+    status: u16,
+    theirs: &ResponseHeader,
+    request_id: &str,
+) -> Result<ResponseHeader, GatewayError> {
+    let mut header = ResponseHeader::build(status, Some(8)).map_err(|_| GatewayError::Internal)?;
+    let chunked = !theirs.headers.contains_key(http::header::CONTENT_LENGTH);
+    for name in CONTENT_HEADERS {
+        if let Some(v) = theirs.headers.get(&name) {
+            header
+                .insert_header(name, v.clone())
+                .map_err(|_| GatewayError::Internal)?;
+        }
+    }
+    let extra = [
+        (http::header::CACHE_CONTROL, "private, no-store"),
+        (http::HeaderName::from_static("x-request-id"), request_id),
+    ];
+    for (name, value) in extra {
+        header
+            .insert_header(name, value)
+            .map_err(|_| GatewayError::Internal)?;
+    }
+    if chunked {
+        header
+            .insert_header(http::header::TRANSFER_ENCODING, "chunked")
+            .map_err(|_| GatewayError::Internal)?;
+    }
+    Ok(header)
 }
 
 /// A `GET` of `suffix` at `upstream` for `task`'s content; a supplier that cannot be reached is

@@ -7,6 +7,7 @@ use super::{Desk, Supplier};
 use crate::classify::Route;
 use crate::ctx::RequestCtx;
 use crate::errors::GatewayError;
+use crate::inspect::video::Job;
 use crate::inspect::{self, Kind};
 use crate::money::admit::{self};
 use crate::route::cooldown::{self, Cooling, Reason};
@@ -18,7 +19,7 @@ use money::RateMultiplier;
 use opstate::KeyRecord;
 use opstate::{Ending, Task, TaskBook, TaskStatus};
 use pingora::proxy::Session;
-use settings::Provider;
+use settings::{Model, Provider};
 use std::time::Duration;
 
 /// `POST /compat/v1/videos`: check, route, hold, record, submit.
@@ -76,50 +77,31 @@ pub(super) async fn create(
     let hold = admit::reserve(wallets, caller.org_id, &ctx.request_id, &plan, ttl).await?;
     // Until the supplier accepts the task, `logging` releases the hold like any refused call.
     ctx.admission.hold = Some(hold.clone());
-    let now = Utc::now();
-    let task = Task {
-        id: format!("{ID_PREFIX}{}", uuid::Uuid::new_v4().simple()),
-        organization_id: caller.org_id,
-        api_key_id: caller.key_id,
-        group_id: caller.group_id,
-        model_requested: job.model.clone(),
-        model_served: served.id.clone(),
-        resolution: resolution.clone(),
-        seconds_requested: seconds_sent.map(|s| i64::try_from(s).unwrap_or(i64::MAX)),
-        account_id: None,
-        supplier_task_id: None,
-        hold_id: hold.id.clone(),
-        hold_nanos: hold.amount.nanos(),
-        retail_rate_ppm: hold.rate.ppm(),
-        wholesale_rate_ppm: hold.wholesale.map(RateMultiplier::ppm),
-        status: TaskStatus::Submitting,
-        progress: 0,
-        failure_code: None,
-        failure_message: None,
-        seconds_charged: None,
-        cost_nanos: None,
-        created_at: now,
-        updated_at: now,
-        checked_at: now,
-        completed_at: None,
-    };
+    let task = new_task(
+        caller,
+        &job.model,
+        &served.id,
+        &resolution,
+        seconds_sent,
+        &hold,
+    );
     book.insert(task.clone()).await.map_err(unavailable)?;
-    let create = match provider {
-        Provider::Gemini => Create {
-            suffix: format!(
-                "/v1beta/models/{}:predictLongRunning",
-                encode_segment(&served.id)
-            ),
-            body: Bytes::from(job.veo_body(job.held_seconds(&served), &resolution)),
-            provider,
-        },
-        Provider::OpenAi | Provider::Anthropic => Create {
-            suffix: "/videos".to_string(),
-            body: Bytes::from(job.openai_body(&served.id, &resolution)),
-            provider,
-        },
-    };
+    let create = Create::of(provider, job, &served, &resolution);
     let outcome = submit(desk, ctx, &create, &session.req_header().headers).await;
+    answer(desk, book, session, ctx, task, outcome).await
+}
+
+/// Answers the client from the submission's outcome: the task object once the supplier accepted
+/// it (the hold then belongs to the task), the supplier's refusal, or the failure; a task that
+/// never ran is ended unpaid.
+async fn answer(
+    desk: &Desk<'_>,
+    book: &dyn TaskBook,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    task: Task,
+    outcome: Submitted,
+) -> Result<bool, GatewayError> {
     match outcome {
         Submitted::Accepted { account, state } => {
             let sid = state.id.clone().unwrap_or_default();
@@ -171,6 +153,67 @@ pub(super) struct Create {
     provider: Provider,
 }
 
+/// The task's record before its submission (`submitting`): who asked, the model asked and
+/// served, the resolution and seconds sent, and the hold it will be settled against.
+fn new_task(
+    caller: &KeyRecord,
+    model_requested: &str,
+    served: &str,
+    resolution: &str,
+    seconds_sent: Option<u64>,
+    hold: &admit::Hold,
+) -> Task {
+    let now = Utc::now();
+    Task {
+        id: format!("{ID_PREFIX}{}", uuid::Uuid::new_v4().simple()),
+        organization_id: caller.org_id,
+        api_key_id: caller.key_id,
+        group_id: caller.group_id,
+        model_requested: model_requested.to_string(),
+        model_served: served.to_string(),
+        resolution: resolution.to_string(),
+        seconds_requested: seconds_sent.map(|s| i64::try_from(s).unwrap_or(i64::MAX)),
+        account_id: None,
+        supplier_task_id: None,
+        hold_id: hold.id.clone(),
+        hold_nanos: hold.amount.nanos(),
+        retail_rate_ppm: hold.rate.ppm(),
+        wholesale_rate_ppm: hold.wholesale.map(RateMultiplier::ppm),
+        status: TaskStatus::Submitting,
+        progress: 0,
+        failure_code: None,
+        failure_message: None,
+        seconds_charged: None,
+        cost_nanos: None,
+        created_at: now,
+        updated_at: now,
+        checked_at: now,
+        completed_at: None,
+    }
+}
+
+impl Create {
+    /// The create as `provider`'s accounts take it (Veo's long-running predict, or OpenAI's
+    /// `/videos`).
+    fn of(provider: Provider, job: &Job, served: &Model, resolution: &str) -> Create {
+        match provider {
+            Provider::Gemini => Create {
+                suffix: format!(
+                    "/v1beta/models/{}:predictLongRunning",
+                    encode_segment(&served.id)
+                ),
+                body: Bytes::from(job.veo_body(job.held_seconds(&served), resolution)),
+                provider,
+            },
+            Provider::OpenAi | Provider::Anthropic => Create {
+                suffix: "/videos".to_string(),
+                body: Bytes::from(job.openai_body(&served.id, resolution)),
+                provider,
+            },
+        }
+    }
+}
+
 pub(super) enum Submitted {
     Accepted {
         account: String,
@@ -211,22 +254,11 @@ pub(super) async fn submit(
         ctx.attempts
             .first_attempt_at
             .get_or_insert_with(std::time::Instant::now);
-        // Of the client's headers only the account's `forward_headers` pass, as on every call.
-        let headers = upstream
-            .account
-            .forward_headers
-            .iter()
-            .filter_map(|name| {
-                let name = http::HeaderName::from_bytes(name.as_bytes()).ok()?;
-                let value = client.get(&name)?.to_str().ok()?.to_string();
-                Some((name, value))
-            })
-            .collect();
         let call = Call {
             method: "POST",
             suffix: &create.suffix,
             body: Some(("application/json", create.body.clone())),
-            headers,
+            headers: forwarded(&upstream.account.forward_headers, client),
         };
         let mut answer = match supplier.send(upstream, server, call).await {
             Ok(a) => a,
@@ -257,16 +289,7 @@ pub(super) async fn submit(
         if let cooldown::Verdict::Cool { reason, duration } = verdict {
             ctx.attempts.to_cool.push(Cooling::new(i, reason, duration));
             crate::attempt::cool(desk.stores, desk.metrics, ctx).await;
-            last = if reason == Reason::RateLimited {
-                Submitted::Failed(GatewayError::UsageLimitReached {
-                    resets_in_seconds: duration.as_secs().max(1),
-                })
-            } else {
-                Submitted::Refused {
-                    status,
-                    body: bytes,
-                }
-            };
+            last = cooled(reason, duration, status, bytes);
             continue;
         }
         if !(200..300).contains(&status) {
@@ -275,24 +298,54 @@ pub(super) async fn submit(
                 body: bytes,
             };
         }
-        let created = match create.provider {
-            Provider::Gemini => SupplierState::operation_started(&bytes),
-            Provider::OpenAi | Provider::Anthropic => SupplierState::parse(&bytes),
-        };
-        return match created {
-            Some(state) if state.id.as_deref().is_some_and(|id| !id.is_empty()) => {
-                Submitted::Accepted {
-                    account: upstream.account.id.clone(),
-                    state,
-                }
-            }
-            _ => {
-                tracing::warn!(account = %upstream.account.id, "video create answered without a task id");
-                Submitted::Failed(GatewayError::UpstreamProtocol)
-            }
-        };
+        return accepted(create.provider, &bytes, &upstream.account.id);
     }
     last
+}
+
+/// What a cooled account's answer leaves if no other account takes the create: a rate limit
+/// (with its reset), or the supplier's refusal passed on.
+fn cooled(reason: Reason, duration: Duration, status: u16, body: Bytes) -> Submitted {
+    if reason == Reason::RateLimited {
+        Submitted::Failed(GatewayError::UsageLimitReached {
+            resets_in_seconds: duration.as_secs().max(1),
+        })
+    } else {
+        Submitted::Refused { status, body }
+    }
+}
+
+/// Of the client's headers only the account's `forward_headers` pass, as on every call.
+fn forwarded(names: &[String], client: &http::HeaderMap) -> Vec<(http::HeaderName, String)> {
+    names
+        .iter()
+        .filter_map(|name| {
+            let name = http::HeaderName::from_bytes(name.as_bytes()).ok()?;
+            let value = client.get(&name)?.to_str().ok()?.to_string();
+            Some((name, value))
+        })
+        .collect()
+}
+
+/// A supplier's 2xx answer to a create: the task it started, or a protocol failure when it names
+/// no task.
+fn accepted(provider: Provider, bytes: &[u8], account: &str) -> Submitted {
+    let created = match provider {
+        Provider::Gemini => SupplierState::operation_started(bytes),
+        Provider::OpenAi | Provider::Anthropic => SupplierState::parse(bytes),
+    };
+    match created {
+        Some(state) if state.id.as_deref().is_some_and(|id| !id.is_empty()) => {
+            Submitted::Accepted {
+                account: account.to_string(),
+                state,
+            }
+        }
+        _ => {
+            tracing::warn!(account = %account, "video create answered without a task id");
+            Submitted::Failed(GatewayError::UpstreamProtocol)
+        }
+    }
 }
 
 /// Ends a task that never ran (its hold is released by `logging`, which still owns it).

@@ -35,15 +35,9 @@ pub(crate) async fn refresh(
         return task;
     };
     let provider = upstream.account.provider;
-    let suffix = match provider {
-        Provider::Gemini => match operation_path(sid) {
-            Some(path) => path,
-            None => {
-                tracing::warn!(task = %task.id, "video task's operation name is not a path");
-                return task;
-            }
-        },
-        Provider::OpenAi | Provider::Anthropic => format!("/videos/{}", encode_segment(sid)),
+    let Some(suffix) = task_path(provider, sid) else {
+        tracing::warn!(task = %task.id, "video task's operation name is not a path");
+        return task;
     };
     let call = Call {
         method: "GET",
@@ -90,5 +84,14 @@ pub(crate) async fn refresh(
         status: state.status,
         progress: state.progress,
         ..task
+    }
+}
+
+/// Where `provider` answers for its task `sid`: Veo's operation, or OpenAI's `/videos/{id}`
+/// (`None`: an operation name that is not a path).
+fn task_path(provider: Provider, sid: &str) -> Option<String> {
+    match provider {
+        Provider::Gemini => operation_path(sid),
+        Provider::OpenAi | Provider::Anthropic => Some(format!("/videos/{}", encode_segment(sid))),
     }
 }
