@@ -202,7 +202,7 @@ impl Create {
                     "/v1beta/models/{}:predictLongRunning",
                     encode_segment(&served.id)
                 ),
-                body: Bytes::from(job.veo_body(job.held_seconds(&served), resolution)),
+                body: Bytes::from(job.veo_body(job.held_seconds(served), resolution)),
                 provider,
             },
             Provider::OpenAi | Provider::Anthropic => Create {
