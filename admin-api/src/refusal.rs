@@ -190,3 +190,48 @@ impl From<StatementError> for ApiError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use money::NanoUsd;
+    use serde_json::json;
+
+    fn reason(e: impl Into<ApiError>) -> (u16, Option<&'static str>, serde_json::Value) {
+        let (status, reason, metadata) = e.into().parts();
+        (status.as_u16(), reason, metadata)
+    }
+
+    #[test]
+    fn faults_answer_unavailable_or_internal_never_a_refusal() {
+        let store = Fault::Store(sea_orm::DbErr::Custom("down".into()));
+        assert_eq!(reason(store), (503, Some("SERVICE_UNAVAILABLE"), json!({})));
+        let broken = Fault::Broken("a row is missing");
+        assert_eq!(reason(broken).0, 500);
+        assert_eq!(
+            reason(FundingError::MirrorMissing).1,
+            Some("SERVICE_UNAVAILABLE")
+        );
+        assert_eq!(reason(StatementError::Render("no font")).0, 500);
+    }
+
+    #[test]
+    fn a_refusal_crossing_services_keeps_its_reason_and_metadata() {
+        let short = Shortfall {
+            available: NanoUsd::from_nanos(1_000_000_000),
+            required: NanoUsd::from_nanos(3_000_000_000),
+        };
+        let direct = reason(CustomerError::Short(short));
+        assert_eq!(direct.0, 403);
+        assert_eq!(direct.1, Some("PARTNER_FUNDING_INSUFFICIENT"));
+        assert_eq!(direct.2["shortfall_usd"], json!(2));
+        assert_eq!(reason(FundingError::Short(short)), direct);
+        let wrapped = AutoAllocationError::Funding(FundingError::Customer(CustomerError::NotFound));
+        assert_eq!(
+            reason(wrapped),
+            (404, Some("PARTNER_CUSTOMER_NOT_FOUND"), json!({}))
+        );
+        let billing = BillingError::Usage(UsageError::Granularity);
+        assert_eq!(reason(billing).1, Some("INVALID_PARTNER_USAGE_GRANULARITY"));
+    }
+}

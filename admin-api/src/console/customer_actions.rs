@@ -134,35 +134,6 @@ impl FromRequest<AppState> for Acting {
     }
 }
 
-impl Acting {
-    /// The customer's page with the refusal `e` on form `form`.
-    async fn refused(&self, form: &'static str, e: ApiError) -> Response {
-        refused(&self.state, &self.viewer, &self.t, &self.customer, form, e).await
-    }
-
-    /// [`write`] for this post.
-    async fn write<T, E>(
-        &self,
-        change: Change,
-        notice: impl FnOnce(&T) -> (String, Option<String>),
-        run: impl AsyncFnOnce(&sea_orm::DatabaseTransaction) -> Result<Written<T>, E>,
-    ) -> Response
-    where
-        ApiError: From<E>,
-    {
-        write(
-            &self.state,
-            &self.viewer,
-            &self.t,
-            &self.customer,
-            change,
-            notice,
-            run,
-        )
-        .await
-    }
-}
-
 /// A post's checks: origin, CSRF, membership, a role that does customer work, and a customer of
 /// this partner. Returns the team and the caller.
 async fn acting(
@@ -195,80 +166,74 @@ pub(super) struct Change {
     pub detail: Value,
 }
 
-/// Runs a partner API write in one transaction, its audit record first (nothing may fail between
-/// a wallet mirror's change, the last step of an allocation, and the commit), applies its effects
-/// after the commit, and answers the page with `notice` (or the refusal on the change's form).
-pub(super) async fn write<T, E>(
-    state: &AppState,
-    viewer: &Viewer,
-    t: &Membership,
-    customer: &str,
-    change: Change,
-    notice: impl FnOnce(&T) -> (String, Option<String>),
-    run: impl AsyncFnOnce(&sea_orm::DatabaseTransaction) -> Result<Written<T>, E>,
-) -> Response
-where
-    ApiError: From<E>,
-{
-    let form = change.form;
-    let done = async {
-        let txn = crate::db::begin(&state.db).await?;
-        audited(
-            &txn,
-            state,
-            viewer,
-            t,
-            change.action,
-            customer,
-            change.detail,
-        )
-        .await?;
-        let success = run(&txn).await?;
-        if let Err(e) = txn.commit().await {
-            // A decrease took the money out of the mirror just before: reload it from the
-            // ledger, which kept it.
-            for effect in &success.effects {
-                if let Effect::ReloadWalletIfAborted { org } = effect {
-                    state.wallet_stale(*org);
+impl Acting {
+    /// Runs a partner API write in one transaction, its audit record first (nothing may fail between
+    /// a wallet mirror's change, the last step of an allocation, and the commit), applies its effects
+    /// after the commit, and answers the page with `notice` (or the refusal on the change's form).
+    async fn write<T, E>(
+        &self,
+        change: Change,
+        notice: impl FnOnce(&T) -> (String, Option<String>),
+        run: impl AsyncFnOnce(&sea_orm::DatabaseTransaction) -> Result<Written<T>, E>,
+    ) -> Response
+    where
+        ApiError: From<E>,
+    {
+        let (state, viewer, t, customer) =
+            (&self.state, &self.viewer, &self.t, self.customer.as_str());
+        let form = change.form;
+        let done = async {
+            let txn = crate::db::begin(&state.db).await?;
+            audited(
+                &txn,
+                state,
+                viewer,
+                t,
+                change.action,
+                customer,
+                change.detail,
+            )
+            .await?;
+            let success = run(&txn).await?;
+            if let Err(e) = txn.commit().await {
+                // A decrease took the money out of the mirror just before: reload it from the
+                // ledger, which kept it.
+                for effect in &success.effects {
+                    if let Effect::ReloadWalletIfAborted { org } = effect {
+                        state.wallet_stale(*org);
+                    }
                 }
+                return Err(e.into());
             }
-            return Err(e.into());
+            Ok::<_, ApiError>(success)
         }
-        Ok::<_, ApiError>(success)
-    }
-    .await;
-    match done {
-        Ok(success) => {
-            let (notice, secret) = notice(&success.data);
-            apply(state, success.effects).await;
-            let out = Outcome {
-                notice: Some(notice),
-                secret,
-                ..Outcome::default()
-            };
-            page(state, viewer, t, customer, out).await
+        .await;
+        match done {
+            Ok(success) => {
+                let (notice, secret) = notice(&success.data);
+                apply(state, success.effects).await;
+                let out = Outcome {
+                    notice: Some(notice),
+                    secret,
+                    ..Outcome::default()
+                };
+                page(state, viewer, t, customer, out).await
+            }
+            Err(ApiError::Unavailable | ApiError::Internal) => render::unavailable(),
+            Err(ApiError::CustomerNotFound | ApiError::ApiKeyNotFound) => render::not_found(viewer),
+            Err(e) => self.refused(form, e).await,
         }
-        Err(ApiError::Unavailable | ApiError::Internal) => render::unavailable(),
-        Err(ApiError::CustomerNotFound | ApiError::ApiKeyNotFound) => render::not_found(viewer),
-        Err(e) => refused(state, viewer, t, customer, form, e).await,
     }
-}
 
-/// The page with the refusal `e` shown on form `form`.
-pub(super) async fn refused(
-    state: &AppState,
-    viewer: &Viewer,
-    t: &Membership,
-    customer: &str,
-    form: &'static str,
-    e: ApiError,
-) -> Response {
-    let out = Outcome {
-        status: Some(e.parts().0),
-        error: Some(refusal(form, &e)),
-        ..Outcome::default()
-    };
-    page(state, viewer, t, customer, out).await
+    /// The page with the refusal `e` shown on form `form`.
+    async fn refused(&self, form: &'static str, e: ApiError) -> Response {
+        let out = Outcome {
+            status: Some(e.parts().0),
+            error: Some(refusal(form, &e)),
+            ..Outcome::default()
+        };
+        page(&self.state, &self.viewer, &self.t, &self.customer, out).await
+    }
 }
 
 /// The audit record of a customer change, written in its transaction.

@@ -37,14 +37,17 @@ impl FromRequestParts<AppState> for InTeam {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<InTeam, Response> {
         let viewer = Viewer::from_request_parts(parts, state).await?;
         let Ok(Seg(team)) = Seg::from_request_parts(parts, state).await;
-        let partner = parts
+        let route = parts
             .extensions
             .get::<MatchedPath>()
-            .is_some_and(|m| m.as_str().starts_with("/console/partners/"));
-        let place = if partner {
-            partner_place(state, &viewer, &team).await?
-        } else {
-            org_place(state, &viewer, &team).await?
+            .map(MatchedPath::as_str);
+        // A route of neither kind has no team: not found, never a guess.
+        let place = match route {
+            Some(r) if r.starts_with("/console/partners/") => {
+                partner_place(state, &viewer, &team).await?
+            }
+            Some(r) if r.starts_with("/console/orgs/") => org_place(state, &viewer, &team).await?,
+            _ => return Err(render::not_found(&viewer)),
         };
         Ok(InTeam { viewer, place })
     }

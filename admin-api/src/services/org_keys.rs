@@ -150,20 +150,9 @@ pub async fn org_create(
         return Err(KeyError::Invalid("no such group".into()));
     }
     let key_store::CreatedKey { row, secret } = new.insert(&txn, state, org_id).await?;
-    crate::services::audit::audit(
-        &txn,
-        crate::services::audit::Audit {
-            organization: Some(org_id),
-            partner: None,
-            actor: Some(actor),
-            action: "key_created",
-            target: Some(format!("key:{}", row.id)),
-            detail: serde_json::json!({"name": row.name, "group_id": row.group_id}),
-            ip,
-        },
-        state.clock.now(),
-    )
-    .await?;
+    let detail = serde_json::json!({"name": row.name, "group_id": row.group_id});
+    let by = (org_id, actor, ip);
+    audited(&txn, state, by, "key_created", row.id, detail).await?;
     txn.commit().await?;
     // Published before the answer, as the partner route does; a failed publish is rebuilt by the
     // directory keeper at its next tick.
@@ -206,20 +195,40 @@ pub async fn org_disable(
     row.status = Set(KeyStatus::Disabled);
     row.disabled_at = Set(Some(Utc::now()));
     let key = row.update(&txn).await?;
-    crate::services::audit::audit(
+    let detail = serde_json::json!({"name": key.name});
+    audited(
         &txn,
-        crate::services::audit::Audit {
-            organization: Some(org_id),
-            partner: None,
-            actor: Some(actor),
-            action: "key_disabled",
-            target: Some(format!("key:{}", key.id)),
-            detail: serde_json::json!({"name": key.name}),
-            ip,
-        },
-        state.clock.now(),
+        state,
+        (org_id, actor, ip),
+        "key_disabled",
+        key.id,
+        detail,
     )
     .await?;
     txn.commit().await?;
     Ok(preview(&key))
+}
+
+/// The audit record of a change to key `key_id`, made in organization `by.0`'s console by user
+/// `by.1` from address `by.2`, in the change's transaction.
+async fn audited(
+    txn: &impl ConnectionTrait,
+    state: &AppState,
+    by: (i64, i64, Option<String>),
+    action: &'static str,
+    key_id: i64,
+    detail: serde_json::Value,
+) -> Result<(), KeyError> {
+    let (org_id, actor, ip) = by;
+    let record = crate::services::audit::Audit {
+        organization: Some(org_id),
+        partner: None,
+        actor: Some(actor),
+        action,
+        target: Some(format!("key:{key_id}")),
+        detail,
+        ip,
+    };
+    crate::services::audit::audit(txn, record, state.clock.now()).await?;
+    Ok(())
 }
