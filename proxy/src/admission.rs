@@ -1,7 +1,8 @@
 //! The phases before a supplier is called, in order: classify the route, authenticate the key,
 //! inspect the body, route to a model and its accounts, admit (wallet hold, capacity, limits). A
-//! route answered here (local routes, refusals, hosted media, video tasks) never reaches a
-//! supplier through the proxy.
+//! route answered here (local routes, refusals, hosted media, video polls and downloads) never
+//! reaches a supplier through the proxy; a video create is admitted by `video` (its task's record
+//! and longer hold) and then proxied like any call.
 
 use crate::call::Call;
 use crate::classify::Route;
@@ -10,6 +11,7 @@ use crate::errors::GatewayError;
 use crate::models::ModelRoute;
 use crate::{auth, inspect, local, respond, shared::Shared};
 use crate::{money::admit, route};
+use opstate::KeyRecord;
 use pingora::proxy::Session;
 use std::time::Duration;
 
@@ -33,8 +35,8 @@ pub(crate) async fn prepare(
             .map(|_| false)
             .ok_or(GatewayError::UpstreamUnreachable);
     }
-    if route == Route::Media || route.is_video() {
-        // Hosted media and video tasks: answered here, with no proxied supplier call.
+    if route == Route::Media || (route.is_video() && route != Route::VideoCreate) {
+        // Hosted media, video polls and downloads: answered here, with no proxied supplier call.
         return answer_here(s, session, ctx, route).await;
     }
     let (caller, key_hash) = auth::caller(s, header, route.surface(), !route.is_local()).await?;
@@ -45,15 +47,33 @@ pub(crate) async fn prepare(
         let body = local::answer(&live.router, caller.group_id, route, header.uri.path())?;
         return respond::local(session, body, &ctx.request_id).await;
     }
+    if route == Route::VideoCreate {
+        // A task's record and hold, then the call goes to its accounts like any other.
+        return crate::video::serve::admit(s, session, ctx, &caller)
+            .await
+            .map(|()| false);
+    }
+    admit_call(s, session, ctx, (&caller, &key_hash)).await
+}
 
+/// Inspects, routes and admits a generation call of `caller` (its key's hash beside it): the
+/// body read once, the decision followed, the hold taken with the capacity slot, the bodies for
+/// the formats of its accounts. `Ok(true)`: answered locally (a token count nobody counts).
+async fn admit_call(
+    s: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    (caller, key_hash): (&KeyRecord, &str),
+) -> Result<bool, GatewayError> {
+    let live = ctx.live.clone();
+    let route = ctx.route.ok_or(GatewayError::Internal)?;
     let server = &s.settings.server;
     let idle = Duration::from_millis(server.request_body_timeout_ms);
     let original = inspect::body::read_body(session, server.max_body_bytes, idle).await?;
     let work = inspect::work(route, session.req_header(), &original)?;
-    let who = route::Caller::of(&caller, &key_hash, &ctx.request_id, &live.settings);
+    let who = route::Caller::of(caller, key_hash, &ctx.request_id, &live.settings);
     let at = ctx.started_at_ms;
-    let plan =
-        |m: &ModelRoute| admit::hold_for(&work, route, &m.model, &caller, &live.settings, at);
+    let plan = |m: &ModelRoute| admit::hold_for(&work, route, &m.model, caller, &live.settings, at);
     let hold = (!route.counts_tokens()).then_some(route::HoldRequest {
         ttl_ms: s.settings.money.hold_ttl_ms,
         plan: &plan,
@@ -79,7 +99,7 @@ pub(crate) async fn prepare(
         return respond::local(session, body, &ctx.request_id).await;
     }
     let targets = live.targets(route, &ctx.attempts.order);
-    let options = live.body_options(&caller);
+    let options = live.body_options(caller);
     let bodies = crate::bodies::build(&work, route, &original, &served.model, targets, options)?;
     let default_output = live.settings.money.default_output_tokens;
     ctx.admission.call = Some(Call::new(
@@ -92,8 +112,8 @@ pub(crate) async fn prepare(
     Ok(false)
 }
 
-/// Answers a route the gateway serves without proxying: a hosted media file, or a video
-/// task route (`crate::video::serve`). `Ok(true)`: answered.
+/// Answers a route the gateway serves without proxying: a hosted media file, or a video poll or
+/// download (`crate::video::serve`). `Ok(true)`: answered.
 async fn answer_here(
     s: &Shared,
     session: &mut Session,

@@ -61,6 +61,15 @@ pub(crate) fn start(
     if ctx.route.is_some_and(Route::counts_tokens) {
         return Ok(());
     }
+    if ctx.admission.task.is_some() {
+        // A video create: an acceptance is collected and becomes the task's object; a refusal
+        // passes on as the supplier sent it. Its charge is the task's, at its end.
+        if upstream_response.status.is_success() {
+            reshaped_response(upstream_response, "application/json")?;
+            ctx.answer.task = Some(Vec::new());
+        }
+        return Ok(());
+    }
     let content_type = upstream_response.headers.get(http::header::CONTENT_TYPE);
     let sse = crate::meter::is_sse(content_type.and_then(|v| v.to_str().ok()));
     let (audio, watch_reset) = (
@@ -78,14 +87,9 @@ pub(crate) fn start(
     {
         let mut meter = Meter::passing(format, sse).watching(audio, watch_reset);
         let gemini = supplier == Some(Format::Gemini);
-        let host = Arc::new(crate::media::Hosting {
-            pending: Arc::clone(&shared.pending_media),
-            signer: shared.signer.clone(),
-            base: crate::media::base(&shared.settings.server, call.host.as_deref()),
-        });
         let created = ctx.started_at_ms / 1000;
-        let answer = ImageAnswer::new(gemini, images.urls, status, created, host);
-        ctx.answer.reshape = answer.map(|a| Reshape::Image(Box::new(a)));
+        let asked = (gemini, images.urls, status, created);
+        ctx.answer.reshape = image_rewrite(shared, call.host.as_deref(), asked);
         // Image answers are counted by the meter, unless they are rewritten: then the rewrite,
         // which reads the whole answer anyway, counts them (one parse, one buffer).
         meter.count_images(ctx.answer.reshape.is_none());
@@ -126,12 +130,49 @@ pub(crate) fn start(
     Ok(())
 }
 
+/// The rewrite of an image answer (`ImageAnswer::new`), its URLs hosted on the gateway's public
+/// base (or the request's `host`); `asked`: the supplier speaks Gemini, the client wants URLs,
+/// the answer's status, its creation time.
+fn image_rewrite(
+    shared: &Shared,
+    host: Option<&str>,
+    (gemini, urls, status, created): (bool, bool, u16, u64),
+) -> Option<Reshape> {
+    let host = Arc::new(crate::media::Hosting {
+        pending: Arc::clone(&shared.pending_media),
+        signer: shared.signer.clone(),
+        base: crate::media::base(&shared.settings.server, host),
+    });
+    let answer = ImageAnswer::new(gemini, urls, status, created, host);
+    answer.map(|a| Reshape::Image(Box::new(a)))
+}
+
 /// One chunk of the supplier's body on its way to the client (`end_of_stream`: the last): the
 /// meter reads it (and replaces it by the client's bytes when translating); a rate-limited
-/// answer is replaced at its end by the gateway's own, a reshaped one by its rewrite.
-pub(crate) fn body(ctx: &mut RequestCtx, body: &mut Option<Bytes>, end_of_stream: bool) {
+/// answer is replaced at its end by the gateway's own, a reshaped one by its rewrite, a video
+/// task's acceptance by the task's object.
+pub(crate) fn body(
+    s: &Shared,
+    ctx: &mut RequestCtx,
+    body: &mut Option<Bytes>,
+    end_of_stream: bool,
+) {
     if body.as_ref().is_some_and(|b| !b.is_empty()) {
         ctx.answer.ttfb.get_or_insert_with(|| ctx.started.elapsed());
+    }
+    if let Some(kept) = ctx.answer.task.as_mut() {
+        if let Some(chunk) = body.as_ref() {
+            let room = crate::video::OBJECT_LIMIT.saturating_sub(kept.len());
+            kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        }
+        *body = match end_of_stream {
+            true => {
+                let kept = ctx.answer.task.take().unwrap_or_default();
+                crate::video::serve::answered(s, ctx, &kept)
+            }
+            false => Some(Bytes::new()),
+        };
+        return;
     }
     if let Some(meter) = ctx.answer.meter.as_mut() {
         meter.body(body, end_of_stream);

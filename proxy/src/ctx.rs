@@ -49,8 +49,12 @@ pub(crate) struct Admission {
     pub key_hash: Option<String>,
     /// Inspection and routing: the call, once its body was read and its model resolved.
     pub call: Option<Call>,
-    /// The hold on the organization's wallet, settled exactly once in `logging`.
+    /// The hold on the organization's wallet, settled exactly once in `logging` (a video
+    /// create's, once its supplier accepted the task, belongs to the task: `video::create`).
     pub hold: Option<Hold>,
+    /// A video create: its task's record, `submitting` until the supplier's answer (then as the
+    /// answer left it, recorded in the task book at the end: `video::create`).
+    pub task: Option<opstate::Task>,
     /// The bounded label of the error the gateway answered with, if it answered itself.
     pub refusal: Option<&'static str>,
 }
@@ -100,6 +104,9 @@ pub(crate) struct Answer {
     pub meter: Option<Meter>,
     /// An image answer, or a translated supplier error, rewritten.
     pub reshape: Option<Reshape>,
+    /// A video create's accepting answer (2xx), collected whole: the client gets the task's
+    /// object instead (`video::create::answered`).
+    pub task: Option<Vec<u8>>,
     pub ttfb: Option<Duration>,
     /// The gateway's own time before the answer's header: from arrival to the header, less the
     /// supplier's wait (`Server-Timing`'s `gateway`).

@@ -1,5 +1,5 @@
 //! The end of a call (Pingora's `logging` hook, once per request whatever happened): the
-//! cooldowns not yet written, the one settle step (slot back, hold closed, usage event appended:
+//! cooldowns not yet written, a video create's task (`video::serve::ended`), the one settle step (slot back, hold closed, usage event appended:
 //! `money::settle`), the call's trace, and what the gateway keeps of it (the recent events, a
 //! hold still open until its end is stored).
 
@@ -23,6 +23,8 @@ pub(crate) async fn end(s: &Shared, status: u16, ctx: &mut RequestCtx) {
             .push(Cooling::new(limit.account, Reason::RateLimited, reset));
     }
     attempt::cool(s.stores(), &s.metrics, ctx).await;
+    // A video create's task: recorded (it then owns the hold) or ended unpaid.
+    crate::video::serve::ended(s, ctx, status).await;
     let live = ctx.live.clone();
     let slot = ctx.attempts.slot.take().and_then(|i| live.accounts.id(i));
     let hold = ctx.admission.hold.take();

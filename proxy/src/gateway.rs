@@ -11,7 +11,7 @@ use crate::ctx::RequestCtx;
 use crate::errors::GatewayError;
 use crate::meter::Meter;
 use crate::telemetry::{self, CallTrace};
-use crate::{admission, attempt, respond, shared::Shared};
+use crate::{admission, attempt, respond, shared::Shared, video};
 use crate::{ending, upstream::rewrite};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -166,7 +166,7 @@ impl ProxyHttp for Gateway {
         end_of_stream: bool,
         ctx: &mut RequestCtx,
     ) -> pingora::Result<Option<Duration>> {
-        crate::answer::body(ctx, body, end_of_stream);
+        crate::answer::body(&self.shared, ctx, body, end_of_stream);
         Ok(None)
     }
 
@@ -195,7 +195,8 @@ impl ProxyHttp for Gateway {
     ) -> FailToProxy {
         ctx.answer.meter.iter_mut().for_each(Meter::finish);
         let written = session.response_written().map(|h| h.status.as_u16());
-        let error_code = match (written, GatewayError::from_pingora(e)) {
+        let failure = GatewayError::from_pingora(e).map(|f| video::serve::lost(ctx, e, f));
+        let error_code = match (written, failure) {
             (Some(status), _) => {
                 tracing::warn!(request_id = %ctx.request_id, error = %e, "response cut after headers were sent");
                 status

@@ -19,6 +19,7 @@
 //! to the reconciler.
 
 use crate::call::Finished;
+use crate::classify::Route;
 use crate::metrics::Metrics;
 use crate::money::admit::Hold;
 use crate::money::price;
@@ -205,8 +206,12 @@ fn cost_of(f: &Finished<'_>, hold: &Hold, event: Option<&UsageEvent>) -> NanoUsd
 }
 
 /// The usage event of a request that reached a supplier account; `None` for one the gateway
-/// answered itself.
+/// answered itself, and for a video create (its task's usage event is written when the task
+/// ends: `video::settle`).
 fn usage_event(f: &Finished<'_>) -> Option<UsageEvent> {
+    if f.route == Some(Route::VideoCreate) {
+        return None;
+    }
     let call = f.call?;
     let caller = f.caller?;
     let account = f.account?;

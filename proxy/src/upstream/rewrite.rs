@@ -112,9 +112,12 @@ pub(crate) fn upstream_request(
     if target.format == Some(Format::Messages) && req.headers.get("anthropic-version").is_none() {
         req.insert_header("anthropic-version", ANTHROPIC_VERSION)?;
     }
-    if target.format.is_some() && target.format != target.route.format() {
+    if (target.format.is_some() && target.format != target.route.format())
+        || target.route == Route::VideoCreate
+    {
         // A body the gateway made in another format (a translation, an image call or multipart
-        // edit turned into generateContent) is JSON whatever the client sent.
+        // edit turned into generateContent, a video create in its supplier's API) is JSON
+        // whatever the client sent.
         req.insert_header(http::header::CONTENT_TYPE, "application/json")?;
     }
     req.insert_header(http::header::HOST, upstream.host_header.as_str())?;

@@ -3,10 +3,11 @@
 
 use super::Supplier;
 use super::supplier_state::{operation_path, veo_file};
-use super::wire::{OBJECT_LIMIT, encode_segment};
+use super::wire::OBJECT_LIMIT;
 use crate::errors::GatewayError;
 use crate::upstream::accounts::Accounts;
 use crate::upstream::direct::{Answer, Call};
+use crate::wire::segment;
 use bytes::Bytes;
 use opstate::{Task, TaskStatus};
 use pingora::http::ResponseHeader;
@@ -87,7 +88,7 @@ pub(super) async fn content(
     let suffix = match upstream.account.provider {
         Provider::Gemini => veo_download(supplier, upstream, task, sid).await?,
         Provider::OpenAi | Provider::Anthropic => {
-            format!("/videos/{}/content", encode_segment(sid))
+            format!("/videos/{}/content", segment(sid))
         }
     };
     let mut answer = get(

@@ -5,15 +5,20 @@
 //! database so that any proxy reads it (the gateway links no database code). Its hold
 //! outlives the text hold deadline (`video.task_ttl_ms` + `money.hold_ttl_ms`) and is settled
 //! when the task ends, by whichever proxy learns it first: a poll, or the sweeper (`sweep.rs`)
-//! that asks suppliers about tasks nobody polled. The three routes are answered in the request
-//! filter (`serve.rs`, then `create.rs`, `poll.rs` or `content.rs`; a task's end in `settle.rs`),
-//! which makes the supplier calls itself (`upstream::direct`). The create body is checked by
-//! `inspect::video`; a supplier's answer is read by `supplier_state.rs`, and the task is shown to
-//! the client by `wire.rs` (its object, its signed content URL).
+//! that asks suppliers about tasks nobody polled.
+//!
+//! A create is a call like any other (`create.rs`): admitted in `admission::prepare`, sent to
+//! the decision's accounts with their failover, its answer read in the response filters, its end
+//! in `ending::end`; only what is a task's is here (its record, its object, its end in the task
+//! book). The poll and download routes are answered in the request filter (`serve.rs`, then
+//! `poll.rs` or `content.rs`; a task's end in `settle.rs`), which makes their supplier calls itself
+//! (`upstream::direct`). The create body is checked by `inspect::video`; a supplier's answer is
+//! read by `supplier_state.rs`, and the task is shown to the client by `wire.rs` (its object, its
+//! signed content URL).
 //!
 //! Only `serve.rs` and `sweep.rs` (the entry points) read the gateway's state; each step takes
-//! what it uses, cut from it here: a create its `Desk`, a poll and a download the `Supplier`
-//! side, a task's end its `settle::Ledger`, a task's object its `Links`.
+//! what it uses, cut from it here: a create's admission its `Desk`, a poll and a download the
+//! `Supplier` side, a task's end its `settle::Ledger`, a task's object its `Links`.
 
 mod content;
 mod create;
@@ -47,6 +52,9 @@ impl crate::Gateway {
     }
 }
 
+/// Largest task object read from a supplier (a create's acceptance, a poll's answer).
+pub(crate) const OBJECT_LIMIT: usize = 1024 * 1024;
+
 /// The task book the video routes use; `None`: they answer 503.
 pub(crate) fn task_book(s: &Shared) -> Option<&dyn TaskBook> {
     s.tasks.get().map(|b| b.as_ref())
@@ -68,16 +76,15 @@ pub(super) struct Links<'a> {
     pub url_ttl_ms: u64,
 }
 
-/// What a create needs from the gateway's state: the stores (routing, the wallet hold,
-/// cooldowns), this proxy's queue and metrics, the supplier side, how long its hold lives
-/// (`video.task_ttl_ms` + `money.hold_ttl_ms`) and the links of the object it answers.
+/// What a create's admission needs from the gateway's state: the stores (routing, the wallet
+/// hold), this proxy's queue and metrics, the server limits its body is read under and how long
+/// its hold lives (`video.task_ttl_ms` + `money.hold_ttl_ms`).
 pub(super) struct Desk<'a> {
     pub stores: &'a opstate::Stores,
     pub queue: &'a crate::route::capacity::Queue,
     pub metrics: &'a crate::metrics::Metrics,
-    pub supplier: Supplier<'a>,
+    pub server: &'a settings::Server,
     pub hold_ttl_ms: u64,
-    pub links: Links<'a>,
 }
 
 pub(super) fn supplier(s: &Shared) -> Supplier<'_> {
@@ -100,9 +107,8 @@ pub(super) fn desk(s: &Shared) -> Desk<'_> {
         stores: s.stores(),
         queue: &s.queue,
         metrics: &s.metrics,
-        supplier: supplier(s),
+        server: &s.settings.server,
         hold_ttl_ms: s.settings.video.task_ttl_ms + s.settings.money.hold_ttl_ms,
-        links: links(s),
     }
 }
 

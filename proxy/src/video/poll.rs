@@ -3,8 +3,9 @@
 
 use super::settle::{Ledger, finish};
 use super::supplier_state::{SupplierState, operation_path};
-use super::wire::{OBJECT_LIMIT, encode_segment};
+use super::wire::OBJECT_LIMIT;
 use crate::upstream::direct::Call;
+use crate::wire::segment;
 use opstate::{Task, TaskBook};
 use settings::Provider;
 
@@ -92,6 +93,6 @@ pub(crate) async fn refresh(
 fn task_path(provider: Provider, sid: &str) -> Option<String> {
     match provider {
         Provider::Gemini => operation_path(sid),
-        Provider::OpenAi | Provider::Anthropic => Some(format!("/videos/{}", encode_segment(sid))),
+        Provider::OpenAi | Provider::Anthropic => Some(format!("/videos/{}", segment(sid))),
     }
 }

@@ -1,9 +1,11 @@
-//! The three video routes, answered from the request filter: the gateway makes the supplier calls
-//! itself (`upstream::direct`) because a create's task id must be in the task book before the client
-//! sees it, and a poll may end a task (and settle its hold) before it answers.
+//! The video module's entry points. A create's steps in the phases of every call: its admission
+//! ([`admit`]), its answer ([`answered`]), its failure ([`lost`]) and its end ([`ended`]). The
+//! poll and download routes, answered from the request filter ([`serve`]): the gateway makes
+//! their supplier calls itself (`upstream::direct`) because a poll may end a task (and settle its
+//! hold) before it answers, and a download streams a file the supplier keeps.
 
 use super::content::content;
-use super::create::create;
+use super::create;
 use super::poll::refresh;
 use super::wire::{object, signed_id, unavailable};
 use crate::classify::Route;
@@ -12,11 +14,66 @@ use crate::errors::GatewayError;
 use crate::shared::Shared;
 use crate::{auth, respond};
 use bytes::Bytes;
-use opstate::Task;
+use opstate::{KeyRecord, Task};
 use pingora::proxy::Session;
 
-/// Answers a video route (`Ok(true)`: answered). The signed content URL needs no key; everything
-/// else needs a key whose group has the `video` feature.
+/// Admits a create of `caller`, whose key was checked and permitted (`admission::prepare`):
+/// its group must have the `video` feature and the gateway a task book.
+pub(crate) async fn admit(
+    s: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    caller: &KeyRecord,
+) -> Result<(), GatewayError> {
+    if !ctx.live.router.allows_video(caller.group_id) {
+        return Err(GatewayError::VideoNotPermitted);
+    }
+    let book = super::task_book(s).ok_or(GatewayError::TasksUnavailable)?;
+    create::admit(&super::desk(s), book, session, ctx, caller).await
+}
+
+/// The client's body for a create whose supplier accepted it (2xx): the supplier's whole answer
+/// `bytes` becomes the task's object (`create::answered`). `None`: not a video create.
+pub(crate) fn answered(s: &Shared, ctx: &mut RequestCtx, bytes: &[u8]) -> Option<Bytes> {
+    let live = ctx.live.clone();
+    let upstream = ctx.current().and_then(|i| live.accounts.get(i))?;
+    let host = ctx.admission.call.as_ref().and_then(|c| c.host.clone());
+    let task = ctx.admission.task.as_mut()?;
+    let answerer = (upstream.account.provider, upstream.account.id.as_str());
+    let links = super::links(s);
+    Some(create::answered(
+        &links,
+        task,
+        answerer,
+        bytes,
+        host.as_deref(),
+    ))
+}
+
+/// A video create's failure as the client is told it (`create::lost`); any other call's as it is.
+pub(crate) fn lost(ctx: &RequestCtx, e: &pingora::Error, failure: GatewayError) -> GatewayError {
+    match ctx.admission.task {
+        Some(_) => create::lost(e, failure),
+        None => failure,
+    }
+}
+
+/// Records how a video create ended (`create::ended`), before the call's settlement; nothing for
+/// any other call.
+pub(crate) async fn ended(s: &Shared, ctx: &mut RequestCtx, status: u16) {
+    if ctx.admission.task.is_none() {
+        return;
+    }
+    match super::task_book(s) {
+        Some(book) => create::ended(book, ctx, status).await,
+        None => {
+            tracing::error!(request_id = %ctx.request_id, "video create ended without a task book")
+        }
+    }
+}
+
+/// Answers a poll or a download (`Ok(true)`: answered). The signed content URL needs no key;
+/// everything else needs a key whose group has the `video` feature.
 pub(crate) async fn serve(
     s: &Shared,
     session: &mut Session,
@@ -42,9 +99,8 @@ pub(crate) async fn serve(
         let task = task.ok_or(GatewayError::VideoUrlInvalid)?;
         return download(s, session, ctx, &task).await;
     }
-    // Only a create goes through admission (which checks the key again in its store step).
-    let admitted = route == Route::VideoCreate;
-    let (caller, key_hash) = crate::auth::caller(s, header, route.surface(), admitted).await?;
+    // A poll or a download is no admitted call (the key is not checked again in a store step).
+    let (caller, key_hash) = crate::auth::caller(s, header, route.surface(), false).await?;
     let caller = ctx.admission.caller.insert(caller).clone();
     ctx.admission.key_hash = Some(key_hash);
     auth::permit(&caller, route)?;
@@ -52,9 +108,6 @@ pub(crate) async fn serve(
         return Err(GatewayError::VideoNotPermitted);
     }
     let book = super::task_book(s).ok_or(GatewayError::TasksUnavailable)?;
-    if route == Route::VideoCreate {
-        return create(&super::desk(s), book, session, ctx, &caller).await;
-    }
     let id = id.ok_or(GatewayError::Internal)?;
     let task = match book.get(&id).await.map_err(unavailable)? {
         Some(t) if t.organization_id == caller.org_id => t,
@@ -66,11 +119,8 @@ pub(crate) async fn serve(
     let live = s.live();
     let ledger = super::ledger(s, &live);
     let task = refresh(super::supplier(s), &ledger, book, task).await;
-    let body = object(
-        &super::links(s),
-        &task,
-        session.req_header().headers.get(http::header::HOST),
-    );
+    let host = session.req_header().headers.get(http::header::HOST);
+    let body = object(&super::links(s), &task, host.and_then(|h| h.to_str().ok()));
     respond::local(session, Bytes::from(body.to_string()), &ctx.request_id).await
 }
 
@@ -125,7 +175,7 @@ impl Signed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::video::wire::encode_segment;
+    use crate::wire::segment;
 
     #[test]
     fn signed_queries_and_segments() {
@@ -134,6 +184,6 @@ mod tests {
         let s = Signed::of(Some("expires=12&signature=ab")).unwrap();
         assert_eq!((s.expires, s.signature.as_str()), (12, "ab"));
         assert_eq!(Signed::of(Some("signature=ab")).unwrap().expires, 0);
-        assert_eq!(encode_segment("a/b?c"), "a%2Fb%3Fc");
+        assert_eq!(segment("a/b?c"), "a%2Fb%3Fc");
     }
 }

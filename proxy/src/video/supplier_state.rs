@@ -1,7 +1,7 @@
 //! What a supplier says about a task, read into one `SupplierState`: OpenAI's video object
 //! (and the statuses of other OpenAI-compatible suppliers) or a Veo operation.
 
-use super::wire::encode_segment;
+use crate::wire::segment;
 use opstate::TaskStatus;
 use serde_json::Value;
 
@@ -159,7 +159,7 @@ pub(super) fn operation_path(name: &str) -> Option<String> {
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
     };
     (segments.len() >= 2 && segments.iter().all(plain)).then(|| {
-        let encoded: Vec<String> = segments.iter().map(|s| encode_segment(s)).collect();
+        let encoded: Vec<String> = segments.iter().map(|s| segment(s)).collect();
         format!("/v1beta/{}", encoded.join("/"))
     })
 }

@@ -5,8 +5,8 @@
 //!
 //! Rules (ARCHITECTURE §3 "Videos"):
 //! - a task still `submitting` after the create's longest wait (the upstream read timeout plus
-//!   60 s) lost its supplier answer with its proxy: it is failed and its hold released (the
-//!   client never received a task id either);
+//!   60 s) lost its supplier answer with its proxy, or its acceptance was never recorded: it is
+//!   failed and its hold released (if the create's end had not released it already);
 //! - a task older than `video.task_ttl_ms` that the supplier still reports running is failed
 //!   (`timed_out`) and its hold released;
 //! - anything else is refreshed like a poll.

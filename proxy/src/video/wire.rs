@@ -2,12 +2,10 @@
 //! account), its signed content URL, and the limits on what is read from a supplier.
 
 use super::Links;
+pub(super) use super::OBJECT_LIMIT;
 use crate::errors::GatewayError;
 use opstate::{Task, TaskBookError, TaskStatus};
 use serde_json::{Value, json};
-
-/// Largest task object read from a supplier.
-pub(super) const OBJECT_LIMIT: usize = 1024 * 1024;
 
 /// Prefix of the gateway's task ids.
 pub(super) const ID_PREFIX: &str = "video_";
@@ -19,7 +17,7 @@ pub(super) fn unavailable(e: TaskBookError) -> GatewayError {
 }
 
 /// The task as the client sees it: the gateway's id, never the supplier's or the account.
-pub(super) fn object(links: &Links<'_>, task: &Task, host: Option<&http::HeaderValue>) -> Value {
+pub(crate) fn object(links: &Links<'_>, task: &Task, host: Option<&str>) -> Value {
     let status = match task.status {
         TaskStatus::Submitting | TaskStatus::Queued => "queued",
         TaskStatus::InProgress => "in_progress",
@@ -41,7 +39,6 @@ pub(super) fn object(links: &Links<'_>, task: &Task, host: Option<&http::HeaderV
     }
     match task.status {
         TaskStatus::Completed => {
-            let host = host.and_then(|h| h.to_str().ok());
             let (url, expires) = content_url(links, &task.id, host);
             o["data"] = json!([{"url": url, "expires_at": expires}]);
         }
@@ -71,18 +68,4 @@ pub(super) fn content_url(links: &Links<'_>, id: &str, host: Option<&str>) -> (S
 /// What a content URL signs: the task id, domain-separated from hosted media ids.
 pub(super) fn signed_id(id: &str) -> String {
     format!("video:{id}")
-}
-
-/// A supplier's id as one path segment (ids are opaque; anything outside `[A-Za-z0-9._~-]` is
-/// percent-encoded so an id can never change the path).
-pub(super) fn encode_segment(id: &str) -> String {
-    let mut out = String::with_capacity(id.len());
-    for b in id.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }

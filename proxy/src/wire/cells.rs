@@ -22,10 +22,11 @@ use translate::Format;
 
 /// The format the gateway speaks to a `provider` account for a call on `route`; `None` for calls
 /// that are not JSON generation (audio forms go to OpenAI-format accounts as they are, image calls
-/// to OpenAI-style accounts in the client's own images format; a Gemini account gets image calls
-/// as `generateContent`).
+/// to OpenAI-style accounts in the client's own images format, a video create in the OpenAI video
+/// API's; a Gemini account gets image calls as `generateContent`, a video create as Veo's
+/// `predictLongRunning`).
 pub(crate) fn target(provider: Provider, route: Route) -> Option<Format> {
-    if route.is_image() {
+    if route.is_image() || route == Route::VideoCreate {
         return (provider == Provider::Gemini).then_some(Format::Gemini);
     }
     let client = route.format()?;
@@ -92,9 +93,9 @@ pub(crate) fn translated(
 }
 
 /// The path (with query) appended to an account's `base_url` path for a call on `route` spoken in
-/// `target`: OpenAI `/chat/completions`, `/responses`, `/audio/transcriptions`; Anthropic
-/// `/v1/messages` (`/count_tokens`); Gemini `/v1beta/models/{model}:generateContent`,
-/// `:streamGenerateContent?alt=sse`, `:countTokens`.
+/// `target`: OpenAI `/chat/completions`, `/responses`, `/audio/transcriptions`, `/videos`;
+/// Anthropic `/v1/messages` (`/count_tokens`); Gemini `/v1beta/models/{model}:generateContent`,
+/// `:streamGenerateContent?alt=sse`, `:countTokens`, `:predictLongRunning` (a video create).
 pub(crate) fn upstream_path(
     route: Route,
     target: Option<Format>,
@@ -103,9 +104,16 @@ pub(crate) fn upstream_path(
     client_query: Option<&str>,
 ) -> String {
     match target {
+        Some(Format::Gemini) if route == Route::VideoCreate => {
+            format!(
+                "/v1beta/models/{}:predictLongRunning",
+                super::segment(model)
+            )
+        }
         None => match route {
             Route::ImageGenerations => "/images/generations",
             Route::ImageEdits => "/images/edits",
+            Route::VideoCreate => "/videos",
             _ => "/audio/transcriptions",
         }
         .to_string(),
@@ -253,6 +261,24 @@ mod tests {
                 None
             ),
             "/v1/messages/count_tokens"
+        );
+        // A video create: the OpenAI video API's, or Veo's long-running predict (the model id one
+        // encoded segment).
+        assert_eq!(target(OpenAi, Route::VideoCreate), None);
+        assert_eq!(target(Gemini, Route::VideoCreate), Some(Format::Gemini));
+        assert_eq!(
+            upstream_path(Route::VideoCreate, None, "sora-2", false, None),
+            "/videos"
+        );
+        assert_eq!(
+            upstream_path(
+                Route::VideoCreate,
+                Some(Format::Gemini),
+                "v/e?o",
+                false,
+                None
+            ),
+            "/v1beta/models/v%2Fe%3Fo:predictLongRunning"
         );
     }
 }

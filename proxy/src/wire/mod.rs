@@ -7,7 +7,8 @@
 //! - [`cells`]: which body each account of a call gets (its format's own, or a translation);
 //! - [`images`] and [`image_call`]: image calls (both image profiles, and image models on the
 //!   native surface);
-//! - [`hints`]: reset times named by suppliers' rate-limit answers.
+//! - [`hints`]: reset times named by suppliers' rate-limit answers;
+//! - [`segment`]: an id as one path segment of a supplier's URL.
 //!
 //! The rest of the request path never looks inside a body: it asks the format.
 
@@ -15,6 +16,20 @@ pub(crate) mod cells;
 pub(crate) mod hints;
 pub(crate) mod image_call;
 pub(crate) mod images;
+
+/// An id (a model's, a supplier task's) as one path segment: ids are opaque, so anything outside
+/// `[A-Za-z0-9._~-]` is percent-encoded and an id can never change the path.
+pub(crate) fn segment(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for b in id.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
 
 /// Token counts of one call: the one usage type, the `translate` crate's (whose format decoders
 /// read it, for the client and for the bill alike).

@@ -11,6 +11,28 @@ use super::errors::{exchange, raw_post};
 /// group 10 the same model without it.
 fn videos(text: String) -> String {
     let mock = super::surfaces::mock_root(&text, "id = \"mock\"");
+    with_video_accounts(&text, &[("vid-openai", &mock)])
+}
+
+/// `text` with the video model `vid-x` on `accounts` (id, root of an OpenAI-style supplier), in
+/// that order, and groups 9 (with the `video` feature) and 10 (without).
+fn with_video_accounts(text: &str, accounts: &[(&str, &str)]) -> String {
+    let accounts: String = accounts
+        .iter()
+        .map(|(id, root)| {
+            format!(
+                r#"
+[[accounts]]
+id = "{id}"
+provider = "openai"
+base_url = "{root}/v1"
+api_key = "sk-mock-supplier"
+models = ["vid-x"]
+capabilities = ["video"]
+"#
+            )
+        })
+        .collect();
     format!(
         r#"{text}
 [[models]]
@@ -18,15 +40,7 @@ id = "vid-x"
 family = "vid"
 kind = "video"
 per_second = 0.10
-
-[[accounts]]
-id = "vid-openai"
-provider = "openai"
-base_url = "{mock}/v1"
-api_key = "sk-mock-supplier"
-models = ["vid-x"]
-capabilities = ["video"]
-
+{accounts}
 [[groups]]
 id = 9
 name = "Video"
@@ -189,4 +203,234 @@ async fn a_task_runs_from_create_to_download_on_the_memory_book() {
     assert_eq!(ended.status, opstate::TaskStatus::Completed);
     assert_eq!(ended.seconds_charged, Some(4));
     assert_eq!(ended.cost_nanos, Some(400_000_000));
+}
+
+/// `vid-x` on three accounts, in this order of the configuration: `vid-a` (the first mock),
+/// `vid-dead` (where the `dead` account is: nothing listens) and `vid-b` (the second mock).
+fn three_accounts(text: String) -> String {
+    let first = super::surfaces::mock_root(&text, "id = \"mock\"");
+    let dead = super::surfaces::mock_root(&text, "id = \"dead\"");
+    let second = super::surfaces::mock_root(&text, "id = \"mock-b\"");
+    with_video_accounts(
+        &text,
+        &[("vid-a", &first), ("vid-dead", &dead), ("vid-b", &second)],
+    )
+}
+
+/// A session whose rendezvous order of the video accounts is `vid-dead`, `vid-a`, `vid-b`.
+fn session_over_dead_then_a() -> String {
+    let ids = ["mock", "dead", "mock-b", "vid-a", "vid-dead", "vid-b"];
+    (0..5000)
+        .map(|i| format!("s{i}"))
+        .find(|sid| {
+            proxy::rendezvous_order(&[3, 4, 5], &ids, &format!("42:{sid}")) == vec![4, 3, 5]
+        })
+        .unwrap()
+}
+
+fn creates(mock: &mock_supplier::MockHandle) -> usize {
+    mock.requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path == "/v1/videos")
+        .count()
+}
+
+/// A create fails over like any call (`attempt.rs`): the account nobody listens on is cooled
+/// without anything sent, the one answering 503 is cooled after its one refusal, the third
+/// takes the task; the task records the account that accepted it and keeps its hold.
+#[tokio::test]
+async fn a_video_create_fails_over_like_any_call() {
+    let book = std::sync::Arc::new(opstate::MemoryTaskBook::new());
+    let h = Harness::start_with_tasks(three_accounts, book.clone()).await;
+    let key = h.add_key(9, opstate::KeyPermissions::default()).await;
+    h.mock.set_fault(Some("status=503".parse().unwrap()));
+    let created = h
+        .http
+        .post(h.url("/compat/v1/videos"))
+        .bearer_auth(&key)
+        .header("x-session-id", session_over_dead_then_a())
+        .json(&serde_json::json!({"model": "vid-x", "prompt": "a fox", "durationSeconds": 4}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 200);
+    let created: serde_json::Value = created.json().await.unwrap();
+    assert_eq!(created["status"], "queued", "{created}");
+    let id = created["id"].as_str().unwrap();
+    let record = opstate::TaskBook::get(book.as_ref(), id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.account_id.as_deref(), Some("vid-b"));
+    assert_eq!(record.status, opstate::TaskStatus::Queued);
+    assert_eq!(
+        (creates(&h.mock), creates(&h.mock_b)),
+        (1, 1),
+        "each sent once"
+    );
+    let cooling = h
+        .stores
+        .cooldowns
+        .remaining(&["vid-dead", "vid-a", "vid-b"])
+        .await;
+    let cooling: Vec<bool> = cooling.unwrap().iter().map(Option::is_some).collect();
+    assert_eq!(cooling, [true, true, false], "the two that failed cool");
+    assert!(h.wallet().await.reserved.nanos() > 0, "the task holds");
+}
+
+/// A supplier's 2xx that names no task: the status line is written, so the client gets the
+/// task's object, failed (`upstream_invalid_response`); the record says the same and the hold
+/// is released.
+#[tokio::test]
+async fn an_acceptance_without_a_task_id_ends_the_task_failed() {
+    let mut raw = tokio::task::JoinSet::new();
+    let reply: &[u8] =
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+    let url = super::raw_supplier(&mut raw, reply, std::time::Duration::from_millis(10)).await;
+    let book = std::sync::Arc::new(opstate::MemoryTaskBook::new());
+    let on_raw = |text: String| {
+        let raw = super::surfaces::mock_root(&text, "id = \"dead\"");
+        with_video_accounts(&text, &[("vid-raw", &raw)])
+    };
+    let h = Harness::build_full(
+        300_000,
+        opstate::Stores::memory(),
+        true,
+        Some(&url),
+        &on_raw,
+        Some(book.clone()),
+    )
+    .await;
+    let key = h.add_key(9, opstate::KeyPermissions::default()).await;
+    let created = h
+        .http
+        .post(h.url("/compat/v1/videos"))
+        .bearer_auth(&key)
+        .json(&serde_json::json!({"model": "vid-x", "prompt": "a fox", "durationSeconds": 4}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 200);
+    let created: serde_json::Value = created.json().await.unwrap();
+    assert_eq!(created["status"], "failed", "{created}");
+    assert_eq!(created["error"]["code"], "upstream_invalid_response");
+    let id = created["id"].as_str().unwrap().to_string();
+    let reserved = || async { h.wallet().await.reserved.nanos() };
+    for _ in 0..100 {
+        if reserved().await == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(reserved().await, 0, "the hold is released");
+    let record = opstate::TaskBook::get(book.as_ref(), &id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.status, opstate::TaskStatus::Failed);
+    assert_eq!(
+        record.failure_code.as_deref(),
+        Some("upstream_invalid_response")
+    );
+    assert_eq!(record.cost_nanos, Some(0));
+    // The poll answers the record as it is.
+    let polled: serde_json::Value = h
+        .http
+        .get(h.url(&format!("/compat/v1/videos/{id}")))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(polled["status"], "failed", "{polled}");
+}
+
+/// A task book that loses every acceptance (its database went away between the two writes).
+struct LosesAcceptances(opstate::MemoryTaskBook);
+
+#[async_trait::async_trait]
+impl opstate::TaskBook for LosesAcceptances {
+    async fn ping(&self) -> Result<(), opstate::TaskBookError> {
+        self.0.ping().await
+    }
+    async fn insert(&self, task: opstate::Task) -> Result<(), opstate::TaskBookError> {
+        self.0.insert(task).await
+    }
+    async fn get(&self, id: &str) -> Result<Option<opstate::Task>, opstate::TaskBookError> {
+        self.0.get(id).await
+    }
+    async fn accepted(
+        &self,
+        _: &str,
+        _: &str,
+        _: &str,
+        _: opstate::TaskStatus,
+        _: i32,
+    ) -> Result<bool, opstate::TaskBookError> {
+        Err(opstate::TaskBookError("gone".into()))
+    }
+    async fn progressed(
+        &self,
+        id: &str,
+        status: opstate::TaskStatus,
+        progress: i32,
+    ) -> Result<(), opstate::TaskBookError> {
+        self.0.progressed(id, status, progress).await
+    }
+    async fn ended(
+        &self,
+        id: &str,
+        ending: &opstate::Ending,
+    ) -> Result<bool, opstate::TaskBookError> {
+        self.0.ended(id, ending).await
+    }
+    async fn due(
+        &self,
+        before: chrono::DateTime<chrono::Utc>,
+        limit: u64,
+    ) -> Result<Vec<opstate::Task>, opstate::TaskBookError> {
+        self.0.due(before, limit).await
+    }
+    async fn claim(&self, task: &opstate::Task) -> Result<bool, opstate::TaskBookError> {
+        self.0.claim(task).await
+    }
+}
+
+/// An acceptance the task book loses (it is recorded after the client's answer was written): the
+/// hold is released with the call, nothing is charged, and the record stays `submitting` (the
+/// sweeper ends it as lost: `video::sweep`), shown as queued meanwhile.
+#[tokio::test]
+async fn an_acceptance_the_book_loses_releases_the_hold() {
+    let book = std::sync::Arc::new(LosesAcceptances(opstate::MemoryTaskBook::new()));
+    let h = Harness::start_with_tasks(videos, book.clone()).await;
+    let key = h.add_key(9, opstate::KeyPermissions::default()).await;
+    let before = h.wallet().await;
+    let created = h
+        .http
+        .post(h.url("/compat/v1/videos"))
+        .bearer_auth(&key)
+        .json(&serde_json::json!({"model": "vid-x", "prompt": "a fox", "durationSeconds": 4}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 200);
+    let created: serde_json::Value = created.json().await.unwrap();
+    let id = created["id"].as_str().unwrap().to_string();
+    for _ in 0..100 {
+        if h.wallet().await.reserved.nanos() == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let after = h.wallet().await;
+    assert_eq!(after.reserved.nanos(), 0, "the hold is released");
+    assert_eq!(after.balance, before.balance, "nothing charged");
+    let record = opstate::TaskBook::get(book.as_ref(), &id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.status, opstate::TaskStatus::Submitting);
+    assert_eq!(record.account_id, None);
 }
