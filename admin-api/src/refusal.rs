@@ -234,4 +234,62 @@ mod tests {
         let billing = BillingError::Usage(UsageError::Granularity);
         assert_eq!(reason(billing).1, Some("INVALID_PARTNER_USAGE_GRANULARITY"));
     }
+
+    /// A refusal's words are the service's: the envelope's message (the `ApiError`'s) says what
+    /// the service error says (the CLI prints), for every refusal mapped one to one. The two
+    /// enums keep the sentence each (one is the wire's contract, beside its status and reason;
+    /// the other the service's), and this keeps them one wording.
+    #[test]
+    fn every_refusal_says_the_service_words() {
+        fn same(e: impl Into<ApiError> + std::fmt::Display) {
+            let said = e.to_string();
+            assert_eq!(e.into().to_string(), said);
+        }
+        let short = Shortfall {
+            available: NanoUsd::ZERO,
+            required: NanoUsd::from_nanos(1),
+        };
+        let floor = money::RateMultiplier::ONE;
+        let (used, available) = (NanoUsd::from_nanos(5), NanoUsd::from_nanos(7));
+        same(CustomerError::InvalidExternalId);
+        same(CustomerError::Invalid("name".into()));
+        same(CustomerError::InvalidContact);
+        same(CustomerError::InvalidInitialAllocation);
+        same(CustomerError::InvalidRetailRate);
+        same(CustomerError::RateBelowFloor { floor });
+        same(CustomerError::Short(short));
+        same(CustomerError::ExternalIdConflict);
+        same(CustomerError::SlugTaken);
+        same(CustomerError::NotFound);
+        same(CustomerError::PendingActivation {
+            invited_email: "a@example.com".into(),
+            invitation_status: "pending".into(),
+            invitation_expires_at: "2026-12-01T00:00:00Z".into(),
+        });
+        same(FundingError::InvalidTopUpAmount);
+        same(FundingError::Provider("timeout".into()));
+        same(FundingError::InvalidAllocationAction);
+        same(FundingError::InvalidAllocationAmount);
+        same(FundingError::InvalidAllocationLimit);
+        same(FundingError::LimitBelowUsed { used });
+        same(FundingError::BalanceReserved { available });
+        same(FundingError::GroupNotFound);
+        same(FundingError::InvalidGroupRate);
+        same(FundingError::RateBelowFloor { floor });
+        same(FundingError::Short(short));
+        same(KeyError::Invalid("name".into()));
+        same(KeyError::NotFound);
+        same(AlertError::Invalid("threshold".into()));
+        same(AutoAllocationError::Invalid("amount".into()));
+        same(RechargeError::Invalid("amount".into()));
+        same(RechargeError::NoProvider);
+        same(RechargeError::RuleRequired);
+        same(RechargeError::Provider("timeout".into()));
+        same(BillingError::TokenInvalid);
+        same(BillingError::ReconciliationRequired);
+        same(BillingError::InvalidDate);
+        same(UsageError::Granularity);
+        same(UsageError::Window("from".into()));
+        same(StatementError::Month);
+    }
 }

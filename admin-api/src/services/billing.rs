@@ -216,9 +216,7 @@ async fn attributed(
     dimension: usage_records::Column,
 ) -> Result<Option<Vec<(Option<String>, UsageTotals)>>, BillingError> {
     use sea_orm::QuerySelect;
-    use sea_orm::sea_query::{Expr, ExprTrait, Func};
     use usage_records::Column as C;
-    let sum = |c: C| Func::sum(Expr::col(c)).cast_as("BIGINT");
     type Row = (
         Option<String>,
         i64,
@@ -232,19 +230,21 @@ async fn attributed(
         Option<i64>,
         Option<i64>,
     );
-    let rows: Vec<Row> = usage_records::Entity::find()
+    let summed = [
+        C::InputTokens,
+        C::OutputTokens,
+        C::CachedTokens,
+        C::CacheWriteTokens,
+        C::Images,
+        C::VideoSeconds,
+        C::CostNanos,
+        C::ChargedNanos,
+        C::WholesaleNanos,
+    ];
+    let query = usage_records::Entity::find()
         .select_only()
-        .column(dimension)
-        .expr(Func::count(Expr::col(C::Id)))
-        .expr(sum(C::InputTokens))
-        .expr(sum(C::OutputTokens))
-        .expr(sum(C::CachedTokens))
-        .expr(sum(C::CacheWriteTokens))
-        .expr(sum(C::Images))
-        .expr(sum(C::VideoSeconds))
-        .expr(sum(C::CostNanos))
-        .expr(sum(C::ChargedNanos))
-        .expr(sum(C::WholesaleNanos))
+        .column(dimension);
+    let rows: Vec<Row> = super::usage_sums::counted_sums(query, &summed)
         .filter(C::OrganizationId.eq(org_id))
         .filter(C::StartedAt.gte(from))
         .filter(C::StartedAt.lt(to))

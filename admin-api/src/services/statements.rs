@@ -279,25 +279,25 @@ async fn usage_lines(
     to: DateTime<Utc>,
 ) -> Result<Vec<UsageLine>, StatementError> {
     use sea_orm::QuerySelect;
-    use sea_orm::sea_query::{Expr, ExprTrait, Func};
     use usage_records::Column as C;
     if orgs.is_empty() {
         return Ok(Vec::new());
     }
-    let sum = |c: C| Func::sum(Expr::col(c)).cast_as("BIGINT");
-    let rows: Vec<LineRow> = usage_records::Entity::find()
+    let summed = [
+        C::InputTokens,
+        C::OutputTokens,
+        C::CachedTokens,
+        C::Images,
+        C::AudioSeconds,
+        C::VideoSeconds,
+        C::ChargedNanos,
+        C::WholesaleNanos,
+    ];
+    let query = usage_records::Entity::find()
         .select_only()
         .column(C::ModelServed)
-        .column(C::GroupId)
-        .expr(Func::count(Expr::col(C::Id)))
-        .expr(sum(C::InputTokens))
-        .expr(sum(C::OutputTokens))
-        .expr(sum(C::CachedTokens))
-        .expr(sum(C::Images))
-        .expr(sum(C::AudioSeconds))
-        .expr(sum(C::VideoSeconds))
-        .expr(sum(C::ChargedNanos))
-        .expr(sum(C::WholesaleNanos))
+        .column(C::GroupId);
+    let rows: Vec<LineRow> = super::usage_sums::counted_sums(query, &summed)
         .filter(C::OrganizationId.is_in(orgs.iter().copied()))
         .filter(C::SettledAt.gte(from))
         .filter(C::SettledAt.lt(to))

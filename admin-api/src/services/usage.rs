@@ -132,6 +132,26 @@ impl Window {
             Granularity::Hour => TimeDelta::hours(1),
         }
     }
+
+    /// The start of each bucket, in order.
+    pub fn periods(&self) -> Vec<DateTime<Utc>> {
+        let step = self.step();
+        let mut periods = Vec::new();
+        let mut t = self.start;
+        while t < self.end {
+            periods.push(t);
+            t += step;
+        }
+        periods
+    }
+
+    /// The index of the bucket `at` falls in, counted from the window's start; `None` before it
+    /// (a negative offset must not truncate towards zero into the first bucket). An index past
+    /// the last bucket is the caller's to skip.
+    pub fn period_of(&self, at: DateTime<Utc>) -> Option<usize> {
+        let offset = (at - self.start).num_seconds();
+        usize::try_from(offset.div_euclid(self.step().num_seconds().max(1))).ok()
+    }
 }
 
 fn ts(t: DateTime<Utc>) -> String {
@@ -295,13 +315,7 @@ pub fn breakdown<D: Ord>(
     w: &Window,
     of: impl Fn(&usage_hourly::Model) -> D,
 ) -> Breakdown<D> {
-    let step = w.step();
-    let mut periods = Vec::new();
-    let mut t = w.start;
-    while t < w.end {
-        periods.push(t);
-        t += step;
-    }
+    let periods = w.periods();
     let mut out = Breakdown {
         per_period: vec![Totals::default(); periods.len()],
         periods,
@@ -311,15 +325,10 @@ pub fn breakdown<D: Ord>(
     };
     let n = out.periods.len();
     for r in rows {
-        // Rows outside the window are skipped (before it: a negative offset, which must not
-        // truncate towards zero into the first period).
-        let offset = (r.hour_start - w.start).num_seconds();
-        let Ok(i) = usize::try_from(offset.div_euclid(step.num_seconds().max(1))) else {
+        // Rows outside the window are skipped.
+        let Some(i) = w.period_of(r.hour_start).filter(|&i| i < n) else {
             continue;
         };
-        if i >= n {
-            continue;
-        }
         let line = out
             .lines
             .entry(of(r))

@@ -4,6 +4,7 @@
 
 use super::usage::*;
 use chrono::{DateTime, Datelike, NaiveDate, Utc};
+use entities::usage_records;
 use sea_orm::{ColumnTrait, ConnectionTrait};
 
 /// A dimension the database groups a partner's usage by.
@@ -346,27 +347,33 @@ fn bucket_orgs(partner_id: i64, dim: Dim, ask: Ask<'_>) -> sea_orm::sea_query::S
     }
 }
 
+/// `query` (of usage records, its grouping columns selected) with the count of the group's
+/// records, then the sum of each of `columns` in order, as `BIGINT` (a sum of nothing is NULL).
+pub fn counted_sums(
+    query: sea_orm::Select<usage_records::Entity>,
+    columns: &[usage_records::Column],
+) -> sea_orm::Select<usage_records::Entity> {
+    use sea_orm::QuerySelect;
+    use sea_orm::sea_query::{Expr, ExprTrait, Func};
+    let counted = query.expr(Func::count(Expr::col(usage_records::Column::Id)));
+    columns.iter().fold(counted, |q, &c| {
+        q.expr(Func::sum(Expr::col(c)).cast_as("BIGINT"))
+    })
+}
+
 /// Folds period rows (an hour as the database renders it as text, or a `YYYY-MM-DD` day) into
 /// the window's periods.
 pub fn fold_hours<'a>(
     w: &Window,
     hours: impl Iterator<Item = (Option<&'a str>, Totals)>,
 ) -> (Vec<DateTime<Utc>>, Vec<Totals>) {
-    let step = w.step();
-    let mut periods = Vec::new();
-    let mut t = w.start;
-    while t < w.end {
-        periods.push(t);
-        t += step;
-    }
+    let periods = w.periods();
     let mut per = vec![Totals::default(); periods.len()];
     for (hour, totals) in hours {
-        let Some(at) = hour.and_then(parse_db_time) else {
-            continue;
-        };
-        let offset = (at - w.start).num_seconds();
-        if let Ok(i) = usize::try_from(offset.div_euclid(Ord::max(step.num_seconds(), 1)))
-            && let Some(p) = per.get_mut(i)
+        let at = hour.and_then(parse_db_time);
+        if let Some(p) = at
+            .and_then(|at| w.period_of(at))
+            .and_then(|i| per.get_mut(i))
         {
             p.merge(&totals);
         }
