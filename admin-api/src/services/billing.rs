@@ -327,21 +327,9 @@ pub async fn issue_token(
         .map_err(|e| e.to_string())?
         .ok_or(format!("organization {org_id} does not exist"))?;
     let now = state.clock.now();
-    let retired = org_billing_tokens::Entity::update_many()
-        .col_expr(
-            org_billing_tokens::Column::Status,
-            sea_orm::sea_query::Expr::value(TokenStatus::Rotated),
-        )
-        .col_expr(
-            org_billing_tokens::Column::RevokedAt,
-            sea_orm::sea_query::Expr::value(Some(now)),
-        )
-        .filter(org_billing_tokens::Column::OrganizationId.eq(org_id))
-        .filter(org_billing_tokens::Column::Status.eq(TokenStatus::Active))
-        .exec(&txn)
+    let retired = retire(&txn, org_id, TokenStatus::Rotated, now)
         .await
-        .map_err(|e| e.to_string())?
-        .rows_affected;
+        .map_err(|e| e.to_string())?;
     if retired > 0 && !rotate {
         return Err(format!(
             "organization {org_id} already has an active billing token; use rotate"
@@ -391,21 +379,9 @@ pub async fn revoke_token(
         .await
         .map_err(|e| e.to_string())?;
     let now = state.clock.now();
-    let n = org_billing_tokens::Entity::update_many()
-        .col_expr(
-            org_billing_tokens::Column::Status,
-            sea_orm::sea_query::Expr::value(TokenStatus::Revoked),
-        )
-        .col_expr(
-            org_billing_tokens::Column::RevokedAt,
-            sea_orm::sea_query::Expr::value(Some(now)),
-        )
-        .filter(org_billing_tokens::Column::OrganizationId.eq(org_id))
-        .filter(org_billing_tokens::Column::Status.eq(TokenStatus::Active))
-        .exec(&txn)
+    let n = retire(&txn, org_id, TokenStatus::Revoked, now)
         .await
-        .map_err(|e| e.to_string())?
-        .rows_affected;
+        .map_err(|e| e.to_string())?;
     if let Some(a) = audit.filter(|_| n > 0) {
         crate::services::audit::audit(&txn, a, now)
             .await
@@ -418,6 +394,30 @@ pub async fn revoke_token(
 /// Spend per UTC day (cost of usage, nano-USD) and requests, for the `days` days up to and
 /// including `today`, oldest first; days without usage are zero. Read from the hourly buckets,
 /// the same figures as the daily usage route.
+/// Retires the organization's active billing token (if any) as `status` (rotated or revoked) at
+/// `now`; the number of tokens retired.
+async fn retire(
+    txn: &impl ConnectionTrait,
+    org_id: i64,
+    status: TokenStatus,
+    now: DateTime<Utc>,
+) -> Result<u64, sea_orm::DbErr> {
+    let retired = org_billing_tokens::Entity::update_many()
+        .col_expr(
+            org_billing_tokens::Column::Status,
+            sea_orm::sea_query::Expr::value(status),
+        )
+        .col_expr(
+            org_billing_tokens::Column::RevokedAt,
+            sea_orm::sea_query::Expr::value(Some(now)),
+        )
+        .filter(org_billing_tokens::Column::OrganizationId.eq(org_id))
+        .filter(org_billing_tokens::Column::Status.eq(TokenStatus::Active))
+        .exec(txn)
+        .await?;
+    Ok(retired.rows_affected)
+}
+
 pub async fn daily_spend(
     db: &impl ConnectionTrait,
     org_id: i64,
