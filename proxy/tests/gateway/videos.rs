@@ -59,6 +59,30 @@ wholesale_rate_multiplier = 1
     )
 }
 
+/// Creates a 4-second task of `vid-x` with `key` (in `session`, if any); its object, answered 200.
+async fn create(h: &Harness, key: &str, session: Option<String>) -> serde_json::Value {
+    let mut request = h.http.post(h.url("/compat/v1/videos")).bearer_auth(key);
+    if let Some(session) = session {
+        request = request.header("x-session-id", session);
+    }
+    let body = serde_json::json!({"model": "vid-x", "prompt": "a fox", "durationSeconds": 4});
+    let created = request.json(&body).send().await.unwrap();
+    assert_eq!(created.status(), 200);
+    created.json().await.unwrap()
+}
+
+/// Waits (up to 2 s) for organization 42's holds to be released: the call's end runs just after
+/// its answer was written.
+async fn released(h: &Harness) {
+    for _ in 0..100 {
+        if h.wallet().await.reserved.nanos() == 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("the hold is still held: {:?}", h.wallet().await);
+}
+
 fn get(path: &str, key: Option<&str>) -> Vec<u8> {
     let auth = key
         .map(|k| format!("authorization: Bearer {k}\r\n"))
@@ -149,16 +173,7 @@ async fn a_task_runs_from_create_to_download_on_the_memory_book() {
     let h = Harness::start_with_tasks(videos, book.clone()).await;
     let key = h.add_key(9, opstate::KeyPermissions::default()).await;
     let before = h.wallet().await;
-    let created = h
-        .http
-        .post(h.url("/compat/v1/videos"))
-        .bearer_auth(&key)
-        .json(&serde_json::json!({"model": "vid-x", "prompt": "a fox", "durationSeconds": 4}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 200);
-    let created: serde_json::Value = created.json().await.unwrap();
+    let created = create(&h, &key, None).await;
     let id = created["id"].as_str().unwrap().to_string();
     let record = opstate::TaskBook::get(book.as_ref(), &id)
         .await
@@ -244,17 +259,7 @@ async fn a_video_create_fails_over_like_any_call() {
     let h = Harness::start_with_tasks(three_accounts, book.clone()).await;
     let key = h.add_key(9, opstate::KeyPermissions::default()).await;
     h.mock.set_fault(Some("status=503".parse().unwrap()));
-    let created = h
-        .http
-        .post(h.url("/compat/v1/videos"))
-        .bearer_auth(&key)
-        .header("x-session-id", session_over_dead_then_a())
-        .json(&serde_json::json!({"model": "vid-x", "prompt": "a fox", "durationSeconds": 4}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 200);
-    let created: serde_json::Value = created.json().await.unwrap();
+    let created = create(&h, &key, Some(session_over_dead_then_a())).await;
     assert_eq!(created["status"], "queued", "{created}");
     let id = created["id"].as_str().unwrap();
     let record = opstate::TaskBook::get(book.as_ref(), id)
@@ -302,27 +307,11 @@ async fn an_acceptance_without_a_task_id_ends_the_task_failed() {
     )
     .await;
     let key = h.add_key(9, opstate::KeyPermissions::default()).await;
-    let created = h
-        .http
-        .post(h.url("/compat/v1/videos"))
-        .bearer_auth(&key)
-        .json(&serde_json::json!({"model": "vid-x", "prompt": "a fox", "durationSeconds": 4}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 200);
-    let created: serde_json::Value = created.json().await.unwrap();
+    let created = create(&h, &key, None).await;
     assert_eq!(created["status"], "failed", "{created}");
     assert_eq!(created["error"]["code"], "upstream_invalid_response");
     let id = created["id"].as_str().unwrap().to_string();
-    let reserved = || async { h.wallet().await.reserved.nanos() };
-    for _ in 0..100 {
-        if reserved().await == 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert_eq!(reserved().await, 0, "the hold is released");
+    released(&h).await;
     let record = opstate::TaskBook::get(book.as_ref(), &id)
         .await
         .unwrap()
@@ -407,25 +396,10 @@ async fn an_acceptance_the_book_loses_releases_the_hold() {
     let h = Harness::start_with_tasks(videos, book.clone()).await;
     let key = h.add_key(9, opstate::KeyPermissions::default()).await;
     let before = h.wallet().await;
-    let created = h
-        .http
-        .post(h.url("/compat/v1/videos"))
-        .bearer_auth(&key)
-        .json(&serde_json::json!({"model": "vid-x", "prompt": "a fox", "durationSeconds": 4}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 200);
-    let created: serde_json::Value = created.json().await.unwrap();
+    let created = create(&h, &key, None).await;
     let id = created["id"].as_str().unwrap().to_string();
-    for _ in 0..100 {
-        if h.wallet().await.reserved.nanos() == 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    released(&h).await;
     let after = h.wallet().await;
-    assert_eq!(after.reserved.nanos(), 0, "the hold is released");
     assert_eq!(after.balance, before.balance, "nothing charged");
     let record = opstate::TaskBook::get(book.as_ref(), &id)
         .await
