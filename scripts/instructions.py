@@ -46,6 +46,7 @@ import datetime
 import http.client
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -251,11 +252,29 @@ def start_gateway(bench, name: str, work: Path, bins: Path, mock: int, prefix: l
     real_wait = bench.wait_port
     bench.wait_port = lambda port, timeout=120.0: real_wait(port, max(timeout, 120.0))
     try:
-        return bench.start_gateway(name, work, bins, mock, mock, prefix, redis_url,
-                                   extra=TIMERS + IMAGE_MODEL.format(mock=mock))
+        extra = accepted(bench, work, bins, TIMERS + IMAGE_MODEL.format(mock=mock), mock)
+        return bench.start_gateway(name, work, bins, mock, mock, prefix, redis_url, extra=extra)
     finally:
         bench.GATEWAY_CONFIG = original
         bench.wait_port = real_wait
+
+
+def accepted(bench, work: Path, bins: Path, extra: str, mock: int) -> str:
+    """`extra` without the settings an earlier commit's gateway does not know (`--bins`): each
+    line its `proxy --check` names as an unknown field is dropped."""
+    probe = work / "probe.toml"
+    for _ in range(len(extra.splitlines())):
+        probe.write_text(bench.GATEWAY_CONFIG.format(
+            port=1, metrics=2, db=work / "probe.db", redis="", mock=mock, flaky=mock,
+            server_extra="", extra=extra))
+        r = subprocess.run([str(bins / "proxy"), "--config", str(probe), "--check"],
+                           capture_output=True, text=True)
+        m = re.search(r"\.(\w+): unknown field", r.stdout + r.stderr)
+        if r.returncode == 0 or not m:
+            return extra
+        extra = "\n".join(line for line in extra.splitlines()
+                          if not line.startswith(f"{m.group(1)} ="))
+    return extra
 
 
 def main(bench, args) -> None:
@@ -264,11 +283,11 @@ def main(bench, args) -> None:
     gate = bool(args.gate)
     if not gate:
         bench.ensure_tools()  # nginx
-    if not args.no_build:
+    if not args.no_build and not args.bins:
         say("building release binaries (proxy, admin-api, mock-supplier, bare_pingora)")
         subprocess.run(["cargo", "build", "--release", "--bins", "-p", "tollgate", "--example",
                         "bare_pingora", "-p", "mock-supplier"], cwd=bench.ROOT, check=True)
-    bins = bench.ROOT / "target" / "release"
+    bins = Path(args.bins) if args.bins else bench.ROOT / "target" / "release"
     work = Path(bench.tempfile.mkdtemp(prefix="tollgate-instructions-"))
     out = work / "callgrind"
     out.mkdir()

@@ -1,7 +1,7 @@
 //! Process logging: `tracing` lines to stderr through a buffered writer (see [`init`]).
 //!
 //! `RUST_LOG` filters (default: the binary's own default); `TOLLGATE_LOG_FORMAT=json` writes one
-//! JSON object a line.
+//! JSON object a line. Lines are coloured only when stderr is a terminal.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -12,8 +12,12 @@ pub fn init(default_filter: &str) {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     let out = BufferedStderr::start();
+    // Colours only for a person at a terminal: a log file or a collector gets plain lines (the
+    // escape codes cost a tenth of a chat call's instructions: README "Performance").
+    let colours = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colours)
         .with_writer(out);
     if std::env::var("TOLLGATE_LOG_FORMAT").as_deref() == Ok("json") {
         builder.json().init();

@@ -96,7 +96,7 @@ pub(crate) fn start(
         if let Some(reshape) = &ctx.answer.reshape {
             reshaped_response(upstream_response, reshape.content_type())?;
         }
-        ctx.answer.meter = Some(meter);
+        ctx.answer.meter = Some(Box::new(meter));
         return Ok(());
     }
     let translated = match (supplier, call.client) {
@@ -126,7 +126,7 @@ pub(crate) fn start(
     };
     let mut meter = meter.watching(audio, watch_reset);
     meter.count_images(call.images.is_some());
-    ctx.answer.meter = Some(meter);
+    ctx.answer.meter = Some(Box::new(meter));
     Ok(())
 }
 
@@ -179,7 +179,7 @@ pub(crate) fn body(
     }
     if let Some(limit) = &ctx.attempts.usage_limit {
         let (hint, surface) = (
-            ctx.answer.meter.as_ref().and_then(Meter::reset_hint),
+            ctx.answer.meter.as_deref().and_then(Meter::reset_hint),
             ctx.surface(),
         );
         *body = end_of_stream.then(|| limit.body(surface, hint));

@@ -54,7 +54,7 @@ pub(crate) struct Admission {
     pub hold: Option<Hold>,
     /// A video create: its task's record, `submitting` until the supplier's answer (then as the
     /// answer left it, recorded in the task book at the end: `video::create`).
-    pub task: Option<opstate::Task>,
+    pub task: Option<Box<opstate::Task>>,
     /// The bounded label of the error the gateway answered with, if it answered itself.
     pub refusal: Option<&'static str>,
 }
@@ -100,8 +100,10 @@ impl Attempts {
 /// The answer on its way to the client.
 #[derive(Default)]
 pub(crate) struct Answer {
-    /// The meter (which also translates a translated cell's answer).
-    pub meter: Option<Meter>,
+    /// The meter (which also translates a translated cell's answer). Boxed: the context lives
+    /// inside Pingora's request future, which is moved by value (a smaller context is a smaller
+    /// copy on every move: docs/PERF.md).
+    pub meter: Option<Box<Meter>>,
     /// An image answer, or a translated supplier error, rewritten.
     pub reshape: Option<Reshape>,
     /// A video create's accepting answer (2xx), collected whole: the client gets the task's
@@ -121,11 +123,14 @@ impl RequestCtx {
         let upstream = self.attempts.upstream_wait;
         let gateway = total.saturating_sub(upstream.unwrap_or_default());
         self.answer.gateway_time = Some(gateway);
-        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-        match upstream {
-            Some(u) => format!("gateway;dur={:.3}, upstream;dur={:.3}", ms(gateway), ms(u)),
-            None => format!("gateway;dur={:.3}", ms(gateway)),
+        let mut out = String::with_capacity(48);
+        out.push_str("gateway;dur=");
+        push_ms(&mut out, gateway);
+        if let Some(u) = upstream {
+            out.push_str(", upstream;dur=");
+            push_ms(&mut out, u);
         }
+        out
     }
 
     /// The surface whose error shape this request answers in.
@@ -186,13 +191,13 @@ impl RequestCtx {
             caller: self.admission.caller.as_ref(),
             call: self.admission.call.as_ref(),
             account: self.current().and_then(|i| accounts.id(i)),
-            meter: self.answer.meter.as_ref(),
+            meter: self.answer.meter.as_deref(),
             images: self
                 .answer
                 .reshape
                 .as_ref()
                 .and_then(Reshape::images)
-                .or_else(|| self.answer.meter.as_ref().and_then(Meter::images)),
+                .or_else(|| self.answer.meter.as_deref().and_then(Meter::images)),
             started_at_ms: self.started_at_ms,
             latency: self.started.elapsed(),
             ttfb: self.answer.ttfb,
@@ -202,6 +207,14 @@ impl RequestCtx {
             refusal: self.admission.refusal,
         }
     }
+}
+
+/// Appends `d` in milliseconds with three decimals (rounded to the microsecond), in integer
+/// arithmetic: a float's formatting cost several times more on every answer.
+fn push_ms(out: &mut String, d: Duration) {
+    use std::fmt::Write;
+    let micros = (d.as_nanos() + 500) / 1000;
+    let _ = write!(out, "{}.{:03}", micros / 1000, micros % 1000);
 }
 
 /// One request counted in flight, from its context's creation to its drop (whatever path ends
@@ -224,6 +237,20 @@ impl Drop for InFlight {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn milliseconds_with_three_decimals() {
+        let ms = |d: Duration| {
+            let mut s = String::new();
+            push_ms(&mut s, d);
+            s
+        };
+        assert_eq!(ms(Duration::ZERO), "0.000");
+        assert_eq!(ms(Duration::from_nanos(1_499)), "0.001");
+        assert_eq!(ms(Duration::from_nanos(1_500)), "0.002");
+        assert_eq!(ms(Duration::from_micros(12_345)), "12.345");
+        assert_eq!(ms(Duration::from_secs(61)), "61000.000");
+    }
 
     /// Moved from `route/select.rs` with the function.
     #[test]

@@ -17,7 +17,7 @@ use std::time::SystemTime;
 pub(crate) async fn end(s: &Shared, status: u16, ctx: &mut RequestCtx) {
     // Cooldowns not yet written: the last account's connection failure or usage limit.
     if let Some(limit) = ctx.attempts.usage_limit.take() {
-        let reset = limit.reset(ctx.answer.meter.as_ref().and_then(Meter::reset_hint));
+        let reset = limit.reset(ctx.answer.meter.as_deref().and_then(Meter::reset_hint));
         ctx.attempts
             .to_cool
             .push(Cooling::new(limit.account, Reason::RateLimited, reset));

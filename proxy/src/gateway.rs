@@ -9,7 +9,6 @@
 use crate::classify::Route;
 use crate::ctx::RequestCtx;
 use crate::errors::GatewayError;
-use crate::meter::Meter;
 use crate::telemetry::{self, CallTrace};
 use crate::{admission, attempt, respond, shared::Shared, video};
 use crate::{ending, upstream::rewrite};
@@ -193,7 +192,7 @@ impl ProxyHttp for Gateway {
         e: &Error,
         ctx: &mut RequestCtx,
     ) -> FailToProxy {
-        ctx.answer.meter.iter_mut().for_each(Meter::finish);
+        ctx.answer.meter.iter_mut().for_each(|m| m.finish());
         let written = session.response_written().map(|h| h.status.as_u16());
         let failure = GatewayError::from_pingora(e).map(|f| video::serve::lost(ctx, e, f));
         let error_code = match (written, failure) {

@@ -100,7 +100,7 @@ pub(super) async fn admit(
     let body = create_body(provider, job, served, &resolution);
     let mut bodies = Bodies::default();
     bodies.insert(cells::target(provider, Route::VideoCreate), body);
-    ctx.admission.task = Some(task);
+    ctx.admission.task = Some(Box::new(task));
     let default_output = live.settings.money.default_output_tokens;
     ctx.admission.call = Some(Call::new(work, None, bodies, model, default_output));
     Ok(())
