@@ -71,6 +71,13 @@ async fn create(h: &Harness, key: &str, session: Option<String>) -> serde_json::
     created.json().await.unwrap()
 }
 
+/// Polls task `id` with `key`: its object.
+async fn poll(h: &Harness, key: &str, id: &str) -> serde_json::Value {
+    let url = h.url(&format!("/compat/v1/videos/{id}"));
+    let polled = h.http.get(url).bearer_auth(key).send().await.unwrap();
+    polled.json().await.unwrap()
+}
+
 /// Waits (up to 2 s) for organization 42's holds to be released: the call's end runs just after
 /// its answer was written.
 async fn released(h: &Harness) {
@@ -183,16 +190,7 @@ async fn a_task_runs_from_create_to_download_on_the_memory_book() {
     assert_eq!(record.account_id.as_deref(), Some("vid-openai"));
     assert!(h.wallet().await.reserved.nanos() > 0, "held while it runs");
     for _ in 0..2 {
-        let polled: serde_json::Value = h
-            .http
-            .get(h.url(&format!("/compat/v1/videos/{id}")))
-            .bearer_auth(&key)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let polled = poll(&h, &key, &id).await;
         assert_eq!(polled["status"], "completed", "{polled}");
     }
     let content = h
@@ -323,16 +321,7 @@ async fn an_acceptance_without_a_task_id_ends_the_task_failed() {
     );
     assert_eq!(record.cost_nanos, Some(0));
     // The poll answers the record as it is.
-    let polled: serde_json::Value = h
-        .http
-        .get(h.url(&format!("/compat/v1/videos/{id}")))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let polled = poll(&h, &key, &id).await;
     assert_eq!(polled["status"], "failed", "{polled}");
 }
 
