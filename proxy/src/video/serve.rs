@@ -116,12 +116,35 @@ pub(crate) async fn serve(
     if route == Route::VideoContent {
         return download(s, session, ctx, &task).await;
     }
+    let task = past_submission(book, task).await;
     let live = s.live();
     let ledger = super::ledger(s, &live);
     let task = refresh(super::supplier(s), &ledger, book, task).await;
     let host = session.req_header().headers.get(http::header::HOST);
     let body = object(&super::links(s), &task, host.and_then(|h| h.to_str().ok()));
     respond::local(session, Bytes::from(body.to_string()), &ctx.request_id).await
+}
+
+/// A task read while still `submitting`, if it is young: its create's acceptance is recorded
+/// when that call ends, just after its client got the task's id (`create::ended`), so a poll sent
+/// at once may come first. It is read again, every 20 ms for up to a second, until the acceptance
+/// is there; a task whose acceptance never comes is answered as it stands (the sweeper ends it).
+async fn past_submission(book: &dyn opstate::TaskBook, mut task: Task) -> Task {
+    let young = chrono::Utc::now() - task.created_at < chrono::Duration::seconds(10);
+    if !young {
+        return task;
+    }
+    for _ in 0..50 {
+        if task.status != opstate::TaskStatus::Submitting {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        match book.get(&task.id).await {
+            Ok(Some(again)) => task = again,
+            _ => break,
+        }
+    }
+    task
 }
 
 /// A task's content, from the accounts in force (a task outlives the configuration it began in).

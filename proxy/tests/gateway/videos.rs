@@ -325,11 +325,12 @@ async fn an_acceptance_without_a_task_id_ends_the_task_failed() {
     assert_eq!(polled["status"], "failed", "{polled}");
 }
 
-/// A task book that loses every acceptance (its database went away between the two writes).
-struct LosesAcceptances(opstate::MemoryTaskBook);
+/// A task book whose acceptances are lost (`None`: its database went away between the two
+/// writes) or late (`Some(delay)`: a slow write).
+struct Acceptances(opstate::MemoryTaskBook, Option<std::time::Duration>);
 
 #[async_trait::async_trait]
-impl opstate::TaskBook for LosesAcceptances {
+impl opstate::TaskBook for Acceptances {
     async fn ping(&self) -> Result<(), opstate::TaskBookError> {
         self.0.ping().await
     }
@@ -341,13 +342,19 @@ impl opstate::TaskBook for LosesAcceptances {
     }
     async fn accepted(
         &self,
-        _: &str,
-        _: &str,
-        _: &str,
-        _: opstate::TaskStatus,
-        _: i32,
+        id: &str,
+        account: &str,
+        supplier_id: &str,
+        status: opstate::TaskStatus,
+        progress: i32,
     ) -> Result<bool, opstate::TaskBookError> {
-        Err(opstate::TaskBookError("gone".into()))
+        let Some(delay) = self.1 else {
+            return Err(opstate::TaskBookError("gone".into()));
+        };
+        tokio::time::sleep(delay).await;
+        self.0
+            .accepted(id, account, supplier_id, status, progress)
+            .await
     }
     async fn progressed(
         &self,
@@ -381,7 +388,7 @@ impl opstate::TaskBook for LosesAcceptances {
 /// sweeper ends it as lost: `video::sweep`), shown as queued meanwhile.
 #[tokio::test]
 async fn an_acceptance_the_book_loses_releases_the_hold() {
-    let book = std::sync::Arc::new(LosesAcceptances(opstate::MemoryTaskBook::new()));
+    let book = std::sync::Arc::new(Acceptances(opstate::MemoryTaskBook::new(), None));
     let h = Harness::start_with_tasks(videos, book.clone()).await;
     let key = h.add_key(9, opstate::KeyPermissions::default()).await;
     let before = h.wallet().await;
@@ -396,4 +403,26 @@ async fn an_acceptance_the_book_loses_releases_the_hold() {
         .unwrap();
     assert_eq!(record.status, opstate::TaskStatus::Submitting);
     assert_eq!(record.account_id, None);
+}
+
+/// A poll sent on another connection as soon as the create answered, while the acceptance is
+/// still being written (the call's end records it just after the answer; here the write takes
+/// 300 ms): the poll waits for it and answers the supplier's state (the mock's task is completed
+/// at once), not `queued`.
+#[tokio::test]
+async fn a_poll_at_once_waits_for_the_acceptance() {
+    let late = Some(std::time::Duration::from_millis(300));
+    let book = std::sync::Arc::new(Acceptances(opstate::MemoryTaskBook::new(), late));
+    let h = Harness::start_with_tasks(videos, book.clone()).await;
+    let key = h.add_key(9, opstate::KeyPermissions::default()).await;
+    let created = create(&h, &key, None).await;
+    assert_eq!(created["status"], "queued", "{created}");
+    let id = created["id"].as_str().unwrap().to_string();
+    // On another connection, as from another proxy of a fleet (the create's own connection
+    // takes its next request only once the create's end ran).
+    let other = reqwest::Client::builder().no_proxy().build().unwrap();
+    let url = h.url(&format!("/compat/v1/videos/{id}"));
+    let polled = other.get(url).bearer_auth(&key).send().await.unwrap();
+    let polled: serde_json::Value = polled.json().await.unwrap();
+    assert_eq!(polled["status"], "completed", "{polled}");
 }
