@@ -426,3 +426,39 @@ async fn a_poll_at_once_waits_for_the_acceptance() {
     let polled: serde_json::Value = polled.json().await.unwrap();
     assert_eq!(polled["status"], "completed", "{polled}");
 }
+
+/// A supplier's acceptance larger than the gateway reads of a task object (1 MiB): only the first
+/// MiB is kept, which is no object, so the task ends failed (`upstream_invalid_response`) with
+/// its hold released, and the client gets the task's object, not the supplier's bytes.
+#[tokio::test]
+async fn an_acceptance_past_the_object_limit_ends_the_task_failed() {
+    let pad = "x".repeat(1024 * 1024 + 10);
+    let body = format!(r#"{{"id":"video_big","status":"queued","progress":0,"pad":"{pad}"}}"#);
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    let reply: &'static [u8] = Box::leak(format!("{head}{body}").into_bytes().into_boxed_slice());
+    let mut raw = tokio::task::JoinSet::new();
+    let url = super::raw_supplier(&mut raw, reply, std::time::Duration::from_millis(200)).await;
+    let book = std::sync::Arc::new(opstate::MemoryTaskBook::new());
+    let on_raw = |text: String| {
+        let raw = super::surfaces::mock_root(&text, "id = \"dead\"");
+        with_video_accounts(&text, &[("vid-raw", &raw)])
+    };
+    let h = Harness::build_full(
+        300_000,
+        opstate::Stores::memory(),
+        true,
+        Some(&url),
+        &on_raw,
+        Some(book.clone()),
+    )
+    .await;
+    let key = h.add_key(9, opstate::KeyPermissions::default()).await;
+    let created = create(&h, &key, None).await;
+    assert_eq!(created["status"], "failed", "{created}");
+    assert_eq!(created["error"]["code"], "upstream_invalid_response");
+    assert!(created.get("pad").is_none());
+    released(&h).await;
+}
