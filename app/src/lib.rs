@@ -9,6 +9,7 @@
 //! embedded/split decision, the listeners, the background runtime of the production proxy, the
 //! tracked tasks, and start-up failures as one typed [`StartError`]. Owns no request or money rule.
 
+mod log_line;
 pub mod logging;
 mod process;
 pub mod telemetry;

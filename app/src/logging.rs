@@ -21,8 +21,13 @@ pub fn init(default_filter: &str) {
         .with_writer(out);
     if std::env::var("TOLLGATE_LOG_FORMAT").as_deref() == Ok("json") {
         builder.json().init();
-    } else {
+    } else if colours {
         builder.init();
+    } else {
+        // The same line as the general format's, written directly (`log_line.rs`).
+        builder
+            .event_format(crate::log_line::PlainLine::new())
+            .init();
     }
 }
 

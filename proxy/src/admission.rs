@@ -37,7 +37,10 @@ pub(crate) async fn prepare(
     }
     if route == Route::Media || (route.is_video() && route != Route::VideoCreate) {
         // Hosted media, video polls and downloads: answered here, with no proxied supplier call.
-        return answer_here(s, session, ctx, route).await;
+        // Boxed, as the video create below: their futures (a direct supplier call) would make
+        // every call's `request_filter` future larger, and it is moved by value (README
+        // "Performance").
+        return Box::pin(answer_here(s, session, ctx, route)).await;
     }
     let (caller, key_hash) = auth::caller(s, header, route.surface(), !route.is_local()).await?;
     let caller = ctx.admission.caller.insert(caller).clone();
@@ -49,7 +52,7 @@ pub(crate) async fn prepare(
     }
     if route == Route::VideoCreate {
         // A task's record and hold, then the call goes to its accounts like any other.
-        return crate::video::serve::admit(s, session, ctx, &caller)
+        return Box::pin(crate::video::serve::admit(s, session, ctx, &caller))
             .await
             .map(|()| false);
     }

@@ -29,10 +29,10 @@ pub struct Gateway {
 
 #[async_trait]
 impl ProxyHttp for Gateway {
-    type CTX = RequestCtx;
+    type CTX = Box<RequestCtx>;
 
-    fn new_ctx(&self) -> RequestCtx {
-        RequestCtx::new(self.shared.live(), &self.shared.in_flight)
+    fn new_ctx(&self) -> Box<RequestCtx> {
+        Box::new(RequestCtx::new(self.shared.live(), &self.shared.in_flight))
     }
 
     /// Classify, authenticate, inspect, route, admit; answer errors and local routes (a streamed
@@ -40,7 +40,7 @@ impl ProxyHttp for Gateway {
     async fn request_filter(
         &self,
         session: &mut Session,
-        ctx: &mut RequestCtx,
+        ctx: &mut Box<RequestCtx>,
     ) -> pingora::Result<bool> {
         ctx.trace = CallTrace::begin(self.shared.tracer.get(), session.req_header());
         let answered = match admission::prepare(&self.shared, session, ctx).await {
@@ -70,7 +70,7 @@ impl ProxyHttp for Gateway {
     async fn upstream_peer(
         &self,
         _session: &mut Session,
-        ctx: &mut RequestCtx,
+        ctx: &mut Box<RequestCtx>,
     ) -> pingora::Result<Box<HttpPeer>> {
         attempt::peer(&self.shared, ctx).await
     }
@@ -80,7 +80,7 @@ impl ProxyHttp for Gateway {
         &self,
         _session: &mut Session,
         peer: &HttpPeer,
-        ctx: &mut RequestCtx,
+        ctx: &mut Box<RequestCtx>,
         mut e: Box<Error>,
     ) -> Box<Error> {
         attempt::connect_failed(ctx, peer, &mut e);
@@ -92,7 +92,7 @@ impl ProxyHttp for Gateway {
         &self,
         session: &mut Session,
         upstream_request: &mut RequestHeader,
-        ctx: &mut RequestCtx,
+        ctx: &mut Box<RequestCtx>,
     ) -> pingora::Result<()> {
         if ctx.route == Some(Route::Admin) {
             // admin-api throttles the console's sign-in per client address: it learns it here
@@ -128,7 +128,7 @@ impl ProxyHttp for Gateway {
         _session: &mut Session,
         body: &mut Option<Bytes>,
         end_of_stream: bool,
-        ctx: &mut RequestCtx,
+        ctx: &mut Box<RequestCtx>,
     ) -> pingora::Result<()> {
         if ctx.admission.call.is_some() {
             rewrite::substitute_body(body, end_of_stream, &ctx.attempts.sending);
@@ -141,7 +141,7 @@ impl ProxyHttp for Gateway {
         &self,
         _session: &mut Session,
         upstream_response: &mut ResponseHeader,
-        ctx: &mut RequestCtx,
+        ctx: &mut Box<RequestCtx>,
     ) -> pingora::Result<()> {
         attempt::judge(&self.shared, ctx, upstream_response).await
     }
@@ -151,7 +151,7 @@ impl ProxyHttp for Gateway {
         &self,
         _session: &mut Session,
         upstream_response: &mut ResponseHeader,
-        ctx: &mut RequestCtx,
+        ctx: &mut Box<RequestCtx>,
     ) -> pingora::Result<()> {
         crate::answer::headers(ctx, upstream_response)?;
         crate::answer::start(&self.shared, ctx, upstream_response)
@@ -163,7 +163,7 @@ impl ProxyHttp for Gateway {
         _session: &mut Session,
         body: &mut Option<Bytes>,
         end_of_stream: bool,
-        ctx: &mut RequestCtx,
+        ctx: &mut Box<RequestCtx>,
     ) -> pingora::Result<Option<Duration>> {
         crate::answer::body(&self.shared, ctx, body, end_of_stream);
         Ok(None)
@@ -177,7 +177,7 @@ impl ProxyHttp for Gateway {
         peer: &HttpPeer,
         _session: &mut Session,
         e: Box<Error>,
-        ctx: &mut RequestCtx,
+        ctx: &mut Box<RequestCtx>,
         _client_reused: bool,
     ) -> Box<Error> {
         let mut e = e.more_context(format!("peer: {peer}"));
@@ -190,7 +190,7 @@ impl ProxyHttp for Gateway {
         &self,
         session: &mut Session,
         e: &Error,
-        ctx: &mut RequestCtx,
+        ctx: &mut Box<RequestCtx>,
     ) -> FailToProxy {
         ctx.answer.meter.iter_mut().for_each(|m| m.finish());
         let written = session.response_written().map(|h| h.status.as_u16());
@@ -224,7 +224,7 @@ impl ProxyHttp for Gateway {
     }
 
     /// Settle exactly once, on success and on failure.
-    async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut RequestCtx) {
+    async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut Box<RequestCtx>) {
         let status = session.response_written().map_or(0, |h| h.status.as_u16());
         ending::end(&self.shared, status, ctx).await;
     }
@@ -232,7 +232,7 @@ impl ProxyHttp for Gateway {
 
 /// The `Server-Timing` of an answer the gateway writes itself (`[server] server_timing`; admin
 /// routes are admin-api's answers).
-fn timing_of(ctx: &mut RequestCtx) -> Option<String> {
+fn timing_of(ctx: &mut Box<RequestCtx>) -> Option<String> {
     (ctx.live.settings.server.server_timing && ctx.route != Some(crate::classify::Route::Admin))
         .then(|| ctx.server_timing())
 }

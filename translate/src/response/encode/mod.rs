@@ -143,7 +143,9 @@ impl Encoder {
     }
 
     fn flush(&mut self, out: &mut Vec<u8>) {
-        for change in std::mem::take(&mut self.changes) {
+        // The buffer goes back with its capacity: one allocation per stream, not per event.
+        let mut changes = std::mem::take(&mut self.changes);
+        for change in changes.drain(..) {
             if !self.stream {
                 continue;
             }
@@ -155,6 +157,7 @@ impl Encoder {
                 change => self.frames.change(&self.output, &change, out),
             }
         }
+        self.changes = changes;
     }
 }
 
