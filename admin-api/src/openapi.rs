@@ -43,7 +43,7 @@ impl Modify for Security {
         customers::balance, customers::allocations, customers::groups, customers::group_rate,
         keys::list, keys::create, keys::disable,
         usage::customer, usage::key,
-        billing::balance, billing::daily, billing::key_standing, billing::statement,
+        billing::balance, billing::daily, billing::key_standing, billing::generation, billing::statement,
         rules::customer_alert, rules::set_customer_alert, rules::funding_alert,
         rules::set_funding_alert, rules::customer_rule, rules::set_customer_rule,
         rules::delete_customer_rule, rules::recharge, rules::set_recharge, rules::delete_recharge,
@@ -54,7 +54,7 @@ impl Modify for Security {
         TopUpRequest, TopUpSession, TokenInfo, PartnerIdentity, AllocationRequest, Group, GroupRateRequest,
         CreateKeyRequest, KeyPreview, UsageBucket, UsageBuckets, OrganizationBalance, DailyUsage,
         DailyTotals, UsageTotals, KeyUsage, ModelUsage, ProjectUsage, WorkflowUsage, WalletSpend,
-        UsageCoverage, KeyStanding, KeyLimitsView, KeySpendView, KeyBudgetView, AlertRequest,
+        UsageCoverage, KeyStanding, Generation, KeyLimitsView, KeySpendView, KeyBudgetView, AlertRequest,
         AlertView, AutoAllocationRequest, AutoAllocationView, AutoRuleView, AutoRunView,
         RechargeRequest, RechargeView, RechargeRuleView, RechargeAttemptView, CardSession
     )),

@@ -28,12 +28,13 @@ pub(crate) async fn prepare(
     ctx.surface = Route::surface_of_path(header.uri.path());
     let route = *ctx.route.insert(Route::of(header)?);
     s.metrics.started(route.label());
-    if route == Route::Admin {
+    if route.to_admin_api() {
         // admin-api authenticates and answers these itself; the body streams through.
-        return s
-            .admin
-            .map(|_| false)
-            .ok_or(GatewayError::UpstreamUnreachable);
+        let down = match route {
+            Route::KeyReads => GatewayError::LedgerUnavailable,
+            _ => GatewayError::UpstreamUnreachable,
+        };
+        return s.admin.map(|_| false).ok_or(down);
     }
     if route == Route::Media || (route.is_video() && route != Route::VideoCreate) {
         // Hosted media, video polls and downloads: answered here, with no proxied supplier call.

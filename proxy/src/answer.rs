@@ -22,7 +22,7 @@ use translate::response::Answer;
 /// are removed, the gateway's request id added. admin-api's answers are the gateway's own (its
 /// console sets session cookies): they only get the request id.
 pub(crate) fn headers(ctx: &mut RequestCtx, resp: &mut ResponseHeader) -> pingora::Result<()> {
-    if ctx.route != Some(Route::Admin) {
+    if !ctx.route.is_some_and(Route::to_admin_api) {
         for name in STRIP_RESPONSE {
             resp.remove_header(name);
         }

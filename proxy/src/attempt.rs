@@ -21,7 +21,7 @@ pub(crate) async fn peer(s: &Shared, ctx: &mut RequestCtx) -> pingora::Result<Bo
     cool(s.stores(), &s.metrics, ctx).await;
     let live = ctx.live.clone();
     let server = &s.settings.server;
-    if ctx.route == Some(Route::Admin) {
+    if ctx.route.is_some_and(Route::to_admin_api) {
         let Some(admin) = s.admin else {
             return Error::e_explain(ErrorType::ConnectNoRoute, "admin-api is not configured");
         };

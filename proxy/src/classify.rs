@@ -59,13 +59,20 @@ pub enum Route {
     /// from a Google client).
     NativeModel,
     /// `/partner/v1/*`, `/api/v1/*`, `/invitations/*`, `/billing/top-up` and `/billing/top-up/*`,
-    /// `/console` and `/console/*` (the web console), `GET /compat/v1/key` (a key's standing),
-    /// `/billing/webhooks/*`: forwarded to admin-api untouched (it authenticates and answers them).
+    /// `/console` and `/console/*` (the web console), `/billing/webhooks/*`: forwarded to
+    /// admin-api untouched (it authenticates and answers them).
     Admin,
+    /// A customer key's reads of the ledger, `GET /compat/v1/key` (the key's standing) and
+    /// `GET /compat/v1/generations/{request_id}` (one call's cost): forwarded to admin-api like
+    /// [`Route::Admin`], but on the OpenAI surface: the gateway's own errors about them (admin-api
+    /// unreachable) are in the gateway's shape, as admin-api's are (issue 45).
+    KeyReads,
 }
 
 /// `GET {compat_base}/key`: served by admin-api.
 const KEY_STANDING: &str = "/compat/v1/key";
+/// `GET {compat_base}/generations/{request_id}`: served by admin-api.
+const GENERATIONS: &str = "/compat/v1/generations/";
 
 /// Path prefixes served by admin-api behind the one public base URL.
 const ADMIN_PREFIXES: [&str; 6] = [
@@ -92,10 +99,15 @@ impl Route {
             return Some(Route::Admin);
         }
         let path = path.strip_suffix('/').unwrap_or(path);
-        // A key's own standing (DESIGN §6d): admin-api reads it (it needs the ledger to say
-        // whether the balance is reconciled) and authenticates the key itself.
-        if method == Method::GET && path == KEY_STANDING {
-            return Some(Route::Admin);
+        // A key's own standing (DESIGN §6d) and one call's cost (§6e): admin-api reads them
+        // from the ledger and authenticates the key itself.
+        if method == Method::GET
+            && (path == KEY_STANDING
+                || path
+                    .strip_prefix(GENERATIONS)
+                    .is_some_and(|id| !id.is_empty() && !id.contains('/')))
+        {
+            return Some(Route::KeyReads);
         }
         let route = match (method, path) {
             (&Method::GET, "/compat/v1/models") => Route::Models,
@@ -233,6 +245,7 @@ impl Route {
             Route::NativeModels => "native_models",
             Route::NativeModel => "native_model",
             Route::Admin => "admin",
+            Route::KeyReads => "key_reads",
         }
     }
 
@@ -248,7 +261,8 @@ impl Route {
             | Route::Media
             | Route::VideoCreate
             | Route::VideoStatus
-            | Route::VideoContent => Surface::Client(Family::OpenAi),
+            | Route::VideoContent
+            | Route::KeyReads => Surface::Client(Family::OpenAi),
             Route::Messages
             | Route::MessagesCountTokens
             | Route::MessagesModels
@@ -284,8 +298,15 @@ impl Route {
             | Route::Media
             | Route::VideoStatus
             | Route::VideoContent
-            | Route::Admin => None,
+            | Route::Admin
+            | Route::KeyReads => None,
         }
+    }
+
+    /// Whether the request is forwarded to admin-api as it came (admin-api authenticates and
+    /// answers it): the admin routes and a key's ledger reads.
+    pub fn to_admin_api(self) -> bool {
+        matches!(self, Route::Admin | Route::KeyReads)
     }
 
     /// Whether the route serves models of `kind`: its own kind, and on the native surface image
@@ -327,7 +348,8 @@ impl Route {
             | Route::MessagesModel
             | Route::NativeModels
             | Route::NativeModel
-            | Route::Admin => None,
+            | Route::Admin
+            | Route::KeyReads => None,
         }
     }
 
@@ -429,11 +451,36 @@ mod tests {
                 "{console}"
             );
         }
-        assert_eq!(
-            Route::classify(&Method::GET, "/compat/v1/key"),
-            Some(Route::Admin)
-        );
+        for reads in [
+            "/compat/v1/key",
+            "/compat/v1/key/",
+            "/compat/v1/generations/01a225d33e0b75f287d89dc673838d57",
+            "/compat/v1/generations/anything",
+        ] {
+            assert_eq!(
+                Route::classify(&Method::GET, reads),
+                Some(Route::KeyReads),
+                "{reads}"
+            );
+        }
+        assert_eq!(Route::KeyReads.surface(), Surface::Client(Family::OpenAi));
+        assert!(Route::KeyReads.to_admin_api() && Route::Admin.to_admin_api());
         assert_eq!(Route::classify(&Method::POST, "/compat/v1/key"), None);
+        for not_reads in [
+            "/compat/v1/generations",
+            "/compat/v1/generations/",
+            "/compat/v1/generations/a/b",
+        ] {
+            assert_eq!(
+                Route::classify(&Method::GET, not_reads),
+                None,
+                "{not_reads}"
+            );
+        }
+        assert_eq!(
+            Route::classify(&Method::POST, "/compat/v1/generations/x"),
+            None
+        );
         assert_eq!(Route::classify(&Method::GET, "/api/v10/x"), None);
         assert_eq!(Route::classify(&Method::POST, "/v1/responses"), None);
         assert_eq!(

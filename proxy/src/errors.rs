@@ -132,6 +132,10 @@ pub enum GatewayError {
     /// The task record could not be read or written (the ledger database did not answer).
     #[error("video tasks are unavailable right now; retry shortly")]
     TasksUnavailable,
+    /// A key's ledger read (`GET {compat_base}/key`, `…/generations/{id}`) could not be forwarded:
+    /// admin-api is not configured or did not answer (issue 45: the gateway's shape, 503).
+    #[error("the ledger cannot be read right now; retry shortly")]
+    LedgerUnavailable,
     /// A bug or an impossible state; details are in the log, not the body.
     #[error("internal gateway error")]
     Internal,
@@ -261,6 +265,7 @@ impl GatewayError {
             VideoNotReady(..) => r(409, "video_not_ready", BAD, Some("video_not_ready"), None),
             VideoUrlInvalid => r(403, "video_url_invalid", DENIED, Some("invalid_signature"), None),
             TasksUnavailable => r(503, "tasks_unavailable", DOWN, Some("store_unavailable"), None),
+            LedgerUnavailable => r(503, "ledger_unavailable", DOWN, Some("service_unavailable"), None),
             Internal => r(500, "internal", Some("server_error"), Some("internal_error"), None),
         }
     }

@@ -94,7 +94,7 @@ impl ProxyHttp for Gateway {
         upstream_request: &mut RequestHeader,
         ctx: &mut Box<RequestCtx>,
     ) -> pingora::Result<()> {
-        if ctx.route == Some(Route::Admin) {
+        if ctx.route.is_some_and(Route::to_admin_api) {
             // admin-api throttles the console's sign-in per client address: it learns it here
             // (whatever the client claimed in the same header is replaced).
             return rewrite::client_address(
@@ -194,7 +194,14 @@ impl ProxyHttp for Gateway {
     ) -> FailToProxy {
         ctx.answer.meter.iter_mut().for_each(|m| m.finish());
         let written = session.response_written().map(|h| h.status.as_u16());
-        let failure = GatewayError::from_pingora(e).map(|f| video::serve::lost(ctx, e, f));
+        let failure = GatewayError::from_pingora(e)
+            .map(|f| video::serve::lost(ctx, e, f))
+            .map(|f| match ctx.route {
+                // admin-api did not answer a key's ledger read: retry later, in the gateway's
+                // shape (issue 45).
+                Some(Route::KeyReads) => GatewayError::LedgerUnavailable,
+                _ => f,
+            });
         let error_code = match (written, failure) {
             (Some(status), _) => {
                 tracing::warn!(request_id = %ctx.request_id, error = %e, "response cut after headers were sent");
@@ -233,6 +240,6 @@ impl ProxyHttp for Gateway {
 /// The `Server-Timing` of an answer the gateway writes itself (`[server] server_timing`; admin
 /// routes are admin-api's answers).
 fn timing_of(ctx: &mut Box<RequestCtx>) -> Option<String> {
-    (ctx.live.settings.server.server_timing && ctx.route != Some(crate::classify::Route::Admin))
+    (ctx.live.settings.server.server_timing && !ctx.route.is_some_and(Route::to_admin_api))
         .then(|| ctx.server_timing())
 }

@@ -151,7 +151,7 @@ impl CallTrace {
     /// Writes the call's spans: the call's own (ended now) and its admission, attempts and
     /// settlement (from `settling` to now). Admin routes are admin-api's spans, not these.
     pub fn finish(&mut self, arrival: SystemTime, settling: SystemTime, call: &Described<'_>) {
-        if call.route == Some(Route::Admin) {
+        if call.route.is_some_and(Route::to_admin_api) {
             return;
         }
         let Some(tracer) = self.tracer.clone() else {

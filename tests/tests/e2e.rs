@@ -313,6 +313,7 @@ async fn customer_lifecycle_through_the_proxy() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
+    let request_id = resp.headers()["x-request-id"].to_str().unwrap().to_string();
     resp.bytes().await.unwrap();
     // The same call, streamed: metered from the final usage event, charged the same.
     let mut streamed = chat.clone();
@@ -359,6 +360,38 @@ async fn customer_lifecycle_through_the_proxy() {
         standing["data"]["spend"]["day_usd"].as_f64().unwrap() > 0.0,
         "{standing}"
     );
+    // What the first call cost, by the request id the gateway answered with (DESIGN §6e), once
+    // the settler has booked it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let cost = loop {
+        let resp = http
+            .get(format!("{base}/compat/v1/generations/{request_id}"))
+            .bearer_auth(&secret)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status();
+        let v: Value = resp.json().await.unwrap();
+        if status == 200 || std::time::Instant::now() > deadline {
+            break v;
+        }
+        assert_eq!(status, 404, "{v}");
+        assert_eq!(v["error"]["code"], "generation_not_found", "{v}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(cost["id"], request_id.as_str(), "{cost}");
+    assert!(
+        cost["model"].as_str().unwrap().ends_with("gpt-4o-mini"),
+        "{cost}"
+    );
+    assert_eq!(cost["status"], 200, "{cost}");
+    assert_eq!(cost["measurement"], "exact", "{cost}");
+    assert_eq!(
+        (&cost["input_tokens"], &cost["output_tokens"]),
+        (&json!(1000), &json!(200)),
+        "{cost}"
+    );
+    assert!(cost["cost_usd"].as_f64().unwrap() > 0.0, "{cost}");
     let (s, _) = call(
         reqwest::Method::DELETE,
         &format!("/partner/v1/customers/{id}/api-keys/{key_id}"),

@@ -149,6 +149,42 @@ pub struct KeyStanding {
     pub organization: OrganizationBalance,
 }
 
+/// `GET {compat_base}/generations/{request_id}` (DESIGN §6e): what one settled call cost, read
+/// from its usage record with a key of the same organization (issue 45).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Generation {
+    /// The request id the gateway answered the call with (`x-request-id`).
+    pub id: String,
+    /// The model that served the call.
+    pub model: String,
+    /// The HTTP status the call was answered with.
+    pub status: i32,
+    /// `exact` (the supplier's reported usage) or `estimated` (bounded estimate).
+    pub measurement: String,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    /// Input tokens read from the supplier's prompt cache (part of `input_tokens`).
+    pub cache_read_tokens: i64,
+    /// Input tokens written to the supplier's prompt cache (part of `input_tokens`).
+    pub cache_write_tokens: i64,
+    /// Images served (image calls only; absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub images: Option<i64>,
+    /// Seconds of video charged (video tasks only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub video_seconds: Option<i64>,
+    /// Seconds of audio transcribed (transcriptions only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audio_seconds: Option<i64>,
+    /// What the organization was charged for the call, USD.
+    #[schema(value_type = f64)]
+    pub cost_usd: super::Usd,
+    /// When the call started (RFC 3339, UTC, milliseconds).
+    pub created_at: String,
+    /// When it was settled into the ledger.
+    pub settled_at: String,
+}
+
 /// The limits a key's calls are admitted under.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct KeyLimitsView {

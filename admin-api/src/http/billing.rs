@@ -35,37 +35,106 @@ pub(crate) async fn daily(
     respond(result)
 }
 
-#[utoipa::path(get, path = "/compat/v1/key", tag = "billing", security(("customer_key" = [])), responses((status = 200, description = "data: the key's own standing", body = crate::dto::KeyStanding), (status = 401, description = "the gateway's bodies: {error: \"missing_api_key\", message} or {error: {message, type: \"authentication_error\"}}"), (status = 503, description = "ORG_BALANCE_RECONCILIATION_REQUIRED", body = crate::dto::ErrorEnvelope)))]
+#[utoipa::path(get, path = "/compat/v1/key", tag = "billing", security(("customer_key" = [])), responses((status = 200, description = "data: the key's own standing", body = crate::dto::KeyStanding), (status = 401, description = "the gateway's bodies: {error: \"missing_api_key\", message} or {error: {message, type: \"authentication_error\"}}"), (status = 503, description = "the gateway's body: {error: {message, type: \"service_unavailable\", code: \"balance_reconciliation_required\"}} (never a zero balance)")))]
 pub(crate) async fn key_standing(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    use crate::services::billing::StandingRefused;
-    use axum::http::StatusCode;
-    use axum::response::IntoResponse;
     let presented = match customer_key(&headers) {
         Ok(k) => k,
-        Err(()) => return invalid_key(),
+        Err(()) => return gateway::invalid_key(),
     };
     match billing::key_standing(&state, presented.as_deref()).await {
         Ok(data) => respond::<_, ApiError>(Ok(data)),
-        Err(StandingRefused::MissingKey) => (
-            StatusCode::UNAUTHORIZED,
-            axum::Json(serde_json::json!({"error": "missing_api_key", "message": "No API key was provided. Send it as 'Authorization: Bearer KEY', 'x-api-key' or 'x-alt-api-key'."})),
-        )
-            .into_response(),
-        Err(StandingRefused::InvalidKey) => invalid_key(),
-        Err(StandingRefused::Api(e)) => ApiError::from(e).into_response(),
+        Err(refused) => gateway::refused(refused),
     }
 }
 
-/// The gateway's 401 for a key it would not serve.
-fn invalid_key() -> Response {
+#[utoipa::path(get, path = "/compat/v1/generations/{request_id}", tag = "billing", security(("customer_key" = [])), params(("request_id" = String, Path, description = "the x-request-id the gateway answered the call with")), responses((status = 200, description = "the settled call's cost (not in the envelope)", body = crate::dto::Generation), (status = 401, description = "the gateway's bodies, as for /compat/v1/key"), (status = 404, description = "the gateway's body: {error: {message, type: \"invalid_request_error\", code: \"generation_not_found\"}} (not settled yet, another organization's call, or none)"), (status = 503, description = "the gateway's body: {error: {message, type: \"service_unavailable\", code}}")))]
+pub(crate) async fn generation(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    axum::extract::Path(request_id): axum::extract::Path<String>,
+) -> Response {
+    use crate::services::key_reads::{self, GenerationRefused};
     use axum::response::IntoResponse;
-    (
-        axum::http::StatusCode::UNAUTHORIZED,
-        axum::Json(
-            serde_json::json!({"error": {"message": "Invalid API key.", "type": "authentication_error"}}),
-        ),
-    )
-        .into_response()
+    let presented = match customer_key(&headers) {
+        Ok(k) => k,
+        Err(()) => return gateway::invalid_key(),
+    };
+    match key_reads::generation(&state, presented.as_deref(), &request_id).await {
+        Ok(data) => axum::Json(data).into_response(),
+        Err(GenerationRefused::Key(refused)) => gateway::refused(refused),
+        Err(GenerationRefused::NotFound) => gateway::not_found(),
+    }
+}
+
+/// The gateway's error bodies (SPEC "Gateway errors"), for the routes a customer key reads behind
+/// the gateway's base URL: never the partner envelope (issue 45).
+mod gateway {
+    use crate::services::billing::{BillingError, StandingRefused};
+    use axum::http::StatusCode;
+    use axum::response::{IntoResponse, Response};
+    use serde_json::json;
+
+    /// A key refused, or the ledger's answer unavailable.
+    pub(super) fn refused(refused: StandingRefused) -> Response {
+        match refused {
+            StandingRefused::MissingKey => (
+                StatusCode::UNAUTHORIZED,
+                axum::Json(json!({"error": "missing_api_key", "message": "No API key was provided. Send it as 'Authorization: Bearer KEY', 'x-api-key' or 'x-alt-api-key'."})),
+            )
+                .into_response(),
+            StandingRefused::InvalidKey => invalid_key(),
+            StandingRefused::Api(BillingError::ReconciliationRequired) => unavailable(
+                "The organization's balance is being reconciled; retry shortly.",
+                "balance_reconciliation_required",
+            ),
+            StandingRefused::Api(e) => {
+                tracing::warn!(error = %e, "a key's ledger read failed");
+                unavailable(
+                    "The service is temporarily unavailable; retry shortly.",
+                    "service_unavailable",
+                )
+            }
+        }
+    }
+
+    /// The gateway's 401 for a key it would not serve.
+    pub(super) fn invalid_key() -> Response {
+        (
+            StatusCode::UNAUTHORIZED,
+            axum::Json(
+                json!({"error": {"message": "Invalid API key.", "type": "authentication_error"}}),
+            ),
+        )
+            .into_response()
+    }
+
+    /// No settled call of the key's organization with that id (nor does it say why).
+    pub(super) fn not_found() -> Response {
+        (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({"error": {
+                "message": "No settled call of this organization has that id (a call is found once it is settled).",
+                "type": "invalid_request_error",
+                "code": "generation_not_found",
+            }})),
+        )
+            .into_response()
+    }
+
+    fn unavailable(message: &str, code: &str) -> Response {
+        let mut resp = (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(
+                json!({"error": {"message": message, "type": "service_unavailable", "code": code}}),
+            ),
+        )
+            .into_response();
+        resp.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from_static("1"),
+        );
+        resp
+    }
 }
 
 /// The customer key of a request, as the gateway reads it: `Authorization: Bearer`, `x-api-key`

@@ -162,6 +162,10 @@ pub fn router(state: AppState) -> Router {
             get(billing::statement),
         )
         .route("/compat/v1/key", get(billing::key_standing))
+        .route(
+            "/compat/v1/generations/{request_id}",
+            get(billing::generation),
+        )
         .merge(
             // Pages a person opens: the console's security headers.
             page_table()

@@ -513,27 +513,7 @@ pub async fn key_standing(
     presented: Option<&str>,
 ) -> Result<crate::dto::KeyStanding, StandingRefused> {
     use crate::dto::{KeyLimitsView, KeySpendView, KeyStanding};
-    use entities::customer_api_keys;
-    use entities::status::KeyStatus;
-    use sea_orm::QueryFilter;
-    let presented = presented.ok_or(StandingRefused::MissingKey)?;
-    credentials::check(presented, Kind::CustomerKey, state.env)
-        .map_err(|_| StandingRefused::InvalidKey)?;
-    let hash = state.hasher.hash(presented);
-    let now = state.clock.now();
-    let row = customer_api_keys::Entity::find()
-        .filter(customer_api_keys::Column::KeyHash.eq(hash))
-        .one(&state.db)
-        .await
-        .map_err(BillingError::from)?
-        .filter(|k| k.status == KeyStatus::Active && k.expires_at.is_none_or(|t| t > now))
-        .ok_or(StandingRefused::InvalidKey)?;
-    let org = organizations::Entity::find_by_id(row.organization_id)
-        .one(&state.db)
-        .await
-        .map_err(BillingError::from)?
-        .filter(|o| o.status == OrganizationStatus::Active)
-        .ok_or(StandingRefused::InvalidKey)?;
+    let (row, org) = super::key_reads::authenticate(state, presented).await?;
     let organization = balance(state, &org).await?;
     // One read of the key's spend gives both its budget's standing and its spend.
     let mut preview = crate::services::keys::preview(&row);

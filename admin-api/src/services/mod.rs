@@ -19,6 +19,7 @@ pub mod funding_history;
 pub mod group_prices;
 pub mod hashing;
 pub mod invitations;
+pub mod key_reads;
 pub mod keys;
 pub mod limiter;
 pub mod memberships;

@@ -106,6 +106,7 @@ async fn openapi_documents_every_route_and_field() {
         "GET /api/v1/organization/billing/balance",
         "GET /api/v1/organization/billing/usage/daily",
         "GET /compat/v1/key",
+        "GET /compat/v1/generations/{request_id}",
         "GET /api/v1/organization/billing/statements/{month}",
         "GET /partner/v1/funding/low-balance-alert",
         "PUT /partner/v1/funding/low-balance-alert",

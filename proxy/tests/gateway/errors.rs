@@ -103,7 +103,8 @@ async fn stalled_supplier_times_out_with_a_json_error() {
 }
 
 /// Admin routes while admin-api cannot be reached: the partner API's envelope, 503
-/// `SERVICE_UNAVAILABLE` (retry later), never a supplier error or an authentication error.
+/// `SERVICE_UNAVAILABLE` (retry later), never a supplier error or an authentication error; a
+/// key's ledger reads the same 503 in the gateway's shape.
 #[tokio::test]
 async fn admin_routes_without_admin_api_answer_503() {
     let h = Harness::start().await;
@@ -125,6 +126,25 @@ async fn admin_routes_without_admin_api_answer_503() {
             "{body}"
         );
         assert!(body["metadata"].is_object(), "{body}");
+    }
+    // A key's ledger reads are on the gateway's base URL: the gateway's shape (issue 45).
+    for path in [
+        "/compat/v1/key",
+        "/compat/v1/generations/01a225d33e0b75f287d89dc673838d57",
+    ] {
+        let (status, body) = json_of(
+            h.http
+                .get(h.url(path))
+                .bearer_auth(&h.key)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, 503, "{path}: {body}");
+        assert_eq!(body["error"]["code"], "service_unavailable", "{body}");
+        assert_eq!(body["error"]["type"], "service_unavailable", "{body}");
+        assert!(body.get("reason").is_none(), "{body}");
     }
     assert_eq!(h.mock.request_count(), 0);
     h.no_usage_event().await;
