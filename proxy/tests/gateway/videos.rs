@@ -290,20 +290,7 @@ async fn an_acceptance_without_a_task_id_ends_the_task_failed() {
     let reply: &[u8] =
         b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
     let url = super::raw_supplier(&mut raw, reply, std::time::Duration::from_millis(10)).await;
-    let book = std::sync::Arc::new(opstate::MemoryTaskBook::new());
-    let on_raw = |text: String| {
-        let raw = super::surfaces::mock_root(&text, "id = \"dead\"");
-        with_video_accounts(&text, &[("vid-raw", &raw)])
-    };
-    let h = Harness::build_full(
-        300_000,
-        opstate::Stores::memory(),
-        true,
-        Some(&url),
-        &on_raw,
-        Some(book.clone()),
-    )
-    .await;
+    let (h, book) = on_raw_supplier(&url).await;
     let key = h.add_key(9, opstate::KeyPermissions::default()).await;
     let created = create(&h, &key, None).await;
     assert_eq!(created["status"], "failed", "{created}");
@@ -441,6 +428,17 @@ async fn an_acceptance_past_the_object_limit_ends_the_task_failed() {
     let reply: &'static [u8] = Box::leak(format!("{head}{body}").into_bytes().into_boxed_slice());
     let mut raw = tokio::task::JoinSet::new();
     let url = super::raw_supplier(&mut raw, reply, std::time::Duration::from_millis(200)).await;
+    let (h, _book) = on_raw_supplier(&url).await;
+    let key = h.add_key(9, opstate::KeyPermissions::default()).await;
+    let created = create(&h, &key, None).await;
+    assert_eq!(created["status"], "failed", "{created}");
+    assert_eq!(created["error"]["code"], "upstream_invalid_response");
+    assert!(created.get("pad").is_none());
+    released(&h).await;
+}
+
+/// A gateway whose one video account (`vid-raw`) is the raw supplier at `url`, with its task book.
+async fn on_raw_supplier(url: &str) -> (Harness, std::sync::Arc<opstate::MemoryTaskBook>) {
     let book = std::sync::Arc::new(opstate::MemoryTaskBook::new());
     let on_raw = |text: String| {
         let raw = super::surfaces::mock_root(&text, "id = \"dead\"");
@@ -450,15 +448,10 @@ async fn an_acceptance_past_the_object_limit_ends_the_task_failed() {
         300_000,
         opstate::Stores::memory(),
         true,
-        Some(&url),
+        Some(url),
         &on_raw,
         Some(book.clone()),
     )
     .await;
-    let key = h.add_key(9, opstate::KeyPermissions::default()).await;
-    let created = create(&h, &key, None).await;
-    assert_eq!(created["status"], "failed", "{created}");
-    assert_eq!(created["error"]["code"], "upstream_invalid_response");
-    assert!(created.get("pad").is_none());
-    released(&h).await;
+    (h, book)
 }
