@@ -28,6 +28,9 @@ pub struct Model {
     pub images: i64,
     /// Seconds of video charged (video tasks).
     pub video_seconds: i64,
+    /// Requests that failed (status 400 or above): with `requests`, they tell the request log
+    /// which hours hold the calls a status filter asks for.
+    pub failed_requests: i64,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

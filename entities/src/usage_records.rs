@@ -44,6 +44,9 @@ pub struct Model {
     pub video_seconds: i64,
     /// The wallet mirror was told this charge (the settler confirms each charge once).
     pub mirror_confirmed: bool,
+    /// Milliseconds from the request's arrival to its last byte (absent on records settled
+    /// before the request log, migration 000023).
+    pub latency_ms: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

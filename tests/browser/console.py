@@ -27,6 +27,7 @@ Prints one JSON object: {"steps": [...], "pages": {name: {"axe": [...], "log": [
 """
 
 import base64
+import datetime
 import hashlib
 import hmac
 import json
@@ -342,6 +343,16 @@ def partner_flow(d, run, base, partner_join, other_partner, outbox, checkout):
     assert "Globex" in d.find_element(By.CSS_SELECTOR, "table.data tbody").text
     assert d.find_element(By.CSS_SELECTOR, "[data-figure=margin]").text.endswith("USD")
     run.check("partner-usage")
+    # The customer's calls in the dashboard (issue 45), with their wholesale cost.
+    press(d, link(d, "Customers"))
+    press(d, link(d, "Globex"))
+    press(d, link(d, "Requests of Globex"))
+    shown = [c.text for c in d.find_elements(By.CSS_SELECTOR, "table.requests code.id")]
+    assert shown == [answer.headers["x-request-id"]], (shown, d.page_source)
+    assert "Wholesale (USD)" in d.page_source
+    assert key not in d.page_source, "no key secret on the Requests page"
+    run.check("partner-customer-requests")
+    run.step("the customer's call shows on its Requests page in the dashboard")
     press(d, link(d, "Funding"))
     assert "funding added" in d.find_element(By.CSS_SELECTOR, "table.data tbody").text
     run.check("partner-funding")
@@ -476,6 +487,51 @@ def main():
         assert field(d, "From (UTC date)").get_attribute("aria-invalid") == "true"
         run.check("usage-refused")
         run.step("the call shows on the usage page, by day and by hour; a bad window is explained")
+        # The Requests page (issue 45): ten more calls; pages of ten, newest first; filters.
+        called = [answer.headers["x-request-id"]]
+        for _ in range(10):
+            more = urllib.request.urlopen(urllib.request.Request(
+                base + "/compat/v1/chat/completions", data=chat.encode(),
+                headers={"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}))
+            called.append(more.headers["x-request-id"])
+        newest_first = list(reversed(called))
+        press(d, link(d, "Requests"))
+        requests_url = d.current_url
+        for _ in range(60):
+            shown = [c.text for c in d.find_elements(By.CSS_SELECTOR, "table.requests code.id")]
+            if len(shown) == len(called):
+                break
+            time.sleep(0.25)
+            d.get(requests_url)
+        assert shown == newest_first, (shown, newest_first)
+        assert secret not in d.page_source, "no key secret on the Requests page"
+        run.check("requests")
+        Select(field(d, "Rows per page")).select_by_visible_text("10")
+        press(d, button(d, "Show requests"))
+        shown = [c.text for c in d.find_elements(By.CSS_SELECTOR, "table.requests code.id")]
+        assert shown == newest_first[:10], shown
+        press(d, link(d, "Older calls"))
+        shown = [c.text for c in d.find_elements(By.CSS_SELECTOR, "table.requests code.id")]
+        assert shown == newest_first[10:], shown
+        assert not d.find_elements(By.XPATH, "//a[normalize-space()='Older calls']")
+        run.check("requests-older")
+        press(d, link(d, "Newest calls"))
+        Select(field(d, "Outcome")).select_by_visible_text("Failed (status 400 or above)")
+        press(d, button(d, "Show requests"))
+        assert "No call matches" in d.find_element(By.TAG_NAME, "main").text, d.page_source
+        run.check("requests-failed-none")
+        Select(field(d, "Outcome")).select_by_visible_text("Succeeded")
+        keys = Select(field(d, "API key"))
+        keys.select_by_visible_text([o.text for o in keys.options if o.text.startswith("browser key")][0])
+        Select(field(d, "Model")).select_by_visible_text("gpt-4o-mini")
+        today = datetime.datetime.now(datetime.timezone.utc)
+        field(d, "Day (UTC)").send_keys(today.strftime("%m/%d/%Y"))
+        press(d, button(d, "Show requests"))
+        shown = [c.text for c in d.find_elements(By.CSS_SELECTOR, "table.requests code.id")]
+        assert shown == newest_first[:10], shown
+        assert f"day={today.strftime('%Y-%m-%d')}" in d.current_url, d.current_url
+        run.check("requests-filtered")
+        run.step("the calls show on the Requests page newest first, ten to a page, by outcome, key, model and day")
         d.get(overview.rstrip("/") + "/keys")
         press(d, button(d, "Disable"))
         assert "disabled" in d.find_element(By.CSS_SELECTOR, "table.data tbody").text

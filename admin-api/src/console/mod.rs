@@ -4,6 +4,7 @@
 //! of [`security_headers`]; sessions and CSRF are `session`'s, pages `pages`'.
 
 pub(crate) mod account;
+pub(crate) mod amount;
 pub(crate) mod audit_log;
 pub(crate) mod billing_token;
 pub(crate) mod chart;
@@ -21,6 +22,7 @@ pub(crate) mod members;
 pub(crate) mod pages;
 pub(crate) mod partner;
 pub(crate) mod render;
+pub(crate) mod requests;
 pub(crate) mod reset;
 pub(crate) mod session;
 pub(crate) mod sign_in;
@@ -87,6 +89,7 @@ fn table() -> Table {
         )
         .page("/console/orgs/{org}/usage", usage::page)
         .page("/console/orgs/{org}/usage.csv", usage_csv::download)
+        .page("/console/orgs/{org}/requests", requests::org_page)
         .page_and_form("/console/join/{token}", PreSession, join::form, join::join)
         .page_and_form(
             "/console/orgs/{org}/keys",
@@ -153,6 +156,10 @@ fn table() -> Table {
         .page(
             "/console/partners/{partner}/customers/{customer}",
             customer::show,
+        )
+        .page(
+            "/console/partners/{partner}/customers/{customer}/requests",
+            requests::customer_page,
         )
         .form(
             "/console/partners/{partner}/customers/{customer}/invitation",

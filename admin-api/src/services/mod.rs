@@ -31,6 +31,7 @@ pub mod people;
 pub mod proof;
 pub mod recharge;
 pub mod recharge_rules;
+pub mod request_log;
 pub mod sessions;
 pub mod statement_files;
 pub mod statements;

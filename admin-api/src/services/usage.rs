@@ -520,6 +520,7 @@ mod tests {
             wholesale_nanos: cost / 2,
             images: 0,
             video_seconds: 0,
+            failed_requests: 0,
         }
     }
 

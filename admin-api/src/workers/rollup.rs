@@ -23,6 +23,8 @@ pub(super) struct Bucket {
     pub(super) cost: i64,
     pub(super) images: i64,
     pub(super) video_seconds: i64,
+    /// Failed requests (status 400 or above): the organization's buckets only.
+    pub(super) failed: i64,
 }
 
 /// A partner rollup's row: partner, dimension, period, id and model (see migration 000016).
@@ -81,6 +83,7 @@ impl Bucket {
     pub(super) fn add(&mut self, e: &UsageEvent, charged: NanoUsd, wholesale: NanoUsd) {
         let tokens = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         self.requests += 1;
+        self.failed += i64::from(e.status >= 400);
         self.charged = self.charged.saturating_add(charged.nanos());
         self.wholesale = self.wholesale.saturating_add(wholesale.nanos());
         self.input = self.input.saturating_add(tokens(e.input_tokens));
@@ -105,18 +108,20 @@ pub(super) async fn add_to_bucket(
     b: &Bucket,
 ) -> Result<(), DbErr> {
     let backend = db.get_database_backend();
-    let placeholders: Vec<String> = (1..=4 + SUM_COLUMNS.len())
+    let placeholders: Vec<String> = (1..=5 + SUM_COLUMNS.len())
         .map(|n| placeholder(backend, n))
         .collect();
     let sql = format!(
-        "INSERT INTO usage_hourly (organization_id, api_key_id, model, hour_start, {}) \
-         VALUES ({}) ON CONFLICT (organization_id, hour_start, api_key_id, model) DO UPDATE SET {}",
+        "INSERT INTO usage_hourly (organization_id, api_key_id, model, hour_start, {}, failed_requests) \
+         VALUES ({}) ON CONFLICT (organization_id, hour_start, api_key_id, model) DO UPDATE SET {}, \
+         failed_requests = usage_hourly.failed_requests + EXCLUDED.failed_requests",
         SUM_COLUMNS.join(", "),
         placeholders.join(", "),
         adding("usage_hourly"),
     );
     let mut values: Vec<sea_orm::Value> = vec![org.into(), key.into(), model.into(), hour.into()];
     values.extend(b.values().map(sea_orm::Value::from));
+    values.push(b.failed.into());
     db.execute_raw(Statement::from_sql_and_values(backend, sql, values))
         .await?;
     Ok(())

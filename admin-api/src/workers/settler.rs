@@ -368,6 +368,7 @@ pub(super) fn record(
         images: Set(i64::try_from(e.images).unwrap_or(i64::MAX)),
         video_seconds: Set(i64::try_from(e.video_seconds).unwrap_or(i64::MAX)),
         mirror_confirmed: Set(false),
+        latency_ms: Set(Some(i64::try_from(e.latency_ms).unwrap_or(i64::MAX))),
         ..Default::default()
     }
 }

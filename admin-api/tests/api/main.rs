@@ -36,6 +36,7 @@ mod openapi;
 mod partitions;
 mod payments;
 mod proof;
+mod requests;
 mod rules;
 mod security;
 mod settlement;

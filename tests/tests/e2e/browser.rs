@@ -168,9 +168,9 @@ async fn the_console_in_a_real_browser() {
         )
     });
     assert!(out.get("error").is_none(), "{out:#}");
-    assert_eq!(out["steps"].as_array().unwrap().len(), 26, "{out:#}");
+    assert_eq!(out["steps"].as_array().unwrap().len(), 28, "{out:#}");
     let pages = out["pages"].as_object().unwrap();
-    assert!(pages.len() >= 47, "{out:#}");
+    assert!(pages.len() >= 52, "{out:#}");
     for (name, page) in pages {
         assert_eq!(
             page["log"],
