@@ -5,13 +5,49 @@
 
 use money::NanoUsd;
 
-/// An amount as a page shows it.
+/// An amount as a page shows it. In a template, `{{ amount }}` writes
+/// `<data value="exact" title="exact USD">shown</data>` (both parts are digits, `.`, `,` and `-`
+/// only, so the markup needs no escaping).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Amount {
     /// Rounded for reading: `12,345.68`, `0.0001235`, `0.00`.
     pub(crate) shown: String,
     /// Exact, in USD: `12345.678901234`.
     pub(crate) exact: String,
 }
+
+impl std::fmt::Display for Amount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "<data value=\"{e}\" title=\"{e} USD\">{s}</data>",
+            e = self.exact,
+            s = self.shown
+        )
+    }
+}
+
+impl askama::filters::HtmlSafe for Amount {}
+
+/// A figure that is an amount in USD or, when there is none to show, a fixed note ("being
+/// reconciled", "not active yet").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Figure {
+    Usd(Amount),
+    Note(&'static str),
+}
+
+impl std::fmt::Display for Figure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Figure::Usd(a) => write!(f, "{a} USD"),
+            // The notes are this crate's own constants, written without markup characters.
+            Figure::Note(text) => f.write_str(text),
+        }
+    }
+}
+
+impl askama::filters::HtmlSafe for Figure {}
 
 /// Nano-dollars in a cent.
 const CENT: u64 = 10_000_000;

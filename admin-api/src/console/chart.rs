@@ -114,7 +114,12 @@ pub(crate) fn daily(days: &[(chrono::NaiveDate, NanoUsd, i64)]) -> Chart {
         .iter()
         .map(|(d, cost, _)| {
             (
-                format!("{}: {} USD", d.format("%b %-d"), cost.to_decimal_usd()),
+                format!(
+                    "{}: {} USD (exactly {})",
+                    d.format("%b %-d"),
+                    super::amount::readable(cost.nanos()),
+                    cost.to_decimal_usd()
+                ),
                 vec![*cost],
             )
         })
@@ -184,7 +189,7 @@ mod tests {
             .map(|c| c.segments.iter().map(|s| s.height).sum())
             .collect();
         assert_eq!(heights, vec![HEIGHT / 2, 0, HEIGHT]);
-        assert_eq!(chart.columns[0].label, "Jan 1: 0.5 USD");
+        assert_eq!(chart.columns[0].label, "Jan 1: 0.50 USD (exactly 0.5)");
         assert_eq!(chart.width(), 3 * SLOT as usize);
     }
 }

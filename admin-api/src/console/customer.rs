@@ -7,7 +7,7 @@
 //! their effects (wallet credits, key publication, mails) are applied after the commit as the API
 //! does. Every member reads; owners, admins and operators act. Another partner's customer: 404.
 
-use super::form;
+use super::amount::{Amount, amount};
 use super::gate::{self, Membership};
 use super::render::{self, render};
 use super::session::Viewer;
@@ -63,24 +63,24 @@ pub(super) struct Page<'a> {
     pub(super) status: String,
     pub(super) active: bool,
     pub(super) invitation: Option<(String, String)>,
-    pub(super) balance: Option<(String, String, String)>,
-    pub(super) allocation: String,
+    pub(super) balance: Option<(Amount, Amount, Amount)>,
+    pub(super) allocation: Amount,
     pub(super) groups: Vec<GroupRow>,
     pub(super) keys: Vec<KeyRow>,
     pub(super) can_act: bool,
     pub(super) chart: super::chart::Chart,
     pub(super) chart_title: &'a str,
-    pub(super) days: Vec<(String, i64, String)>,
+    pub(super) days: Vec<(String, i64, Amount)>,
     pub(super) notice: Option<String>,
     pub(super) secret: Option<String>,
     pub(super) error: Option<Refusal>,
     /// The low-balance alert's threshold (USD) and whether the balance is below it.
-    pub(super) alert: Option<(String, bool)>,
+    pub(super) alert: Option<(Amount, bool)>,
     /// The automatic allocation rule: below, amount, monthly cap, allocated this month (USD),
     /// armed.
-    pub(super) rule: Option<(String, String, String, String, bool)>,
+    pub(super) rule: Option<(Amount, Amount, Amount, Amount, bool)>,
     /// Its last runs: when, amount (USD), outcome.
-    pub(super) runs: Vec<(String, String, String)>,
+    pub(super) runs: Vec<(String, Amount, String)>,
 }
 
 /// What the page shows after an action.
@@ -135,12 +135,12 @@ pub(super) async fn page(
                 .map(|(i, status)| (status, when(i.expires_at))),
             balance: balance.map(|(book, reserved)| {
                 (
-                    form::usd(book.remaining_after(reserved)),
-                    form::usd(book),
-                    form::usd(reserved),
+                    amount(book.remaining_after(reserved)),
+                    amount(book),
+                    amount(reserved),
                 )
             }),
-            allocation: form::usd(money::NanoUsd::from_nanos(customer.allocation_cap_nanos)),
+            allocation: amount(money::NanoUsd::from_nanos(customer.allocation_cap_nanos)),
             groups: groups.iter().map(GroupRow::of).collect(),
             keys: keys
                 .iter()
@@ -153,14 +153,14 @@ pub(super) async fn page(
                 .iter()
                 .rev()
                 .filter(|(_, cost, requests)| *requests != 0 || !cost.is_zero())
-                .map(|(d, cost, requests)| (d.to_string(), *requests, form::usd(*cost)))
+                .map(|(d, cost, requests)| (d.to_string(), *requests, amount(*cost)))
                 .collect(),
             notice: out.notice,
             secret: out.secret,
             error: out.error,
             alert: alert.map(|a| {
                 (
-                    form::usd(money::NanoUsd::from_nanos(a.threshold_nanos)),
+                    amount(money::NanoUsd::from_nanos(a.threshold_nanos)),
                     a.below,
                 )
             }),
@@ -239,25 +239,25 @@ impl KeyRow {
 
 /// An automatic allocation's rule as the page shows it: below, amount, monthly cap, allocated
 /// this month (USD) and whether it is armed.
-fn rule_row(r: crate::dto::AutoRuleView) -> (String, String, String, String, bool) {
+fn rule_row(r: crate::dto::AutoRuleView) -> (Amount, Amount, Amount, Amount, bool) {
     (
-        form::usd(r.below_usd.0),
-        form::usd(r.amount_usd.0),
-        form::usd(r.monthly_cap_usd.0),
-        form::usd(r.allocated_this_month_usd.0),
+        amount(r.below_usd.0),
+        amount(r.amount_usd.0),
+        amount(r.monthly_cap_usd.0),
+        amount(r.allocated_this_month_usd.0),
         r.armed,
     )
 }
 
 /// An automatic allocation's run as the page lists it: when, how much, what came of it.
-fn run_row(r: crate::dto::AutoRunView) -> (String, String, String) {
+fn run_row(r: crate::dto::AutoRunView) -> (String, Amount, String) {
     let outcome = match r.outcome.as_str() {
         "allocated" => "allocated",
         "refused_funding" => "refused: partner funding short",
         "refused_cap" => "refused: monthly cap reached",
         _ => "refused",
     };
-    (r.created_at, form::usd(r.amount_usd.0), outcome.to_string())
+    (r.created_at, amount(r.amount_usd.0), outcome.to_string())
 }
 
 /// `GET /console/partners/{partner}/customers/{customer}`.

@@ -3,6 +3,7 @@
 //! same parsing, rules and reasons, through `services::customers`), showing a refusal's reason
 //! next to its field. Every member reads; owners, admins and operators create (customer work).
 
+use super::amount::{Amount, Figure, amount};
 use super::form;
 use super::gate::{self, Membership};
 use super::render::{self, render};
@@ -29,8 +30,8 @@ struct Row {
     name: String,
     external_id: String,
     status: String,
-    available: String,
-    spend_7d: String,
+    available: Figure,
+    spend_7d: Amount,
 }
 
 /// The create form's values (echoed back when refused) and its refusal.
@@ -107,11 +108,11 @@ async fn page(
             external_id: r.customer.external_id.clone(),
             status: sea_orm::ActiveEnum::to_value(&r.status).replace('_', " "),
             available: match r.available {
-                Available::Known(n) => format!("{} USD", form::usd(n)),
-                Available::Reconciling => "being reconciled".into(),
-                Available::Pending => "not active yet".into(),
+                Available::Known(n) => Figure::Usd(amount(n)),
+                Available::Reconciling => Figure::Note("being reconciled"),
+                Available::Pending => Figure::Note("not active yet"),
             },
-            spend_7d: form::usd(r.spend_7d),
+            spend_7d: amount(r.spend_7d),
         })
         .collect();
     render(

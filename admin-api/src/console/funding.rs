@@ -5,6 +5,7 @@
 //! `POST /funding/top-up-sessions`) and sends the browser to its page. Every member reads;
 //! owners, admins and operators add funds.
 
+use super::amount::{self, Amount};
 use super::form;
 use super::gate::{self, Membership};
 use super::render::{self, render};
@@ -27,8 +28,8 @@ struct Line {
     when: String,
     what: String,
     customer: Option<(i64, String)>,
-    amount: String,
-    balance: String,
+    amount: Amount,
+    balance: Amount,
 }
 
 #[derive(Template)]
@@ -40,26 +41,26 @@ struct Page<'a> {
     tab: &'a str,
     name: &'a str,
     role: &'a str,
-    available: String,
-    reserved: String,
-    outstanding: String,
+    available: Amount,
+    reserved: Amount,
+    outstanding: Amount,
     lines: Vec<Line>,
     page: u64,
     pages: u64,
     prev: Option<String>,
     next: Option<String>,
-    open: Vec<(String, String)>,
+    open: Vec<(Amount, String)>,
     can_add: bool,
     amount: String,
     error: Option<(&'static str, String)>,
     /// The low-funding alert: threshold (USD), below it now.
-    alert: Option<(String, bool)>,
+    alert: Option<(Amount, bool)>,
     alert_error: Option<String>,
     notice: Option<String>,
     /// The automatic recharge: below, amount (USD), status in words, a card saved.
-    recharge: Option<(String, String, String, bool)>,
+    recharge: Option<(Amount, Amount, String, bool)>,
     /// Its charges: when, amount (USD), status.
-    charges: Vec<(String, String, String)>,
+    charges: Vec<(String, Amount, String)>,
     /// Cards can be saved (a payment provider is configured).
     can_save_card: bool,
     recharge_error: Option<String>,
@@ -94,14 +95,14 @@ impl Line {
             when: l.at.format("%Y-%m-%d %H:%M").to_string(),
             what: l.kind.label().to_string(),
             customer: l.customer.clone(),
-            amount: form::usd(l.amount),
-            balance: form::usd(l.balance_after),
+            amount: amount::amount(l.amount),
+            balance: amount::amount(l.balance_after),
         }
     }
 }
 
 /// The automatic recharge as the page shows it: below, amount, its state in words, a card saved.
-fn recharge_row(r: crate::dto::RechargeRuleView) -> (String, String, String, bool) {
+fn recharge_row(r: crate::dto::RechargeRuleView) -> (Amount, Amount, String, bool) {
     let status = match (r.status.as_str(), r.stop_reason) {
         ("active", _) => "active".to_string(),
         ("needs_card", _) => "waiting for a saved card".to_string(),
@@ -109,15 +110,15 @@ fn recharge_row(r: crate::dto::RechargeRuleView) -> (String, String, String, boo
         (other, None) => other.to_string(),
     };
     (
-        form::usd(r.below_usd.0),
-        form::usd(r.amount_usd.0),
+        amount::amount(r.below_usd.0),
+        amount::amount(r.amount_usd.0),
         status,
         r.card_saved,
     )
 }
 
 /// A recharge's charge as the page lists it: when, amount, what came of it.
-fn charge_row(a: crate::dto::RechargeAttemptView) -> (String, String, String) {
+fn charge_row(a: crate::dto::RechargeAttemptView) -> (String, Amount, String) {
     let status = match a.status.as_str() {
         "pending" => "charged, waiting for the payment".to_string(),
         "succeeded" => "credited".to_string(),
@@ -127,7 +128,7 @@ fn charge_row(a: crate::dto::RechargeAttemptView) -> (String, String, String) {
         ),
         other => other.to_string(),
     };
-    (a.created_at, form::usd(a.amount_usd.0), status)
+    (a.created_at, amount::amount(a.amount_usd.0), status)
 }
 
 async fn page(
@@ -171,9 +172,9 @@ async fn page(
             tab: "funding",
             name: &t.name,
             role: &t.role,
-            available: form::usd(f.available_funding_usd.0),
-            reserved: form::usd(f.reserved_allocations_usd.0),
-            outstanding: form::usd(f.outstanding_usage_usd.0),
+            available: amount::amount(f.available_funding_usd.0),
+            reserved: amount::amount(f.reserved_allocations_usd.0),
+            outstanding: amount::amount(f.outstanding_usage_usd.0),
             lines: h.lines.iter().map(Line::of).collect(),
             page: h.page,
             pages: h.pages,
@@ -183,7 +184,7 @@ async fn page(
                 .iter()
                 .map(|s| {
                     (
-                        form::usd(NanoUsd::from_nanos(s.amount_nanos)),
+                        amount::amount(NanoUsd::from_nanos(s.amount_nanos)),
                         s.created_at.format("%Y-%m-%d %H:%M UTC").to_string(),
                     )
                 })
@@ -191,7 +192,12 @@ async fn page(
             can_add: t.may(&gate::CUSTOMER_WORK),
             amount,
             error,
-            alert: alert.map(|a| (form::usd(NanoUsd::from_nanos(a.threshold_nanos)), a.below)),
+            alert: alert.map(|a| {
+                (
+                    amount::amount(NanoUsd::from_nanos(a.threshold_nanos)),
+                    a.below,
+                )
+            }),
             alert_error,
             notice,
             recharge: recharge.rule.map(recharge_row),

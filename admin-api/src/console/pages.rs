@@ -5,6 +5,7 @@
 //! the server for every request (a page of an organization the viewer is not a member of answers
 //! 404, exactly like one that does not exist).
 
+use super::amount::{Amount, amount};
 use super::form;
 use super::gate::{self, Membership};
 use super::render::{render, unavailable};
@@ -62,9 +63,9 @@ pub(crate) async fn home(State(state): State<AppState>, viewer: Viewer) -> Respo
 
 /// Figures of a reconciled wallet, in USD.
 struct Balance {
-    available: String,
-    book: String,
-    reserved: String,
+    available: Amount,
+    book: Amount,
+    reserved: Amount,
 }
 
 #[derive(Template)]
@@ -77,19 +78,19 @@ struct Org<'a> {
     name: &'a str,
     role: &'a str,
     balance: Option<Balance>,
-    today: String,
-    week: String,
-    days: Vec<(String, i64, String)>,
+    today: Amount,
+    week: Amount,
+    days: Vec<(String, i64, Amount)>,
     chart: super::chart::Chart,
     chart_title: &'a str,
     /// The low-balance alert: threshold (USD), below it now.
-    alert: Option<(String, bool)>,
+    alert: Option<(Amount, bool)>,
     /// Owners set the alert.
     can_alert: bool,
     /// The partner's automatic allocation: below, amount, monthly cap (USD).
-    rule: Option<(String, String, String)>,
+    rule: Option<(Amount, Amount, Amount)>,
     /// Automatic allocations: when, amount (USD), outcome.
-    runs: Vec<(String, String, String)>,
+    runs: Vec<(String, Amount, String)>,
     error: Option<String>,
     notice: Option<String>,
 }
@@ -198,9 +199,9 @@ async fn overview_page(
     };
     let balance = match wallets::reconciled(state, org_id).await {
         Ok(Some((book, reserved))) => Some(Balance {
-            available: book.remaining_after(reserved).to_decimal_usd().to_string(),
-            book: book.to_decimal_usd().to_string(),
-            reserved: reserved.to_decimal_usd().to_string(),
+            available: amount(book.remaining_after(reserved)),
+            book: amount(book),
+            reserved: amount(reserved),
         }),
         Ok(None) => None,
         Err(_) => None,
@@ -213,7 +214,6 @@ async fn overview_page(
     let Ok((alert, view)) = balance_rules(state, org_id).await else {
         return unavailable();
     };
-    let dec = |n: NanoUsd| n.to_decimal_usd().to_string();
     let (rule, runs) = view.map(rule_rows).unwrap_or_default();
     let sum = |n: usize| {
         days.iter()
@@ -222,8 +222,6 @@ async fn overview_page(
             .fold(NanoUsd::ZERO, |a, (_, cost, _)| {
                 a.checked_add(*cost).unwrap_or(a)
             })
-            .to_decimal_usd()
-            .to_string()
     };
     render(
         status,
@@ -235,18 +233,16 @@ async fn overview_page(
             name: &name,
             role: &role,
             balance,
-            today: sum(1),
-            week: sum(7),
+            today: amount(sum(1)),
+            week: amount(sum(7)),
             chart: super::chart::daily(&days),
             chart_title: "Daily spend, last 14 days, oldest on the left (UTC)",
             days: days
                 .iter()
                 .rev()
-                .map(|(d, cost, requests)| {
-                    (d.to_string(), *requests, cost.to_decimal_usd().to_string())
-                })
+                .map(|(d, cost, requests)| (d.to_string(), *requests, amount(*cost)))
                 .collect(),
-            alert: alert.map(|a| (dec(NanoUsd::from_nanos(a.threshold_nanos)), a.below)),
+            alert: alert.map(|a| (amount(NanoUsd::from_nanos(a.threshold_nanos)), a.below)),
             can_alert: role == "owner",
             rule,
             runs,
@@ -279,12 +275,12 @@ async fn balance_rules(
 /// An automatic allocation as the overview shows it: the rule (below, amount, monthly cap) and
 /// its runs (when, amount, allocated or refused).
 type RuleRows = (
-    Option<(String, String, String)>,
-    Vec<(String, String, String)>,
+    Option<(Amount, Amount, Amount)>,
+    Vec<(String, Amount, String)>,
 );
 
 fn rule_rows(v: crate::dto::AutoAllocationView) -> RuleRows {
-    let dec = |n: NanoUsd| n.to_decimal_usd().to_string();
+    let dec = amount;
     let rule = v.rule.map(|r| {
         (
             dec(r.below_usd.0),

@@ -6,6 +6,7 @@
 //! partner tokens (and, next, the team); `operator` does customer work; `viewer` changes
 //! nothing.
 
+use super::amount::{Amount, amount};
 use super::gate::{self, Membership};
 use super::render::{self, render};
 use super::session::Viewer;
@@ -29,9 +30,9 @@ struct Overview<'a> {
     tab: &'a str,
     name: &'a str,
     role: &'a str,
-    available: String,
-    reserved: String,
-    outstanding: String,
+    available: Amount,
+    reserved: Amount,
+    outstanding: Amount,
 }
 
 /// `GET /console/partners/{partner}`: the partner's funding.
@@ -52,7 +53,7 @@ pub(crate) async fn overview(
         Ok(f) => f,
         Err(_) => return render::unavailable(),
     };
-    let usd = |u: crate::dto::Usd| u.0.to_decimal_usd().to_string();
+    let usd = |u: crate::dto::Usd| amount(u.0);
     render(
         StatusCode::OK,
         &Overview {

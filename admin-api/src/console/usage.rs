@@ -9,6 +9,7 @@
 //! The window is chosen with whole UTC days (`from` and `to`, inclusive) so the form is two date
 //! fields; defaults: the last 30 days by day, yesterday and today by hour.
 
+use super::amount::{Amount, amount};
 use super::chart::{self, Chart};
 use super::gate::{self, Membership};
 use super::render::{self, render};
@@ -227,11 +228,11 @@ pub(super) struct Row {
     pub(super) cached: i64,
     pub(super) images: i64,
     pub(super) video_seconds: i64,
-    pub(super) spend: String,
+    pub(super) spend: Amount,
     /// Charged, wholesale cost and margin (a partner's figures).
-    pub(super) charged: String,
-    pub(super) wholesale: String,
-    pub(super) margin: String,
+    pub(super) charged: Amount,
+    pub(super) wholesale: Amount,
+    pub(super) margin: Amount,
 }
 
 pub(super) fn row(label: String, swatch: Option<String>, t: &Totals) -> Row {
@@ -244,12 +245,10 @@ pub(super) fn row(label: String, swatch: Option<String>, t: &Totals) -> Row {
         cached: t.cached_tokens,
         images: t.images,
         video_seconds: t.video_seconds,
-        spend: t.cost_usd().to_decimal_usd().to_string(),
-        charged: NanoUsd::from_nanos(t.charged).to_decimal_usd().to_string(),
-        wholesale: NanoUsd::from_nanos(t.wholesale)
-            .to_decimal_usd()
-            .to_string(),
-        margin: t.margin().to_decimal_usd().to_string(),
+        spend: amount(t.cost_usd()),
+        charged: amount(NanoUsd::from_nanos(t.charged)),
+        wholesale: amount(NanoUsd::from_nanos(t.wholesale)),
+        margin: amount(t.margin()),
     }
 }
 
@@ -319,8 +318,9 @@ pub(super) fn columns(
         .zip(&b.per_period)
         .map(|(t, sums)| {
             let label = format!(
-                "{}: {} USD, {} requests",
+                "{}: {} USD (exactly {}), {} requests",
                 period_label(t, g),
+                super::amount::readable(value(sums).nanos()),
                 value(sums).to_decimal_usd(),
                 sums.requests
             );

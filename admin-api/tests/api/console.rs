@@ -350,7 +350,9 @@ async fn the_invited_person_signs_up_and_owns_the_activated_organization() {
     assert_eq!(overview.status, 200, "{}", overview.body);
     assert!(overview.body.contains("Org console-a") && overview.body.contains("owner"));
     assert!(
-        overview.body.contains("data-figure=\"available\">10 USD"),
+        overview
+            .body
+            .contains("data-figure=\"available\"><data value=\"10\""),
         "{}",
         overview.body
     );
@@ -757,7 +759,9 @@ async fn the_demo_prints_working_console_sign_ins_for_both_halves() {
     assert!(home.body.contains("Demo organization"), "{}", home.body);
     let overview = b.get(&format!("/console/orgs/{org}")).await;
     assert!(
-        overview.body.contains("data-figure=\"available\">100 USD"),
+        overview
+            .body
+            .contains("data-figure=\"available\"><data value=\"100\""),
         "{}",
         overview.body
     );
@@ -816,14 +820,16 @@ async fn the_demo_prints_working_console_sign_ins_for_both_halves() {
     assert_eq!(list.status, 200, "{}", list.body);
     assert!(
         list.body.contains("Demo organization")
-            && list.body.contains("<td class=\"num\">0.00125</td>"),
+            && list.body.contains("<td class=\"num\"><data value=\"0.00125\" title=\"0.00125 USD\">0.00125</data></td>"),
         "the demo customer with its spend: {}",
         list.body
     );
     let margin = p.get(&format!("/console/partners/{partner}/usage")).await;
     assert_eq!(margin.status, 200, "{}", margin.body);
     assert!(
-        margin.body.contains("data-figure=\"margin\">0.00045 USD"),
+        margin
+            .body
+            .contains("data-figure=\"margin\"><data value=\"0.00045\""),
         "retail 1.25 over wholesale 0.8: {}",
         margin.body
     );
@@ -1846,7 +1852,9 @@ async fn usage_page_and_csv_show_the_billing_api_figures() {
     assert!(page.body.contains("aria-current=\"page\">Usage</a>"));
     assert!(
         page.body
-            .contains("data-figure=\"spend\">1.123460796 USD</dd>"),
+            .contains(
+                "data-figure=\"spend\"><data value=\"1.123460796\" title=\"1.123460796 USD\">1.12</data> USD</dd>"
+            ),
         "{}",
         page.body
     );

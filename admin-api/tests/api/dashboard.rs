@@ -45,7 +45,9 @@ async fn partner_tokens_are_made_rotated_and_revoked_in_the_dashboard() {
     let overview = olga.get(&format!("/console/partners/{}", acme.id)).await;
     assert_eq!(overview.status, 200, "{}", overview.body);
     assert!(
-        overview.body.contains("data-figure=\"available\">100 USD")
+        overview
+            .body
+            .contains("data-figure=\"available\"><data value=\"100\"")
             && overview.body.contains("Partner dashboard"),
         "{}",
         overview.body
@@ -729,7 +731,13 @@ async fn customers_are_created_with_the_apis_rules_and_listed_searched_and_paged
     assert!(first.body.contains("not active yet"));
     let (_, org) = api.active_customer(&acme, "active-1", 40.0, 1.0).await;
     let listed = olga.get(&format!("{path}?q=active-1")).await;
-    assert!(listed.body.contains(">40 USD<"), "{}", listed.body);
+    assert!(
+        listed
+            .body
+            .contains("><data value=\"40\" title=\"40 USD\">40.00</data> USD<"),
+        "{}",
+        listed.body
+    );
     assert!(listed.body.contains(">active<"));
     super::console::spend(
         &api,
@@ -867,7 +875,8 @@ async fn a_customer_page_moves_money_prices_keys_and_invitations_with_the_apis_r
     let path = format!("/console/partners/{}/customers/{active}", acme.id);
     let page = olga.get(&path).await;
     assert!(
-        page.body.contains("data-figure=\"available\">10 USD"),
+        page.body
+            .contains("data-figure=\"available\"><data value=\"10\""),
         "{}",
         page.body
     );
@@ -885,7 +894,8 @@ async fn a_customer_page_moves_money_prices_keys_and_invitations_with_the_apis_r
         .await;
     assert_eq!(more.status, 200, "{}", more.body);
     assert!(
-        more.body.contains("data-figure=\"available\">15 USD"),
+        more.body
+            .contains("data-figure=\"available\"><data value=\"15\""),
         "{}",
         more.body
     );
@@ -938,7 +948,9 @@ async fn a_customer_page_moves_money_prices_keys_and_invitations_with_the_apis_r
             .contains("PARTNER_ALLOCATION_LIMIT_BELOW_USED")
     );
     assert!(
-        too_much.body.contains("data-figure=\"available\">15 USD"),
+        too_much
+            .body
+            .contains("data-figure=\"available\"><data value=\"15\""),
         "nothing changed"
     );
     let less = olga
@@ -953,7 +965,8 @@ async fn a_customer_page_moves_money_prices_keys_and_invitations_with_the_apis_r
         )
         .await;
     assert!(
-        less.body.contains("data-figure=\"available\">12 USD"),
+        less.body
+            .contains("data-figure=\"available\"><data value=\"12\""),
         "{}",
         less.body
     );
@@ -1154,7 +1167,7 @@ async fn usage_and_margin_equal_the_ledgers_to_the_nano_dollar() {
     assert_eq!(wholesale, by_charge);
     assert!(
         page.body.contains(&format!(
-            "data-figure=\"margin\">{} USD",
+            "data-figure=\"margin\"><data value=\"{}\"",
             money::NanoUsd::from_nanos(margin).to_decimal_usd()
         )),
         "{}",
@@ -1212,8 +1225,9 @@ async fn funding_shows_the_ledgers_history_and_opens_top_ups() {
     let funding = api.funding(&acme).await;
     let available = funding["available_funding_usd"].to_string();
     assert!(
-        page.body
-            .contains(&format!("data-figure=\"available\">{available} USD")),
+        page.body.contains(&format!(
+            "data-figure=\"available\"><data value=\"{available}\""
+        )),
         "{available}: {}",
         page.body
     );
@@ -1225,10 +1239,14 @@ async fn funding_shows_the_ledgers_history_and_opens_top_ups() {
     assert!(rows[1].contains("allocated to a customer") && rows[1].contains(">-"));
     assert!(
         rows[2].contains("funding added")
-            && rows[2].contains(">100</td><td class=\"num\">100</td>")
+            && rows[2].contains(
+                "<data value=\"100\" title=\"100 USD\">100.00</data></td><td class=\"num\"><data value=\"100\" title=\"100 USD\">100.00</data></td>"
+            )
     );
     assert!(
-        rows[0].contains(&format!(">{available}</td></tr>")),
+        rows[0].contains(&format!(
+            "<data value=\"{available}\" title=\"{available} USD\">"
+        )),
         "{}",
         rows[0]
     );
@@ -1249,7 +1267,10 @@ async fn funding_shows_the_ledgers_history_and_opens_top_ups() {
         opened.location()
     );
     let page = olga.get(&path).await;
-    assert!(page.body.contains("Top-ups waiting for payment") && page.body.contains(">25</td>"));
+    assert!(
+        page.body.contains("Top-ups waiting for payment")
+            && page.body.contains(">25.00</data></td>")
+    );
     // A viewer reads, cannot add; another partner's funding: 404.
     let mut vera = team_member(&api, acme.id, "vera@acme.example", "viewer").await;
     let seen = vera.get(&path).await;
@@ -1453,15 +1474,14 @@ async fn a_partners_usage_table_lists_the_largest_hundred_and_folds_the_rest() {
         assert!(at(&format!("Many {i}")).is_none(), "Many {i} folded");
     }
     let other = format!(
-        "Other (3 more; all in the CSV)</th><td class=\"num\">3</td><td class=\"num\">300</td><td class=\"num\">30</td><td class=\"num\">{}</td><td class=\"num\">{}</td>",
-        usd(6_000_000),
+        "Other (3 more; all in the CSV)</th><td class=\"num\">3</td><td class=\"num\">300</td><td class=\"num\">30</td><td class=\"num\"><data value=\"{0}\" title=\"{0} USD\">0.006</data></td><td class=\"num\"><data value=\"{0}\" title=\"{0} USD\">0.006</data></td>",
         usd(6_000_000)
     );
     assert!(page.body.contains(&other), "{}", page.body);
-    assert!(
-        page.body
-            .contains(&format!("data-figure=\"charged\">{} USD", usd(total)))
-    );
+    assert!(page.body.contains(&format!(
+        "data-figure=\"charged\"><data value=\"{}\"",
+        usd(total)
+    )));
     // The CSV has every customer (streamed from the rollups in chunks), by day and by hour, and
     // the keys' and models' cells add up to the same total.
     let base = format!("/console/partners/{}/usage.csv", acme.id);
@@ -1569,7 +1589,7 @@ async fn a_partners_chart_folds_the_smallest_customers_into_other() {
     );
     assert_eq!(page.body.matches("<rect class=\"bar s").count(), 6);
     assert!(page.body.contains(&format!(
-        "data-figure=\"charged\">{} USD",
+        "data-figure=\"charged\"><data value=\"{}\"",
         money::NanoUsd::from_nanos(charged).to_decimal_usd()
     )));
 }

@@ -864,8 +864,9 @@ async fn the_dashboard_sets_the_recharge_and_opens_the_card_page() {
         .await;
     assert_eq!(set.status, 200, "{}", set.body);
     assert!(
-        set.body.contains("charged <strong>125 USD</strong>")
-            && set.body.contains("waiting for a saved card"),
+        set.body.contains(
+            "charged <strong><data value=\"125\" title=\"125 USD\">125.00</data> USD</strong>"
+        ) && set.body.contains("waiting for a saved card"),
         "{}",
         set.body
     );

@@ -377,7 +377,9 @@ async fn both_consoles_set_and_show_the_rules() {
         set.body
     );
     assert!(
-        set.body.contains("allocate <strong>10 USD</strong>"),
+        set.body.contains(
+            "allocate <strong><data value=\"10\" title=\"10 USD\">10.00</data> USD</strong>"
+        ),
         "{}",
         set.body
     );
@@ -390,7 +392,9 @@ async fn both_consoles_set_and_show_the_rules() {
         .await;
     assert_eq!(alert.status, 200, "{}", alert.body);
     assert!(
-        alert.body.contains("below <strong>3 USD</strong>"),
+        alert
+            .body
+            .contains("below <strong><data value=\"3\" title=\"3 USD\">3.00</data> USD</strong>"),
         "{}",
         alert.body
     );
@@ -404,7 +408,9 @@ async fn both_consoles_set_and_show_the_rules() {
         .await;
     assert_eq!(saved.status, 200, "{}", saved.body);
     assert!(
-        saved.body.contains("below <strong>40 USD</strong>"),
+        saved.body.contains(
+            "below <strong><data value=\"40\" title=\"40 USD\">40.00</data> USD</strong>"
+        ),
         "{}",
         saved.body
     );
@@ -447,9 +453,12 @@ async fn both_consoles_set_and_show_the_rules() {
     let mut owner = joined(&api, Some(org), None, "ann@consoled.example", "owner").await;
     let overview = owner.get(&format!("/console/orgs/{org}")).await;
     assert!(
-        overview.body.contains("allocates <strong>10 USD</strong>")
-            && overview.body.contains("<td>allocated</td>")
-            && overview.body.contains("below <strong>3 USD</strong>"),
+        overview.body.contains(
+            "allocates <strong><data value=\"10\" title=\"10 USD\">10.00</data> USD</strong>"
+        ) && overview.body.contains("<td>allocated</td>")
+            && overview.body.contains(
+                "below <strong><data value=\"3\" title=\"3 USD\">3.00</data> USD</strong>"
+            ),
         "{}",
         overview.body
     );
@@ -463,7 +472,9 @@ async fn both_consoles_set_and_show_the_rules() {
         .await;
     assert_eq!(changed.status, 200, "{}", changed.body);
     assert!(
-        changed.body.contains("below <strong>7.5 USD</strong>"),
+        changed.body.contains(
+            "below <strong><data value=\"7.5\" title=\"7.5 USD\">7.50</data> USD</strong>"
+        ),
         "{}",
         changed.body
     );
