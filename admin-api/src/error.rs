@@ -106,6 +106,14 @@ pub enum ApiError {
     RechargeRuleRequired,
     #[error("invalid alert: {0}")]
     InvalidAlert(String),
+    #[error("invalid webhook: {0}")]
+    InvalidWebhook(String),
+    #[error("webhook endpoint not found")]
+    WebhookNotFound,
+    #[error("webhook delivery not found")]
+    WebhookDeliveryNotFound,
+    #[error("a partner has at most {max} webhook endpoints")]
+    WebhookLimit { max: u64 },
     #[error("invalid automatic allocation: {0}")]
     InvalidAutoAllocation(String),
     /// The payment provider could not be reached or refused the call (nothing was stored).
@@ -321,6 +329,26 @@ impl ApiError {
             ),
             RechargeRuleRequired => (StatusCode::CONFLICT, Some("RECHARGE_RULE_REQUIRED"), none),
             InvalidAlert(_) => (StatusCode::BAD_REQUEST, Some("INVALID_PARTNER_ALERT"), none),
+            InvalidWebhook(_) => (
+                StatusCode::BAD_REQUEST,
+                Some("INVALID_PARTNER_WEBHOOK"),
+                none,
+            ),
+            WebhookNotFound => (
+                StatusCode::NOT_FOUND,
+                Some("PARTNER_WEBHOOK_NOT_FOUND"),
+                none,
+            ),
+            WebhookDeliveryNotFound => (
+                StatusCode::NOT_FOUND,
+                Some("PARTNER_WEBHOOK_DELIVERY_NOT_FOUND"),
+                none,
+            ),
+            WebhookLimit { max } => (
+                StatusCode::CONFLICT,
+                Some("PARTNER_WEBHOOK_LIMIT_REACHED"),
+                json!({"max_endpoints": max}),
+            ),
             InvalidAutoAllocation(_) => (
                 StatusCode::BAD_REQUEST,
                 Some("INVALID_PARTNER_AUTOMATIC_ALLOCATION"),

@@ -34,6 +34,7 @@ pub mod services;
 pub mod state;
 pub mod task_book;
 pub mod text;
+pub mod webhooks;
 pub mod workers;
 
 pub use http::{router, serve};

@@ -7,7 +7,7 @@
 //! are the same set, and that every route of the router is documented (and nothing else).
 
 use crate::dto::*;
-use crate::http::{billing, customers, funding, keys, rules, usage};
+use crate::http::{billing, customers, funding, keys, partner_webhooks, rules, usage};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
@@ -47,7 +47,10 @@ impl Modify for Security {
         rules::customer_alert, rules::set_customer_alert, rules::funding_alert,
         rules::set_funding_alert, rules::customer_rule, rules::set_customer_rule,
         rules::delete_customer_rule, rules::recharge, rules::set_recharge, rules::delete_recharge,
-        rules::card_session
+        rules::card_session,
+        partner_webhooks::create, partner_webhooks::list, partner_webhooks::get,
+        partner_webhooks::update, partner_webhooks::delete, partner_webhooks::deliveries,
+        partner_webhooks::redeliver
     ),
     components(schemas(
         ErrorEnvelope, CreateCustomerRequest, Customer, Activation, CustomerData, CustomerBalance, Funding,
@@ -56,7 +59,8 @@ impl Modify for Security {
         DailyTotals, UsageTotals, KeyUsage, ModelUsage, ProjectUsage, WorkflowUsage, WalletSpend,
         UsageCoverage, KeyStanding, Generation, KeyLimitsView, KeySpendView, KeyBudgetView, AlertRequest,
         AlertView, AutoAllocationRequest, AutoAllocationView, AutoRuleView, AutoRunView,
-        RechargeRequest, RechargeView, RechargeRuleView, RechargeAttemptView, CardSession
+        RechargeRequest, RechargeView, RechargeRuleView, RechargeAttemptView, CardSession,
+        WebhookRequest, Webhook, WebhookAttempt, WebhookDelivery, WebhookDeliveries
     )),
     modifiers(&Security),
 )]

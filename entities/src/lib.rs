@@ -35,3 +35,7 @@ pub mod top_up_sessions;
 pub mod usage_hourly;
 pub mod usage_records;
 pub mod video_tasks;
+pub mod webhook_attempts;
+pub mod webhook_deliveries;
+pub mod webhook_endpoints;
+pub mod webhook_events;

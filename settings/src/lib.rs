@@ -31,6 +31,7 @@ mod server;
 mod telemetry;
 mod values;
 mod video;
+mod webhooks;
 
 pub use accounts::{Account, Capability, Provider};
 pub use admin::Admin;
@@ -49,6 +50,7 @@ pub use security::Security;
 pub use server::{Environment, Server};
 pub use telemetry::Telemetry;
 pub use video::Video;
+pub use webhooks::Webhooks;
 
 use error::err;
 use serde::Deserialize;
@@ -85,6 +87,8 @@ struct RawConfig {
     #[serde(default)]
     console: console::RawConsole,
     #[serde(default)]
+    webhooks: webhooks::RawWebhooks,
+    #[serde(default)]
     models: Vec<models::RawModel>,
     #[serde(default)]
     accounts: Vec<accounts::RawAccount>,
@@ -110,6 +114,7 @@ pub struct Settings {
     pub money: Money,
     pub routing: Routing,
     pub video: Video,
+    pub webhooks: Webhooks,
     pub models: Vec<Model>,
     pub accounts: Vec<Account>,
     pub groups: Vec<Group>,
@@ -188,6 +193,13 @@ fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, ConfigError> {
     let money = money::validate(&raw.money)?;
     let routing = routing::validate(&raw.routing)?;
     let video = video::validate(&raw.video)?;
+    let webhooks = webhooks::validate(&raw.webhooks)?;
+    if webhooks.allow_private_addresses && server.environment == Environment::Production {
+        return Err(err(
+            "webhooks.allow_private_addresses",
+            "turns the SSRF defences off: development and tests only, not with server.environment = \"production\"",
+        ));
+    }
 
     let models = models::validate(&raw.models)?;
     let (accounts, groups) = accounts_and_groups(&raw, &models, env)?;
@@ -207,6 +219,7 @@ fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, ConfigError> {
         money,
         routing,
         video,
+        webhooks,
         models,
         accounts,
         groups,

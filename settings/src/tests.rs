@@ -668,3 +668,41 @@ fn console_sessions_and_trusted_proxies_are_checked() {
         ip("198.51.100.4")
     );
 }
+
+#[test]
+fn webhook_deliveries_have_safe_defaults_and_bounds() {
+    let s = parse(VALID).unwrap();
+    let w = &s.webhooks;
+    assert!(
+        !w.allow_private_addresses,
+        "the SSRF defences are on by default"
+    );
+    assert_eq!(
+        (w.timeout_ms, w.retry_base_ms, w.retry_window_hours),
+        (10_000, 30_000, 72)
+    );
+    let fast = parse(&format!(
+        "{VALID}\n[webhooks]\nallow_private_addresses = true\nretry_base_ms = 200\n"
+    ))
+    .unwrap();
+    assert!(fast.webhooks.allow_private_addresses);
+    for (extra, path) in [
+        ("timeout_ms = 5", "webhooks.timeout_ms"),
+        ("retry_base_ms = 0", "webhooks.retry_base_ms"),
+        ("retry_max_ms = 100", "webhooks.retry_max_ms"),
+        ("retry_window_hours = 0", "webhooks.retry_window_hours"),
+        ("poll_interval_ms = 1", "webhooks.poll_interval_ms"),
+        ("allow_private = true", "webhooks.allow_private"),
+    ] {
+        let e = error_of(&format!("{VALID}\n[webhooks]\n{extra}\n"));
+        assert!(e.path.starts_with(path), "{extra}: {e}");
+    }
+    let production = VALID.replace(
+        "listen = \"127.0.0.1:8080\"",
+        "listen = \"127.0.0.1:8080\"\nenvironment = \"production\"",
+    );
+    let e = error_of(&format!(
+        "{production}\n[webhooks]\nallow_private_addresses = true\n"
+    ));
+    assert_eq!(e.path, "webhooks.allow_private_addresses", "{e}");
+}

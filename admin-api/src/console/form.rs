@@ -32,6 +32,7 @@ pub(crate) fn explain(e: &ApiError) -> String {
         ApiError::InvalidCustomer(m)
         | ApiError::InvalidApiKey(m)
         | ApiError::InvalidAlert(m)
+        | ApiError::InvalidWebhook(m)
         | ApiError::InvalidRecharge(m)
         | ApiError::InvalidAutoAllocation(m) => format!("{m}."),
         ApiError::CustomerSlugExists => {
@@ -97,6 +98,9 @@ pub(crate) fn explain(e: &ApiError) -> String {
         | ApiError::StatementNotAcceptable
         | ApiError::RechargeUnavailable
         | ApiError::RechargeRuleRequired
+        | ApiError::WebhookNotFound
+        | ApiError::WebhookDeliveryNotFound
+        | ApiError::WebhookLimit { .. }
         | ApiError::PaymentProvider(_) => e.to_string(),
     }
 }

@@ -13,10 +13,12 @@
 mod billing;
 mod partner;
 mod requests;
+mod webhooks;
 
 pub use billing::*;
 pub use partner::*;
 pub use requests::*;
+pub use webhooks::*;
 
 use money::{NanoUsd, RateMultiplier};
 use rust_decimal::Decimal;

@@ -20,6 +20,7 @@ mod invitations;
 pub(crate) mod keys;
 pub(crate) mod pages;
 pub(crate) mod params;
+pub(crate) mod partner_webhooks;
 pub(crate) mod rules;
 pub mod table;
 mod top_up;
@@ -134,6 +135,24 @@ fn partner_routes(state: &AppState) -> Router<AppState> {
         .route(
             "/customers/{customer_id}/api-keys/{api_key_id}/usage",
             get(usage::key),
+        )
+        .route(
+            "/webhooks",
+            get(partner_webhooks::list).post(partner_webhooks::create),
+        )
+        .route(
+            "/webhooks/{webhook_id}",
+            get(partner_webhooks::get)
+                .patch(partner_webhooks::update)
+                .delete(partner_webhooks::delete),
+        )
+        .route(
+            "/webhooks/{webhook_id}/deliveries",
+            get(partner_webhooks::deliveries),
+        )
+        .route(
+            "/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver",
+            post(partner_webhooks::redeliver),
         )
         .route_layer(from_fn_with_state(state.clone(), gate))
 }

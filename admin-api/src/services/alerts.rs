@@ -144,7 +144,9 @@ pub(crate) async fn alert_if_below(
     if alert.below {
         return Ok(false);
     }
-    // The claim: only the instance whose update takes the row sends the mail.
+    // The claim: only the instance whose update takes the row sends the mail; the partner's
+    // webhook event commits with it.
+    let txn = crate::db::begin(&state.db).await?;
     let claimed = alerts::Entity::update_many()
         .col_expr(alerts::Column::Below, Expr::value(true))
         .col_expr(alerts::Column::AlertedAt, Expr::value(now))
@@ -155,13 +157,15 @@ pub(crate) async fn alert_if_below(
         .filter(alerts::Column::Id.eq(alert.id))
         .filter(alerts::Column::Generation.eq(alert.generation))
         .filter(alerts::Column::Below.eq(false))
-        .exec(&state.db)
+        .exec(&txn)
         .await?
         .rows_affected
         == 1;
     if !claimed {
         return Ok(false);
     }
+    crossing_event(&txn, state, subject, available, threshold).await?;
+    txn.commit().await?;
     let (name, to) = match subject {
         Subject::Org(org) => org_contacts(&state.db, org).await?,
         Subject::Partner(p) => partner_contacts(&state.db, p).await?,
@@ -174,6 +178,47 @@ pub(crate) async fn alert_if_below(
     );
     mail_all(state, &to, &subject_line, &body).await;
     Ok(true)
+}
+
+/// The partner's webhook event of a crossing, in the crossing's transaction:
+/// `organization.balance_low` for a customer's organization (none for an organization no partner
+/// resells), `funding.balance_low` for the partner's funding.
+async fn crossing_event(
+    txn: &impl ConnectionTrait,
+    state: &AppState,
+    subject: Subject,
+    available: NanoUsd,
+    threshold: NanoUsd,
+) -> Result<(), AlertError> {
+    let amounts = serde_json::json!({
+        "available_usd": crate::dto::usd_json(available),
+        "threshold_usd": crate::dto::usd_json(threshold),
+    });
+    match subject {
+        Subject::Org(org) => {
+            let customer = crate::services::customers::of_organization(txn, org).await?;
+            if let Some(c) = customer {
+                let mut data = amounts;
+                data["customer_id"] = c.id.into();
+                data["external_customer_id"] = c.external_id.into();
+                data["organization_id"] = org.into();
+                webhook(txn, state, c.partner_id, "organization.balance_low", data).await?;
+            }
+        }
+        Subject::Partner(p) => webhook(txn, state, p, "funding.balance_low", amounts).await?,
+    }
+    Ok(())
+}
+
+async fn webhook(
+    txn: &impl ConnectionTrait,
+    state: &AppState,
+    partner: i64,
+    event: &'static str,
+    data: serde_json::Value,
+) -> Result<(), AlertError> {
+    crate::services::partner_webhooks::emit(txn, state, partner, event, data, None).await?;
+    Ok(())
 }
 
 /// Validates an alert body: `threshold_usd` a non-negative amount (at most 1,000,000, 9

@@ -198,6 +198,7 @@ pub async fn accept(
         now,
     )
     .await?;
+    activated_event(&txn, state, &customer, org_id, now).await?;
     txn.commit().await?;
     // The wallet mirror opens from the ledger; if that fails it is reloaded at the next tick, and
     // until then admission and the billing balance fail closed.
@@ -217,6 +218,31 @@ pub async fn accept(
         },
         user,
     ))
+}
+
+/// The partner's `customer.activated`, in the activation's transaction.
+async fn activated_event(
+    txn: &impl ConnectionTrait,
+    state: &AppState,
+    customer: &customer_rows::Model,
+    org_id: i64,
+    now: DateTime<Utc>,
+) -> Result<(), sea_orm::DbErr> {
+    crate::services::partner_webhooks::emit(
+        txn,
+        state,
+        customer.partner_id,
+        "customer.activated",
+        serde_json::json!({
+            "customer_id": customer.id,
+            "external_customer_id": customer.external_id,
+            "organization_id": org_id,
+            "activated_at": now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        }),
+        None,
+    )
+    .await
+    .map(|_| ())
 }
 
 /// The organization's first owner: the accepting account (its address now proven), or a new

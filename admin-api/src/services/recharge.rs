@@ -220,6 +220,21 @@ pub(super) async fn credit(
         .filter(attempts::Column::Id.eq(attempt.id))
         .exec(&txn)
         .await?;
+    if !matches!(posted, ledger::Posted::AlreadyPosted) {
+        crate::services::partner_webhooks::emit(
+            &txn,
+            state,
+            attempt.partner_id,
+            "funding.recharge_succeeded",
+            serde_json::json!({
+                "recharge_id": attempt.id,
+                "amount_usd": crate::dto::usd_json(NanoUsd::from_nanos(attempt.amount_nanos)),
+                "payment_intent": intent.id,
+            }),
+            None,
+        )
+        .await?;
+    }
     txn.commit().await?;
     Ok(match posted {
         ledger::Posted::AlreadyPosted => Outcome::AlreadyDone,
@@ -271,6 +286,19 @@ pub(super) async fn declined(
         .filter(rules::Column::PartnerId.eq(attempt.partner_id))
         .exec(&txn)
         .await?;
+    crate::services::partner_webhooks::emit(
+        &txn,
+        state,
+        attempt.partner_id,
+        "funding.recharge_failed",
+        serde_json::json!({
+            "recharge_id": attempt.id,
+            "amount_usd": crate::dto::usd_json(NanoUsd::from_nanos(attempt.amount_nanos)),
+            "failure": message,
+        }),
+        None,
+    )
+    .await?;
     txn.commit().await?;
     let (name, to) = partner_contacts(&state.db, attempt.partner_id).await?;
     let body = format!(

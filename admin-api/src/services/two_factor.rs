@@ -14,7 +14,6 @@
 use crate::state::AppState;
 use chrono::{DateTime, Utc};
 use entities::{console_recovery_codes, console_users};
-use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set,
@@ -26,44 +25,12 @@ pub const ISSUER: &str = "Tollgate";
 /// How many recovery codes are made at once.
 pub const RECOVERY_CODES: usize = 10;
 
-fn sealing_key(state: &AppState) -> Option<LessSafeKey> {
-    let key = hex::decode(
-        state
-            .hasher
-            .hash("tollgate two-factor secret sealing key v1"),
-    )
-    .ok()?;
-    UnboundKey::new(&AES_256_GCM, &key)
-        .ok()
-        .map(LessSafeKey::new)
-}
-
-/// `secret` sealed: hex of a random nonce followed by the ciphertext and its tag.
 fn seal(state: &AppState, secret: &[u8]) -> Option<String> {
-    use rand::Rng;
-    let key = sealing_key(state)?;
-    let mut nonce = [0u8; NONCE_LEN];
-    rand::rng().fill(&mut nonce);
-    let mut data = secret.to_vec();
-    key.seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::empty(), &mut data)
-        .ok()?;
-    let mut out = nonce.to_vec();
-    out.extend_from_slice(&data);
-    Some(hex::encode(out))
+    super::sealing::seal(state, super::sealing::Purpose::TwoFactor, secret)
 }
 
-/// The secret behind a sealed value (`None`: not ours, or altered).
 fn open(state: &AppState, sealed: &str) -> Option<Vec<u8>> {
-    let key = sealing_key(state)?;
-    let bytes = hex::decode(sealed).ok()?;
-    if bytes.len() <= NONCE_LEN {
-        return None;
-    }
-    let (nonce, data) = bytes.split_at(NONCE_LEN);
-    let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
-    let mut data = data.to_vec();
-    let plain = key.open_in_place(nonce, Aad::empty(), &mut data).ok()?;
-    Some(plain.to_vec())
+    super::sealing::open(state, super::sealing::Purpose::TwoFactor, sealed)
 }
 
 fn totp(secret: &[u8], email: &str) -> Option<Totp> {

@@ -1,8 +1,9 @@
 //! admin-api's background work, each a task tracked by the caller's `JoinSet` that stops when
 //! shutdown turns true: the settler (usage stream → ledger), the reconciler (holds of dead
 //! gateways), the key-directory keeper (directory and wallet mirrors follow the ledger), and the
-//! usage ledger's partition keeper (PostgreSQL: months made ahead, old ones dropped), and the
-//! console's housekeeping (`forget`: the limiter's quiet keys, expired code challenges).
+//! usage ledger's partition keeper (PostgreSQL: months made ahead, old ones dropped), the
+//! console's housekeeping (`forget`: the limiter's quiet keys, expired code challenges), and the
+//! partner webhooks' deliveries (`webhooks`).
 //! Used by the `admin-api` binary and by an embedded proxy.
 
 pub mod balances;
@@ -13,6 +14,7 @@ pub mod partitions;
 pub mod reconciler;
 mod rollup;
 pub mod settler;
+pub mod webhooks;
 mod wholesale;
 
 use crate::state::AppState;
@@ -61,6 +63,15 @@ pub async fn start(
     tasks.spawn(balances::run(
         state.clone(),
         Duration::from_millis(state.settings.money.watch_interval_ms),
+        shutdown.clone(),
+    ));
+    tasks.spawn(webhooks::run(
+        state.clone(),
+        format!(
+            "webhooks-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ),
         shutdown.clone(),
     ));
     tasks.spawn(settler::run(

@@ -174,8 +174,12 @@ impl Browser {
 
 /// A customer of a new partner, created and not activated: (customer id, invitation path, email).
 async fn invited(api: &Api, external: &str) -> (i64, String, String) {
-    let owner = api.owner("100").await;
-    let (s, v) = api.create(&owner, external, 10.0, 1.0).await;
+    invited_by(api, &api.owner("100").await, external).await
+}
+
+/// A customer of partner `owner` invited (10 USD, rate 1): its id, invitation path and contact.
+async fn invited_by(api: &Api, owner: &Partner, external: &str) -> (i64, String, String) {
+    let (s, v) = api.create(owner, external, 10.0, 1.0).await;
     assert_eq!(s, 200, "{v}");
     let url = v["data"]["activation"]["invite_url"].as_str().unwrap();
     let path = url[url.find("/invitations/").unwrap()..].to_string();
@@ -189,7 +193,16 @@ async fn invited(api: &Api, external: &str) -> (i64, String, String) {
 /// Activates through the invitation page as a person: returns the browser (signed in) and the
 /// organization id.
 pub(super) async fn activate(api: &Api, external: &str) -> (Browser, i64, String) {
-    let (_, path, email) = invited(api, external).await;
+    activate_by(api, &api.owner("100").await, external).await
+}
+
+/// As [`activate`], a customer of partner `owner`.
+pub(super) async fn activate_by(
+    api: &Api,
+    owner: &Partner,
+    external: &str,
+) -> (Browser, i64, String) {
+    let (_, path, email) = invited_by(api, owner, external).await;
     let mut b = Browser::new(api);
     let page = b.get(&path).await;
     assert_eq!(page.status, 200, "{}", page.body);

@@ -45,6 +45,7 @@ mod statements;
 mod task_book;
 mod upgrade;
 mod usage;
+mod webhooks;
 
 /// An amount of nano-USD.
 fn nano(nanos: i64) -> NanoUsd {

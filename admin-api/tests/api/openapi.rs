@@ -119,6 +119,13 @@ async fn openapi_documents_every_route_and_field() {
         "PUT /partner/v1/funding/recharge",
         "DELETE /partner/v1/funding/recharge",
         "POST /partner/v1/funding/recharge/card-sessions",
+        "POST /partner/v1/webhooks",
+        "GET /partner/v1/webhooks",
+        "GET /partner/v1/webhooks/{webhook_id}",
+        "PATCH /partner/v1/webhooks/{webhook_id}",
+        "DELETE /partner/v1/webhooks/{webhook_id}",
+        "GET /partner/v1/webhooks/{webhook_id}/deliveries",
+        "POST /partner/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver",
     ]
     .iter()
     .map(|s| s.to_string())

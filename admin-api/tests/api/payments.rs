@@ -762,6 +762,11 @@ async fn recharge_on(stores: Option<Stores>) {
         );
     }
     assert_eq!(available(&api.funding(&owner).await), low + 200.0);
+    assert_eq!(
+        super::rules::webhook_events(&api, "funding.recharge_succeeded").await,
+        1,
+        "one webhook event per credited recharge, replays none"
+    );
     // A forged event (unsigned) credits nothing.
     let (s, _) = api
         .deliver(&pi_event("evt_x", "payment_intent.succeeded", "pi_1"), None)
@@ -814,6 +819,10 @@ async fn recharge_on(stores: Option<Stores>) {
         .signed(&pi_event("evt_p2", "payment_intent.payment_failed", "pi_2"))
         .await;
     assert_eq!(out["outcome"], "already_done", "{out}");
+    assert_eq!(
+        super::rules::webhook_events(&api, "funding.recharge_failed").await,
+        1
+    );
     assert_eq!(watch_once(&api.state).await.unwrap(), Default::default());
     assert_eq!(stripe.state.lock().unwrap().charges.len(), 2);
     assert_eq!(available(&api.funding(&owner).await), low);

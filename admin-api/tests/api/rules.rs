@@ -152,6 +152,17 @@ async fn a_low_balance_alert_mails_once_per_crossing() {
     }
 }
 
+/// How many webhook events of `event_type` the outbox holds.
+pub(super) async fn webhook_events(api: &Api, event_type: &str) -> usize {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    entities::webhook_events::Entity::find()
+        .filter(entities::webhook_events::Column::EventType.eq(event_type))
+        .all(&api.state.db)
+        .await
+        .unwrap()
+        .len()
+}
+
 async fn low_balance_alert(api: Api) {
     let owner = api.owner("100").await;
     let (id, org) = api.active_customer(&owner, "lowbal", 10.0, 1.0).await;
@@ -175,6 +186,11 @@ async fn low_balance_alert(api: Api) {
     assert_eq!(sent.len(), 1, "one mail to the organization's owner");
     assert!(sent[0].contains("owner@lowbal.example"), "{}", sent[0]);
     assert!(sent[0].contains("4 USD available"), "{}", sent[0]);
+    assert_eq!(
+        webhook_events(&api, "organization.balance_low").await,
+        1,
+        "the partner's webhook event, with the crossing"
+    );
     // Still below: nothing more, however many passes and calls.
     spend(&api, org, "lb-2", USD).await;
     for _ in 0..3 {
@@ -195,6 +211,7 @@ async fn low_balance_alert(api: Api) {
     spend(&api, org, "lb-3", 9 * USD).await;
     assert_eq!(watch_once(&api.state).await.unwrap().alerts_sent, 1);
     assert_eq!(mails(&api, "Low balance: Org lowbal").len(), 2);
+    assert_eq!(webhook_events(&api, "organization.balance_low").await, 2);
     // An unknown balance is neither above nor below: a mirror out of step alerts nothing.
     let (_, v) = api
         .get(&owner, &format!("/customers/{id}/low-balance-alert"))
