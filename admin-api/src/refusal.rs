@@ -12,6 +12,7 @@ use crate::services::customers::CustomerError;
 use crate::services::fault::{Fault, Shortfall};
 use crate::services::funding::FundingError;
 use crate::services::keys::KeyError;
+use crate::services::partner_webhooks::WebhookError;
 use crate::services::recharge::RechargeError;
 use crate::services::statements::StatementError;
 use crate::services::usage::UsageError;
@@ -129,6 +130,18 @@ impl From<AlertError> for ApiError {
             AlertError::Invalid(m) => ApiError::InvalidAlert(m),
             AlertError::Customer(e) => e.into(),
             AlertError::Fault(f) => f.into(),
+        }
+    }
+}
+
+impl From<WebhookError> for ApiError {
+    fn from(e: WebhookError) -> Self {
+        match e {
+            WebhookError::Invalid(m) => ApiError::InvalidWebhook(m),
+            WebhookError::NotFound => ApiError::WebhookNotFound,
+            WebhookError::DeliveryNotFound => ApiError::WebhookDeliveryNotFound,
+            WebhookError::Limit { max } => ApiError::WebhookLimit { max },
+            WebhookError::Fault(f) => f.into(),
         }
     }
 }
@@ -291,5 +304,9 @@ mod tests {
         same(UsageError::Granularity);
         same(UsageError::Window("from".into()));
         same(StatementError::Month);
+        same(WebhookError::Invalid("url".into()));
+        same(WebhookError::NotFound);
+        same(WebhookError::DeliveryNotFound);
+        same(WebhookError::Limit { max: 16 });
     }
 }

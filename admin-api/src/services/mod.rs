@@ -44,6 +44,7 @@ pub mod usage;
 pub mod usage_sums;
 pub mod wallets;
 pub mod watch;
+pub mod webhook_sweeps;
 
 /// The largest threshold or amount a rule takes (1 million USD): alerts, automatic allocations
 /// and automatic recharges alike.

@@ -6,8 +6,8 @@
 
 use crate::caller::Caller;
 use crate::dto::{Webhook, WebhookAttempt, WebhookDeliveries, WebhookDelivery, WebhookRequest};
-use crate::error::ApiError;
 use crate::services::effects::Written;
+use crate::services::fault::Fault;
 use crate::services::sealing::{self, Purpose};
 use crate::state::AppState;
 use crate::webhooks::address;
@@ -19,6 +19,25 @@ use sea_orm::{
     QueryFilter, QueryOrder, QuerySelect, Set,
 };
 use serde_json::Value;
+
+/// Why a webhook change or read was refused.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum WebhookError {
+    /// A field is wrong; the text says which.
+    #[error("invalid webhook: {0}")]
+    Invalid(String),
+    /// No such endpoint of this partner.
+    #[error("webhook endpoint not found")]
+    NotFound,
+    /// No such delivery of this endpoint.
+    #[error("webhook delivery not found")]
+    DeliveryNotFound,
+    #[error("a partner has at most {max} webhook endpoints")]
+    Limit { max: u64 },
+    #[error(transparent)]
+    Fault(Fault),
+}
+super::fault::faults!(WebhookError);
 
 /// Every event type, in the order the docs list them.
 pub const EVENT_TYPES: [&str; 8] = [
@@ -59,8 +78,8 @@ impl EndpointInput {
         req: WebhookRequest,
         creating: bool,
         allow_private: bool,
-    ) -> Result<EndpointInput, ApiError> {
-        let bad = |m: String| ApiError::InvalidWebhook(m);
+    ) -> Result<EndpointInput, WebhookError> {
+        let bad = |m: String| WebhookError::Invalid(m);
         if let Some(name) = req.unknown.keys().next() {
             return Err(bad(format!("unknown field {name:?}")));
         }
@@ -160,21 +179,21 @@ pub async fn create(
     state: &AppState,
     caller: &Caller,
     input: EndpointInput,
-) -> Result<Written<Webhook>, ApiError> {
+) -> Result<Written<Webhook>, WebhookError> {
     let count = webhook_endpoints::Entity::find()
         .filter(webhook_endpoints::Column::PartnerId.eq(caller.partner_id))
         .count(txn)
         .await?;
     if count >= MAX_ENDPOINTS {
-        return Err(ApiError::WebhookLimit { max: MAX_ENDPOINTS });
+        return Err(WebhookError::Limit { max: MAX_ENDPOINTS });
     }
     let secret = new_secret();
-    let sealed =
-        sealing::seal(state, Purpose::Webhook, secret.as_bytes()).ok_or(ApiError::Internal)?;
+    let sealed = sealing::seal(state, Purpose::Webhook, secret.as_bytes())
+        .ok_or(Fault::Broken("the signing secret could not be sealed"))?;
     let now = state.clock.now();
     let row = webhook_endpoints::ActiveModel {
         partner_id: Set(caller.partner_id),
-        url: Set(input.url.ok_or(ApiError::Internal)?),
+        url: Set(input.url.ok_or(Fault::Broken("a create without a url"))?),
         description: Set(input.description.flatten()),
         events: Set(input
             .events
@@ -200,17 +219,17 @@ async fn endpoint(
     db: &impl ConnectionTrait,
     partner: i64,
     id: &str,
-) -> Result<webhook_endpoints::Model, ApiError> {
-    let id: i64 = id.parse().map_err(|_| ApiError::WebhookNotFound)?;
+) -> Result<webhook_endpoints::Model, WebhookError> {
+    let id: i64 = id.parse().map_err(|_| WebhookError::NotFound)?;
     webhook_endpoints::Entity::find_by_id(id)
         .filter(webhook_endpoints::Column::PartnerId.eq(partner))
         .one(db)
         .await?
-        .ok_or(ApiError::WebhookNotFound)
+        .ok_or(WebhookError::NotFound)
 }
 
 /// `GET /webhooks`: the partner's endpoints, oldest first.
-pub async fn list(db: &impl ConnectionTrait, partner: i64) -> Result<Vec<Webhook>, ApiError> {
+pub async fn list(db: &impl ConnectionTrait, partner: i64) -> Result<Vec<Webhook>, WebhookError> {
     Ok(webhook_endpoints::Entity::find()
         .filter(webhook_endpoints::Column::PartnerId.eq(partner))
         .order_by_asc(webhook_endpoints::Column::Id)
@@ -222,7 +241,11 @@ pub async fn list(db: &impl ConnectionTrait, partner: i64) -> Result<Vec<Webhook
 }
 
 /// `GET /webhooks/{id}`.
-pub async fn get(db: &impl ConnectionTrait, partner: i64, id: &str) -> Result<Webhook, ApiError> {
+pub async fn get(
+    db: &impl ConnectionTrait,
+    partner: i64,
+    id: &str,
+) -> Result<Webhook, WebhookError> {
     Ok(view(&endpoint(db, partner, id).await?, None))
 }
 
@@ -233,7 +256,7 @@ pub async fn update(
     caller: &Caller,
     id: &str,
     input: EndpointInput,
-) -> Result<Written<Webhook>, ApiError> {
+) -> Result<Written<Webhook>, WebhookError> {
     let row = endpoint(txn, caller.partner_id, id).await?;
     let mut active: webhook_endpoints::ActiveModel = row.into();
     if let Some(url) = input.url {
@@ -260,7 +283,7 @@ pub async fn delete(
     state: &AppState,
     caller: &Caller,
     id: &str,
-) -> Result<Written<Webhook>, ApiError> {
+) -> Result<Written<Webhook>, WebhookError> {
     use sea_orm::sea_query::Expr;
     let row = endpoint(txn, caller.partner_id, id).await?;
     webhook_deliveries::Entity::update_many()
@@ -319,7 +342,7 @@ fn attempt_view(a: &webhook_attempts::Model) -> WebhookAttempt {
 async fn with_log(
     db: &impl ConnectionTrait,
     rows: Vec<webhook_deliveries::Model>,
-) -> Result<Vec<WebhookDelivery>, ApiError> {
+) -> Result<Vec<WebhookDelivery>, WebhookError> {
     let ids: Vec<i64> = rows.iter().map(|d| d.id).collect();
     let event_ids: Vec<i64> = rows.iter().map(|d| d.event_id).collect();
     let events = webhook_events::Entity::find()
@@ -350,14 +373,14 @@ pub async fn deliveries(
     partner: i64,
     id: &str,
     before: Option<&str>,
-) -> Result<WebhookDeliveries, ApiError> {
+) -> Result<WebhookDeliveries, WebhookError> {
     let row = endpoint(db, partner, id).await?;
     let mut q = webhook_deliveries::Entity::find()
         .filter(webhook_deliveries::Column::EndpointId.eq(row.id));
     if let Some(b) = before {
         let b: i64 = b
             .parse()
-            .map_err(|_| ApiError::InvalidWebhook("before must be a delivery id".into()))?;
+            .map_err(|_| WebhookError::Invalid("before must be a delivery id".into()))?;
         q = q.filter(webhook_deliveries::Column::Id.lt(b));
     }
     let mut rows = q
@@ -382,21 +405,21 @@ pub async fn redeliver(
     caller: &Caller,
     id: &str,
     delivery: &str,
-) -> Result<Written<WebhookDelivery>, ApiError> {
+) -> Result<Written<WebhookDelivery>, WebhookError> {
     let row = endpoint(txn, caller.partner_id, id).await?;
     if row.status != "active" {
-        return Err(ApiError::InvalidWebhook(
+        return Err(WebhookError::Invalid(
             "the endpoint is disabled: enable it (PATCH status active) first".into(),
         ));
     }
     let delivery: i64 = delivery
         .parse()
-        .map_err(|_| ApiError::WebhookDeliveryNotFound)?;
+        .map_err(|_| WebhookError::DeliveryNotFound)?;
     let d = webhook_deliveries::Entity::find_by_id(delivery)
         .filter(webhook_deliveries::Column::EndpointId.eq(row.id))
         .one(txn)
         .await?
-        .ok_or(ApiError::WebhookDeliveryNotFound)?;
+        .ok_or(WebhookError::DeliveryNotFound)?;
     let now = state.clock.now();
     let window =
         Duration::hours(i64::try_from(state.settings.webhooks.retry_window_hours).unwrap_or(72));
@@ -409,7 +432,11 @@ pub async fn redeliver(
     active.updated_at = Set(now);
     let d = active.update(txn).await?;
     let mut views = with_log(txn, vec![d]).await?;
-    Ok(Written::plain(views.pop().ok_or(ApiError::Internal)?))
+    Ok(Written::plain(
+        views
+            .pop()
+            .ok_or(Fault::Broken("a redelivered delivery vanished"))?,
+    ))
 }
 
 /// Writes event `event_type` of partner `partner` with `data` into the outbox and one delivery

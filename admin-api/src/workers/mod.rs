@@ -8,6 +8,7 @@
 
 pub mod balances;
 pub mod batch;
+mod budget_events;
 pub mod directory;
 pub mod forget;
 pub mod partitions;

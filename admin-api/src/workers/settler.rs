@@ -206,6 +206,7 @@ pub(super) async fn settle_batch<'a>(
     }
     add_usage(&txn, &fresh, &partners).await?;
     post_spend(&txn, &fresh, &partners, now).await?;
+    super::budget_events::budget_events(&txn, state, &fresh, &partners, now).await?;
     txn.commit().await?;
     state
         .meters

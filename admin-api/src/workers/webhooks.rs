@@ -8,6 +8,8 @@
 //! none) in one transaction with the delivery's new state: a 2xx delivers it; anything else
 //! schedules the next attempt after `retry_base_ms` × 2^(attempts − 1) (at most `retry_max_ms`),
 //! or fails it when that would fall past its deadline (72 hours after the event by default).
+//! Once a minute it also sweeps for the events no change writes (expired invitations, statements
+//! of the month that ended), each once whoever finds it.
 
 use crate::services::partner_webhooks::{body, secret_of};
 use crate::state::AppState;
@@ -22,6 +24,9 @@ use sea_orm::{
 };
 use tokio::sync::watch;
 
+/// How often the events no change writes are swept for (`services::webhook_sweeps`).
+pub const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Deliveries a process claims at once (sent concurrently).
 pub const BATCH: u64 = 8;
 
@@ -35,7 +40,14 @@ pub async fn run(state: AppState, worker: String, mut shutdown: watch::Receiver<
         }
     };
     let idle = std::time::Duration::from_millis(state.settings.webhooks.poll_interval_ms);
+    let mut swept: Option<std::time::Instant> = None;
     loop {
+        if swept.is_none_or(|t| t.elapsed() >= SWEEP_EVERY) {
+            if let Err(e) = crate::services::webhook_sweeps::sweep(&state).await {
+                tracing::warn!(error = %e, "webhook sweep failed; retried at the next");
+            }
+            swept = Some(std::time::Instant::now());
+        }
         let sent = match deliver_due(&state, &sender, &worker).await {
             Ok(n) => n,
             Err(e) => {

@@ -539,3 +539,103 @@ async fn the_readmes_verifiers_accept_real_deliveries() {
         );
     }
 }
+
+/// Webhook events of `event_type` in the outbox: their `data`.
+async fn events_of(api: &Api, event_type: &str) -> Vec<Value> {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    entities::webhook_events::Entity::find()
+        .filter(entities::webhook_events::Column::EventType.eq(event_type))
+        .all(&api.state.db)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| serde_json::from_str(&e.data).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn swept_events_and_a_spent_budget_are_written_once() {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
+    let api = Api::start_with(FAST).await;
+    let acme = api.owner("100").await;
+    // An invitation whose time ran out; a partner that existed before this month began.
+    let (s, v) = api.create(&acme, "late-1", 5.0, 1.0).await;
+    assert_eq!(s, 200, "{v}");
+    let customer = v["data"]["customer"]["id"].as_i64().unwrap();
+    let past = chrono::Utc::now() - chrono::Duration::hours(1);
+    entities::invitations::Entity::update_many()
+        .col_expr(entities::invitations::Column::ExpiresAt, Expr::value(past))
+        .filter(entities::invitations::Column::CustomerId.eq(customer))
+        .exec(&api.state.db)
+        .await
+        .unwrap();
+    entities::partners::Entity::update_many()
+        .col_expr(
+            entities::partners::Column::CreatedAt,
+            Expr::value(chrono::Utc::now() - chrono::Duration::days(70)),
+        )
+        .filter(entities::partners::Column::Id.eq(acme.id))
+        .exec(&api.state.db)
+        .await
+        .unwrap();
+    let sweep = admin_api::services::webhook_sweeps::sweep;
+    assert_eq!(sweep(&api.state).await.unwrap(), 2);
+    assert_eq!(sweep(&api.state).await.unwrap(), 0, "each once");
+    let expired = events_of(&api, "invitation.expired").await;
+    assert_eq!(expired.len(), 1);
+    assert_eq!(expired[0]["external_customer_id"], "late-1");
+    let ready = events_of(&api, "statement.ready").await;
+    let last = admin_api::services::statements::Month::of(chrono::Utc::now()).previous();
+    assert_eq!(ready.len(), 1);
+    assert_eq!(ready[0]["month"], last.to_string());
+    assert!(
+        ready[0]["pdf_url"].as_str().unwrap().ends_with(&format!(
+            "/console/partners/{}/statements/{last}.pdf",
+            acme.id
+        )),
+        "{}",
+        ready[0]
+    );
+
+    // A key with a 1 USD monthly budget: a 0.6 USD charge leaves less than a call like it.
+    let (id, org) = api.active_customer(&acme, "budgeted", 10.0, 1.0).await;
+    let (s, v) = api
+        .write(
+            &acme,
+            Method::POST,
+            &format!("/customers/{id}/api-keys"),
+            Some(&json!({"name": "capped", "group_id": 1, "budget_usd": 1, "budget_period": "month"})),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let key = v["data"]["api_key_id"]
+        .as_i64()
+        .or_else(|| v["data"]["id"].as_i64())
+        .unwrap();
+    let now = chrono::Utc::now().to_rfc3339();
+    super::console::spend(&api, org, key, "gpt-4o-mini", &now, 300_000_000, 0).await;
+    admin_api::workers::settler::drain_once(&api.state, "t")
+        .await
+        .unwrap();
+    assert!(
+        events_of(&api, "key.budget_exceeded").await.is_empty(),
+        "0.7 left ≥ 0.3"
+    );
+    super::console::spend(&api, org, key, "gpt-4o-mini", &now, 600_000_000, 0).await;
+    admin_api::workers::settler::drain_once(&api.state, "t")
+        .await
+        .unwrap();
+    let exceeded = events_of(&api, "key.budget_exceeded").await;
+    assert_eq!(exceeded.len(), 1, "0.1 left < 0.6");
+    assert_eq!(exceeded[0]["api_key_id"], key);
+    assert_eq!(exceeded[0]["spent_usd"], 0.9);
+    super::console::spend(&api, org, key, "gpt-4o-mini", &now, 50_000_000, 0).await;
+    admin_api::workers::settler::drain_once(&api.state, "t")
+        .await
+        .unwrap();
+    assert_eq!(
+        events_of(&api, "key.budget_exceeded").await.len(),
+        1,
+        "once per key and period"
+    );
+}
