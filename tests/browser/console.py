@@ -30,10 +30,12 @@ import base64
 import datetime
 import hashlib
 import hmac
+import http.server
 import json
 import os
 import struct
 import sys
+import threading
 import time
 import traceback
 import urllib.error
@@ -216,6 +218,34 @@ class Run:
         self.steps.append(what)
 
 
+class Hook(http.server.BaseHTTPRequestHandler):
+    """A partner's webhook receiver on loopback: records each delivery, answers 200."""
+    got = []
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        Hook.got.append(({k.lower(): v for k, v in self.headers.items()}, body))
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"thanks")
+
+    def log_message(self, *args):
+        pass
+
+
+def receiver():
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{srv.server_address[1]}/hook"
+
+
+def signed(secret, header, body):
+    """The README's check of Tollgate-Signature (t=…,v1=…)."""
+    parts = dict(p.split("=", 1) for p in header.split(","))
+    expected = hmac.new(secret.encode(), f"{parts['t']}.".encode() + body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected, parts["v1"]) and abs(time.time() - int(parts["t"])) <= 300
+
+
 def partner_api(base, token, path="/me"):
     """Status and JSON of a partner API read with `token`."""
     try:
@@ -267,6 +297,20 @@ def partner_flow(d, run, base, partner_join, other_partner, outbox, checkout):
     assert partner_api(base, rotated)[0] == 200
     run.check("partner-token-rotated")
     run.step("rotated the partner token: the old one is refused at once")
+    # A webhook endpoint (issue 45): registered here, its secret shown once.
+    press(d, link(d, "Webhooks"))
+    run.check("partner-webhooks")
+    hook_url = receiver()
+    field(d, "Endpoint URL").send_keys(hook_url)
+    field(d, "Description (optional)").send_keys("our CRM")
+    press(d, button(d, "Register endpoint"))
+    hook_secret = d.find_element(By.ID, "new-secret").text.strip()
+    assert hook_secret.startswith("whsec_"), hook_secret
+    assert "our CRM" in d.find_element(By.CSS_SELECTOR, "table.data tbody").text
+    run.check("partner-webhook-registered")
+    d.get(d.current_url)
+    assert hook_secret not in d.page_source, "a secret is shown once"
+    run.step("registered a webhook endpoint in the dashboard; its secret shown once")
     press(d, link(d, "Customers"))
     run.check("partner-customers")
     field(d, "Name").send_keys("Globex")
@@ -308,6 +352,30 @@ def partner_flow(d, run, base, partner_join, other_partner, outbox, checkout):
     press(d, link(d, "Globex"))
     assert "active" in d.find_element(By.CSS_SELECTOR, "[data-figure=status]").text
     run.step("the customer followed its invitation to an active organization")
+    for _ in range(80):
+        activated = [(h, b) for h, b in Hook.got if json.loads(b)["type"] == "customer.activated"]
+        if activated:
+            break
+        time.sleep(0.25)
+    assert len(activated) == 1, Hook.got
+    headers, body = activated[0]
+    assert signed(hook_secret, headers["tollgate-signature"], body), headers
+    event_id = json.loads(body)["id"]
+    customer_page = d.current_url
+    press(d, link(d, "Webhooks"))
+    press(d, [a for a in d.find_elements(By.TAG_NAME, "a") if a.text.strip().startswith("Deliveries")][0])
+    assert "succeeded" in d.page_source and "answered 200" in d.page_source, d.page_source
+    run.check("partner-webhook-deliveries")
+    press(d, button(d, "Redeliver"))
+    assert "sent again" in d.find_element(By.CSS_SELECTOR, "[role=status]").text
+    for _ in range(80):
+        again = [b for h, b in Hook.got if json.loads(b)["id"] == event_id]
+        if len(again) == 2:
+            break
+        time.sleep(0.25)
+    assert len(again) == 2, Hook.got
+    run.step("the activation reached the receiver signed; redelivered from the dashboard with the same event id")
+    d.get(customer_page)
     Select(field(d, "Change")).select_by_visible_text("Increase")
     field(d, "Amount (USD)").send_keys("5")
     press(d, button(d, "Change allocation"))

@@ -30,6 +30,7 @@ pub(crate) mod statements;
 pub(crate) mod usage;
 pub(crate) mod usage_csv;
 pub(crate) mod usage_window;
+pub(crate) mod webhooks;
 
 use crate::http::table::{Route, Table};
 use crate::state::AppState;
@@ -201,6 +202,18 @@ fn table() -> Table {
             Partner(PARTNER_MANAGERS),
             partner::tokens,
             partner::create_token,
+        )
+        .page_and_form(
+            "/console/partners/{partner}/webhooks",
+            Partner(PARTNER_MANAGERS),
+            webhooks::list,
+            webhooks::create,
+        )
+        .page_and_form(
+            "/console/partners/{partner}/webhooks/{webhook}",
+            Partner(PARTNER_MANAGERS),
+            webhooks::log,
+            webhooks::change,
         )
         .form(
             "/console/partners/{partner}/tokens/{token}",

@@ -40,6 +40,7 @@ struct Fx {
     org_invite: (i64, i64),
     partner_invite: (i64, i64),
     token: (i64, i64),
+    webhook: (i64, i64),
     people: HashMap<String, Person>,
 }
 
@@ -130,6 +131,19 @@ async fn key_of(api: &Api, p: &Partner, customer: i64) -> i64 {
     v["data"]["api_key_id"].as_i64().unwrap()
 }
 
+async fn webhook_of(api: &Api, p: &Partner) -> i64 {
+    let (s, v) = api
+        .write(
+            p,
+            Method::POST,
+            "/webhooks",
+            Some(&json!({"url": "https://hooks.example.com/sec"})),
+        )
+        .await;
+    assert_eq!(s, 200, "{v}");
+    v["data"]["id"].as_i64().unwrap()
+}
+
 async fn invite(api: &Api, purpose: &str, org: Option<i64>, partner: Option<i64>) -> i64 {
     use sea_orm::{EntityTrait, QueryOrder};
     memberships::issue_token(
@@ -217,6 +231,7 @@ async fn fixture(api: &Api) -> Fx {
             invite(api, "partner_invite", None, Some(q.id)).await,
         ),
         token: (token_of(api, p.id).await, token_of(api, q.id).await),
+        webhook: (webhook_of(api, &p).await, webhook_of(api, &q).await),
         people,
     }
 }
@@ -277,6 +292,7 @@ fn fill(path: &str, fx: &Fx, ids: Ids) -> String {
         .replace("{member}", &member.to_string())
         .replace("{invite}", &invite.to_string())
         .replace("{token}", &pick(fx.token, false).to_string())
+        .replace("{webhook}", &pick(fx.webhook, false).to_string())
 }
 
 /// A form the gate's admitted roles may post with success.
@@ -318,6 +334,11 @@ fn form(path: &str, fx: &Fx, ids: Ids) -> Vec<(&'static str, String)> {
             ("monthly_cap_usd", s("30")),
         ],
         "tokens" => vec![("scope", s("partner:read"))],
+        "webhooks" => vec![
+            ("url", s("https://hooks.example.com/new")),
+            ("events", s("statement.ready")),
+        ],
+        _ if path.contains("/webhooks/") => vec![("action", s("disable"))],
         _ if path.contains("/tokens/") => vec![("action", s("rotate"))],
         _ if path.contains("/invitations/") => vec![],
         _ if path.contains("/members/") => {

@@ -639,3 +639,68 @@ async fn swept_events_and_a_spent_budget_are_written_once() {
         "once per key and period"
     );
 }
+
+#[tokio::test]
+async fn the_dashboard_registers_endpoints_for_owners_and_explains_refusals() {
+    let api = Api::start().await;
+    let acme = api.owner("100").await;
+    let mut olga =
+        super::console::joined(&api, None, Some(acme.id), "olga@hooks.example", "owner").await;
+    let path = format!("/console/partners/{}/webhooks", acme.id);
+    let page = olga.get(&path).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let csrf = page.csrf();
+    let refused = olga
+        .post(
+            &path,
+            &[
+                ("csrf", &csrf),
+                ("url", "https://127.0.0.1/hook"),
+                ("events", "statement.ready"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert!(
+        refused.body.contains("must name a public host"),
+        "{}",
+        refused.body
+    );
+    assert!(refused.body.contains("aria-invalid=\"true\""));
+    assert_eq!(api.count("webhook_endpoints").await, 0, "nothing changed");
+    let made = olga
+        .post(
+            &path,
+            &[
+                ("csrf", &csrf),
+                ("url", "https://hooks.example.com/in"),
+                ("events", "statement.ready"),
+                ("events", "customer.activated"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(made.status, 200, "{}", made.body);
+    assert!(
+        made.body
+            .contains("id=\"new-secret\" class=\"secret\">whsec_")
+    );
+    assert!(
+        made.body.contains("statement.ready, customer.activated"),
+        "{}",
+        made.body
+    );
+    assert!(
+        super::console::audit_texts(&api)
+            .await
+            .iter()
+            .any(|t| t.contains("webhook_created")),
+        "audited"
+    );
+    // A viewer reads the list, registers nothing.
+    let mut vera =
+        super::console::joined(&api, None, Some(acme.id), "vera@hooks.example", "viewer").await;
+    let seen = vera.get(&path).await;
+    assert!(seen.body.contains("hooks.example.com/in") && !seen.body.contains("Register endpoint"));
+}

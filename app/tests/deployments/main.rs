@@ -23,6 +23,7 @@ mod cli;
 mod crash;
 mod lifecycle;
 mod observe;
+mod webhooks;
 
 /// The gateway's test configuration: two accounts, the second unreachable, a text group.
 fn config(mock_url: &str, dead_url: &str) -> String {

@@ -55,6 +55,8 @@ async fn the_console_in_a_real_browser() {
         .set("payments", "stripe_secret_key", super::checkout::SECRET_KEY)
         .set("payments", "stripe_webhook_secret", "whsec_browser")
         .set("payments", "stripe_api_base", checkout.base.clone())
+        // The partner's webhook receiver runs on loopback (console.py).
+        .set("webhooks", "allow_private_addresses", true)
         .database(&testkit::fresh_database_url().await)
         .model(Model::gpt_4o_mini())
         .account(Account::openai("mock", &mock.base_url(), &["gpt-4o-mini"]))
@@ -168,9 +170,9 @@ async fn the_console_in_a_real_browser() {
         )
     });
     assert!(out.get("error").is_none(), "{out:#}");
-    assert_eq!(out["steps"].as_array().unwrap().len(), 28, "{out:#}");
+    assert_eq!(out["steps"].as_array().unwrap().len(), 30, "{out:#}");
     let pages = out["pages"].as_object().unwrap();
-    assert!(pages.len() >= 52, "{out:#}");
+    assert!(pages.len() >= 55, "{out:#}");
     for (name, page) in pages {
         assert_eq!(
             page["log"],
