@@ -19,6 +19,8 @@ use tollgate::{App, Role};
 mod browser;
 #[path = "e2e/checkout.rs"]
 mod checkout;
+#[path = "e2e/generations.rs"]
+mod generations;
 #[path = "e2e/sdk.rs"]
 mod sdk;
 #[path = "e2e/video.rs"]
