@@ -159,8 +159,9 @@ pub(crate) async fn tokens(
     }
 }
 
-/// A token post's checks: origin, CSRF, an owner or admin of the partner.
-async fn token_manager(
+/// A post's checks for what owners and admins manage (tokens, webhooks): origin, CSRF, an owner
+/// or admin of the partner.
+pub(super) async fn token_manager(
     state: &AppState,
     viewer: &Viewer,
     partner: &str,

@@ -173,16 +173,7 @@ pub(crate) async fn create(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let t = match gate::team_change(
-        &state,
-        &viewer,
-        &partner,
-        &headers,
-        &body,
-        &gate::TOKEN_MANAGERS,
-    )
-    .await
-    {
+    let t = match super::partner::token_manager(&state, &viewer, &partner, &headers, &body).await {
         Ok(t) => t,
         Err(resp) => return resp,
     };
@@ -297,16 +288,7 @@ pub(crate) async fn change(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let t = match gate::team_change(
-        &state,
-        &viewer,
-        &partner,
-        &headers,
-        &body,
-        &gate::TOKEN_MANAGERS,
-    )
-    .await
-    {
+    let t = match super::partner::token_manager(&state, &viewer, &partner, &headers, &body).await {
         Ok(t) => t,
         Err(resp) => return resp,
     };

@@ -58,7 +58,7 @@ pub const PAGE: u64 = 50;
 /// Longest description.
 const MAX_DESCRIPTION: usize = 200;
 
-fn when(t: DateTime<Utc>) -> String {
+pub(super) fn when(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 

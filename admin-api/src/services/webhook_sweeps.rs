@@ -2,14 +2,10 @@
 //! admin-api process runs once a minute (`workers::webhooks`): each carries a dedupe key, so it
 //! is written once whoever finds it first.
 
-use super::partner_webhooks::{WebhookError, emit};
+use super::partner_webhooks::{WebhookError, emit, when};
 use crate::state::AppState;
-use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use chrono::Duration;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
-
-fn when(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
 
 /// Most swept events written per kind and pass.
 const SWEEP_BATCH: u64 = 100;

@@ -704,3 +704,27 @@ async fn the_dashboard_registers_endpoints_for_owners_and_explains_refusals() {
     let seen = vera.get(&path).await;
     assert!(seen.body.contains("hooks.example.com/in") && !seen.body.contains("Register endpoint"));
 }
+
+#[tokio::test]
+async fn a_partner_has_at_most_sixteen_endpoints() {
+    let api = Api::start().await;
+    let acme = api.owner("100").await;
+    for n in 0..16 {
+        let url = format!("https://hooks.example.com/{n}");
+        let (s, v) = api
+            .write(&acme, Method::POST, "/webhooks", Some(&json!({"url": url})))
+            .await;
+        assert_eq!(s, 200, "{n}: {v}");
+    }
+    let (s, v) = api
+        .write(
+            &acme,
+            Method::POST,
+            "/webhooks",
+            Some(&json!({"url": "https://hooks.example.com/17"})),
+        )
+        .await;
+    assert_error(s, &v, 409, "PARTNER_WEBHOOK_LIMIT_REACHED");
+    assert_eq!(v["metadata"]["max_endpoints"], 16, "{v}");
+    assert_eq!(api.count("webhook_endpoints").await, 16, "nothing changed");
+}
