@@ -313,7 +313,8 @@ where
 }
 
 /// The usage ledger at scale (issue 31): seeds `BENCH_RECORDS` usage records (default 100
-/// million) over 90 days, in time order as a settler writes them, into monthly partitions on
+/// million) over 90 days, in time order as a settler writes them, each with a request id as the
+/// gateway mints them (its time in its first 12 hex digits), into monthly partitions on
 /// PostgreSQL, one in a hundred of them an
 /// organization's that is measured, with the hourly and partner rollups the settler would have
 /// kept; then times each usage report at that size and the settler's sustained rows per second
@@ -392,7 +393,8 @@ async fn bench_the_ledger_at_scale() {
              cache_write_tokens, measurement, status, stream, cost_nanos, charged_nanos, \
              wholesale_nanos, excess_nanos, started_at, settled_at, audio_seconds, images, \
              video_seconds, mirror_confirmed, project) \
-             SELECT 'seed-' || lpad(g::text, 12, '0'), CASE WHEN g % 100 = 0 THEN {org} ELSE {first} + (g % {orgs}) END, \
+             SELECT lpad(to_hex((extract(epoch FROM ts) * 1000)::bigint), 12, '0') || '7' \
+             || lpad(to_hex(g), 19, '0'), CASE WHEN g % 100 = 0 THEN {org} ELSE {first} + (g % {orgs}) END, \
              1 + g % 3, 1, 'chat_completions', m, m, 'a', 100, 10, 0, 0, 'exact', 200, false, \
              1000 + (g % 997), 1000 + (g % 997), 800 + (g % 797), 0, ts, ts, 0, 0, 0, true, \
              CASE WHEN g % 7 = 0 THEN 'p' || (g % 5) END \
@@ -417,7 +419,7 @@ async fn bench_the_ledger_at_scale() {
          SELECT organization_id, api_key_id, model_served, date_trunc('hour', started_at), count(*), \
          sum(input_tokens), sum(output_tokens), sum(cached_tokens), sum(cache_write_tokens), 0, \
          sum(cost_nanos), sum(charged_nanos), sum(wholesale_nanos), 0, 0 \
-         FROM usage_records WHERE request_id LIKE 'seed-%' GROUP BY 1, 2, 3, 4"
+         FROM usage_records GROUP BY 1, 2, 3, 4"
             .to_string(),
     ]
     .into_iter()
@@ -552,6 +554,8 @@ async fn bench_the_ledger_at_scale() {
             times[times.len() - 1]
         );
     }
+    // `first` itself has none: its share went to the measured organization.
+    generations_at_scale(&api, &owner, customer, org, first + 1).await;
     // The settler's sustained rate at this size: events of the measured organization (v7 ids of
     // now), drained batch by batch by the real settler into the partitioned ledger.
     let usage = api.state.stores.usage.clone();
@@ -580,4 +584,65 @@ async fn bench_the_ledger_at_scale() {
         "bench: settler: {settled} events in {secs:.1} s: {:.0} rows/s sustained (batches of 200, one transaction each)",
         settled as f64 / secs
     );
+}
+
+/// `GET /compat/v1/generations/{id}` at scale (issue 45): seven of the measured organization's
+/// calls spread over the 90 days, each read once with one of its keys (every read a different
+/// record, the first of each cold), and seven of another organization's (404, the same path).
+async fn generations_at_scale(api: &Api, owner: &Partner, customer: i64, org: i64, other: i64) {
+    let (s, k) = api
+        .write(
+            owner,
+            Method::POST,
+            &format!("/customers/{customer}/api-keys"),
+            Some(&json!({"name": "bench", "group_id": 1})),
+        )
+        .await;
+    assert_eq!(s, 200, "{k}");
+    let key = k["data"]["key"].as_str().unwrap().to_string();
+    let ids = |org: i64| async move {
+        let mut ids = Vec::new();
+        for days in [89, 75, 60, 45, 30, 15, 1] {
+            let sql = format!(
+                "SELECT request_id FROM usage_records WHERE organization_id = {org} \
+                 AND started_at >= now() - interval '{days} days' ORDER BY started_at LIMIT 1"
+            );
+            let row = api
+                .state
+                .db
+                .query_one_raw(Statement::from_string(DbBackend::Postgres, sql))
+                .await
+                .unwrap()
+                .unwrap();
+            ids.push(row.try_get::<String>("", "request_id").unwrap());
+        }
+        ids
+    };
+    for (what, ids, want) in [
+        ("compat generation, the caller's call", ids(org).await, 200),
+        (
+            "compat generation, another organization's call (404)",
+            ids(other).await,
+            404,
+        ),
+    ] {
+        let mut ids = ids.into_iter();
+        let (m, x) = timed(7, || {
+            let id = ids.next().unwrap();
+            let (api, key) = (api, key.clone());
+            async move {
+                let resp = api
+                    .http
+                    .get(format!("{}/compat/v1/generations/{id}", api.base))
+                    .bearer_auth(key)
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(resp.status(), want, "{id}");
+                resp.bytes().await.unwrap();
+            }
+        })
+        .await;
+        eprintln!("bench: {what}: median {m:.1} ms, max {x:.1} ms");
+    }
 }
