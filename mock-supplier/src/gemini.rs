@@ -58,6 +58,8 @@ pub(crate) enum Action {
     Generate,
     Stream,
     CountTokens,
+    Embed,
+    BatchEmbed,
 }
 
 /// `(model, action)` of a `/v1beta/models/{model}:ACTION` or
@@ -74,6 +76,8 @@ pub(crate) fn parse_path(path: &str) -> Option<(&str, Action)> {
         "generateContent" => Action::Generate,
         "streamGenerateContent" => Action::Stream,
         "countTokens" => Action::CountTokens,
+        "embedContent" => Action::Embed,
+        "batchEmbedContents" => Action::BatchEmbed,
         _ => return None,
     };
     Some((model, action))
@@ -363,7 +367,15 @@ mod tests {
             parse_path("/v1beta/models/g:countTokens"),
             Some(("g", Action::CountTokens))
         );
-        assert_eq!(parse_path("/v1beta/models/g:embedContent"), None);
+        assert_eq!(
+            parse_path("/v1beta/models/g:embedContent"),
+            Some(("g", Action::Embed))
+        );
+        assert_eq!(
+            parse_path("/v1beta/models/g:batchEmbedContents"),
+            Some(("g", Action::BatchEmbed))
+        );
+        assert_eq!(parse_path("/v1beta/models/g:embedContents"), None);
         assert_eq!(parse_path("/v1beta/models/:generateContent"), None);
         assert_eq!(parse_path("/v1beta/models"), None);
     }

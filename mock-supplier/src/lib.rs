@@ -21,8 +21,8 @@
 //!   `POST /v1/audio/transcriptions` (multipart; see `audio`),
 //!   `POST /v1/images/generations` and `GET /files/{name}.png` (no
 //!   credentials needed; see [`images`]), `POST /v1/videos`, `GET /v1/videos/{id}` and
-//!   `GET /v1/videos/{id}/content` (tasks in memory, `x-mock-video`; see [`videos`]); anything
-//!   else 404. Auth: `Authorization: Bearer <key>`, else 401
+//!   `GET /v1/videos/{id}/content` (tasks in memory, `x-mock-video`; see [`videos`]),
+//!   `POST /v1/embeddings` (see [`embeddings`]); anything else 404. Auth: `Authorization: Bearer <key>`, else 401
 //!   `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`.
 //!   Errors: `{"error":{"message":M,"type":T}}`.
 //! * **Anthropic** (`/v1/messages`, `/v1/messages/…`):
@@ -52,7 +52,8 @@
 //!   same chunks), `…:countTokens` (`{"totalTokens": prompt}`; body
 //!   `{contents}` or `{generateContentRequest:{…}}`); the same under
 //!   `/v1/models/`; Veo's `…:predictLongRunning`, its operations and the file
-//!   download (see [`veo`]); anything else 404. The model comes from the path. Bodies:
+//!   download (see [`veo`]); `…:embedContent` and `…:batchEmbedContents` (see
+//!   [`embeddings`]); anything else 404. The model comes from the path. Bodies:
 //!   `contents` non-empty, each role `user`/`model` (or absent; else 400
 //!   `Please use a valid role: user, model.`), `parts` non-empty objects;
 //!   top-level fields other than `contents`, `systemInstruction`,
@@ -149,6 +150,7 @@ mod anthropic;
 mod anthropic_check;
 mod audio;
 mod clock;
+pub mod embeddings;
 mod fault;
 pub mod gemini;
 pub mod images;

@@ -1,7 +1,8 @@
 //! The Gemini routes: `GET /v1beta/models`,
 //! `POST /v1beta/models/{model}:generateContent`,
 //! `…:streamGenerateContent` (`?alt=sse` for SSE, else a JSON array) and
-//! `…:countTokens` (also under `/v1/models/`), 404 for any other Gemini path;
+//! `…:countTokens`, `…:embedContent` and `…:batchEmbedContents` (see `embeddings`; also under
+//! `/v1/models/`), 404 for any other Gemini path;
 //! the `x-goog-api-key` / `?key=` check and the Google-shaped status-fault
 //! body (`RetryInfo` detail for `reset_body`). Bodies and chunks: the
 //! `gemini` module.
@@ -113,7 +114,11 @@ pub(crate) fn serve(req: &Req<'_>) -> Response {
         Ok(v) => v,
         Err(e) => return bad_request(rec, &format!("Invalid JSON payload received. {e}")),
     };
+    if matches!(action, Action::Embed | Action::BatchEmbed) {
+        return embed(req, &json, model, action == Action::BatchEmbed);
+    }
     let checked = match action {
+        Action::Embed | Action::BatchEmbed => Ok(()),
         Action::CountTokens => gemini::validate_count(&json).map(|_| ()),
         Action::Generate | Action::Stream => gemini::validate(&json),
     };
@@ -129,18 +134,7 @@ pub(crate) fn serve(req: &Req<'_>) -> Response {
         return json_ok(rec, body, cut);
     }
     if action == Action::Generate && crate::images::gemini_wants_image(&json) {
-        let count = match crate::respond::numeric_header(
-            req.headers,
-            "x-mock-images",
-            1,
-            crate::images::MAX_IMAGES,
-        ) {
-            Ok(n) => n,
-            Err(msg) => return bad_request(rec, &msg),
-        };
-        let hash = reply::body_hash_hex(req.body);
-        let body = crate::images::gemini_image(model, count, p.usage.prompt, &hash);
-        return json_ok(rec, body, cut);
+        return image(req, model, p.usage.prompt);
     }
     let reply = Reply {
         hash: reply::body_hash_hex(req.body),
@@ -165,6 +159,32 @@ pub(crate) fn serve(req: &Req<'_>) -> Response {
         }
         Action::Stream => json_ok(rec, reply.gemini_array(), cut),
         _ => json_ok(rec, reply.gemini_response(), cut),
+    }
+}
+
+/// An image `generateContent` (see `images`): `x-mock-images` images (default 1).
+fn image(req: &Req<'_>, model: &str, prompt: u64) -> Response {
+    let rec = req.rec;
+    let count = match crate::respond::numeric_header(
+        req.headers,
+        "x-mock-images",
+        1,
+        crate::images::MAX_IMAGES,
+    ) {
+        Ok(n) => n,
+        Err(msg) => return bad_request(rec, &msg),
+    };
+    let hash = reply::body_hash_hex(req.body);
+    let body = crate::images::gemini_image(model, count, prompt, &hash);
+    json_ok(rec, body, req.cut_after.is_some())
+}
+
+/// `…:embedContent` (`batch` false) and `…:batchEmbedContents` (see `embeddings`).
+fn embed(req: &Req<'_>, json: &Value, model: &str, batch: bool) -> Response {
+    let prompt = crate::route_openai::mock_prompt(req.headers);
+    match crate::embeddings::gemini(json, model, batch, prompt) {
+        Ok(body) => json_ok(req.rec, body.into(), req.cut_after.is_some()),
+        Err(msg) => bad_request(req.rec, &msg),
     }
 }
 

@@ -75,6 +75,7 @@ pub(crate) fn serve(req: &Req<'_>) -> Response {
         (&Method::POST, "/v1/responses") => Api::Responses,
         (&Method::POST, "/v1/audio/transcriptions") => return transcription(req),
         (&Method::POST, "/v1/images/generations") => return image_generation(req),
+        (&Method::POST, "/v1/embeddings") => return embeddings(req),
         (_, p) if p.starts_with("/v1/videos") => {
             return crate::videos::serve(req)
                 .unwrap_or_else(|| error(rec, Wire::OpenAi, StatusCode::NOT_FOUND, "not found"));
@@ -153,6 +154,28 @@ fn whole(reply: &Reply, api: Api, tool: bool) -> Bytes {
         (Api::Responses, false) => reply.response(),
         (Api::Responses, true) => reply.tool_response(),
     }
+}
+
+/// `POST /v1/embeddings` (see `embeddings`).
+fn embeddings(req: &Req<'_>) -> Response {
+    let rec = req.rec;
+    let json: Value = match serde_json::from_slice(req.body) {
+        Ok(v) => v,
+        Err(e) => return bad_request(rec, &format!("request body is not valid JSON: {e}")),
+    };
+    match crate::embeddings::openai(&json, mock_prompt(req.headers)) {
+        Ok(body) => json_ok(rec, body.into(), req.cut_after.is_some()),
+        Err(msg) => bad_request(rec, &msg),
+    }
+}
+
+/// The `prompt` an `x-mock-usage` header names, if one was sent.
+pub(crate) fn mock_prompt(headers: &http::HeaderMap) -> Option<u64> {
+    let h = header_str(headers, "x-mock-usage")?;
+    crate::usage::Usage::defaults(0, 0)
+        .with_header(h)
+        .ok()
+        .map(|u| u.prompt)
 }
 
 /// `POST /v1/images/generations` (see `images`).

@@ -11,6 +11,8 @@ use crate::ctx::RequestCtx;
 use crate::meter::Meter;
 use crate::shared::Shared;
 use crate::wire::cells::Reshape;
+use crate::wire::embedding_call::Shape;
+use crate::wire::embeddings::EmbeddingAnswer;
 use crate::wire::images::ImageAnswer;
 use bytes::Bytes;
 use pingora::http::ResponseHeader;
@@ -85,19 +87,11 @@ pub(crate) fn start(
         .images
         .filter(|_| ctx.route.is_some_and(Route::is_image))
     {
-        let mut meter = Meter::passing(format, sse).watching(audio, watch_reset);
-        let gemini = supplier == Some(Format::Gemini);
-        let created = ctx.started_at_ms / 1000;
-        let asked = (gemini, images.urls, status, created);
-        ctx.answer.reshape = image_rewrite(shared, call.host.as_deref(), asked);
-        // Image answers are counted by the meter, unless they are rewritten: then the rewrite,
-        // which reads the whole answer anyway, counts them (one parse, one buffer).
-        meter.count_images(ctx.answer.reshape.is_none());
-        if let Some(reshape) = &ctx.answer.reshape {
-            reshaped_response(upstream_response, reshape.content_type())?;
-        }
-        ctx.answer.meter = Some(Box::new(meter));
-        return Ok(());
+        let meter = Meter::passing(format, sse).watching(audio, watch_reset);
+        return image_answer(shared, ctx, upstream_response, images.urls, meter);
+    }
+    if let Some(plan) = call.embedding {
+        return embedding_answer(ctx, upstream_response, plan, watch_reset);
     }
     let translated = match (supplier, call.client) {
         (Some(supplier), Some(client)) if supplier != client && status < 400 => {
@@ -127,6 +121,71 @@ pub(crate) fn start(
     let mut meter = meter.watching(audio, watch_reset);
     meter.count_images(call.images.is_some());
     ctx.answer.meter = Some(Box::new(meter));
+    Ok(())
+}
+
+/// How an image answer comes back: its images counted by `meter`, or by the rewrite when it is
+/// rewritten (translated from Gemini, or its base64 hosted as URLs: `urls`).
+fn image_answer(
+    shared: &Shared,
+    ctx: &mut RequestCtx,
+    upstream_response: &mut ResponseHeader,
+    urls: bool,
+    mut meter: Meter,
+) -> pingora::Result<()> {
+    let gemini = ctx.attempts.format == Some(Format::Gemini);
+    let created = ctx.started_at_ms / 1000;
+    let asked = (gemini, urls, upstream_response.status.as_u16(), created);
+    let host = ctx.admission.call.as_ref().and_then(|c| c.host.as_deref());
+    ctx.answer.reshape = image_rewrite(shared, host, asked);
+    // Image answers are counted by the meter, unless they are rewritten: then the rewrite,
+    // which reads the whole answer anyway, counts them (one parse, one buffer).
+    meter.count_images(ctx.answer.reshape.is_none());
+    if let Some(reshape) = &ctx.answer.reshape {
+        reshaped_response(upstream_response, reshape.content_type())?;
+    }
+    ctx.answer.meter = Some(Box::new(meter));
+    Ok(())
+}
+
+/// How an embedding answer comes back: metered in input tokens (`Meter::embedding`), rewritten
+/// into the client's shape when the supplier speaks the other format (`EmbeddingAnswer`), a
+/// supplier error in the client's error shape.
+fn embedding_answer(
+    ctx: &mut RequestCtx,
+    upstream_response: &mut ResponseHeader,
+    plan: crate::wire::embedding_call::Answering,
+    watch_reset: bool,
+) -> pingora::Result<()> {
+    let supplier = ctx.attempts.format;
+    let status = upstream_response.status.as_u16();
+    let meter = Meter::passing(supplier.unwrap_or(Format::Chat), false)
+        .embedding(plan.estimate)
+        .watching(false, watch_reset);
+    ctx.answer.meter = Some(Box::new(meter));
+    let model = ctx
+        .admission
+        .call
+        .as_ref()
+        .map(|c| c.requested_model.as_str());
+    ctx.answer.reshape = match status < 400 {
+        true => EmbeddingAnswer::new(
+            supplier == Some(Format::Gemini),
+            plan,
+            model.unwrap_or_default(),
+        )
+        .map(|a| Reshape::Embedding(Box::new(a))),
+        false => {
+            let client = match plan.shape {
+                Shape::OpenAi => Format::Chat,
+                Shape::NativeOne | Shape::NativeBatch => Format::Gemini,
+            };
+            Reshape::error(supplier, Some(client), status)
+        }
+    };
+    if let Some(reshape) = &ctx.answer.reshape {
+        reshaped_response(upstream_response, reshape.content_type())?;
+    }
     Ok(())
 }
 

@@ -35,6 +35,7 @@ pub(crate) fn forward(
             )?)
         }
         Kind::Audio { form, .. } => Ok(form.forward_body(original, served_model)),
+        Kind::Embedding(call) => wire::embeddings::openai_body(call, served_model),
         // Video tasks are sent by the gateway itself (`video::serve`), never proxied.
         Kind::Video(_) => Err(GatewayError::Internal),
     }
@@ -72,9 +73,24 @@ pub(crate) fn build(
                     wire::images::check_native(fields, served)?;
                     original.clone()
                 }
-                (Kind::Audio { .. } | Kind::Video(_), _) => return Err(GatewayError::Internal),
+                (Kind::Audio { .. } | Kind::Video(_) | Kind::Embedding(_), _) => {
+                    return Err(GatewayError::Internal);
+                }
             };
             bodies.insert(target, body);
+        }
+        return Ok(bodies);
+    }
+    if let Kind::Embedding(call) = &work.kind {
+        // Each format's body made from the one reading (`wire::embeddings`).
+        for target in targets {
+            if !bodies.contains(target) {
+                let body = match target {
+                    Some(Format::Gemini) => wire::embeddings::gemini_body(call, served_model)?,
+                    _ => wire::embeddings::openai_body(call, served_model)?,
+                };
+                bodies.insert(target, body);
+            }
         }
         return Ok(bodies);
     }

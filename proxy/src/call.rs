@@ -36,6 +36,8 @@ pub(crate) struct Call {
     pub host: Option<String>,
     /// Image calls (an image model served it): priced per image served.
     pub images: Option<ImageCharge>,
+    /// Embedding calls: how the answer is read and shaped.
+    pub embedding: Option<crate::wire::embedding_call::Answering>,
 }
 
 /// What an image call asked for.
@@ -61,8 +63,13 @@ impl Call {
             asked: work.images_asked(),
             urls: work.wants_urls(),
         });
+        let embedding = match &work.kind {
+            crate::inspect::Kind::Embedding(call) => Some(call.answering()),
+            _ => None,
+        };
         Call {
             images,
+            embedding,
             requested_model: work.model().to_string(),
             model,
             stream: work.stream(),

@@ -36,6 +36,13 @@ pub enum Route {
     /// `GET /compat/v1/videos/{task_id}/content`: download a completed video, with the key or
     /// with a signed URL's `expires` and `signature` (then no key).
     VideoContent,
+    /// `POST /compat/v1/embeddings` (OpenAI shape), to `openai` and `gemini` accounts of an
+    /// embedding model.
+    Embeddings,
+    /// `POST /v1beta/models/{model}:embedContent` (also under `/v1/models/…`).
+    NativeEmbed,
+    /// `POST /v1beta/models/{model}:batchEmbedContents`.
+    NativeBatchEmbed,
     /// `POST /v1/messages`: the Anthropic-style Messages surface.
     Messages,
     /// `POST /v1/messages/count_tokens`.
@@ -116,6 +123,7 @@ impl Route {
             (&Method::POST, "/compat/v1/audio/transcriptions") => Route::AudioTranscriptions,
             (&Method::POST, "/compat/v1/images/generations") => Route::ImageGenerations,
             (&Method::POST, "/compat/v1/images/edits") => Route::ImageEdits,
+            (&Method::POST, "/compat/v1/embeddings") => Route::Embeddings,
             (&Method::GET, p) if media_id(p).is_some() => Route::Media,
             (&Method::POST, "/compat/v1/videos") => Route::VideoCreate,
             (&Method::GET, p) if p.starts_with(VIDEOS) => return Route::video(p),
@@ -169,6 +177,8 @@ impl Route {
                 "generateContent" => Some(Route::NativeGenerate),
                 "streamGenerateContent" => Some(Route::NativeStream),
                 "countTokens" => Some(Route::NativeCountTokens),
+                "embedContent" => Some(Route::NativeEmbed),
+                "batchEmbedContents" => Some(Route::NativeBatchEmbed),
                 _ => None,
             },
             (&Method::GET, None) if !rest.is_empty() => Some(if path.starts_with("/v1beta/") {
@@ -235,6 +245,9 @@ impl Route {
             Route::VideoCreate => "video_create",
             Route::VideoStatus => "video_status",
             Route::VideoContent => "video_content",
+            Route::Embeddings => "embeddings",
+            Route::NativeEmbed => "native_embed",
+            Route::NativeBatchEmbed => "native_batch_embed",
             Route::Messages => "messages",
             Route::MessagesCountTokens => "messages_count_tokens",
             Route::MessagesModels => "messages_models",
@@ -262,6 +275,7 @@ impl Route {
             | Route::VideoCreate
             | Route::VideoStatus
             | Route::VideoContent
+            | Route::Embeddings
             | Route::KeyReads => Surface::Client(Family::OpenAi),
             Route::Messages
             | Route::MessagesCountTokens
@@ -271,7 +285,9 @@ impl Route {
             | Route::NativeStream
             | Route::NativeCountTokens
             | Route::NativeModels
-            | Route::NativeModel => Surface::Client(Family::Gemini),
+            | Route::NativeModel
+            | Route::NativeEmbed
+            | Route::NativeBatchEmbed => Surface::Client(Family::Gemini),
             Route::Admin => Surface::Admin,
         }
     }
@@ -290,6 +306,9 @@ impl Route {
             Route::AudioTranscriptions => Some(ModelKind::Audio),
             Route::ImageGenerations | Route::ImageEdits => Some(ModelKind::Image),
             Route::VideoCreate => Some(ModelKind::Video),
+            Route::Embeddings | Route::NativeEmbed | Route::NativeBatchEmbed => {
+                Some(ModelKind::Embedding)
+            }
             Route::Models
             | Route::MessagesModels
             | Route::MessagesModel
@@ -321,6 +340,14 @@ impl Route {
                 ))
     }
 
+    /// Whether the route is one of the embedding routes (OpenAI-style or native).
+    pub fn is_embedding(self) -> bool {
+        matches!(
+            self,
+            Route::Embeddings | Route::NativeEmbed | Route::NativeBatchEmbed
+        )
+    }
+
     /// Whether the route is one of the compat image routes.
     pub fn is_image(self) -> bool {
         matches!(self, Route::ImageGenerations | Route::ImageEdits)
@@ -344,6 +371,9 @@ impl Route {
             | Route::VideoCreate
             | Route::VideoStatus
             | Route::VideoContent
+            | Route::Embeddings
+            | Route::NativeEmbed
+            | Route::NativeBatchEmbed
             | Route::MessagesModels
             | Route::MessagesModel
             | Route::NativeModels
@@ -513,6 +543,18 @@ mod tests {
         assert_eq!(Route::native_model("/v1beta/models/g"), Some("g"));
         assert_eq!(
             Route::classify(&Method::POST, "/v1beta/models/g:embedContent"),
+            Some(Route::NativeEmbed)
+        );
+        assert_eq!(
+            Route::classify(&Method::POST, "/v1/models/g:batchEmbedContents"),
+            Some(Route::NativeBatchEmbed)
+        );
+        assert_eq!(
+            Route::classify(&Method::POST, "/compat/v1/embeddings"),
+            Some(Route::Embeddings)
+        );
+        assert_eq!(
+            Route::classify(&Method::POST, "/v1beta/models/g:predict"),
             None
         );
         assert_eq!(

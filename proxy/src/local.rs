@@ -85,15 +85,19 @@ fn anthropic(m: &Model) -> Value {
     })
 }
 
-/// One model in Gemini's shape.
+/// One model in Gemini's shape (an embedding model's methods are the embedding ones).
 fn native(m: &Model) -> Value {
+    let methods = match m.kind {
+        settings::ModelKind::Embedding => json!(["embedContent", "batchEmbedContents"]),
+        _ => json!(["generateContent", "streamGenerateContent", "countTokens"]),
+    };
     json!({
         "name": format!("models/{}", m.id),
         "baseModelId": m.id,
         "version": "001",
         "displayName": m.id,
         "description": "",
-        "supportedGenerationMethods": ["generateContent", "streamGenerateContent", "countTokens"],
+        "supportedGenerationMethods": methods,
     })
 }
 

@@ -45,6 +45,10 @@ pub(crate) struct Meter {
     /// Rate-limited answers: read the reset hint in the body.
     watch_reset: bool,
     reset_hint: Option<std::time::Duration>,
+    /// Embedding calls: the tokens charged when the supplier reports none, and the ones it
+    /// reported (`wire::embeddings::reported_tokens`).
+    embedding: Option<u64>,
+    embedding_tokens: Option<u64>,
 }
 
 impl std::fmt::Debug for Meter {
@@ -88,7 +92,16 @@ impl Meter {
             image_count: None,
             watch_reset: false,
             reset_hint: None,
+            embedding: None,
+            embedding_tokens: None,
         }
+    }
+
+    /// Embedding calls: read the input tokens the answer reports; `estimate` when it reports
+    /// none.
+    pub fn embedding(mut self, estimate: u64) -> Meter {
+        self.embedding = Some(estimate);
+        self
     }
 
     /// Audio calls also read the duration the supplier reports, rate-limited answers that reach
@@ -149,6 +162,9 @@ impl Meter {
         if self.watch_reset {
             self.reset_hint = crate::wire::hints::body_hint(json);
         }
+        if self.embedding.is_some() {
+            self.embedding_tokens = crate::wire::embeddings::reported_tokens(self.supplier, json);
+        }
     }
 
     /// Whether the supplier reported usage (tokens, for audio a duration, for images a count).
@@ -156,6 +172,7 @@ impl Meter {
         self.answer.reported().is_some()
             || self.audio_seconds.is_some()
             || self.image_count.is_some()
+            || self.embedding_tokens.is_some()
     }
 
     /// The images a whole, readable image answer carried (`None`: not an image call, or the
@@ -196,7 +213,25 @@ impl Meter {
     ///   (streams), or ⌈response body bytes / 4⌉ (a JSON body without `usage`), at most
     ///   `output_bound`. An estimate is never above what the request could have cost: input at
     ///   most `request_bytes` tokens, output at most `output_bound`.
+    ///
+    /// An embedding: the input tokens its answer reports, else (bytes were served) the estimate
+    /// from its inputs' size (`EmbeddingCall::estimate`, at most ⌈request bytes / 2⌉, the
+    /// hold's bound); never output.
     pub fn outcome(&self, request_bytes: usize, output_bound: u64) -> (Usage, Measurement) {
+        if let Some(estimate) = self.embedding {
+            let input = |input| Usage {
+                input,
+                ..Usage::default()
+            };
+            return match self.embedding_tokens {
+                Some(n) => (input(n), Measurement::Exact),
+                None if self.answer.bytes() == 0 => (Usage::default(), Measurement::Exact),
+                None => (
+                    input(estimate.min((request_bytes as u64).div_ceil(2))),
+                    Measurement::Estimated,
+                ),
+            };
+        }
         if let Some(usage) = self.answer.reported() {
             return (usage, Measurement::Exact);
         }

@@ -10,7 +10,8 @@
 //! Serving cells (DESIGN §6b): a text model is served on chat completions, responses and Messages
 //! by all its accounts, whatever their provider (the gateway translates); the native surface
 //! (`/v1beta`) serves a model only through its `gemini` accounts, so a model without one is
-//! unknown there (404). `google/<id>` names a gemini-served model when the key's group has the
+//! unknown there (404). Embedding models are the exception: both surfaces reach every account
+//! (`openai` and `gemini`; the gateway translates, `wire::embeddings`). `google/<id>` names a gemini-served model when the key's group has the
 //! `google_alias` feature; otherwise it is an unknown model, like any other wrong prefix.
 
 use crate::classify::Route;
@@ -225,6 +226,8 @@ fn capability_for(kind: ModelKind) -> Option<Capability> {
         ModelKind::Audio => Some(Capability::AudioTranscription),
         ModelKind::Image => Some(Capability::ImageGeneration),
         ModelKind::Video => Some(Capability::Video),
+        // Any openai or gemini account listing it (settings refuses anthropic ones).
+        ModelKind::Embedding => None,
     }
 }
 
@@ -234,12 +237,15 @@ fn kind_name(kind: ModelKind) -> &'static str {
         ModelKind::Image => "image",
         ModelKind::Audio => "audio",
         ModelKind::Video => "video",
+        ModelKind::Embedding => "embedding",
     }
 }
 
 fn article(kind: ModelKind) -> String {
     match kind {
-        ModelKind::Audio | ModelKind::Image => format!("an {}", kind_name(kind)),
+        ModelKind::Audio | ModelKind::Image | ModelKind::Embedding => {
+            format!("an {}", kind_name(kind))
+        }
         ModelKind::Text | ModelKind::Video => format!("a {}", kind_name(kind)),
     }
 }
@@ -298,8 +304,18 @@ fn model_route(m: &Model, upstreams: &[Upstream]) -> ModelRoute {
 }
 
 /// The native (Gemini) route of `route`: its Gemini accounts, when it has any or is listed as a
-/// native image model.
+/// native image model; every account of an embedding model.
 fn native_route(route: &ModelRoute, upstreams: &[Upstream]) -> Option<ModelRoute> {
+    if route.model.kind == ModelKind::Embedding {
+        // Embeddings translate both ways (`wire::embeddings`): every account serves the native
+        // surface too.
+        return Some(ModelRoute {
+            model: route.model.clone(),
+            accounts: route.accounts.clone(),
+            edit_accounts: Vec::new(),
+            profile: None,
+        });
+    }
     let is_gemini = |&i: &usize| {
         upstreams
             .get(i)

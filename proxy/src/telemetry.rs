@@ -241,6 +241,7 @@ impl Described<'_> {
             Some(Route::NativeGenerate | Route::NativeStream) => "generate_content",
             Some(Route::ImageGenerations | Route::ImageEdits) => "image_generation",
             Some(Route::AudioTranscriptions) => "audio_transcription",
+            Some(Route::Embeddings | Route::NativeEmbed | Route::NativeBatchEmbed) => "embeddings",
             Some(r) => r.label(),
             None => "unknown",
         }

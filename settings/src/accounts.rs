@@ -207,6 +207,32 @@ pub(crate) fn video_providers(models: &[Model], accounts: &[Account]) -> Result<
     Ok(())
 }
 
+/// Embeddings are served by `openai` accounts (`{base}/embeddings`) and `gemini` ones
+/// (`:batchEmbedContents`); Anthropic has no embeddings API, so an `anthropic` account listing an
+/// embedding model is a configuration error (its calls could never be served there).
+pub(crate) fn embedding_providers(
+    models: &[Model],
+    accounts: &[Account],
+) -> Result<(), ConfigError> {
+    for m in models.iter().filter(|m| m.kind == ModelKind::Embedding) {
+        for (i, a) in accounts.iter().enumerate() {
+            if a.provider != Provider::Anthropic {
+                continue;
+            }
+            if let Some(j) = a.models.iter().position(|id| id == &m.id) {
+                return Err(err(
+                    format!("accounts[{i}].models[{j}]"),
+                    format!(
+                        "embedding model {:?} needs openai or gemini accounts (Anthropic has no embeddings)",
+                        m.id
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// An image model's accounts decide its profile (DESIGN §6b): `gemini` accounts the native-style
 /// profile, `openai` accounts the OpenAI-style one. So all the accounts of one image model speak
 /// the same provider, and it is one of those two (Anthropic generates no images).

@@ -251,6 +251,7 @@ fn accounts_and_groups(
     }
     accounts::image_profiles(models, &accounts)?;
     accounts::video_providers(models, &accounts)?;
+    accounts::embedding_providers(models, &accounts)?;
     let groups = raw
         .groups
         .iter()

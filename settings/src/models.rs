@@ -36,6 +36,9 @@ pub enum ModelKind {
     Image,
     Audio,
     Video,
+    /// Embeddings (`POST {compat_base}/embeddings`, native `:embedContent` and
+    /// `:batchEmbedContents`): priced per input token only.
+    Embedding,
 }
 
 /// Official prices in nano-USD. Which fields are present depends on the kind; the ones a kind
@@ -115,10 +118,13 @@ pub(crate) fn validate(raw: &[RawModel]) -> Result<Vec<Model>, ConfigError> {
             "image" => ModelKind::Image,
             "audio" => ModelKind::Audio,
             "video" => ModelKind::Video,
+            "embedding" => ModelKind::Embedding,
             other => {
                 return Err(err(
                     p("kind"),
-                    format!("{other:?} is not one of \"text\", \"image\", \"audio\", \"video\""),
+                    format!(
+                        "{other:?} is not one of \"text\", \"image\", \"audio\", \"video\", \"embedding\""
+                    ),
                 ));
             }
         };
@@ -172,7 +178,15 @@ fn prices_of(
         ModelKind::Image => &[("per_image", &prices.per_image)],
         ModelKind::Audio => &[("per_minute_audio", &prices.per_minute_audio)],
         ModelKind::Video => &[("per_second", &prices.per_second)],
+        ModelKind::Embedding => &[("input_per_mtok", &prices.input_per_mtok)],
     };
+    // An embedding makes no tokens: an output price would be a price nobody pays.
+    if kind == ModelKind::Embedding && prices.output_per_mtok.is_some() {
+        return Err(err(
+            p("output_per_mtok"),
+            "an embedding model is priced on its input only (input_per_mtok)",
+        ));
+    }
     for (field, value) in required {
         if value.is_none() {
             return Err(err(

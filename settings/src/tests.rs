@@ -334,6 +334,46 @@ fn image_options_and_profiles() {
     assert_eq!(e.path, "models[0].image_sizes");
 }
 
+/// `VALID` plus an embedding model `emb` with `prices`, listed by one account per provider.
+fn with_embedding(prices: &str, providers: &[&str]) -> String {
+    let mut text = VALID.replace(
+        "[[accounts]]",
+        &format!(
+            "[[models]]\nid = \"emb\"\nfamily = \"emb\"\nkind = \"embedding\"\n{prices}\n\n[[accounts]]"
+        ),
+    );
+    for (i, p) in providers.iter().enumerate() {
+        text.push_str(&format!(
+            "\n[[accounts]]\nid = \"e{i}\"\nprovider = \"{p}\"\nbase_url = \"http://127.0.0.1:9\"\napi_key = \"k\"\nmodels = [\"emb\"]\n"
+        ));
+    }
+    text
+}
+
+#[test]
+fn embedding_models_are_priced_on_input_and_served_by_openai_or_gemini() {
+    let s = parse(&with_embedding("input_per_mtok = 0.02", &["openai", "gemini"])).unwrap();
+    let emb = s.models.iter().find(|m| m.id == "emb").unwrap();
+    assert_eq!(emb.kind, crate::ModelKind::Embedding);
+    assert_eq!(emb.prices.output_per_mtok, None);
+    for (prices, providers, path) in [
+        ("", vec!["openai"], "models[2].input_per_mtok"),
+        (
+            "input_per_mtok = 0.02\noutput_per_mtok = 0.1",
+            vec!["openai"],
+            "models[2].output_per_mtok",
+        ),
+        (
+            "input_per_mtok = 0.02",
+            vec!["openai", "anthropic"],
+            "accounts[2].models[0]",
+        ),
+    ] {
+        let e = error_of(&with_embedding(prices, &providers));
+        assert_eq!(e.path, path, "{prices} {providers:?}: {e}");
+    }
+}
+
 #[test]
 fn key_cache_defaults_and_is_bounded() {
     let with = |extra: &str| {

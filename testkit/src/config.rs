@@ -80,6 +80,15 @@ impl Model {
         }
     }
 
+    /// An embedding model priced per million input tokens.
+    pub fn embedding(id: &str, input_per_mtok: f64) -> Model {
+        Model {
+            kind: "embedding",
+            prices: vec![("input_per_mtok", input_per_mtok)],
+            ..Model::audio(id, 0.0)
+        }
+    }
+
     /// Adds one `key = value` line to the entry (`video_durations = [4, 8]`).
     pub fn line(mut self, line: &str) -> Model {
         self.extra.push(line.to_string());

@@ -396,7 +396,7 @@ async fn routing_and_validation_errors() {
     assert_eq!(models["data"][0]["owned_by"], "mock");
 
     let not_found = json!({"error": {"message": "not found", "type": "invalid_request_error"}});
-    let (status, _, body) = post_full(&mock, "/embeddings", CHAT, &[]).await;
+    let (status, _, body) = post_full(&mock, "/moderations", CHAT, &[]).await;
     assert_eq!(status, 404);
     assert_eq!(serde_json::from_slice::<Value>(&body).unwrap(), not_found);
     let resp = client()
@@ -428,7 +428,7 @@ async fn routing_and_validation_errors() {
         paths,
         [
             "/v1/models",
-            "/v1/embeddings",
+            "/v1/moderations",
             "/v1/chat/completions",
             "/v1/chat/completions",
             "/v1/responses",

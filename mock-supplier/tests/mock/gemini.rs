@@ -219,7 +219,7 @@ async fn validation_errors_are_google_shaped() {
     }
     let (status, _, body) = post_root_full(
         &mock,
-        "/v1beta/models/gemini-2.5-flash:embedContent",
+        "/v1beta/models/gemini-2.5-flash:rawPredict",
         GEN,
         &[],
     )

@@ -6,6 +6,7 @@
 //! signal and the attribution headers, each computed here and nowhere else.
 
 pub(crate) mod body;
+pub(crate) mod embedding;
 pub(crate) mod form;
 pub(crate) mod image;
 pub(crate) mod video;
@@ -50,6 +51,8 @@ pub(crate) enum Kind<'a> {
     Image(Box<image::ImageCall>),
     /// A video task's create body (`video.rs`).
     Video(Box<video::Job>),
+    /// An embedding call, on either surface (`embedding.rs`).
+    Embedding(Box<embedding::EmbeddingCall>),
 }
 
 impl Work<'_> {
@@ -60,6 +63,7 @@ impl Work<'_> {
             Kind::Audio { form, .. } => &form.model,
             Kind::Image(call) => &call.model,
             Kind::Video(job) => &job.model,
+            Kind::Embedding(call) => &call.model,
         }
     }
 
@@ -68,7 +72,7 @@ impl Work<'_> {
     pub fn images_asked(&self) -> u64 {
         match &self.kind {
             Kind::Image(call) => call.n,
-            Kind::Text { .. } | Kind::Audio { .. } | Kind::Video(_) => 1,
+            Kind::Text { .. } | Kind::Audio { .. } | Kind::Video(_) | Kind::Embedding(_) => 1,
         }
     }
 
@@ -77,7 +81,7 @@ impl Work<'_> {
         match &self.kind {
             Kind::Image(call) => call.edit,
             Kind::Text { .. } => self.native_references > 0,
-            Kind::Audio { .. } | Kind::Video(_) => false,
+            Kind::Audio { .. } | Kind::Video(_) | Kind::Embedding(_) => false,
         }
     }
 
@@ -89,7 +93,7 @@ impl Work<'_> {
     /// Audio calls: the duration read from the file (seconds); `None` for other calls.
     pub fn audio_seconds(&self) -> Option<u64> {
         match &self.kind {
-            Kind::Text { .. } | Kind::Image(_) | Kind::Video(_) => None,
+            Kind::Text { .. } | Kind::Image(_) | Kind::Video(_) | Kind::Embedding(_) => None,
             Kind::Audio { seconds, .. } => Some(*seconds),
         }
     }
@@ -98,6 +102,8 @@ impl Work<'_> {
     pub fn output_cap(&self) -> Option<u64> {
         match &self.kind {
             Kind::Text { call, .. } => call.output_cap,
+            // An embedding makes no tokens.
+            Kind::Embedding(_) => Some(0),
             Kind::Audio { .. } | Kind::Image(_) | Kind::Video(_) => None,
         }
     }
@@ -107,7 +113,7 @@ impl Work<'_> {
         match &self.kind {
             Kind::Text { call, .. } => call.stream,
             Kind::Audio { form, .. } => form.stream,
-            Kind::Image(_) | Kind::Video(_) => false,
+            Kind::Image(_) | Kind::Video(_) | Kind::Embedding(_) => false,
         }
     }
 }
@@ -126,6 +132,12 @@ pub(crate) fn work<'a>(
     let kind = match route {
         Route::ImageGenerations => Kind::Image(Box::new(image::json_call(original, false)?)),
         Route::VideoCreate => Kind::Video(Box::new(video::parse(original)?)),
+        Route::Embeddings => Kind::Embedding(Box::new(embedding::openai(original)?)),
+        Route::NativeEmbed | Route::NativeBatchEmbed => {
+            let model = Route::native_model(header.uri.path()).unwrap_or_default();
+            let batch = route == Route::NativeBatchEmbed;
+            Kind::Embedding(Box::new(embedding::native(original, model, batch)?))
+        }
         Route::ImageEdits => {
             let json = content_type.is_some_and(|c| {
                 c.split(';')
@@ -157,7 +169,7 @@ pub(crate) fn work<'a>(
     let no_fields = TopLevel::new();
     let fields = match &kind {
         Kind::Text { fields, .. } => fields,
-        Kind::Audio { .. } | Kind::Image(_) | Kind::Video(_) => &no_fields,
+        Kind::Audio { .. } | Kind::Image(_) | Kind::Video(_) | Kind::Embedding(_) => &no_fields,
     };
     let native_references = match route {
         Route::NativeGenerate | Route::NativeStream => wire::images::native_references(fields),

@@ -16,6 +16,9 @@
 //! the task's resolution; all of it may be charged if no proxy ever ends the task (the supplier
 //! was asked for every second). The hold outlives the request (`video::serve`).
 //!
+//! Embeddings: the input estimate above at the model's input price (an embedding makes no
+//! tokens).
+//!
 //! Audio transcriptions: the duration read from the file (exact for WAV, else a 16 kbit/s bound;
 //! see `form`) at the model's per-minute price.
 //!
@@ -87,6 +90,13 @@ pub(crate) fn hold_for(
         (Kind::Audio { seconds, .. }, None) => {
             let amount = priced(price::audio_cost(prices, *seconds, rate))?;
             (amount, 0, amount, *seconds)
+        }
+        // All of an embedding's cost is its input (it makes no tokens): a dead gateway's hold
+        // is charged in full, as the supplier was asked for all of it.
+        (Kind::Embedding(_), None) => {
+            let input = input_tokens(work.body_bytes);
+            let amount = priced(price::cost(prices, usage(input, 0), rate))?;
+            (amount, input, amount, 0)
         }
         // Routing gives an image call an image model only.
         (Kind::Image(_), None) => return Err(GatewayError::Internal),

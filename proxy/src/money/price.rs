@@ -68,7 +68,12 @@ pub fn cost(
     rate: RateMultiplier,
 ) -> Result<NanoUsd, PriceError> {
     let input = prices.input_per_mtok.ok_or(PriceError::NoTokenPrices)?;
-    let output = prices.output_per_mtok.ok_or(PriceError::NoTokenPrices)?;
+    // An embedding model has no output price: it makes no tokens.
+    let output = match (prices.output_per_mtok, usage.output) {
+        (Some(p), _) => p,
+        (None, 0) => NanoUsd::ZERO,
+        (None, _) => return Err(PriceError::NoTokenPrices),
+    };
     let cached = prices.cached_input_per_mtok.unwrap_or(input);
     let cache_write = prices.cache_write_per_mtok.unwrap_or(input);
     let cached_tokens = usage.input.min(usage.cached);
@@ -253,6 +258,17 @@ mod tests {
     fn unknown_prices_refuse() {
         let mut p = prices();
         p.output_per_mtok = None;
+        let output = Usage {
+            output: 1,
+            ..Usage::default()
+        };
+        assert_eq!(
+            cost(&p, output, r(1_000_000)),
+            Err(PriceError::NoTokenPrices)
+        );
+        // No output price, no output (an embedding model): the input alone.
+        assert!(cost(&p, Usage::default(), r(1_000_000)).is_ok());
+        p.input_per_mtok = None;
         assert_eq!(
             cost(&p, Usage::default(), r(1_000_000)),
             Err(PriceError::NoTokenPrices)

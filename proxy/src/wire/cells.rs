@@ -26,6 +26,13 @@ use translate::Format;
 /// API's; a Gemini account gets image calls as `generateContent`, a video create as Veo's
 /// `predictLongRunning`).
 pub(crate) fn target(provider: Provider, route: Route) -> Option<Format> {
+    // Embeddings: OpenAI's API (named by its family's format) or Gemini's.
+    if route.is_embedding() {
+        return Some(match provider {
+            Provider::Gemini => Format::Gemini,
+            Provider::OpenAi | Provider::Anthropic => Format::Chat,
+        });
+    }
     if route.is_image() || route == Route::VideoCreate {
         return (provider == Provider::Gemini).then_some(Format::Gemini);
     }
@@ -103,6 +110,19 @@ pub(crate) fn upstream_path(
     stream: bool,
     client_query: Option<&str>,
 ) -> String {
+    if route.is_embedding() {
+        return match target {
+            Some(Format::Gemini) => format!(
+                "/v1beta/models/{}{}",
+                super::segment(model),
+                match route {
+                    Route::NativeEmbed => ":embedContent",
+                    _ => ":batchEmbedContents",
+                }
+            ),
+            _ => "/embeddings".to_string(),
+        };
+    }
     match target {
         Some(Format::Gemini) if route == Route::VideoCreate => {
             format!(
@@ -148,6 +168,8 @@ pub(crate) fn upstream_path(
 pub(crate) enum Reshape {
     /// An image answer translated from Gemini, or with its base64 images hosted as URLs.
     Image(Box<super::images::ImageAnswer>),
+    /// An embedding answer in the other format than the supplier's.
+    Embedding(Box<super::embeddings::EmbeddingAnswer>),
     /// A supplier error (status ≥ 400): its body is collected and rewritten in the client's error
     /// shape at the end.
     Error {
@@ -187,6 +209,7 @@ impl Reshape {
     pub fn body(&mut self, body: &mut Option<Bytes>, end_of_stream: bool) {
         let out = match self {
             Reshape::Image(answer) => return answer.body(body, end_of_stream),
+            Reshape::Embedding(answer) => return answer.body(body, end_of_stream),
             Reshape::Error {
                 supplier,
                 client,
@@ -210,7 +233,7 @@ impl Reshape {
     pub fn images(&self) -> Option<u64> {
         match self {
             Reshape::Image(answer) => answer.images(),
-            Reshape::Error { .. } => None,
+            Reshape::Error { .. } | Reshape::Embedding(_) => None,
         }
     }
 }

@@ -7,12 +7,16 @@
 //! - [`cells`]: which body each account of a call gets (its format's own, or a translation);
 //! - [`images`] and [`image_call`]: image calls (both image profiles, and image models on the
 //!   native surface);
+//! - [`embeddings`] and [`embedding_call`]: embedding calls (every surface to both supplier
+//!   formats);
 //! - [`hints`]: reset times named by suppliers' rate-limit answers;
 //! - [`segment`]: an id as one path segment of a supplier's URL.
 //!
 //! The rest of the request path never looks inside a body: it asks the format.
 
 pub(crate) mod cells;
+pub(crate) mod embedding_call;
+pub(crate) mod embeddings;
 pub(crate) mod hints;
 pub(crate) mod image_call;
 pub(crate) mod images;

@@ -29,6 +29,7 @@ mod bodies;
 mod budgets;
 mod capacity;
 mod charges;
+mod embeddings;
 mod errors;
 mod images;
 mod limits;

@@ -455,7 +455,7 @@ async fn each_surface_answers_errors_in_its_own_shape() {
     assert_eq!(v["error"]["param"], "thinking");
     // Unknown paths of each surface.
     let (s, v) = json_of(
-        h.native(&key, "/v1beta/models/gemini-x:embedContent", &contents())
+        h.native(&key, "/v1beta/models/gemini-x:predict", &contents())
             .send()
             .await
             .unwrap(),

@@ -1,10 +1,10 @@
 //! `GET {compat_base}/generations/{request_id}` through the gateway (issue 45, Done means 1): what
 //! each call cost, read back by the `x-request-id` it was answered with, equals the ledger's
 //! record to the nano-dollar — a chat, a stream, a stream cut short (estimated), a Messages call
-//! translated to an OpenAI-format supplier, an image call (two of three made: two charged) and a
+//! translated to an OpenAI-format supplier, an embedding, an image call (two of three made: two charged) and a
 //! video task (four seconds of eight made: four charged, read back by the create's request id)
 //! — on the in-memory and the Redis store, on whichever database the suite runs (PostgreSQL,
-//! then SQLite).
+//! then SQLite); another organization's key reads each of them as a 404.
 
 use super::database_with_demo_key;
 use mock_supplier::{MockConfig, MockHandle, MockSupplier};
@@ -34,6 +34,43 @@ async fn record_of(
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+}
+
+/// A key of another organization (minted before the gateway starts: it loads keys from the
+/// ledger).
+async fn other_organizations_key(db: &sea_orm::DatabaseConnection) -> String {
+    use sea_orm::{ActiveModelTrait, Set};
+    let org = entities::organizations::ActiveModel {
+        name: Set("Other".into()),
+        slug: Set(format!("other-{}", uuid::Uuid::new_v4().simple())),
+        status: Set(entities::status::OrganizationStatus::Active),
+        created_at: Set(chrono::Utc::now()),
+        ..Default::default()
+    }
+    .insert(db)
+    .await
+    .unwrap();
+    let new = admin_api::keys::NewKey {
+        organization_id: org.id,
+        group_id: 1,
+        name: "other",
+        permissions: opstate::KeyPermissions::default(),
+        expires_at: None,
+        limits: opstate::KeyLimits::default(),
+        budget: None,
+    };
+    let stores = opstate::Stores::memory();
+    let hasher = credentials::KeyHasher::new(testkit::PEPPER.as_bytes());
+    let created = admin_api::keys::create_key(
+        db,
+        stores.keys.as_ref(),
+        &hasher,
+        credentials::Env::Dev,
+        new,
+    )
+    .await
+    .unwrap();
+    created.secret.expose().to_string()
 }
 
 /// One call to make and what its read-back must say.
@@ -88,6 +125,12 @@ fn calls() -> Vec<Call> {
                 &json!({"model": "gpt-image-x", "prompt": "a lighthouse", "n": 3}),
             )
         },
+        // An embedding on an OpenAI-format supplier: its reported input tokens.
+        call(
+            "embedding",
+            "/compat/v1/embeddings",
+            &json!({"model": "text-embedding-x", "input": ["a lighthouse", "at dusk"]}),
+        ),
         // Eight asked, four made: four charged, read back by the create's request id.
         Call {
             headers: &[("x-mock-video", "delay_ms=300,seconds=4")],
@@ -182,14 +225,26 @@ async fn a_calls_cost_read_back_by_its_id_equals_the_ledger() {
         .model(Model::gpt_4o_mini())
         .model(Model::image("gpt-image-x", 0.04).author("openai"))
         .model(Model::video("sora-2", 0.10))
-        .account(Account::openai("mock", &mock.base_url(), &["gpt-4o-mini"]))
+        .model(Model::embedding("text-embedding-x", 0.02))
+        .account(Account::openai(
+            "mock",
+            &mock.base_url(),
+            &["gpt-4o-mini", "text-embedding-x"],
+        ))
         .account(
             Account::openai("mock-image", &mock.base_url(), &["gpt-image-x"])
                 .capability("image_generation"),
         )
         .account(Account::openai("mock-video", &mock.base_url(), &["sora-2"]).capability("video"))
-        .group(Group::new(1, &["gpt-4o-mini", "gpt-image-x", "sora-2"]).feature("video"));
+        .group(
+            Group::new(
+                1,
+                &["gpt-4o-mini", "gpt-image-x", "sora-2", "text-embedding-x"],
+            )
+            .feature("video"),
+        );
     let (db, minted) = database_with_demo_key(&db_url).await;
+    let other = other_organizations_key(&db).await;
     let mut deployments = vec![("memory", config.clone())];
     if let Some(url) = testkit::redis_url() {
         deployments.push(("redis", config.redis(&url, &testkit::redis_prefix("gen"))));
@@ -204,6 +259,16 @@ async fn a_calls_cost_read_back_by_its_id_equals_the_ledger() {
             let id = make(&http, &base, &minted.api_key, &mock, &call).await;
             let record = record_of(&db, &id).await;
             let cost = read_back(&http, &base, &minted.api_key, &id).await;
+            // Another organization's key: the 404 of a call that does not exist.
+            let theirs = http
+                .get(format!("{base}/compat/v1/generations/{id}"))
+                .bearer_auth(&other)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(theirs.status(), 404, "{what}");
+            let theirs: Value = theirs.json().await.unwrap();
+            assert_eq!(theirs["error"]["code"], "generation_not_found", "{what}");
             assert_eq!(cost["id"], id.as_str(), "{what}: {cost}");
             assert_eq!(cost["measurement"], call.measurement, "{what}: {cost}");
             assert_eq!(record.measurement, call.measurement, "{what}");

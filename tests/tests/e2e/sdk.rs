@@ -1,8 +1,9 @@
 //! The official `openai`, `anthropic` and `google-genai` Python SDKs, unmodified, against a whole
 //! deployment: every served cell of client surface × supplier format, streaming and not, plain
 //! calls and tool round trips, each charged exactly once at the served model's price; the SDKs'
-//! own error classes, model lists and token counts. `tests/sdk/matrix.py` makes the calls; this
-//! test starts the deployment and checks what reached the supplier and what was booked.
+//! own error classes, model lists and token counts; images, video tasks and embeddings.
+//! `tests/sdk/*.py` make the calls; these tests start the deployment and check what reached the
+//! supplier and what was booked.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -624,5 +625,159 @@ async fn official_openai_sdk_runs_a_video_task() {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
     }
+    running.stop().await.unwrap();
+}
+
+/// The official SDKs' embedding calls (issue 46): openai's `embeddings.create` (base64 on the wire
+/// by default, floats when asked) and google-genai's `embed_content` (`batchEmbedContents`), each
+/// against an OpenAI-format and a Gemini-format supplier. The vectors are the supplier's exactly;
+/// each call is booked once at the model's input price (the Gemini supplier's usage estimated from
+/// the inputs, as it reports none); what a format cannot take is the SDK's own 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_sdks_embed() {
+    use mock_supplier::embeddings::vector;
+    let Some(python) = testkit::sdk_python() else {
+        eprintln!("SDK venv missing (scripts/sdk-env): official SDK embeddings skipped");
+        return;
+    };
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let db_url = testkit::fresh_database_url().await;
+    let mut config = TestConfig::embedded()
+        .database(&db_url)
+        .model(Model::embedding("emb-oa", 0.02))
+        .model(Model::embedding("emb-ge", 0.15))
+        .account(Account::openai("oa-emb", &mock.base_url(), &["emb-oa"]))
+        .account(Account::gemini("ge-emb", &mock.root_url(), &["emb-ge"]))
+        .group(Group::new(1, &["emb-oa", "emb-ge"]));
+    if let Some(url) = testkit::redis_url() {
+        config = config.redis(&url, &testkit::redis_prefix("sdk-embed"));
+    }
+    let (db, key) = super::database_with_demo_key(&db_url).await;
+    let running = App::build(config.settings(), Role::Proxy)
+        .await
+        .unwrap()
+        .start();
+    let base = running.base_url().unwrap();
+    let stdout = run_script(
+        &python,
+        "embeddings.py",
+        &[&base, &key.api_key, "emb-oa", "emb-ge"],
+        120,
+    )
+    .await;
+    let lines: BTreeMap<String, Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| (v["id"].as_str().unwrap().to_string(), v))
+        .collect();
+    let errors: Vec<&Value> = lines
+        .values()
+        .filter(|l| l.get("error").is_some())
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "SDK embedding calls failed:\n{errors:#?}"
+    );
+    let vectors = |texts: &[&str], dims: usize| -> Value {
+        texts
+            .iter()
+            .map(|t| vector(t.as_bytes(), dims))
+            .collect::<Vec<_>>()
+            .into()
+    };
+    for name in ["openai", "gemini"] {
+        let got = |id: &str| lines[&format!("{name}-{id}")].clone();
+        assert_eq!(
+            got("sdk-openai-default")["vectors"],
+            vectors(&["alpha", "beta"], 8),
+            "{name}"
+        );
+        assert_eq!(got("sdk-openai-default")["prompt_tokens"], 3, "{name}");
+        assert_eq!(
+            got("sdk-openai-float")["vectors"],
+            vectors(&["gamma"], 4),
+            "{name}"
+        );
+        assert_eq!(
+            got("sdk-genai")["vectors"],
+            vectors(&["alpha", "beta"], 4),
+            "{name}"
+        );
+    }
+    for (id, class) in [
+        ("genai-task-type-to-openai", "ClientError"),
+        ("openai-tokens-to-gemini", "BadRequestError"),
+    ] {
+        assert_eq!(
+            (lines[id]["class"].as_str(), lines[id]["status"].as_u64()),
+            (Some(class), Some(400)),
+            "{id}"
+        );
+    }
+    // What reached each supplier: base64 asked by the SDK's default and passed on; floats asked
+    // when the gateway translates; google-genai's batch as sent.
+    let sent = mock.requests();
+    let bodies = |path: &str| -> Vec<Value> {
+        sent.iter()
+            .filter(|r| r.path == path)
+            .map(|r| serde_json::from_slice(&r.body).unwrap())
+            .collect()
+    };
+    let openai = bodies("/v1/embeddings");
+    assert_eq!(openai.len(), 3, "refused calls reach no supplier");
+    assert_eq!(openai[0]["encoding_format"], "base64");
+    assert_eq!(openai[2]["encoding_format"], "float");
+    assert_eq!(openai[2]["dimensions"], 4);
+    let gemini = bodies("/v1beta/models/emb-ge:batchEmbedContents");
+    assert_eq!(gemini.len(), 3);
+    assert_eq!(gemini[2]["requests"][0]["content"]["role"], "user");
+    // One record per served call: 3, 2 and 3 input tokens at 20 and 150 nano-USD a token.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let records = loop {
+        let records = entities::usage_records::Entity::find()
+            .all(&db)
+            .await
+            .unwrap();
+        if records.len() >= 6 {
+            break records;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every embedding was settled: {}",
+            records.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(records.len(), 6, "refused calls leave no record");
+    let mut got: Vec<(String, i64, String, i64)> = records
+        .iter()
+        .map(|r| {
+            (
+                r.model_served.clone(),
+                r.input_tokens,
+                r.measurement.clone(),
+                r.charged_nanos,
+            )
+        })
+        .collect();
+    got.sort();
+    let want = |model: &str, tokens: i64, measurement: &str, per_token: i64| {
+        (
+            model.to_string(),
+            tokens,
+            measurement.to_string(),
+            tokens * per_token,
+        )
+    };
+    let mut expected = vec![
+        want("emb-oa", 3, "exact", 20),
+        want("emb-oa", 2, "exact", 20),
+        want("emb-oa", 3, "exact", 20),
+        want("emb-ge", 3, "estimated", 150),
+        want("emb-ge", 2, "estimated", 150),
+        want("emb-ge", 3, "estimated", 150),
+    ];
+    expected.sort();
+    assert_eq!(got, expected);
     running.stop().await.unwrap();
 }
