@@ -352,7 +352,11 @@ fn with_embedding(prices: &str, providers: &[&str]) -> String {
 
 #[test]
 fn embedding_models_are_priced_on_input_and_served_by_openai_or_gemini() {
-    let s = parse(&with_embedding("input_per_mtok = 0.02", &["openai", "gemini"])).unwrap();
+    let s = parse(&with_embedding(
+        "input_per_mtok = 0.02",
+        &["openai", "gemini"],
+    ))
+    .unwrap();
     let emb = s.models.iter().find(|m| m.id == "emb").unwrap();
     assert_eq!(emb.kind, crate::ModelKind::Embedding);
     assert_eq!(emb.prices.output_per_mtok, None);

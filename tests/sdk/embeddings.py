@@ -11,17 +11,13 @@ the other). Prints one JSON object per line: {id, vectors, prompt_tokens} for ca
 "raised", class, status} for expected SDK errors, {id, error} for an unexpected exception.
 """
 
-import json
 import sys
 import traceback
 
 import openai
 from google import genai
 from google.genai import types
-
-
-def emit(obj):
-    print(json.dumps(obj), flush=True)
+from sdk_lines import emit, raised
 
 
 def openai_call(id_, r):
@@ -30,16 +26,6 @@ def openai_call(id_, r):
 
 def genai_call(id_, r):
     emit({"id": id_, "vectors": [list(e.values) for e in r.embeddings], "prompt_tokens": None})
-
-
-def raised(id_, fn):
-    try:
-        fn()
-    except Exception as e:  # noqa: BLE001 - the class is what is checked
-        status = getattr(e, "status_code", None) or getattr(e, "code", None)
-        emit({"id": id_, "check": "raised", "class": type(e).__name__, "status": status})
-        return
-    emit({"id": id_, "check": "raised", "class": None})
 
 
 def main():

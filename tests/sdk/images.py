@@ -11,7 +11,6 @@ check: "raised", class, status} for expected SDK errors, {id, error} for an unex
 """
 
 import base64
-import json
 import sys
 import traceback
 import urllib.request
@@ -19,10 +18,7 @@ import urllib.request
 import openai
 from google import genai
 from google.genai import types
-
-
-def emit(obj):
-    print(json.dumps(obj), flush=True)
+from sdk_lines import emit, raised
 
 
 def images(id_, r):
@@ -35,16 +31,6 @@ def images(id_, r):
             "url": first.url if first else None,
         }
     )
-
-
-def raised(id_, fn):
-    try:
-        fn()
-    except Exception as e:  # noqa: BLE001 - the class is what is checked
-        status = getattr(e, "status_code", None) or getattr(e, "code", None)
-        emit({"id": id_, "check": "raised", "class": type(e).__name__, "status": status})
-        return
-    emit({"id": id_, "check": "raised", "class": None})
 
 
 def main():

@@ -45,6 +45,41 @@ async fn database_with_demo_key(
     (db, minted)
 }
 
+/// The secret of a key of a new, active organization ("Other"), in group 1, written to the
+/// ledger at `db` and published to `keys` (a gateway started afterwards also finds it in the
+/// ledger).
+async fn key_of_another_organization(
+    db: &sea_orm::DatabaseConnection,
+    keys: &dyn opstate::KeyDirectory,
+    hasher: &KeyHasher,
+    env: Env,
+) -> String {
+    use sea_orm::{ActiveModelTrait, Set};
+    let org = entities::organizations::ActiveModel {
+        name: Set("Other".into()),
+        slug: Set(format!("other-{}", uuid::Uuid::new_v4().simple())),
+        status: Set(entities::status::OrganizationStatus::Active),
+        created_at: Set(chrono::Utc::now()),
+        ..Default::default()
+    }
+    .insert(db)
+    .await
+    .unwrap();
+    let new = admin_api::keys::NewKey {
+        organization_id: org.id,
+        group_id: 1,
+        name: "other",
+        permissions: opstate::KeyPermissions::default(),
+        expires_at: None,
+        limits: opstate::KeyLimits::default(),
+        budget: None,
+    };
+    let created = admin_api::keys::create_key(db, keys, hasher, env, new)
+        .await
+        .unwrap();
+    created.secret.expose().to_string()
+}
+
 #[tokio::test]
 async fn key_from_the_database_reaches_the_gateway() {
     let mock = MockSupplier::start(MockConfig::default()).await.unwrap();

@@ -728,3 +728,48 @@ async fn a_partner_has_at_most_sixteen_endpoints() {
     assert_eq!(v["metadata"]["max_endpoints"], 16, "{v}");
     assert_eq!(api.count("webhook_endpoints").await, 16, "nothing changed");
 }
+
+/// A receiver's answer is bounded: one that announces a 10 MiB body, sends 256 KiB of it and then
+/// stalls is recorded by its status and first 512 bytes as soon as they arrive, never waited for
+/// or read whole.
+#[tokio::test]
+async fn a_receivers_answer_is_read_only_as_far_as_the_log_keeps_it() {
+    use admin_api::webhooks::send::{Answer, KEPT_BYTES};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let mut tasks = JoinSet::new();
+    tasks.spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut request = vec![0u8; 64 * 1024];
+            let _ = socket.read(&mut request).await;
+            let head = "HTTP/1.1 200 OK\r\ncontent-length: 10485760\r\n\r\n";
+            let _ = socket.write_all(head.as_bytes()).await;
+            let _ = socket.write_all(&vec![b'x'; 256 * 1024]).await;
+            // Never the rest: the connection stays open, silent.
+            held.push(socket);
+        }
+    });
+    let sender = Sender::new(true).unwrap();
+    let started = std::time::Instant::now();
+    let answer = sender
+        .post(&url, &[], bytes::Bytes::from_static(b"{}"))
+        .await;
+    match answer {
+        Answer::Status {
+            status,
+            first_bytes,
+        } => {
+            assert_eq!(status, 200);
+            assert_eq!(first_bytes.len(), KEPT_BYTES);
+            assert!(first_bytes.bytes().all(|b| b == b'x'));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "the rest of the body was not waited for: {:?}",
+        started.elapsed()
+    );
+}

@@ -20,9 +20,6 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use translate::Format;
 
-/// Largest answer collected for translating (a larger one is answered with an error).
-const ANSWER_CAP: usize = 64 * 1024 * 1024;
-
 /// The body for an `openai` account serving `call` with model `served`.
 pub(crate) fn openai_body(call: &EmbeddingCall, served: &str) -> Result<Bytes, GatewayError> {
     let mut out = Map::new();
@@ -193,8 +190,7 @@ pub(crate) struct EmbeddingAnswer {
     model: String,
     /// The tokens billed when the supplier reports none.
     estimate: u64,
-    body: Vec<u8>,
-    overflow: bool,
+    whole: super::Whole,
 }
 
 impl EmbeddingAnswer {
@@ -211,26 +207,16 @@ impl EmbeddingAnswer {
             base64: plan.base64,
             model: model.to_string(),
             estimate: plan.estimate,
-            body: Vec::new(),
-            overflow: false,
+            whole: super::Whole::default(),
         })
     }
 
     /// Collects the supplier's body; at its end, replaces it by the client's answer.
     pub fn body(&mut self, body: &mut Option<Bytes>, end_of_stream: bool) {
-        if let Some(chunk) = body.as_ref() {
-            if self.body.len() + chunk.len() > ANSWER_CAP {
-                self.overflow = true;
-                self.body = Vec::new();
-            } else if !self.overflow {
-                self.body.extend_from_slice(chunk);
-            }
+        self.whole.take(body);
+        if end_of_stream {
+            *body = Some(Bytes::from(self.answer()));
         }
-        *body = Some(if end_of_stream {
-            Bytes::from(self.answer())
-        } else {
-            Bytes::new()
-        });
     }
 
     fn answer(&self) -> Vec<u8> {
@@ -244,14 +230,14 @@ impl EmbeddingAnswer {
             .to_string()
             .into_bytes()
         };
-        if self.overflow {
+        let Some(kept) = self.whole.kept() else {
             return invalid("was too large to translate");
-        }
-        let Ok(v) = serde_json::from_slice::<Value>(&self.body) else {
+        };
+        let Ok(v) = serde_json::from_slice::<Value>(kept) else {
             return invalid("was not valid JSON");
         };
         let out = match self.gemini {
-            true => self.to_openai(&v),
+            true => self.to_openai(&v, kept),
             false => self.to_gemini(&v),
         };
         match out {
@@ -261,7 +247,7 @@ impl EmbeddingAnswer {
     }
 
     /// Gemini's `{embeddings: [{values}]}` as OpenAI's list, with the tokens billed as usage.
-    fn to_openai(&self, v: &Value) -> Option<Value> {
+    fn to_openai(&self, v: &Value, kept: &[u8]) -> Option<Value> {
         let vectors = v.get("embeddings")?.as_array()?;
         let mut data = Vec::with_capacity(vectors.len());
         for (index, e) in vectors.iter().enumerate() {
@@ -279,7 +265,7 @@ impl EmbeddingAnswer {
             };
             data.push(json!({"object": "embedding", "index": index, "embedding": embedding}));
         }
-        let tokens = reported_tokens(Format::Gemini, &self.body).unwrap_or(self.estimate);
+        let tokens = reported_tokens(Format::Gemini, kept).unwrap_or(self.estimate);
         Some(json!({
             "object": "list",
             "data": data,

@@ -352,10 +352,6 @@ fn gemini_images(v: &Value) -> Vec<(&str, &str)> {
         .collect()
 }
 
-/// Largest image answer the gateway rewrites (translated or hosted); beyond it the client gets a
-/// 502-style error body (the status was already sent).
-const ANSWER_CAP: usize = 64 * 1024 * 1024;
-
 /// Where hosted images go (`response_format=url` when the supplier returned base64).
 pub(crate) trait Host: Send + Sync {
     /// Keeps `bytes` (of media type `mime`) and returns the URL that serves them.
@@ -368,8 +364,7 @@ pub(crate) struct ImageAnswer {
     url: bool,
     status: u16,
     created: u64,
-    body: Vec<u8>,
-    overflow: bool,
+    whole: super::Whole,
     host: std::sync::Arc<dyn Host>,
     /// The images of the whole answer, once it was read (what the call is charged for; the
     /// meter does not parse a rewritten answer a second time).
@@ -395,8 +390,7 @@ impl ImageAnswer {
             url,
             status,
             created,
-            body: Vec::new(),
-            overflow: false,
+            whole: super::Whole::default(),
             host,
             images: None,
         })
@@ -410,35 +404,26 @@ impl ImageAnswer {
 
     /// Collects the supplier's body; at its end, replaces it by the client's answer.
     pub fn body(&mut self, body: &mut Option<Bytes>, end_of_stream: bool) {
-        if let Some(chunk) = body.as_ref() {
-            if self.body.len() + chunk.len() > ANSWER_CAP {
-                self.overflow = true;
-                self.body = Vec::new();
-            } else if !self.overflow {
-                self.body.extend_from_slice(chunk);
-            }
+        self.whole.take(body);
+        if end_of_stream {
+            *body = Some(Bytes::from(self.answer()));
         }
-        *body = Some(if end_of_stream {
-            Bytes::from(self.answer())
-        } else {
-            Bytes::new()
-        });
     }
 
     fn answer(&mut self) -> Vec<u8> {
-        if self.overflow {
+        let Some(kept) = self.whole.kept() else {
             return error_json("the supplier's image answer was too large to rewrite");
-        }
+        };
         if self.status >= 400 {
             self.images = Some(0);
             return translate::response::error_body(
                 translate::Format::Gemini,
                 translate::Format::Chat,
                 self.status,
-                &self.body,
+                kept,
             );
         }
-        let Ok(v) = serde_json::from_slice::<Value>(&self.body) else {
+        let Ok(v) = serde_json::from_slice::<Value>(kept) else {
             return error_json("the supplier's image answer was not valid JSON");
         };
         let out = if self.gemini {

@@ -35,6 +35,39 @@ pub(crate) fn segment(id: &str) -> String {
     out
 }
 
+/// Largest supplier answer kept whole to be rewritten at its end ([`Whole`]); beyond it the client
+/// gets an error body (the status was already sent).
+const WHOLE_CAP: usize = 64 * 1024 * 1024;
+
+/// A supplier's answer kept whole (up to [`WHOLE_CAP`]) to be rewritten at its end (image and
+/// embedding answers in another shape): nothing reaches the client before the rewrite; past the
+/// cap nothing more is kept, only that it was too large.
+#[derive(Debug, Default)]
+pub(crate) struct Whole {
+    bytes: Vec<u8>,
+    overflow: bool,
+}
+
+impl Whole {
+    /// Keeps the chunk in `body` and leaves an empty one in its place.
+    pub fn take(&mut self, body: &mut Option<bytes::Bytes>) {
+        if let Some(chunk) = body.as_ref() {
+            if self.bytes.len() + chunk.len() > WHOLE_CAP {
+                self.overflow = true;
+                self.bytes = Vec::new();
+            } else if !self.overflow {
+                self.bytes.extend_from_slice(chunk);
+            }
+        }
+        *body = Some(bytes::Bytes::new());
+    }
+
+    /// The answer kept; `None` when it passed the cap.
+    pub fn kept(&self) -> Option<&[u8]> {
+        (!self.overflow).then_some(self.bytes.as_slice())
+    }
+}
+
 /// Token counts of one call: the one usage type, the `translate` crate's (whose format decoders
 /// read it, for the client and for the bill alike).
 pub use translate::Usage;

@@ -470,3 +470,44 @@ async fn failover_and_supplier_errors() {
     assert_eq!((e.charged_nanos, e.status), (nano(0), 400));
     h.mock.set_fault(None);
 }
+
+/// Admission is a text call's: an embedding whose hold (⌈body bytes / 2⌉ tokens at the input
+/// price) does not fit the available balance is 402 before any supplier, on both surfaces, and
+/// holds nothing; one that fits is served.
+#[tokio::test]
+async fn an_embedding_that_does_not_fit_the_balance_is_refused_before_the_supplier() {
+    let (h, key) = start().await;
+    // 60,000 characters hold 30,000+ tokens: 0.0045 USD at 0.15 USD / Mtok; leave 0.001.
+    h.stores.wallets.load(42, nano(NANOS / 1000)).await.unwrap();
+    let long = "x".repeat(60_000);
+    for (path, body) in [
+        (
+            "/compat/v1/embeddings",
+            json!({"model": "gem-embed", "input": long}),
+        ),
+        (
+            "/v1beta/models/gem-embed:embedContent",
+            json!({"content": {"parts": [{"text": long}]}}),
+        ),
+    ] {
+        let (status, err) = json_of(h.embed(&key, path, &body).send().await.unwrap()).await;
+        assert_eq!(status, 402, "{path}: {err}");
+        assert_eq!(
+            h.mock.request_count() + h.mock_b.request_count(),
+            0,
+            "{path}"
+        );
+        h.no_usage_event().await;
+        assert_eq!(h.wallet().await.reserved, NanoUsd::ZERO);
+    }
+    let short = json!({"model": "gem-embed", "input": "x"});
+    let (status, reply) = json_of(
+        h.embed(&key, "/compat/v1/embeddings", &short)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(h.usage_event().await.input_tokens, 1);
+}

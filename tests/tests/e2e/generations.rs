@@ -36,43 +36,6 @@ async fn record_of(
     }
 }
 
-/// A key of another organization (minted before the gateway starts: it loads keys from the
-/// ledger).
-async fn other_organizations_key(db: &sea_orm::DatabaseConnection) -> String {
-    use sea_orm::{ActiveModelTrait, Set};
-    let org = entities::organizations::ActiveModel {
-        name: Set("Other".into()),
-        slug: Set(format!("other-{}", uuid::Uuid::new_v4().simple())),
-        status: Set(entities::status::OrganizationStatus::Active),
-        created_at: Set(chrono::Utc::now()),
-        ..Default::default()
-    }
-    .insert(db)
-    .await
-    .unwrap();
-    let new = admin_api::keys::NewKey {
-        organization_id: org.id,
-        group_id: 1,
-        name: "other",
-        permissions: opstate::KeyPermissions::default(),
-        expires_at: None,
-        limits: opstate::KeyLimits::default(),
-        budget: None,
-    };
-    let stores = opstate::Stores::memory();
-    let hasher = credentials::KeyHasher::new(testkit::PEPPER.as_bytes());
-    let created = admin_api::keys::create_key(
-        db,
-        stores.keys.as_ref(),
-        &hasher,
-        credentials::Env::Dev,
-        new,
-    )
-    .await
-    .unwrap();
-    created.secret.expose().to_string()
-}
-
 /// One call to make and what its read-back must say.
 struct Call {
     what: &'static str,
@@ -244,7 +207,13 @@ async fn a_calls_cost_read_back_by_its_id_equals_the_ledger() {
             .feature("video"),
         );
     let (db, minted) = database_with_demo_key(&db_url).await;
-    let other = other_organizations_key(&db).await;
+    let other = super::key_of_another_organization(
+        &db,
+        opstate::Stores::memory().keys.as_ref(),
+        &credentials::KeyHasher::new(testkit::PEPPER.as_bytes()),
+        credentials::Env::Dev,
+    )
+    .await;
     let mut deployments = vec![("memory", config.clone())];
     if let Some(url) = testkit::redis_url() {
         deployments.push(("redis", config.redis(&url, &testkit::redis_prefix("gen"))));

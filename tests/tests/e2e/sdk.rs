@@ -57,6 +57,32 @@ async fn run_script(python: &std::path::Path, script: &str, args: &[&str], secon
     stdout
 }
 
+/// The ledger's usage records once there are `n` (20 s at most), and no more: a refused call
+/// leaves none.
+async fn settled_records(
+    db: &sea_orm::DatabaseConnection,
+    n: usize,
+    what: &str,
+) -> Vec<entities::usage_records::Model> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let records = entities::usage_records::Entity::find()
+            .all(db)
+            .await
+            .unwrap();
+        if records.len() >= n {
+            assert_eq!(records.len(), n, "refused calls leave no record");
+            return records;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every {what} was settled: {}",
+            records.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_sdks_are_served_on_every_cell_and_charged_exactly() {
     let Some(python) = testkit::sdk_python() else {
@@ -511,23 +537,7 @@ async fn official_sdks_generate_and_edit_images() {
     );
 
     // One usage record per served call, priced per image.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let records = loop {
-        let records = entities::usage_records::Entity::find()
-            .all(&db)
-            .await
-            .unwrap();
-        if records.len() >= 7 {
-            break records;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not every image call was settled: {}",
-            records.len()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert_eq!(records.len(), 7, "refused calls leave no record");
+    let records = settled_records(&db, 7, "image call").await;
     let mut got: Vec<(String, String, i64, i64)> = records
         .iter()
         .map(|r| {
@@ -732,23 +742,7 @@ async fn official_sdks_embed() {
     assert_eq!(gemini.len(), 3);
     assert_eq!(gemini[2]["requests"][0]["content"]["role"], "user");
     // One record per served call: 3, 2 and 3 input tokens at 20 and 150 nano-USD a token.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let records = loop {
-        let records = entities::usage_records::Entity::find()
-            .all(&db)
-            .await
-            .unwrap();
-        if records.len() >= 6 {
-            break records;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not every embedding was settled: {}",
-            records.len()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert_eq!(records.len(), 6, "refused calls leave no record");
+    let records = settled_records(&db, 6, "embedding").await;
     let mut got: Vec<(String, i64, String, i64)> = records
         .iter()
         .map(|r| {

@@ -117,33 +117,8 @@ async fn video_tasks_on_a_fleet() {
     let no_feature = admin_api::demo::demo_key(&s.db, s.stores.keys.as_ref(), &s.hasher, s.env, 2)
         .await
         .unwrap();
-    let other_org = {
-        use sea_orm::{ActiveModelTrait, Set};
-        let org = entities::organizations::ActiveModel {
-            name: Set("Other".into()),
-            slug: Set(format!("other-{}", uuid::Uuid::new_v4().simple())),
-            status: Set(entities::status::OrganizationStatus::Active),
-            created_at: Set(chrono::Utc::now()),
-            ..Default::default()
-        }
-        .insert(&s.db)
-        .await
-        .unwrap();
-        let new = admin_api::keys::NewKey {
-            organization_id: org.id,
-            group_id: 1,
-            name: "other",
-            permissions: opstate::KeyPermissions::default(),
-            expires_at: None,
-            limits: opstate::KeyLimits::default(),
-            budget: None,
-        };
-        let created =
-            admin_api::keys::create_key(&s.db, s.stores.keys.as_ref(), &s.hasher, s.env, new)
-                .await
-                .unwrap();
-        created.secret.expose().to_string()
-    };
+    let other_org =
+        super::key_of_another_organization(&s.db, s.stores.keys.as_ref(), &s.hasher, s.env).await;
     let (a, b) = (proxy_a.base_url().unwrap(), proxy_b.base_url().unwrap());
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
     let wallet = || async {
