@@ -19,6 +19,7 @@
 mod budget;
 mod calls;
 mod clock;
+mod cluster_conn;
 mod cooldowns;
 mod counters;
 mod error;
@@ -47,6 +48,7 @@ pub use calls::{
     Admitted, Calls, Finish, GateAsk, HoldAsk, Limited, Limits, MINUTE, RateAsk, SlotAsk, charged,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use cluster_conn::ClusterConn;
 pub use cooldowns::{CoolCause, Cooldown, Cooldowns};
 pub use counters::{WindowCounters, WindowHit};
 pub use error::{StoreError, StoreResult};

@@ -82,7 +82,7 @@ pub(crate) const LOAD_BATCH: usize = 500;
 #[derive(Clone)]
 pub enum Conn {
     Single(ConnectionManager),
-    Cluster(redis::cluster_async::ClusterConnection),
+    Cluster(crate::cluster_conn::ClusterConn),
 }
 
 impl ConnectionLike for Conn {
@@ -155,7 +155,8 @@ impl RedisStore {
 
     /// Connects to the Redis Cluster that the `seeds` belong to (any of its nodes; the rest are
     /// learned from them) and prepares the usage streams' consumer groups. Fails when no seed
-    /// answers. A failed-over master is followed within a few retries (at most 2 s a command).
+    /// answers. A failed-over master is followed within a few retries (at most 2 s a command),
+    /// and a connection that answers nothing for 3 s is rebuilt from the seeds (`cluster_conn`).
     pub async fn connect_cluster(seeds: &[String], key_prefix: &str) -> StoreResult<RedisStore> {
         check_prefix(key_prefix)?;
         if seeds.is_empty() {
@@ -169,7 +170,7 @@ impl RedisStore {
             .response_timeout(Duration::from_millis(500))
             .overall_response_timeout(Some(Duration::from_secs(2)))
             .build()?;
-        let conn = client.get_async_connection().await?;
+        let conn = crate::cluster_conn::ClusterConn::connect(client).await?;
         let store = RedisStore {
             conn: Conn::Cluster(conn),
             schema: KeySchema::cluster(key_prefix),
