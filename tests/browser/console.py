@@ -366,7 +366,9 @@ def partner_flow(d, run, base, partner_join, other_partner, outbox, checkout):
     press(d, [a for a in d.find_elements(By.TAG_NAME, "a") if a.text.strip().startswith("Deliveries")][0])
     assert "succeeded" in d.page_source and "answered 200" in d.page_source, d.page_source
     run.check("partner-webhook-deliveries")
-    press(d, button(d, "Redeliver"))
+    # The activation's own button (by its accessible name): a swept event (an invitation that
+    # expired meanwhile) may be listed above it, newest first.
+    press(d, d.find_element(By.CSS_SELECTOR, f'button[aria-label="Redeliver {event_id}"]'))
     assert "sent again" in d.find_element(By.CSS_SELECTOR, "[role=status]").text
     for _ in range(80):
         again = [b for h, b in Hook.got if json.loads(b)["id"] == event_id]
