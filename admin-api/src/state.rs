@@ -49,6 +49,9 @@ pub struct AppState {
     pub stale_directory: Arc<std::sync::atomic::AtomicBool>,
     /// Organizations whose wallet mirror must be reloaded from the ledger at the next tick.
     pub stale_wallets: Arc<std::sync::Mutex<std::collections::BTreeSet<i64>>>,
+    /// The gateway the batch runner sends lines to when `[batches] gateway_url` is not set: the
+    /// embedding process's own gateway, once it is bound (its port may be chosen at start).
+    pub batch_gateway: Arc<std::sync::OnceLock<String>>,
     /// Stripe, when `[payments] provider = "stripe"` (partner top-ups through Checkout).
     pub stripe: Option<crate::payments::StripeClient>,
     /// The time the rules read (see [`Clock`]).
@@ -110,6 +113,7 @@ impl AppState {
             mail_tasks: Default::default(),
             stale_directory: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             stale_wallets: Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new())),
+            batch_gateway: Arc::new(std::sync::OnceLock::new()),
             stripe: None,
             clock: Arc::new(Clock::default()),
             meters: Arc::new(

@@ -130,8 +130,13 @@ impl App {
         if role == Role::Proxy {
             let listen = app.settings.server.listen;
             let listener = bind("server.listen", listen).await?;
-            app.addresses.gateway = Some(local_addr("server.listen", &listener)?);
+            let bound = local_addr("server.listen", &listener)?;
+            app.addresses.gateway = Some(bound);
             app.gateway_listener = Some(listener);
+            // An embedded admin-api's batch runner sends its lines to this gateway.
+            if let Some((_, state)) = &app.admin {
+                let _ = state.batch_gateway.set(format!("http://{bound}"));
+            }
         }
         Ok(app)
     }

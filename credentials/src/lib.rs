@@ -13,6 +13,8 @@
 //! a lookup index; the clear value exists once, in the response that created it. [`Secret`] has no
 //! `PartialEq` and a redacted `Debug`, so secrets are not compared with `==` or logged by accident.
 
+pub mod batch_line;
+
 use hmac::{Hmac, Mac};
 use rand::Rng;
 use sha2::Sha256;

@@ -47,6 +47,10 @@ pub struct Model {
     /// Milliseconds from the request's arrival to its last byte (absent on records settled
     /// before the request log, migration 000023).
     pub latency_ms: Option<i64>,
+    /// The batch (its public id, `batch_…`) whose line this call ran; null for other calls.
+    pub batch_id: Option<String>,
+    /// That line's number in the batch's input file (from 0).
+    pub batch_line: Option<i32>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -180,6 +180,13 @@ impl RateMultiplier {
         i64::try_from(scaled).ok().map(RateMultiplier)
     }
 
+    /// This multiplier × `fraction` (a batch discount, at most one), rounded down to the
+    /// millionth (in the payer's favour) and at least one millionth.
+    pub fn discounted(self, fraction: RateMultiplier) -> RateMultiplier {
+        let product = i128::from(self.0) * i128::from(fraction.0) / i128::from(PPM);
+        RateMultiplier(i64::try_from(product).unwrap_or(self.0).clamp(1, self.0))
+    }
+
     /// The exact decimal value, normalized.
     pub fn to_decimal(self) -> Decimal {
         Decimal::new(self.0, 6).normalize()
@@ -212,6 +219,21 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
     use std::str::FromStr;
+
+    /// A discount multiplies exactly when it can, else rounds down, never below one millionth
+    /// nor above the undiscounted rate.
+    #[test]
+    fn discounts() {
+        let r = |ppm| RateMultiplier::from_ppm(ppm).unwrap();
+        assert_eq!(r(1_250_000).discounted(r(500_000)), r(625_000));
+        assert_eq!(r(1_000_001).discounted(r(500_000)), r(500_000));
+        assert_eq!(r(3).discounted(r(1)), r(1));
+        assert_eq!(r(2_000_000).discounted(RateMultiplier::ONE), r(2_000_000));
+        assert_eq!(
+            r(1_000_000_000_000).discounted(r(999_999)),
+            r(999_999_000_000)
+        );
+    }
 
     #[test]
     fn exact_conversions() {

@@ -32,6 +32,7 @@ mod memory_wallets;
 mod redis_calls;
 mod redis_cluster;
 mod redis_cluster_admit;
+mod redis_media;
 mod redis_store;
 mod redis_streams;
 mod redis_wallets;
@@ -62,7 +63,7 @@ pub use slots::Slots;
 pub use tasks::{
     Ending, MEMORY_TASK_CAP, MemoryTaskBook, Task, TaskBook, TaskBookError, TaskStatus,
 };
-pub use usage::{Measurement, StreamEntry, UsageEvent, UsageStream};
+pub use usage::{BatchRef, Measurement, StreamEntry, UsageEvent, UsageStream};
 pub use wallets::{
     Adjustment, Confirmation, ExpiredHold, HoldMeta, Reservation, Settlement, WalletSnapshot,
     Wallets,

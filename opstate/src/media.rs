@@ -28,6 +28,19 @@ pub trait Media: Send + Sync {
 
     /// The file of `id`, while it is alive.
     async fn get(&self, id: &str) -> StoreResult<Option<MediaFile>>;
+
+    /// Keeps `file` under `id` for `ttl` only when no live file has that id: `Ok(None)` when it
+    /// was kept, else the file already there (nothing written). A claim that two callers race
+    /// for is won by one.
+    async fn put_new(
+        &self,
+        id: &str,
+        file: &MediaFile,
+        ttl: Duration,
+    ) -> StoreResult<Option<MediaFile>>;
+
+    /// Forgets the file of `id` (nothing when there is none).
+    async fn remove(&self, id: &str) -> StoreResult<()>;
 }
 
 /// The stored form of a file: the content type, a NUL byte, the bytes (content types never

@@ -477,4 +477,37 @@ impl Media for MemoryStore {
             .filter(|(_, until)| *until > self.now())
             .map(|(f, _)| f.clone()))
     }
+
+    async fn put_new(
+        &self,
+        id: &str,
+        file: &MediaFile,
+        ttl: Duration,
+    ) -> StoreResult<Option<MediaFile>> {
+        let mut m = self
+            .media
+            .lock()
+            .map_err(|_| StoreError::Unavailable("media lock poisoned".into()))?;
+        let now = self.now();
+        if let Some((existing, until)) = m.get(id)
+            && *until > now
+        {
+            return Ok(Some(existing.clone()));
+        }
+        m.retain(|_, (_, until)| *until > now);
+        let held: usize = m.values().map(|(f, _)| f.bytes.len()).sum();
+        if held + file.bytes.len() > MEMORY_MEDIA_CAP {
+            return Err(StoreError::Unavailable("media store full".into()));
+        }
+        m.insert(id.to_string(), (file.clone(), now + ttl));
+        Ok(None)
+    }
+
+    async fn remove(&self, id: &str) -> StoreResult<()> {
+        self.media
+            .lock()
+            .map_err(|_| StoreError::Unavailable("media lock poisoned".into()))?
+            .remove(id);
+        Ok(())
+    }
 }

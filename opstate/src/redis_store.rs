@@ -12,7 +12,6 @@ use crate::cooldowns::{CoolCause, Cooldown, Cooldowns};
 use crate::counters::{WindowCounters, WindowHit};
 use crate::error::{StoreError, StoreResult};
 use crate::key_cache::KeyCache;
-use crate::media::{Media, MediaFile};
 use crate::schema::{KeySchema, USAGE_GROUP};
 use crate::sessions::Sessions;
 use crate::slots::Slots;
@@ -452,23 +451,6 @@ impl Sessions for RedisStore {
             .pset_ex(self.schema.session(org, session), account, ms)
             .await?;
         Ok(())
-    }
-}
-
-#[async_trait]
-impl Media for RedisStore {
-    async fn put(&self, id: &str, file: &MediaFile, ttl: Duration) -> StoreResult<()> {
-        let mut conn = self.conn.clone();
-        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-        let stored = crate::media::encode(file);
-        let _: () = conn.pset_ex(self.schema.media(id), stored, ms).await?;
-        Ok(())
-    }
-
-    async fn get(&self, id: &str) -> StoreResult<Option<MediaFile>> {
-        let mut conn = self.conn.clone();
-        let stored: Option<Vec<u8>> = conn.get(self.schema.media(id)).await?;
-        Ok(stored.as_deref().and_then(crate::media::decode))
     }
 }
 

@@ -89,6 +89,16 @@ pub struct UsageEvent {
     /// booked once like any event, but never confirmed to a wallet mirror if already booked.
     #[serde(default)]
     pub resent: bool,
+    /// The batch line this call ran (issue 46); `None` for every other call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchRef>,
+}
+
+/// A batch line: its batch's public id and its line number (from 0) in the input file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BatchRef {
+    pub id: String,
+    pub line: u32,
 }
 
 /// A claimed stream entry: acknowledge `id` once the event is durably recorded.

@@ -122,6 +122,10 @@ pub struct HoldMeta {
     /// The group's wholesale multiplier at admission.
     #[serde(default)]
     pub wholesale_rate: Option<money::RateMultiplier>,
+    /// The batch line the call runs (issue 46), so a hold its gateway never settled is booked
+    /// against its line too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<crate::usage::BatchRef>,
 }
 
 /// Outcome of a confirmation.

@@ -43,10 +43,31 @@ pub(crate) async fn prepare(
         // "Performance").
         return Box::pin(answer_here(s, session, ctx, route)).await;
     }
-    let (caller, key_hash) = auth::caller(s, header, route.surface(), !route.is_local()).await?;
+    // A batch line runs as the key its signature names (`batch`); any other call as the key it
+    // presents.
+    let batch = crate::batch::verified(s, header)?;
+    let (caller, key_hash) = match &batch {
+        Some(line) if route.batchable() => {
+            (crate::batch::caller(s, line).await?, line.key_hash.clone())
+        }
+        Some(_) => return Err(GatewayError::InvalidKey),
+        None => auth::caller(s, header, route.surface(), !route.is_local()).await?,
+    };
     let caller = ctx.admission.caller.insert(caller).clone();
     let key_hash = ctx.admission.key_hash.insert(key_hash).clone();
     auth::permit(&caller, route)?;
+    if let Some(line) = batch {
+        ctx.request_id.clone_from(&line.request_id);
+        ctx.admission.batch = Some(Box::new(line));
+        if crate::batch::claim(s, session, ctx).await? {
+            return Ok(true);
+        }
+        let admitted = admit_call(s, session, ctx, (&caller, &key_hash)).await;
+        if admitted.is_err() {
+            crate::batch::refused(s, ctx).await;
+        }
+        return admitted;
+    }
     if route.is_local() {
         let body = local::answer(&live.router, caller.group_id, route, header.uri.path())?;
         return respond::local(session, body, &ctx.request_id).await;
@@ -75,9 +96,18 @@ async fn admit_call(
     let idle = Duration::from_millis(server.request_body_timeout_ms);
     let original = inspect::body::read_body(session, server.max_body_bytes, idle).await?;
     let work = inspect::work(route, session.req_header(), &original)?;
-    let who = route::Caller::of(caller, key_hash, &ctx.request_id, &live.settings);
+    let mut who = route::Caller::of(caller, key_hash, &ctx.request_id, &live.settings);
+    let batch = ctx.admission.batch.as_ref().map(|l| l.batch.clone());
+    who.batch = batch.is_some();
     let at = ctx.started_at_ms;
-    let plan = |m: &ModelRoute| admit::hold_for(&work, route, &m.model, caller, &live.settings, at);
+    let plan = |m: &ModelRoute| {
+        let on = admit::On {
+            settings: &live.settings,
+            started_at_ms: at,
+            batch: batch.as_ref(),
+        };
+        admit::hold_for(&work, route, &m.model, caller, on)
+    };
     let hold = (!route.counts_tokens()).then_some(route::HoldRequest {
         ttl_ms: s.settings.money.hold_ttl_ms,
         plan: &plan,

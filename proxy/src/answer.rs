@@ -60,6 +60,12 @@ pub(crate) fn start(
     let Some(call) = &ctx.admission.call else {
         return Ok(());
     };
+    if ctx.admission.batch.as_ref().is_some_and(|l| l.claimed) {
+        ctx.answer.batch = Some(Box::new(crate::batch_line::Capture {
+            status: upstream_response.status.as_u16(),
+            ..Default::default()
+        }));
+    }
     if ctx.route.is_some_and(Route::counts_tokens) {
         return Ok(());
     }
@@ -244,6 +250,9 @@ pub(crate) fn body(
         *body = end_of_stream.then(|| limit.body(surface, hint));
     } else if let Some(reshape) = ctx.answer.reshape.as_mut() {
         reshape.body(body, end_of_stream);
+    }
+    if let Some(capture) = ctx.answer.batch.as_mut() {
+        capture.add(body.as_ref(), end_of_stream);
     }
 }
 

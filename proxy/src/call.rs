@@ -108,6 +108,8 @@ pub(crate) struct Finished<'a> {
     pub attempts: u32,
     /// The bounded label of the error the gateway answered with, if it answered itself.
     pub refusal: Option<&'static str>,
+    /// The batch line the call ran (issue 46).
+    pub batch: Option<&'a opstate::BatchRef>,
 }
 
 impl Finished<'_> {

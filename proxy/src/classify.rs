@@ -69,8 +69,10 @@ pub enum Route {
     /// `/console` and `/console/*` (the web console), `/billing/webhooks/*`: forwarded to
     /// admin-api untouched (it authenticates and answers them).
     Admin,
-    /// A customer key's reads of the ledger, `GET /compat/v1/key` (the key's standing) and
-    /// `GET /compat/v1/generations/{request_id}` (one call's cost): forwarded to admin-api like
+    /// A customer key's routes served by admin-api: its reads of the ledger, `GET
+    /// /compat/v1/key` (the key's standing) and `GET /compat/v1/generations/{request_id}` (one
+    /// call's cost), and batch work, `/compat/v1/files…` and `/compat/v1/batches…` (issue 46):
+    /// forwarded to admin-api like
     /// [`Route::Admin`], but on the OpenAI surface: the gateway's own errors about them (admin-api
     /// unreachable) are in the gateway's shape, as admin-api's are (issue 45).
     KeyReads,
@@ -90,6 +92,9 @@ const ADMIN_PREFIXES: [&str; 6] = [
     "/billing/webhooks/",
     "/console",
 ];
+
+/// Batch files and batches: served by admin-api (issue 46).
+const BATCH_ROOTS: [&str; 2] = ["/compat/v1/files", "/compat/v1/batches"];
 
 /// The roots of the native surface's model paths (`google-genai` uses `v1beta` by default; some
 /// releases and clients use `v1`).
@@ -114,6 +119,12 @@ impl Route {
                     .strip_prefix(GENERATIONS)
                     .is_some_and(|id| !id.is_empty() && !id.contains('/')))
         {
+            return Some(Route::KeyReads);
+        }
+        if BATCH_ROOTS.iter().any(|root| {
+            path.strip_prefix(root)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        }) {
             return Some(Route::KeyReads);
         }
         let route = match (method, path) {
@@ -394,6 +405,14 @@ impl Route {
     }
 
     /// Whether the route counts tokens (free: nothing is held or charged).
+    /// Whether a batch line may run on this route (the endpoints a batch may name).
+    pub fn batchable(self) -> bool {
+        matches!(
+            self,
+            Route::ChatCompletions | Route::Responses | Route::Embeddings
+        )
+    }
+
     pub fn counts_tokens(self) -> bool {
         matches!(self, Route::MessagesCountTokens | Route::NativeCountTokens)
     }
@@ -493,6 +512,20 @@ mod tests {
                 "{reads}"
             );
         }
+        for (method, batch) in [
+            (Method::POST, "/compat/v1/files"),
+            (Method::GET, "/compat/v1/files/file-1/content"),
+            (Method::POST, "/compat/v1/batches"),
+            (Method::GET, "/compat/v1/batches/batch_1"),
+            (Method::POST, "/compat/v1/batches/batch_1/cancel"),
+        ] {
+            assert_eq!(
+                Route::classify(&method, batch),
+                Some(Route::KeyReads),
+                "{batch}"
+            );
+        }
+        assert_eq!(Route::classify(&Method::POST, "/compat/v1/filesx"), None);
         assert_eq!(Route::KeyReads.surface(), Surface::Client(Family::OpenAi));
         assert!(Route::KeyReads.to_admin_api() && Route::Admin.to_admin_api());
         assert_eq!(Route::classify(&Method::POST, "/compat/v1/key"), None);

@@ -57,6 +57,8 @@ pub(crate) struct Admission {
     pub task: Option<Box<opstate::Task>>,
     /// The bounded label of the error the gateway answered with, if it answered itself.
     pub refusal: Option<&'static str>,
+    /// A batch line's signature, verified (`crate::batch`; issue 46). Boxed: rare.
+    pub batch: Option<Box<crate::batch_line::Line>>,
 }
 
 /// The attempts on accounts: the decision's order and what each attempt left.
@@ -109,6 +111,8 @@ pub(crate) struct Answer {
     /// A video create's accepting answer (2xx), collected whole: the client gets the task's
     /// object instead (`video::create::answered`).
     pub task: Option<Vec<u8>>,
+    /// A batch line's answer, collected as the client is sent it (`crate::batch`).
+    pub batch: Option<Box<crate::batch_line::Capture>>,
     pub ttfb: Option<Duration>,
     /// The gateway's own time before the answer's header: from arrival to the header, less the
     /// supplier's wait (`Server-Timing`'s `gateway`).
@@ -205,6 +209,7 @@ impl RequestCtx {
             upstream_wait: self.attempts.upstream_wait,
             attempts: u32::try_from(self.attempts.tried.len()).unwrap_or(u32::MAX),
             refusal: self.admission.refusal,
+            batch: self.admission.batch.as_ref().map(|l| &l.batch),
         }
     }
 }

@@ -25,6 +25,8 @@ pub(crate) async fn end(s: &Shared, status: u16, ctx: &mut RequestCtx) {
     attempt::cool(s.stores(), &s.metrics, ctx).await;
     // A video create's task: recorded (it then owns the hold) or ended unpaid.
     crate::video::serve::ended(s, ctx, status).await;
+    // A batch line's answer kept before its money step (`batch`: once only).
+    crate::batch::ended(s, ctx).await;
     let live = ctx.live.clone();
     let slot = ctx.attempts.slot.take().and_then(|i| live.accounts.id(i));
     let hold = ctx.admission.hold.take();

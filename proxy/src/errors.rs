@@ -95,6 +95,17 @@ pub enum GatewayError {
     /// Every account is at capacity and the wait queue is full, or the wait ran out.
     #[error("all capacity for this model is in use; retry shortly")]
     CapacityQueueFull,
+    /// A batch line (issue 46) found its accounts above `[batches] yield_above` of their
+    /// capacity: batch work never waits in the queue, it yields to interactive calls.
+    #[error("batch work yields to interactive calls: the accounts are busy; retry shortly")]
+    BatchYield,
+    /// A batch line sent again while its first sending is still being served.
+    #[error("this batch line is still being served; retry shortly")]
+    BatchLineInProgress,
+    /// A batch line whose answer was cut after it started (what was served is charged as for any
+    /// cut call): kept as its answer, so sending it again does not serve it twice.
+    #[error("the supplier's answer to this batch line was cut before it ended")]
+    BatchLineInterrupted,
     /// The organization's wallet is not in the operational store (lost, not yet rebuilt).
     #[error("the organization's balance is being reconciled; retry shortly")]
     WalletUnavailable,
@@ -219,6 +230,7 @@ impl GatewayError {
             GatewayError::UsageLimitReached { resets_in_seconds }
             | GatewayError::BudgetExceeded { resets_in_seconds } => Some(*resets_in_seconds),
             GatewayError::AccountsFailing { retry_after_secs } => Some(*retry_after_secs),
+            GatewayError::BatchYield | GatewayError::BatchLineInProgress => Some(1),
             _ => None,
         }
     }
@@ -253,6 +265,9 @@ impl GatewayError {
             BudgetExceeded { .. } => r(429, "budget_exceeded", Some("budget_exceeded"), None, None),
             AccountsFailing { .. } => r(503, "accounts_failing", DOWN, Some("upstream_unavailable"), None),
             CapacityQueueFull => r(429, "capacity_queue_full", None, Some("capacity_queue_full"), None),
+            BatchYield => r(429, "batch_yield", None, Some("batch_capacity_yielded"), None),
+            BatchLineInProgress => r(409, "batch_line_in_progress", BAD, Some("batch_line_in_progress"), None),
+            BatchLineInterrupted => r(502, "batch_line_interrupted", UPSTREAM, Some("batch_line_interrupted"), None),
             WalletUnavailable => r(503, "wallet_unavailable", DOWN, Some("wallet_unavailable"), None),
             PriceUnavailable => r(503, "price_unavailable", DOWN, Some("price_unavailable"), None),
             StoreUnavailable => r(503, "store_unavailable", DOWN, Some("store_unavailable"), None),

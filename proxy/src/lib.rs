@@ -14,6 +14,8 @@ mod admission;
 mod answer;
 mod attempt;
 mod auth;
+mod batch;
+mod batch_line;
 mod bodies;
 mod call;
 pub mod classify;

@@ -15,6 +15,7 @@
 
 mod accounts;
 mod admin;
+mod batches;
 mod console;
 mod database;
 mod error;
@@ -35,6 +36,7 @@ mod webhooks;
 
 pub use accounts::{Account, Capability, Provider};
 pub use admin::Admin;
+pub use batches::Batches;
 pub use console::Console;
 pub use database::Database;
 pub use error::ConfigError;
@@ -89,6 +91,8 @@ struct RawConfig {
     #[serde(default)]
     webhooks: webhooks::RawWebhooks,
     #[serde(default)]
+    batches: batches::RawBatches,
+    #[serde(default)]
     models: Vec<models::RawModel>,
     #[serde(default)]
     accounts: Vec<accounts::RawAccount>,
@@ -115,6 +119,8 @@ pub struct Settings {
     pub routing: Routing,
     pub video: Video,
     pub webhooks: Webhooks,
+    /// Batch work (`[batches]`, issue 46).
+    pub batches: Batches,
     pub models: Vec<Model>,
     pub accounts: Vec<Account>,
     pub groups: Vec<Group>,
@@ -194,6 +200,7 @@ fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, ConfigError> {
     let routing = routing::validate(&raw.routing)?;
     let video = video::validate(&raw.video)?;
     let webhooks = webhooks::validate(&raw.webhooks)?;
+    let batches = batches::validate(&raw.batches)?;
     if webhooks.allow_private_addresses && server.environment == Environment::Production {
         return Err(err(
             "webhooks.allow_private_addresses",
@@ -220,6 +227,7 @@ fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, ConfigError> {
         routing,
         video,
         webhooks,
+        batches,
         models,
         accounts,
         groups,

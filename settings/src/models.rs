@@ -28,6 +28,7 @@ pub(crate) struct RawModel {
     pub video_durations: Option<Vec<u64>>,
     pub video_resolutions: Option<Vec<String>>,
     pub per_second_by_resolution: Option<std::collections::BTreeMap<String, RawPrice>>,
+    pub batch_discount: Option<RawPrice>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +74,9 @@ pub struct Model {
     pub image_sizes: Vec<String>,
     /// Video models: durations, resolutions and their prices (`None` for other kinds).
     pub video: Option<VideoOptions>,
+    /// The fraction of the price charged for batch work (`[[models]] batch_discount`, DESIGN
+    /// §6e): above 0, at most 1; default 0.5.
+    pub batch_discount: money::RateMultiplier,
 }
 
 /// What a video model accepts and how each resolution is priced.
@@ -136,6 +140,19 @@ pub(crate) fn validate(raw: &[RawModel]) -> Result<Vec<Model>, ConfigError> {
         }
         let (image_aspect_ratios, image_sizes) = image_options(m, kind, &p)?;
         let video = video_options(m, kind, &p)?;
+        let batch_discount = match &m.batch_discount {
+            None => money::RateMultiplier::from_ppm(500_000).unwrap_or(money::RateMultiplier::ONE),
+            Some(raw) => {
+                let d = crate::values::multiplier(raw, &p("batch_discount"))?;
+                if d > money::RateMultiplier::ONE {
+                    return Err(err(
+                        p("batch_discount"),
+                        "must be above 0 and at most 1 (the fraction of the price batch work is charged)",
+                    ));
+                }
+                d
+            }
+        };
         models.push(Model {
             id: m.id.clone(),
             family: m.family.clone(),
@@ -146,6 +163,7 @@ pub(crate) fn validate(raw: &[RawModel]) -> Result<Vec<Model>, ConfigError> {
             image_aspect_ratios,
             image_sizes,
             video,
+            batch_discount,
         });
     }
     downgrades(&models)?;

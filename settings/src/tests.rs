@@ -422,6 +422,7 @@ fn the_example_lists_every_setting() {
         include_str!("video.rs"),
         include_str!("mail.rs"),
         include_str!("payments.rs"),
+        include_str!("batches.rs"),
         include_str!("models.rs"),
         include_str!("accounts.rs"),
         include_str!("groups.rs"),
@@ -454,6 +455,7 @@ fn the_example_lists_every_setting() {
         ("RawVideo", "video"),
         ("RawMail", "mail"),
         ("RawPayments", "payments"),
+        ("RawBatches", "batches"),
         ("RawModel", "models"),
         ("RawAccount", "accounts"),
         ("RawGroup", "groups"),
@@ -749,4 +751,53 @@ fn webhook_deliveries_have_safe_defaults_and_bounds() {
         "{production}\n[webhooks]\nallow_private_addresses = true\n"
     ));
     assert_eq!(e.path, "webhooks.allow_private_addresses", "{e}");
+}
+
+/// `[batches]` (issue 46): defaults, and every bound refused with its key; a model's
+/// `batch_discount` is a fraction above 0 and at most 1 (default 0.5).
+#[test]
+fn batches_and_batch_discounts() {
+    let s = parse(VALID).unwrap();
+    assert_eq!(s.batches.concurrency, 8);
+    assert_eq!(s.batches.max_lines, 50_000);
+    assert_eq!(s.batches.max_file_bytes, 100 * 1024 * 1024);
+    assert_eq!(s.batches.retention_days, 30);
+    assert!(s.batches.gateway_url.is_none());
+    assert_eq!(s.batches.slots_of(10), 5);
+    assert_eq!(s.batches.slots_of(1), 1);
+    assert!(
+        s.models
+            .iter()
+            .all(|m| m.batch_discount == ::money::RateMultiplier::from_ppm(500_000).unwrap())
+    );
+    for (extra, path) in [
+        ("gateway_url = \"https://gw\"", "batches.gateway_url"),
+        ("concurrency = 0", "batches.concurrency"),
+        ("yield_above = 0.0", "batches.yield_above"),
+        ("yield_above = 1.5", "batches.yield_above"),
+        ("max_file_bytes = 10", "batches.max_file_bytes"),
+        ("max_lines = 50001", "batches.max_lines"),
+        ("retention_days = 0", "batches.retention_days"),
+        ("poll_interval_ms = 1", "batches.poll_interval_ms"),
+        ("unknown = 1", "batches.unknown"),
+    ] {
+        let e = error_of(&format!("{VALID}\n[batches]\n{extra}\n"));
+        assert!(e.path.starts_with(path), "{extra}: {e}");
+    }
+    let first_model = VALID.find("[[models]]").unwrap();
+    let with = |line: &str| {
+        let mut text = VALID.to_string();
+        let at = first_model + text[first_model..].find('\n').unwrap() + 1;
+        text.insert_str(at, &format!("{line}\n"));
+        text
+    };
+    let d = parse(&with("batch_discount = 0.25")).unwrap();
+    assert_eq!(
+        d.models[0].batch_discount,
+        ::money::RateMultiplier::from_ppm(250_000).unwrap()
+    );
+    for bad in ["batch_discount = 0", "batch_discount = 1.5"] {
+        let e = error_of(&with(bad));
+        assert_eq!(e.path, "models[0].batch_discount", "{bad}: {e}");
+    }
 }

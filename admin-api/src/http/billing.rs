@@ -1,6 +1,7 @@
 //! The organization billing API: balance and daily usage, behind the organization's billing token.
 
 use super::answer::respond;
+use super::customer_key::{customer_key, gateway};
 use crate::auth::billing_token;
 use crate::error::ApiError;
 use crate::services::billing;
@@ -64,101 +65,6 @@ pub(crate) async fn generation(
         Err(GenerationRefused::Key(refused)) => gateway::refused(refused),
         Err(GenerationRefused::NotFound) => gateway::not_found(),
     }
-}
-
-/// The gateway's error bodies (SPEC "Gateway errors"), for the routes a customer key reads behind
-/// the gateway's base URL: never the partner envelope (issue 45).
-mod gateway {
-    use crate::services::billing::{BillingError, StandingRefused};
-    use axum::http::StatusCode;
-    use axum::response::{IntoResponse, Response};
-    use serde_json::json;
-
-    /// A key refused, or the ledger's answer unavailable.
-    pub(super) fn refused(refused: StandingRefused) -> Response {
-        match refused {
-            StandingRefused::MissingKey => (
-                StatusCode::UNAUTHORIZED,
-                axum::Json(json!({"error": "missing_api_key", "message": "No API key was provided. Send it as 'Authorization: Bearer KEY', 'x-api-key' or 'x-alt-api-key'."})),
-            )
-                .into_response(),
-            StandingRefused::InvalidKey => invalid_key(),
-            StandingRefused::Api(BillingError::ReconciliationRequired) => unavailable(
-                "The organization's balance is being reconciled; retry shortly.",
-                "balance_reconciliation_required",
-            ),
-            StandingRefused::Api(e) => {
-                tracing::warn!(error = %e, "a key's ledger read failed");
-                unavailable(
-                    "The service is temporarily unavailable; retry shortly.",
-                    "service_unavailable",
-                )
-            }
-        }
-    }
-
-    /// The gateway's 401 for a key it would not serve.
-    pub(super) fn invalid_key() -> Response {
-        (
-            StatusCode::UNAUTHORIZED,
-            axum::Json(
-                json!({"error": {"message": "Invalid API key.", "type": "authentication_error"}}),
-            ),
-        )
-            .into_response()
-    }
-
-    /// No settled call of the key's organization with that id (nor does it say why).
-    pub(super) fn not_found() -> Response {
-        (
-            StatusCode::NOT_FOUND,
-            axum::Json(json!({"error": {
-                "message": "No settled call of this organization has that id (a call is found once it is settled).",
-                "type": "invalid_request_error",
-                "code": "generation_not_found",
-            }})),
-        )
-            .into_response()
-    }
-
-    fn unavailable(message: &str, code: &str) -> Response {
-        let mut resp = (
-            StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(
-                json!({"error": {"message": message, "type": "service_unavailable", "code": code}}),
-            ),
-        )
-            .into_response();
-        resp.headers_mut().insert(
-            axum::http::header::RETRY_AFTER,
-            axum::http::HeaderValue::from_static("1"),
-        );
-        resp
-    }
-}
-
-/// The customer key of a request, as the gateway reads it: `Authorization: Bearer`, `x-api-key`
-/// or `x-alt-api-key`. `Err`: two different keys (invalid, as at the gateway).
-fn customer_key(headers: &HeaderMap) -> Result<Option<String>, ()> {
-    let bearer = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim);
-    let others = ["x-api-key", "x-alt-api-key"]
-        .into_iter()
-        .filter_map(|h| headers.get(h).and_then(|v| v.to_str().ok()).map(str::trim));
-    let mut found: Option<&str> = None;
-    for k in bearer.into_iter().chain(others).filter(|k| !k.is_empty()) {
-        match found {
-            Some(f) if f != k => return Err(()),
-            _ => found = Some(k),
-        }
-    }
-    Ok(found.map(str::to_string))
 }
 
 /// A statement's format, from the request's `Accept` (the first acceptable media type; absent or

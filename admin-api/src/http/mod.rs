@@ -12,7 +12,9 @@
 //! - `/healthz`.
 
 pub(crate) mod answer;
+pub(crate) mod batches;
 pub(crate) mod billing;
+mod customer_key;
 pub(crate) mod customers;
 pub(crate) mod form;
 pub(crate) mod funding;
@@ -185,6 +187,7 @@ pub fn router(state: AppState) -> Router {
             "/compat/v1/generations/{request_id}",
             get(billing::generation),
         )
+        .merge(batches::routes(&state))
         .merge(
             // Pages a person opens: the console's security headers.
             page_table()

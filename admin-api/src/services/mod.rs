@@ -8,6 +8,8 @@
 pub mod alerts;
 pub mod allocations;
 pub mod audit;
+pub mod batch_files;
+pub mod batches;
 pub mod billing;
 pub mod contacts;
 pub mod customer_list;

@@ -8,6 +8,7 @@
 
 pub mod balances;
 pub mod batch;
+pub mod batch_runner;
 mod budget_events;
 pub mod directory;
 pub mod forget;
@@ -70,6 +71,15 @@ pub async fn start(
         state.clone(),
         format!(
             "webhooks-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ),
+        shutdown.clone(),
+    ));
+    tasks.spawn(batch_runner::run(
+        state.clone(),
+        format!(
+            "batches-{}-{}",
             std::process::id(),
             uuid::Uuid::new_v4().simple()
         ),

@@ -370,6 +370,11 @@ pub(super) fn record(
         video_seconds: Set(i64::try_from(e.video_seconds).unwrap_or(i64::MAX)),
         mirror_confirmed: Set(false),
         latency_ms: Set(Some(i64::try_from(e.latency_ms).unwrap_or(i64::MAX))),
+        batch_id: Set(e.batch.as_ref().map(|b| b.id.clone())),
+        batch_line: Set(e
+            .batch
+            .as_ref()
+            .map(|b| i32::try_from(b.line).unwrap_or(i32::MAX))),
         ..Default::default()
     }
 }

@@ -25,6 +25,7 @@ async fn a_dead_gateways_hold_is_settled_once_at_its_estimate() {
         video_seconds: 0,
         retail_rate: None,
         wholesale_rate: None,
+        batch: None,
     };
     // A gateway reserved, then died: its hold is past its deadline at once.
     wallets
@@ -207,6 +208,7 @@ pub(super) fn settled_event(
         retail_rate: None,
         wholesale_rate: None,
         resent: false,
+        batch: None,
     }
 }
 

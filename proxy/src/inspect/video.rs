@@ -493,6 +493,7 @@ mod tests {
                 resolutions: vec!["720p".into(), "1080p".into()],
                 per_second_by_resolution: Default::default(),
             }),
+            batch_discount: money::RateMultiplier::ONE,
         }
     }
 

@@ -62,14 +62,15 @@ pub(crate) fn hold_for(
     route: Route,
     served: &Model,
     caller: &KeyRecord,
-    settings: &settings::Settings,
-    started_at_ms: u64,
+    on: On<'_>,
 ) -> Result<HoldPlan, GatewayError> {
+    let On {
+        settings,
+        started_at_ms,
+        batch,
+    } = on;
     let money = &settings.money;
-    let wholesale = settings
-        .group(caller.group_id)
-        .map(|g| g.wholesale_rate_multiplier);
-    let rate = caller.rate.ok_or(GatewayError::PriceUnavailable)?;
+    let (rate, wholesale) = rates(caller, settings, served, batch.is_some())?;
     let prices = &served.prices;
     let images = (served.kind == settings::ModelKind::Image).then(|| work.images_asked());
     let mut video_seconds = 0;
@@ -127,8 +128,39 @@ pub(crate) fn hold_for(
             video_seconds,
             retail_rate: Some(rate),
             wholesale_rate: wholesale,
+            batch: batch.cloned(),
         },
     })
+}
+
+/// The caller's retail rate and its group's wholesale rate for a call of `served`; batch work
+/// (issue 46) is at the model's price × its batch discount, retail and wholesale alike.
+fn rates(
+    caller: &KeyRecord,
+    settings: &settings::Settings,
+    served: &Model,
+    batch: bool,
+) -> Result<(RateMultiplier, Option<RateMultiplier>), GatewayError> {
+    let wholesale = settings
+        .group(caller.group_id)
+        .map(|g| g.wholesale_rate_multiplier);
+    let rate = caller.rate.ok_or(GatewayError::PriceUnavailable)?;
+    Ok(match batch {
+        true => (
+            rate.discounted(served.batch_discount),
+            wholesale.map(|w| w.discounted(served.batch_discount)),
+        ),
+        false => (rate, wholesale),
+    })
+}
+
+/// What a hold is planned on besides the call: the configuration, the call's arrival, and the
+/// batch line it runs (issue 46: priced at the model's `batch_discount`).
+#[derive(Clone, Copy)]
+pub(crate) struct On<'a> {
+    pub settings: &'a settings::Settings,
+    pub started_at_ms: u64,
+    pub batch: Option<&'a opstate::BatchRef>,
 }
 
 /// The input estimate of a JSON body: ceil(bytes / 2) tokens.

@@ -281,6 +281,7 @@ fn usage_event(f: &Finished<'_>) -> Option<UsageEvent> {
         retail_rate: None,
         wholesale_rate: None,
         resent: false,
+        batch: f.batch.cloned(),
     })
 }
 

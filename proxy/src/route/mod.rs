@@ -55,6 +55,8 @@ pub(crate) struct Routing<'a> {
     pub router: &'a Router,
     pub accounts: &'a Accounts,
     pub settings: &'a settings::Routing,
+    /// Batch lines' share of capacity (`[batches] yield_above`).
+    pub batches: &'a settings::Batches,
     pub queue: &'a capacity::Queue,
     pub metrics: &'a Metrics,
     pub sessions: &'a dyn Sessions,
@@ -76,6 +78,7 @@ impl<'a> Routing<'a> {
             router: &live.router,
             accounts: &live.accounts,
             settings: &live.settings.routing,
+            batches: &live.settings.batches,
             queue,
             metrics,
             sessions: stores.sessions.as_ref(),
@@ -101,6 +104,9 @@ pub(crate) struct Caller<'a> {
     pub key_per_minute: Option<u32>,
     /// The key's spend budget, checked with its hold (`opstate::budget`).
     pub budget: Option<opstate::KeyBudget>,
+    /// A batch line (issue 46): takes a slot only below `[batches] yield_above` of an account's
+    /// capacity, and never waits in the queue (429 `batch_capacity_yielded`).
+    pub batch: bool,
 }
 
 impl Caller<'_> {
@@ -127,6 +133,7 @@ impl Caller<'_> {
                 .requests_per_minute
                 .or(group.and_then(|g| g.key_requests_per_minute)),
             budget: key.budget,
+            batch: false,
         }
     }
 
@@ -241,13 +248,31 @@ async fn attempt(
 }
 
 /// One slot ask per account in `ordered`, with its estimated room now.
-fn slot_asks<'a>(r: &Routing<'_>, ordered: &[usize], ids: &[&'a str]) -> Vec<SlotAsk<'a>> {
+/// Batch work never waits: refused (429), counted; the runner tries again later.
+fn batch_yield(metrics: &Metrics) -> GatewayError {
+    metrics.limits_hit.with_label_values(&["batch_yield"]).inc();
+    GatewayError::BatchYield
+}
+
+/// A batch line's room is its share below `yield_above` (see `settings::Batches::slots_of`).
+fn slot_asks<'a>(
+    r: &Routing<'_>,
+    ordered: &[usize],
+    ids: &[&'a str],
+    batch: bool,
+) -> Vec<SlotAsk<'a>> {
     let upstreams = r.accounts.all();
     ordered
         .iter()
-        .map(|&i| SlotAsk {
-            account: ids.get(i).copied().unwrap_or_default(),
-            max: upstreams.get(i).map_or(0, |u| u.estimate.now()),
+        .map(|&i| {
+            let room = upstreams.get(i).map_or(0, |u| u.estimate.now());
+            SlotAsk {
+                account: ids.get(i).copied().unwrap_or_default(),
+                max: match batch {
+                    true if room > 0 => r.batches.slots_of(room),
+                    _ => room,
+                },
+            }
         })
         .collect()
 }
@@ -292,7 +317,7 @@ async fn admit(
 ) -> Result<(Vec<usize>, usize, Option<Hold>, Vec<String>), GatewayError> {
     let slot_ttl = Duration::from_millis(r.settings.slot_ttl_ms);
     let (org, hold_id) = (caller.org_id, caller.request_id);
-    let asks = slot_asks(r, ordered, ids);
+    let asks = slot_asks(r, ordered, ids, caller.batch);
     let key_gate = caller.key_gate();
     let (gates, layers) = gate_asks(r, caller, &key_gate);
     let limits = Limits {
@@ -320,6 +345,9 @@ async fn admit(
     let mut admitted = attempt(r.calls, &asks, hold_id, slot_ttl, limits, ask).await?;
     let open = select::available(ordered, &admitted.cooldowns)?;
     if let Some(first) = capacity::blocked(&admitted, &layers) {
+        if caller.batch {
+            return Err(batch_yield(r.metrics));
+        }
         r.metrics
             .limits_hit
             .with_label_values(&[first.label()])

@@ -79,8 +79,11 @@ pub(super) async fn admit(
         Route::VideoCreate,
         served,
         caller,
-        &live.settings,
-        ctx.started_at_ms,
+        admit::On {
+            settings: &live.settings,
+            started_at_ms: ctx.started_at_ms,
+            batch: None,
+        },
     )?;
     let wallets = desk.stores.wallets.as_ref();
     let ttl = desk.hold_ttl_ms;

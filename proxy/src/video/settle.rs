@@ -149,5 +149,6 @@ pub(super) fn usage_event(
         retail_rate: Some(hold.rate),
         wholesale_rate: hold.wholesale,
         resent: false,
+        batch: None,
     }
 }

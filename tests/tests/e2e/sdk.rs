@@ -775,3 +775,115 @@ async fn official_sdks_embed() {
     assert_eq!(got, expected);
     running.stop().await.unwrap();
 }
+
+/// The official openai SDK's batch calls (issue 46): `files.create`, `batches.create`,
+/// `batches.retrieve`, `files.content`, unmodified, on every account format that serves the
+/// batch's endpoint (chat on OpenAI- and Anthropic-format accounts, embeddings on OpenAI- and
+/// Gemini-format ones); each line booked once, in its batch.
+#[tokio::test]
+async fn official_sdks_batch() {
+    let Some(python) = testkit::sdk_python() else {
+        eprintln!("SDK venv missing (scripts/sdk-env): official SDK batches skipped");
+        return;
+    };
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let db_url = testkit::fresh_database_url().await;
+    let models = ["gpt-x", "claude-x", "emb-oa", "emb-ge"];
+    let mut config = TestConfig::embedded()
+        .database(&db_url)
+        .model(Model::text("gpt-x", 0.15, 0.6))
+        .model(Model::text("claude-x", 3.0, 15.0))
+        .model(Model::embedding("emb-oa", 0.02))
+        .model(Model::embedding("emb-ge", 0.15))
+        .account(Account::openai(
+            "oa",
+            &mock.base_url(),
+            &["gpt-x", "emb-oa"],
+        ))
+        .account(Account::anthropic("an", &mock.root_url(), &["claude-x"]))
+        .account(Account::gemini("ge", &mock.root_url(), &["emb-ge"]))
+        .group(Group::new(1, &models))
+        .set("batches", "poll_interval_ms", 50);
+    if let Some(url) = testkit::redis_url() {
+        config = config.redis(&url, &testkit::redis_prefix("sdk-batch"));
+    }
+    let (db, key) = super::database_with_demo_key(&db_url).await;
+    let running = App::build(config.settings(), Role::Proxy)
+        .await
+        .unwrap()
+        .start();
+    let base = running.base_url().unwrap();
+    let pairs = [
+        ("/v1/chat/completions", "gpt-x", "chat.completion"),
+        ("/v1/chat/completions", "claude-x", "chat.completion"),
+        ("/v1/embeddings", "emb-oa", "list"),
+        ("/v1/embeddings", "emb-ge", "list"),
+    ];
+    let args: Vec<String> = pairs.iter().map(|(e, m, _)| format!("{e}:{m}")).collect();
+    let mut argv: Vec<&str> = vec![&base, &key.api_key];
+    argv.extend(args.iter().map(String::as_str));
+    let stdout = run_script(&python, "batches.py", &argv, 180).await;
+    let lines: BTreeMap<String, Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| (v["id"].as_str().unwrap().to_string(), v))
+        .collect();
+    let errors: Vec<&Value> = lines
+        .values()
+        .filter(|l| l.get("error").is_some())
+        .collect();
+    assert!(errors.is_empty(), "SDK batch calls failed:\n{errors:#?}");
+    for (endpoint, model, object) in pairs {
+        let got = &lines[&format!("{endpoint}:{model}")];
+        assert_eq!(got["status"], "completed", "{got}");
+        assert_eq!(
+            got["counts"],
+            serde_json::json!({"total": 3, "completed": 3, "failed": 0}),
+            "{got}"
+        );
+        assert_eq!(
+            got["metadata"],
+            serde_json::json!({"job": "nightly"}),
+            "{got}"
+        );
+        let ids: Vec<String> = (0..3).map(|i| format!("{model}-{i}")).collect();
+        assert_eq!(got["custom_ids"], serde_json::json!(ids), "{got}");
+        assert_eq!(
+            got["objects"],
+            serde_json::json!([object, object, object]),
+            "{got}"
+        );
+        let batch = got["batch"].as_str().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let records = loop {
+            let found = entities::usage_records::Entity::find()
+                .filter(entities::usage_records::Column::BatchId.eq(batch))
+                .all(&db)
+                .await
+                .unwrap();
+            if found.len() >= 3 || std::time::Instant::now() > deadline {
+                break found;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(records.len(), 3, "{model}: one record per line");
+        assert!(
+            records
+                .iter()
+                .all(|r| r.model_served == model && r.charged_nanos > 0),
+            "{model}"
+        );
+    }
+    for (id, class, status) in [
+        ("unknown-batch", "NotFoundError", 404),
+        ("bad-purpose", "BadRequestError", 400),
+    ] {
+        let got = &lines[id];
+        assert_eq!(
+            (&got["class"], &got["status"]),
+            (&serde_json::json!(class), &serde_json::json!(status)),
+            "{id}: {got}"
+        );
+    }
+    running.stop().await.unwrap();
+}

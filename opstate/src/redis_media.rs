@@ -1,0 +1,64 @@
+//! Hosted media on Redis (`crate::Media`): one key per file, with its TTL.
+
+use crate::error::StoreResult;
+use crate::media::{Media, MediaFile};
+use crate::redis_store::RedisStore;
+use async_trait::async_trait;
+use redis::AsyncCommands;
+use std::time::Duration;
+
+#[async_trait]
+impl Media for RedisStore {
+    async fn put(&self, id: &str, file: &MediaFile, ttl: Duration) -> StoreResult<()> {
+        let mut conn = self.conn.clone();
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let stored = crate::media::encode(file);
+        let _: () = conn.pset_ex(self.schema.media(id), stored, ms).await?;
+        Ok(())
+    }
+
+    async fn get(&self, id: &str) -> StoreResult<Option<MediaFile>> {
+        let mut conn = self.conn.clone();
+        let stored: Option<Vec<u8>> = conn.get(self.schema.media(id)).await?;
+        Ok(stored.as_deref().and_then(crate::media::decode))
+    }
+
+    async fn put_new(
+        &self,
+        id: &str,
+        file: &MediaFile,
+        ttl: Duration,
+    ) -> StoreResult<Option<MediaFile>> {
+        let mut conn = self.conn.clone();
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let stored = crate::media::encode(file);
+        let set: Option<String> = redis::cmd("SET")
+            .arg(self.schema.media(id))
+            .arg(stored)
+            .arg("NX")
+            .arg("PX")
+            .arg(ms)
+            .query_async(&mut conn)
+            .await?;
+        if set.is_some() {
+            return Ok(None);
+        }
+        let existing: Option<Vec<u8>> = conn.get(self.schema.media(id)).await?;
+        // Gone between the two steps (it expired): report it as taken, the caller tries later.
+        Ok(Some(
+            existing
+                .as_deref()
+                .and_then(crate::media::decode)
+                .unwrap_or_else(|| MediaFile {
+                    content_type: String::new(),
+                    bytes: bytes::Bytes::new(),
+                }),
+        ))
+    }
+
+    async fn remove(&self, id: &str) -> StoreResult<()> {
+        let mut conn = self.conn.clone();
+        let _: () = conn.del(self.schema.media(id)).await?;
+        Ok(())
+    }
+}

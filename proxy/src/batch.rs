@@ -1,0 +1,191 @@
+//! Batch lines (issue 46): a call sent by admin-api's batch runner on behalf of the key that
+//! created a batch, which it knows only by its keyed hash. The line carries the runner's
+//! signature (`credentials::batch_line`, header `x-tollgate-batch`); a valid one makes three
+//! differences, and nothing else differs from any call:
+//!
+//! - **Who pays**: the key whose hash the line names (looked up in the key directory as a
+//!   presented key would be: a revoked or expired key is 401). A forged, altered or stale
+//!   signature is 401, never a free call.
+//! - **What it costs**: the served model's price × its `batch_discount` × the key's retail rate
+//!   (and the wholesale rate × the discount): `money::admit::hold_for`.
+//! - **When it runs**: never in the queue, and only while the account has room below
+//!   `[batches] yield_above` of its capacity (429 `batch_capacity_yielded` otherwise: the runner
+//!   tries again).
+//!
+//! **Once only.** The line's request id is the runner's (fixed before it was first sent). The
+//! line is claimed in the store under that id before admission ([`claim`]); its answer replaces
+//! the claim for [`ANSWER_TTL`] once it is complete ([`ended`]), before the call's money step. A
+//! line sent again (a runner that died, a lost answer) is answered from the store, with no second
+//! hold and no second charge; one still being served is 409 `batch_line_in_progress`. A line
+//! refused before it was served (402, 429, a supplier failure that charged nothing) gives its
+//! claim back, so it can be sent again; one whose answer was cut after it started keeps a 502
+//! `batch_line_interrupted` as its answer (what was served is charged, as for any cut call).
+
+pub(crate) use crate::batch_line::Line;
+use crate::ctx::RequestCtx;
+use crate::errors::{GatewayError, Surface};
+use crate::shared::Shared;
+use bytes::Bytes;
+use opstate::{BatchRef, KeyRecord, MediaFile};
+use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::proxy::Session;
+use std::time::Duration;
+
+/// How long a line's answer is kept: a runner that died comes back well within it.
+pub(crate) const ANSWER_TTL: Duration = Duration::from_secs(48 * 3600);
+/// How long a claim lasts without an answer: longer than any call may take (a gateway that
+/// died mid-line lets the line be served again after it).
+pub(crate) const CLAIM_TTL: Duration = Duration::from_secs(15 * 60);
+/// The content type of a claim that has no answer yet.
+const CLAIMED: &str = "tollgate/batch-line-claimed";
+/// The prefix of a kept answer's content type: `batch-answer {status}`.
+const ANSWERED: &str = "tollgate/batch-answer ";
+
+/// The batch line `header` carries, verified; `None` without the header; 401 for one that does
+/// not verify.
+pub(crate) fn verified(s: &Shared, header: &RequestHeader) -> Result<Option<Line>, GatewayError> {
+    let Some(value) = header.headers.get(credentials::batch_line::HEADER) else {
+        return Ok(None);
+    };
+    let now_ms = crate::media::unix_now().saturating_mul(1000);
+    let line = value
+        .to_str()
+        .ok()
+        .and_then(|v| credentials::batch_line::verify(&s.hasher, v, now_ms))
+        .ok_or_else(|| {
+            tracing::warn!("refused a batch line whose signature does not verify");
+            GatewayError::InvalidKey
+        })?;
+    Ok(Some(Line {
+        batch: BatchRef {
+            id: line.batch_id,
+            line: line.line,
+        },
+        request_id: line.request_id,
+        key_hash: line.key_hash,
+        claimed: false,
+    }))
+}
+
+/// The key record of the key a line names (as `auth::authenticate` finds a presented key's).
+pub(crate) async fn caller(s: &Shared, line: &Line) -> Result<KeyRecord, GatewayError> {
+    let record = s
+        .stores()
+        .keys
+        .lookup(&line.key_hash)
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "key directory lookup failed");
+            GatewayError::StoreUnavailable
+        })?
+        .ok_or(GatewayError::InvalidKey)?;
+    if record.expired(i64::try_from(crate::media::unix_now()).unwrap_or(i64::MAX)) {
+        return Err(GatewayError::InvalidKey);
+    }
+    Ok(record)
+}
+
+fn store_id(request_id: &str) -> String {
+    format!("batch-line:{request_id}")
+}
+
+/// Claims the line of `ctx`: `Ok(true)` when it was answered from the store (sent before and
+/// answered), `Ok(false)` when this request now serves it; 409 while another serves it.
+pub(crate) async fn claim(
+    s: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+) -> Result<bool, GatewayError> {
+    let Some(line) = ctx.admission.batch.as_mut() else {
+        return Ok(false);
+    };
+    let claim = MediaFile {
+        content_type: CLAIMED.to_string(),
+        bytes: Bytes::new(),
+    };
+    let media = s.stores().media.clone();
+    let before = media
+        .put_new(&store_id(&line.request_id), &claim, CLAIM_TTL)
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "batch line claim failed");
+            GatewayError::StoreUnavailable
+        })?;
+    let Some(kept) = before else {
+        line.claimed = true;
+        return Ok(false);
+    };
+    let status = kept
+        .content_type
+        .strip_prefix(ANSWERED)
+        .and_then(|s| s.parse::<u16>().ok())
+        .ok_or(GatewayError::BatchLineInProgress)?;
+    replay(session, status, kept.bytes, &ctx.request_id)
+        .await
+        .map_err(|_| GatewayError::Internal)?;
+    Ok(true)
+}
+
+/// Answers a line sent again with its kept answer.
+async fn replay(
+    session: &mut Session,
+    status: u16,
+    body: Bytes,
+    request_id: &str,
+) -> pingora::Result<()> {
+    let mut header = ResponseHeader::build(status, Some(4))?;
+    header.insert_header(http::header::CONTENT_TYPE, "application/json")?;
+    header.insert_header(http::header::CONTENT_LENGTH, body.len().to_string())?;
+    header.insert_header("x-request-id", request_id)?;
+    header.insert_header("x-tollgate-batch-replay", "true")?;
+    session
+        .write_response_header(Box::new(header), false)
+        .await?;
+    session.write_response_body(Some(body), true).await
+}
+
+/// Gives the claim of a line refused before it was served back (a 402, a 429, a bad body).
+pub(crate) async fn refused(s: &Shared, ctx: &mut RequestCtx) {
+    let Some(line) = ctx.admission.batch.as_mut().filter(|l| l.claimed) else {
+        return;
+    };
+    line.claimed = false;
+    if let Err(e) = s.stores().media.remove(&store_id(&line.request_id)).await {
+        // The claim lapses by itself (`CLAIM_TTL`).
+        tracing::warn!(error = %e, "could not give a batch line's claim back");
+    }
+}
+
+/// At the end of a line this request served (before its money step): its complete answer is
+/// kept as the line's; an answer cut after it started is kept as 502 `batch_line_interrupted`;
+/// a line nothing answered (the gateway's own error, nothing charged) gives its claim back.
+pub(crate) async fn ended(s: &Shared, ctx: &mut RequestCtx) {
+    let Some(line) = ctx.admission.batch.as_ref().filter(|l| l.claimed) else {
+        return;
+    };
+    let id = store_id(&line.request_id);
+    let kept = match ctx.answer.batch.take() {
+        None => None,
+        Some(c) if c.complete && !c.overflow => Some((c.status, Bytes::from(c.body))),
+        Some(_) => {
+            let reply = GatewayError::BatchLineInterrupted
+                .reply(Surface::Client(crate::errors::Family::OpenAi));
+            Some((reply.status, reply.body))
+        }
+    };
+    let media = s.stores().media.clone();
+    let written = match kept {
+        Some((status, bytes)) => {
+            let file = MediaFile {
+                content_type: format!("{ANSWERED}{status}"),
+                bytes,
+            };
+            media.put(&id, &file, ANSWER_TTL).await
+        }
+        None => media.remove(&id).await,
+    };
+    if let Err(e) = written {
+        // The claim lapses after `CLAIM_TTL`; a line sent again before is told to wait.
+        tracing::warn!(error = %e, request_id = %line.request_id, "could not keep a batch line's answer");
+    }
+}

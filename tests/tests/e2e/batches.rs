@@ -1,0 +1,550 @@
+//! Batches through the gateway (issue 46): files and batches in OpenAI's shapes, each line run
+//! through the gateway as the key that made the batch, at the model's batch price, settled once.
+//! On the in-memory and the Redis store, on whichever database the suite runs.
+
+use super::database_with_demo_key;
+use mock_supplier::{MockConfig, MockHandle, MockSupplier};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+use testkit::{Account, Group, Model, TestConfig};
+use tollgate::{App, Role};
+
+/// `gpt-4o-mini` sold at 0.4 of its price for batch work.
+const DISCOUNT_PPM: i128 = 400_000;
+
+fn config(mock: &MockHandle, db_url: &str) -> TestConfig {
+    TestConfig::embedded()
+        .database(db_url)
+        .model(Model::gpt_4o_mini().line("batch_discount = 0.4"))
+        .model(Model::text("pricey", 100_000.0, 100_000.0))
+        .model(Model::embedding("text-embedding-x", 0.02))
+        .account(Account::openai(
+            "mock",
+            &mock.base_url(),
+            &["gpt-4o-mini", "pricey", "text-embedding-x"],
+        ))
+        .group(Group::new(
+            1,
+            &["gpt-4o-mini", "pricey", "text-embedding-x"],
+        ))
+        .set("batches", "poll_interval_ms", 50)
+}
+
+/// The deployments to run on: memory, and Redis when the suite has it.
+fn deployments(config: &TestConfig, what: &str) -> Vec<(&'static str, TestConfig)> {
+    let mut out = vec![("memory", config.clone())];
+    if let Some(url) = testkit::redis_url() {
+        out.push((
+            "redis",
+            config.clone().redis(&url, &testkit::redis_prefix(what)),
+        ));
+    }
+    out
+}
+
+/// A JSONL of `n` chat lines of `model` (line i says "line i"), `max_tokens` each.
+fn chat_lines(n: usize, model: &str, max_tokens: u32) -> String {
+    (0..n)
+        .map(|i| {
+            json!({"custom_id": format!("req-{i}"), "method": "POST", "url": "/v1/chat/completions",
+                   "body": {"model": model, "max_tokens": max_tokens,
+                            "messages": [{"role": "user", "content": format!("line {i}")}]}})
+            .to_string()
+                + "\n"
+        })
+        .collect()
+}
+
+/// Uploads `content` as a batch file (multipart, as the SDKs send it).
+async fn upload(http: &reqwest::Client, base: &str, key: &str, content: &str) -> reqwest::Response {
+    let boundary = "tollgate-test-boundary";
+    let body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n\
+         --{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"in.jsonl\"\r\n\
+         Content-Type: application/jsonl\r\n\r\n{content}\r\n--{boundary}--\r\n"
+    );
+    http.post(format!("{base}/compat/v1/files"))
+        .bearer_auth(key)
+        .header(
+            "content-type",
+            format!("multipart/form-data; boundary={boundary}"),
+        )
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Uploads `content` and creates a batch of it on `endpoint`; the batch object.
+async fn start(
+    http: &reqwest::Client,
+    base: &str,
+    key: &str,
+    content: &str,
+    endpoint: &str,
+) -> Value {
+    let file = upload(http, base, key, content).await;
+    assert_eq!(file.status(), 200);
+    let file: Value = file.json().await.unwrap();
+    assert_eq!(file["object"], "file");
+    assert_eq!(file["purpose"], "batch");
+    let batch = http
+        .post(format!("{base}/compat/v1/batches"))
+        .bearer_auth(key)
+        .json(
+            &json!({"input_file_id": file["id"], "endpoint": endpoint, "completion_window": "24h"}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(batch.status(), 200);
+    let batch: Value = batch.json().await.unwrap();
+    assert_eq!(batch["object"], "batch");
+    batch
+}
+
+/// The batch once `done(batch)` holds (60 s at most).
+async fn wait_for(
+    http: &reqwest::Client,
+    base: &str,
+    key: &str,
+    id: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let b: Value = http
+            .get(format!("{base}/compat/v1/batches/{id}"))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if done(&b) {
+            return b;
+        }
+        assert!(Instant::now() < deadline, "batch never got there: {b}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn ended(b: &Value) -> bool {
+    ["completed", "failed", "expired", "cancelled"].contains(&b["status"].as_str().unwrap_or(""))
+}
+
+/// A file's JSONL content, parsed.
+async fn content(http: &reqwest::Client, base: &str, key: &str, file: &Value) -> Vec<Value> {
+    let Some(id) = file.as_str() else {
+        return Vec::new();
+    };
+    let text = http
+        .get(format!("{base}/compat/v1/files/{id}/content"))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The usage records of `batch`, once `n` of them are settled (10 s at most).
+async fn records(
+    db: &sea_orm::DatabaseConnection,
+    batch: &str,
+    n: usize,
+) -> Vec<entities::usage_records::Model> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let found = entities::usage_records::Entity::find()
+            .filter(entities::usage_records::Column::BatchId.eq(batch))
+            .all(db)
+            .await
+            .unwrap();
+        if found.len() >= n || Instant::now() > deadline {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `gpt-4o-mini`'s batch price of a record's tokens: ⌈(in × 0.15 + out × 0.60) USD/Mtok × 0.4⌉.
+fn batch_price(r: &entities::usage_records::Model) -> i64 {
+    let weighted =
+        i128::from(r.input_tokens) * 150_000_000 + i128::from(r.output_tokens) * 600_000_000;
+    let num = weighted * DISCOUNT_PPM;
+    i64::try_from((num + 999_999_999_999) / 1_000_000_000_000).unwrap()
+}
+
+async fn wallet(db: &sea_orm::DatabaseConnection, org: i64) -> i64 {
+    admin_api::ledger::balance(db, &admin_api::ledger::AccountRef::org_wallet(org).code)
+        .await
+        .unwrap()
+        .nanos()
+}
+
+#[tokio::test]
+async fn a_batch_runs_every_line_once_at_the_batch_price() {
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let db_url = testkit::fresh_database_url().await;
+    let (db, minted) = database_with_demo_key(&db_url).await;
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let hasher = credentials::KeyHasher::new(testkit::PEPPER.as_bytes());
+    for (name, config) in deployments(&config(&mock, &db_url), "batch") {
+        let app = App::build(config.settings(), Role::Proxy).await.unwrap();
+        let running = app.start();
+        let base = running.base_url().unwrap();
+        let key = minted.api_key.as_str();
+        let before = wallet(&db, minted.organization_id).await;
+        let n = 60;
+        let batch = start(
+            &http,
+            &base,
+            key,
+            &chat_lines(n, "gpt-4o-mini", 16),
+            "/v1/chat/completions",
+        )
+        .await;
+        let id = batch["id"].as_str().unwrap();
+        let done = wait_for(&http, &base, key, id, ended).await;
+        assert_eq!(done["status"], "completed", "{name}: {done}");
+        assert_eq!(
+            done["request_counts"],
+            json!({"total": n, "completed": n, "failed": 0}),
+            "{name}"
+        );
+        assert!(done["error_file_id"].is_null(), "{name}: {done}");
+        let output = content(&http, &base, key, &done["output_file_id"]).await;
+        assert_eq!(output.len(), n, "{name}");
+        let recs = records(&db, id, n).await;
+        assert_eq!(recs.len(), n, "{name}: one usage record per line");
+        let mut charged = 0;
+        for (i, line) in output.iter().enumerate() {
+            assert_eq!(
+                line["custom_id"],
+                format!("req-{i}"),
+                "{name}: in line order"
+            );
+            assert_eq!(line["response"]["status_code"], 200, "{name}: {line}");
+            assert_eq!(
+                line["response"]["body"]["object"], "chat.completion",
+                "{name}: {line}"
+            );
+            let rid = line["response"]["request_id"].as_str().unwrap();
+            let rec = recs
+                .iter()
+                .find(|r| r.request_id == rid)
+                .expect("a record of the line");
+            assert_eq!(rec.batch_line, Some(i32::try_from(i).unwrap()), "{name}");
+            assert_eq!(
+                rec.charged_nanos,
+                batch_price(rec),
+                "{name}: charged at the batch price"
+            );
+            assert_eq!(rec.cost_nanos, rec.charged_nanos, "{name}");
+            charged += rec.charged_nanos;
+        }
+        // The ledger: exactly the lines' charges.
+        assert_eq!(
+            before - wallet(&db, minted.organization_id).await,
+            charged,
+            "{name}"
+        );
+
+        // A line sent again (a runner that lost its answer): the same answer from the store,
+        // charged nothing.
+        let rec = &recs[0];
+        let line = credentials::batch_line::BatchLine {
+            batch_id: id.to_string(),
+            line: 0,
+            request_id: rec.request_id.clone(),
+            key_hash: hasher.hash(key),
+        };
+        let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap();
+        let signed = credentials::batch_line::sign(&hasher, &line, now_ms);
+        let again = http
+            .post(format!("{base}/compat/v1/chat/completions"))
+            .header(credentials::batch_line::HEADER, &signed)
+            .json(&json!({"model": "gpt-4o-mini", "max_tokens": 16, "messages": [{"role": "user", "content": "line 0"}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(again.status(), 200, "{name}");
+        assert_eq!(again.headers()["x-tollgate-batch-replay"], "true", "{name}");
+        assert_eq!(
+            again.headers()["x-request-id"].to_str().unwrap(),
+            rec.request_id,
+            "{name}"
+        );
+        let body: Value = again.json().await.unwrap();
+        let first = output.iter().find(|l| l["custom_id"] == "req-0").unwrap();
+        assert_eq!(
+            body, first["response"]["body"],
+            "{name}: the line's own answer"
+        );
+        // A signature that does not verify is no call at all.
+        let forged = signed.replacen(":0:", ":1:", 1);
+        let refused = http
+            .post(format!("{base}/compat/v1/chat/completions"))
+            .header(credentials::batch_line::HEADER, forged)
+            .json(&json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 401, "{name}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            records(&db, id, n + 1).await.len(),
+            n,
+            "{name}: no second charge"
+        );
+        assert_eq!(
+            before - wallet(&db, minted.organization_id).await,
+            charged,
+            "{name}"
+        );
+        running.stop().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_batch_out_of_balance_stops_with_the_rest_failed_and_no_overdraft() {
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    for store in ["memory", "redis"] {
+        // A fresh database each time: a demo organization of $100, spent by lines of about $2.
+        let db_url = testkit::fresh_database_url().await;
+        let Some((name, config)) = deployments(&config(&mock, &db_url), "batch-broke")
+            .into_iter()
+            .find(|(n, _)| *n == store)
+        else {
+            continue;
+        };
+        let (db, minted) = database_with_demo_key(&db_url).await;
+        let app = App::build(config.settings(), Role::Proxy).await.unwrap();
+        let running = app.start();
+        let base = running.base_url().unwrap();
+        let key = minted.api_key.as_str();
+        let before = wallet(&db, minted.organization_id).await;
+        let n = 200;
+        let batch = start(
+            &http,
+            &base,
+            key,
+            &chat_lines(n, "pricey", 8),
+            "/v1/chat/completions",
+        )
+        .await;
+        let id = batch["id"].as_str().unwrap();
+        let done = wait_for(&http, &base, key, id, ended).await;
+        assert_eq!(done["status"], "failed", "{name}: {done}");
+        assert_eq!(
+            done["errors"]["data"][0]["code"], "insufficient_quota",
+            "{name}: {done}"
+        );
+        let (completed, failed) = (
+            done["request_counts"]["completed"].as_i64().unwrap(),
+            done["request_counts"]["failed"].as_i64().unwrap(),
+        );
+        assert!(completed > 0 && failed > 0, "{name}: {done}");
+        assert_eq!(
+            completed + failed,
+            i64::try_from(n).unwrap(),
+            "{name}: {done}"
+        );
+        let errors = content(&http, &base, key, &done["error_file_id"]).await;
+        assert_eq!(errors.len(), usize::try_from(failed).unwrap(), "{name}");
+        assert!(
+            errors
+                .iter()
+                .all(|e| e["error"]["code"] == "insufficient_quota"),
+            "{name}"
+        );
+        let recs = records(&db, id, usize::try_from(completed).unwrap()).await;
+        assert_eq!(
+            recs.len(),
+            usize::try_from(completed).unwrap(),
+            "{name}: failed lines cost nothing"
+        );
+        let after = wallet(&db, minted.organization_id).await;
+        assert!(after >= 0, "{name}: no overdraft ({after})");
+        let charged: i64 = recs.iter().map(|r| r.charged_nanos).sum();
+        assert_eq!(before - after, charged, "{name}");
+        running.stop().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_batch_charges_only_what_finished() {
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let db_url = testkit::fresh_database_url().await;
+    let (db, minted) = database_with_demo_key(&db_url).await;
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let config = config(&mock, &db_url).set("batches", "concurrency", 2);
+    for (name, config) in deployments(&config, "batch-cancel") {
+        let app = App::build(config.settings(), Role::Proxy).await.unwrap();
+        let running = app.start();
+        let base = running.base_url().unwrap();
+        let key = minted.api_key.as_str();
+        let before = wallet(&db, minted.organization_id).await;
+        mock.set_fault(Some("stall_ms=150".parse().unwrap()));
+        let n = 100;
+        let batch = start(
+            &http,
+            &base,
+            key,
+            &chat_lines(n, "gpt-4o-mini", 8),
+            "/v1/chat/completions",
+        )
+        .await;
+        let id = batch["id"].as_str().unwrap();
+        wait_for(&http, &base, key, id, |b| {
+            b["request_counts"]["completed"].as_i64() >= Some(4)
+        })
+        .await;
+        let cancelling = http
+            .post(format!("{base}/compat/v1/batches/{id}/cancel"))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(cancelling.status(), 200, "{name}");
+        let cancelling: Value = cancelling.json().await.unwrap();
+        assert!(
+            ["cancelling", "cancelled"].contains(&cancelling["status"].as_str().unwrap()),
+            "{name}: {cancelling}"
+        );
+        let done = wait_for(&http, &base, key, id, ended).await;
+        mock.set_fault(None);
+        assert_eq!(done["status"], "cancelled", "{name}: {done}");
+        let completed =
+            usize::try_from(done["request_counts"]["completed"].as_i64().unwrap()).unwrap();
+        assert!(completed >= 4 && completed < n, "{name}: {done}");
+        let errors = content(&http, &base, key, &done["error_file_id"]).await;
+        assert_eq!(errors.len(), n - completed, "{name}");
+        assert!(
+            errors
+                .iter()
+                .all(|e| e["error"]["code"] == "batch_cancelled"),
+            "{name}"
+        );
+        let recs = records(&db, id, completed).await;
+        assert_eq!(
+            recs.len(),
+            completed,
+            "{name}: only what finished is charged"
+        );
+        let charged: i64 = recs.iter().map(|r| r.charged_nanos).sum();
+        assert_eq!(
+            before - wallet(&db, minted.organization_id).await,
+            charged,
+            "{name}"
+        );
+        // An ended batch cannot be cancelled again.
+        let again = http
+            .post(format!("{base}/compat/v1/batches/{id}/cancel"))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(again.status(), 409, "{name}");
+        let again: Value = again.json().await.unwrap();
+        assert_eq!(again["error"]["code"], "batch_not_cancellable", "{name}");
+        running.stop().await.unwrap();
+    }
+}
+
+/// `n` embedding lines of `text-embedding-x`.
+fn embedding_lines(n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            json!({"custom_id": format!("emb-{i}"), "method": "POST", "url": "/v1/embeddings",
+                   "body": {"model": "text-embedding-x", "input": format!("line {i}")}})
+            .to_string()
+                + "\n"
+        })
+        .collect()
+}
+
+/// Issue 46's Done means: a 1,000-line batch completes with one charge per line at the batch
+/// price across a restart of the gateway and of admin-api mid-batch (the whole deployment stopped
+/// and started again on the same ledger and Redis; a fleet's store outlives its processes, so a
+/// line in flight at the stop is answered from it after the start, never charged twice).
+#[tokio::test]
+async fn a_thousand_line_batch_survives_a_restart_mid_batch() {
+    let Some(redis) = testkit::redis_url() else {
+        eprintln!("no Redis: the restart test needs a store that outlives the process");
+        return;
+    };
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let db_url = testkit::fresh_database_url().await;
+    let (db, minted) = database_with_demo_key(&db_url).await;
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let config = config(&mock, &db_url)
+        .set("batches", "concurrency", 16)
+        .redis(&redis, &testkit::redis_prefix("batch-restart"));
+    let key = minted.api_key.as_str();
+    let before = wallet(&db, minted.organization_id).await;
+    let n = 1000;
+    let running = App::build(config.settings(), Role::Proxy)
+        .await
+        .unwrap()
+        .start();
+    let base = running.base_url().unwrap();
+    let batch = start(&http, &base, key, &embedding_lines(n), "/v1/embeddings").await;
+    let id = batch["id"].as_str().unwrap().to_string();
+    let midway = wait_for(&http, &base, key, &id, |b| {
+        b["request_counts"]["completed"].as_i64() >= Some(250)
+    })
+    .await;
+    assert_eq!(midway["status"], "in_progress", "{midway}");
+    running.stop().await.unwrap();
+    let stopped = entities::batches::Entity::find()
+        .filter(entities::batches::Column::PublicId.eq(id.as_str()))
+        .one(&db)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        stopped.completed < i32::try_from(n).unwrap(),
+        "stopped mid-batch"
+    );
+    let running = App::build(config.settings(), Role::Proxy)
+        .await
+        .unwrap()
+        .start();
+    let base = running.base_url().unwrap();
+    let done = wait_for(&http, &base, key, &id, ended).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["request_counts"],
+        json!({"total": n, "completed": n, "failed": 0})
+    );
+    let output = content(&http, &base, key, &done["output_file_id"]).await;
+    assert_eq!(output.len(), n);
+    let recs = records(&db, &id, n).await;
+    assert_eq!(recs.len(), n, "one usage record per line");
+    let mut lines: Vec<i32> = recs.iter().map(|r| r.batch_line.unwrap()).collect();
+    lines.sort_unstable();
+    assert_eq!(lines, (0..i32::try_from(n).unwrap()).collect::<Vec<_>>());
+    // text-embedding-x at 0.02 USD per million input tokens × 0.5 (the default discount).
+    for r in &recs {
+        let want = (i128::from(r.input_tokens) * 20_000_000 * 500_000 + 999_999_999_999)
+            / 1_000_000_000_000;
+        assert_eq!(i128::from(r.charged_nanos), want, "{}", r.request_id);
+    }
+    let charged: i64 = recs.iter().map(|r| r.charged_nanos).sum();
+    assert_eq!(before - wallet(&db, minted.organization_id).await, charged);
+    // What the output says each line cost is what the ledger booked for it.
+    for line in &output {
+        let rid = line["response"]["request_id"].as_str().unwrap();
+        assert!(recs.iter().any(|r| r.request_id == rid), "{line}");
+    }
+    running.stop().await.unwrap();
+}
