@@ -19,6 +19,7 @@ use testkit::{Account, Group, KillOnDrop, Model, TestConfig, free_port};
 use tokio::task::JoinSet;
 use tollgate::{App, Role, Stop};
 
+mod batches;
 mod cli;
 mod crash;
 mod lifecycle;

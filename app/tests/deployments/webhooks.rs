@@ -119,7 +119,7 @@ async fn deployment(
     (state, partner_id, path)
 }
 
-fn spawn_admin(path: &std::path::Path) -> KillOnDrop {
+pub(super) fn spawn_admin(path: &std::path::Path) -> KillOnDrop {
     KillOnDrop(
         std::process::Command::new(env!("CARGO_BIN_EXE_admin-api"))
             .arg("--config")
