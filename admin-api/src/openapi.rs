@@ -7,7 +7,9 @@
 //! are the same set, and that every route of the router is documented (and nothing else).
 
 use crate::dto::*;
-use crate::http::{batches, billing, customers, funding, keys, partner_webhooks, rules, usage};
+use crate::http::{
+    batches, billing, customers, funding, keys, message_batches, partner_webhooks, rules, usage,
+};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
@@ -45,6 +47,7 @@ impl Modify for Security {
         usage::customer, usage::key,
         billing::balance, billing::daily, billing::key_standing, billing::generation, billing::statement,
         batches::upload, batches::file, batches::content, batches::create, batches::get, batches::cancel,
+        message_batches::create, message_batches::get, message_batches::results, message_batches::cancel,
         rules::customer_alert, rules::set_customer_alert, rules::funding_alert,
         rules::set_funding_alert, rules::customer_rule, rules::set_customer_rule,
         rules::delete_customer_rule, rules::recharge, rules::set_recharge, rules::delete_recharge,

@@ -93,8 +93,12 @@ const ADMIN_PREFIXES: [&str; 6] = [
     "/console",
 ];
 
-/// Batch files and batches: served by admin-api (issue 46).
-const BATCH_ROOTS: [&str; 2] = ["/compat/v1/files", "/compat/v1/batches"];
+/// Batch files and batches, and Anthropic's message batches: served by admin-api (issue 46).
+const BATCH_ROOTS: [&str; 3] = [
+    "/compat/v1/files",
+    "/compat/v1/batches",
+    "/v1/messages/batches",
+];
 
 /// The roots of the native surface's model paths (`google-genai` uses `v1beta` by default; some
 /// releases and clients use `v1`).
@@ -409,7 +413,7 @@ impl Route {
     pub fn batchable(self) -> bool {
         matches!(
             self,
-            Route::ChatCompletions | Route::Responses | Route::Embeddings
+            Route::ChatCompletions | Route::Responses | Route::Embeddings | Route::Messages
         )
     }
 
@@ -518,6 +522,8 @@ mod tests {
             (Method::POST, "/compat/v1/batches"),
             (Method::GET, "/compat/v1/batches/batch_1"),
             (Method::POST, "/compat/v1/batches/batch_1/cancel"),
+            (Method::POST, "/v1/messages/batches"),
+            (Method::GET, "/v1/messages/batches/msgbatch_1/results"),
         ] {
             assert_eq!(
                 Route::classify(&method, batch),

@@ -8,7 +8,8 @@ supplier and checks what was charged:
 
 For each ENDPOINT:MODEL (`/v1/chat/completions:gpt-x`, `/v1/embeddings:emb-x`): uploads three
 lines with `files.create(purpose="batch")`, starts them with `batches.create`, polls
-`batches.retrieve` until the batch ends and reads `files.content` of its output file. Prints one
+`batches.retrieve` until the batch ends and reads `files.content` of its output file. For
+`anthropic:MODEL`, the anthropic SDK's `messages.batches.create`, `retrieve` and `results`. Prints one
 JSON object per line: {id, status, counts, custom_ids, objects, request_ids} for a batch, {id,
 check: "raised", class, status} for expected SDK errors, {id, error} for an unexpected exception.
 """
@@ -19,6 +20,7 @@ import sys
 import time
 import traceback
 
+import anthropic
 import openai
 from sdk_lines import emit, raised
 
@@ -58,15 +60,48 @@ def run(client, endpoint, model):
     })
 
 
+def run_anthropic(client, model):
+    """Anthropic's Message Batches through the official SDK: create, poll, results."""
+    requests = [
+        {"custom_id": f"{model}-{i}", "params": {"model": model, "max_tokens": 16,
+                                                  "messages": [{"role": "user", "content": f"line {i}"}]}}
+        for i in range(3)
+    ]
+    b = client.messages.batches.create(requests=requests)
+    deadline = time.time() + 60
+    while b.processing_status != "ended":
+        if time.time() > deadline:
+            raise RuntimeError(f"message batch {b.id} still {b.processing_status}")
+        time.sleep(0.2)
+        b = client.messages.batches.retrieve(b.id)
+    results = list(client.messages.batches.results(b.id))
+    emit({
+        "id": f"anthropic:{model}",
+        "batch": b.id,
+        "status": b.processing_status,
+        "counts": b.request_counts.model_dump(),
+        "custom_ids": [r.custom_id for r in results],
+        "types": [r.result.type for r in results],
+        "messages": [r.result.message.type if r.result.type == "succeeded" else None for r in results],
+    })
+
+
 def main():
     base, key = sys.argv[1:3]
     client = openai.OpenAI(api_key=key, base_url=f"{base}/compat/v1", max_retries=0)
+    claude = anthropic.Anthropic(api_key=key, base_url=base, max_retries=0)
     for pair in sys.argv[3:]:
         endpoint, model = pair.rsplit(":", 1)
         try:
-            run(client, endpoint, model)
+            if endpoint == "anthropic":
+                run_anthropic(claude, model)
+            else:
+                run(client, endpoint, model)
         except Exception:  # noqa: BLE001 - reported to the Rust test
             emit({"id": pair, "error": traceback.format_exc()})
+    raised("unknown-message-batch", lambda: claude.messages.batches.retrieve("msgbatch_none"))
+    raised("bad-custom-id", lambda: claude.messages.batches.create(requests=[
+        {"custom_id": "has space", "params": {"model": "x", "max_tokens": 1, "messages": []}}]))
     # What the gateway refuses, as the SDK's own error classes.
     raised("unknown-batch", lambda: client.batches.retrieve("batch_none"))
     raised("bad-purpose", lambda: client.files.create(file=("x.jsonl", io.BytesIO(b"{}\n")), purpose="fine-tune"))

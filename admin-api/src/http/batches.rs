@@ -137,7 +137,7 @@ pub(crate) async fn upload(
         return refused(batch_files::invalid("No file was sent.", Some("file")));
     };
     let result = async {
-        let lines = batch_files::check(&state, &bytes)?;
+        let lines = batch_files::check(&state, &bytes, &batch_files::ENDPOINTS)?;
         batch_files::store(&state, key.organization_id, &name, bytes, lines.len()).await
     }
     .await;

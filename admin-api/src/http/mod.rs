@@ -20,6 +20,7 @@ pub(crate) mod form;
 pub(crate) mod funding;
 mod invitations;
 pub(crate) mod keys;
+pub(crate) mod message_batches;
 pub(crate) mod pages;
 pub(crate) mod params;
 pub(crate) mod partner_webhooks;
@@ -188,6 +189,7 @@ pub fn router(state: AppState) -> Router {
             get(billing::generation),
         )
         .merge(batches::routes(&state))
+        .merge(message_batches::routes(&state))
         .merge(
             // Pages a person opens: the console's security headers.
             page_table()

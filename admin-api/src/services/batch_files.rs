@@ -59,9 +59,13 @@ pub struct InputLine {
     pub body: String,
 }
 
-/// Checks every line of `content` (see the module); the lines, or the first fault with its line
+/// Checks every line of `content` (see the module), each `url` one of `endpoints`; the lines, or the first fault with its line
 /// number (from 1, as an editor counts).
-pub fn check(state: &AppState, content: &[u8]) -> Result<Vec<InputLine>, Refused> {
+pub fn check(
+    state: &AppState,
+    content: &[u8],
+    endpoints: &[&str],
+) -> Result<Vec<InputLine>, Refused> {
     let max = state.settings.batches.max_lines as usize;
     let text = std::str::from_utf8(content)
         .map_err(|_| invalid("The file is not UTF-8 text.", Some("file")))?;
@@ -80,7 +84,7 @@ pub fn check(state: &AppState, content: &[u8]) -> Result<Vec<InputLine>, Refused
                 Some("file"),
             ));
         }
-        let line = one_line(state, raw.strip_suffix('\r').unwrap_or(raw))
+        let line = one_line(state, raw.strip_suffix('\r').unwrap_or(raw), endpoints)
             .map_err(|why| invalid(format!("Line {n}: {why}"), Some("file")))?;
         if !ids.insert(line.custom_id.clone()) {
             return Err(invalid(
@@ -109,7 +113,7 @@ pub fn check(state: &AppState, content: &[u8]) -> Result<Vec<InputLine>, Refused
 }
 
 /// One line, checked (the reason when it is refused).
-fn one_line(state: &AppState, raw: &str) -> Result<InputLine, String> {
+fn one_line(state: &AppState, raw: &str, endpoints: &[&str]) -> Result<InputLine, String> {
     let v: Value = serde_json::from_str(raw).map_err(|e| format!("not a JSON object ({e})."))?;
     let obj = v.as_object().ok_or("not a JSON object.")?;
     for key in obj.keys() {
@@ -130,8 +134,8 @@ fn one_line(state: &AppState, raw: &str) -> Result<InputLine, String> {
     let url = obj
         .get("url")
         .and_then(Value::as_str)
-        .filter(|u| ENDPOINTS.contains(u))
-        .ok_or_else(|| format!("url must be one of {}.", ENDPOINTS.join(", ")))?;
+        .filter(|u| endpoints.contains(u))
+        .ok_or_else(|| format!("url must be one of {}.", endpoints.join(", ")))?;
     let body = obj
         .get("body")
         .and_then(Value::as_object)

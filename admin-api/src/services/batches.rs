@@ -86,7 +86,8 @@ pub async fn create(
             Some("input_file_id"),
         ));
     }
-    let lines = batch_files::check(state, file.content.as_deref().unwrap_or_default())?;
+    let content = file.content.as_deref().unwrap_or_default();
+    let lines = batch_files::check(state, content, &batch_files::ENDPOINTS)?;
     if let Some((n, line)) = lines
         .iter()
         .enumerate()
@@ -102,15 +103,41 @@ pub async fn create(
             Some("endpoint"),
         ));
     }
+    let new = New {
+        prefix: "batch_",
+        endpoint: ask.endpoint,
+        completion_window: ask.completion_window,
+        metadata: ask.metadata.map(|m| Value::Object(m).to_string()),
+    };
+    start(state, key, &file, new, &lines).await
+}
+
+/// A batch to start: its id's prefix (`batch_`, `msgbatch_`), endpoint, window and metadata.
+pub struct New {
+    pub prefix: &'static str,
+    pub endpoint: String,
+    pub completion_window: String,
+    pub metadata: Option<String>,
+}
+
+/// Starts a batch of `key`'s organization over `file`'s checked `lines` (`validating` until a
+/// runner takes it).
+pub async fn start(
+    state: &AppState,
+    key: &customer_api_keys::Model,
+    file: &files::Model,
+    new: New,
+    lines: &[batch_files::InputLine],
+) -> Result<batches::Model, Refused> {
     let now = state.clock.now();
     let txn = state.db.begin().await?;
     let batch = batches::ActiveModel {
-        public_id: Set(batch_files::public_id("batch_")),
+        public_id: Set(batch_files::public_id(new.prefix)),
         organization_id: Set(key.organization_id),
         api_key_id: Set(key.id),
-        endpoint: Set(ask.endpoint),
-        completion_window: Set(ask.completion_window),
-        metadata: Set(ask.metadata.map(|m| Value::Object(m).to_string())),
+        endpoint: Set(new.endpoint),
+        completion_window: Set(new.completion_window),
+        metadata: Set(new.metadata),
         input_file_id: Set(file.id),
         output_file_id: Set(None),
         error_file_id: Set(None),
@@ -126,7 +153,7 @@ pub async fn create(
     }
     .insert(&txn)
     .await?;
-    insert_lines(&txn, batch.id, &lines, now).await?;
+    insert_lines(&txn, batch.id, lines, now).await?;
     txn.commit().await?;
     Ok(batch)
 }

@@ -25,6 +25,7 @@ pub mod key_reads;
 pub mod keys;
 pub mod limiter;
 pub mod memberships;
+pub mod message_batches;
 pub mod org_keys;
 pub mod partner_tokens;
 pub mod partner_usage;

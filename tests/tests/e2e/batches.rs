@@ -259,7 +259,7 @@ async fn a_batch_runs_every_line_once_at_the_batch_price() {
 
         // A line sent again (a runner that lost its answer): the same answer from the store,
         // charged nothing.
-        let rec = &recs[0];
+        let rec = recs.iter().find(|r| r.batch_line == Some(0)).unwrap();
         let line = credentials::batch_line::BatchLine {
             batch_id: id.to_string(),
             line: 0,
@@ -547,4 +547,148 @@ async fn a_thousand_line_batch_survives_a_restart_mid_batch() {
         assert!(recs.iter().any(|r| r.request_id == rid), "{line}");
     }
     running.stop().await.unwrap();
+}
+
+/// Anthropic's Message Batches on the Messages surface (issue 46, scope 4), through HTTP as the
+/// `anthropic` SDK sends them: each request charged once at the batch price, results in
+/// Anthropic's shape, refusals in Anthropic's error shape, cancel.
+#[tokio::test]
+async fn a_message_batch_runs_on_the_messages_surface() {
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let db_url = testkit::fresh_database_url().await;
+    let (db, minted) = database_with_demo_key(&db_url).await;
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    for (name, config) in deployments(&config(&mock, &db_url), "msgbatch") {
+        let app = App::build(config.settings(), Role::Proxy).await.unwrap();
+        let running = app.start();
+        let base = running.base_url().unwrap();
+        let key = minted.api_key.as_str();
+        let post = |path: &str, body: Value| {
+            http.post(format!("{base}{path}"))
+                .header("x-api-key", key)
+                .header("anthropic-version", "2023-06-01")
+                .json(&body)
+        };
+        let requests: Vec<Value> = (0..5)
+            .map(|i| json!({"custom_id": format!("m-{i}"), "params": {"model": "gpt-4o-mini", "max_tokens": 16,
+                            "messages": [{"role": "user", "content": format!("line {i}")}]}}))
+            .collect();
+        let created = post("/v1/messages/batches", json!({"requests": requests}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), 200, "{name}");
+        let created: Value = created.json().await.unwrap();
+        assert_eq!(created["type"], "message_batch", "{name}: {created}");
+        assert_eq!(
+            created["processing_status"], "in_progress",
+            "{name}: {created}"
+        );
+        assert!(created["results_url"].is_null(), "{name}: {created}");
+        let id = created["id"].as_str().unwrap().to_string();
+        assert!(id.starts_with("msgbatch_"), "{name}: {id}");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let ended = loop {
+            let b: Value = http
+                .get(format!("{base}/v1/messages/batches/{id}"))
+                .header("x-api-key", key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if b["processing_status"] == "ended" {
+                break b;
+            }
+            assert!(Instant::now() < deadline, "{name}: {b}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(
+            ended["request_counts"],
+            json!({"processing": 0, "succeeded": 5, "errored": 0, "canceled": 0, "expired": 0}),
+            "{name}: {ended}"
+        );
+        let url = ended["results_url"].as_str().unwrap();
+        assert_eq!(
+            url,
+            format!("{base}/v1/messages/batches/{id}/results"),
+            "{name}"
+        );
+        let results = http.get(url).header("x-api-key", key).send().await.unwrap();
+        assert_eq!(results.status(), 200, "{name}");
+        let results: Vec<Value> = results
+            .text()
+            .await
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(results.len(), 5, "{name}");
+        for (i, r) in results.iter().enumerate() {
+            assert_eq!(r["custom_id"], format!("m-{i}"), "{name}");
+            assert_eq!(r["result"]["type"], "succeeded", "{name}: {r}");
+            assert_eq!(r["result"]["message"]["type"], "message", "{name}: {r}");
+        }
+        let recs = records(&db, &id, 5).await;
+        assert_eq!(recs.len(), 5, "{name}: one record per request");
+        assert!(
+            recs.iter()
+                .all(|r| r.route == "messages" && r.charged_nanos == batch_price(r)),
+            "{name}"
+        );
+
+        // Refusals in Anthropic's shape, nothing made.
+        let bad = post(
+            "/v1/messages/batches",
+            json!({"requests": [{"custom_id": "has space", "params": {}}]}),
+        )
+        .send()
+        .await
+        .unwrap();
+        assert_eq!(bad.status(), 400, "{name}");
+        let bad: Value = bad.json().await.unwrap();
+        assert_eq!(bad["type"], "error", "{name}: {bad}");
+        assert_eq!(
+            bad["error"]["type"], "invalid_request_error",
+            "{name}: {bad}"
+        );
+        assert!(
+            bad["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("requests.0.custom_id"),
+            "{name}: {bad}"
+        );
+        let unknown_model = post("/v1/messages/batches", json!({"requests": [{"custom_id": "a", "params": {"model": "nope", "max_tokens": 1, "messages": []}}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(unknown_model.status(), 400, "{name}");
+        let missing = http
+            .get(format!("{base}/v1/messages/batches/msgbatch_none"))
+            .header("x-api-key", key)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(missing.status(), 404, "{name}");
+        let missing: Value = missing.json().await.unwrap();
+        assert_eq!(missing["error"]["type"], "not_found_error", "{name}");
+        let no_key = http
+            .get(format!("{base}/v1/messages/batches/{id}"))
+            .header("x-api-key", "tgk_dev_nope")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(no_key.status(), 401, "{name}");
+        let no_key: Value = no_key.json().await.unwrap();
+        assert_eq!(no_key["error"]["type"], "authentication_error", "{name}");
+        // An ended batch cannot be cancelled (409); an OpenAI batch id is not a message batch.
+        let again = post(&format!("/v1/messages/batches/{id}/cancel"), json!({}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(again.status(), 409, "{name}");
+        running.stop().await.unwrap();
+    }
 }

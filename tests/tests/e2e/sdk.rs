@@ -819,7 +819,12 @@ async fn official_sdks_batch() {
         ("/v1/embeddings", "emb-oa", "list"),
         ("/v1/embeddings", "emb-ge", "list"),
     ];
-    let args: Vec<String> = pairs.iter().map(|(e, m, _)| format!("{e}:{m}")).collect();
+    let mut args: Vec<String> = pairs.iter().map(|(e, m, _)| format!("{e}:{m}")).collect();
+    // Anthropic's message batches: on an Anthropic-format account, and translated to an OpenAI one.
+    args.extend([
+        "anthropic:claude-x".to_string(),
+        "anthropic:gpt-x".to_string(),
+    ]);
     let mut argv: Vec<&str> = vec![&base, &key.api_key];
     argv.extend(args.iter().map(String::as_str));
     let stdout = run_script(&python, "batches.py", &argv, 180).await;
@@ -874,9 +879,47 @@ async fn official_sdks_batch() {
             "{model}"
         );
     }
+    for model in ["claude-x", "gpt-x"] {
+        let got = &lines[&format!("anthropic:{model}")];
+        assert_eq!(got["status"], "ended", "{got}");
+        assert_eq!(
+            got["counts"],
+            serde_json::json!({"processing": 0, "succeeded": 3, "errored": 0, "canceled": 0, "expired": 0}),
+            "{got}"
+        );
+        let ids: Vec<String> = (0..3).map(|i| format!("{model}-{i}")).collect();
+        assert_eq!(got["custom_ids"], serde_json::json!(ids), "{got}");
+        assert_eq!(
+            got["types"],
+            serde_json::json!(["succeeded", "succeeded", "succeeded"]),
+            "{got}"
+        );
+        assert_eq!(
+            got["messages"],
+            serde_json::json!(["message", "message", "message"]),
+            "{got}"
+        );
+        let batch = got["batch"].as_str().unwrap();
+        assert!(batch.starts_with("msgbatch_"), "{got}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let records = loop {
+            let n = entities::usage_records::Entity::find()
+                .filter(entities::usage_records::Column::BatchId.eq(batch))
+                .count(&db)
+                .await
+                .unwrap();
+            if n >= 3 || Instant::now() > deadline {
+                break n;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(records, 3, "{model}: one record per request");
+    }
     for (id, class, status) in [
         ("unknown-batch", "NotFoundError", 404),
         ("bad-purpose", "BadRequestError", 400),
+        ("unknown-message-batch", "NotFoundError", 404),
+        ("bad-custom-id", "BadRequestError", 400),
     ] {
         let got = &lines[id];
         assert_eq!(

@@ -15,8 +15,12 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// The gateway's path of a batch endpoint (`/v1/embeddings` → `/compat/v1/embeddings`).
+/// A message batch's lines go to the Messages surface as they are (`/v1/messages`).
 fn gateway_path(endpoint: &str) -> String {
-    format!("/compat{endpoint}")
+    match endpoint {
+        crate::services::message_batches::ENDPOINT => endpoint.to_string(),
+        _ => format!("/compat{endpoint}"),
+    }
 }
 
 /// Where lines are sent: `[batches] gateway_url`, else the embedding process's gateway, else

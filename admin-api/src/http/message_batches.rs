@@ -1,0 +1,220 @@
+//! Anthropic's Message Batches behind the gateway's base URL (issue 46, scope 4): `POST
+//! /v1/messages/batches`, `GET /v1/messages/batches/{id}`, `GET …/{id}/results`, `POST
+//! …/{id}/cancel`. The caller is the customer key presented (`x-api-key`, as the Messages surface
+//! reads it); refusals are in Anthropic's error shape `{type: "error", error: {type, message}}`.
+
+use super::customer_key::{customer_key, gateway};
+use crate::services::batch_files::Refused;
+use crate::services::{batches, key_reads, message_batches};
+use crate::state::AppState;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use entities::customer_api_keys;
+use serde_json::json;
+
+fn error(status: StatusCode, kind: &str, message: &str) -> Response {
+    let body = json!({"type": "error", "error": {"type": kind, "message": message}});
+    (status, axum::Json(body)).into_response()
+}
+
+/// The key presented, active, or the refusal in Anthropic's shape.
+async fn caller(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<customer_api_keys::Model, Response> {
+    use crate::services::billing::StandingRefused;
+    let invalid = || {
+        error(
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "Invalid API key.",
+        )
+    };
+    let presented = customer_key(headers).map_err(|()| invalid())?;
+    match key_reads::authenticate(state, presented.as_deref()).await {
+        Ok((key, _)) => Ok(key),
+        // The no-key body is the same on every gateway route.
+        Err(StandingRefused::MissingKey) => Err(gateway::refused(StandingRefused::MissingKey)),
+        Err(StandingRefused::InvalidKey) => Err(invalid()),
+        Err(StandingRefused::Api(e)) => {
+            tracing::warn!(error = %e, "a key's ledger read failed");
+            Err(error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "api_error",
+                "The service is temporarily unavailable; retry shortly.",
+            ))
+        }
+    }
+}
+
+fn refused(e: Refused) -> Response {
+    match e {
+        Refused::Invalid { message, code, .. } => match code {
+            "permission_denied" => error(StatusCode::FORBIDDEN, "permission_error", &message),
+            _ => error(StatusCode::BAD_REQUEST, "invalid_request_error", &message),
+        },
+        Refused::TooLarge(message) => {
+            error(StatusCode::PAYLOAD_TOO_LARGE, "request_too_large", &message)
+        }
+        Refused::NotFound(_) => error(
+            StatusCode::NOT_FOUND,
+            "not_found_error",
+            "No such message batch of this organization.",
+        ),
+        Refused::Conflict(message) => {
+            error(StatusCode::CONFLICT, "invalid_request_error", &message)
+        }
+        Refused::Database(e) => {
+            tracing::error!(error = %e, "message batch route: database failed");
+            error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "api_error",
+                "The service is temporarily unavailable; retry shortly.",
+            )
+        }
+    }
+}
+
+/// The base its results are read from: `[server] public_base_url` when configured, else the
+/// request's own host (as the gateway builds the URLs it hands out).
+fn base(state: &AppState, headers: &HeaderMap) -> Option<String> {
+    let server = &state.settings.server;
+    if server.public_base_url_configured {
+        return Some(
+            server
+                .public_base_url
+                .as_str()
+                .trim_end_matches('/')
+                .to_string(),
+        );
+    }
+    headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()))
+        .map(|h| format!("http://{h}"))
+}
+
+/// A batch of the key's organization made on this surface.
+async fn find(
+    state: &AppState,
+    key: &customer_api_keys::Model,
+    id: &str,
+) -> Result<entities::batches::Model, Refused> {
+    let b = batches::find(state, key.organization_id, id).await?;
+    match b.endpoint == message_batches::ENDPOINT {
+        true => Ok(b),
+        false => Err(Refused::NotFound("batch_not_found")),
+    }
+}
+
+#[utoipa::path(post, path = "/v1/messages/batches", tag = "batches", security(("customer_key" = [])), responses((status = 200, description = "Anthropic's message batch object"), (status = 400, description = "Anthropic's error body naming the request")))]
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let key = match caller(&state, &headers).await {
+        Ok(k) => k,
+        Err(r) => return r,
+    };
+    let result = async {
+        let b = message_batches::create(&state, &key, &body).await?;
+        message_batches::view(&state, &b, base(&state, &headers).as_deref()).await
+    }
+    .await;
+    match result {
+        Ok(v) => (StatusCode::OK, axum::Json(v)).into_response(),
+        Err(e) => refused(e),
+    }
+}
+
+#[utoipa::path(get, path = "/v1/messages/batches/{message_batch_id}", tag = "batches", security(("customer_key" = [])), params(("message_batch_id" = String, Path)), responses((status = 200, description = "Anthropic's message batch object"), (status = 404, description = "not_found_error")))]
+pub(crate) async fn get(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let key = match caller(&state, &headers).await {
+        Ok(k) => k,
+        Err(r) => return r,
+    };
+    let result = async {
+        let b = find(&state, &key, &id).await?;
+        message_batches::view(&state, &b, base(&state, &headers).as_deref()).await
+    }
+    .await;
+    match result {
+        Ok(v) => (StatusCode::OK, axum::Json(v)).into_response(),
+        Err(e) => refused(e),
+    }
+}
+
+#[utoipa::path(get, path = "/v1/messages/batches/{message_batch_id}/results", tag = "batches", security(("customer_key" = [])), params(("message_batch_id" = String, Path)), responses((status = 200, description = "JSONL, one result per request"), (status = 404, description = "not_found_error"), (status = 409, description = "not ended yet")))]
+pub(crate) async fn results(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let key = match caller(&state, &headers).await {
+        Ok(k) => k,
+        Err(r) => return r,
+    };
+    let result = async {
+        let b = find(&state, &key, &id).await?;
+        message_batches::results(&state, &b).await
+    }
+    .await;
+    match result {
+        Ok(bytes) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/binary")],
+            bytes,
+        )
+            .into_response(),
+        Err(e) => refused(e),
+    }
+}
+
+#[utoipa::path(post, path = "/v1/messages/batches/{message_batch_id}/cancel", tag = "batches", security(("customer_key" = [])), params(("message_batch_id" = String, Path)), responses((status = 200, description = "Anthropic's message batch object, canceling"), (status = 404, description = "not_found_error"), (status = 409, description = "it ended")))]
+pub(crate) async fn cancel(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let key = match caller(&state, &headers).await {
+        Ok(k) => k,
+        Err(r) => return r,
+    };
+    let result = async {
+        let b = find(&state, &key, &id).await?;
+        let b = batches::cancel(&state, key.organization_id, &b.public_id).await?;
+        message_batches::view(&state, &b, base(&state, &headers).as_deref()).await
+    }
+    .await;
+    match result {
+        Ok(v) => (StatusCode::OK, axum::Json(v)).into_response(),
+        Err(e) => refused(e),
+    }
+}
+
+/// The routes, the create's body bounded by `[batches] max_file_bytes`.
+pub(crate) fn routes(state: &AppState) -> axum::Router<AppState> {
+    use axum::routing::{get as get_, post};
+    let limit = usize::try_from(state.settings.batches.max_file_bytes).unwrap_or(usize::MAX);
+    axum::Router::new()
+        .route(
+            "/v1/messages/batches",
+            post(create).layer(axum::extract::DefaultBodyLimit::max(limit)),
+        )
+        .route("/v1/messages/batches/{message_batch_id}", get_(get))
+        .route(
+            "/v1/messages/batches/{message_batch_id}/results",
+            get_(results),
+        )
+        .route(
+            "/v1/messages/batches/{message_batch_id}/cancel",
+            post(cancel),
+        )
+}
