@@ -293,10 +293,14 @@ async fn usage_lines(
         C::ChargedNanos,
         C::WholesaleNanos,
     ];
+    // Batch work (issue 46) apart: 1 for a batch line's record, 0 for any other call.
+    // Written out: bound literals would make the SELECT's and the GROUP BY's expressions differ.
+    let batch = || sea_orm::sea_query::Expr::cust("CASE WHEN batch_id IS NULL THEN 0 ELSE 1 END");
     let query = usage_records::Entity::find()
         .select_only()
         .column(C::ModelServed)
-        .column(C::GroupId);
+        .column(C::GroupId)
+        .expr(batch());
     let rows: Vec<LineRow> = super::usage_sums::counted_sums(query, &summed)
         .filter(C::OrganizationId.is_in(orgs.iter().copied()))
         .filter(C::SettledAt.gte(from))
@@ -307,6 +311,7 @@ async fn usage_lines(
         .filter(C::StartedAt.lt(to))
         .group_by(C::ModelServed)
         .group_by(C::GroupId)
+        .group_by(batch())
         .into_tuple()
         .all(db)
         .await?;
@@ -315,12 +320,14 @@ async fn usage_lines(
     Ok(lines)
 }
 
-/// One (model, group) row of [`usage_lines`]' query: the model, the group, the count, then the
+/// One (model, group, batch) row of [`usage_lines`]' query: the model, the group, whether it is
+/// batch work (1), the count, then the
 /// sums of input, output and cached tokens, images, audio and video seconds, charged and
 /// wholesale nano-USD (`None`: no record had a value).
 type LineRow = (
     String,
     i64,
+    i32,
     i64,
     Option<i64>,
     Option<i64>,
@@ -332,12 +339,29 @@ type LineRow = (
     Option<i64>,
 );
 
-/// A statement's usage line from its row, the group named from `groups`.
+/// A statement's usage line from its row, the group named from `groups`; batch work's line is
+/// the model's name followed by ` (batch)` (*decision*: apart from its calls, in the same columns,
+/// so the CSV and the PDF keep their shape).
 fn line(row: LineRow, groups: &HashMap<i64, String>) -> UsageLine {
-    let (model, group, requests, input, output, cached, images, audio, video, charged, wholesale) =
-        row;
-    UsageLine {
+    let (
         model,
+        group,
+        batch,
+        requests,
+        input,
+        output,
+        cached,
+        images,
+        audio,
+        video,
+        charged,
+        wholesale,
+    ) = row;
+    UsageLine {
+        model: match batch {
+            0 => model,
+            _ => format!("{model} (batch)"),
+        },
         group: groups
             .get(&group)
             .cloned()

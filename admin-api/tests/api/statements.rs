@@ -112,17 +112,23 @@ async fn statement_on(api: Api) {
     admin_api::services::wallets::reload(&api.state, org)
         .await
         .unwrap();
-    // This month: calls on two models, settled; an allocation decreased.
-    for (i, (model, cost)) in [
-        ("gpt-4o-mini", 1_234_567),
-        ("gpt-4o", 7_000_000_003),
-        ("gpt-4o-mini", 5),
+    // This month: calls on two models, one of them a batch line (issue 46: its own line),
+    // settled; an allocation decreased.
+    for (i, (model, cost, batch)) in [
+        ("gpt-4o-mini", 1_234_567, false),
+        ("gpt-4o", 7_000_000_003, false),
+        ("gpt-4o-mini", 5, false),
+        ("gpt-4o-mini", 11, true),
     ]
     .into_iter()
     .enumerate()
     {
         let event = opstate::UsageEvent {
             model_served: model.into(),
+            batch: batch.then(|| opstate::BatchRef {
+                id: "batch_stated".into(),
+                line: 3,
+            }),
             ..super::settlement::settled_event(
                 &format!("st-{i}"),
                 org,
@@ -224,13 +230,23 @@ async fn statement_on(api: Api) {
         vec![10_000_000_000, -500_000_000],
         "the activation's allocation, then the decrease: {csv}"
     );
-    assert_eq!(usage_total, 1_234_567 + 7_000_000_003 + 5, "{csv}");
+    assert_eq!(usage_total, 1_234_567 + 7_000_000_003 + 5 + 11, "{csv}");
     assert_eq!(posted, usage_total, "usage = the ledger's spend postings");
     assert_eq!(opening + movements.iter().sum::<i64>() - posted, closing);
-    assert_eq!(usage.len(), 2, "one line per model and group: {csv}");
+    assert_eq!(
+        usage.len(),
+        3,
+        "one line per model, group and batch work: {csv}"
+    );
     let mini = usage.iter().find(|r| r[1] == "gpt-4o-mini").unwrap();
     assert_eq!((mini[2], mini[3]), ("Standard", "2"), "{csv}");
     assert_eq!(nanos(mini[9]), 1_234_567 + 5);
+    let batch = usage
+        .iter()
+        .find(|r| r[1] == "gpt-4o-mini (batch)")
+        .unwrap();
+    assert_eq!((batch[2], batch[3]), ("Standard", "1"), "{csv}");
+    assert_eq!(nanos(batch[9]), 11, "batch spend apart: {csv}");
 
     // Last month: closed, opening zero, the one allocation, closing = this month's opening.
     let (_, _, body) = get_statement(&api, &token, &last.to_string(), None).await;
@@ -272,6 +288,7 @@ async fn statement_on(api: Api) {
             text.contains("gpt-4o-mini") && text.contains("gpt-4o "),
             "{text}"
         );
+        assert!(text.contains("gpt-4o-mini (batch)"), "{text}");
     }
 
     // Refusals: a month in the future or malformed, a format not served, no token.
