@@ -46,6 +46,8 @@ pub(super) struct Row {
     pub(super) latency: String,
     pub(super) cost: Amount,
     pub(super) wholesale: Amount,
+    /// A batch line's call (issue 46): its batch and line.
+    pub(super) batch: Option<(String, i32)>,
 }
 
 /// The filters as asked (the form shows them back).
@@ -276,6 +278,7 @@ fn row(r: &entities::usage_records::Model, keys: &HashMap<i64, String>) -> Row {
             .map_or_else(|| "—".to_string(), |ms| format!("{ms} ms")),
         cost: amount(NanoUsd::from_nanos(r.charged_nanos)),
         wholesale: amount(NanoUsd::from_nanos(r.wholesale_nanos)),
+        batch: r.batch_id.clone().zip(r.batch_line),
     }
 }
 

@@ -165,8 +165,27 @@ async fn the_requests_page_lists_calls_newest_first_filtered_and_by_keyset() {
     assert_eq!(newest_first.len(), 25);
     assert_eq!(rows[0].latency_ms, Some(1_234), "the latency is kept");
 
+    // A batch line's call (issue 46) says so, with its batch and line.
+    {
+        use sea_orm::{ActiveModelTrait, Set};
+        let mut r: entities::usage_records::ActiveModel = rows
+            .iter()
+            .find(|r| r.request_id == "req-02")
+            .unwrap()
+            .clone()
+            .into();
+        r.batch_id = Set(Some("batch_nightly".into()));
+        r.batch_line = Set(Some(7));
+        r.update(&api.state.db).await.unwrap();
+    }
     let path = format!("/console/orgs/{org}/requests");
     let first = owner.get(&path).await;
+    assert!(
+        first.body.contains(
+            "<span class=\"tag\">batch</span> <span class=\"help\"><code>batch_nightly</code> line 7</span>"
+        ),
+        "a batch line's call shows its batch"
+    );
     assert_eq!(first.status, 200, "{}", first.body);
     assert_eq!(
         ids(&first.body),
