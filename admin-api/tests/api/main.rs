@@ -22,6 +22,7 @@ use tokio::task::JoinSet;
 
 mod account;
 mod audit;
+mod batches;
 mod billing;
 mod console;
 mod customers;

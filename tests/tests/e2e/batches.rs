@@ -474,8 +474,11 @@ fn embedding_lines(n: usize) -> String {
 
 /// Issue 46's Done means: a 1,000-line batch completes with one charge per line at the batch
 /// price across a restart of the gateway and of admin-api mid-batch (the whole deployment stopped
-/// and started again on the same ledger and Redis; a fleet's store outlives its processes, so a
-/// line in flight at the stop is answered from it after the start, never charged twice).
+/// and started again on the same ledger and Redis). The in-process stop cuts the connections in
+/// flight, as a crash would: a line answered but not yet settled is answered from the store after
+/// the start and its hold is settled by the reconciler (at its input estimate, once the hold's
+/// short TTL here lapses); never twice. `app/tests/deployments/batches.rs` restarts real
+/// processes, the proxy gracefully.
 #[tokio::test]
 async fn a_thousand_line_batch_survives_a_restart_mid_batch() {
     let Some(redis) = testkit::redis_url() else {
@@ -488,6 +491,8 @@ async fn a_thousand_line_batch_survives_a_restart_mid_batch() {
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
     let config = config(&mock, &db_url)
         .set("batches", "concurrency", 16)
+        .set("money", "hold_ttl_ms", 2000u64)
+        .set("money", "reconcile_interval_ms", 200u64)
         .redis(&redis, &testkit::redis_prefix("batch-restart"));
     let key = minted.api_key.as_str();
     let before = wallet(&db, minted.organization_id).await;
@@ -691,4 +696,436 @@ async fn a_message_batch_runs_on_the_messages_surface() {
         assert_eq!(again.status(), 409, "{name}");
         running.stop().await.unwrap();
     }
+}
+
+/// A signed batch line of `key` (as the runner sends it) for `request_id`.
+fn signed(
+    hasher: &credentials::KeyHasher,
+    key: &str,
+    batch: &str,
+    line: u32,
+    request_id: &str,
+) -> String {
+    let l = credentials::batch_line::BatchLine {
+        batch_id: batch.to_string(),
+        line,
+        request_id: request_id.to_string(),
+        key_hash: hasher.hash(key),
+    };
+    let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap();
+    credentials::batch_line::sign(hasher, &l, now_ms)
+}
+
+/// The gateway's batch path as the runner meets it (issue 46), each of its own answers provoked:
+/// a line sent again while it is served is 409 `batch_line_in_progress`, then answered from the
+/// store; a line whose answer was cut keeps 502 `batch_line_interrupted`; batch lines above
+/// `yield_above` of an account's capacity are 429 `batch_capacity_yielded` while an interactive
+/// call still gets the slot left; a stale signature or one on another route is 401.
+#[tokio::test]
+async fn the_signed_batch_path_refuses_waits_and_replays() {
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let db_url = testkit::fresh_database_url().await;
+    let (_db, minted) = database_with_demo_key(&db_url).await;
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let hasher = credentials::KeyHasher::new(testkit::PEPPER.as_bytes());
+    let config = TestConfig::embedded()
+        .database(&db_url)
+        .model(Model::gpt_4o_mini())
+        .account(Account::openai("mock", &mock.base_url(), &["gpt-4o-mini"]).max_concurrency(2))
+        .group(Group::new(1, &["gpt-4o-mini"]));
+    for (name, config) in deployments(&config, "batch-path") {
+        let app = App::build(config.settings(), Role::Proxy).await.unwrap();
+        let metrics = app.metrics().clone();
+        let running = app.start();
+        let base = running.base_url().unwrap();
+        let key = minted.api_key.as_str();
+        let url = format!("{base}/compat/v1/chat/completions");
+        let body = json!({"model": "gpt-4o-mini", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]});
+        let send = |header: String| {
+            http.post(&url)
+                .header(credentials::batch_line::HEADER, header)
+                .json(&body)
+                .send()
+        };
+        let code = |v: &Value| v["error"]["code"].as_str().unwrap_or("").to_string();
+
+        // 409 while served, then the same answer from the store.
+        mock.set_fault(Some("stall_ms=600".parse().unwrap()));
+        let id = uuid::Uuid::now_v7().simple().to_string();
+        let header = signed(&hasher, key, "batch_path", 0, &id);
+        let mut first = tokio::task::JoinSet::new();
+        first.spawn(send(header.clone()));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let during = send(header.clone()).await.unwrap();
+        assert_eq!(during.status(), 409, "{name}");
+        assert_eq!(during.headers()["retry-after"], "1", "{name}");
+        let during: Value = during.json().await.unwrap();
+        assert_eq!(code(&during), "batch_line_in_progress", "{name}: {during}");
+        let first = first.join_next().await.unwrap().unwrap().unwrap();
+        assert_eq!(first.status(), 200, "{name}");
+        assert_eq!(
+            first.headers()["x-request-id"].to_str().unwrap(),
+            id,
+            "{name}: the line's own id"
+        );
+        let first: Value = first.json().await.unwrap();
+        let again = send(header.clone()).await.unwrap();
+        assert_eq!(again.headers()["x-tollgate-batch-replay"], "true", "{name}");
+        assert_eq!(again.json::<Value>().await.unwrap(), first, "{name}");
+
+        // Above yield_above (one slot of two): a second batch line is refused at once, an
+        // interactive call gets the other slot.
+        let mut holder = tokio::task::JoinSet::new();
+        holder.spawn(send(signed(
+            &hasher,
+            key,
+            "batch_path",
+            1,
+            &uuid::Uuid::now_v7().simple().to_string(),
+        )));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let yielded = send(signed(
+            &hasher,
+            key,
+            "batch_path",
+            2,
+            &uuid::Uuid::now_v7().simple().to_string(),
+        ))
+        .await
+        .unwrap();
+        assert_eq!(yielded.status(), 429, "{name}");
+        let yielded: Value = yielded.json().await.unwrap();
+        assert_eq!(
+            code(&yielded),
+            "batch_capacity_yielded",
+            "{name}: {yielded}"
+        );
+        let interactive = http
+            .post(&url)
+            .bearer_auth(key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            interactive.status(),
+            200,
+            "{name}: interactive calls go first"
+        );
+        assert_eq!(
+            holder.join_next().await.unwrap().unwrap().unwrap().status(),
+            200,
+            "{name}"
+        );
+        assert!(
+            metrics.limits_hit.with_label_values(&["batch_yield"]).get() >= 1,
+            "{name}"
+        );
+        mock.set_fault(None);
+
+        // A cut answer is kept as 502 batch_line_interrupted: sent again, the same.
+        mock.set_fault(Some("cut_after=1".parse().unwrap()));
+        let header = signed(
+            &hasher,
+            key,
+            "batch_path",
+            3,
+            &uuid::Uuid::now_v7().simple().to_string(),
+        );
+        let cut = send(header.clone()).await;
+        mock.set_fault(None);
+        drop(cut);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let kept = send(header).await.unwrap();
+        assert_eq!(kept.status(), 502, "{name}");
+        assert_eq!(kept.headers()["x-tollgate-batch-replay"], "true", "{name}");
+        let kept: Value = kept.json().await.unwrap();
+        assert_eq!(code(&kept), "batch_line_interrupted", "{name}: {kept}");
+
+        // Signatures that do not hold: stale, and on a route a batch does not run.
+        let l = credentials::batch_line::BatchLine {
+            batch_id: "batch_path".into(),
+            line: 4,
+            request_id: uuid::Uuid::now_v7().simple().to_string(),
+            key_hash: hasher.hash(key),
+        };
+        let stale_ms =
+            u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap() - 6 * 60 * 1000;
+        let stale = send(credentials::batch_line::sign(&hasher, &l, stale_ms))
+            .await
+            .unwrap();
+        assert_eq!(stale.status(), 401, "{name}");
+        let elsewhere = http
+            .get(format!("{base}/compat/v1/models"))
+            .header(
+                credentials::batch_line::HEADER,
+                signed(&hasher, key, "batch_path", 5, &l.request_id),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(elsewhere.status(), 401, "{name}");
+        running.stop().await.unwrap();
+    }
+}
+
+/// Files and batches refused, each with the gateway's body naming what is wrong, nothing kept:
+/// a bad line (its number), duplicate custom ids, two endpoints, a streamed body, a model of
+/// another kind, too many lines, too many bytes, another purpose, no file; a batch on an unknown
+/// file, endpoint or window; another organization's file and batch are the 404 of no such id.
+#[tokio::test]
+async fn files_and_batches_refuse_what_they_cannot_run() {
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let db_url = testkit::fresh_database_url().await;
+    let (db, minted) = database_with_demo_key(&db_url).await;
+    let other = super::key_of_another_organization(
+        &db,
+        opstate::Stores::memory().keys.as_ref(),
+        &credentials::KeyHasher::new(testkit::PEPPER.as_bytes()),
+        credentials::Env::Dev,
+    )
+    .await;
+    let config = config(&mock, &db_url)
+        .set("batches", "max_lines", 3u64)
+        .set("batches", "max_file_bytes", 2048u64);
+    let app = App::build(config.settings(), Role::Proxy).await.unwrap();
+    let running = app.start();
+    let base = running.base_url().unwrap();
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let key = minted.api_key.as_str();
+    let line = |id: &str, url: &str, body: Value| {
+        json!({"custom_id": id, "method": "POST", "url": url, "body": body}).to_string() + "\n"
+    };
+    let chat = json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}]});
+    let mut streamed = chat.clone();
+    streamed["stream"] = json!(true);
+    let emb = json!({"model": "text-embedding-x", "input": "x"});
+    let cases: Vec<(&str, String, u16, &str)> = vec![
+        (
+            "not JSON",
+            "{nope\n".into(),
+            400,
+            "Line 1: not a JSON object",
+        ),
+        (
+            "second line bad",
+            line("a", "/v1/chat/completions", chat.clone()) + "[1]\n",
+            400,
+            "Line 2",
+        ),
+        (
+            "duplicate custom_id",
+            line("a", "/v1/chat/completions", chat.clone())
+                + &line("a", "/v1/chat/completions", chat.clone()),
+            400,
+            "Line 2: custom_id",
+        ),
+        (
+            "two endpoints",
+            line("a", "/v1/chat/completions", chat.clone())
+                + &line("b", "/v1/embeddings", emb.clone()),
+            400,
+            "a batch runs one endpoint",
+        ),
+        (
+            "streamed",
+            line("a", "/v1/chat/completions", streamed),
+            400,
+            "body.stream",
+        ),
+        (
+            "wrong kind",
+            line("a", "/v1/embeddings", chat.clone()),
+            400,
+            "cannot serve /v1/embeddings",
+        ),
+        (
+            "unknown model",
+            line("a", "/v1/chat/completions", json!({"model": "nope"})),
+            400,
+            "not a model this gateway serves",
+        ),
+        (
+            "unknown url",
+            line("a", "/v1/completions", chat.clone()),
+            400,
+            "url must be one of",
+        ),
+        (
+            "too many lines",
+            (0..4)
+                .map(|i| line(&format!("l{i}"), "/v1/chat/completions", chat.clone()))
+                .collect(),
+            400,
+            "more than 3 lines",
+        ),
+        (
+            "too many bytes",
+            line(
+                "a",
+                "/v1/chat/completions",
+                json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x".repeat(3000)}]}),
+            ),
+            413,
+            "larger than 2048 bytes",
+        ),
+        ("empty", String::new(), 400, "no lines"),
+    ];
+    for (what, content, status, says) in cases {
+        let resp = upload(&http, &base, key, &content).await;
+        assert_eq!(resp.status(), status, "{what}");
+        let v: Value = resp.json().await.unwrap();
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(says),
+            "{what}: {v}"
+        );
+        assert_eq!(v["error"]["type"], "invalid_request_error", "{what}: {v}");
+    }
+    let files = entities::batch_files::Entity::find()
+        .all(&db)
+        .await
+        .unwrap();
+    assert!(files.is_empty(), "nothing kept");
+    // Another purpose; no file at all.
+    let form = |parts: &str| {
+        http.post(format!("{base}/compat/v1/files"))
+            .bearer_auth(key)
+            .header("content-type", "multipart/form-data; boundary=B")
+            .body(format!("{parts}--B--\r\n"))
+            .send()
+    };
+    let wrong =
+        form("--B\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nfine-tune\r\n")
+            .await
+            .unwrap();
+    assert_eq!(wrong.status(), 400);
+    assert_eq!(
+        wrong.json::<Value>().await.unwrap()["error"]["param"],
+        "purpose"
+    );
+    let none = form("--B\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n")
+        .await
+        .unwrap();
+    assert_eq!(none.status(), 400);
+    assert_eq!(
+        none.json::<Value>().await.unwrap()["error"]["param"],
+        "file"
+    );
+    let no_key = http
+        .post(format!("{base}/compat/v1/files"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(no_key.status(), 401);
+
+    // A good file; batches refused on it by field.
+    let good: Value = upload(
+        &http,
+        &base,
+        key,
+        &line("a", "/v1/chat/completions", chat.clone()),
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+    let create = |body: Value, who: &str| {
+        http.post(format!("{base}/compat/v1/batches"))
+            .bearer_auth(who)
+            .json(&body)
+            .send()
+    };
+    for (body, param) in [
+        (
+            json!({"input_file_id": "file-none", "endpoint": "/v1/chat/completions", "completion_window": "24h"}),
+            "input_file_id",
+        ),
+        (
+            json!({"input_file_id": good["id"], "endpoint": "/v1/embeddings", "completion_window": "24h"}),
+            "endpoint",
+        ),
+        (
+            json!({"input_file_id": good["id"], "endpoint": "/v1/moderations", "completion_window": "24h"}),
+            "endpoint",
+        ),
+        (
+            json!({"input_file_id": good["id"], "endpoint": "/v1/chat/completions", "completion_window": "1h"}),
+            "completion_window",
+        ),
+        (
+            json!({"input_file_id": good["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h", "metadata": {"n": 1}}),
+            "metadata",
+        ),
+    ] {
+        let resp = create(body.clone(), key).await.unwrap();
+        assert_eq!(resp.status(), 400, "{body}");
+        assert_eq!(
+            resp.json::<Value>().await.unwrap()["error"]["param"],
+            param,
+            "{body}"
+        );
+    }
+    let unknown_field = create(json!({"input_file_id": good["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h", "priority": 1}), key).await.unwrap();
+    assert_eq!(unknown_field.status(), 400);
+    assert!(
+        entities::batches::Entity::find()
+            .all(&db)
+            .await
+            .unwrap()
+            .is_empty(),
+        "no batch made"
+    );
+    // Another organization: the file is not found, nor is a batch made on it.
+    let theirs = http
+        .get(format!(
+            "{base}/compat/v1/files/{}",
+            good["id"].as_str().unwrap()
+        ))
+        .bearer_auth(&other)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(theirs.status(), 404);
+    assert_eq!(
+        theirs.json::<Value>().await.unwrap()["error"]["code"],
+        "file_not_found"
+    );
+    let on_theirs = create(json!({"input_file_id": good["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h"}), &other).await.unwrap();
+    assert_eq!(on_theirs.status(), 400);
+    let mine: Value = create(json!({"input_file_id": good["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h"}), key)
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = mine["id"].as_str().unwrap();
+    for path in [
+        format!("/compat/v1/batches/{id}"),
+        "/compat/v1/batches/batch_none".to_string(),
+    ] {
+        let resp = http
+            .get(format!("{base}{path}"))
+            .bearer_auth(&other)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 404, "{path}");
+        assert_eq!(
+            resp.json::<Value>().await.unwrap()["error"]["code"],
+            "batch_not_found",
+            "{path}"
+        );
+    }
+    let cancel = http
+        .post(format!("{base}/compat/v1/batches/{id}/cancel"))
+        .bearer_auth(&other)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        cancel.status(),
+        404,
+        "another organization cannot cancel it"
+    );
+    running.stop().await.unwrap();
 }

@@ -788,11 +788,12 @@ async fn official_sdks_batch() {
     };
     let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
     let db_url = testkit::fresh_database_url().await;
-    let models = ["gpt-x", "claude-x", "emb-oa", "emb-ge"];
+    let models = ["gpt-x", "claude-x", "gemini-x", "emb-oa", "emb-ge"];
     let mut config = TestConfig::embedded()
         .database(&db_url)
         .model(Model::text("gpt-x", 0.15, 0.6))
         .model(Model::text("claude-x", 3.0, 15.0))
+        .model(Model::text("gemini-x", 0.3, 2.5))
         .model(Model::embedding("emb-oa", 0.02))
         .model(Model::embedding("emb-ge", 0.15))
         .account(Account::openai(
@@ -801,7 +802,11 @@ async fn official_sdks_batch() {
             &["gpt-x", "emb-oa"],
         ))
         .account(Account::anthropic("an", &mock.root_url(), &["claude-x"]))
-        .account(Account::gemini("ge", &mock.root_url(), &["emb-ge"]))
+        .account(Account::gemini(
+            "ge",
+            &mock.root_url(),
+            &["gemini-x", "emb-ge"],
+        ))
         .group(Group::new(1, &models))
         .set("batches", "poll_interval_ms", 50);
     if let Some(url) = testkit::redis_url() {
@@ -816,15 +821,13 @@ async fn official_sdks_batch() {
     let pairs = [
         ("/v1/chat/completions", "gpt-x", "chat.completion"),
         ("/v1/chat/completions", "claude-x", "chat.completion"),
+        ("/v1/chat/completions", "gemini-x", "chat.completion"),
         ("/v1/embeddings", "emb-oa", "list"),
         ("/v1/embeddings", "emb-ge", "list"),
     ];
     let mut args: Vec<String> = pairs.iter().map(|(e, m, _)| format!("{e}:{m}")).collect();
     // Anthropic's message batches: on an Anthropic-format account, and translated to an OpenAI one.
-    args.extend([
-        "anthropic:claude-x".to_string(),
-        "anthropic:gpt-x".to_string(),
-    ]);
+    args.extend(["claude-x", "gpt-x", "gemini-x"].map(|m| format!("anthropic:{m}")));
     let mut argv: Vec<&str> = vec![&base, &key.api_key];
     argv.extend(args.iter().map(String::as_str));
     let stdout = run_script(&python, "batches.py", &argv, 180).await;
@@ -879,7 +882,7 @@ async fn official_sdks_batch() {
             "{model}"
         );
     }
-    for model in ["claude-x", "gpt-x"] {
+    for model in ["claude-x", "gpt-x", "gemini-x"] {
         let got = &lines[&format!("anthropic:{model}")];
         assert_eq!(got["status"], "ended", "{got}");
         assert_eq!(

@@ -362,7 +362,7 @@ impl End {
 
 /// Removes batches that ended more than `[batches] retention_days` ago (their lines and files)
 /// and files past their expiry.
-pub(super) async fn sweep(state: &AppState) -> Result<(), DbErr> {
+pub async fn sweep(state: &AppState) -> Result<(), DbErr> {
     let now = state.clock.now();
     let before = now - batch_files::retention(state);
     let old: Vec<i64> = batches::Entity::find()

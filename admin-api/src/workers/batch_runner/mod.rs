@@ -161,6 +161,8 @@ enum Sent {
 
 mod lines;
 
+pub use lines::sweep;
+
 struct Runner<'a> {
     state: &'a AppState,
     client: &'a reqwest::Client,
