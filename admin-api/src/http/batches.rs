@@ -3,7 +3,7 @@
 //! `POST …/batches`, `GET …/batches/{id}`, `POST …/batches/{id}/cancel`. The caller is the customer
 //! key presented (as at the gateway); refusals are the gateway's error bodies.
 
-use super::customer_key::{customer_key, gateway};
+use super::customer_key::{answered, customer_key, gateway};
 use crate::services::batch_files::{self, Refused};
 use crate::services::batches::{self, CreateBatch};
 use crate::services::key_reads;
@@ -185,14 +185,12 @@ pub(crate) async fn file(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let key = match caller(&state, &headers).await {
-        Ok(k) => k,
-        Err(r) => return r,
-    };
-    match batch_files::find(&state, key.organization_id, &id).await {
-        Ok(f) => ok(batch_files::view(&f)),
-        Err(e) => refused(e),
-    }
+    let st = &state;
+    answered(caller(st, &headers).await, refused, |key| async move {
+        let f = batch_files::find(st, key.organization_id, &id).await?;
+        Ok(axum::Json(batch_files::view(&f)))
+    })
+    .await
 }
 
 #[utoipa::path(get, path = "/compat/v1/files/{file_id}/content", tag = "batches", security(("customer_key" = [])), params(("file_id" = String, Path)), responses((status = 200, description = "the file's JSONL"), (status = 404, description = "file_not_found")))]
@@ -201,24 +199,17 @@ pub(crate) async fn content(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let key = match caller(&state, &headers).await {
-        Ok(k) => k,
-        Err(r) => return r,
-    };
-    let result = async {
-        let f = batch_files::find(&state, key.organization_id, &id).await?;
-        batches::content(&state, &f).await
-    }
-    .await;
-    match result {
-        Ok(bytes) => (
+    let st = &state;
+    answered(caller(st, &headers).await, refused, |key| async move {
+        let f = batch_files::find(st, key.organization_id, &id).await?;
+        let bytes = batches::content(st, &f).await?;
+        Ok((
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/jsonl")],
             bytes,
-        )
-            .into_response(),
-        Err(e) => refused(e),
-    }
+        ))
+    })
+    .await
 }
 
 #[utoipa::path(post, path = "/compat/v1/batches", tag = "batches", security(("customer_key" = [])), responses((status = 200, description = "OpenAI's batch object"), (status = 400, description = "the gateway's body naming the parameter")))]
@@ -227,28 +218,15 @@ pub(crate) async fn create(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let key = match caller(&state, &headers).await {
-        Ok(k) => k,
-        Err(r) => return r,
-    };
-    let ask: CreateBatch = match serde_json::from_slice(&body) {
-        Ok(a) => a,
-        Err(e) => {
-            return refused(batch_files::invalid(
-                format!("The body is not a batch request: {e}"),
-                None,
-            ));
-        }
-    };
-    let result = async {
-        let b = batches::create(&state, &key, ask).await?;
-        batches::view(&state, &b).await
-    }
-    .await;
-    match result {
-        Ok(v) => ok(v),
-        Err(e) => refused(e),
-    }
+    let st = &state;
+    answered(caller(st, &headers).await, refused, |key| async move {
+        let ask: CreateBatch = serde_json::from_slice(&body).map_err(|e| {
+            batch_files::invalid(format!("The body is not a batch request: {e}"), None)
+        })?;
+        let b = batches::create(st, &key, ask).await?;
+        Ok(axum::Json(batches::view(st, &b).await?))
+    })
+    .await
 }
 
 #[utoipa::path(get, path = "/compat/v1/batches/{batch_id}", tag = "batches", security(("customer_key" = [])), params(("batch_id" = String, Path)), responses((status = 200, description = "OpenAI's batch object"), (status = 404, description = "batch_not_found")))]
@@ -257,19 +235,12 @@ pub(crate) async fn get(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let key = match caller(&state, &headers).await {
-        Ok(k) => k,
-        Err(r) => return r,
-    };
-    let result = async {
-        let b = batches::find(&state, key.organization_id, &id).await?;
-        batches::view(&state, &b).await
-    }
-    .await;
-    match result {
-        Ok(v) => ok(v),
-        Err(e) => refused(e),
-    }
+    let st = &state;
+    answered(caller(st, &headers).await, refused, |key| async move {
+        let b = batches::find(st, key.organization_id, &id).await?;
+        Ok(axum::Json(batches::view(st, &b).await?))
+    })
+    .await
 }
 
 #[utoipa::path(post, path = "/compat/v1/batches/{batch_id}/cancel", tag = "batches", security(("customer_key" = [])), params(("batch_id" = String, Path)), responses((status = 200, description = "OpenAI's batch object, cancelling"), (status = 404, description = "batch_not_found"), (status = 409, description = "batch_not_cancellable: it ended")))]
@@ -278,19 +249,12 @@ pub(crate) async fn cancel(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let key = match caller(&state, &headers).await {
-        Ok(k) => k,
-        Err(r) => return r,
-    };
-    let result = async {
-        let b = batches::cancel(&state, key.organization_id, &id).await?;
-        batches::view(&state, &b).await
-    }
-    .await;
-    match result {
-        Ok(v) => ok(v),
-        Err(e) => refused(e),
-    }
+    let st = &state;
+    answered(caller(st, &headers).await, refused, |key| async move {
+        let b = batches::cancel(st, key.organization_id, &id).await?;
+        Ok(axum::Json(batches::view(st, &b).await?))
+    })
+    .await
 }
 
 /// The routes, the upload's body bounded by `[batches] max_file_bytes` (plus the form's own

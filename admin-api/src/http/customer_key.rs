@@ -2,6 +2,29 @@
 //! it, and the gateway's own error bodies for the routes admin-api answers there (issue 45, 46).
 
 use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+
+/// Answers what `work` makes of the caller's `key` (its value, or its error as `refuse` writes
+/// it); a key refused is answered as it was.
+pub(crate) async fn answered<K, E, F, Fut, R>(
+    key: Result<K, Response>,
+    refuse: fn(E) -> Response,
+    work: F,
+) -> Response
+where
+    F: FnOnce(K) -> Fut,
+    Fut: std::future::Future<Output = Result<R, E>>,
+    R: IntoResponse,
+{
+    let key = match key {
+        Ok(k) => k,
+        Err(r) => return r,
+    };
+    match work(key).await {
+        Ok(r) => r.into_response(),
+        Err(e) => refuse(e),
+    }
+}
 
 /// The customer key of a request, as the gateway reads it: `Authorization: Bearer`, `x-api-key`
 /// or `x-alt-api-key`. `Err`: two different keys (invalid, as at the gateway).

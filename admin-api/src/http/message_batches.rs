@@ -3,7 +3,7 @@
 //! …/{id}/cancel`. The caller is the customer key presented (`x-api-key`, as the Messages surface
 //! reads it); refusals are in Anthropic's error shape `{type: "error", error: {type, message}}`.
 
-use super::customer_key::{customer_key, gateway};
+use super::customer_key::{answered, customer_key, gateway};
 use crate::services::batch_files::Refused;
 use crate::services::{batches, key_reads, message_batches};
 use crate::state::AppState;
@@ -115,19 +115,14 @@ pub(crate) async fn create(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let key = match caller(&state, &headers).await {
-        Ok(k) => k,
-        Err(r) => return r,
-    };
-    let result = async {
-        let b = message_batches::create(&state, &key, &body).await?;
-        message_batches::view(&state, &b, base(&state, &headers).as_deref()).await
-    }
-    .await;
-    match result {
-        Ok(v) => (StatusCode::OK, axum::Json(v)).into_response(),
-        Err(e) => refused(e),
-    }
+    let (st, base) = (&state, base(&state, &headers));
+    answered(caller(st, &headers).await, refused, |key| async move {
+        let b = message_batches::create(st, &key, &body).await?;
+        Ok(axum::Json(
+            message_batches::view(st, &b, base.as_deref()).await?,
+        ))
+    })
+    .await
 }
 
 #[utoipa::path(get, path = "/v1/messages/batches/{message_batch_id}", tag = "batches", security(("customer_key" = [])), params(("message_batch_id" = String, Path)), responses((status = 200, description = "Anthropic's message batch object"), (status = 404, description = "not_found_error")))]
@@ -136,19 +131,14 @@ pub(crate) async fn get(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let key = match caller(&state, &headers).await {
-        Ok(k) => k,
-        Err(r) => return r,
-    };
-    let result = async {
-        let b = find(&state, &key, &id).await?;
-        message_batches::view(&state, &b, base(&state, &headers).as_deref()).await
-    }
-    .await;
-    match result {
-        Ok(v) => (StatusCode::OK, axum::Json(v)).into_response(),
-        Err(e) => refused(e),
-    }
+    let (st, base) = (&state, base(&state, &headers));
+    answered(caller(st, &headers).await, refused, |key| async move {
+        let b = find(st, &key, &id).await?;
+        Ok(axum::Json(
+            message_batches::view(st, &b, base.as_deref()).await?,
+        ))
+    })
+    .await
 }
 
 #[utoipa::path(get, path = "/v1/messages/batches/{message_batch_id}/results", tag = "batches", security(("customer_key" = [])), params(("message_batch_id" = String, Path)), responses((status = 200, description = "JSONL, one result per request"), (status = 404, description = "not_found_error"), (status = 409, description = "not ended yet")))]
@@ -157,24 +147,17 @@ pub(crate) async fn results(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let key = match caller(&state, &headers).await {
-        Ok(k) => k,
-        Err(r) => return r,
-    };
-    let result = async {
-        let b = find(&state, &key, &id).await?;
-        message_batches::results(&state, &b).await
-    }
-    .await;
-    match result {
-        Ok(bytes) => (
+    let st = &state;
+    answered(caller(st, &headers).await, refused, |key| async move {
+        let b = find(st, &key, &id).await?;
+        let bytes = message_batches::results(st, &b).await?;
+        Ok((
             StatusCode::OK,
             [(header::CONTENT_TYPE, "application/binary")],
             bytes,
-        )
-            .into_response(),
-        Err(e) => refused(e),
-    }
+        ))
+    })
+    .await
 }
 
 #[utoipa::path(post, path = "/v1/messages/batches/{message_batch_id}/cancel", tag = "batches", security(("customer_key" = [])), params(("message_batch_id" = String, Path)), responses((status = 200, description = "Anthropic's message batch object, canceling"), (status = 404, description = "not_found_error"), (status = 409, description = "it ended")))]
@@ -183,20 +166,15 @@ pub(crate) async fn cancel(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let key = match caller(&state, &headers).await {
-        Ok(k) => k,
-        Err(r) => return r,
-    };
-    let result = async {
-        let b = find(&state, &key, &id).await?;
-        let b = batches::cancel(&state, key.organization_id, &b.public_id).await?;
-        message_batches::view(&state, &b, base(&state, &headers).as_deref()).await
-    }
-    .await;
-    match result {
-        Ok(v) => (StatusCode::OK, axum::Json(v)).into_response(),
-        Err(e) => refused(e),
-    }
+    let (st, base) = (&state, base(&state, &headers));
+    answered(caller(st, &headers).await, refused, |key| async move {
+        let b = find(st, &key, &id).await?;
+        let b = batches::cancel(st, key.organization_id, &b.public_id).await?;
+        Ok(axum::Json(
+            message_batches::view(st, &b, base.as_deref()).await?,
+        ))
+    })
+    .await
 }
 
 /// The routes, the create's body bounded by `[batches] max_file_bytes`.
