@@ -235,6 +235,22 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// A batch discount never charges more than the price × the discount (nor more than the
+        /// undiscounted rate), and less by under one millionth of the price at most, unless the
+        /// floor of one millionth applies.
+        #[test]
+        fn a_discount_is_bounded(rate in 1i64..=1_000_000_000_000, fraction in 1i64..=1_000_000) {
+            let d = RateMultiplier(rate).discounted(RateMultiplier(fraction));
+            let exact = i128::from(rate) * i128::from(fraction);
+            let got = i128::from(d.ppm()) * i128::from(PPM);
+            proptest::prop_assert!(d.ppm() <= rate);
+            proptest::prop_assert!(d.ppm() >= 1);
+            proptest::prop_assert!(got <= exact || d.ppm() == 1);
+            proptest::prop_assert!(exact - got < i128::from(PPM));
+        }
+    }
+
     #[test]
     fn exact_conversions() {
         let d = Decimal::from_str("0.15").unwrap();

@@ -114,11 +114,22 @@ pub async fn authenticate(
         return Err(GatewayError::InvalidKey);
     }
     let hash = hasher.hash(presented);
+    let record = record_of(&hash, directory).await?;
+    Ok((record, hash))
+}
+
+/// The live record of the key whose keyed hash is `hash`: unknown, revoked or expired is 401; a
+/// directory that lost its contents (not rebuilt yet) is 503, never 401. Also how a signed batch
+/// line's key is found (`crate::batch`).
+pub(crate) async fn record_of(
+    hash: &str,
+    directory: &dyn KeyDirectory,
+) -> Result<KeyRecord, GatewayError> {
     let unavailable = |what: &str, e: opstate::StoreError| {
         tracing::error!(error = %e, "key directory {what} failed");
         GatewayError::StoreUnavailable
     };
-    let record = match directory.lookup(&hash).await {
+    let record = match directory.lookup(hash).await {
         Ok(Some(record)) => record,
         // A miss only means "invalid" when the directory is complete; a store that lost its
         // contents (Redis flushed, restarted empty) answers 503 until admin-api rebuilt it.
@@ -127,7 +138,7 @@ pub async fn authenticate(
             // marker was seen is the answer: the first one may have run before the rebuild
             // wrote this key (a 401 for a valid key while the store recovers).
             Ok(true) => directory
-                .lookup(&hash)
+                .lookup(hash)
                 .await
                 .map_err(|e| unavailable("lookup", e))?
                 .ok_or(GatewayError::InvalidKey)?,
@@ -142,7 +153,7 @@ pub async fn authenticate(
         debug!(key_id = record.key_id, "refused expired key");
         return Err(GatewayError::InvalidKey);
     }
-    Ok((record, hash))
+    Ok(record)
 }
 
 /// Whether `caller`'s key may use `route`'s surface (403 `permission_denied` when not): the key

@@ -67,22 +67,10 @@ pub(crate) fn verified(s: &Shared, header: &RequestHeader) -> Result<Option<Line
     }))
 }
 
-/// The key record of the key a line names (as `auth::authenticate` finds a presented key's).
+/// The key record of the key a line names, found as a presented key's is
+/// (`auth::record_of`: a directory still being rebuilt is 503, not a revoked key).
 pub(crate) async fn caller(s: &Shared, line: &Line) -> Result<KeyRecord, GatewayError> {
-    let record = s
-        .stores()
-        .keys
-        .lookup(&line.key_hash)
-        .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "key directory lookup failed");
-            GatewayError::StoreUnavailable
-        })?
-        .ok_or(GatewayError::InvalidKey)?;
-    if record.expired(i64::try_from(crate::media::unix_now()).unwrap_or(i64::MAX)) {
-        return Err(GatewayError::InvalidKey);
-    }
-    Ok(record)
+    crate::auth::record_of(&line.key_hash, s.stores().keys.as_ref()).await
 }
 
 fn store_id(request_id: &str) -> String {
