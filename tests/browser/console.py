@@ -604,6 +604,46 @@ def main():
         assert f"day={today.strftime('%Y-%m-%d')}" in d.current_url, d.current_url
         run.check("requests-filtered")
         run.step("the calls show on the Requests page newest first, ten to a page, by outcome, key, model and day")
+        # Batches (issue 46): a three-line batch through the API; the Batches page shows it
+        # with its lines and spend, and the Requests page tags its calls.
+        lines = "".join(json.dumps({"custom_id": f"b-{i}", "method": "POST", "url": "/v1/chat/completions",
+                                    "body": {"model": "gpt-4o-mini", "max_tokens": 8,
+                                             "messages": [{"role": "user", "content": f"line {i}"}]}}) + "\n"
+                        for i in range(3))
+        boundary = "console-batch-boundary"
+        form = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n"
+                f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"in.jsonl\"\r\n"
+                f"Content-Type: application/jsonl\r\n\r\n{lines}\r\n--{boundary}--\r\n")
+        auth = {"Authorization": f"Bearer {secret}"}
+        uploaded = json.load(urllib.request.urlopen(urllib.request.Request(
+            base + "/compat/v1/files", data=form.encode(),
+            headers={**auth, "Content-Type": f"multipart/form-data; boundary={boundary}"})))
+        batch = json.load(urllib.request.urlopen(urllib.request.Request(
+            base + "/compat/v1/batches", data=json.dumps({
+                "input_file_id": uploaded["id"], "endpoint": "/v1/chat/completions",
+                "completion_window": "24h"}).encode(),
+            headers={**auth, "Content-Type": "application/json"})))
+        for _ in range(240):
+            state = json.load(urllib.request.urlopen(urllib.request.Request(
+                base + "/compat/v1/batches/" + batch["id"], headers=auth)))
+            if state["status"] == "completed":
+                break
+            time.sleep(0.25)
+        assert state["status"] == "completed", state
+        press(d, link(d, "Batches"))
+        cells = [td.text for td in d.find_elements(By.CSS_SELECTOR, "table.batches tbody tr:first-child td")]
+        assert batch["id"] in cells[0], cells
+        assert "OpenAI batch" in cells[0], cells
+        assert cells[2] == "completed", cells
+        assert cells[3].startswith("3") and "3 succeeded" in cells[3], cells
+        assert cells[4].endswith("3 calls booked") and not cells[4].startswith("0.00\n"), cells
+        run.check("batches")
+        press(d, link(d, "Requests"))
+        tags = d.find_elements(By.XPATH, "//table[contains(@class,'requests')]//span[@class='tag' and normalize-space()='batch']")
+        assert len(tags) == 3, len(tags)
+        assert batch["id"] in d.find_element(By.CSS_SELECTOR, "table.requests").text
+        run.check("requests-batch")
+        run.step("a batch shows on the Batches page with its lines and spend, its calls tagged on the Requests page")
         d.get(overview.rstrip("/") + "/keys")
         press(d, button(d, "Disable"))
         assert "disabled" in d.find_element(By.CSS_SELECTOR, "table.data tbody").text

@@ -15,6 +15,8 @@ use opstate::Stores;
 use testkit::{Account, Group, Model, TestConfig};
 use tollgate::{App, Role};
 
+#[path = "e2e/batch_lists.rs"]
+mod batch_lists;
 #[path = "e2e/batches.rs"]
 mod batches;
 #[path = "e2e/browser.rs"]

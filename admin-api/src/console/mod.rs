@@ -6,6 +6,7 @@
 pub(crate) mod account;
 pub(crate) mod amount;
 pub(crate) mod audit_log;
+pub(crate) mod batches;
 pub(crate) mod billing_token;
 pub(crate) mod chart;
 pub(crate) mod cookies;
@@ -91,6 +92,7 @@ fn table() -> Table {
         .page("/console/orgs/{org}/usage", usage::page)
         .page("/console/orgs/{org}/usage.csv", usage_csv::download)
         .page("/console/orgs/{org}/requests", requests::org_page)
+        .page("/console/orgs/{org}/batches", batches::page)
         .page_and_form("/console/join/{token}", PreSession, join::form, join::join)
         .page_and_form(
             "/console/orgs/{org}/keys",

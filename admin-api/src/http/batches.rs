@@ -8,11 +8,12 @@ use crate::services::batch_files::{self, Refused};
 use crate::services::batches::{self, CreateBatch};
 use crate::services::key_reads;
 use crate::state::AppState;
-use axum::extract::{Multipart, Path, State};
+use axum::extract::{Multipart, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use entities::customer_api_keys;
 use serde_json::json;
+use std::collections::HashMap;
 
 /// The key presented, active, or the gateway's refusal.
 async fn caller(
@@ -229,6 +230,53 @@ pub(crate) async fn create(
     .await
 }
 
+/// `limit` of a list's query: absent → 20; else 1 to `max`, or the refusal naming it.
+pub(crate) fn limit(query: &HashMap<String, String>, max: u64) -> Result<u64, Refused> {
+    match query.get("limit") {
+        None => Ok(20),
+        Some(v) => v
+            .parse::<u64>()
+            .ok()
+            .filter(|n| (1..=max).contains(n))
+            .ok_or_else(|| {
+                batch_files::invalid(
+                    format!("limit must be a whole number from 1 to {max}."),
+                    Some("limit"),
+                )
+            }),
+    }
+}
+
+#[utoipa::path(get, path = "/compat/v1/batches", tag = "batches", security(("customer_key" = [])), params(("after" = Option<String>, Query, description = "a batch id: the page older than it"), ("limit" = Option<u64>, Query, description = "1 to 100, default 20")), responses((status = 200, description = "OpenAI's list: {object: \"list\", data, first_id, last_id, has_more}, newest first"), (status = 400, description = "limit or after refused, naming it")))]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let st = &state;
+    answered(caller(st, &headers).await, refused, |key| async move {
+        let page = batches::Page {
+            after: query.get("after").cloned(),
+            before: None,
+            limit: limit(&query, 100)?,
+        };
+        let (rows, more) =
+            batches::list(st, key.organization_id, &batch_files::ENDPOINTS, &page).await?;
+        let mut data = Vec::with_capacity(rows.len());
+        for b in &rows {
+            data.push(batches::view(st, b).await?);
+        }
+        Ok(axum::Json(json!({
+            "object": "list",
+            "first_id": rows.first().map(|b| &b.public_id),
+            "last_id": rows.last().map(|b| &b.public_id),
+            "has_more": more,
+            "data": data,
+        })))
+    })
+    .await
+}
+
 #[utoipa::path(get, path = "/compat/v1/batches/{batch_id}", tag = "batches", security(("customer_key" = [])), params(("batch_id" = String, Path)), responses((status = 200, description = "OpenAI's batch object"), (status = 404, description = "batch_not_found")))]
 pub(crate) async fn get(
     State(state): State<AppState>,
@@ -271,7 +319,7 @@ pub(crate) fn routes(state: &AppState) -> axum::Router<AppState> {
         )
         .route("/compat/v1/files/{file_id}", get_(file))
         .route("/compat/v1/files/{file_id}/content", get_(content))
-        .route("/compat/v1/batches", post(create))
+        .route("/compat/v1/batches", post(create).get(list))
         .route("/compat/v1/batches/{batch_id}", get_(get))
         .route("/compat/v1/batches/{batch_id}/cancel", post(cancel))
 }

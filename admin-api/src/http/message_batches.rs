@@ -7,11 +7,12 @@ use super::customer_key::{answered, customer_key, gateway};
 use crate::services::batch_files::Refused;
 use crate::services::{batches, key_reads, message_batches};
 use crate::state::AppState;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use entities::customer_api_keys;
 use serde_json::json;
+use std::collections::HashMap;
 
 fn error(status: StatusCode, kind: &str, message: &str) -> Response {
     let body = json!({"type": "error", "error": {"type": kind, "message": message}});
@@ -125,6 +126,41 @@ pub(crate) async fn create(
     .await
 }
 
+#[utoipa::path(get, path = "/v1/messages/batches", tag = "batches", security(("customer_key" = [])), params(("after_id" = Option<String>, Query, description = "the page older than this batch"), ("before_id" = Option<String>, Query, description = "the page newer than this batch"), ("limit" = Option<u64>, Query, description = "1 to 1000, default 20")), responses((status = 200, description = "Anthropic's list: {data, has_more, first_id, last_id}, newest first"), (status = 400, description = "a cursor or limit refused")))]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let (st, base) = (&state, base(&state, &headers));
+    answered(caller(st, &headers).await, refused, |key| async move {
+        let page = batches::Page {
+            after: query.get("after_id").cloned(),
+            before: query.get("before_id").cloned(),
+            limit: super::batches::limit(&query, 1000)?,
+        };
+        if page.after.is_some() && page.before.is_some() {
+            return Err(crate::services::batch_files::invalid(
+                "Give after_id or before_id, not both.",
+                Some("before_id"),
+            ));
+        }
+        let endpoints = [message_batches::ENDPOINT];
+        let (rows, more) = batches::list(st, key.organization_id, &endpoints, &page).await?;
+        let mut data = Vec::with_capacity(rows.len());
+        for b in &rows {
+            data.push(message_batches::view(st, b, base.as_deref()).await?);
+        }
+        Ok(axum::Json(json!({
+            "data": data,
+            "has_more": more,
+            "first_id": rows.first().map(|b| &b.public_id),
+            "last_id": rows.last().map(|b| &b.public_id),
+        })))
+    })
+    .await
+}
+
 #[utoipa::path(get, path = "/v1/messages/batches/{message_batch_id}", tag = "batches", security(("customer_key" = [])), params(("message_batch_id" = String, Path)), responses((status = 200, description = "Anthropic's message batch object"), (status = 404, description = "not_found_error")))]
 pub(crate) async fn get(
     State(state): State<AppState>,
@@ -184,7 +220,9 @@ pub(crate) fn routes(state: &AppState) -> axum::Router<AppState> {
     axum::Router::new()
         .route(
             "/v1/messages/batches",
-            post(create).layer(axum::extract::DefaultBodyLimit::max(limit)),
+            post(create)
+                .layer(axum::extract::DefaultBodyLimit::max(limit))
+                .get(list),
         )
         .route("/v1/messages/batches/{message_batch_id}", get_(get))
         .route(

@@ -318,3 +318,60 @@ pub async fn content(state: &AppState, f: &files::Model) -> Result<Vec<u8>, Refu
     let errors = f.purpose == "batch_error";
     results(state, batch, errors).await
 }
+
+/// Which page of an organization's batches a list asks for: newest first, `limit` of them,
+/// older than `after` or newer than `before` (batch ids; at most one of the two).
+#[derive(Debug, Default)]
+pub struct Page {
+    pub after: Option<String>,
+    pub before: Option<String>,
+    pub limit: u64,
+}
+
+/// A page of `org`'s batches run on one of `endpoints`, newest first, and whether more lie
+/// beyond it (in the direction asked). A cursor that names no batch of those is refused (400
+/// naming it).
+pub async fn list(
+    state: &AppState,
+    org: i64,
+    endpoints: &[&str],
+    page: &Page,
+) -> Result<(Vec<batches::Model>, bool), Refused> {
+    use sea_orm::QuerySelect;
+    let mine = || {
+        batches::Entity::find()
+            .filter(batches::Column::OrganizationId.eq(org))
+            .filter(batches::Column::Endpoint.is_in(endpoints.iter().copied()))
+    };
+    let cursor = |id: &Option<String>, param: &'static str| {
+        let id = id.clone();
+        async move {
+            let Some(id) = id else { return Ok(None) };
+            mine()
+                .filter(batches::Column::PublicId.eq(id.as_str()))
+                .one(&state.db)
+                .await?
+                .map(|b| Some(b.id))
+                .ok_or_else(|| invalid(format!("No batch {id:?} to page from."), Some(param)))
+        }
+    };
+    let after = cursor(&page.after, "after").await?;
+    let before = cursor(&page.before, "before").await?;
+    let mut query = mine();
+    query = match (after, before) {
+        (_, Some(b)) => query
+            .filter(batches::Column::Id.gt(b))
+            .order_by_asc(batches::Column::Id),
+        (Some(a), None) => query
+            .filter(batches::Column::Id.lt(a))
+            .order_by_desc(batches::Column::Id),
+        (None, None) => query.order_by_desc(batches::Column::Id),
+    };
+    let mut rows = query.limit(page.limit + 1).all(&state.db).await?;
+    let more = rows.len() as u64 > page.limit;
+    rows.truncate(page.limit as usize);
+    if before.is_some() {
+        rows.reverse();
+    }
+    Ok((rows, more))
+}

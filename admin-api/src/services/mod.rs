@@ -9,6 +9,7 @@ pub mod alerts;
 pub mod allocations;
 pub mod audit;
 pub mod batch_files;
+pub mod batch_log;
 pub mod batches;
 pub mod billing;
 pub mod contacts;

@@ -13,7 +13,7 @@ use tollgate::{App, Role};
 /// `gpt-4o-mini` sold at 0.4 of its price for batch work.
 const DISCOUNT_PPM: i128 = 400_000;
 
-fn config(mock: &MockHandle, db_url: &str) -> TestConfig {
+pub(super) fn config(mock: &MockHandle, db_url: &str) -> TestConfig {
     TestConfig::embedded()
         .database(db_url)
         .model(Model::gpt_4o_mini().line("batch_discount = 0.4"))
@@ -77,7 +77,7 @@ async fn upload(http: &reqwest::Client, base: &str, key: &str, content: &str) ->
 }
 
 /// Uploads `content` and creates a batch of it on `endpoint`; the batch object.
-async fn start(
+pub(super) async fn start(
     http: &reqwest::Client,
     base: &str,
     key: &str,

@@ -170,7 +170,7 @@ async fn the_console_in_a_real_browser() {
         )
     });
     assert!(out.get("error").is_none(), "{out:#}");
-    assert_eq!(out["steps"].as_array().unwrap().len(), 30, "{out:#}");
+    assert_eq!(out["steps"].as_array().unwrap().len(), 31, "{out:#}");
     let pages = out["pages"].as_object().unwrap();
     assert!(pages.len() >= 55, "{out:#}");
     for (name, page) in pages {
