@@ -9,7 +9,8 @@ supplier and checks what was charged:
 For each ENDPOINT:MODEL (`/v1/chat/completions:gpt-x`, `/v1/embeddings:emb-x`): uploads three
 lines with `files.create(purpose="batch")`, starts them with `batches.create`, polls
 `batches.retrieve` until the batch ends and reads `files.content` of its output file. For
-`anthropic:MODEL`, the anthropic SDK's `messages.batches.create`, `retrieve` and `results`. Prints one
+`anthropic:MODEL`, the anthropic SDK's `messages.batches.create`, `retrieve` and `results`. Each
+batch is then looked for in the SDK's paged list (`batches.list`, `messages.batches.list`). Prints one
 JSON object per line: {id, status, counts, custom_ids, objects, request_ids} for a batch, {id,
 check: "raised", class, status} for expected SDK errors, {id, error} for an unexpected exception.
 """
@@ -57,6 +58,8 @@ def run(client, endpoint, model):
         "custom_ids": [r["custom_id"] for r in rows],
         "objects": [r["response"]["body"].get("object") for r in rows],
         "request_ids": [r["response"]["request_id"] for r in rows],
+        # The list, a batch to a page: the SDK follows `after` through every page.
+        "listed": b.id in [x.id for x in client.batches.list(limit=1)],
     })
 
 
@@ -83,6 +86,7 @@ def run_anthropic(client, model):
         "custom_ids": [r.custom_id for r in results],
         "types": [r.result.type for r in results],
         "messages": [r.result.message.type if r.result.type == "succeeded" else None for r in results],
+        "listed": b.id in [x.id for x in client.messages.batches.list(limit=1)],
     })
 
 

@@ -856,6 +856,7 @@ async fn official_sdks_batch() {
         );
         let ids: Vec<String> = (0..3).map(|i| format!("{model}-{i}")).collect();
         assert_eq!(got["custom_ids"], serde_json::json!(ids), "{got}");
+        assert_eq!(got["listed"], true, "the SDK's paged list finds it: {got}");
         assert_eq!(
             got["objects"],
             serde_json::json!([object, object, object]),
@@ -892,6 +893,7 @@ async fn official_sdks_batch() {
         );
         let ids: Vec<String> = (0..3).map(|i| format!("{model}-{i}")).collect();
         assert_eq!(got["custom_ids"], serde_json::json!(ids), "{got}");
+        assert_eq!(got["listed"], true, "the SDK's paged list finds it: {got}");
         assert_eq!(
             got["types"],
             serde_json::json!(["succeeded", "succeeded", "succeeded"]),
