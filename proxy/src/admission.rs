@@ -58,11 +58,22 @@ pub(crate) async fn prepare(
     auth::permit(&caller, route)?;
     if let Some(line) = batch {
         ctx.request_id.clone_from(&line.request_id);
-        ctx.admission.batch = Some(Box::new(line));
-        if crate::batch::claim(s, session, ctx).await? {
-            return Ok(true);
+        if line.stage == crate::batch_line::Stage::Book {
+            return Box::pin(crate::batch_offload::book(s, session, ctx, &line)).await;
         }
-        let admitted = admit_call(s, session, ctx, (&caller, &key_hash)).await;
+        let hold = line.stage == crate::batch_line::Stage::Hold;
+        ctx.admission.batch = Some(Box::new(line));
+        match crate::batch::claim(s, session, ctx).await? {
+            crate::batch::Claimed::Fresh => {}
+            crate::batch::Claimed::Answered => return Ok(true),
+            crate::batch::Claimed::Held(kept) => {
+                return crate::batch_offload::held_again(session, ctx, hold, kept).await;
+            }
+        }
+        let mut admitted = admit_call(s, session, ctx, (&caller, &key_hash)).await;
+        if hold && admitted == Ok(false) {
+            admitted = Box::pin(crate::batch_offload::hold(s, session, ctx)).await;
+        }
         if admitted.is_err() {
             crate::batch::refused(s, ctx).await;
         }

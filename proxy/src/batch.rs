@@ -22,24 +22,21 @@
 //! `batch_line_interrupted` as its answer (what was served is charged, as for any cut call).
 
 pub(crate) use crate::batch_line::Line;
+use crate::batch_line::{ANSWER_TTL, ANSWERED, answer_kept, store_id};
 use crate::ctx::RequestCtx;
 use crate::errors::{GatewayError, Surface};
 use crate::shared::Shared;
 use bytes::Bytes;
 use opstate::{BatchRef, KeyRecord, MediaFile};
-use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::http::RequestHeader;
 use pingora::proxy::Session;
 use std::time::Duration;
 
-/// How long a line's answer is kept: a runner that died comes back well within it.
-pub(crate) const ANSWER_TTL: Duration = Duration::from_secs(48 * 3600);
 /// How long a claim lasts without an answer: longer than any call may take (a gateway that
 /// died mid-line lets the line be served again after it).
 pub(crate) const CLAIM_TTL: Duration = Duration::from_secs(15 * 60);
 /// The content type of a claim that has no answer yet.
 const CLAIMED: &str = "tollgate/batch-line-claimed";
-/// The prefix of a kept answer's content type: `batch-answer {status}`.
-const ANSWERED: &str = "tollgate/batch-answer ";
 
 /// The batch line `header` carries, verified; `None` without the header; 401 for one that does
 /// not verify.
@@ -64,6 +61,7 @@ pub(crate) fn verified(s: &Shared, header: &RequestHeader) -> Result<Option<Line
         request_id: line.request_id,
         key_hash: line.key_hash,
         claimed: false,
+        stage: crate::batch_line::Stage::of(header)?,
     }))
 }
 
@@ -73,19 +71,24 @@ pub(crate) async fn caller(s: &Shared, line: &Line) -> Result<KeyRecord, Gateway
     crate::auth::record_of(&line.key_hash, s.stores().keys.as_ref()).await
 }
 
-fn store_id(request_id: &str) -> String {
-    format!("batch-line:{request_id}")
+/// What claiming a line found.
+pub(crate) enum Claimed {
+    /// This request serves it now.
+    Fresh,
+    /// It was served before: answered from the store.
+    Answered,
+    /// It is held for a supplier's batch (`crate::batch_offload`): its record.
+    Held(MediaFile),
 }
 
-/// Claims the line of `ctx`: `Ok(true)` when it was answered from the store (sent before and
-/// answered), `Ok(false)` when this request now serves it; 409 while another serves it.
+/// Claims the line of `ctx` (see [`Claimed`]); 409 while another request serves it.
 pub(crate) async fn claim(
     s: &Shared,
     session: &mut Session,
     ctx: &mut RequestCtx,
-) -> Result<bool, GatewayError> {
+) -> Result<Claimed, GatewayError> {
     let Some(line) = ctx.admission.batch.as_mut() else {
-        return Ok(false);
+        return Ok(Claimed::Fresh);
     };
     let claim = MediaFile {
         content_type: CLAIMED.to_string(),
@@ -101,35 +104,13 @@ pub(crate) async fn claim(
         })?;
     let Some(kept) = before else {
         line.claimed = true;
-        return Ok(false);
+        return Ok(Claimed::Fresh);
     };
-    let status = kept
-        .content_type
-        .strip_prefix(ANSWERED)
-        .and_then(|s| s.parse::<u16>().ok())
-        .ok_or(GatewayError::BatchLineInProgress)?;
-    replay(session, status, kept.bytes, &ctx.request_id)
-        .await
-        .map_err(|_| GatewayError::Internal)?;
-    Ok(true)
-}
-
-/// Answers a line sent again with its kept answer.
-async fn replay(
-    session: &mut Session,
-    status: u16,
-    body: Bytes,
-    request_id: &str,
-) -> pingora::Result<()> {
-    let mut header = ResponseHeader::build(status, Some(4))?;
-    header.insert_header(http::header::CONTENT_TYPE, "application/json")?;
-    header.insert_header(http::header::CONTENT_LENGTH, body.len().to_string())?;
-    header.insert_header("x-request-id", request_id)?;
-    header.insert_header("x-tollgate-batch-replay", "true")?;
-    session
-        .write_response_header(Box::new(header), false)
-        .await?;
-    session.write_response_body(Some(body), true).await
+    if kept.content_type == crate::batch_line::HELD {
+        return Ok(Claimed::Held(kept));
+    }
+    answer_kept(session, kept, &ctx.request_id).await?;
+    Ok(Claimed::Answered)
 }
 
 /// Gives the claim of a line refused before it was served back (a 402, a 429, a bad body).

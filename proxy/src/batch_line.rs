@@ -1,11 +1,55 @@
 //! A batch line's state in a request (`crate::batch` has the rules): the verified signature and
 //! the answer collected for the store.
 
+use crate::errors::GatewayError;
 use bytes::Bytes;
-use opstate::BatchRef;
+use opstate::{BatchRef, MediaFile};
+use pingora::http::ResponseHeader;
+use pingora::proxy::Session;
+use std::time::Duration;
+
+/// How long a line's answer is kept: a runner that died comes back well within it.
+pub(crate) const ANSWER_TTL: Duration = Duration::from_secs(48 * 3600);
+/// The prefix of a kept answer's content type: `batch-answer {status}`.
+pub(crate) const ANSWERED: &str = "tollgate/batch-answer ";
+/// The content type of a line held for a supplier's batch (`crate::batch_offload`).
+pub(crate) const HELD: &str = "tollgate/batch-line-held";
+
+/// Where the store keeps a line's claim, answer or hold record.
+pub(crate) fn store_id(request_id: &str) -> String {
+    format!("batch-line:{request_id}")
+}
 
 /// The largest answer kept; a larger one is kept as 502 `batch_line_interrupted`.
 pub(crate) const MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
+
+/// The header naming a signed line's stage (`crate::batch_offload`).
+pub(crate) const STAGE_HEADER: &str = "x-tollgate-batch-stage";
+
+/// What a signed batch line asks of the gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Stage {
+    /// Serve it as a call.
+    #[default]
+    Call,
+    Hold,
+    Book,
+}
+
+impl Stage {
+    /// The stage a request names; 400 for an unknown one.
+    pub(crate) fn of(header: &pingora::http::RequestHeader) -> Result<Stage, GatewayError> {
+        match header.headers.get(STAGE_HEADER).map(|v| v.as_bytes()) {
+            None => Ok(Stage::Call),
+            Some(b"hold") => Ok(Stage::Hold),
+            Some(b"book") => Ok(Stage::Book),
+            Some(_) => Err(GatewayError::InvalidBody {
+                message: format!("{STAGE_HEADER} must be hold or book"),
+                param: None,
+            }),
+        }
+    }
+}
 
 /// A verified batch line.
 #[derive(Debug, Clone)]
@@ -15,6 +59,8 @@ pub(crate) struct Line {
     pub key_hash: String,
     /// The claim is this request's (given back or replaced by the answer at its end).
     pub claimed: bool,
+    /// Served as a call, held for the supplier's batch, or booked from it.
+    pub stage: Stage,
 }
 
 /// The answer being collected for a batch line (`answer::body`).
@@ -38,4 +84,40 @@ impl Capture {
         }
         self.complete |= end_of_stream;
     }
+}
+
+/// Answers a line with what the store kept of it: its answer (`Ok(true)`), or 409 while it is
+/// being served.
+pub(crate) async fn answer_kept(
+    session: &mut Session,
+    kept: MediaFile,
+    request_id: &str,
+) -> Result<bool, GatewayError> {
+    let status = kept
+        .content_type
+        .strip_prefix(ANSWERED)
+        .and_then(|s| s.parse::<u16>().ok())
+        .ok_or(GatewayError::BatchLineInProgress)?;
+    replay(session, status, kept.bytes, request_id)
+        .await
+        .map_err(|_| GatewayError::Internal)?;
+    Ok(true)
+}
+
+/// Answers a line sent again with its kept answer.
+async fn replay(
+    session: &mut Session,
+    status: u16,
+    body: Bytes,
+    request_id: &str,
+) -> pingora::Result<()> {
+    let mut header = ResponseHeader::build(status, Some(4))?;
+    header.insert_header(http::header::CONTENT_TYPE, "application/json")?;
+    header.insert_header(http::header::CONTENT_LENGTH, body.len().to_string())?;
+    header.insert_header("x-request-id", request_id)?;
+    header.insert_header("x-tollgate-batch-replay", "true")?;
+    session
+        .write_response_header(Box::new(header), false)
+        .await?;
+    session.write_response_body(Some(body), true).await
 }

@@ -102,6 +102,15 @@ pub enum GatewayError {
     /// A batch line sent again while its first sending is still being served.
     #[error("this batch line is still being served; retry shortly")]
     BatchLineInProgress,
+    /// A batch line asked to be held for the supplier's own batch API (issue 46) whose call no
+    /// account with the `batch` capability serves in the client's own format: the runner sends
+    /// it as a call instead.
+    #[error("no account of this call runs the supplier's batch API; send the line as a call")]
+    BatchOffloadUnavailable,
+    /// A supplier's batch answer booked for a batch line that was never held (or whose hold
+    /// lapsed and was settled from its description).
+    #[error("this batch line is not held for the supplier's batch API")]
+    BatchLineNotHeld,
     /// A batch line whose answer was cut after it started (what was served is charged as for any
     /// cut call): kept as its answer, so sending it again does not serve it twice.
     #[error("the supplier's answer to this batch line was cut before it ended")]
@@ -267,6 +276,8 @@ impl GatewayError {
             CapacityQueueFull => r(429, "capacity_queue_full", None, Some("capacity_queue_full"), None),
             BatchYield => r(429, "batch_yield", None, Some("batch_capacity_yielded"), None),
             BatchLineInProgress => r(409, "batch_line_in_progress", BAD, Some("batch_line_in_progress"), None),
+            BatchOffloadUnavailable => r(409, "batch_offload_unavailable", BAD, Some("batch_offload_unavailable"), None),
+            BatchLineNotHeld => r(409, "batch_line_not_held", BAD, Some("batch_line_not_held"), None),
             BatchLineInterrupted => r(502, "batch_line_interrupted", UPSTREAM, Some("batch_line_interrupted"), None),
             WalletUnavailable => r(503, "wallet_unavailable", DOWN, Some("wallet_unavailable"), None),
             PriceUnavailable => r(503, "price_unavailable", DOWN, Some("price_unavailable"), None),

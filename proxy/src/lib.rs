@@ -16,6 +16,7 @@ mod attempt;
 mod auth;
 mod batch;
 mod batch_line;
+mod batch_offload;
 mod bodies;
 mod call;
 pub mod classify;

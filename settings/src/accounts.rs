@@ -35,6 +35,10 @@ pub enum Capability {
     ImageGeneration,
     ImageEdit,
     Video,
+    /// The supplier's own batch API (issue 46): batch lines routed to this account may run in
+    /// the supplier's batches (OpenAI's `/v1/batches`), at the supplier's batch price. `openai`
+    /// accounts only.
+    Batch,
 }
 
 #[derive(Clone)]
@@ -127,17 +131,24 @@ pub(crate) fn validate(
     })
 }
 
-/// An account's capabilities beyond text (audio, image generation and edits, video).
+/// An account's capabilities beyond text (audio, image generation and edits, video, the
+/// supplier's batch API).
 fn capabilities(a: &RawAccount, i: usize) -> Result<Vec<Capability>, ConfigError> {
     let one = |(j, c): (usize, &String)| match c.as_str() {
         "audio_transcription" => Ok(Capability::AudioTranscription),
         "image_generation" => Ok(Capability::ImageGeneration),
         "image_edit" => Ok(Capability::ImageEdit),
         "video" => Ok(Capability::Video),
+        "batch" if a.provider == "openai" => Ok(Capability::Batch),
+        "batch" => Err(err(
+            format!("accounts[{i}].capabilities[{j}]"),
+            "\"batch\" (the supplier's own batch API) is served on openai accounts only; \
+             batch lines on other accounts run one by one",
+        )),
         other => Err(err(
             format!("accounts[{i}].capabilities[{j}]"),
             format!(
-                "{other:?} is not one of \"audio_transcription\", \"image_generation\", \"image_edit\", \"video\""
+                "{other:?} is not one of \"audio_transcription\", \"image_generation\", \"image_edit\", \"video\", \"batch\""
             ),
         )),
     };

@@ -800,4 +800,22 @@ fn batches_and_batch_discounts() {
         let e = error_of(&with(bad));
         assert_eq!(e.path, "models[0].batch_discount", "{bad}: {e}");
     }
+    // The supplier's own batch API: an openai account's capability, no other's.
+    let account = |provider: &str| {
+        VALID.replace(
+            "models = [\"gpt-4o-mini\"]\n\n[[groups]]",
+            &format!(
+                "models = [\"gpt-4o-mini\"]\ncapabilities = [\"batch\"]\n\n[[accounts]]\nid = \"b\"\nprovider = \"{provider}\"\nbase_url = \"http://127.0.0.1:9\"\napi_key = \"k\"\nmodels = [\"gpt-4o-mini\"]\ncapabilities = [\"batch\"]\n\n[[groups]]"
+            ),
+        )
+    };
+    let e = error_of(&account("anthropic"));
+    assert_eq!(e.path, "accounts[1].capabilities[0]", "{e}");
+    assert!(e.to_string().contains("openai accounts only"), "{e}");
+    let ok = parse(&account("openai")).unwrap();
+    assert!(
+        ok.accounts
+            .iter()
+            .all(|a| a.capabilities == [crate::Capability::Batch])
+    );
 }

@@ -17,6 +17,8 @@ use tollgate::{App, Role};
 
 #[path = "e2e/batch_lists.rs"]
 mod batch_lists;
+#[path = "e2e/batch_offload.rs"]
+mod batch_offload;
 #[path = "e2e/batches.rs"]
 mod batches;
 #[path = "e2e/browser.rs"]

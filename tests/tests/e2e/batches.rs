@@ -32,7 +32,7 @@ pub(super) fn config(mock: &MockHandle, db_url: &str) -> TestConfig {
 }
 
 /// The deployments to run on: memory, and Redis when the suite has it.
-fn deployments(config: &TestConfig, what: &str) -> Vec<(&'static str, TestConfig)> {
+pub(super) fn deployments(config: &TestConfig, what: &str) -> Vec<(&'static str, TestConfig)> {
     let mut out = vec![("memory", config.clone())];
     if let Some(url) = testkit::redis_url() {
         out.push((
@@ -155,7 +155,7 @@ async fn content(http: &reqwest::Client, base: &str, key: &str, file: &Value) ->
 }
 
 /// The usage records of `batch`, once `n` of them are settled (10 s at most).
-async fn records(
+pub(super) async fn records(
     db: &sea_orm::DatabaseConnection,
     batch: &str,
     n: usize,
@@ -175,14 +175,14 @@ async fn records(
 }
 
 /// `gpt-4o-mini`'s batch price of a record's tokens: ⌈(in × 0.15 + out × 0.60) USD/Mtok × 0.4⌉.
-fn batch_price(r: &entities::usage_records::Model) -> i64 {
+pub(super) fn batch_price(r: &entities::usage_records::Model) -> i64 {
     let weighted =
         i128::from(r.input_tokens) * 150_000_000 + i128::from(r.output_tokens) * 600_000_000;
     let num = weighted * DISCOUNT_PPM;
     i64::try_from((num + 999_999_999_999) / 1_000_000_000_000).unwrap()
 }
 
-async fn wallet(db: &sea_orm::DatabaseConnection, org: i64) -> i64 {
+pub(super) async fn wallet(db: &sea_orm::DatabaseConnection, org: i64) -> i64 {
     admin_api::ledger::balance(db, &admin_api::ledger::AccountRef::org_wallet(org).code)
         .await
         .unwrap()
@@ -699,7 +699,7 @@ async fn a_message_batch_runs_on_the_messages_surface() {
 }
 
 /// A signed batch line of `key` (as the runner sends it) for `request_id`.
-fn signed(
+pub(super) fn signed(
     hasher: &credentials::KeyHasher,
     key: &str,
     batch: &str,
