@@ -153,7 +153,7 @@ fn record(
         hold_nanos: hold.amount.nanos(),
         rate_ppm: hold.rate.ppm(),
         wholesale_ppm: hold.wholesale.map(RateMultiplier::ppm),
-        account: account,
+        account,
         url: match route {
             Route::Responses => "/v1/responses",
             _ => "/v1/chat/completions",
