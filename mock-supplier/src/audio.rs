@@ -16,7 +16,7 @@ pub enum Transcription {
 }
 
 /// The named parts of a `multipart/form-data` body (`None`: not such a body).
-fn parts<'a>(content_type: &str, body: &'a [u8]) -> Option<Vec<(String, &'a [u8])>> {
+pub(crate) fn parts<'a>(content_type: &str, body: &'a [u8]) -> Option<Vec<(String, &'a [u8])>> {
     let boundary = content_type
         .split(';')
         .find_map(|p| p.trim().strip_prefix("boundary="))?

@@ -22,7 +22,10 @@
 //!   `POST /v1/images/generations` and `GET /files/{name}.png` (no
 //!   credentials needed; see [`images`]), `POST /v1/videos`, `GET /v1/videos/{id}` and
 //!   `GET /v1/videos/{id}/content` (tasks in memory, `x-mock-video`; see [`videos`]),
-//!   `POST /v1/embeddings` (see [`embeddings`]); anything else 404. Auth: `Authorization: Bearer <key>`, else 401
+//!   `POST /v1/embeddings` (see [`embeddings`]), OpenAI's Batch API (`POST /v1/files`,
+//!   `GET /v1/files/{id}/content`, `POST /v1/batches`, `GET /v1/batches/{id}`, `POST
+//!   /v1/batches/{id}/cancel`; batches in memory, `x-mock-batch`; see `openai_batches`);
+//!   anything else 404. Auth: `Authorization: Bearer <key>`, else 401
 //!   `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`.
 //!   Errors: `{"error":{"message":M,"type":T}}`.
 //! * **Anthropic** (`/v1/messages`, `/v1/messages/…`):
@@ -154,6 +157,7 @@ pub mod embeddings;
 mod fault;
 pub mod gemini;
 pub mod images;
+mod openai_batches;
 mod openai_tools;
 mod record;
 pub mod reply;

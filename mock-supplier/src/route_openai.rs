@@ -19,7 +19,7 @@ use crate::tools::{ToolApi, tool_to_call};
 
 /// Which generation endpoint a request targets.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Api {
+pub(crate) enum Api {
     Chat,
     Responses,
 }
@@ -76,6 +76,10 @@ pub(crate) fn serve(req: &Req<'_>) -> Response {
         (&Method::POST, "/v1/audio/transcriptions") => return transcription(req),
         (&Method::POST, "/v1/images/generations") => return image_generation(req),
         (&Method::POST, "/v1/embeddings") => return embeddings(req),
+        (_, p) if p.starts_with("/v1/files") || p.starts_with("/v1/batches") => {
+            return crate::openai_batches::serve(req)
+                .unwrap_or_else(|| error(rec, Wire::OpenAi, StatusCode::NOT_FOUND, "not found"));
+        }
         (_, p) if p.starts_with("/v1/videos") => {
             return crate::videos::serve(req)
                 .unwrap_or_else(|| error(rec, Wire::OpenAi, StatusCode::NOT_FOUND, "not found"));
@@ -147,7 +151,7 @@ fn hosted_png(rec: &Rec) -> Response {
 }
 
 /// The whole (not streamed) body of `reply` on `api`, with its tool call when it has one.
-fn whole(reply: &Reply, api: Api, tool: bool) -> Bytes {
+pub(crate) fn whole(reply: &Reply, api: Api, tool: bool) -> Bytes {
     match (api, tool) {
         (Api::Chat, false) => reply.chat_completion(),
         (Api::Chat, true) => reply.chat_tool_completion(),

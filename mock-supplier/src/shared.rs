@@ -19,6 +19,10 @@ pub(crate) struct Shared {
     pub(crate) fault: Mutex<Option<Fault>>,
     /// Video tasks created on this mock, by id.
     pub(crate) videos: Mutex<std::collections::HashMap<String, VideoTask>>,
+    /// Files uploaded or written for batches (id → purpose, bytes), and batches, by id.
+    pub(crate) batch_files: Mutex<std::collections::HashMap<String, (String, bytes::Bytes)>>,
+    pub(crate) batches:
+        Mutex<std::collections::HashMap<String, crate::openai_batches::MockBatch>>,
 }
 
 impl Shared {
@@ -28,6 +32,8 @@ impl Shared {
             recorder: Recorder::default(),
             fault: Mutex::new(None),
             videos: Mutex::default(),
+            batch_files: Mutex::default(),
+            batches: Mutex::default(),
         }
     }
 
