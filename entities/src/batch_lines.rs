@@ -14,7 +14,8 @@ pub struct Model {
     pub custom_id: String,
     /// The line's `body`, JSON.
     pub body: String,
-    /// `pending`, `running`, `succeeded`, `failed`, `cancelled`, `expired`.
+    /// `pending`, `running`, `held` (held for a supplier's batch), `submitted` (in one),
+    /// `succeeded`, `failed`, `cancelled`, `expired`.
     pub status: String,
     pub request_id: Option<String>,
     /// The gateway's status for the line.
@@ -25,6 +26,11 @@ pub struct Model {
     pub error_message: Option<String>,
     pub attempts: i32,
     pub updated_at: DateTimeUtc,
+    /// Run in a supplier's own batch API (migration 000026): the chunk it was sent in
+    /// (`supplier_batches`), the account that holds it and the body to send that account.
+    pub supplier_batch: Option<i64>,
+    pub supplier_account: Option<String>,
+    pub supplier_body: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -34,6 +34,7 @@ pub mod recharge_attempts;
 pub mod recharge_rules;
 pub mod recharge_setups;
 pub mod status;
+pub mod supplier_batches;
 pub mod top_up_sessions;
 pub mod usage_hourly;
 pub mod usage_records;

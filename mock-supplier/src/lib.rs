@@ -152,6 +152,7 @@
 mod anthropic;
 mod anthropic_check;
 mod audio;
+mod batch_state;
 mod clock;
 pub mod embeddings;
 mod fault;
@@ -300,6 +301,27 @@ impl MockHandle {
 
     /// Sets (or with `None` clears) the instance-level fault, applied to every
     /// later request that has no `x-mock-fault` header.
+    /// How batches created from now on behave when their create carries no `x-mock-batch`
+    /// header (same syntax: `polls=N`, `expire=true`, `drop=CUSTOM_ID`); `None`: the default.
+    pub fn set_batch_behaviour(&self, behaviour: Option<&str>) {
+        *self
+            .inner
+            .shared
+            .batch_behaviour
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = behaviour.map(str::to_string);
+    }
+
+    /// How many batches were created on this mock.
+    pub fn batches_created(&self) -> usize {
+        self.inner
+            .shared
+            .batches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
     pub fn set_fault(&self, fault: Option<Fault>) {
         *self
             .inner

@@ -14,32 +14,16 @@
 //! * `expire=true`: it ends `expired`, every line in the error file with code `batch_expired`;
 //! * `drop=CUSTOM_ID`: that line is in neither file (a supplier losing a line).
 //!
-//! Cancel: `cancelling`, then at the next read `cancelled`, the first half of the lines in the
+//! `GET /v1/batches` lists them all. `MockHandle::set_batch_behaviour` sets the header's value
+//! for creates that send none. Cancel: `cancelling`, then at the next read `cancelled`, the first half of the lines in the
 //! output file, the rest in the error file with code `batch_cancelled`.
 
+use crate::batch_state::MockBatch;
 use crate::respond::{Rec, Req, Wire, bad_request, error, full, header_str};
 use axum::response::Response;
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 use serde_json::{Value, json};
-
-/// A batch's state in the mock.
-#[derive(Debug, Clone)]
-pub(crate) struct MockBatch {
-    endpoint: String,
-    input_file_id: String,
-    created_at: u64,
-    /// Each line's custom id and its result: (status, body).
-    results: Vec<(String, u16, Value)>,
-    polls_left: u32,
-    expire: bool,
-    drop: Option<String>,
-    cancelled: bool,
-    output_file_id: Option<String>,
-    error_file_id: Option<String>,
-    status: &'static str,
-    metadata: Value,
-}
 
 fn now() -> u64 {
     std::time::SystemTime::now()
@@ -59,6 +43,7 @@ pub(crate) fn serve(req: &Req<'_>) -> Option<Response> {
     Some(match (req.method, path) {
         (&Method::POST, "/v1/files") => upload(req),
         (&Method::POST, "/v1/batches") => create(req),
+        (&Method::GET, "/v1/batches") => list(rec),
         (&Method::GET, p) if p.starts_with("/v1/files/") && p.ends_with("/content") => {
             let id = &p["/v1/files/".len()..p.len() - "/content".len()];
             let file = rec.shared.batch_files.lock().ok()?.get(id).cloned();
@@ -70,7 +55,12 @@ pub(crate) fn serve(req: &Req<'_>) -> Option<Response> {
                     bytes,
                     Vec::new(),
                 ),
-                None => error(rec, Wire::OpenAi, StatusCode::NOT_FOUND, "No such File object"),
+                None => error(
+                    rec,
+                    Wire::OpenAi,
+                    StatusCode::NOT_FOUND,
+                    "No such File object",
+                ),
             }
         }
         (&Method::GET, p) if p.starts_with("/v1/batches/") => read(rec, &p["/v1/batches/".len()..]),
@@ -108,7 +98,12 @@ fn upload(req: &Req<'_>) -> Response {
 /// The answer this mock gives `body` on `endpoint`: (status, body).
 fn answer(endpoint: &str, body: &Value) -> (u16, Value) {
     let bytes = body.to_string();
-    let refused = |m: String| (400, json!({"error": {"message": m, "type": "invalid_request_error"}}));
+    let refused = |m: String| {
+        (
+            400,
+            json!({"error": {"message": m, "type": "invalid_request_error"}}),
+        )
+    };
     let out = match endpoint {
         "/v1/embeddings" => crate::embeddings::openai(body, None),
         _ => {
@@ -119,13 +114,10 @@ fn answer(endpoint: &str, body: &Value) -> (u16, Value) {
                 Ok(p) => p,
                 Err(m) => return refused(m),
             };
-            let api = match endpoint {
-                "/v1/responses" => crate::route_openai::Api::Responses,
-                _ => crate::route_openai::Api::Chat,
-            };
-            let tool_api = match api {
-                crate::route_openai::Api::Responses => crate::tools::ToolApi::Responses,
-                crate::route_openai::Api::Chat => crate::tools::ToolApi::Chat,
+            let responses = endpoint == "/v1/responses";
+            let tool_api = match responses {
+                true => crate::tools::ToolApi::Responses,
+                false => crate::tools::ToolApi::Chat,
             };
             let reply = crate::reply::Reply {
                 hash: crate::reply::body_hash_hex(bytes.as_bytes()),
@@ -136,8 +128,7 @@ fn answer(endpoint: &str, body: &Value) -> (u16, Value) {
                 tool: crate::tools::tool_to_call(tool_api, body),
                 pad: p.pad,
             };
-            let tool = reply.tool.is_some();
-            Ok(crate::route_openai::whole(&reply, api, tool).to_vec())
+            Ok(reply.whole(responses).to_vec())
         }
     };
     match out.map(|b| serde_json::from_slice::<Value>(&b)) {
@@ -145,6 +136,32 @@ fn answer(endpoint: &str, body: &Value) -> (u16, Value) {
         Ok(Err(e)) => refused(e.to_string()),
         Err(m) => refused(m),
     }
+}
+
+/// Each line of an input file run on `endpoint`: (custom id, status, body); refused when a line
+/// is not JSON, names another endpoint, or the lines name more than one model.
+fn run_lines(endpoint: &str, bytes: &[u8]) -> Result<Vec<(String, u16, Value)>, String> {
+    let mut results = Vec::new();
+    let mut models = std::collections::BTreeSet::new();
+    for (n, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let Ok(line) = serde_json::from_slice::<Value>(line) else {
+            return Err(format!("line {} is not JSON", n + 1));
+        };
+        if line["url"] != endpoint {
+            return Err(format!("line {}: url is not the endpoint", n + 1));
+        }
+        models.insert(line["body"]["model"].as_str().unwrap_or("").to_string());
+        let (status, body) = answer(endpoint, &line["body"]);
+        let custom_id = line["custom_id"].as_str().unwrap_or("").to_string();
+        results.push((custom_id, status, body));
+    }
+    if models.len() > 1 {
+        return Err("each input file can only include requests to a single model".into());
+    }
+    Ok(results)
 }
 
 fn create(req: &Req<'_>) -> Response {
@@ -169,27 +186,20 @@ fn create(req: &Req<'_>) -> Response {
     let Some((_, bytes)) = file else {
         return bad_request(rec, "input_file_id names no file");
     };
-    let mut results = Vec::new();
-    let mut models = std::collections::BTreeSet::new();
-    for (n, line) in bytes.split(|b| *b == b'\n').enumerate() {
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let Ok(line) = serde_json::from_slice::<Value>(line) else {
-            return bad_request(rec, &format!("line {} is not JSON", n + 1));
-        };
-        if line["url"] != endpoint.as_str() {
-            return bad_request(rec, &format!("line {}: url is not the endpoint", n + 1));
-        }
-        models.insert(line["body"]["model"].as_str().unwrap_or("").to_string());
-        let (status, body) = answer(&endpoint, &line["body"]);
-        let custom_id = line["custom_id"].as_str().unwrap_or("").to_string();
-        results.push((custom_id, status, body));
-    }
-    if models.len() > 1 {
-        return bad_request(rec, "each input file can only include requests to a single model");
-    }
-    let behaviour = header_str(req.headers, "x-mock-batch").unwrap_or("");
+    let results = match run_lines(&endpoint, &bytes) {
+        Ok(r) => r,
+        Err(m) => return bad_request(rec, &m),
+    };
+    let instance = rec
+        .shared
+        .batch_behaviour
+        .lock()
+        .ok()
+        .and_then(|b| b.clone());
+    let behaviour = header_str(req.headers, "x-mock-batch")
+        .map(str::to_string)
+        .or(instance)
+        .unwrap_or_default();
     let setting = |key: &str| {
         behaviour
             .split(',')
@@ -242,9 +252,9 @@ fn view(id: &str, b: &MockBatch) -> Value {
 
 /// One output or error line.
 fn line(custom_id: &str, n: usize, status: Option<(u16, &Value)>, code: Option<&str>) -> String {
-    let response = status.map(|(s, body)| {
-        json!({"status_code": s, "request_id": format!("req_mock{n}"), "body": body})
-    });
+    let response = status.map(
+        |(s, body)| json!({"status_code": s, "request_id": format!("req_mock{n}"), "body": body}),
+    );
     let error = code.map(|c| json!({"code": c, "message": format!("mock: {c}")}));
     json!({"id": format!("batch_req_mock{n}"), "custom_id": custom_id, "response": response, "error": error})
         .to_string()
@@ -291,7 +301,12 @@ fn read(rec: &Rec, id: &str) -> Response {
         return error(rec, Wire::OpenAi, StatusCode::INTERNAL_SERVER_ERROR, "lock");
     };
     let Some(b) = batches.get_mut(id) else {
-        return error(rec, Wire::OpenAi, StatusCode::NOT_FOUND, "No such Batch object");
+        return error(
+            rec,
+            Wire::OpenAi,
+            StatusCode::NOT_FOUND,
+            "No such Batch object",
+        );
     };
     if matches!(b.status, "in_progress" | "cancelling") {
         if b.polls_left == 0 || b.cancelled {
@@ -304,12 +319,37 @@ fn read(rec: &Rec, id: &str) -> Response {
     ok(rec, &object)
 }
 
+/// Every batch, newest first (`limit` and cursors are not honoured: a mock holds few).
+fn list(rec: &Rec) -> Response {
+    let Ok(batches) = rec.shared.batches.lock() else {
+        return error(rec, Wire::OpenAi, StatusCode::INTERNAL_SERVER_ERROR, "lock");
+    };
+    let mut data: Vec<(u64, Value)> = batches
+        .iter()
+        .map(|(id, b)| {
+            let n = id.trim_start_matches("batch_mock").parse().unwrap_or(0);
+            (n, view(id, b))
+        })
+        .collect();
+    data.sort_by_key(|d| std::cmp::Reverse(d.0));
+    let data: Vec<Value> = data.into_iter().map(|(_, v)| v).collect();
+    ok(
+        rec,
+        &json!({"object": "list", "data": data, "has_more": false}),
+    )
+}
+
 fn cancel(rec: &Rec, id: &str) -> Response {
     let Ok(mut batches) = rec.shared.batches.lock() else {
         return error(rec, Wire::OpenAi, StatusCode::INTERNAL_SERVER_ERROR, "lock");
     };
     let Some(b) = batches.get_mut(id) else {
-        return error(rec, Wire::OpenAi, StatusCode::NOT_FOUND, "No such Batch object");
+        return error(
+            rec,
+            Wire::OpenAi,
+            StatusCode::NOT_FOUND,
+            "No such Batch object",
+        );
     };
     if b.status == "in_progress" {
         b.cancelled = true;

@@ -143,6 +143,17 @@ pub(crate) fn error_body(message: &str, ty: &str, code: Option<&str>) -> Bytes {
 }
 
 impl Reply {
+    /// The whole (not streamed) body: a chat completion, or (`responses`) a response; with its
+    /// tool call when it has one.
+    pub(crate) fn whole(&self, responses: bool) -> Bytes {
+        match (responses, self.tool.is_some()) {
+            (false, false) => self.chat_completion(),
+            (false, true) => self.chat_tool_completion(),
+            (true, false) => self.response(),
+            (true, true) => self.tool_response(),
+        }
+    }
+
     /// The non-streaming reply text ([`reply_text`] plus the padding).
     pub(crate) fn text(&self) -> String {
         let mut text = reply_text(self.n);

@@ -19,7 +19,7 @@ use crate::tools::{ToolApi, tool_to_call};
 
 /// Which generation endpoint a request targets.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Api {
+enum Api {
     Chat,
     Responses,
 }
@@ -151,13 +151,9 @@ fn hosted_png(rec: &Rec) -> Response {
 }
 
 /// The whole (not streamed) body of `reply` on `api`, with its tool call when it has one.
-pub(crate) fn whole(reply: &Reply, api: Api, tool: bool) -> Bytes {
-    match (api, tool) {
-        (Api::Chat, false) => reply.chat_completion(),
-        (Api::Chat, true) => reply.chat_tool_completion(),
-        (Api::Responses, false) => reply.response(),
-        (Api::Responses, true) => reply.tool_response(),
-    }
+fn whole(reply: &Reply, api: Api, tool: bool) -> Bytes {
+    debug_assert_eq!(tool, reply.tool.is_some());
+    reply.whole(api == Api::Responses)
 }
 
 /// `POST /v1/embeddings` (see `embeddings`).

@@ -21,8 +21,9 @@ pub(crate) struct Shared {
     pub(crate) videos: Mutex<std::collections::HashMap<String, VideoTask>>,
     /// Files uploaded or written for batches (id → purpose, bytes), and batches, by id.
     pub(crate) batch_files: Mutex<std::collections::HashMap<String, (String, bytes::Bytes)>>,
-    pub(crate) batches:
-        Mutex<std::collections::HashMap<String, crate::openai_batches::MockBatch>>,
+    pub(crate) batches: Mutex<std::collections::HashMap<String, crate::batch_state::MockBatch>>,
+    /// `x-mock-batch` for creates that send none (`MockHandle::set_batch_behaviour`).
+    pub(crate) batch_behaviour: Mutex<Option<String>>,
 }
 
 impl Shared {
@@ -34,6 +35,7 @@ impl Shared {
             videos: Mutex::default(),
             batch_files: Mutex::default(),
             batches: Mutex::default(),
+            batch_behaviour: Mutex::default(),
         }
     }
 

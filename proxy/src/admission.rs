@@ -4,6 +4,7 @@
 //! reaches a supplier through the proxy; a video create is admitted by `video` (its task's record
 //! and longer hold) and then proxied like any call.
 
+use crate::batch_line::Stage;
 use crate::call::Call;
 use crate::classify::Route;
 use crate::ctx::RequestCtx;
@@ -46,6 +47,9 @@ pub(crate) async fn prepare(
     // A batch line runs as the key its signature names (`batch`); any other call as the key it
     // presents.
     let batch = crate::batch::verified(s, header)?;
+    if let Some(line) = batch.as_ref().filter(|l| l.stage == Stage::Book) {
+        return book(s, session, ctx, line.clone()).await;
+    }
     let (caller, key_hash) = match &batch {
         Some(line) if route.batchable() => {
             (crate::batch::caller(s, line).await?, line.key_hash.clone())
@@ -58,10 +62,7 @@ pub(crate) async fn prepare(
     auth::permit(&caller, route)?;
     if let Some(line) = batch {
         ctx.request_id.clone_from(&line.request_id);
-        if line.stage == crate::batch_line::Stage::Book {
-            return Box::pin(crate::batch_offload::book(s, session, ctx, &line)).await;
-        }
-        let hold = line.stage == crate::batch_line::Stage::Hold;
+        let hold = line.stage == Stage::Hold;
         ctx.admission.batch = Some(Box::new(line));
         match crate::batch::claim(s, session, ctx).await? {
             crate::batch::Claimed::Fresh => {}
@@ -90,6 +91,21 @@ pub(crate) async fn prepare(
             .map(|()| false);
     }
     admit_call(s, session, ctx, (&caller, &key_hash)).await
+}
+
+/// The supplier's answer to a held batch line (`batch_offload`): its money was admitted when it
+/// was held, so it is booked whatever became of the key since.
+async fn book(
+    s: &Shared,
+    session: &mut Session,
+    ctx: &mut RequestCtx,
+    line: crate::batch_line::Line,
+) -> Result<bool, GatewayError> {
+    if !ctx.route.is_some_and(Route::batchable) {
+        return Err(GatewayError::InvalidKey);
+    }
+    ctx.request_id.clone_from(&line.request_id);
+    Box::pin(crate::batch_offload::book(s, session, ctx, &line)).await
 }
 
 /// Inspects, routes and admits a generation call of `caller` (its key's hash beside it): the

@@ -209,7 +209,7 @@ pub(crate) async fn answer_held(
         200,
         Bytes::from(body.to_string()),
         request_id,
-        true,
+        "x-tollgate-batch-held",
     )
     .await
     .map_err(|_| GatewayError::Internal)?;
@@ -221,15 +221,13 @@ async fn write(
     status: u16,
     body: Bytes,
     request_id: &str,
-    held: bool,
+    mark: &'static str,
 ) -> pingora::Result<()> {
     let mut header = ResponseHeader::build(status, Some(4))?;
     header.insert_header(http::header::CONTENT_TYPE, "application/json")?;
     header.insert_header(http::header::CONTENT_LENGTH, body.len().to_string())?;
     header.insert_header("x-request-id", request_id)?;
-    if held {
-        header.insert_header("x-tollgate-batch-held", "true")?;
-    }
+    header.insert_header(mark, "true")?;
     session
         .write_response_header(Box::new(header), false)
         .await?;
@@ -266,9 +264,15 @@ pub(crate) async fn book(
         // Booked: a second booking finds the hold resolved and charges nothing.
         tracing::warn!(error = %e, "a booked batch line's answer was not kept");
     }
-    write(session, status, answer, &line.request_id, false)
-        .await
-        .map_err(|_| GatewayError::Internal)?;
+    write(
+        session,
+        status,
+        answer,
+        &line.request_id,
+        "x-tollgate-batch-booked",
+    )
+    .await
+    .map_err(|_| GatewayError::Internal)?;
     Ok(true)
 }
 

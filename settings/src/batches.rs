@@ -15,6 +15,8 @@ pub(crate) struct RawBatches {
     pub max_lines: Option<u32>,
     pub retention_days: Option<u32>,
     pub poll_interval_ms: Option<u64>,
+    pub supplier_lines: Option<u32>,
+    pub supplier_poll_interval_ms: Option<u64>,
 }
 
 /// The most lines a batch file may have (OpenAI's own limit).
@@ -45,6 +47,12 @@ pub struct Batches {
     pub retention_days: u32,
     /// How often each admin-api process looks for a batch to run when it had none. Default 1 s.
     pub poll_interval_ms: u64,
+    /// Lines held and sent at once to a supplier's own batch API (accounts with the `batch`
+    /// capability): one such chunk of a batch runs at a time, so a batch holds at most this
+    /// many lines' worst cases. Default 5000, at most 50,000 (OpenAI's limit).
+    pub supplier_lines: u32,
+    /// How often a supplier's batch is asked whether it ended. Default 30 s.
+    pub supplier_poll_interval_ms: u64,
 }
 
 /// Validates `[batches]`.
@@ -57,6 +65,8 @@ pub(crate) fn validate(raw: &RawBatches) -> Result<Batches, ConfigError> {
         max_lines: raw.max_lines.unwrap_or(MAX_LINES),
         retention_days: raw.retention_days.unwrap_or(30),
         poll_interval_ms: raw.poll_interval_ms.unwrap_or(1_000),
+        supplier_lines: raw.supplier_lines.unwrap_or(5_000),
+        supplier_poll_interval_ms: raw.supplier_poll_interval_ms.unwrap_or(30_000),
     };
     // The runner reaches a gateway of the deployment over its private network: plain HTTP.
     if let Some(url) = &b.gateway_url
@@ -95,6 +105,18 @@ pub(crate) fn validate(raw: &RawBatches) -> Result<Batches, ConfigError> {
         return Err(err(
             "batches.poll_interval_ms",
             "must be between 50 and 60000",
+        ));
+    }
+    if !(1..=MAX_LINES).contains(&b.supplier_lines) {
+        return Err(err(
+            "batches.supplier_lines",
+            format!("must be between 1 and {MAX_LINES}"),
+        ));
+    }
+    if !(50..=3_600_000).contains(&b.supplier_poll_interval_ms) {
+        return Err(err(
+            "batches.supplier_poll_interval_ms",
+            "must be between 50 and 3600000",
         ));
     }
     Ok(b)

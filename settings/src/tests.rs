@@ -762,6 +762,8 @@ fn batches_and_batch_discounts() {
     assert_eq!(s.batches.max_lines, 50_000);
     assert_eq!(s.batches.max_file_bytes, 100 * 1024 * 1024);
     assert_eq!(s.batches.retention_days, 30);
+    assert_eq!(s.batches.supplier_lines, 5_000);
+    assert_eq!(s.batches.supplier_poll_interval_ms, 30_000);
     assert!(s.batches.gateway_url.is_none());
     assert_eq!(s.batches.slots_of(10), 5);
     assert_eq!(s.batches.slots_of(1), 1);
@@ -779,6 +781,12 @@ fn batches_and_batch_discounts() {
         ("max_lines = 50001", "batches.max_lines"),
         ("retention_days = 0", "batches.retention_days"),
         ("poll_interval_ms = 1", "batches.poll_interval_ms"),
+        ("supplier_lines = 0", "batches.supplier_lines"),
+        ("supplier_lines = 50001", "batches.supplier_lines"),
+        (
+            "supplier_poll_interval_ms = 10",
+            "batches.supplier_poll_interval_ms",
+        ),
         ("unknown = 1", "batches.unknown"),
     ] {
         let e = error_of(&format!("{VALID}\n[batches]\n{extra}\n"));

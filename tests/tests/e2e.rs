@@ -29,6 +29,8 @@ mod checkout;
 mod generations;
 #[path = "e2e/sdk.rs"]
 mod sdk;
+#[path = "e2e/supplier_batches.rs"]
+mod supplier_batches;
 #[path = "e2e/video.rs"]
 mod video;
 

@@ -182,6 +182,7 @@ async fn insert_lines(
                 error_message: Set(None),
                 attempts: Set(0),
                 updated_at: Set(now),
+                ..Default::default()
             });
         batch_lines::Entity::insert_many(rows)
             .exec_without_returning(txn)

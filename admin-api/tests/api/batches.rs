@@ -87,6 +87,7 @@ async fn the_retention_sweep_removes_old_batches_and_expired_files_only() {
             error_message: Set(None),
             attempts: Set(1),
             updated_at: Set(now),
+            ..Default::default()
         }
         .insert(db)
         .await
@@ -246,6 +247,7 @@ async fn the_batches_page_lists_an_organizations_batches_with_their_spend() {
             error_message: Set(None),
             attempts: Set(1),
             updated_at: Set(t0),
+            ..Default::default()
         }
         .insert(db)
         .await

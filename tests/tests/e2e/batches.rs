@@ -44,7 +44,7 @@ pub(super) fn deployments(config: &TestConfig, what: &str) -> Vec<(&'static str,
 }
 
 /// A JSONL of `n` chat lines of `model` (line i says "line i"), `max_tokens` each.
-fn chat_lines(n: usize, model: &str, max_tokens: u32) -> String {
+pub(super) fn chat_lines(n: usize, model: &str, max_tokens: u32) -> String {
     (0..n)
         .map(|i| {
             json!({"custom_id": format!("req-{i}"), "method": "POST", "url": "/v1/chat/completions",
@@ -105,7 +105,7 @@ pub(super) async fn start(
 }
 
 /// The batch once `done(batch)` holds (60 s at most).
-async fn wait_for(
+pub(super) async fn wait_for(
     http: &reqwest::Client,
     base: &str,
     key: &str,
@@ -131,12 +131,17 @@ async fn wait_for(
     }
 }
 
-fn ended(b: &Value) -> bool {
+pub(super) fn ended(b: &Value) -> bool {
     ["completed", "failed", "expired", "cancelled"].contains(&b["status"].as_str().unwrap_or(""))
 }
 
 /// A file's JSONL content, parsed.
-async fn content(http: &reqwest::Client, base: &str, key: &str, file: &Value) -> Vec<Value> {
+pub(super) async fn content(
+    http: &reqwest::Client,
+    base: &str,
+    key: &str,
+    file: &Value,
+) -> Vec<Value> {
     let Some(id) = file.as_str() else {
         return Vec::new();
     };

@@ -43,7 +43,7 @@ pub(crate) fn gateway_url(state: &AppState) -> String {
 }
 
 /// The code of an error answer (`error.code`, else `error.type`), else `request_failed`.
-fn code_of(body: &str) -> String {
+pub(super) fn code_of(body: &str) -> String {
     let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
     let e = &v["error"];
     e["code"]
@@ -53,24 +53,38 @@ fn code_of(body: &str) -> String {
         .to_string()
 }
 
-fn message_of(body: &str) -> Option<String> {
+pub(super) fn message_of(body: &str) -> Option<String> {
     let v: serde_json::Value = serde_json::from_str(body).ok()?;
     v["error"]["message"].as_str().map(str::to_string)
 }
 
 impl Runner<'_> {
-    /// Sends `line` of `batch` to the gateway, signed as the batch's key.
+    /// Sends `line` of `batch` to the gateway, signed as the batch's key: as a call, or (`hold`)
+    /// to be held for a supplier's batch (`super::supplier`).
     pub(super) async fn send(
         &self,
         batch: &batches::Model,
-        key_hash: &str,
         line: batch_lines::Model,
+        hold: bool,
     ) -> (batch_lines::Model, Sent) {
+        let stage = hold.then_some("hold");
+        let sent = self.gateway(batch, &line, stage, line.body.clone()).await;
+        (line, sent)
+    }
+
+    /// Sends `body` for `line` of `batch` to the gateway at `stage`, signed as the batch's key.
+    pub(super) async fn gateway(
+        &self,
+        batch: &batches::Model,
+        line: &batch_lines::Model,
+        stage: Option<&str>,
+        body: String,
+    ) -> Sent {
         let signed = credentials::batch_line::BatchLine {
             batch_id: batch.public_id.clone(),
             line: u32::try_from(line.line).unwrap_or(0),
             request_id: line.request_id.clone().unwrap_or_default(),
-            key_hash: key_hash.to_string(),
+            key_hash: self.key_hash.clone(),
         };
         let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or(0);
         let header = credentials::batch_line::sign(&self.state.hasher, &signed, now_ms);
@@ -79,25 +93,32 @@ impl Runner<'_> {
             gateway_url(self.state),
             gateway_path(&batch.endpoint)
         );
-        let sent = self
+        let mut req = self
             .client
             .post(url)
             .header(credentials::batch_line::HEADER, header)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(line.body.clone())
-            .send()
-            .await;
-        let sent = match sent {
+            .header(reqwest::header::CONTENT_TYPE, "application/json");
+        if let Some(stage) = stage {
+            req = req.header("x-tollgate-batch-stage", stage);
+        }
+        match req.body(body).send().await {
             Ok(resp) => {
                 let status = resp.status().as_u16();
+                let has = |h: &str| resp.headers().contains_key(h);
+                let held = has("x-tollgate-batch-held");
+                let booked = has("x-tollgate-batch-booked") || has("x-tollgate-batch-replay");
                 match resp.text().await {
-                    Ok(body) => Sent::Answered { status, body },
+                    Ok(body) => Sent::Answered {
+                        status,
+                        body,
+                        held,
+                        booked,
+                    },
                     Err(e) => Sent::Transport(e.to_string()),
                 }
             }
             Err(e) => Sent::Transport(e.to_string()),
-        };
-        (line, sent)
+        }
     }
 
     /// Records what became of `line`; the batch's stop when the answer stops it.
@@ -108,7 +129,13 @@ impl Runner<'_> {
         later: &mut HashMap<i32, Instant>,
     ) -> Result<Option<Stop>, DbErr> {
         let (status, body) = match sent {
-            Sent::Answered { status, body } => (status, body),
+            Sent::Answered {
+                held: true, body, ..
+            } => {
+                self.held(line, &body).await?;
+                return Ok(None);
+            }
+            Sent::Answered { status, body, .. } => (status, body),
             Sent::Transport(why) if line.attempts < TRANSPORT_ATTEMPTS => {
                 tracing::warn!(error = %why, line = line.line, "batch line: gateway not reached; sent again shortly");
                 return self.again(line, Duration::from_secs(1), later).await;
@@ -120,13 +147,7 @@ impl Runner<'_> {
         };
         match status {
             200..=299 => {
-                let end = End {
-                    status: "succeeded",
-                    answer: Some((status, body)),
-                    code: None,
-                    message: None,
-                };
-                self.end(line, end).await?;
+                self.end(line, End::succeeded(status, body)).await?;
                 Ok(None)
             }
             401 | 402 => {
@@ -141,6 +162,11 @@ impl Runner<'_> {
                     code: code.to_string(),
                     message,
                 }))
+            }
+            409 if code_of(&body) == "batch_offload_unavailable" => {
+                // No account of this line's call runs a supplier's batch: sent as a call.
+                self.not_holdable(line);
+                self.again(line, Duration::ZERO, later).await
             }
             409 | 429 => self.again(line, Duration::from_secs(1), later).await,
             500..=599 if line.attempts < SERVER_ATTEMPTS => {
@@ -173,8 +199,9 @@ impl Runner<'_> {
         Ok(None)
     }
 
-    /// Ends `line` as `end` says, counting it in its batch (once: only a running line ends).
-    async fn end(&self, line: &batch_lines::Model, end: End) -> Result<(), DbErr> {
+    /// Ends `line` as `end` says, counting it in its batch (once: only a line running, held or
+    /// in a supplier's batch ends).
+    pub(super) async fn end(&self, line: &batch_lines::Model, end: End) -> Result<(), DbErr> {
         let now = self.state.clock.now();
         let txn = self.state.db.begin().await?;
         let (status, answer) = end
@@ -189,16 +216,17 @@ impl Runner<'_> {
             .col_expr(batch_lines::Column::UpdatedAt, Expr::value(now))
             .filter(batch_lines::Column::BatchId.eq(line.batch_id))
             .filter(batch_lines::Column::Line.eq(line.line))
-            .filter(batch_lines::Column::Status.eq("running"))
+            .filter(batch_lines::Column::Status.is_in(["running", "held", "submitted"]))
             .exec(&txn)
             .await?
             .rows_affected
             == 1;
-        if ended {
-            let counter = match end.status {
-                "succeeded" => batches::Column::Completed,
-                _ => batches::Column::Failed,
-            };
+        let counter = match end.status {
+            "succeeded" => Some(batches::Column::Completed),
+            "failed" => Some(batches::Column::Failed),
+            _ => None,
+        };
+        if let (true, Some(counter)) = (ended, counter) {
             batches::Entity::update_many()
                 .col_expr(counter, Expr::col(counter).add(1))
                 .col_expr(batches::Column::UpdatedAt, Expr::value(now))
@@ -342,15 +370,28 @@ fn db(e: batch_files::Refused) -> DbErr {
 }
 
 /// How a line ends.
-struct End {
-    status: &'static str,
-    answer: Option<(u16, String)>,
-    code: Option<String>,
-    message: Option<String>,
+pub(super) struct End {
+    pub(super) status: &'static str,
+    pub(super) answer: Option<(u16, String)>,
+    pub(super) code: Option<String>,
+    pub(super) message: Option<String>,
 }
 
 impl End {
-    fn failed(code: &str, message: Option<String>, answer: Option<(u16, String)>) -> End {
+    pub(super) fn succeeded(status: u16, body: String) -> End {
+        End {
+            status: "succeeded",
+            answer: Some((status, body)),
+            code: None,
+            message: None,
+        }
+    }
+
+    pub(super) fn failed(
+        code: &str,
+        message: Option<String>,
+        answer: Option<(u16, String)>,
+    ) -> End {
         End {
             status: "failed",
             answer,

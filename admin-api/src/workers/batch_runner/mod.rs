@@ -66,10 +66,22 @@ pub async fn run(state: AppState, worker: String, mut shutdown: watch::Receiver<
         }
         match claim(&state, &worker).await {
             Ok(Some(batch)) => {
+                let key_hash = match customer_api_keys::Entity::find_by_id(batch.api_key_id)
+                    .one(&state.db)
+                    .await
+                {
+                    Ok(key) => key.map(|k| k.key_hash).unwrap_or_default(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "batch runner: the batch's key not read");
+                        continue;
+                    }
+                };
                 let runner = Runner {
                     state: &state,
                     client: &client,
                     worker: &worker,
+                    key_hash,
+                    plain_models: Default::default(),
                 };
                 if let Err(e) = runner.run_batch(batch, &mut shutdown).await {
                     tracing::error!(error = %e, "batch runner: a batch stopped on a database error; taken on again");
@@ -153,13 +165,23 @@ enum Stop {
     Leaving,
 }
 
-/// A line's sending: the gateway's status and answer, or why none came.
+/// A line's sending: the gateway's status and answer (`held`: the line is held for a
+/// supplier's batch; `booked`: a booking's answer, or a kept one), or why none came.
 enum Sent {
-    Answered { status: u16, body: String },
+    Answered {
+        status: u16,
+        body: String,
+        held: bool,
+        booked: bool,
+    },
     Transport(String),
 }
 
 mod lines;
+mod offload;
+mod supplier;
+
+use offload::Offload;
 
 pub use lines::sweep;
 
@@ -167,6 +189,11 @@ struct Runner<'a> {
     state: &'a AppState,
     client: &'a reqwest::Client,
     worker: &'a str,
+    /// The keyed hash of the key the batch runs as.
+    key_hash: String,
+    /// Models whose lines the gateway would not hold for a supplier's batch (409
+    /// `batch_offload_unavailable`): sent as calls.
+    plain_models: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl Runner<'_> {
@@ -176,11 +203,6 @@ impl Runner<'_> {
         batch: batches::Model,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<(), DbErr> {
-        let key_hash = customer_api_keys::Entity::find_by_id(batch.api_key_id)
-            .one(&self.state.db)
-            .await?
-            .map(|k| k.key_hash)
-            .unwrap_or_default();
         // Lines a process that died left in flight are sent again (under their request ids).
         batch_lines::Entity::update_many()
             .col_expr(batch_lines::Column::Status, Expr::value("pending"))
@@ -193,6 +215,7 @@ impl Runner<'_> {
         let mut stop: Option<Stop> = None;
         let mut later: HashMap<i32, Instant> = HashMap::new();
         let mut renewed = Instant::now();
+        let mut offload = Offload::default();
         loop {
             if stop.is_none() && *shutdown.borrow() {
                 stop = Some(Stop::Leaving);
@@ -210,17 +233,22 @@ impl Runner<'_> {
             if stop.is_none() && self.state.clock.now() >= batch.expires_at {
                 stop = Some(Stop::Expired);
             }
+            self.offload(&batch, stop.as_ref(), &mut offload).await?;
             if stop.is_none() && inflight.len() < concurrency {
                 let room = concurrency - inflight.len();
-                for line in self.pick(batch.id, room, &later).await? {
-                    inflight.push(self.send(&batch, &key_hash, line));
+                for (line, hold) in self.pick(batch.id, room, &later, &mut offload).await? {
+                    inflight.push(self.send(&batch, line, hold));
                 }
             }
             if inflight.is_empty() {
+                // Held for or in a supplier's batch (read now: the offload's counts lag).
+                let all = self.remaining(batch.id, false).await?;
+                let supplier_waits = all > self.remaining(batch.id, true).await?;
                 match &stop {
                     Some(Stop::Leaving) => return self.release(batch.id).await,
+                    Some(_) if supplier_waits => {}
                     Some(_) => return self.finish(&batch, stop).await,
-                    None if self.remaining(batch.id).await? == 0 => {
+                    None if all == 0 => {
                         return self.finish(&batch, None).await;
                     }
                     None => {
@@ -282,7 +310,8 @@ impl Runner<'_> {
         batch: i64,
         room: usize,
         later: &HashMap<i32, Instant>,
-    ) -> Result<Vec<batch_lines::Model>, DbErr> {
+        offload: &mut Offload,
+    ) -> Result<Vec<(batch_lines::Model, bool)>, DbErr> {
         let now = Instant::now();
         let waiting = later.values().filter(|t| **t > now).count();
         let rows = batch_lines::Entity::find()
@@ -295,6 +324,11 @@ impl Runner<'_> {
         let mut picked = Vec::new();
         for mut line in rows {
             if picked.len() == room || later.get(&line.line).is_some_and(|t| *t > now) {
+                continue;
+            }
+            let hold = self.holdable(&line, offload);
+            if hold && offload.room == 0 {
+                // Waits for the next chunk.
                 continue;
             }
             let id = line
@@ -320,17 +354,25 @@ impl Runner<'_> {
             if won {
                 line.request_id = Some(id);
                 line.attempts += 1;
-                picked.push(line);
+                if hold {
+                    offload.room -= 1;
+                }
+                picked.push((line, hold));
             }
         }
         Ok(picked)
     }
 
-    /// Lines not ended yet.
-    async fn remaining(&self, batch: i64) -> Result<u64, DbErr> {
+    /// Lines not ended yet (`unsent`: only those not yet sent or being sent; else also those
+    /// held for or in a supplier's batch).
+    async fn remaining(&self, batch: i64, unsent: bool) -> Result<u64, DbErr> {
+        let open: &[&str] = match unsent {
+            true => &["pending", "running"],
+            false => &["pending", "running", "held", "submitted"],
+        };
         batch_lines::Entity::find()
             .filter(batch_lines::Column::BatchId.eq(batch))
-            .filter(batch_lines::Column::Status.is_in(["pending", "running"]))
+            .filter(batch_lines::Column::Status.is_in(open.iter().copied()))
             .count(&self.state.db)
             .await
     }
