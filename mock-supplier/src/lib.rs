@@ -29,7 +29,8 @@
 //!   `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`.
 //!   Errors: `{"error":{"message":M,"type":T}}`.
 //! * **Anthropic** (`/v1/messages`, `/v1/messages/…`):
-//!   `POST /v1/messages` and `POST /v1/messages/count_tokens`
+//!   `POST /v1/messages`, `POST /v1/messages/count_tokens` and the message batches
+//!   (`/v1/messages/batches…`, in memory; see `anthropic_batches`)
 //!   (`{"input_tokens": prompt}`, never charged); anything else 404. Both
 //!   require header `anthropic-version` (else 400) and validate like the real
 //!   API: string `model`, integer `max_tokens` ≥ 1 (messages only), `system`
@@ -150,6 +151,7 @@
 //! ```
 
 mod anthropic;
+mod anthropic_batches;
 mod anthropic_check;
 mod audio;
 mod batch_state;

@@ -326,6 +326,7 @@ fn list(rec: &Rec) -> Response {
     };
     let mut data: Vec<(u64, Value)> = batches
         .iter()
+        .filter(|(id, _)| id.starts_with("batch_mock"))
         .map(|(id, b)| {
             let n = id.trim_start_matches("batch_mock").parse().unwrap_or(0);
             (n, view(id, b))

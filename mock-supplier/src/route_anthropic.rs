@@ -1,6 +1,6 @@
-//! The Anthropic routes: `POST /v1/messages` and
-//! `POST /v1/messages/count_tokens` (404 for anything else under
-//! `/v1/messages`), the `x-api-key` check, the required `anthropic-version`
+//! The Anthropic routes: `POST /v1/messages`,
+//! `POST /v1/messages/count_tokens` and the message batches (`anthropic_batches`; 404 for
+//! anything else under `/v1/messages`), the `x-api-key` check, the required `anthropic-version`
 //! header, and the Anthropic-shaped status-fault body and headers
 //! (`anthropic-ratelimit-{requests,tokens}-reset`). Bodies and events: the
 //! `anthropic` module.
@@ -63,6 +63,10 @@ pub(crate) fn status_fault(
 /// Routes and answers an Anthropic-format request.
 pub(crate) fn serve(req: &Req<'_>) -> Response {
     let rec = req.rec;
+    if req.path.starts_with("/v1/messages/batches") {
+        return crate::anthropic_batches::serve(req)
+            .unwrap_or_else(|| error(rec, Wire::Anthropic, StatusCode::NOT_FOUND, "not found"));
+    }
     let endpoint = match (req.method, req.path) {
         (&Method::POST, "/v1/messages") => Endpoint::Messages,
         (&Method::POST, "/v1/messages/count_tokens") => Endpoint::CountTokens,

@@ -85,7 +85,10 @@ pub(crate) async fn hold(
 ) -> Result<bool, GatewayError> {
     let route = ctx.route.ok_or(GatewayError::Internal)?;
     let live = ctx.live.clone();
-    let offloadable = matches!(route, Route::ChatCompletions | Route::Responses);
+    let offloadable = matches!(
+        route,
+        Route::ChatCompletions | Route::Responses | Route::Messages
+    );
     let account = ctx.attempts.order.iter().find_map(|&i| {
         let u = live.accounts.get(i)?;
         let own = crate::wire::cells::target(u.account.provider, route) == route.format();
@@ -156,6 +159,7 @@ fn record(
         account,
         url: match route {
             Route::Responses => "/v1/responses",
+            Route::Messages => "/v1/messages",
             _ => "/v1/chat/completions",
         }
         .to_string(),
@@ -361,6 +365,7 @@ async fn charge(
 fn metered(held: &Held, status: u16, answer: &Bytes) -> (crate::wire::Usage, Measurement) {
     let format = match held.route.as_str() {
         "responses" => translate::Format::Responses,
+        "messages" => translate::Format::Messages,
         _ => translate::Format::Chat,
     };
     let mut meter = Meter::passing(format, false);

@@ -37,7 +37,7 @@ pub enum Capability {
     Video,
     /// The supplier's own batch API (issue 46): batch lines routed to this account may run in
     /// the supplier's batches (OpenAI's `/v1/batches`), at the supplier's batch price. `openai`
-    /// accounts only.
+    /// and `anthropic` accounts (Anthropic's Message Batches) only.
     Batch,
 }
 
@@ -139,11 +139,11 @@ fn capabilities(a: &RawAccount, i: usize) -> Result<Vec<Capability>, ConfigError
         "image_generation" => Ok(Capability::ImageGeneration),
         "image_edit" => Ok(Capability::ImageEdit),
         "video" => Ok(Capability::Video),
-        "batch" if a.provider == "openai" => Ok(Capability::Batch),
+        "batch" if a.provider != "gemini" => Ok(Capability::Batch),
         "batch" => Err(err(
             format!("accounts[{i}].capabilities[{j}]"),
-            "\"batch\" (the supplier's own batch API) is served on openai accounts only; \
-             batch lines on other accounts run one by one",
+            "\"batch\" (the supplier's own batch API) is served on openai and anthropic \
+             accounts only; batch lines on gemini accounts run one by one",
         )),
         other => Err(err(
             format!("accounts[{i}].capabilities[{j}]"),

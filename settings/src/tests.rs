@@ -817,9 +817,10 @@ fn batches_and_batch_discounts() {
             ),
         )
     };
-    let e = error_of(&account("anthropic"));
+    let e = error_of(&account("gemini"));
     assert_eq!(e.path, "accounts[1].capabilities[0]", "{e}");
-    assert!(e.to_string().contains("openai accounts only"), "{e}");
+    assert!(e.to_string().contains("openai and anthropic"), "{e}");
+    parse(&account("anthropic")).unwrap();
     let ok = parse(&account("openai")).unwrap();
     assert!(
         ok.accounts

@@ -81,8 +81,7 @@ async fn start(http: &reqwest::Client, base: &str, key: &str, lines: &str) -> St
         .json()
         .await
         .unwrap();
-    let id = batch["id"].as_str().unwrap().to_string();
-    id
+    batch["id"].as_str().unwrap().to_string()
 }
 
 /// `n` chat lines (`r0`…).

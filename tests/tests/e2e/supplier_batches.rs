@@ -182,3 +182,90 @@ async fn a_batch_runs_in_the_suppliers_batch_api_each_line_booked_once() {
         running.stop().await.unwrap();
     }
 }
+
+/// Anthropic's Message Batches as the supplier's batch API: a message batch whose model an
+/// `anthropic` account with the `batch` capability serves runs there in chunks, each request
+/// booked once from its message's usage at the batch price; a request the supplier refuses is
+/// `errored`, charged nothing.
+#[tokio::test]
+async fn a_message_batch_runs_in_anthropics_message_batches() {
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let db_url = testkit::fresh_database_url().await;
+    let (db, minted) = database_with_demo_key(&db_url).await;
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let key = minted.api_key.as_str();
+    let config = TestConfig::embedded()
+        .database(&db_url)
+        .model(Model::text("claude-x", 3.0, 15.0))
+        .account(Account::anthropic("claude", &mock.root_url(), &["claude-x"]).capability("batch"))
+        .group(Group::new(1, &["claude-x"]))
+        .set("batches", "poll_interval_ms", 50)
+        .set("batches", "supplier_lines", 2u64)
+        .set("batches", "supplier_poll_interval_ms", 50);
+    for (name, config) in deployments(&config, "supplier-msgbatch") {
+        let app = App::build(config.settings(), Role::Proxy).await.unwrap();
+        let running = app.start();
+        let base = running.base_url().unwrap();
+        let (calls, created) = (calls_to(&mock, "/v1/messages"), mock.batches_created());
+        let request = |i: usize, messages: serde_json::Value| {
+            serde_json::json!({"custom_id": format!("m-{i}"), "params": {"model": "claude-x",
+                "max_tokens": 16, "messages": messages}})
+        };
+        let hi = serde_json::json!([{"role": "user", "content": "hi"}]);
+        // The last one starts with the assistant: the supplier refuses it.
+        let refused = serde_json::json!([{"role": "assistant", "content": "hi"}]);
+        let requests = vec![
+            request(0, hi.clone()),
+            request(1, hi.clone()),
+            request(2, hi),
+            request(3, refused),
+        ];
+        let b: serde_json::Value = http
+            .post(format!("{base}/v1/messages/batches"))
+            .header("x-api-key", key)
+            .header("anthropic-version", "2023-06-01")
+            .json(&serde_json::json!({"requests": requests}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let id = b["id"].as_str().unwrap().to_string();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let done = loop {
+            let b: serde_json::Value = http
+                .get(format!("{base}/v1/messages/batches/{id}"))
+                .header("x-api-key", key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if b["processing_status"] == "ended" {
+                break b;
+            }
+            assert!(std::time::Instant::now() < deadline, "{name}: {b}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(
+            done["request_counts"],
+            serde_json::json!({"processing": 0, "succeeded": 3, "errored": 1, "canceled": 0, "expired": 0}),
+            "{name}: {done}"
+        );
+        assert_eq!(mock.batches_created() - created, 2, "{name}: chunks of 2");
+        assert_eq!(calls_to(&mock, "/v1/messages"), calls, "{name}: no call");
+        let recs = records(&db, &id, 4).await;
+        let paid: Vec<_> = recs.iter().filter(|r| r.charged_nanos > 0).collect();
+        assert_eq!(paid.len(), 3, "{name}: {recs:?}");
+        for r in paid {
+            assert_eq!(r.account_id, "claude", "{name}");
+            let weighted = i128::from(r.input_tokens) * 3_000_000_000
+                + i128::from(r.output_tokens) * 15_000_000_000;
+            let want = (weighted * 500_000 + 999_999_999_999) / 1_000_000_000_000;
+            assert_eq!(i128::from(r.charged_nanos), want, "{name}: the batch price");
+        }
+        running.stop().await.unwrap();
+    }
+}

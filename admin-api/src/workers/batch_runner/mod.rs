@@ -179,6 +179,7 @@ enum Sent {
 
 mod lines;
 mod offload;
+mod outcome;
 mod supplier;
 
 use offload::Offload;

@@ -2,7 +2,8 @@
 //! batch's supplier work looked at every [`TICK`] from the runner's loop — the open chunk
 //! followed, held lines sent as a chunk, or given back when the batch stopped.
 
-use super::supplier::{Outcome, model_of, offloadable};
+use super::outcome::Outcome;
+use super::supplier::{model_of, offloadable};
 use super::{Runner, Stop};
 use entities::{batch_lines, batches};
 use sea_orm::{ColumnTrait, DbErr, EntityTrait, QueryFilter};

@@ -14,6 +14,7 @@
 //! the supplier's batches (by its input file) before creating it, so a chunk runs once at the
 //! supplier. Bookings are idempotent at the gateway (the hold is the once-gate, the answer kept).
 
+use super::outcome::Outcome;
 use super::{Runner, Sent, Stop};
 use crate::state::AppState;
 use entities::{batch_lines, batches, supplier_batches};
@@ -23,7 +24,7 @@ use sea_orm::{
     Set, TransactionTrait,
 };
 use serde_json::{Value, json};
-use settings::{Account, Capability};
+use settings::{Account, Capability, Provider};
 
 /// The supplier batch statuses after which it runs nothing more.
 const SUPPLIER_ENDED: [&str; 4] = ["completed", "failed", "expired", "cancelled"];
@@ -32,7 +33,10 @@ const SUPPLIER_ENDED: [&str; 4] = ["completed", "failed", "expired", "cancelled"
 /// one the supplier's batch API runs and an account with the `batch` capability serves its
 /// model (the gateway decides which account, or refuses with 409).
 pub(super) fn offloadable(state: &AppState, endpoint: &str, line: &batch_lines::Model) -> bool {
-    if !matches!(endpoint, "/v1/chat/completions" | "/v1/responses") {
+    if !matches!(
+        endpoint,
+        "/v1/chat/completions" | "/v1/responses" | "/v1/messages"
+    ) {
         return false;
     }
     let body: Value = serde_json::from_str(&line.body).unwrap_or_default();
@@ -66,9 +70,18 @@ fn account<'a>(state: &'a AppState, id: &str) -> Option<&'a Account> {
     state.settings.accounts.iter().find(|a| a.id == id)
 }
 
-/// `{base_url}{path}` of an account (its base URL names the API root, `…/v1`).
+/// `{base_url}{path}` of an account (an OpenAI account's base URL names the API root, `…/v1`;
+/// an Anthropic account's the host).
 fn url(a: &Account, path: &str) -> String {
     format!("{}{path}", a.base_url.as_str().trim_end_matches('/'))
+}
+
+/// Where an account's batches are: OpenAI's `/batches`, Anthropic's `/v1/messages/batches`.
+fn batches_path(a: &Account) -> &'static str {
+    match a.provider {
+        Provider::Anthropic => "/v1/messages/batches",
+        _ => "/batches",
+    }
 }
 
 /// What a supplier answered: its status and body, or why there was none.
@@ -76,11 +89,13 @@ type Answered = Result<(u16, String), String>;
 
 impl Runner<'_> {
     async fn supplier(&self, req: reqwest::RequestBuilder, a: &Account) -> Answered {
-        let resp = req
-            .bearer_auth(&a.api_key)
-            .send()
-            .await
-            .map_err(|e| e.to_string())?;
+        let req = match a.provider {
+            Provider::Anthropic => req
+                .header("x-api-key", &a.api_key)
+                .header("anthropic-version", "2023-06-01"),
+            _ => req.bearer_auth(&a.api_key),
+        };
+        let resp = req.send().await.map_err(|e| e.to_string())?;
         let status = resp.status().as_u16();
         let body = resp.text().await.map_err(|e| e.to_string())?;
         Ok((status, body))
@@ -131,18 +146,32 @@ impl Runner<'_> {
             .await
     }
 
-    /// Makes a chunk of the held lines of `batch` (those of the first account among them), its
-    /// row and membership written before the supplier is asked anything; then sends it.
+    /// Makes a chunk of the held lines of `batch` (those of the first one's account and model),
+    /// its row and membership written before the supplier is asked anything; then sends it.
     pub(super) async fn submit(&self, batch: &batches::Model) -> Result<(), DbErr> {
-        let first = batch_lines::Entity::find()
+        let held = batch_lines::Entity::find()
             .filter(batch_lines::Column::BatchId.eq(batch.id))
             .filter(batch_lines::Column::Status.eq("held"))
             .order_by_asc(batch_lines::Column::Line)
-            .one(&self.state.db)
+            .all(&self.state.db)
             .await?;
-        let Some(account_id) = first.and_then(|l| l.supplier_account) else {
+        // One account and one model a chunk: an OpenAI input file names a single model.
+        let served = |l: &batch_lines::Model| {
+            let body: Value = serde_json::from_str(l.supplier_body.as_deref().unwrap_or("null"))
+                .unwrap_or_default();
+            (
+                l.supplier_account.clone(),
+                body["model"].as_str().map(str::to_string),
+            )
+        };
+        let Some((Some(account_id), model)) = held.first().map(served) else {
             return Ok(());
         };
+        let members: Vec<i32> = held
+            .iter()
+            .filter(|l| served(l) == (Some(account_id.clone()), model.clone()))
+            .map(|l| l.line)
+            .collect();
         let now = self.state.clock.now();
         let txn = self.state.db.begin().await?;
         let chunk = supplier_batches::ActiveModel {
@@ -163,7 +192,7 @@ impl Runner<'_> {
             .col_expr(batch_lines::Column::UpdatedAt, Expr::value(now))
             .filter(batch_lines::Column::BatchId.eq(batch.id))
             .filter(batch_lines::Column::Status.eq("held"))
-            .filter(batch_lines::Column::SupplierAccount.eq(account_id))
+            .filter(batch_lines::Column::Line.is_in(members))
             .exec(&txn)
             .await?;
         txn.commit().await?;
@@ -183,6 +212,10 @@ impl Runner<'_> {
                 .fail_chunk(batch, &chunk, "account_not_configured")
                 .await;
         };
+        if a.provider == Provider::Anthropic {
+            let created = self.create_message_batch(&chunk, a).await?;
+            return self.created(batch, &chunk, created).await;
+        }
         let file = match chunk.supplier_file_id.clone() {
             Some(f) => f,
             None => match self.upload(batch, &chunk, a).await? {
@@ -201,6 +234,17 @@ impl Runner<'_> {
                 self.supplier(req, a).await
             }
         };
+        self.created(batch, &chunk, created).await
+    }
+
+    /// Records what the supplier said to a chunk's creation (its id; a refusal fails its lines;
+    /// anything else is tried again).
+    async fn created(
+        &self,
+        batch: &batches::Model,
+        chunk: &supplier_batches::Model,
+        created: Answered,
+    ) -> Result<(), DbErr> {
         match created {
             Ok((200..=299, body)) => {
                 let v: Value = serde_json::from_str(&body).unwrap_or_default();
@@ -209,7 +253,7 @@ impl Runner<'_> {
             }
             Ok((status, body)) if status < 500 && status != 429 => {
                 tracing::error!(status, body = %body, "a supplier refused a batch; its lines fail");
-                self.fail_chunk(batch, &chunk, "supplier_refused_batch")
+                self.fail_chunk(batch, chunk, "supplier_refused_batch")
                     .await
             }
             Ok((status, _)) => {
@@ -269,6 +313,33 @@ impl Runner<'_> {
                 Ok(None)
             }
         }
+    }
+
+    /// Creates an Anthropic message batch of the chunk's lines (each line's request id its
+    /// `custom_id`, the gateway's body its `params`). A runner that dies between the supplier's
+    /// answer and recording it leaves no trace to find the batch by: the chunk is created again
+    /// (run twice at the supplier, booked once).
+    async fn create_message_batch(
+        &self,
+        chunk: &supplier_batches::Model,
+        a: &Account,
+    ) -> Result<Answered, DbErr> {
+        let requests: Vec<Value> = self
+            .chunk_lines(chunk.id)
+            .await?
+            .iter()
+            .map(|l| {
+                let params: Value =
+                    serde_json::from_str(l.supplier_body.as_deref().unwrap_or("null"))
+                        .unwrap_or_default();
+                json!({"custom_id": l.request_id, "params": params})
+            })
+            .collect();
+        let req = self
+            .client
+            .post(url(a, batches_path(a)))
+            .json(&json!({"requests": requests}));
+        Ok(self.supplier(req, a).await)
     }
 
     /// The supplier batch already made on `file` (a runner that died before recording it).
@@ -368,39 +439,16 @@ impl Runner<'_> {
                 .fail_chunk(batch, &chunk, "account_not_configured")
                 .await;
         };
+        let at = format!("{}/{supplier_batch}", batches_path(a));
         if matches!(stop, Some(Stop::Cancelled | Stop::Expired)) && chunk.status == "submitted" {
-            let req = self
-                .client
-                .post(url(a, &format!("/batches/{supplier_batch}/cancel")));
+            let req = self.client.post(url(a, &format!("{at}/cancel")));
             if let Ok((200..=299, _)) = self.supplier(req, a).await {
                 self.chunk_state(chunk.id, "cancelling", None, None).await?;
             }
         }
-        let req = self
-            .client
-            .get(url(a, &format!("/batches/{supplier_batch}")));
-        let Ok((200, body)) = self.supplier(req, a).await else {
+        let Some(mut results) = self.results(a, &at).await else {
             return Ok(());
         };
-        let v: Value = serde_json::from_str(&body).unwrap_or_default();
-        if !SUPPLIER_ENDED.contains(&v["status"].as_str().unwrap_or("")) {
-            return Ok(());
-        }
-        let mut results = std::collections::HashMap::new();
-        for file in [&v["output_file_id"], &v["error_file_id"]] {
-            let Some(file) = file.as_str() else { continue };
-            let req = self.client.get(url(a, &format!("/files/{file}/content")));
-            let Ok((200, content)) = self.supplier(req, a).await else {
-                // Read again next time: nothing is booked from half the results.
-                return Ok(());
-            };
-            for row in content.lines().filter(|l| !l.trim().is_empty()) {
-                let row: Value = serde_json::from_str(row).unwrap_or_default();
-                if let Some(id) = row["custom_id"].as_str() {
-                    results.insert(id.to_string(), Outcome::of(&row));
-                }
-            }
-        }
         for line in self.chunk_lines(chunk.id).await? {
             let id = line.request_id.clone().unwrap_or_default();
             let result = results.remove(&id).unwrap_or(Outcome::Error {
@@ -410,6 +458,54 @@ impl Runner<'_> {
             self.book(batch, &line, result).await?;
         }
         self.close_chunk(chunk.id).await
+    }
+
+    /// The results of the supplier batch at `at`, by `custom_id`, once it ended and they could
+    /// all be read (`None` otherwise: asked again next round, nothing booked from half of them).
+    async fn results(
+        &self,
+        a: &Account,
+        at: &str,
+    ) -> Option<std::collections::HashMap<String, Outcome>> {
+        let (status, body) = self.supplier(self.client.get(url(a, at)), a).await.ok()?;
+        let v: Value = serde_json::from_str(&body).ok().filter(|_| status == 200)?;
+        let mut results = std::collections::HashMap::new();
+        let mut read = |content: &str, of: fn(&Value) -> Outcome| {
+            for row in content.lines().filter(|l| !l.trim().is_empty()) {
+                let row: Value = serde_json::from_str(row).unwrap_or_default();
+                if let Some(id) = row["custom_id"].as_str() {
+                    results.insert(id.to_string(), of(&row));
+                }
+            }
+        };
+        if a.provider == Provider::Anthropic {
+            if v["processing_status"] != "ended" {
+                return None;
+            }
+            // An absolute URL from the supplier, or its path.
+            let link = v["results_url"].as_str()?;
+            let link = match link.starts_with("http") {
+                true => link.to_string(),
+                false => url(a, link),
+            };
+            match self.supplier(self.client.get(link), a).await {
+                Ok((200, content)) => read(&content, Outcome::of_message),
+                _ => return None,
+            }
+            return Some(results);
+        }
+        if !SUPPLIER_ENDED.contains(&v["status"].as_str().unwrap_or("")) {
+            return None;
+        }
+        for file in [&v["output_file_id"], &v["error_file_id"]] {
+            let Some(file) = file.as_str() else { continue };
+            let req = self.client.get(url(a, &format!("/files/{file}/content")));
+            match self.supplier(req, a).await {
+                Ok((200, content)) => read(&content, Outcome::of),
+                _ => return None,
+            }
+        }
+        Some(results)
     }
 
     /// Books `result` for `line` at the gateway and ends the line as the booking says. A
@@ -465,56 +561,5 @@ impl Runner<'_> {
             },
         };
         self.end(line, end).await
-    }
-}
-
-/// One line's result at the supplier.
-pub(super) enum Outcome {
-    /// The supplier's answer: its status and body.
-    Answered { status: u16, body: Value },
-    /// No answer: why (`batch_expired`, `batch_cancelled`, …).
-    Error { code: String, message: String },
-}
-
-impl Outcome {
-    /// A result line of a supplier's output or error file.
-    fn of(row: &Value) -> Outcome {
-        let response = &row["response"];
-        match response["status_code"].as_u64() {
-            Some(status) => Outcome::Answered {
-                status: u16::try_from(status).unwrap_or(502),
-                body: response["body"].clone(),
-            },
-            None => Outcome::Error {
-                code: row["error"]["code"]
-                    .as_str()
-                    .unwrap_or("supplier_error")
-                    .to_string(),
-                message: row["error"]["message"]
-                    .as_str()
-                    .unwrap_or("The supplier gave no answer to this line.")
-                    .to_string(),
-            },
-        }
-    }
-
-    /// The booking sent to the gateway, and the status the line ends in when it is not an
-    /// answer ("": as its answer says).
-    fn booking(self) -> (Value, &'static str) {
-        match self {
-            Outcome::Answered { status, body } => {
-                (json!({"status_code": status, "body": body}), "")
-            }
-            Outcome::Error { code, message } => {
-                let ends = match code.as_str() {
-                    "batch_expired" => "expired",
-                    "batch_cancelled" => "cancelled",
-                    _ => "failed",
-                };
-                let body =
-                    json!({"error": {"code": code, "message": message, "type": "batch_error"}});
-                (json!({"status_code": 502, "body": body}), ends)
-            }
-        }
     }
 }
