@@ -22,12 +22,6 @@ use serde_json::{Value, json};
 
 const PREFIX: &str = "/v1/messages/batches";
 
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 fn ok(rec: &Rec, v: &Value, content_type: &str) -> Response {
     let body = Bytes::from(v.to_string());
     full(rec, StatusCode::OK, content_type, body, Vec::new())
@@ -117,37 +111,14 @@ fn create(req: &Req<'_>) -> Response {
         let (status, body) = answer(&r["params"]);
         results.push((id.to_string(), status, body));
     }
-    let instance = rec
-        .shared
-        .batch_behaviour
-        .lock()
-        .ok()
-        .and_then(|b| b.clone());
-    let behaviour = header_str(req.headers, "x-mock-batch")
-        .map(str::to_string)
-        .or(instance)
-        .unwrap_or_default();
-    let setting = |key: &str| {
-        behaviour
-            .split(',')
-            .filter_map(|kv| kv.trim().split_once('='))
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| v.to_string())
-    };
-    let batch = MockBatch {
-        endpoint: "/v1/messages".into(),
-        input_file_id: String::new(),
-        created_at: now(),
+    let behaviour = crate::batch_state::behaviour(&rec.shared.batch_behaviour, req.headers);
+    let batch = MockBatch::new(
+        "/v1/messages".into(),
+        String::new(),
         results,
-        polls_left: setting("polls").and_then(|v| v.parse().ok()).unwrap_or(1),
-        expire: setting("expire").as_deref() == Some("true"),
-        drop: setting("drop"),
-        cancelled: false,
-        output_file_id: None,
-        error_file_id: None,
-        status: "in_progress",
-        metadata: Value::Null,
-    };
+        &behaviour,
+        Value::Null,
+    );
     let Ok(mut batches) = rec.shared.batches.lock() else {
         return error(
             rec,

@@ -190,37 +190,14 @@ fn create(req: &Req<'_>) -> Response {
         Ok(r) => r,
         Err(m) => return bad_request(rec, &m),
     };
-    let instance = rec
-        .shared
-        .batch_behaviour
-        .lock()
-        .ok()
-        .and_then(|b| b.clone());
-    let behaviour = header_str(req.headers, "x-mock-batch")
-        .map(str::to_string)
-        .or(instance)
-        .unwrap_or_default();
-    let setting = |key: &str| {
-        behaviour
-            .split(',')
-            .filter_map(|kv| kv.trim().split_once('='))
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| v.to_string())
-    };
-    let batch = MockBatch {
+    let behaviour = crate::batch_state::behaviour(&rec.shared.batch_behaviour, req.headers);
+    let batch = MockBatch::new(
         endpoint,
-        input_file_id: input,
-        created_at: now(),
+        input,
         results,
-        polls_left: setting("polls").and_then(|v| v.parse().ok()).unwrap_or(1),
-        expire: setting("expire").as_deref() == Some("true"),
-        drop: setting("drop"),
-        cancelled: false,
-        output_file_id: None,
-        error_file_id: None,
-        status: "in_progress",
-        metadata: ask["metadata"].clone(),
-    };
+        &behaviour,
+        ask["metadata"].clone(),
+    );
     let Ok(mut batches) = rec.shared.batches.lock() else {
         return error(rec, Wire::OpenAi, StatusCode::INTERNAL_SERVER_ERROR, "lock");
     };

@@ -269,3 +269,90 @@ async fn a_message_batch_runs_in_anthropics_message_batches() {
         running.stop().await.unwrap();
     }
 }
+
+/// Out of balance in the supplier's batch API: the line the gateway refuses (402) stops the
+/// batch; what was held before is sent to the supplier and booked (it was paid for), the rest
+/// `failed` with `insufficient_quota`; nothing overdrawn, nothing sent as a call.
+#[tokio::test]
+async fn a_supplier_batch_out_of_balance_stops_with_the_rest_failed_and_no_overdraft() {
+    let mock = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    for store in ["memory", "redis"] {
+        // A fresh database each time: a demo organization of $100, held about $4 a line.
+        let db_url = testkit::fresh_database_url().await;
+        let config = TestConfig::embedded()
+            .database(&db_url)
+            .model(Model::text("pricey", 100_000.0, 100_000.0))
+            .account(Account::openai("offload", &mock.base_url(), &["pricey"]).capability("batch"))
+            .group(Group::new(1, &["pricey"]))
+            .set("batches", "poll_interval_ms", 50)
+            .set("batches", "supplier_lines", 1000u64)
+            .set("batches", "supplier_poll_interval_ms", 50);
+        let Some((name, config)) = deployments(&config, "supplier-broke")
+            .into_iter()
+            .find(|(n, _)| *n == store)
+        else {
+            continue;
+        };
+        let (db, minted) = database_with_demo_key(&db_url).await;
+        let app = App::build(config.settings(), Role::Proxy).await.unwrap();
+        let running = app.start();
+        let base = running.base_url().unwrap();
+        let key = minted.api_key.as_str();
+        let before = wallet(&db, minted.organization_id).await;
+        let (calls, created) = (
+            calls_to(&mock, "/v1/chat/completions"),
+            mock.batches_created(),
+        );
+        let n = 100;
+        let b = start(
+            &http,
+            &base,
+            key,
+            &chat_lines(n, "pricey", 8),
+            "/v1/chat/completions",
+        )
+        .await;
+        let id = b["id"].as_str().unwrap().to_string();
+        let done = wait_for(&http, &base, key, &id, ended).await;
+        assert_eq!(done["status"], "failed", "{name}: {done}");
+        assert_eq!(
+            done["errors"]["data"][0]["code"], "insufficient_quota",
+            "{name}: {done}"
+        );
+        let (completed, failed) = (
+            done["request_counts"]["completed"].as_i64().unwrap(),
+            done["request_counts"]["failed"].as_i64().unwrap(),
+        );
+        assert!(completed > 0 && failed > 0, "{name}: {done}");
+        assert_eq!(
+            completed + failed,
+            i64::try_from(n).unwrap(),
+            "{name}: {done}"
+        );
+        assert_eq!(
+            mock.batches_created() - created,
+            1,
+            "{name}: one chunk of what was held"
+        );
+        assert_eq!(
+            calls_to(&mock, "/v1/chat/completions"),
+            calls,
+            "{name}: no call"
+        );
+        let errors = content(&http, &base, key, &done["error_file_id"]).await;
+        assert!(
+            errors
+                .iter()
+                .all(|e| e["error"]["code"] == "insufficient_quota"),
+            "{name}: {errors:?}"
+        );
+        let recs = records(&db, &id, usize::try_from(completed).unwrap()).await;
+        assert_eq!(recs.len(), usize::try_from(completed).unwrap(), "{name}");
+        let after = wallet(&db, minted.organization_id).await;
+        assert!(after >= 0, "{name}: no overdraft ({after})");
+        let charged: i64 = recs.iter().map(|r| r.charged_nanos).sum();
+        assert_eq!(before - after, charged, "{name}");
+        running.stop().await.unwrap();
+    }
+}

@@ -528,9 +528,11 @@ impl Runner<'_> {
                 ..
             } => (status, body),
             // The gateway's own refusal: a lapsed hold (settled by the reconciler from its
-            // description) ends the line; anything else is booked next round.
+            // description) or a booking it cannot take (a 4xx: an answer larger than it keeps)
+            // ends the line; a wait (409, 429) or a fault of its own (5xx) is booked next round.
             Sent::Answered { status, body, .. }
-                if super::lines::code_of(&body) == "batch_line_not_held" =>
+                if super::lines::code_of(&body) == "batch_line_not_held"
+                    || ((400..500).contains(&status) && !matches!(status, 409 | 429)) =>
             {
                 (status, body)
             }
