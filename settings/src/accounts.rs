@@ -24,6 +24,7 @@ pub(crate) struct RawAccount {
     #[serde(default)]
     pub forward_headers: Vec<String>,
     pub forward_traceparent: Option<bool>,
+    pub supplier_price_multiplier: Option<crate::values::RawPrice>,
 }
 
 /// The API family an account speaks (`provider = "openai" | "anthropic" | "gemini"`).
@@ -54,6 +55,9 @@ pub struct Account {
     /// Client request headers forwarded to this account besides its provider's own (lowercase
     /// names; e.g. a self-hosted supplier's routing header). Credentials never are.
     pub forward_headers: Vec<String>,
+    /// What this account pays of the models' supplier prices (`supplier_price_multiplier`, a
+    /// negotiated discount; issue 47): above 0, at most 10; default 1.
+    pub supplier_price_multiplier: money::RateMultiplier,
     /// With `[telemetry]` on, a traced call sends this account a W3C `traceparent` naming the
     /// call's span (its spans join the trace); default false (a supplier learns nothing of the
     /// caller's trace).
@@ -72,6 +76,7 @@ impl fmt::Debug for Account {
             .field("max_concurrency", &self.max_concurrency)
             .field("forward_headers", &self.forward_headers)
             .field("forward_traceparent", &self.forward_traceparent)
+            .field("supplier_price_multiplier", &self.supplier_price_multiplier)
             .finish()
     }
 }
@@ -128,7 +133,21 @@ pub(crate) fn validate(
         max_concurrency,
         forward_headers,
         forward_traceparent: a.forward_traceparent.unwrap_or(false),
+        supplier_price_multiplier: supplier_multiplier(a, i)?,
     })
+}
+
+/// `supplier_price_multiplier`: above 0, at most 10 (default 1).
+fn supplier_multiplier(a: &RawAccount, i: usize) -> Result<money::RateMultiplier, ConfigError> {
+    let path = format!("accounts[{i}].supplier_price_multiplier");
+    let Some(raw) = &a.supplier_price_multiplier else {
+        return Ok(money::RateMultiplier::ONE);
+    };
+    let m = crate::values::multiplier(raw, &path)?;
+    match m.ppm() <= 10_000_000 {
+        true => Ok(m),
+        false => Err(err(path, "must be above 0 and at most 10")),
+    }
 }
 
 /// An account's capabilities beyond text (audio, image generation and edits, video, the

@@ -29,6 +29,12 @@ pub(crate) struct RawModel {
     pub video_resolutions: Option<Vec<String>>,
     pub per_second_by_resolution: Option<std::collections::BTreeMap<String, RawPrice>>,
     pub batch_discount: Option<RawPrice>,
+    pub supplier_input_per_mtok: Option<RawPrice>,
+    pub supplier_output_per_mtok: Option<RawPrice>,
+    pub supplier_cache_read_per_mtok: Option<RawPrice>,
+    pub supplier_cache_write_per_mtok: Option<RawPrice>,
+    pub supplier_per_image: Option<RawPrice>,
+    pub supplier_per_second: Option<RawPrice>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +83,10 @@ pub struct Model {
     /// The fraction of the price charged for batch work (`[[models]] batch_discount`, DESIGN
     /// §6e): above 0, at most 1; default 0.5.
     pub batch_discount: money::RateMultiplier,
+    /// What the supplier charges the operator for it (issue 47; `[[models]] supplier_*`): each
+    /// price optional, and an absent one is unknown (never zero). `cached_input_per_mtok` is the
+    /// cache read price.
+    pub supplier_prices: ModelPrices,
 }
 
 /// What a video model accepts and how each resolution is priced.
@@ -164,10 +174,36 @@ pub(crate) fn validate(raw: &[RawModel]) -> Result<Vec<Model>, ConfigError> {
             image_sizes,
             video,
             batch_discount,
+            supplier_prices: supplier_prices_of(m, &p)?,
         });
     }
     downgrades(&models)?;
     Ok(models)
+}
+
+/// What the supplier charges for a model (`supplier_*`), each price checked as the model's own
+/// are; none required (an absent one is unknown).
+fn supplier_prices_of(
+    m: &RawModel,
+    p: &dyn Fn(&str) -> String,
+) -> Result<ModelPrices, ConfigError> {
+    let opt =
+        |v: &Option<RawPrice>, field: &str| v.as_ref().map(|v| price(v, &p(field))).transpose();
+    Ok(ModelPrices {
+        input_per_mtok: opt(&m.supplier_input_per_mtok, "supplier_input_per_mtok")?,
+        output_per_mtok: opt(&m.supplier_output_per_mtok, "supplier_output_per_mtok")?,
+        cached_input_per_mtok: opt(
+            &m.supplier_cache_read_per_mtok,
+            "supplier_cache_read_per_mtok",
+        )?,
+        cache_write_per_mtok: opt(
+            &m.supplier_cache_write_per_mtok,
+            "supplier_cache_write_per_mtok",
+        )?,
+        per_image: opt(&m.supplier_per_image, "supplier_per_image")?,
+        per_second: opt(&m.supplier_per_second, "supplier_per_second")?,
+        per_minute_audio: None,
+    })
 }
 
 /// A model's prices, each checked; the ones its kind requires must be there (an unknown price is

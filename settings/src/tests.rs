@@ -828,3 +828,71 @@ fn batches_and_batch_discounts() {
             .all(|a| a.capabilities == [crate::Capability::Batch])
     );
 }
+
+#[test]
+fn supplier_prices_are_optional_and_checked() {
+    let s = parse(VALID).unwrap();
+    assert_eq!(s.models[0].supplier_prices, crate::ModelPrices::default());
+    assert_eq!(
+        s.accounts[0].supplier_price_multiplier,
+        ::money::RateMultiplier::ONE
+    );
+    let first_model = VALID.find("[[models]]").unwrap();
+    let with_model = |line: &str| {
+        let mut text = VALID.to_string();
+        let at = first_model + text[first_model..].find('\n').unwrap() + 1;
+        text.insert_str(at, &format!("{line}\n"));
+        text
+    };
+    let d = parse(&with_model(
+        "supplier_input_per_mtok = 0.1\nsupplier_output_per_mtok = \"0.4\"\nsupplier_cache_read_per_mtok = 0.05\nsupplier_cache_write_per_mtok = 0.125\nsupplier_per_image = 0.02\nsupplier_per_second = 0.3",
+    ))
+    .unwrap();
+    let p = &d.models[0].supplier_prices;
+    assert_eq!(
+        p.input_per_mtok,
+        Some(::money::NanoUsd::from_nanos(100_000_000))
+    );
+    assert_eq!(
+        p.output_per_mtok,
+        Some(::money::NanoUsd::from_nanos(400_000_000))
+    );
+    assert_eq!(
+        p.cached_input_per_mtok,
+        Some(::money::NanoUsd::from_nanos(50_000_000))
+    );
+    assert_eq!(
+        p.cache_write_per_mtok,
+        Some(::money::NanoUsd::from_nanos(125_000_000))
+    );
+    assert_eq!(p.per_image, Some(::money::NanoUsd::from_nanos(20_000_000)));
+    assert_eq!(
+        p.per_second,
+        Some(::money::NanoUsd::from_nanos(300_000_000))
+    );
+    for bad in ["supplier_input_per_mtok = -1", "supplier_per_image = \"x\""] {
+        let e = error_of(&with_model(bad));
+        assert!(e.path.starts_with("models[0].supplier_"), "{bad}: {e}");
+    }
+    let account = |line: &str| {
+        VALID.replace(
+            "api_key = \"env:KEY_A\"",
+            &format!("api_key = \"env:KEY_A\"\n{line}"),
+        )
+    };
+    let a = parse(&account("supplier_price_multiplier = 0.8")).unwrap();
+    assert_eq!(
+        a.accounts[0].supplier_price_multiplier,
+        ::money::RateMultiplier::from_ppm(800_000).unwrap()
+    );
+    for bad in [
+        "supplier_price_multiplier = 0",
+        "supplier_price_multiplier = 11",
+    ] {
+        let e = error_of(&account(bad));
+        assert_eq!(
+            e.path, "accounts[0].supplier_price_multiplier",
+            "{bad}: {e}"
+        );
+    }
+}

@@ -494,6 +494,7 @@ mod tests {
                 per_second_by_resolution: Default::default(),
             }),
             batch_discount: money::RateMultiplier::ONE,
+            supplier_prices: settings::ModelPrices::default(),
         }
     }
 
