@@ -631,7 +631,15 @@ def main():
             time.sleep(0.25)
         assert state["status"] == "completed", state
         press(d, link(d, "Batches"))
-        cells = [td.text for td in d.find_elements(By.CSS_SELECTOR, "table.batches tbody tr:first-child td")]
+        batches_url = d.current_url
+        # The batch ends when its lines are answered; their usage is booked by the settler just
+        # after: the page shows the spend booked so far.
+        for _ in range(60):
+            cells = [td.text for td in d.find_elements(By.CSS_SELECTOR, "table.batches tbody tr:first-child td")]
+            if len(cells) == 5 and cells[4].endswith("3 calls booked"):
+                break
+            time.sleep(0.25)
+            d.get(batches_url)
         assert batch["id"] in cells[0], cells
         assert "OpenAI batch" in cells[0], cells
         assert cells[2] == "completed", cells
