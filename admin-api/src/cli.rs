@@ -326,3 +326,88 @@ pub async fn user_invite(
         "expires_in_days": memberships::TOKEN_DAYS,
     }))
 }
+
+/// `margin --from --to`: the operator's margin report ([`crate::services::margin`]) as JSON,
+/// amounts in USD as decimal strings, an unknown supplier cost or margin as `null`.
+pub async fn margin(
+    state: &AppState,
+    from: Option<&str>,
+    to: Option<&str>,
+) -> Result<Value, String> {
+    let today = Utc::now().date_naive();
+    let day = |s: Option<&str>, flag: &str| match s {
+        None => Ok(today),
+        Some(s) => chrono::NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d")
+            .map_err(|_| format!("{flag} {s:?}: not a date (YYYY-MM-DD)")),
+    };
+    let (from, to) = (day(from, "--from")?, day(to, "--to")?);
+    let days = (to - from).num_days() + 1;
+    if !(1..=crate::services::margin::MAX_DAYS).contains(&days) {
+        return Err(format!(
+            "--from {from} --to {to}: the range must be 1 to {} days, --from first",
+            crate::services::margin::MAX_DAYS
+        ));
+    }
+    let report = crate::services::margin::report(&state.db, from, to)
+        .await
+        .map_err(|e| e.to_string())?;
+    let rows: Vec<Value> = report.rows.iter().map(margin_row).collect();
+    let mut totals = margin_row(&report.totals);
+    if let Some(t) = totals.as_object_mut() {
+        for k in ["day", "account", "model"] {
+            t.remove(k);
+        }
+    }
+    Ok(json!({"from": from.to_string(), "to": to.to_string(), "rows": rows, "totals": totals}))
+}
+
+fn margin_row(r: &crate::services::margin::MarginRow) -> Value {
+    let usd = |n: NanoUsd| n.to_decimal_usd().to_string();
+    json!({
+        "day": r.day.to_string(),
+        "account": r.account,
+        "model": r.model,
+        "calls": r.calls,
+        "attempts": r.attempts,
+        "input_tokens": r.input_tokens,
+        "output_tokens": r.output_tokens,
+        "cached_tokens": r.cached_tokens,
+        "cache_write_tokens": r.cache_write_tokens,
+        "images": r.images,
+        "video_seconds": r.video_seconds,
+        "supplier_cost_usd": (r.supplier_cost_unknown == 0).then(|| usd(r.supplier_cost)),
+        "supplier_cost_known_usd": usd(r.supplier_cost),
+        "calls_without_supplier_cost": r.supplier_cost_unknown,
+        "wholesale_usd": usd(r.wholesale),
+        "retail_usd": usd(r.retail),
+        "revenue_usd": usd(r.revenue),
+        "margin_usd": r.margin().map(usd),
+    })
+}
+
+/// `reconcile-suppliers`: a reconciliation round now ([`crate::workers::supplier_usage`]), each
+/// day × account × model as JSON (the drift's cost in USD, `null` when a price is unknown). An
+/// error names every report that could not be read (the others are written all the same).
+pub async fn reconcile_suppliers(state: &AppState) -> Result<Value, String> {
+    use crate::workers::supplier_usage::{Check, report::Tokens};
+    let checks = crate::workers::supplier_usage::round(state, Utc::now()).await?;
+    let side = |t: &Tokens| {
+        json!({"requests": t.requests, "input_tokens": t.input, "output_tokens": t.output,
+               "cached_tokens": t.cached, "cache_write_tokens": t.cache_write})
+    };
+    let row = |c: &Check| {
+        json!({
+            "day": c.day.to_string(),
+            "account": c.account,
+            "model": c.model,
+            "ledger": side(&c.ours),
+            "supplier": side(&c.theirs),
+            "drift_input_tokens": c.theirs.input - c.ours.input,
+            "drift_output_tokens": c.theirs.output - c.ours.output,
+            "drift_cost_usd": c.drift_cost.map(|n| n.to_decimal_usd().to_string()),
+            "over_tolerance": c.over_tolerance,
+        })
+    };
+    let flagged = checks.iter().filter(|c| c.over_tolerance).count();
+    Ok(json!({"checks": checks.iter().map(row).collect::<Vec<_>>(), "over_tolerance": flagged}))
+}

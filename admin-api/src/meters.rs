@@ -58,6 +58,26 @@ pub struct Meters {
     /// What the balance rules did: `alert_sent`, `allocated`, `allocation_refused`, `recharged`,
     /// `recharge_declined`.
     pub rule_actions: IntCounterVec,
+    /// The operator's side (issue 47), by supplier account and served model (labels the
+    /// configuration bounds): the supplier's bill for booked calls whose cost is known, the calls
+    /// without one, and the operator's revenue (wholesale for resold organizations, else retail).
+    pub supplier: SupplierMeters,
+}
+
+/// The operator's margin as counters (`revenue − supplier cost`); operator-only, as every
+/// figure on the metrics listener.
+pub struct SupplierMeters {
+    pub cost: CounterVec,
+    pub unknown: IntCounterVec,
+    pub revenue: CounterVec,
+    /// Attempts by account and result (`answered`, `refused`, `unreachable`).
+    pub attempts: IntCounterVec,
+    /// Reconciliation against the suppliers' reports (last round): day × account × model rows
+    /// beyond the tolerance, the token drift (theirs − ours, input and output) by account and
+    /// model over the round's days, and reports that could not be read.
+    pub flagged: IntGauge,
+    pub drift_tokens: prometheus::GaugeVec,
+    pub reconcile_errors: IntCounter,
 }
 
 /// Registers one collector in a registry.
@@ -180,6 +200,7 @@ impl Meters {
                     &["action"],
                 ),
             )?,
+            supplier: supplier_meters(&r, &mut all)?,
             registry: r,
             all,
         })
@@ -194,6 +215,38 @@ impl Meters {
                 m.rule_actions.with_label_values(&[action]);
             }
         })
+    }
+
+    /// Counts the supplier's side of a settler batch's new records: `(event, revenue)` each.
+    pub fn supplier_booked<'a>(
+        &self,
+        records: impl IntoIterator<Item = (&'a UsageEvent, NanoUsd)>,
+    ) {
+        for (e, revenue) in records {
+            let labels = [e.account_id.as_str(), e.model_served.as_str()];
+            match e.supplier.cost_nanos {
+                Some(cost) => self
+                    .supplier
+                    .cost
+                    .with_label_values(&labels)
+                    .inc_by(usd(cost)),
+                None => self.supplier.unknown.with_label_values(&labels).inc(),
+            }
+            self.supplier
+                .revenue
+                .with_label_values(&labels)
+                .inc_by(usd(revenue));
+            self.supplier
+                .attempts
+                .with_label_values(&[e.account_id.as_str(), "answered"])
+                .inc();
+            for a in &e.supplier.earlier {
+                self.supplier
+                    .attempts
+                    .with_label_values(&[a.account_id.as_str(), a.outcome.as_str()])
+                    .inc();
+            }
+        }
     }
 
     /// Counts the usage records a settler batch booked: `(event, charged)` each.
@@ -258,6 +311,86 @@ impl Meters {
 /// An amount in US dollars, for a metric (monitoring only: the ledger keeps the exact figure).
 fn usd(amount: NanoUsd) -> f64 {
     amount.nanos() as f64 / 1e9
+}
+
+fn supplier_meters(
+    r: &Registry,
+    all: &mut Vec<Registrar>,
+) -> Result<SupplierMeters, prometheus::Error> {
+    let by = ["account", "model"];
+    Ok(SupplierMeters {
+        cost: build(
+            r,
+            all,
+            CounterVec::new(
+                Opts::new(
+                    "supplier_cost_usd_total",
+                    "The suppliers' bill for booked calls whose supplier cost is known, USD",
+                ),
+                &by,
+            ),
+        )?,
+        unknown: build(
+            r,
+            all,
+            IntCounterVec::new(
+                Opts::new(
+                    "supplier_cost_unknown_total",
+                    "Booked calls whose supplier cost is unknown (a supplier price not configured)",
+                ),
+                &by,
+            ),
+        )?,
+        revenue: build(
+            r,
+            all,
+            CounterVec::new(
+                Opts::new(
+                    "operator_revenue_usd_total",
+                    "The operator's revenue of booked calls (wholesale when a partner resells, else retail), USD",
+                ),
+                &by,
+            ),
+        )?,
+        flagged: build(
+            r,
+            all,
+            IntGauge::new(
+                "supplier_reconciliation_flagged",
+                "Days × accounts × models whose usage differs from the supplier's report beyond the tolerance (last round)",
+            ),
+        )?,
+        drift_tokens: build(
+            r,
+            all,
+            prometheus::GaugeVec::new(
+                Opts::new(
+                    "supplier_drift_tokens",
+                    "Tokens the supplier's report counts beyond the ledger's (negative: fewer), over the last round's days",
+                ),
+                &by,
+            ),
+        )?,
+        reconcile_errors: build(
+            r,
+            all,
+            IntCounter::new(
+                "supplier_reconciliation_errors_total",
+                "Supplier usage reports that could not be read",
+            ),
+        )?,
+        attempts: build(
+            r,
+            all,
+            IntCounterVec::new(
+                Opts::new(
+                    "supplier_attempts_total",
+                    "Supplier attempts of booked calls, by account and result (answered, refused, unreachable)",
+                ),
+                &["account", "result"],
+            ),
+        )?,
+    })
 }
 
 #[cfg(test)]

@@ -51,6 +51,9 @@ pub struct Model {
     pub batch_id: Option<String>,
     /// That line's number in the batch's input file (from 0).
     pub batch_line: Option<i32>,
+    /// What the answering attempt costs at the supplier's prices (issue 47); null when a price it
+    /// needs is unknown, and on records settled before migration 000027.
+    pub supplier_cost_nanos: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

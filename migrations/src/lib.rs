@@ -33,6 +33,7 @@ mod m20261129_000023_request_log;
 mod m20261129_000024_partner_webhooks;
 mod m20261130_000025_batches;
 mod m20261201_000026_supplier_batches;
+mod m20261202_000027_supplier_attempts;
 pub mod usage_partitions;
 
 pub use m20261126_000016_partner_usage_rollups::backfill as partner_usage_backfill;
@@ -70,6 +71,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000024_partner_webhooks::Migration),
             Box::new(m20261130_000025_batches::Migration),
             Box::new(m20261201_000026_supplier_batches::Migration),
+            Box::new(m20261202_000027_supplier_attempts::Migration),
         ]
     }
 }

@@ -172,6 +172,7 @@ mod server;
 mod shared;
 mod tools;
 mod usage;
+pub mod usage_report;
 pub mod veo;
 mod video_task;
 pub mod videos;

@@ -34,7 +34,10 @@ pub(crate) enum Wire {
 impl Wire {
     /// The wire format of a request path (without the query).
     pub(crate) fn of(path: &str) -> Wire {
-        if path == "/v1/messages" || path.starts_with("/v1/messages/") {
+        if path == "/v1/messages"
+            || path.starts_with("/v1/messages/")
+            || path.starts_with("/v1/organizations/")
+        {
             Wire::Anthropic
         } else if path == "/v1beta"
             || path.starts_with("/v1beta/")

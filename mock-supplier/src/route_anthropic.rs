@@ -109,6 +109,7 @@ pub(crate) fn serve(req: &Req<'_>) -> Response {
         tool: tool_to_call(ToolApi::Anthropic, &json),
         pad: 0,
     };
+    crate::usage_report::bill(&rec.shared, req.headers, model, p.usage);
     if json.get("stream") != Some(&Value::Bool(true)) {
         return json_ok(rec, reply.anthropic_message(), cut);
     }

@@ -125,6 +125,7 @@ pub(crate) fn serve(req: &Req<'_>) -> Response {
         pad: p.pad,
     };
     let tool = reply.tool.is_some();
+    crate::usage_report::bill(&rec.shared, req.headers, model, p.usage);
 
     if !stream {
         return json_ok(rec, whole(&reply, api, tool), cut);

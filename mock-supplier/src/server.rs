@@ -233,6 +233,10 @@ async fn handle(State(ctx): State<ConnCtx>, req: Request) -> Response {
         },
         malformed: primary == Some(&Fault::MalformedSse),
     };
+    // The usage reports (either format's path), then the format's routes.
+    if let Some(report) = crate::usage_report::serve(&req) {
+        return report;
+    }
     match wire {
         Wire::OpenAi => route_openai::serve(&req),
         Wire::Anthropic => route_anthropic::serve(&req),

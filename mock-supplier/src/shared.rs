@@ -24,6 +24,18 @@ pub(crate) struct Shared {
     pub(crate) batches: Mutex<std::collections::HashMap<String, crate::batch_state::MockBatch>>,
     /// `x-mock-batch` for creates that send none (`MockHandle::set_batch_behaviour`).
     pub(crate) batch_behaviour: Mutex<Option<String>>,
+    /// Every answer billed, for the usage reports (`usage_report`).
+    pub(crate) billed: Mutex<Vec<Billed>>,
+}
+
+/// One billed answer: when it arrived (Unix seconds), the key it was called with, its model and
+/// the usage it was built with.
+#[derive(Clone, Debug)]
+pub(crate) struct Billed {
+    pub(crate) at: u64,
+    pub(crate) key: String,
+    pub(crate) model: String,
+    pub(crate) usage: crate::usage::Usage,
 }
 
 impl Shared {
@@ -36,6 +48,7 @@ impl Shared {
             batch_files: Mutex::default(),
             batches: Mutex::default(),
             batch_behaviour: Mutex::default(),
+            billed: Mutex::default(),
         }
     }
 

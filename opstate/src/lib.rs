@@ -63,7 +63,10 @@ pub use slots::Slots;
 pub use tasks::{
     Ending, MEMORY_TASK_CAP, MemoryTaskBook, Task, TaskBook, TaskBookError, TaskStatus,
 };
-pub use usage::{BatchRef, Measurement, StreamEntry, UsageEvent, UsageStream};
+pub use usage::{
+    AttemptOutcome, BatchRef, EarlierAttempt, Measurement, StreamEntry, Supplier, UsageEvent,
+    UsageStream,
+};
 pub use wallets::{
     Adjustment, Confirmation, ExpiredHold, HoldMeta, Reservation, Settlement, WalletSnapshot,
     Wallets,

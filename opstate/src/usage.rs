@@ -92,6 +92,57 @@ pub struct UsageEvent {
     /// The batch line this call ran (issue 46); `None` for every other call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<BatchRef>,
+    /// What the suppliers may bill the operator for the call (issue 47): empty in events of
+    /// gateways before it was recorded (unknown, never zero).
+    #[serde(default, skip_serializing_if = "Supplier::is_empty")]
+    pub supplier: Supplier,
+}
+
+/// The supplier's side of a call: its attempts and what the one that answered costs at the
+/// supplier's prices (docs/ARCHITECTURE.md, "Supplier cost").
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Supplier {
+    /// The last attempt's cost: the event's usage at the served model's supplier prices × the
+    /// account's `supplier_price_multiplier`; `None` when a price it needs is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_nanos: Option<NanoUsd>,
+    /// The attempts before the last one (a failover), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<EarlierAttempt>,
+}
+
+impl Supplier {
+    pub fn is_empty(&self) -> bool {
+        self.cost_nanos.is_none() && self.earlier.is_empty()
+    }
+}
+
+/// An attempt the gateway moved on from: the supplier served nothing it bills.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EarlierAttempt {
+    pub account_id: String,
+    pub outcome: AttemptOutcome,
+    /// The supplier's status (0: none, the connection failed).
+    pub status: u16,
+}
+
+/// Why an attempt ended without the client's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptOutcome {
+    /// The supplier answered an error status (a rate limit, a server error): nothing billed.
+    Refused,
+    /// No connection: nothing reached the supplier.
+    Unreachable,
+}
+
+impl AttemptOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptOutcome::Refused => "refused",
+            AttemptOutcome::Unreachable => "unreachable",
+        }
+    }
 }
 
 /// A batch line: its batch's public id and its line number (from 0) in the input file.

@@ -65,7 +65,25 @@ pub(crate) fn connect_failed(ctx: &mut RequestCtx, peer: &HttpPeer, e: &mut Erro
             .to_cool
             .push(Cooling::new(account, reason, duration));
     }
-    e.set_retry(ctx.may_retry(ctx.live.settings.routing.max_attempts));
+    let retry = ctx.may_retry(ctx.live.settings.routing.max_attempts);
+    if retry {
+        moved_on(ctx, opstate::AttemptOutcome::Unreachable, 0);
+    }
+    e.set_retry(retry);
+}
+
+/// Records the current attempt as one the request moves on from (the supplier's side of the
+/// call: `UsageEvent::supplier`).
+fn moved_on(ctx: &mut RequestCtx, outcome: opstate::AttemptOutcome, status: u16) {
+    let Some(id) = ctx.current().and_then(|i| ctx.live.accounts.id(i)) else {
+        return;
+    };
+    let attempt = opstate::EarlierAttempt {
+        account_id: id.to_string(),
+        outcome,
+        status,
+    };
+    ctx.attempts.earlier.push(attempt);
 }
 
 /// Judges the supplier's answer: pass it on, or cool its account and fail over (`Err`).
@@ -120,6 +138,7 @@ pub(crate) async fn judge(
         .inc();
     ctx.attempts.status_failover = true;
     let status = upstream_response.status.as_u16();
+    moved_on(ctx, opstate::AttemptOutcome::Refused, status);
     let mut e = Error::explain(
         ErrorType::HTTPStatus(status),
         "supplier refused; failing over",

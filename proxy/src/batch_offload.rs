@@ -330,7 +330,8 @@ async fn charge(
     // One store step, as a call's end: the hold settled and the event appended together (a
     // booking of a line whose hold was resolved before appends an event the settler drops: it
     // books a request id once).
-    let event = event(held, &hold, status, (usage, measurement), cost);
+    let mut event = event(held, &hold, status, (usage, measurement), cost);
+    event.supplier.cost_nanos = supplier_cost(&live, held, usage);
     let step = Finish {
         slot: None,
         gates: &[],
@@ -359,6 +360,22 @@ async fn charge(
         }
     }
     Ok(())
+}
+
+/// What the supplier bills for a line of its batch: the usage at the model's supplier prices ×
+/// the account's `supplier_price_multiplier` × the model's `supplier_batch_discount` (`None`:
+/// unknown).
+fn supplier_cost(
+    live: &crate::live::Live,
+    held: &Held,
+    usage: crate::wire::Usage,
+) -> Option<NanoUsd> {
+    let model = live.settings.model(&held.model_served)?;
+    let account = live.settings.account(&held.account)?;
+    let rate = account
+        .supplier_price_multiplier
+        .discounted(model.supplier_batch_discount);
+    price::supplier_cost(&model.supplier_prices, usage, 0, 0, rate)
 }
 
 /// The usage of a supplier's answer to a held line, as any answer of its format is metered.
@@ -417,6 +434,7 @@ fn event(
         retail_rate: Some(hold.rate),
         wholesale_rate: hold.wholesale,
         resent: false,
+        supplier: Default::default(),
         batch: Some(BatchRef {
             id: held.batch_id.clone(),
             line: held.batch_line,

@@ -95,6 +95,10 @@ pub(crate) struct Finished<'a> {
     pub call: Option<&'a Call>,
     /// The account tried last (the one that answered, if any did).
     pub account: Option<&'a str>,
+    /// That account's `supplier_price_multiplier`.
+    pub supplier_rate: Option<money::RateMultiplier>,
+    /// The attempts before it (a failover).
+    pub earlier: &'a [opstate::EarlierAttempt],
     pub meter: Option<&'a Meter>,
     /// Image calls: the images of the whole answer (counted by the meter, or by the rewrite of a
     /// reshaped answer); `None` when it was not read whole.

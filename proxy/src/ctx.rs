@@ -90,6 +90,8 @@ pub(crate) struct Attempts {
     /// the body sent to it in that format.
     pub format: Option<translate::Format>,
     pub sending: Bytes,
+    /// The attempts the request moved on from (issue 47: the supplier's side of the call).
+    pub earlier: Vec<opstate::EarlierAttempt>,
 }
 
 impl Attempts {
@@ -195,6 +197,11 @@ impl RequestCtx {
             caller: self.admission.caller.as_ref(),
             call: self.admission.call.as_ref(),
             account: self.current().and_then(|i| accounts.id(i)),
+            supplier_rate: self
+                .current()
+                .and_then(|i| accounts.get(i))
+                .map(|u| u.account.supplier_price_multiplier),
+            earlier: &self.attempts.earlier,
             meter: self.answer.meter.as_deref(),
             images: self
                 .answer

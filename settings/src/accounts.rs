@@ -25,6 +25,8 @@ pub(crate) struct RawAccount {
     pub forward_headers: Vec<String>,
     pub forward_traceparent: Option<bool>,
     pub supplier_price_multiplier: Option<crate::values::RawPrice>,
+    pub usage_report_key: Option<String>,
+    pub usage_report_api_key_id: Option<String>,
 }
 
 /// The API family an account speaks (`provider = "openai" | "anthropic" | "gemini"`).
@@ -62,6 +64,27 @@ pub struct Account {
     /// call's span (its spans join the trace); default false (a supplier learns nothing of the
     /// caller's trace).
     pub forward_traceparent: bool,
+    /// The supplier's usage report for this account (issue 47; `usage_report_key`,
+    /// `usage_report_api_key_id`): `None` when it is not reconciled.
+    pub usage_report: Option<UsageReport>,
+}
+
+/// How an account's usage report is read: the supplier's admin key, and the id the report gives
+/// the account's own API key (its results are restricted to it; without one, the report of the
+/// whole supplier organization is compared, so the account's key should be its only traffic).
+#[derive(Clone)]
+pub struct UsageReport {
+    pub admin_key: String,
+    pub api_key_id: Option<String>,
+}
+
+impl fmt::Debug for UsageReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UsageReport")
+            .field("admin_key", &"<redacted>")
+            .field("api_key_id", &self.api_key_id)
+            .finish()
+    }
 }
 
 impl fmt::Debug for Account {
@@ -77,6 +100,7 @@ impl fmt::Debug for Account {
             .field("forward_headers", &self.forward_headers)
             .field("forward_traceparent", &self.forward_traceparent)
             .field("supplier_price_multiplier", &self.supplier_price_multiplier)
+            .field("usage_report", &self.usage_report)
             .finish()
     }
 }
@@ -134,7 +158,53 @@ pub(crate) fn validate(
         forward_headers,
         forward_traceparent: a.forward_traceparent.unwrap_or(false),
         supplier_price_multiplier: supplier_multiplier(a, i)?,
+        usage_report: usage_report(a, i, env)?,
     })
+}
+
+/// `usage_report_key` (a secret, `env:NAME`) and `usage_report_api_key_id`: OpenAI's and
+/// Anthropic's admin usage APIs; Gemini has none (its usage is in the Cloud Billing export).
+fn usage_report(
+    a: &RawAccount,
+    i: usize,
+    env: EnvFn<'_>,
+) -> Result<Option<UsageReport>, ConfigError> {
+    let p = |field: &str| format!("accounts[{i}].{field}");
+    let Some(raw) = &a.usage_report_key else {
+        if a.usage_report_api_key_id.is_some() {
+            return Err(err(p("usage_report_api_key_id"), "needs usage_report_key"));
+        }
+        return Ok(None);
+    };
+    if a.provider == "gemini" {
+        return Err(err(
+            p("usage_report_key"),
+            "gemini has no usage report API (its usage is in the Cloud Billing export): gemini              accounts are not reconciled",
+        ));
+    }
+    let admin_key = secret(raw, &p("usage_report_key"), env)?;
+    if admin_key.is_empty() || admin_key.bytes().any(|b| !(0x21..=0x7e).contains(&b)) {
+        return Err(err(
+            p("usage_report_key"),
+            "must be non-empty visible ASCII",
+        ));
+    }
+    if let Some(id) = &a.usage_report_api_key_id
+        && (id.is_empty()
+            || id.len() > 128
+            || !id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+    {
+        return Err(err(
+            p("usage_report_api_key_id"),
+            "must be the supplier's key id (letters, digits, '_' and '-', at most 128)",
+        ));
+    }
+    Ok(Some(UsageReport {
+        admin_key,
+        api_key_id: a.usage_report_api_key_id.clone(),
+    }))
 }
 
 /// `supplier_price_multiplier`: above 0, at most 10 (default 1).

@@ -25,6 +25,7 @@ mod metrics;
 mod models;
 mod money;
 mod payments;
+mod reconciliation;
 mod redis;
 mod routing;
 mod security;
@@ -34,7 +35,7 @@ mod values;
 mod video;
 mod webhooks;
 
-pub use accounts::{Account, Capability, Provider};
+pub use accounts::{Account, Capability, Provider, UsageReport};
 pub use admin::Admin;
 pub use batches::Batches;
 pub use console::Console;
@@ -46,6 +47,7 @@ pub use metrics::Metrics;
 pub use models::{Model, ModelKind, ModelPrices, VIDEO_RESOLUTIONS, VideoOptions};
 pub use money::Money;
 pub use payments::{Payments, Stripe};
+pub use reconciliation::Reconciliation;
 pub use redis::{DEFAULT_KEY_CACHE_MS, Redis};
 pub use routing::Routing;
 pub use security::Security;
@@ -93,6 +95,8 @@ struct RawConfig {
     #[serde(default)]
     batches: batches::RawBatches,
     #[serde(default)]
+    reconciliation: reconciliation::RawReconciliation,
+    #[serde(default)]
     models: Vec<models::RawModel>,
     #[serde(default)]
     accounts: Vec<accounts::RawAccount>,
@@ -121,6 +125,8 @@ pub struct Settings {
     pub webhooks: Webhooks,
     /// Batch work (`[batches]`, issue 46).
     pub batches: Batches,
+    /// Supplier reconciliation (`[reconciliation]`, issue 47).
+    pub reconciliation: Reconciliation,
     pub models: Vec<Model>,
     pub accounts: Vec<Account>,
     pub groups: Vec<Group>,
@@ -129,6 +135,10 @@ pub struct Settings {
 impl Settings {
     pub fn model(&self, id: &str) -> Option<&Model> {
         self.models.iter().find(|m| m.id == id)
+    }
+
+    pub fn account(&self, id: &str) -> Option<&Account> {
+        self.accounts.iter().find(|a| a.id == id)
     }
 
     pub fn group(&self, id: i64) -> Option<&Group> {
@@ -201,6 +211,7 @@ fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, ConfigError> {
     let video = video::validate(&raw.video)?;
     let webhooks = webhooks::validate(&raw.webhooks)?;
     let batches = batches::validate(&raw.batches)?;
+    let reconciliation = reconciliation::validate(&raw.reconciliation)?;
     if webhooks.allow_private_addresses && server.environment == Environment::Production {
         return Err(err(
             "webhooks.allow_private_addresses",
@@ -228,6 +239,7 @@ fn validate(raw: RawConfig, env: EnvFn<'_>) -> Result<Settings, ConfigError> {
         video,
         webhooks,
         batches,
+        reconciliation,
         models,
         accounts,
         groups,

@@ -35,6 +35,7 @@ pub(crate) struct RawModel {
     pub supplier_cache_write_per_mtok: Option<RawPrice>,
     pub supplier_per_image: Option<RawPrice>,
     pub supplier_per_second: Option<RawPrice>,
+    pub supplier_batch_discount: Option<RawPrice>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +88,9 @@ pub struct Model {
     /// price optional, and an absent one is unknown (never zero). `cached_input_per_mtok` is the
     /// cache read price.
     pub supplier_prices: ModelPrices,
+    /// The fraction of the supplier prices its batch API charges (`[[models]]
+    /// supplier_batch_discount`; default 0.5).
+    pub supplier_batch_discount: money::RateMultiplier,
 }
 
 /// What a video model accepts and how each resolution is priced.
@@ -150,19 +154,9 @@ pub(crate) fn validate(raw: &[RawModel]) -> Result<Vec<Model>, ConfigError> {
         }
         let (image_aspect_ratios, image_sizes) = image_options(m, kind, &p)?;
         let video = video_options(m, kind, &p)?;
-        let batch_discount = match &m.batch_discount {
-            None => money::RateMultiplier::from_ppm(500_000).unwrap_or(money::RateMultiplier::ONE),
-            Some(raw) => {
-                let d = crate::values::multiplier(raw, &p("batch_discount"))?;
-                if d > money::RateMultiplier::ONE {
-                    return Err(err(
-                        p("batch_discount"),
-                        "must be above 0 and at most 1 (the fraction of the price batch work is charged)",
-                    ));
-                }
-                d
-            }
-        };
+        let batch_discount = fraction(&m.batch_discount, &p("batch_discount"))?;
+        let supplier_batch_discount =
+            fraction(&m.supplier_batch_discount, &p("supplier_batch_discount"))?;
         models.push(Model {
             id: m.id.clone(),
             family: m.family.clone(),
@@ -175,10 +169,27 @@ pub(crate) fn validate(raw: &[RawModel]) -> Result<Vec<Model>, ConfigError> {
             video,
             batch_discount,
             supplier_prices: supplier_prices_of(m, &p)?,
+            supplier_batch_discount,
         });
     }
     downgrades(&models)?;
     Ok(models)
+}
+
+/// A batch discount (`batch_discount`, `supplier_batch_discount`): above 0, at most 1; default
+/// 0.5 (what OpenAI's and Anthropic's batch APIs charge: docs/notes-supplier-batches.md).
+fn fraction(raw: &Option<RawPrice>, path: &str) -> Result<money::RateMultiplier, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(money::RateMultiplier::from_ppm(500_000).unwrap_or(money::RateMultiplier::ONE));
+    };
+    let d = crate::values::multiplier(raw, path)?;
+    if d > money::RateMultiplier::ONE {
+        return Err(err(
+            path,
+            "must be above 0 and at most 1 (the fraction of the price batch work is charged)",
+        ));
+    }
+    Ok(d)
 }
 
 /// What the supplier charges for a model (`supplier_*`), each price checked as the model's own

@@ -401,6 +401,75 @@ fn key_cache_defaults_and_is_bounded() {
     assert!(e.message.contains("60000"), "{}", e.message);
 }
 
+/// The supplier's usage report of an account: its admin key a secret (kept out of `Debug`), its
+/// key id checked, refused on gemini accounts; `[reconciliation]`'s bounds.
+#[test]
+fn usage_reports_and_reconciliation_are_checked() {
+    let s = parse(VALID).unwrap();
+    assert!(s.accounts[0].usage_report.is_none());
+    assert_eq!(s.reconciliation.supplier_interval_ms, 3_600_000);
+    assert_eq!(s.reconciliation.supplier_days, 2);
+    assert_eq!(s.reconciliation.drift_tolerance, 0.01);
+    let account = |lines: &str| {
+        VALID.replace(
+            "api_key = \"env:KEY_A\"",
+            &format!("api_key = \"env:KEY_A\"\n{lines}"),
+        )
+    };
+    let a = parse(&account(
+        "usage_report_key = \"sk-admin-secret\"\nusage_report_api_key_id = \"key_abc\"",
+    ))
+    .unwrap();
+    let report = a.accounts[0].usage_report.as_ref().unwrap();
+    assert_eq!(report.admin_key, "sk-admin-secret");
+    assert_eq!(report.api_key_id.as_deref(), Some("key_abc"));
+    assert!(!format!("{:?}", a.accounts[0]).contains("sk-admin-secret"));
+    for (bad, path) in [
+        (
+            "usage_report_api_key_id = \"key_abc\"",
+            "usage_report_api_key_id",
+        ),
+        ("usage_report_key = \"\"", "usage_report_key"),
+        (
+            "usage_report_key = \"k\"\nusage_report_api_key_id = \"a b\"",
+            "usage_report_api_key_id",
+        ),
+    ] {
+        let e = error_of(&account(bad));
+        assert_eq!(e.path, format!("accounts[0].{path}"), "{bad}: {e}");
+    }
+    let gemini = account("usage_report_key = \"k\"").replacen(
+        "provider = \"openai\"",
+        "provider = \"gemini\"",
+        1,
+    );
+    assert_eq!(error_of(&gemini).path, "accounts[0].usage_report_key");
+    let with = |line: &str| format!("[reconciliation]\n{line}\n{VALID}");
+    let r = parse(&with(
+        "supplier_interval_ms = 0\nsupplier_days = 7\ndrift_tolerance = 0",
+    ))
+    .unwrap();
+    assert_eq!(
+        (
+            r.reconciliation.supplier_interval_ms,
+            r.reconciliation.supplier_days
+        ),
+        (0, 7)
+    );
+    for (bad, path) in [
+        ("supplier_interval_ms = 5", "supplier_interval_ms"),
+        ("supplier_days = 0", "supplier_days"),
+        ("supplier_days = 32", "supplier_days"),
+        ("drift_tolerance = 1.5", "drift_tolerance"),
+    ] {
+        assert_eq!(
+            error_of(&with(bad)).path,
+            format!("reconciliation.{path}"),
+            "{bad}"
+        );
+    }
+}
+
 /// `conf/example.toml` (what `proxy --print-default-config` prints) lists every setting the file
 /// format knows, in its section, set or commented out: a new key in a section's raw type without
 /// its line in the example fails here.
@@ -423,6 +492,7 @@ fn the_example_lists_every_setting() {
         include_str!("mail.rs"),
         include_str!("payments.rs"),
         include_str!("batches.rs"),
+        include_str!("reconciliation.rs"),
         include_str!("models.rs"),
         include_str!("accounts.rs"),
         include_str!("groups.rs"),
@@ -456,6 +526,7 @@ fn the_example_lists_every_setting() {
         ("RawMail", "mail"),
         ("RawPayments", "payments"),
         ("RawBatches", "batches"),
+        ("RawReconciliation", "reconciliation"),
         ("RawModel", "models"),
         ("RawAccount", "accounts"),
         ("RawGroup", "groups"),
@@ -870,7 +941,21 @@ fn supplier_prices_are_optional_and_checked() {
         p.per_second,
         Some(::money::NanoUsd::from_nanos(300_000_000))
     );
-    for bad in ["supplier_input_per_mtok = -1", "supplier_per_image = \"x\""] {
+    assert_eq!(
+        s.models[0].supplier_batch_discount,
+        ::money::RateMultiplier::from_ppm(500_000).unwrap()
+    );
+    let d = parse(&with_model("supplier_batch_discount = 0.6")).unwrap();
+    assert_eq!(
+        d.models[0].supplier_batch_discount,
+        ::money::RateMultiplier::from_ppm(600_000).unwrap()
+    );
+    for bad in [
+        "supplier_input_per_mtok = -1",
+        "supplier_per_image = \"x\"",
+        "supplier_batch_discount = 1.5",
+        "supplier_batch_discount = 0",
+    ] {
         let e = error_of(&with_model(bad));
         assert!(e.path.starts_with("models[0].supplier_"), "{bad}: {e}");
     }

@@ -149,6 +149,10 @@ pub struct Account {
     pub forward_headers: Vec<String>,
     /// `forward_traceparent`.
     pub forward_traceparent: bool,
+    /// `supplier_price_multiplier` (issue 47).
+    pub supplier_price_multiplier: Option<f64>,
+    /// Further `key = value` lines, written as given.
+    pub extra: Vec<String>,
 }
 
 impl Account {
@@ -164,6 +168,8 @@ impl Account {
             max_concurrency: None,
             forward_headers: MOCK_CONTROL_HEADERS.iter().map(|h| h.to_string()).collect(),
             forward_traceparent: false,
+            supplier_price_multiplier: None,
+            extra: Vec::new(),
         }
     }
 
@@ -195,6 +201,18 @@ impl Account {
 
     pub fn max_concurrency(mut self, n: u32) -> Account {
         self.max_concurrency = Some(n);
+        self
+    }
+
+    /// Adds one `key = value` line to the entry (`usage_report_key = "…"`).
+    pub fn line(mut self, line: &str) -> Account {
+        self.extra.push(line.to_string());
+        self
+    }
+
+    /// The share of the models' supplier prices the account pays (`supplier_price_multiplier`).
+    pub fn supplier_price_multiplier(mut self, m: f64) -> Account {
+        self.supplier_price_multiplier = Some(m);
         self
     }
 
@@ -362,24 +380,7 @@ impl TestConfig {
             }
         }
         for a in &self.accounts {
-            let _ = writeln!(out, "\n[[accounts]]");
-            let _ = writeln!(out, "id = {}", a.id.toml());
-            let _ = writeln!(out, "provider = {}", a.provider.toml());
-            let _ = writeln!(out, "base_url = {}", a.base_url.toml());
-            let _ = writeln!(out, "api_key = {}", a.api_key.toml());
-            let _ = writeln!(out, "models = {}", a.models.toml());
-            if !a.capabilities.is_empty() {
-                let _ = writeln!(out, "capabilities = {}", a.capabilities.toml());
-            }
-            if a.forward_traceparent {
-                let _ = writeln!(out, "forward_traceparent = true");
-            }
-            if !a.forward_headers.is_empty() {
-                let _ = writeln!(out, "forward_headers = {}", a.forward_headers.toml());
-            }
-            if let Some(n) = a.max_concurrency {
-                let _ = writeln!(out, "max_concurrency = {n}");
-            }
+            account_toml(&mut out, a);
         }
         for g in &self.groups {
             let _ = writeln!(out, "\n[[groups]]");
@@ -458,5 +459,33 @@ impl TomlValue for Vec<String> {
     fn toml(&self) -> String {
         let items: Vec<String> = self.iter().map(TomlValue::toml).collect();
         format!("[{}]", items.join(", "))
+    }
+}
+
+/// One `[[accounts]]` entry.
+fn account_toml(out: &mut String, a: &Account) {
+    let _ = writeln!(out, "\n[[accounts]]");
+    let _ = writeln!(out, "id = {}", a.id.toml());
+    let _ = writeln!(out, "provider = {}", a.provider.toml());
+    let _ = writeln!(out, "base_url = {}", a.base_url.toml());
+    let _ = writeln!(out, "api_key = {}", a.api_key.toml());
+    let _ = writeln!(out, "models = {}", a.models.toml());
+    if !a.capabilities.is_empty() {
+        let _ = writeln!(out, "capabilities = {}", a.capabilities.toml());
+    }
+    if a.forward_traceparent {
+        let _ = writeln!(out, "forward_traceparent = true");
+    }
+    if !a.forward_headers.is_empty() {
+        let _ = writeln!(out, "forward_headers = {}", a.forward_headers.toml());
+    }
+    if let Some(n) = a.max_concurrency {
+        let _ = writeln!(out, "max_concurrency = {n}");
+    }
+    if let Some(m) = a.supplier_price_multiplier {
+        let _ = writeln!(out, "supplier_price_multiplier = {m}");
+    }
+    for line in &a.extra {
+        let _ = writeln!(out, "{line}");
     }
 }

@@ -27,10 +27,14 @@ mod browser;
 mod checkout;
 #[path = "e2e/generations.rs"]
 mod generations;
+#[path = "e2e/reconcile.rs"]
+mod reconcile;
 #[path = "e2e/sdk.rs"]
 mod sdk;
 #[path = "e2e/supplier_batches.rs"]
 mod supplier_batches;
+#[path = "e2e/supplier_cost.rs"]
+mod supplier_cost;
 #[path = "e2e/video.rs"]
 mod video;
 

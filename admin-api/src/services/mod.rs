@@ -25,6 +25,7 @@ pub mod invitations;
 pub mod key_reads;
 pub mod keys;
 pub mod limiter;
+pub mod margin;
 pub mod memberships;
 pub mod message_batches;
 pub mod org_keys;

@@ -16,6 +16,7 @@ pub mod partitions;
 pub mod reconciler;
 mod rollup;
 pub mod settler;
+pub mod supplier_usage;
 pub mod webhooks;
 mod wholesale;
 
@@ -52,6 +53,7 @@ pub async fn start(
     }
     tasks.spawn(partitions::run(state.clone(), shutdown.clone()));
     tasks.spawn(forget::run(state.clone(), shutdown.clone()));
+    tasks.spawn(supplier_usage::run(state.clone(), shutdown.clone()));
     tasks.spawn(directory::run(
         state.clone(),
         DIRECTORY_TICK,

@@ -68,6 +68,7 @@ fn estimated_event(
         retail_rate: meta.retail_rate,
         wholesale_rate: meta.wholesale_rate,
         resent: false,
+        supplier: Default::default(),
         batch: meta.batch,
     }
 }

@@ -205,12 +205,17 @@ pub(super) async fn settle_batch<'a>(
         return Ok(None);
     }
     add_usage(&txn, &fresh, &partners).await?;
+    record_attempts(&txn, &fresh, now).await?;
     post_spend(&txn, &fresh, &partners, now).await?;
     super::budget_events::budget_events(&txn, state, &fresh, &partners, now).await?;
     txn.commit().await?;
     state
         .meters
         .booked(fresh.iter().map(|c| (c.event, c.charged)));
+    state.meters.supplier_booked(fresh.iter().map(|c| {
+        let resold = matches!(partners.get(&c.event.org_id), Some(Some(_)));
+        (c.event, if resold { c.wholesale } else { c.charged })
+    }));
     Ok(Some(confirmations))
 }
 
@@ -375,8 +380,57 @@ pub(super) fn record(
             .batch
             .as_ref()
             .map(|b| i32::try_from(b.line).unwrap_or(i32::MAX))),
+        supplier_cost_nanos: Set(e.supplier.cost_nanos.map(NanoUsd::nanos)),
         ..Default::default()
     }
+}
+
+/// The attempts the batch's new events moved on from (a failover), once each per request and
+/// attempt (issue 47: the supplier's side; docs/ARCHITECTURE.md "Supplier cost").
+async fn record_attempts(
+    txn: &impl ConnectionTrait,
+    fresh: &[Charge<'_>],
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    use entities::supplier_attempts as sa;
+    let rows: Vec<sa::ActiveModel> = fresh
+        .iter()
+        .flat_map(|c| {
+            let e = c.event;
+            e.supplier
+                .earlier
+                .iter()
+                .enumerate()
+                .map(move |(i, a)| sa::ActiveModel {
+                    request_id: Set(e.request_id.clone()),
+                    attempt: Set(i32::try_from(i + 1).unwrap_or(i32::MAX)),
+                    organization_id: Set(e.org_id),
+                    account_id: Set(a.account_id.clone()),
+                    model: Set(e.model_served.clone()),
+                    outcome: Set(a.outcome.as_str().into()),
+                    status: Set(i32::from(a.status)),
+                    // Neither a refusal nor a connection that failed is billed.
+                    supplier_cost_nanos: Set(Some(0)),
+                    started_at: Set(started_at(e)),
+                    settled_at: Set(now),
+                    ..Default::default()
+                })
+        })
+        .collect();
+    if rows.is_empty() {
+        return Ok(());
+    }
+    for chunk in rows.chunks(RECORDS_PER_INSERT) {
+        sa::Entity::insert_many(chunk.to_vec())
+            .on_conflict(
+                OnConflict::columns([sa::Column::RequestId, sa::Column::Attempt])
+                    .do_nothing()
+                    .to_owned(),
+            )
+            .exec_without_returning(txn)
+            .await?;
+    }
+    Ok(())
 }
 
 /// Settles one event in its own transaction (the batch path over a batch of one). A race with

@@ -1621,6 +1621,7 @@ pub(super) async fn spend(
         retail_rate: None,
         wholesale_rate: None,
         resent: false,
+        supplier: Default::default(),
         batch: None,
     };
     api.state.stores.usage.append(&event).await.unwrap();

@@ -52,6 +52,7 @@ async fn call(
         retail_rate: None,
         wholesale_rate: None,
         resent: false,
+        supplier: Default::default(),
         batch: None,
     };
     api.state.stores.usage.append(&event).await.unwrap();

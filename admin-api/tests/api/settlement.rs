@@ -208,6 +208,7 @@ pub(super) fn settled_event(
         retail_rate: None,
         wholesale_rate: None,
         resent: false,
+        supplier: Default::default(),
         batch: None,
     }
 }

@@ -201,6 +201,7 @@ fn event(org: i64, request_id: &str, route: &str, started_at_ms: u64) -> opstate
         retail_rate: None,
         wholesale_rate: None,
         resent: false,
+        supplier: Default::default(),
         batch: None,
     }
 }

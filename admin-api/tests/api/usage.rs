@@ -94,6 +94,7 @@ async fn daily_usage_breaks_down_by_project_and_workflow() {
             retail_rate: None,
             wholesale_rate: None,
             resent: false,
+            supplier: Default::default(),
             batch: None,
         };
         api.state.stores.usage.append(&event).await.unwrap();

@@ -54,6 +54,20 @@ enum Command {
         #[command(subcommand)]
         action: UserAction,
     },
+    /// The operator's margin per UTC day × supplier account × model (issue 47): calls, attempts,
+    /// supplier usage and cost, wholesale and retail charged, margin. Days `--from` to `--to`
+    /// (YYYY-MM-DD, both included, at most 92; default today).
+    Margin {
+        #[arg(long)]
+        from: Option<String>,
+        #[arg(long)]
+        to: Option<String>,
+    },
+    /// Checks the ledger against the suppliers' own usage reports now (issue 47): every account
+    /// with a `usage_report_key`, the last `[reconciliation] supplier_days` UTC days; prints each
+    /// day × account × model with both sides and the drift (exit 1 when a report could not be
+    /// read).
+    ReconcileSuppliers,
     /// Quickstart: ensure the demo partner and its demo customer organization, and print a fresh
     /// customer key and both owners' console sign-ins.
     Demo {
@@ -143,6 +157,15 @@ fn main() -> ExitCode {
     }
 }
 
+/// `demo`: the quickstart's world and a fresh key of `group`, printed.
+async fn demo(state: &AppState, settings: &Settings, group: i64) -> Result<(), String> {
+    if settings.group(group).is_none() {
+        return Err(format!("--group {group}: no such group in [[groups]]"));
+    }
+    let demo = demo::quickstart(state, group).await?;
+    print(&serde_json::to_value(&demo).map_err(|e| e.to_string())?)
+}
+
 fn print(v: &serde_json::Value) -> Result<(), String> {
     let text = serde_json::to_string_pretty(v).map_err(|e| e.to_string())?;
     writeln!(std::io::stdout(), "{text}").map_err(|e| e.to_string())
@@ -217,13 +240,11 @@ async fn run(
         Some(Command::Invitation { action, customer }) => {
             print(&cli::invitation(&state, &action, customer).await?)
         }
-        Some(Command::Demo { group }) => {
-            if settings.group(group).is_none() {
-                return Err(format!("--group {group}: no such group in [[groups]]"));
-            }
-            let demo = demo::quickstart(&state, group).await?;
-            print(&serde_json::to_value(&demo).map_err(|e| e.to_string())?)
+        Some(Command::Margin { from, to }) => {
+            print(&cli::margin(&state, from.as_deref(), to.as_deref()).await?)
         }
+        Some(Command::ReconcileSuppliers) => print(&cli::reconcile_suppliers(&state).await?),
+        Some(Command::Demo { group }) => demo(&state, &settings, group).await,
         None => Ok(()),
     }
 }

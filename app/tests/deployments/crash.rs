@@ -329,6 +329,7 @@ async fn a_killed_admin_api_loses_no_usage_and_posts_nothing_twice() {
                 retail_rate: None,
                 wholesale_rate: None,
                 resent: false,
+                supplier: Default::default(),
                 batch: None,
             })
             .await
@@ -490,6 +491,7 @@ async fn a_re_sent_event_already_booked_changes_nothing() {
         retail_rate: None,
         wholesale_rate: None,
         resent: false,
+        supplier: Default::default(),
         batch: None,
     };
     stores.usage.append(&event).await.unwrap();

@@ -101,6 +101,7 @@ fn event(n: u64) -> UsageEvent {
         retail_rate: None,
         wholesale_rate: None,
         resent: false,
+        supplier: Default::default(),
         batch: None,
     }
 }

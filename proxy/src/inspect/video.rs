@@ -495,6 +495,7 @@ mod tests {
             }),
             batch_discount: money::RateMultiplier::ONE,
             supplier_prices: settings::ModelPrices::default(),
+            supplier_batch_discount: money::RateMultiplier::ONE,
         }
     }
 

@@ -90,6 +90,37 @@ pub fn cost(
     priced(weighted, rate, 1_000_000 * 1_000_000)
 }
 
+/// What the supplier bills the operator for what it served (issue 47): `usage`, `images` and
+/// `seconds` of video at the model's supplier prices × `rate` (the account's
+/// `supplier_price_multiplier`, times the supplier's batch discount for a line of its batch).
+/// `None` when a price it needs is unknown: no input or output price for tokens served, no
+/// cache-write price for cache writes (a supplier may bill them above the input price), no
+/// per-image or per-second price. A cache read without its own price is priced at the input
+/// price (no supplier bills reads above it). Nothing served costs nothing, priced or not.
+pub fn supplier_cost(
+    prices: &ModelPrices,
+    usage: Usage,
+    images: u64,
+    video_seconds: u64,
+    rate: RateMultiplier,
+) -> Option<NanoUsd> {
+    let tokens = usage.input > 0 || usage.output > 0;
+    let mut total = NanoUsd::ZERO;
+    if tokens {
+        if usage.cache_write > 0 && prices.cache_write_per_mtok.is_none() {
+            return None;
+        }
+        total = total.checked_add(cost(prices, usage, rate).ok()?)?;
+    }
+    if images > 0 {
+        total = total.checked_add(image_cost(prices, images, rate).ok()?)?;
+    }
+    if video_seconds > 0 {
+        total = total.checked_add(video_cost(prices.per_second?, video_seconds, rate).ok()?)?;
+    }
+    Some(total)
+}
+
 /// ⌈weighted × rate (ppm) / denominator⌉ nano-USD, exact in 128-bit integers.
 fn priced(weighted: i128, rate: RateMultiplier, denominator: i128) -> Result<NanoUsd, PriceError> {
     let numerator = weighted
@@ -104,6 +135,62 @@ mod tests {
 
     fn r(ppm: i64) -> RateMultiplier {
         RateMultiplier::from_ppm(ppm).unwrap()
+    }
+
+    /// The supplier's side: unknown prices stay unknown (never zero), nothing served is free,
+    /// and tokens, images and seconds add up.
+    #[test]
+    fn supplier_cost_is_unknown_without_the_prices_it_needs() {
+        let one = r(1_000_000);
+        let u = |input, output, cached, cache_write| Usage {
+            input,
+            output,
+            cached,
+            cache_write,
+            reasoning: 0,
+        };
+        let none = ModelPrices::default();
+        assert_eq!(
+            supplier_cost(&none, Usage::default(), 0, 0, one),
+            Some(NanoUsd::ZERO)
+        );
+        assert_eq!(supplier_cost(&none, u(10, 0, 0, 0), 0, 0, one), None);
+        assert_eq!(supplier_cost(&none, Usage::default(), 1, 0, one), None);
+        assert_eq!(supplier_cost(&none, Usage::default(), 0, 4, one), None);
+        let p = prices();
+        // 1,000 in × 0.15 + 500 out × 0.60 USD per Mtok = 450 µUSD.
+        assert_eq!(
+            supplier_cost(&p, u(1_000, 500, 0, 0), 0, 0, one),
+            Some(NanoUsd::from_nanos(450_000))
+        );
+        // At a negotiated 0.8: 360 µUSD; at the batch half of it: 180.
+        assert_eq!(
+            supplier_cost(&p, u(1_000, 500, 0, 0), 0, 0, r(800_000)),
+            Some(NanoUsd::from_nanos(360_000))
+        );
+        assert_eq!(
+            supplier_cost(&p, u(1_000, 500, 0, 0), 0, 0, r(400_000)),
+            Some(NanoUsd::from_nanos(180_000))
+        );
+        // Cache writes need their own price; reads fall back to the input price.
+        assert_eq!(supplier_cost(&p, u(1_000, 0, 0, 100), 0, 0, one), None);
+        let no_read = ModelPrices {
+            cached_input_per_mtok: None,
+            ..prices()
+        };
+        assert_eq!(
+            supplier_cost(&no_read, u(1_000, 0, 400, 0), 0, 0, one),
+            Some(NanoUsd::from_nanos(150_000))
+        );
+        let media = ModelPrices {
+            per_image: Some(NanoUsd::from_nanos(40_000_000)),
+            per_second: Some(NanoUsd::from_nanos(100_000_000)),
+            ..ModelPrices::default()
+        };
+        assert_eq!(
+            supplier_cost(&media, Usage::default(), 2, 3, one),
+            Some(NanoUsd::from_nanos(380_000_000))
+        );
     }
 
     fn prices() -> ModelPrices {

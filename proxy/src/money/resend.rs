@@ -572,6 +572,7 @@ mod tests {
             retail_rate: None,
             wholesale_rate: None,
             resent: false,
+            supplier: Default::default(),
             batch: None,
         }
     }

@@ -281,8 +281,29 @@ fn usage_event(f: &Finished<'_>) -> Option<UsageEvent> {
         retail_rate: None,
         wholesale_rate: None,
         resent: false,
+        supplier: supplier_side(call, f, usage, images, audio_seconds),
         batch: f.batch.cloned(),
     })
+}
+
+/// The supplier's side of the call: the attempts it moved on from, and what the answering one
+/// costs at the supplier's prices (`None`: unknown; audio has no supplier price yet).
+fn supplier_side(
+    call: &crate::call::Call,
+    f: &Finished<'_>,
+    usage: Usage,
+    images: u64,
+    audio_seconds: u64,
+) -> opstate::Supplier {
+    let prices = &call.model.model.supplier_prices;
+    let cost_nanos = match (audio_seconds, f.supplier_rate) {
+        (0, Some(rate)) => price::supplier_cost(prices, usage, images, 0, rate),
+        _ => None,
+    };
+    opstate::Supplier {
+        cost_nanos,
+        earlier: f.earlier.to_vec(),
+    }
 }
 
 /// Appends `event`, retrying a few times; if the store stays down, the event is logged in full

@@ -73,7 +73,8 @@ pub(crate) async fn finish(
             if below_holds {
                 ledger.metrics.wallets_below_holds.inc();
             }
-            let event = usage_event(&task, &hold, seconds, measurement, cost, charged, excess);
+            let mut event = usage_event(&task, &hold, seconds, measurement, cost, charged, excess);
+            event.supplier.cost_nanos = supplier_cost(ledger.live, &task, seconds);
             settle::append(ledger.stores.usage.as_ref(), ledger.metrics, &event).await;
             ledger.recent.keep(Some(event));
         }
@@ -104,6 +105,16 @@ pub(crate) async fn finish(
         completed_at: Some(Utc::now()),
         ..task
     }
+}
+
+/// What the supplier bills for `seconds` of the task's video: the model's `supplier_per_second`
+/// × its account's `supplier_price_multiplier` (`None`: unknown).
+fn supplier_cost(live: &Live, task: &Task, seconds: u64) -> Option<NanoUsd> {
+    let model = live.settings.model(&task.model_served)?;
+    let account = task.account_id.as_deref()?;
+    let rate = live.settings.account(account)?.supplier_price_multiplier;
+    let usage = crate::wire::Usage::default();
+    price::supplier_cost(&model.supplier_prices, usage, 0, seconds, rate)
 }
 
 pub(super) fn usage_event(
@@ -149,6 +160,7 @@ pub(super) fn usage_event(
         retail_rate: Some(hold.rate),
         wholesale_rate: hold.wholesale,
         resent: false,
+        supplier: Default::default(),
         batch: None,
     }
 }
