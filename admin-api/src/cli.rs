@@ -393,7 +393,8 @@ pub async fn reconcile_suppliers(state: &AppState) -> Result<Value, String> {
     let checks = crate::workers::supplier_usage::round(state, Utc::now()).await?;
     let side = |t: &Tokens| {
         json!({"requests": t.requests, "input_tokens": t.input, "output_tokens": t.output,
-               "cached_tokens": t.cached, "cache_write_tokens": t.cache_write})
+               "cached_tokens": t.cached, "cache_write_tokens": t.cache_write,
+               "cache_write_1h_tokens": t.cache_write_1h})
     };
     let row = |c: &Check| {
         json!({

@@ -21,6 +21,8 @@ pub struct Model {
     pub cached_tokens: i64,
     /// Input tokens written to the supplier's prompt cache (part of `input_tokens`).
     pub cache_write_tokens: i64,
+    /// The part of `cache_write_tokens` written for an hour (Anthropic's 1-hour lifetime).
+    pub cache_write_1h_tokens: i64,
     /// `exact` or `estimated`.
     pub measurement: String,
     pub status: i32,

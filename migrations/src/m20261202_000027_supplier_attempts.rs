@@ -1,4 +1,5 @@
-//! The supplier's side of each call (issue 47): on every usage record, what its answering
+//! The supplier's side of each call (issue 47): on every usage record, the part of its cache
+//! writes made for an hour (`cache_write_1h_tokens`, priced apart from the 5-minute ones), and what its answering
 //! attempt costs at the supplier's prices (`supplier_cost_nanos`; null when a price it needs is
 //! unknown, and on records settled before this migration), and in `supplier_attempts` the
 //! attempts a call moved on from before that one (a failover: the account, the supplier's status,
@@ -19,6 +20,8 @@ pub struct Migration;
 enum UsageRecords {
     Table,
     SupplierCostNanos,
+    #[sea_orm(iden = "cache_write_1h_tokens")]
+    CacheWrite1hTokens,
 }
 
 #[derive(DeriveIden)]
@@ -68,6 +71,15 @@ impl MigrationTrait for Migration {
                 Table::alter()
                     .table(UsageRecords::Table)
                     .add_column(big_integer_null(UsageRecords::SupplierCostNanos))
+                    .to_owned(),
+            )
+            .await?;
+        // A constant default: instant as well (PostgreSQL 11 and later).
+        manager
+            .alter_table(
+                Table::alter()
+                    .table(UsageRecords::Table)
+                    .add_column(big_integer(UsageRecords::CacheWrite1hTokens).default(0))
                     .to_owned(),
             )
             .await?;

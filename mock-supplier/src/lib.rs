@@ -25,13 +25,16 @@
 //!   `POST /v1/embeddings` (see [`embeddings`]), OpenAI's Batch API (`POST /v1/files`,
 //!   `GET /v1/files/{id}/content`, `POST /v1/batches`, `GET /v1/batches/{id}`, `POST
 //!   /v1/batches/{id}/cancel`; batches in memory, `x-mock-batch`; see `openai_batches`);
+//!   OpenAI's completions usage API (`GET /v1/organization/usage/completions`, from what the
+//!   mock billed; see [`usage_report`]);
 //!   anything else 404. Auth: `Authorization: Bearer <key>`, else 401
 //!   `{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`.
 //!   Errors: `{"error":{"message":M,"type":T}}`.
-//! * **Anthropic** (`/v1/messages`, `/v1/messages/…`):
+//! * **Anthropic** (`/v1/messages`, `/v1/messages/…`, `/v1/organizations/…`):
 //!   `POST /v1/messages`, `POST /v1/messages/count_tokens` and the message batches
 //!   (`/v1/messages/batches…`, in memory; see `anthropic_batches`)
-//!   (`{"input_tokens": prompt}`, never charged); anything else 404. Both
+//!   (`{"input_tokens": prompt}`, never charged), and the messages usage report
+//!   (`GET /v1/organizations/usage_report/messages`; see [`usage_report`]); anything else 404. Both
 //!   require header `anthropic-version` (else 400) and validate like the real
 //!   API: string `model`, integer `max_tokens` ≥ 1 (messages only), `system`
 //!   string or `[{type:"text",text}]`, `messages` non-empty with roles
@@ -134,7 +137,7 @@
 //! Request headers the mock understands: `x-mock-fault`, `x-mock-events`
 //! (pieces, default 5, max 10000), `x-mock-pad-bytes` (bytes of `x` appended to the
 //! reply text, the last streamed piece for streams; OpenAI routes and Gemini; max 256 MiB), `x-mock-usage`
-//! (`prompt=P,completion=C,cached=K,cache_creation=W,thoughts=T`, any
+//! (`prompt=P,completion=C,cached=K,cache_creation=W,cache_creation_1h=H,thoughts=T`, any
 //! subset), `x-mock-delay-ms` (pause between stream events, max 60000),
 //! `x-mock-audio-seconds` (the duration a transcription reports),
 //! `x-mock-images` (images an image answer carries, 0 to 16).

@@ -33,6 +33,10 @@ pub struct Usage {
     /// Prompt tokens written to the cache (Anthropic
     /// `cache_creation_input_tokens`), part of `prompt`. Default 0.
     pub cache_creation: u64,
+    /// The part of `cache_creation` written for an hour (`x-mock-usage` `cache_creation_1h`):
+    /// when not 0, Anthropic's usage also carries `cache_creation: {ephemeral_5m_input_tokens,
+    /// ephemeral_1h_input_tokens}`. Default 0.
+    pub cache_creation_1h: u64,
     /// Reasoning tokens (Gemini `thoughtsTokenCount`), part of `completion`.
     /// Default 0.
     pub thoughts: u64,
@@ -46,6 +50,7 @@ impl Usage {
             completion: n as u64,
             cached: 0,
             cache_creation: 0,
+            cache_creation_1h: 0,
             thoughts: 0,
         }
     }
@@ -71,6 +76,7 @@ impl Usage {
                 "completion" => self.completion = value,
                 "cached" => self.cached = value,
                 "cache_creation" => self.cache_creation = value,
+                "cache_creation_1h" => self.cache_creation_1h = value,
                 "thoughts" => self.thoughts = value,
                 other => return Err(format!("x-mock-usage key `{other}` is unknown")),
             }
@@ -113,12 +119,19 @@ impl Usage {
     /// An Anthropic usage object reporting `output_tokens` output tokens
     /// (the final count, or 1 in `message_start`).
     pub fn anthropic_json(&self, output_tokens: u64) -> Value {
-        json!({
+        let mut usage = json!({
             "input_tokens": self.anthropic_input(),
             "cache_creation_input_tokens": self.cache_creation,
             "cache_read_input_tokens": self.cached,
             "output_tokens": output_tokens,
-        })
+        });
+        if self.cache_creation_1h > 0 {
+            usage["cache_creation"] = json!({
+                "ephemeral_5m_input_tokens": self.cache_creation.saturating_sub(self.cache_creation_1h),
+                "ephemeral_1h_input_tokens": self.cache_creation_1h,
+            });
+        }
+        usage
     }
 
     /// Gemini `candidatesTokenCount` of the finished reply:
@@ -168,6 +181,7 @@ mod tests {
                 completion: 5,
                 cached: 2,
                 cache_creation: 0,
+                cache_creation_1h: 0,
                 thoughts: 0,
             }
         );
@@ -195,6 +209,11 @@ mod tests {
         assert_eq!(
             u.anthropic_json(7),
             json!({"input_tokens":50,"cache_creation_input_tokens":20,"cache_read_input_tokens":30,"output_tokens":7})
+        );
+        let hour = u.with_header("cache_creation_1h=15").unwrap();
+        assert_eq!(
+            hour.anthropic_json(7)["cache_creation"],
+            json!({"ephemeral_5m_input_tokens": 5, "ephemeral_1h_input_tokens": 15})
         );
         let tiny = Usage::defaults(0, 0)
             .with_header("prompt=10,cached=30")

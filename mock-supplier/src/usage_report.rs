@@ -16,7 +16,8 @@
 //!   `api_key_ids[]`, `models[]`, `limit`, `page`. Answers `{"data":[{"starting_at","ending_at",
 //!   "results":[{"uncached_input_tokens","cache_creation":{"ephemeral_1h_input_tokens",
 //!   "ephemeral_5m_input_tokens"},"cache_read_input_tokens","output_tokens","model",
-//!   "api_key_id",…}]}],"has_more","next_page"}`; cache writes are reported as 5-minute ones.
+//!   "api_key_id",…}]}],"has_more","next_page"}`; the hour-long cache writes are `x-mock-usage`'s
+//!   `cache_creation_1h`, the rest of `cache_creation` 5-minute ones.
 //!
 //! A key's id is [`key_id`] of its secret (`key_…` for OpenAI, `apikey_…` for Anthropic). Shapes
 //! and their sources: the gateway's `docs/WIRE-USAGE-REPORTS.md`.
@@ -231,6 +232,7 @@ fn results(billed: &[Billed], ask: &Ask, day: u64, anthropic: bool) -> Vec<Value
         sum.completion += b.usage.completion;
         sum.cached += b.usage.cached;
         sum.cache_creation += b.usage.cache_creation;
+        sum.cache_creation_1h += b.usage.cache_creation_1h;
         *n += 1;
     }
     groups
@@ -238,8 +240,9 @@ fn results(billed: &[Billed], ask: &Ask, day: u64, anthropic: bool) -> Vec<Value
         .map(|((model, key), (u, n))| match anthropic {
             true => json!({
                 "uncached_input_tokens": u.prompt.saturating_sub(u.cached + u.cache_creation),
-                "cache_creation": {"ephemeral_1h_input_tokens": 0,
-                                   "ephemeral_5m_input_tokens": u.cache_creation},
+                "cache_creation": {"ephemeral_1h_input_tokens": u.cache_creation_1h,
+                                   "ephemeral_5m_input_tokens":
+                                       u.cache_creation.saturating_sub(u.cache_creation_1h)},
                 "cache_read_input_tokens": u.cached,
                 "output_tokens": u.completion,
                 "server_tool_use": {"web_search_requests": 0},

@@ -40,6 +40,10 @@ pub struct UsageEvent {
     /// the model's cache-write price); 0 in events of gateways before it was metered.
     #[serde(default)]
     pub cache_write_tokens: u64,
+    /// The part of `cache_write_tokens` written for an hour (priced apart; 0 in events of
+    /// gateways before it was metered).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_1h_tokens: u64,
     pub measurement: Measurement,
     /// HTTP status the client received (0 when the connection ended before a status was sent).
     pub status: u16,
@@ -96,6 +100,10 @@ pub struct UsageEvent {
     /// gateways before it was recorded (unknown, never zero).
     #[serde(default, skip_serializing_if = "Supplier::is_empty")]
     pub supplier: Supplier,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The supplier's side of a call: its attempts and what the one that answered costs at the

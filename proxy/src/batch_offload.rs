@@ -415,6 +415,7 @@ fn event(
         output_tokens: usage.output,
         cached_tokens: usage.cached,
         cache_write_tokens: usage.cache_write,
+        cache_write_1h_tokens: usage.cache_write_1h,
         measurement,
         status,
         stream: false,

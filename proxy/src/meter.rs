@@ -250,6 +250,7 @@ impl Meter {
                 output: output.min(output_bound),
                 cached: so_far.map_or(0, |u| u.cached),
                 cache_write: so_far.map_or(0, |u| u.cache_write),
+                cache_write_1h: so_far.map_or(0, |u| u.cache_write_1h),
                 reasoning: 0,
             },
             Measurement::Estimated,
@@ -277,6 +278,7 @@ mod tests {
         let expected = (
             Usage {
                 cache_write: 0,
+                cache_write_1h: 0,
                 reasoning: 0,
                 input: 11,
                 output: 5,
@@ -300,6 +302,7 @@ mod tests {
             (
                 Usage {
                     cache_write: 0,
+                    cache_write_1h: 0,
                     reasoning: 0,
                     input: 7,
                     output: 3,
@@ -319,6 +322,7 @@ mod tests {
             u,
             Usage {
                 cache_write: 0,
+                cache_write_1h: 0,
                 reasoning: 0,
                 input: 100,
                 output: 2,
@@ -337,6 +341,7 @@ mod tests {
             (
                 Usage {
                     cache_write: 0,
+                    cache_write_1h: 0,
                     reasoning: 0,
                     input: 9,
                     output: 4,
@@ -441,6 +446,7 @@ mod tests {
                 (
                     Usage {
                         cache_write: 0,
+                        cache_write_1h: 0,
                         reasoning: 0,
                         input: 12,
                         output: 16,
@@ -481,6 +487,7 @@ mod tests {
             (
                 Usage {
                     cache_write: 0,
+                    cache_write_1h: 0,
                     reasoning: 0,
                     input: 3,
                     output: 8,
@@ -503,6 +510,7 @@ mod tests {
             (
                 Usage {
                     cache_write: 0,
+                    cache_write_1h: 0,
                     reasoning: 0,
                     input: 25,
                     output: 1,

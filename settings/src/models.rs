@@ -19,6 +19,7 @@ pub(crate) struct RawModel {
     pub output_per_mtok: Option<RawPrice>,
     pub cached_input_per_mtok: Option<RawPrice>,
     pub cache_write_per_mtok: Option<RawPrice>,
+    pub cache_write_1h_per_mtok: Option<RawPrice>,
     pub per_image: Option<RawPrice>,
     pub per_second: Option<RawPrice>,
     pub per_minute_audio: Option<RawPrice>,
@@ -33,6 +34,7 @@ pub(crate) struct RawModel {
     pub supplier_output_per_mtok: Option<RawPrice>,
     pub supplier_cache_read_per_mtok: Option<RawPrice>,
     pub supplier_cache_write_per_mtok: Option<RawPrice>,
+    pub supplier_cache_write_1h_per_mtok: Option<RawPrice>,
     pub supplier_per_image: Option<RawPrice>,
     pub supplier_per_second: Option<RawPrice>,
     pub supplier_batch_discount: Option<RawPrice>,
@@ -59,6 +61,9 @@ pub struct ModelPrices {
     /// Input tokens written to a supplier's prompt cache (Anthropic's cache creation), per
     /// million; `None`: the input price.
     pub cache_write_per_mtok: Option<NanoUsd>,
+    /// Input tokens written to the cache for an hour (Anthropic's 1-hour lifetime, billed 2×
+    /// input where the 5-minute writes are 1.25×), per million; default `cache_write_per_mtok`.
+    pub cache_write_1h_per_mtok: Option<NanoUsd>,
     pub per_image: Option<NanoUsd>,
     pub per_second: Option<NanoUsd>,
     pub per_minute_audio: Option<NanoUsd>,
@@ -211,6 +216,10 @@ fn supplier_prices_of(
             &m.supplier_cache_write_per_mtok,
             "supplier_cache_write_per_mtok",
         )?,
+        cache_write_1h_per_mtok: opt(
+            &m.supplier_cache_write_1h_per_mtok,
+            "supplier_cache_write_1h_per_mtok",
+        )?,
         per_image: opt(&m.supplier_per_image, "supplier_per_image")?,
         per_second: opt(&m.supplier_per_second, "supplier_per_second")?,
         per_minute_audio: None,
@@ -231,6 +240,7 @@ fn prices_of(
         output_per_mtok: opt(&m.output_per_mtok, "output_per_mtok")?,
         cached_input_per_mtok: opt(&m.cached_input_per_mtok, "cached_input_per_mtok")?,
         cache_write_per_mtok: opt(&m.cache_write_per_mtok, "cache_write_per_mtok")?,
+        cache_write_1h_per_mtok: opt(&m.cache_write_1h_per_mtok, "cache_write_1h_per_mtok")?,
         per_image: opt(&m.per_image, "per_image")?,
         per_second: opt(&m.per_second, "per_second")?,
         per_minute_audio: opt(&m.per_minute_audio, "per_minute_audio")?,

@@ -916,7 +916,7 @@ fn supplier_prices_are_optional_and_checked() {
         text
     };
     let d = parse(&with_model(
-        "supplier_input_per_mtok = 0.1\nsupplier_output_per_mtok = \"0.4\"\nsupplier_cache_read_per_mtok = 0.05\nsupplier_cache_write_per_mtok = 0.125\nsupplier_per_image = 0.02\nsupplier_per_second = 0.3",
+        "supplier_input_per_mtok = 0.1\nsupplier_output_per_mtok = \"0.4\"\nsupplier_cache_read_per_mtok = 0.05\nsupplier_cache_write_per_mtok = 0.125\nsupplier_cache_write_1h_per_mtok = 0.2\ncache_write_1h_per_mtok = 0.3\nsupplier_per_image = 0.02\nsupplier_per_second = 0.3",
     ))
     .unwrap();
     let p = &d.models[0].supplier_prices;
@@ -937,6 +937,14 @@ fn supplier_prices_are_optional_and_checked() {
         Some(::money::NanoUsd::from_nanos(125_000_000))
     );
     assert_eq!(p.per_image, Some(::money::NanoUsd::from_nanos(20_000_000)));
+    assert_eq!(
+        p.cache_write_1h_per_mtok,
+        Some(::money::NanoUsd::from_nanos(200_000_000))
+    );
+    assert_eq!(
+        d.models[0].prices.cache_write_1h_per_mtok,
+        Some(::money::NanoUsd::from_nanos(300_000_000))
+    );
     assert_eq!(
         p.per_second,
         Some(::money::NanoUsd::from_nanos(300_000_000))

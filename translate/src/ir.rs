@@ -152,6 +152,9 @@ pub struct Usage {
     pub output: u64,
     pub cached: u64,
     pub cache_write: u64,
+    /// The part of `cache_write` written for an hour (Anthropic's
+    /// `cache_creation.ephemeral_1h_input_tokens`; priced apart from the 5-minute writes).
+    pub cache_write_1h: u64,
     pub reasoning: u64,
 }
 
@@ -165,7 +168,8 @@ impl Usage {
     pub fn plausible(self) -> Option<Usage> {
         let within = self.input <= PLAUSIBLE_MAX
             && self.output <= PLAUSIBLE_MAX
-            && self.cached.checked_add(self.cache_write)? <= self.input;
+            && self.cached.checked_add(self.cache_write)? <= self.input
+            && self.cache_write_1h <= self.cache_write;
         within.then_some(self)
     }
 }

@@ -49,6 +49,7 @@ fn estimated_event(
         output_tokens: 0,
         cached_tokens: 0,
         cache_write_tokens: 0,
+        cache_write_1h_tokens: 0,
         measurement: Measurement::Estimated,
         status: 0,
         stream: meta.stream,

@@ -356,6 +356,7 @@ pub(super) fn record(
         output_tokens: Set(i64::try_from(e.output_tokens).unwrap_or(i64::MAX)),
         cached_tokens: Set(i64::try_from(e.cached_tokens).unwrap_or(i64::MAX)),
         cache_write_tokens: Set(i64::try_from(e.cache_write_tokens).unwrap_or(i64::MAX)),
+        cache_write_1h_tokens: Set(i64::try_from(e.cache_write_1h_tokens).unwrap_or(i64::MAX)),
         measurement: Set(match e.measurement {
             Measurement::Exact => "exact".into(),
             Measurement::Estimated => "estimated".into(),

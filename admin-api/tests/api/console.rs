@@ -1602,6 +1602,7 @@ pub(super) async fn spend(
         output_tokens: 10,
         cached_tokens: 20,
         cache_write_tokens: 0,
+        cache_write_1h_tokens: 0,
         measurement: opstate::Measurement::Exact,
         status: 200,
         stream: false,

@@ -33,6 +33,7 @@ async fn call(
         output_tokens: if status < 400 { 10 } else { 0 },
         cached_tokens: 0,
         cache_write_tokens: 0,
+        cache_write_1h_tokens: 0,
         measurement: opstate::Measurement::Exact,
         status,
         stream: false,

@@ -189,6 +189,7 @@ pub(super) fn settled_event(
         output_tokens: 5,
         cached_tokens: 0,
         cache_write_tokens: 0,
+        cache_write_1h_tokens: 0,
         measurement: opstate::Measurement::Exact,
         status: 200,
         stream: false,

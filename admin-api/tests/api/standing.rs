@@ -182,6 +182,7 @@ fn event(org: i64, request_id: &str, route: &str, started_at_ms: u64) -> opstate
         output_tokens: 200,
         cached_tokens: 300,
         cache_write_tokens: 100,
+        cache_write_1h_tokens: 0,
         measurement: opstate::Measurement::Exact,
         status: 200,
         stream: true,

@@ -70,6 +70,7 @@ async fn daily_usage_breaks_down_by_project_and_workflow() {
             cached_tokens: 20,
             // Prompt-cache writes are metered apart (and rolled up apart).
             cache_write_tokens: 30,
+            cache_write_1h_tokens: 0,
             measurement: if i == 2 {
                 opstate::Measurement::Estimated
             } else {

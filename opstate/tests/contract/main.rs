@@ -82,6 +82,7 @@ fn event(n: u64) -> UsageEvent {
         output_tokens: 5,
         cached_tokens: 0,
         cache_write_tokens: 0,
+        cache_write_1h_tokens: 0,
         measurement: Measurement::Exact,
         status: 200,
         stream: n.is_multiple_of(2),

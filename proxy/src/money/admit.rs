@@ -171,6 +171,7 @@ fn input_tokens(request_bytes: usize) -> u64 {
 fn usage(input: u64, output: u64) -> Usage {
     Usage {
         cache_write: 0,
+        cache_write_1h: 0,
         input,
         output,
         cached: 0,

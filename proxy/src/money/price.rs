@@ -60,8 +60,9 @@ pub fn video_cost(
 }
 
 /// The cost of `usage` at `prices` × `rate`. Cached input tokens (cache reads) are charged at the
-/// cached price when one is configured, cache writes at the cache-write price, each else at the
-/// input price; both are part of `usage.input`.
+/// cached price when one is configured, cache writes at the cache-write price (the hour-long ones
+/// at `cache_write_1h_per_mtok`, else the cache-write price), each else at the input price; all
+/// are part of `usage.input`.
 pub fn cost(
     prices: &ModelPrices,
     usage: Usage,
@@ -76,16 +77,19 @@ pub fn cost(
     };
     let cached = prices.cached_input_per_mtok.unwrap_or(input);
     let cache_write = prices.cache_write_per_mtok.unwrap_or(input);
+    let cache_write_1h = prices.cache_write_1h_per_mtok.unwrap_or(cache_write);
     let cached_tokens = usage.input.min(usage.cached);
     let written_tokens = usage
         .input
         .saturating_sub(cached_tokens)
         .min(usage.cache_write);
+    let hour_tokens = written_tokens.min(usage.cache_write_1h);
     let uncached = usage.input - cached_tokens - written_tokens;
     // Σ tokens × nano-USD per million tokens, then × rate / 1e6, / 1e6 tokens.
     let weighted: i128 = i128::from(uncached) * i128::from(input.nanos())
         + i128::from(cached_tokens) * i128::from(cached.nanos())
-        + i128::from(written_tokens) * i128::from(cache_write.nanos())
+        + i128::from(written_tokens - hour_tokens) * i128::from(cache_write.nanos())
+        + i128::from(hour_tokens) * i128::from(cache_write_1h.nanos())
         + i128::from(usage.output) * i128::from(output.nanos());
     priced(weighted, rate, 1_000_000 * 1_000_000)
 }
@@ -107,7 +111,10 @@ pub fn supplier_cost(
     let tokens = usage.input > 0 || usage.output > 0;
     let mut total = NanoUsd::ZERO;
     if tokens {
-        if usage.cache_write > 0 && prices.cache_write_per_mtok.is_none() {
+        let hour = usage.cache_write_1h > 0 && prices.cache_write_1h_per_mtok.is_none();
+        if (usage.cache_write > usage.cache_write_1h && prices.cache_write_per_mtok.is_none())
+            || hour
+        {
             return None;
         }
         total = total.checked_add(cost(prices, usage, rate).ok()?)?;
@@ -147,6 +154,7 @@ mod tests {
             output,
             cached,
             cache_write,
+            cache_write_1h: 0,
             reasoning: 0,
         };
         let none = ModelPrices::default();
@@ -193,6 +201,59 @@ mod tests {
         );
     }
 
+    /// Anthropic's two cache lifetimes: the hour-long writes at `cache_write_1h_per_mtok`
+    /// (customer: else the cache-write price; supplier: else unknown), the 5-minute ones at
+    /// `cache_write_per_mtok`.
+    #[test]
+    fn hour_long_cache_writes_have_their_own_price() {
+        let u = Usage {
+            input: 1_000,
+            output: 0,
+            cached: 0,
+            cache_write: 300,
+            cache_write_1h: 100,
+            reasoning: 0,
+        };
+        let p = ModelPrices {
+            cache_write_per_mtok: Some(NanoUsd::from_nanos(187_500_000)), // 1.25 × 0.15
+            ..prices()
+        };
+        // Without an hour price: 700 × 0.15 + 300 × 0.1875 USD per Mtok.
+        assert_eq!(cost(&p, u, r(1_000_000)), Ok(NanoUsd::from_nanos(161_250)));
+        let hour = ModelPrices {
+            cache_write_1h_per_mtok: Some(NanoUsd::from_nanos(300_000_000)), // 2 × 0.15
+            ..p.clone()
+        };
+        // 700 × 0.15 + 200 × 0.1875 + 100 × 0.30.
+        assert_eq!(
+            cost(&hour, u, r(1_000_000)),
+            Ok(NanoUsd::from_nanos(172_500))
+        );
+        // The 1-hour count is part of the writes: never more of it than there are writes.
+        let odd = Usage {
+            cache_write_1h: 900,
+            ..u
+        };
+        assert_eq!(
+            cost(&hour, odd, r(1_000_000)),
+            Ok(NanoUsd::from_nanos(195_000))
+        );
+        // The supplier's side: an hour price is needed once hour-long writes were made.
+        assert_eq!(supplier_cost(&p, u, 0, 0, r(1_000_000)), None);
+        assert_eq!(
+            supplier_cost(&hour, u, 0, 0, r(1_000_000)),
+            Some(NanoUsd::from_nanos(172_500))
+        );
+        let five = Usage {
+            cache_write_1h: 0,
+            ..u
+        };
+        assert_eq!(
+            supplier_cost(&p, five, 0, 0, r(1_000_000)),
+            Some(NanoUsd::from_nanos(161_250))
+        );
+    }
+
     fn prices() -> ModelPrices {
         ModelPrices {
             input_per_mtok: Some(NanoUsd::from_nanos(150_000_000)), // 0.15 USD
@@ -211,6 +272,7 @@ mod tests {
             output: 0,
             cached: 300,
             cache_write: 100,
+            cache_write_1h: 0,
             reasoning: 0,
         };
         // Without a cache-write price: 600 × 0.15 + 300 × 0.075 + 100 × 0.15 USD per Mtok.
@@ -229,6 +291,7 @@ mod tests {
             output: 0,
             cached: 8,
             cache_write: 8,
+            cache_write_1h: 0,
             reasoning: 0,
         };
         // 8 read + 2 written (what is left of the input), none uncached.
@@ -239,6 +302,7 @@ mod tests {
     fn exact_costs() {
         let u = Usage {
             cache_write: 0,
+            cache_write_1h: 0,
             input: 1_000_000,
             output: 1_000_000,
             cached: 0,
@@ -255,6 +319,7 @@ mod tests {
         // 11 input (2 cached) and 5 output tokens at 1.0: 9×150 + 2×75 + 5×600 = 4500 nano-USD·Mtok/1e6.
         let u = Usage {
             cache_write: 0,
+            cache_write_1h: 0,
             input: 11,
             output: 5,
             cached: 2,
@@ -267,6 +332,7 @@ mod tests {
         // Fractions of a nano-USD round up.
         let u = Usage {
             cache_write: 0,
+            cache_write_1h: 0,
             input: 1,
             output: 0,
             cached: 0,

@@ -553,6 +553,7 @@ mod tests {
             output_tokens: 1,
             cached_tokens: 0,
             cache_write_tokens: 0,
+            cache_write_1h_tokens: 0,
             measurement: Measurement::Exact,
             status: 200,
             stream: false,

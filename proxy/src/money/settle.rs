@@ -191,6 +191,7 @@ fn cost_of(f: &Finished<'_>, hold: &Hold, event: Option<&UsageEvent>) -> NanoUsd
         output: e.output_tokens,
         cached: e.cached_tokens,
         cache_write: e.cache_write_tokens,
+        cache_write_1h: e.cache_write_1h_tokens,
         reasoning: 0,
     };
     let prices = &call.model.model.prices;
@@ -262,6 +263,7 @@ fn usage_event(f: &Finished<'_>) -> Option<UsageEvent> {
         output_tokens: usage.output,
         cached_tokens: usage.cached,
         cache_write_tokens: usage.cache_write,
+        cache_write_1h_tokens: usage.cache_write_1h,
         measurement,
         status: f.status,
         stream: call.stream,

@@ -141,6 +141,7 @@ pub(super) fn usage_event(
         output_tokens: 0,
         cached_tokens: 0,
         cache_write_tokens: 0,
+        cache_write_1h_tokens: 0,
         measurement,
         status: 200,
         stream: false,

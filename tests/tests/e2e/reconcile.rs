@@ -45,6 +45,7 @@ async fn the_suppliers_reports_agree_with_the_ledger_until_a_record_is_lost() {
             .line("supplier_output_per_mtok = 0.40")
             .line("supplier_cache_read_per_mtok = 0.01")
             .line("supplier_cache_write_per_mtok = 0.125")
+            .line("supplier_cache_write_1h_per_mtok = 0.20")
     };
     let report = |a: Account, anthropic: bool| {
         a.line("usage_report_key = \"sk-admin-mock\"")
@@ -56,7 +57,13 @@ async fn the_suppliers_reports_agree_with_the_ledger_until_a_record_is_lost() {
     let config = TestConfig::embedded()
         .database(&db_url)
         .model(priced(Model::gpt_4o_mini()))
-        .model(priced(Model::text("claude-x", 3.0, 15.0).family("claude")))
+        .model(priced(
+            Model::text("claude-x", 3.0, 15.0)
+                .family("claude")
+                .line("cached_input_per_mtok = 0.30")
+                .line("cache_write_per_mtok = 3.75")
+                .line("cache_write_1h_per_mtok = 6.0"),
+        ))
         .account(report(
             Account::openai("oa", &openai.base_url(), &["gpt-4o-mini"]),
             false,
@@ -105,7 +112,7 @@ async fn the_suppliers_reports_agree_with_the_ledger_until_a_record_is_lost() {
         (
             "/v1/messages",
             message(false),
-            "prompt=4000,completion=90,cached=2000,cache_creation=1000",
+            "prompt=4000,completion=90,cached=2000,cache_creation=1000,cache_creation_1h=400",
         ),
         ("/v1/messages", message(true), "prompt=100,completion=5"),
     ];
@@ -122,6 +129,15 @@ async fn the_suppliers_reports_agree_with_the_ledger_until_a_record_is_lost() {
         resp.bytes().await.unwrap();
     }
     let records = booked(&state.db, calls.len()).await;
+    // The hour-long cache writes are metered apart and priced at their own price, on both sides:
+    // 1,000 × 0.10 + 2,000 × 0.01 + 600 × 0.125 + 400 × 0.20 + 90 × 0.40 = 311 µUSD at the
+    // supplier.
+    let cached = records
+        .iter()
+        .find(|r| r.cache_write_tokens == 1000)
+        .unwrap();
+    assert_eq!(cached.cache_write_1h_tokens, 400);
+    assert_eq!(cached.supplier_cost_nanos, Some(311_000));
 
     // Both reports agree with the ledger: no drift, nothing flagged.
     let round = admin_api::cli::reconcile_suppliers(&state).await.unwrap();
@@ -165,6 +181,7 @@ async fn the_suppliers_reports_agree_with_the_ledger_until_a_record_is_lost() {
         "Anthropic counts none: {an}"
     );
     assert_eq!(an["supplier"]["cache_write_tokens"], 1000, "{an}");
+    assert_eq!(an["supplier"]["cache_write_1h_tokens"], 400, "{an}");
     assert_eq!(an["supplier"]["input_tokens"], 4100, "{an}");
 
     // A record lost on purpose: the drift is exactly its tokens and its supplier cost.

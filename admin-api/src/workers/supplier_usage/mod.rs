@@ -210,13 +210,25 @@ fn weighted(p: &ModelPrices, t: &Tokens) -> Option<i128> {
     let cached = p
         .cached_input_per_mtok
         .map_or(input, |c| i128::from(c.nanos()));
-    let write = match (p.cache_write_per_mtok, t.cache_write) {
+    let hour = n(t.cache_write_1h).min(n(t.cache_write));
+    let write = match (p.cache_write_per_mtok, n(t.cache_write) - hour) {
+        (Some(price), _) => i128::from(price.nanos()),
+        (None, 0) => 0,
+        (None, _) => return None,
+    };
+    let write_1h = match (p.cache_write_1h_per_mtok, hour) {
         (Some(price), _) => i128::from(price.nanos()),
         (None, 0) => 0,
         (None, _) => return None,
     };
     let uncached = (n(t.input) - n(t.cached) - n(t.cache_write)).max(0);
-    Some(uncached * input + n(t.cached) * cached + n(t.cache_write) * write + n(t.output) * output)
+    Some(
+        uncached * input
+            + n(t.cached) * cached
+            + (n(t.cache_write) - hour) * write
+            + hour * write_1h
+            + n(t.output) * output,
+    )
 }
 
 /// What the difference costs at the account's supplier prices: ⌈(theirs − ours) × multiplier⌉.
@@ -231,10 +243,12 @@ fn drift_cost(
     NanoUsd::ceil_div(w.checked_mul(rate)?, 1_000_000 * 1_000_000)
 }
 
-/// A model's usage records summed: (model, count, input, output, cached, cache writes).
+/// A model's usage records summed: (model, count, input, output, cached, cache writes, the
+/// hour-long ones).
 type Sums = (
     String,
     i64,
+    Option<i64>,
     Option<i64>,
     Option<i64>,
     Option<i64>,
@@ -269,6 +283,7 @@ async fn ours(
         .column_as(sum(C::OutputTokens), "o")
         .column_as(sum(C::CachedTokens), "c")
         .column_as(sum(C::CacheWriteTokens), "w")
+        .column_as(sum(C::CacheWrite1hTokens), "h")
         .filter(C::AccountId.eq(account.id.as_str()))
         .filter(C::ModelServed.is_in(text))
         .filter(C::StartedAt.gte(start))
@@ -279,7 +294,7 @@ async fn ours(
         .await?;
     Ok(rows
         .into_iter()
-        .map(|(model, n, i, o, c, w)| {
+        .map(|(model, n, i, o, c, w, h)| {
             let v = |x: Option<i64>| x.unwrap_or(0);
             let t = Tokens {
                 requests: Some(n),
@@ -287,6 +302,7 @@ async fn ours(
                 output: v(o),
                 cached: v(c),
                 cache_write: v(w),
+                cache_write_1h: v(h),
             };
             (model, t)
         })

@@ -32,6 +32,8 @@ pub struct Tokens {
     pub output: i64,
     pub cached: i64,
     pub cache_write: i64,
+    /// The hour-long part of `cache_write`.
+    pub cache_write_1h: i64,
 }
 
 impl Tokens {
@@ -44,6 +46,7 @@ impl Tokens {
         self.output += o.output;
         self.cached += o.cached;
         self.cache_write += o.cache_write;
+        self.cache_write_1h += o.cache_write_1h;
     }
 }
 
@@ -150,8 +153,8 @@ fn results(page: &Value, anthropic: bool) -> Result<Vec<(String, Tokens)>, Strin
         for r in results {
             let model = r["model"].as_str().unwrap_or_default().to_string();
             let tokens = if anthropic {
-                let writes = n(&r["cache_creation"], "ephemeral_5m_input_tokens")
-                    + n(&r["cache_creation"], "ephemeral_1h_input_tokens");
+                let hour = n(&r["cache_creation"], "ephemeral_1h_input_tokens");
+                let writes = n(&r["cache_creation"], "ephemeral_5m_input_tokens") + hour;
                 let read = n(r, "cache_read_input_tokens");
                 Tokens {
                     requests: None,
@@ -159,6 +162,7 @@ fn results(page: &Value, anthropic: bool) -> Result<Vec<(String, Tokens)>, Strin
                     output: n(r, "output_tokens"),
                     cached: read,
                     cache_write: writes,
+                    cache_write_1h: hour,
                 }
             } else {
                 Tokens {
@@ -167,6 +171,7 @@ fn results(page: &Value, anthropic: bool) -> Result<Vec<(String, Tokens)>, Strin
                     output: n(r, "output_tokens"),
                     cached: n(r, "input_cached_tokens"),
                     cache_write: 0,
+                    cache_write_1h: 0,
                 }
             };
             out.push((model, tokens));
@@ -197,7 +202,8 @@ mod tests {
                 input: 1000,
                 output: 500,
                 cached: 800,
-                cache_write: 0
+                cache_write: 0,
+                cache_write_1h: 0
             }
         );
         let anthropic = json!({"data": [{"starting_at": "2025-08-01T00:00:00Z",
@@ -214,7 +220,8 @@ mod tests {
                 input: 3200,
                 output: 500,
                 cached: 200,
-                cache_write: 1500
+                cache_write: 1500,
+                cache_write_1h: 1000
             }
         );
         assert!(results(&json!({"error": "x"}), false).is_err());

@@ -390,6 +390,7 @@ impl RawUsage {
             output: self.completion_tokens.or(self.output_tokens)?,
             cached: input.as_ref().and_then(|d| d.cached_tokens).unwrap_or(0),
             cache_write: input.and_then(|d| d.cache_write_tokens).unwrap_or(0),
+            cache_write_1h: 0,
             reasoning: output.and_then(|d| d.reasoning_tokens).unwrap_or(0),
         }
         .plausible()
@@ -510,6 +511,7 @@ mod tests {
                     output: 5,
                     cached: 4,
                     cache_write: 0,
+                    cache_write_1h: 0,
                     reasoning: 2
                 }),
                 Event::Finish(FinishReason::Length),

@@ -53,6 +53,7 @@ impl Running {
             output: self.candidates.unwrap_or(0).checked_add(thoughts)?,
             cached: self.cached.unwrap_or(0),
             cache_write: 0,
+            cache_write_1h: 0,
             reasoning: thoughts,
         }
         .plausible()
@@ -300,6 +301,7 @@ mod tests {
                     output: 8,
                     cached: 8,
                     cache_write: 0,
+                    cache_write_1h: 0,
                     reasoning: 5
                 }),
                 Event::Finish(FinishReason::Stop),

@@ -43,6 +43,8 @@ struct Running {
     output: Option<u64>,
     cache_read: Option<u64>,
     cache_creation: Option<u64>,
+    /// The hour-long part of `cache_creation` (`cache_creation.ephemeral_1h_input_tokens`).
+    cache_creation_1h: Option<u64>,
     thinking: Option<u64>,
     /// The output count is final: a `message_delta` or a whole message carried it.
     output_final: bool,
@@ -60,6 +62,7 @@ impl Running {
             output: self.output.unwrap_or(0),
             cached: read,
             cache_write: written,
+            cache_write_1h: self.cache_creation_1h.unwrap_or(0),
             reasoning: self.thinking.unwrap_or(0),
         }
         .plausible()
@@ -88,7 +91,14 @@ struct RawUsage {
     output_tokens: Option<u64>,
     cache_read_input_tokens: Option<u64>,
     cache_creation_input_tokens: Option<u64>,
+    /// The writes by lifetime (newer API versions); their sum is `cache_creation_input_tokens`.
+    cache_creation: Option<CacheCreation>,
     output_tokens_details: Option<OutputDetails>,
+}
+
+#[derive(Deserialize)]
+struct CacheCreation {
+    ephemeral_1h_input_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -307,6 +317,10 @@ impl Messages {
         running.output = usage.output_tokens.or(running.output);
         running.cache_read = usage.cache_read_input_tokens.or(running.cache_read);
         running.cache_creation = usage.cache_creation_input_tokens.or(running.cache_creation);
+        let hour = usage
+            .cache_creation
+            .and_then(|c| c.ephemeral_1h_input_tokens);
+        running.cache_creation_1h = hour.or(running.cache_creation_1h);
         running.thinking = thinking.or(running.thinking);
         running.output_final |= last;
     }
@@ -327,16 +341,18 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A decoder that scanned `events` (passed through, as the meter reads them).
+    fn scanned(events: &[&[u8]]) -> Messages {
+        let mut decoder = Messages::default();
+        for event in events {
+            decoder.scan(event);
+        }
+        decoder
+    }
+
     /// Moved from the gateway's meter (its Anthropic reader, gone): the billed usage.
     #[test]
     fn cumulative_fields_take_the_last_value() {
-        let scanned = |events: &[&[u8]]| {
-            let mut decoder = Messages::default();
-            for event in events {
-                decoder.scan(event);
-            }
-            decoder
-        };
         let start: &[u8] = br#"{"type":"message_start","message":{"usage":{"input_tokens":9,"cache_read_input_tokens":4,"cache_creation_input_tokens":2,"output_tokens":1}}}"#;
         let delta: &[u8] = br#"{"type":"message_delta","usage":{"output_tokens":5}}"#;
         let again: &[u8] = br#"{"type":"message_delta","usage":{"input_tokens":9,"cache_read_input_tokens":4,"cache_creation_input_tokens":2,"output_tokens":7}}"#;
@@ -382,6 +398,7 @@ mod tests {
                 output,
                 cached: 50,
                 cache_write: 20,
+                cache_write_1h: 0,
                 reasoning: 0,
             })
         };
@@ -399,6 +416,21 @@ mod tests {
             ]
         );
         assert!(decoder.settled());
+    }
+
+    /// The writes by lifetime (`cache_creation`): the hour-long part is kept apart, within the
+    /// writes; a report whose hour-long part exceeds its writes is not plausible.
+    #[test]
+    fn hour_long_cache_writes_are_read_apart() {
+        let start: &[u8] = br#"{"type":"message_start","message":{"usage":{"input_tokens":9,"cache_read_input_tokens":4,"cache_creation_input_tokens":20,"cache_creation":{"ephemeral_5m_input_tokens":12,"ephemeral_1h_input_tokens":8},"output_tokens":1}}}"#;
+        let delta: &[u8] = br#"{"type":"message_delta","usage":{"output_tokens":5}}"#;
+        let u = scanned(&[start, delta]).reported().unwrap();
+        assert_eq!(
+            (u.input, u.cached, u.cache_write, u.cache_write_1h),
+            (33, 4, 20, 8)
+        );
+        let odd: &[u8] = br#"{"type":"message_start","message":{"usage":{"input_tokens":9,"cache_creation_input_tokens":2,"cache_creation":{"ephemeral_1h_input_tokens":8},"output_tokens":1}}}"#;
+        assert_eq!(scanned(&[odd, delta]).reported(), None);
     }
 
     #[test]

@@ -264,6 +264,7 @@ fn responses_summary(stream: bool, bytes: &[u8]) -> Summary {
             cache_write: usage["input_tokens_details"]["cache_write_tokens"]
                 .as_u64()
                 .unwrap_or(0),
+            cache_write_1h: 0,
             reasoning: count(&usage["output_tokens_details"]["reasoning_tokens"]),
         });
         assert_eq!(

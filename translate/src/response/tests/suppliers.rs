@@ -31,6 +31,7 @@ const USAGE: Usage = Usage {
     output: 80,
     cached: 1000,
     cache_write: 100,
+    cache_write_1h: 0,
     reasoning: 0,
 };
 
