@@ -57,6 +57,30 @@ async fn database_with_demo_key(
     (db, minted)
 }
 
+/// The settled record of `request_id` (10 s at most).
+async fn record_of(
+    db: &sea_orm::DatabaseConnection,
+    request_id: &str,
+) -> entities::usage_records::Model {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let found = entities::usage_records::Entity::find()
+            .filter(entities::usage_records::Column::RequestId.eq(request_id))
+            .one(db)
+            .await
+            .unwrap();
+        if let Some(r) = found {
+            return r;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{request_id} never settled"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// The secret of a key of a new, active organization ("Other"), in group 1, written to the
 /// ledger at `db` and published to `keys` (a gateway started afterwards also finds it in the
 /// ledger).

@@ -298,6 +298,11 @@ fn supplier_side(
     audio_seconds: u64,
 ) -> opstate::Supplier {
     let prices = &call.model.model.supplier_prices;
+    // An image call is billed per image, as its customer is (the tokens it reports are not).
+    let usage = match call.images {
+        Some(_) => Usage::default(),
+        None => usage,
+    };
     let cost_nanos = match (audio_seconds, f.supplier_rate) {
         (0, Some(rate)) => price::supplier_cost(prices, usage, images, 0, rate),
         _ => None,

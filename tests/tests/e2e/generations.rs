@@ -6,35 +6,11 @@
 //! — on the in-memory and the Redis store, on whichever database the suite runs (PostgreSQL,
 //! then SQLite); another organization's key reads each of them as a 404.
 
-use super::database_with_demo_key;
+use super::{database_with_demo_key, record_of};
 use mock_supplier::{MockConfig, MockHandle, MockSupplier};
 use serde_json::{Value, json};
 use testkit::{Account, Group, Model, TestConfig};
 use tollgate::{App, Role};
-
-/// The settled record of `request_id` (10 s at most).
-async fn record_of(
-    db: &sea_orm::DatabaseConnection,
-    request_id: &str,
-) -> entities::usage_records::Model {
-    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let found = entities::usage_records::Entity::find()
-            .filter(entities::usage_records::Column::RequestId.eq(request_id))
-            .one(db)
-            .await
-            .unwrap();
-        if let Some(r) = found {
-            return r;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{request_id} never settled"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-}
 
 /// One call to make and what its read-back must say.
 struct Call {

@@ -7,36 +7,12 @@
 //! retail to what the organizations' spend accounts were posted, wholesale to what the partner
 //! owes — and the `/metrics` counters say the same.
 
-use super::key_of_another_organization;
+use super::{key_of_another_organization, record_of};
 use mock_supplier::{Fault, MockConfig, MockSupplier};
 use money::NanoUsd;
 use serde_json::{Value, json};
 use testkit::{Account, Group, Model, TestConfig};
 use tollgate::{App, Role};
-
-/// The settled record of `request_id` (10 s at most).
-async fn record_of(
-    db: &sea_orm::DatabaseConnection,
-    request_id: &str,
-) -> entities::usage_records::Model {
-    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let found = entities::usage_records::Entity::find()
-            .filter(entities::usage_records::Column::RequestId.eq(request_id))
-            .one(db)
-            .await
-            .unwrap();
-        if let Some(r) = found {
-            return r;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{request_id} never settled"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-}
 
 async fn attempts_of(
     db: &sea_orm::DatabaseConnection,
@@ -117,11 +93,21 @@ async fn failover_cut_streams_and_the_margin_report_add_up_to_the_ledger() {
             &bad.base_url(),
             &["gpt-4o-mini"],
         ))
-        .account(
-            Account::openai("answering", &good.base_url(), &["gpt-4o-mini"])
-                .supplier_price_multiplier(0.8),
+        .model(
+            Model::image("gpt-image-x", 0.04)
+                .author("openai")
+                .line("supplier_per_image = 0.03"),
         )
-        .group(Group::new(1, &["gpt-4o-mini"]).wholesale(0.7))
+        .account(
+            Account::openai(
+                "answering",
+                &good.base_url(),
+                &["gpt-4o-mini", "gpt-image-x"],
+            )
+            .capability("image_generation")
+            .supplier_price_multiplier(0.8),
+        )
+        .group(Group::new(1, &["gpt-4o-mini", "gpt-image-x"]).wholesale(0.7))
         // A refusal cools the account for a minute: every later call goes to the other one.
         .set("routing", "error_cooldown_ms", 60_000u64)
         .set("metrics", "listen", "127.0.0.1:0");
@@ -152,7 +138,7 @@ async fn failover_cut_streams_and_the_margin_report_add_up_to_the_ledger() {
     let plain = json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]});
     // Each exact call: (1,000 × 0.10 + 500 × 0.40) × 0.8 = 240 µUSD at the supplier.
     let exact_cost = (1_000 * 100_000_000 + 500 * 400_000_000) / MTOK * 8 / 10;
-    let mut calls = 0;
+    let (mut calls, mut image_calls) = (0, 0);
     for (name, config) in deployments {
         let app = App::build(config.settings(), Role::Proxy).await.unwrap();
         let running = app.start();
@@ -230,7 +216,26 @@ async fn failover_cut_streams_and_the_margin_report_add_up_to_the_ledger() {
         // The same usage as the customer's estimate, at the supplier's prices (rounded up).
         let want = (cut.input_tokens * 100_000_000 + cut.output_tokens * 400_000_000) * 8 / 10;
         assert_eq!(estimate, (want + MTOK - 1) / MTOK, "{name}");
-        // The operator's counters: this deployment's 2 + n calls' supplier cost, by account.
+        // An image call is billed per image at the supplier, as its customer is (the tokens the
+        // answer reports are not priced): 2 × 0.03 × 0.8 = 48 mUSD.
+        let resp = http
+            .post(format!("{base}/compat/v1/images/generations"))
+            .bearer_auth(&minted.api_key)
+            .header("x-mock-images", "2")
+            .json(&json!({"model": "gpt-image-x", "prompt": "a lighthouse", "n": 2}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{name}");
+        let id = resp.headers()["x-request-id"].to_str().unwrap().to_string();
+        resp.bytes().await.unwrap();
+        calls += 1;
+        image_calls += 1;
+        let image = record_of(&db, &id).await;
+        assert_eq!(image.images, 2, "{name}");
+        assert!(image.output_tokens > 0, "{name}: the answer reports tokens");
+        assert_eq!(image.supplier_cost_nanos, Some(48_000_000), "{name}");
+        // The operator's counters: this deployment's calls' supplier cost, by account.
         let scrape = format!("http://{}/metrics", running.addresses().metrics.unwrap());
         let text = http.get(scrape).send().await.unwrap().text().await.unwrap();
         let refused = r#"tollgate_supplier_attempts_total{account="refusing",result="refused"} 1"#;
@@ -243,11 +248,11 @@ async fn failover_cut_streams_and_the_margin_report_add_up_to_the_ledger() {
         assert!(usd > 0.0, "{name}: {answered}");
         running.stop().await.unwrap();
     }
-    margin_adds_up(&state, calls).await;
+    margin_adds_up(&state, calls, image_calls).await;
 }
 
 /// The margin report of today: its totals are the ledger's, its supplier cost the records'.
-async fn margin_adds_up(state: &admin_api::AppState, calls: i64) {
+async fn margin_adds_up(state: &admin_api::AppState, calls: i64, image_calls: i64) {
     use admin_api::ledger::{self, AccountRef};
     use sea_orm::EntityTrait;
     let db = &state.db;
@@ -314,9 +319,10 @@ async fn margin_adds_up(state: &admin_api::AppState, calls: i64) {
     let answering = report
         .rows
         .iter()
-        .find(|r| r.account == "answering")
+        .find(|r| r.account == "answering" && r.model == "gpt-4o-mini")
         .unwrap();
-    assert_eq!((answering.calls, answering.attempts), (calls, calls));
+    let chats = calls - image_calls;
+    assert_eq!((answering.calls, answering.attempts), (chats, chats));
     let refusing = report
         .rows
         .iter()

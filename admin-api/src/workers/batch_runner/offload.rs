@@ -84,10 +84,13 @@ impl Runner<'_> {
         }
         o.open = self.open_chunk(batch.id).await?.is_some();
         o.held = self.count(batch.id, "held").await?;
+        // Lines being sent count against the room too: a hold in flight is held once it
+        // answers (counting every line being sent, calls too, only delays the next holds).
+        let sending = self.count(batch.id, "running").await?;
         o.room = if o.open {
             0
         } else {
-            limit.saturating_sub(o.held)
+            limit.saturating_sub(o.held + sending)
         };
         Ok(())
     }

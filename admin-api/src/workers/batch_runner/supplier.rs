@@ -167,10 +167,15 @@ impl Runner<'_> {
         let Some((Some(account_id), model)) = held.first().map(served) else {
             return Ok(());
         };
+        // At most `supplier_lines` a chunk (more may be held when holds in flight ended after
+        // the count that let them go: the rest waits for the next chunk).
+        let limit =
+            usize::try_from(self.state.settings.batches.supplier_lines).unwrap_or(usize::MAX);
         let members: Vec<i32> = held
             .iter()
             .filter(|l| served(l) == (Some(account_id.clone()), model.clone()))
             .map(|l| l.line)
+            .take(limit)
             .collect();
         let now = self.state.clock.now();
         let txn = self.state.db.begin().await?;
