@@ -245,6 +245,17 @@ impl Meters {
                     .attempts
                     .with_label_values(&[a.account_id.as_str(), a.outcome.as_str()])
                     .inc();
+                // An abandoned attempt: what the supplier may bill for it.
+                let labels = [a.account_id.as_str(), e.model_served.as_str()];
+                match a.served.map(|s| s.cost_nanos) {
+                    Some(Some(cost)) => self
+                        .supplier
+                        .cost
+                        .with_label_values(&labels)
+                        .inc_by(usd(cost)),
+                    Some(None) => self.supplier.unknown.with_label_values(&labels).inc(),
+                    None => {}
+                }
             }
         }
     }
@@ -325,7 +336,7 @@ fn supplier_meters(
             CounterVec::new(
                 Opts::new(
                     "supplier_cost_usd_total",
-                    "The suppliers' bill for booked calls whose supplier cost is known, USD",
+                    "The suppliers' bill for booked calls (answering and abandoned attempts) whose supplier cost is known, USD",
                 ),
                 &by,
             ),
@@ -336,7 +347,7 @@ fn supplier_meters(
             IntCounterVec::new(
                 Opts::new(
                     "supplier_cost_unknown_total",
-                    "Booked calls whose supplier cost is unknown (a supplier price not configured)",
+                    "Booked answering and abandoned attempts whose supplier cost is unknown (a supplier price not configured)",
                 ),
                 &by,
             ),
@@ -385,7 +396,7 @@ fn supplier_meters(
             IntCounterVec::new(
                 Opts::new(
                     "supplier_attempts_total",
-                    "Supplier attempts of booked calls, by account and result (answered, refused, unreachable)",
+                    "Supplier attempts of booked calls, by account and result (answered, refused, unreachable, abandoned)",
                 ),
                 &["account", "result"],
             ),

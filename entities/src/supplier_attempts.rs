@@ -1,6 +1,7 @@
 //! An attempt a call moved on from before the one that answered (issue 47; the answering
 //! attempt's supplier cost is on its usage record): the account, the supplier's status and why
-//! the gateway moved on (`refused`: an error status; `unreachable`: no connection).
+//! the gateway moved on (`refused`: an error status; `unreachable`: no connection; `abandoned`:
+//! the answer broke before it reached the client, and what it served).
 
 use sea_orm::entity::prelude::*;
 
@@ -20,6 +21,16 @@ pub struct Model {
     pub status: i32,
     /// What the supplier bills for the attempt (0 for a refusal or no connection; null: unknown).
     pub supplier_cost_nanos: Option<i64>,
+    /// What an abandoned attempt served (0 for the others): tokens as reported, or estimated
+    /// (`measurement`), and images.
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cached_tokens: i64,
+    pub cache_write_tokens: i64,
+    pub cache_write_1h_tokens: i64,
+    pub images: i64,
+    /// `exact` or `estimated`.
+    pub measurement: String,
     pub started_at: DateTimeUtc,
     pub settled_at: DateTimeUtc,
 }

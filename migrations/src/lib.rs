@@ -34,6 +34,7 @@ mod m20261129_000024_partner_webhooks;
 mod m20261130_000025_batches;
 mod m20261201_000026_supplier_batches;
 mod m20261202_000027_supplier_attempts;
+mod m20261203_000028_abandoned_attempts;
 pub mod usage_partitions;
 
 pub use m20261126_000016_partner_usage_rollups::backfill as partner_usage_backfill;
@@ -72,6 +73,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261130_000025_batches::Migration),
             Box::new(m20261201_000026_supplier_batches::Migration),
             Box::new(m20261202_000027_supplier_attempts::Migration),
+            Box::new(m20261203_000028_abandoned_attempts::Migration),
         ]
     }
 }

@@ -64,8 +64,8 @@ pub use tasks::{
     Ending, MEMORY_TASK_CAP, MemoryTaskBook, Task, TaskBook, TaskBookError, TaskStatus,
 };
 pub use usage::{
-    AttemptOutcome, BatchRef, EarlierAttempt, Measurement, StreamEntry, Supplier, UsageEvent,
-    UsageStream,
+    AttemptOutcome, BatchRef, EarlierAttempt, Measurement, Served, StreamEntry, Supplier,
+    UsageEvent, UsageStream,
 };
 pub use wallets::{
     Adjustment, Confirmation, ExpiredHold, HoldMeta, Reservation, Settlement, WalletSnapshot,

@@ -125,13 +125,39 @@ impl Supplier {
     }
 }
 
-/// An attempt the gateway moved on from: the supplier served nothing it bills.
+/// An attempt the gateway moved on from: refused or unreachable (the supplier served nothing it
+/// bills), or abandoned after its answer began to arrive (`served`: what it may bill).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EarlierAttempt {
     pub account_id: String,
     pub outcome: AttemptOutcome,
     /// The supplier's status (0: none, the connection failed).
     pub status: u16,
+    /// An abandoned attempt: what its answer served before it broke.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served: Option<Served>,
+}
+
+/// What an abandoned attempt served, measured as a call's usage is (reported, or estimated
+/// under the same bounds), and its cost at the supplier's prices (`None`: a price it needs is
+/// unknown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Served {
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+    #[serde(default)]
+    pub cached_tokens: u64,
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+    #[serde(default)]
+    pub cache_write_1h_tokens: u64,
+    #[serde(default)]
+    pub images: u64,
+    pub measurement: Measurement,
+    #[serde(default)]
+    pub cost_nanos: Option<NanoUsd>,
 }
 
 /// Why an attempt ended without the client's answer.
@@ -142,6 +168,9 @@ pub enum AttemptOutcome {
     Refused,
     /// No connection: nothing reached the supplier.
     Unreachable,
+    /// The answer began (a success status, maybe some of its body) and broke before anything
+    /// reached the client: the gateway moved on, and the supplier may bill what it served.
+    Abandoned,
 }
 
 impl AttemptOutcome {
@@ -149,6 +178,7 @@ impl AttemptOutcome {
         match self {
             AttemptOutcome::Refused => "refused",
             AttemptOutcome::Unreachable => "unreachable",
+            AttemptOutcome::Abandoned => "abandoned",
         }
     }
 }

@@ -17,6 +17,7 @@ use crate::wire::images::ImageAnswer;
 use bytes::Bytes;
 use pingora::http::ResponseHeader;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use translate::Format;
 use translate::response::Answer;
 
@@ -53,6 +54,48 @@ const STRIP_RESPONSE: [&str; 4] = [
 /// translated cell, translating it into the client's format. Token counts are neither metered
 /// nor charged.
 pub(crate) fn start(
+    shared: &Shared,
+    ctx: &mut RequestCtx,
+    upstream_response: &mut ResponseHeader,
+) -> pingora::Result<()> {
+    reader(shared, ctx, upstream_response)?;
+    ctx.answer.status = upstream_response.status.as_u16();
+    ctx.answer.held_since = hold(ctx, upstream_response.status).then(Instant::now);
+    Ok(())
+}
+
+/// Whether the answer is held back from the client until its content begins (`[routing]
+/// failover_hold_bytes`, `failover_hold_ms`; the Pingora patch `hold_response`): a metered
+/// answer of a success status, when another account may still be tried. Held, a supplier whose
+/// answer breaks is failed over from and the client never sees the broken answer
+/// (`attempt::abandon`).
+fn hold(ctx: &RequestCtx, status: http::StatusCode) -> bool {
+    let routing = &ctx.live.settings.routing;
+    status.is_success()
+        && routing.failover_hold_bytes > 0
+        && ctx.answer.meter.is_some()
+        && ctx.answer.task.is_none()
+        && ctx.attempts.usage_limit.is_none()
+        && ctx.may_retry(routing.max_attempts)
+}
+
+/// Lets go of a held answer once its content began, or past the bytes or the time it may be
+/// held.
+fn let_go(ctx: &mut RequestCtx) {
+    let (Some(since), Some(meter)) = (ctx.answer.held_since, ctx.answer.meter.as_deref()) else {
+        return;
+    };
+    let routing = &ctx.live.settings.routing;
+    if meter.began()
+        || meter.body_bytes() > routing.failover_hold_bytes
+        || since.elapsed() >= Duration::from_millis(routing.failover_hold_ms)
+    {
+        ctx.answer.held_since = None;
+    }
+}
+
+/// Who reads the body (see [`start`]).
+fn reader(
     shared: &Shared,
     ctx: &mut RequestCtx,
     upstream_response: &mut ResponseHeader,
@@ -254,6 +297,7 @@ pub(crate) fn body(
     if let Some(capture) = ctx.answer.batch.as_mut() {
         capture.add(body.as_ref(), end_of_stream);
     }
+    let_go(ctx);
 }
 
 /// The response header of a translated answer: the client's content type, and chunked framing

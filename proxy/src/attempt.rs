@@ -82,8 +82,57 @@ fn moved_on(ctx: &mut RequestCtx, outcome: opstate::AttemptOutcome, status: u16)
         account_id: id.to_string(),
         outcome,
         status,
+        served: None,
     };
     ctx.attempts.earlier.push(attempt);
+}
+
+/// The answer held back from the client broke (the supplier's stream was cut or timed out before
+/// its content began): record what the attempt served (the supplier may bill it), cool the
+/// account and fail over (`true`), unless no account is left to try.
+pub(crate) fn abandon(s: &Shared, ctx: &mut RequestCtx, status: u16) -> bool {
+    let max_attempts = ctx.live.settings.routing.max_attempts;
+    let (Some(account), true) = (ctx.current(), ctx.may_retry(max_attempts)) else {
+        return false;
+    };
+    let answer = std::mem::take(&mut ctx.answer);
+    let live = ctx.live.clone();
+    let (Some(upstream), Some(call)) = (live.accounts.get(account), &ctx.admission.call) else {
+        return false;
+    };
+    let mut meter = answer.meter;
+    meter.iter_mut().for_each(|m| m.finish());
+    let images = answer
+        .reshape
+        .as_ref()
+        .and_then(crate::wire::cells::Reshape::images)
+        .or_else(|| meter.as_deref().and_then(crate::meter::Meter::images));
+    let (usage, measurement, audio, images) =
+        crate::money::settle::served(call, status, meter.as_deref(), images);
+    let rate = upstream.account.supplier_price_multiplier;
+    let cost_nanos = crate::money::settle::supplier_cost(call, rate, usage, images, audio);
+    tracing::warn!(request_id = %ctx.request_id, account = %upstream.account.id, "supplier answer broke before its content; failing over");
+    let duration = Duration::from_millis(live.settings.routing.error_cooldown_ms);
+    ctx.attempts
+        .to_cool
+        .push(Cooling::new(account, Reason::ServerError, duration));
+    s.metrics.failovers.with_label_values(&["abandoned"]).inc();
+    ctx.attempts.earlier.push(opstate::EarlierAttempt {
+        account_id: upstream.account.id.clone(),
+        outcome: opstate::AttemptOutcome::Abandoned,
+        status,
+        served: Some(opstate::Served {
+            input_tokens: usage.input,
+            output_tokens: usage.output,
+            cached_tokens: usage.cached,
+            cache_write_tokens: usage.cache_write,
+            cache_write_1h_tokens: usage.cache_write_1h,
+            images,
+            measurement,
+            cost_nanos,
+        }),
+    });
+    true
 }
 
 /// Judges the supplier's answer: pass it on, or cool its account and fail over (`Err`).

@@ -116,6 +116,11 @@ pub(crate) struct Answer {
     /// A batch line's answer, collected as the client is sent it (`crate::batch`).
     pub batch: Option<Box<crate::batch_line::Capture>>,
     pub ttfb: Option<Duration>,
+    /// Held back from the client since this instant (`answer::hold`): until its content begins,
+    /// a supplier whose answer breaks can still be failed over from.
+    pub held_since: Option<Instant>,
+    /// The status of the answer being read.
+    pub status: u16,
     /// The gateway's own time before the answer's header: from arrival to the header, less the
     /// supplier's wait (`Server-Timing`'s `gateway`).
     pub gateway_time: Option<Duration>,

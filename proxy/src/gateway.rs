@@ -175,14 +175,22 @@ impl ProxyHttp for Gateway {
     fn error_while_proxy(
         &self,
         peer: &HttpPeer,
-        _session: &mut Session,
+        session: &mut Session,
         e: Box<Error>,
         ctx: &mut Box<RequestCtx>,
         _client_reused: bool,
     ) -> Box<Error> {
         let mut e = e.more_context(format!("peer: {peer}"));
-        e.set_retry(std::mem::take(&mut ctx.attempts.status_failover));
+        let held = ctx.answer.held_since.is_some() && session.response_written().is_none();
+        let status = ctx.answer.status;
+        let abandoned = held && attempt::abandon(&self.shared, ctx, status);
+        e.set_retry(std::mem::take(&mut ctx.attempts.status_failover) || abandoned);
         e
+    }
+
+    /// An answer is held back from the client until its content begins (`answer::start`).
+    fn hold_response(&self, _session: &Session, ctx: &Box<RequestCtx>) -> bool {
+        ctx.answer.held_since.is_some()
     }
 
     /// The request failed: answer with a JSON error in the route's shape, if still possible.

@@ -196,6 +196,16 @@ impl Meter {
         self.reset_hint
     }
 
+    /// Whether the answer's content began: a stream's first event carrying text.
+    pub fn began(&self) -> bool {
+        self.answer.text_events() > 0
+    }
+
+    /// The body bytes the supplier sent so far.
+    pub fn body_bytes(&self) -> u64 {
+        self.answer.bytes()
+    }
+
     /// Whether the supplier sent any body byte at all.
     pub fn served_bytes(&self) -> bool {
         self.answer.bytes() > 0

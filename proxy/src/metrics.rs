@@ -302,6 +302,7 @@ impl Metrics {
                 m.failovers.with_label_values(&[reason]);
                 m.cooldowns.with_label_values(&[reason]);
             }
+            m.failovers.with_label_values(&["abandoned"]);
             for layer in ["global", "pool", "key_concurrency", "key_rate", "queue_full"] {
                 m.limits_hit.with_label_values(&[layer]);
             }

@@ -17,6 +17,8 @@ pub(crate) struct RawRouting {
     pub downgrade_pressure: Option<f64>,
     pub max_in_flight: Option<u32>,
     pub health_recovery_ms: Option<u64>,
+    pub failover_hold_bytes: Option<u64>,
+    pub failover_hold_ms: Option<u64>,
 }
 
 /// Failover and cooldown parameters.
@@ -45,6 +47,11 @@ pub struct Routing {
     /// An account's estimated capacity, cut after a 429 or a failure, grows back by one slot per
     /// this many milliseconds without a new one.
     pub health_recovery_ms: u64,
+    /// An answer is held back from the client until its content begins, at most this many body
+    /// bytes (0: never held) — so a supplier that fails before then is failed over from.
+    pub failover_hold_bytes: u64,
+    /// … and at most this long after its header.
+    pub failover_hold_ms: u64,
 }
 
 /// Validates `[routing]`.
@@ -60,7 +67,18 @@ pub(crate) fn validate(raw: &RawRouting) -> Result<Routing, ConfigError> {
         downgrade_pressure: raw.downgrade_pressure.unwrap_or(0.8),
         max_in_flight: raw.max_in_flight.filter(|n| *n > 0),
         health_recovery_ms: raw.health_recovery_ms.unwrap_or(2_000),
+        failover_hold_bytes: raw.failover_hold_bytes.unwrap_or(65_536),
+        failover_hold_ms: raw.failover_hold_ms.unwrap_or(1_000),
     };
+    if routing.failover_hold_bytes > 1 << 20 {
+        return Err(err(
+            "routing.failover_hold_bytes",
+            "must be at most 1048576 (1 MiB)",
+        ));
+    }
+    if routing.failover_hold_ms > 60_000 {
+        return Err(err("routing.failover_hold_ms", "must be at most 60000"));
+    }
     if routing.health_recovery_ms == 0 || routing.health_recovery_ms > 3_600_000 {
         return Err(err(
             "routing.health_recovery_ms",

@@ -989,3 +989,21 @@ fn supplier_prices_are_optional_and_checked() {
         );
     }
 }
+
+#[test]
+fn failover_hold_is_bounded() {
+    let s = parse(VALID).unwrap();
+    assert_eq!(
+        (s.routing.failover_hold_bytes, s.routing.failover_hold_ms),
+        (65_536, 1_000)
+    );
+    let with = |lines: &str| format!("{VALID}\n[routing]\n{lines}\n");
+    let off = parse(&with("failover_hold_bytes = 0\nfailover_hold_ms = 0")).unwrap();
+    assert_eq!(off.routing.failover_hold_bytes, 0);
+    let e = error_of(&with("failover_hold_bytes = 1048577"));
+    assert_eq!(e.path, "routing.failover_hold_bytes");
+    let e = error_of(&with("failover_hold_ms = 60001"));
+    assert_eq!(e.path, "routing.failover_hold_ms");
+    let e = error_of(&with("failover_hold_ms = -1"));
+    assert_eq!(e.path, "routing.failover_hold_ms");
+}

@@ -15,6 +15,8 @@ use opstate::Stores;
 use testkit::{Account, Group, Model, TestConfig};
 use tollgate::{App, Role};
 
+#[path = "e2e/abandoned.rs"]
+mod abandoned;
 #[path = "e2e/batch_lists.rs"]
 mod batch_lists;
 #[path = "e2e/batch_offload.rs"]

@@ -31,16 +31,18 @@ pub struct MarginRow {
     pub calls: i64,
     /// Attempts on this account: its calls plus the attempts calls moved on from here.
     pub attempts: i64,
+    /// What the supplier served: the answering attempts' usage plus what abandoned attempts
+    /// served before they broke (`supplier_attempts`).
     pub input_tokens: i64,
     pub output_tokens: i64,
     pub cached_tokens: i64,
     pub cache_write_tokens: i64,
     pub images: i64,
     pub video_seconds: i64,
-    /// The supplier's bill for the calls whose cost is known.
+    /// The supplier's bill for the attempts whose cost is known (answering and abandoned).
     pub supplier_cost: NanoUsd,
-    /// Calls whose supplier cost is unknown (a price not configured, or settled before it was
-    /// recorded).
+    /// Answering and abandoned attempts whose supplier cost is unknown (a price not
+    /// configured, or settled before it was recorded).
     pub supplier_cost_unknown: i64,
     /// What partners owe for these calls.
     pub wholesale: NanoUsd,
@@ -133,16 +135,28 @@ pub async fn report(
                 row.add(&of(&s, resold, day)).ok_or_else(overflow)?;
             }
         }
-        for (account, model, n) in moved_on(db, start, end).await? {
+        for m in moved_on(db, start, end).await? {
             let row = rows
-                .entry((day, account.clone(), model.clone()))
+                .entry((day, m.account_id.clone(), m.model.clone()))
                 .or_insert_with(|| MarginRow {
                     day,
-                    account,
-                    model,
+                    account: m.account_id.clone(),
+                    model: m.model.clone(),
                     ..MarginRow::default()
                 });
-            row.attempts += n;
+            let v = |x: Option<i64>| x.unwrap_or(0);
+            row.add(&MarginRow {
+                attempts: m.n,
+                input_tokens: v(m.input_tokens),
+                output_tokens: v(m.output_tokens),
+                cached_tokens: v(m.cached_tokens),
+                cache_write_tokens: v(m.cache_write_tokens),
+                images: v(m.images),
+                supplier_cost: NanoUsd::from_nanos(v(m.supplier)),
+                supplier_cost_unknown: v(m.unknown),
+                ..MarginRow::default()
+            })
+            .ok_or_else(overflow)?;
         }
     }
     let mut totals = MarginRow {
@@ -229,23 +243,51 @@ async fn sums(
     q.into_model::<Sums>().all(db).await
 }
 
-/// A day's attempts calls moved on from, counted by account and model.
+/// The attempts of a day that calls moved on from, by account and model.
+#[derive(Debug, FromQueryResult)]
+struct MovedOn {
+    account_id: String,
+    model: String,
+    n: i64,
+    input_tokens: Option<i64>,
+    output_tokens: Option<i64>,
+    cached_tokens: Option<i64>,
+    cache_write_tokens: Option<i64>,
+    images: Option<i64>,
+    supplier: Option<i64>,
+    unknown: Option<i64>,
+}
+
+/// A day's attempts calls moved on from, summed by account and model: what abandoned ones
+/// served and cost (refused and unreachable ones are zeros).
 async fn moved_on(
     db: &impl ConnectionTrait,
     start: DateTime<Utc>,
     end: DateTime<Utc>,
-) -> Result<Vec<(String, String, i64)>, DbErr> {
+) -> Result<Vec<MovedOn>, DbErr> {
     use supplier_attempts::Column as C;
+    let sum = |c: C| Func::sum(Expr::col(c)).cast_as("BIGINT");
     supplier_attempts::Entity::find()
         .select_only()
         .column(C::AccountId)
         .column(C::Model)
         .column_as(C::Id.count(), "n")
+        .column_as(sum(C::InputTokens), "input_tokens")
+        .column_as(sum(C::OutputTokens), "output_tokens")
+        .column_as(sum(C::CachedTokens), "cached_tokens")
+        .column_as(sum(C::CacheWriteTokens), "cache_write_tokens")
+        .column_as(sum(C::Images), "images")
+        .column_as(sum(C::SupplierCostNanos), "supplier")
+        .column_as(
+            Func::sum(Expr::case(Expr::col(C::SupplierCostNanos).is_null(), 1).finally(0))
+                .cast_as("BIGINT"),
+            "unknown",
+        )
         .filter(C::StartedAt.gte(start))
         .filter(C::StartedAt.lt(end))
         .group_by(C::AccountId)
         .group_by(C::Model)
-        .into_tuple()
+        .into_model::<MovedOn>()
         .all(db)
         .await
 }

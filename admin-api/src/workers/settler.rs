@@ -357,10 +357,7 @@ pub(super) fn record(
         cached_tokens: Set(i64::try_from(e.cached_tokens).unwrap_or(i64::MAX)),
         cache_write_tokens: Set(i64::try_from(e.cache_write_tokens).unwrap_or(i64::MAX)),
         cache_write_1h_tokens: Set(i64::try_from(e.cache_write_1h_tokens).unwrap_or(i64::MAX)),
-        measurement: Set(match e.measurement {
-            Measurement::Exact => "exact".into(),
-            Measurement::Estimated => "estimated".into(),
-        }),
+        measurement: Set(measurement_label(e.measurement).into()),
         status: Set(i32::from(e.status)),
         stream: Set(e.stream),
         cost_nanos: Set(e.cost_nanos.nanos()),
@@ -402,20 +399,7 @@ async fn record_attempts(
                 .earlier
                 .iter()
                 .enumerate()
-                .map(move |(i, a)| sa::ActiveModel {
-                    request_id: Set(e.request_id.clone()),
-                    attempt: Set(i32::try_from(i + 1).unwrap_or(i32::MAX)),
-                    organization_id: Set(e.org_id),
-                    account_id: Set(a.account_id.clone()),
-                    model: Set(e.model_served.clone()),
-                    outcome: Set(a.outcome.as_str().into()),
-                    status: Set(i32::from(a.status)),
-                    // Neither a refusal nor a connection that failed is billed.
-                    supplier_cost_nanos: Set(Some(0)),
-                    started_at: Set(started_at(e)),
-                    settled_at: Set(now),
-                    ..Default::default()
-                })
+                .map(move |(i, a)| attempt_row(e, i, a, now))
         })
         .collect();
     if rows.is_empty() {
@@ -432,6 +416,54 @@ async fn record_attempts(
             .await?;
     }
     Ok(())
+}
+
+/// The `i`-th (from 0) attempt `e` moved on from. Neither a refusal nor a connection that failed
+/// is billed; an abandoned attempt carries what it served and its cost (null: unknown).
+fn attempt_row(
+    e: &UsageEvent,
+    i: usize,
+    a: &opstate::EarlierAttempt,
+    now: DateTime<Utc>,
+) -> entities::supplier_attempts::ActiveModel {
+    let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    let served = a.served.unwrap_or(opstate::Served {
+        input_tokens: 0,
+        output_tokens: 0,
+        cached_tokens: 0,
+        cache_write_tokens: 0,
+        cache_write_1h_tokens: 0,
+        images: 0,
+        measurement: Measurement::Exact,
+        cost_nanos: Some(NanoUsd::ZERO),
+    });
+    entities::supplier_attempts::ActiveModel {
+        request_id: Set(e.request_id.clone()),
+        attempt: Set(i32::try_from(i + 1).unwrap_or(i32::MAX)),
+        organization_id: Set(e.org_id),
+        account_id: Set(a.account_id.clone()),
+        model: Set(e.model_served.clone()),
+        outcome: Set(a.outcome.as_str().into()),
+        status: Set(i32::from(a.status)),
+        supplier_cost_nanos: Set(served.cost_nanos.map(NanoUsd::nanos)),
+        input_tokens: Set(n(served.input_tokens)),
+        output_tokens: Set(n(served.output_tokens)),
+        cached_tokens: Set(n(served.cached_tokens)),
+        cache_write_tokens: Set(n(served.cache_write_tokens)),
+        cache_write_1h_tokens: Set(n(served.cache_write_1h_tokens)),
+        images: Set(n(served.images)),
+        measurement: Set(measurement_label(served.measurement).into()),
+        started_at: Set(started_at(e)),
+        settled_at: Set(now),
+        ..Default::default()
+    }
+}
+
+fn measurement_label(m: Measurement) -> &'static str {
+    match m {
+        Measurement::Exact => "exact",
+        Measurement::Estimated => "estimated",
+    }
 }
 
 /// Settles one event in its own transaction (the batch path over a batch of one). A race with

@@ -216,40 +216,7 @@ fn usage_event(f: &Finished<'_>) -> Option<UsageEvent> {
     let call = f.call?;
     let caller = f.caller?;
     let account = f.account?;
-    let nothing = (Usage::default(), Measurement::Exact, 0);
-    // Image calls: the images of a whole, readable answer (0 when it failed, was cut or carried
-    // none; flagged estimated when the answer could not be read), tokens as the supplier reported.
-    let mut images = 0;
-    let (usage, measurement, audio_seconds) = match (f.meter, call.audio_seconds) {
-        (Some(m), _) if f.status >= 400 && !m.has_usage() => nothing,
-        (Some(m), _) if call.images.is_some() => {
-            images = f.images.unwrap_or(0);
-            let measurement = match f.images {
-                Some(_) => Measurement::Exact,
-                None if m.served_bytes() => Measurement::Estimated,
-                None => Measurement::Exact,
-            };
-            (m.reported().unwrap_or_default(), measurement, 0)
-        }
-        // An error answer without usage (a refusal, a rate limit) served nothing; so did a
-        // supplier that sent no body byte (stalled after its headers, or closed).
-        (Some(m), _) if !m.served_bytes() && !m.has_usage() => nothing,
-        // Audio: the duration the supplier reported, else the one read from the file.
-        (Some(m), Some(estimate)) => match m.audio_seconds() {
-            Some(seconds) => (
-                m.reported().unwrap_or_default(),
-                Measurement::Exact,
-                seconds,
-            ),
-            None => (Usage::default(), Measurement::Estimated, estimate),
-        },
-        (Some(m), None) => {
-            let (usage, measurement) = m.outcome(call.request_bytes, call.output_bound);
-            (usage, measurement, 0)
-        }
-        // The supplier never answered with a body, or refused: nothing was served.
-        (None, _) => nothing,
-    };
+    let (usage, measurement, audio_seconds, images) = served(call, f.status, f.meter, f.images);
     Some(UsageEvent {
         request_id: f.request_id.to_string(),
         key_id: caller.key_id,
@@ -288,6 +255,52 @@ fn usage_event(f: &Finished<'_>) -> Option<UsageEvent> {
     })
 }
 
+/// What an attempt's answer served as the ledger counts it — usage, how it was measured, seconds
+/// of audio and images — from its `status`, its meter and (image calls) the images of the whole
+/// answer (`images`: `None` when it was not read whole).
+pub(crate) fn served(
+    call: &crate::call::Call,
+    status: u16,
+    meter: Option<&crate::meter::Meter>,
+    images: Option<u64>,
+) -> (Usage, Measurement, u64, u64) {
+    let nothing = (Usage::default(), Measurement::Exact, 0, 0);
+    match (meter, call.audio_seconds) {
+        (Some(m), _) if status >= 400 && !m.has_usage() => nothing,
+        // Image calls: the images of a whole, readable answer (0 when it failed, was cut or
+        // carried none; flagged estimated when the answer could not be read), tokens as the
+        // supplier reported.
+        (Some(m), _) if call.images.is_some() => {
+            let measurement = match images {
+                Some(_) => Measurement::Exact,
+                None if m.served_bytes() => Measurement::Estimated,
+                None => Measurement::Exact,
+            };
+            let usage = m.reported().unwrap_or_default();
+            (usage, measurement, 0, images.unwrap_or(0))
+        }
+        // An error answer without usage (a refusal, a rate limit) served nothing; so did a
+        // supplier that sent no body byte (stalled after its headers, or closed).
+        (Some(m), _) if !m.served_bytes() && !m.has_usage() => nothing,
+        // Audio: the duration the supplier reported, else the one read from the file.
+        (Some(m), Some(estimate)) => match m.audio_seconds() {
+            Some(seconds) => (
+                m.reported().unwrap_or_default(),
+                Measurement::Exact,
+                seconds,
+                0,
+            ),
+            None => (Usage::default(), Measurement::Estimated, estimate, 0),
+        },
+        (Some(m), None) => {
+            let (usage, measurement) = m.outcome(call.request_bytes, call.output_bound);
+            (usage, measurement, 0, 0)
+        }
+        // The supplier never answered with a body, or refused: nothing was served.
+        (None, _) => nothing,
+    }
+}
+
 /// The supplier's side of the call: the attempts it moved on from, and what the answering one
 /// costs at the supplier's prices (`None`: unknown; audio has no supplier price yet).
 fn supplier_side(
@@ -297,19 +310,32 @@ fn supplier_side(
     images: u64,
     audio_seconds: u64,
 ) -> opstate::Supplier {
+    opstate::Supplier {
+        cost_nanos: f
+            .supplier_rate
+            .and_then(|rate| supplier_cost(call, rate, usage, images, audio_seconds)),
+        earlier: f.earlier.to_vec(),
+    }
+}
+
+/// What one attempt that `served` this costs at the supplier's prices × the account's `rate`
+/// (`None`: unknown; audio has no supplier price yet).
+pub(crate) fn supplier_cost(
+    call: &crate::call::Call,
+    rate: money::RateMultiplier,
+    usage: Usage,
+    images: u64,
+    audio_seconds: u64,
+) -> Option<NanoUsd> {
     let prices = &call.model.model.supplier_prices;
     // An image call is billed per image, as its customer is (the tokens it reports are not).
     let usage = match call.images {
         Some(_) => Usage::default(),
         None => usage,
     };
-    let cost_nanos = match (audio_seconds, f.supplier_rate) {
-        (0, Some(rate)) => price::supplier_cost(prices, usage, images, 0, rate),
+    match audio_seconds {
+        0 => price::supplier_cost(prices, usage, images, 0, rate),
         _ => None,
-    };
-    opstate::Supplier {
-        cost_nanos,
-        earlier: f.earlier.to_vec(),
     }
 }
 

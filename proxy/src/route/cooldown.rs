@@ -321,6 +321,8 @@ mod tests {
             downgrade_pressure: 0.8,
             max_in_flight: None,
             health_recovery_ms: 1,
+            failover_hold_bytes: 0,
+            failover_hold_ms: 0,
         };
         assert_eq!(judge(&resp(200, &[]), &routing), Verdict::Pass);
         assert_eq!(judge(&resp(400, &[]), &routing), Verdict::Pass);

@@ -369,6 +369,7 @@ where
         serve_from_cache: &mut ServeFromCache,
         range_body_filter: &mut proxy_cache::range_filter::RangeBodyFilter,
         response_state: &mut ResponseStateMachine,
+        held: &mut Vec<HttpTask>,
     ) -> Result<Option<bool>>
     where
         SV: ProxyHttp + Send + Sync,
@@ -431,6 +432,28 @@ where
         if !serve_from_cache.should_send_to_downstream() {
             // TODO: need to derive response_done from filtered_tasks in case downstream failed already
             return Ok(None);
+        }
+
+        // Tollgate patch: the response may be held (`ProxyHttp::hold_response`) until the service
+        // lets go of it or it ends; an upstream failure while it is held drops it unwritten.
+        if session.response_written().is_none() && self.inner.hold_response(session, ctx) {
+            if let Some(at) = filtered_tasks
+                .iter()
+                .position(|t| matches!(t, HttpTask::Failed(_)))
+            {
+                held.clear();
+                if let HttpTask::Failed(e) = filtered_tasks.swap_remove(at) {
+                    return Err(e);
+                }
+            }
+            if !filtered_tasks.iter().any(HttpTask::is_end) {
+                held.append(&mut filtered_tasks);
+                return Ok(None);
+            }
+        }
+        if !held.is_empty() {
+            held.append(&mut filtered_tasks);
+            filtered_tasks = std::mem::take(held);
         }
 
         let response_done = session.write_response_tasks(filtered_tasks).await?;
@@ -506,6 +529,8 @@ where
         let mut range_body_filter = proxy_cache::range_filter::RangeBodyFilter::new();
 
         let mut next_upstream_task: Option<HttpTask> = None;
+        // Tollgate patch: the upstream tasks held back (`ProxyHttp::hold_response`).
+        let mut held: Vec<HttpTask> = Vec::new();
 
         /* duplex mode without caching
          * Read body from downstream while reading response from upstream
@@ -628,6 +653,7 @@ where
                             &mut serve_from_cache,
                             &mut range_body_filter,
                             &mut response_state,
+                            &mut held,
                         ).await? else {
                             // nothing sent downstream e.g. serve_from_cache
                             continue;
@@ -653,6 +679,7 @@ where
                             &mut serve_from_cache,
                             &mut range_body_filter,
                             &mut response_state,
+                            &mut held,
                         ).await? else {
                             // nothing sent downstream e.g. serve_from_cache
                             continue;

@@ -482,6 +482,18 @@ pub trait ProxyHttp {
         Ok(None)
     }
 
+    /// Tollgate patch: whether the upstream response is held instead of written downstream yet
+    /// (HTTP/1 upstreams). Asked before anything of the response has been written, after each
+    /// batch of upstream tasks went through the response filters: while it returns true, the
+    /// filtered tasks are kept in memory; once it returns false, or the response ends, they are
+    /// written with the batch. An upstream error while the response is held drops what was held,
+    /// so nothing reached the client ([`Session::response_written`] stays `None`) and
+    /// [Self::error_while_proxy()] may retry the request on another upstream. The caller bounds
+    /// what it holds (the hook decides when to let go). Default: never hold.
+    fn hold_response(&self, _session: &Session, _ctx: &Self::CTX) -> bool {
+        false
+    }
+
     /// Similar to [Self::response_filter()] but for response trailers.
     /// Note, returning an Ok(Some(Bytes)) will result in the downstream response
     /// trailers being written to the response body.

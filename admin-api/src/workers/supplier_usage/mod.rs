@@ -2,7 +2,8 @@
 //! supplier_interval_ms`, for each account with a `usage_report_key` and each of the last
 //! `supplier_days` UTC days, the supplier's own usage report of the day ([`report`]) is compared
 //! per model with what the ledger booked on that account (its usage records of text models: the
-//! calls the completions and messages reports cover). Each day × account × model is written to
+//! calls the completions and messages reports cover, and the attempts calls abandoned on it,
+//! which the supplier served too). Each day × account × model is written to
 //! `supplier_reconciliations` (both sides, the cost of the difference at the supplier's prices,
 //! whether it is beyond `drift_tolerance`), and the metrics say how many are flagged.
 //!
@@ -20,7 +21,7 @@ pub mod report;
 
 use crate::state::AppState;
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
-use entities::{supplier_reconciliations as rec, usage_records};
+use entities::{supplier_attempts, supplier_reconciliations as rec, usage_records};
 use money::NanoUsd;
 use report::Tokens;
 use sea_orm::sea_query::{Expr, Func, OnConflict};
@@ -243,8 +244,8 @@ fn drift_cost(
     NanoUsd::ceil_div(w.checked_mul(rate)?, 1_000_000 * 1_000_000)
 }
 
-/// A model's usage records summed: (model, count, input, output, cached, cache writes, the
-/// hour-long ones).
+/// A model's usage records (or abandoned attempts) summed: (model, count, input, output, cached,
+/// cache writes, the hour-long ones).
 type Sums = (
     String,
     i64,
@@ -255,15 +256,15 @@ type Sums = (
     Option<i64>,
 );
 
-/// The ledger's side of the day starting at `start`: the account's usage records of text models,
-/// summed by served model.
+/// The ledger's side of the day starting at `start`: what the account served of text models —
+/// its usage records, and the attempts calls abandoned on it (the supplier served and counts
+/// them too) — summed by served model.
 async fn ours(
     state: &AppState,
     account: &Account,
     start: DateTime<Utc>,
 ) -> Result<BTreeMap<String, Tokens>, DbErr> {
     use sea_orm::sea_query::ExprTrait;
-    use usage_records::Column as C;
     let text: Vec<&String> = account
         .models
         .iter()
@@ -274,39 +275,67 @@ async fn ours(
                 .is_some_and(|m| m.kind == ModelKind::Text)
         })
         .collect();
-    let sum = |c: C| Func::sum(Expr::col(c)).cast_as("BIGINT");
-    let rows: Vec<Sums> = usage_records::Entity::find()
-        .select_only()
-        .column(C::ModelServed)
-        .column_as(C::Id.count(), "n")
-        .column_as(sum(C::InputTokens), "i")
-        .column_as(sum(C::OutputTokens), "o")
-        .column_as(sum(C::CachedTokens), "c")
-        .column_as(sum(C::CacheWriteTokens), "w")
-        .column_as(sum(C::CacheWrite1hTokens), "h")
-        .filter(C::AccountId.eq(account.id.as_str()))
-        .filter(C::ModelServed.is_in(text))
-        .filter(C::StartedAt.gte(start))
-        .filter(C::StartedAt.lt(start + TimeDelta::days(1)))
-        .group_by(C::ModelServed)
-        .into_tuple()
-        .all(&state.db)
-        .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(model, n, i, o, c, w, h)| {
-            let v = |x: Option<i64>| x.unwrap_or(0);
-            let t = Tokens {
-                requests: Some(n),
-                input: v(i),
-                output: v(o),
-                cached: v(c),
-                cache_write: v(w),
-                cache_write_1h: v(h),
-            };
-            (model, t)
-        })
-        .collect())
+    let end = start + TimeDelta::days(1);
+    let records: Vec<Sums> = {
+        use usage_records::Column as C;
+        let sum = |c: C| Func::sum(Expr::col(c)).cast_as("BIGINT");
+        // Requests the supplier served: a refusal (an error status, a connection that failed)
+        // is not among the requests its report counts.
+        let served = Expr::case(Expr::col(C::Status).lt(400), 1).finally(0);
+        usage_records::Entity::find()
+            .select_only()
+            .column(C::ModelServed)
+            .column_as(Func::sum(served).cast_as("BIGINT"), "n")
+            .column_as(sum(C::InputTokens), "i")
+            .column_as(sum(C::OutputTokens), "o")
+            .column_as(sum(C::CachedTokens), "c")
+            .column_as(sum(C::CacheWriteTokens), "w")
+            .column_as(sum(C::CacheWrite1hTokens), "h")
+            .filter(C::AccountId.eq(account.id.as_str()))
+            .filter(C::ModelServed.is_in(text.clone()))
+            .filter(C::StartedAt.gte(start))
+            .filter(C::StartedAt.lt(end))
+            .group_by(C::ModelServed)
+            .into_tuple()
+            .all(&state.db)
+            .await?
+    };
+    let abandoned: Vec<Sums> = {
+        use supplier_attempts::Column as C;
+        let sum = |c: C| Func::sum(Expr::col(c)).cast_as("BIGINT");
+        supplier_attempts::Entity::find()
+            .select_only()
+            .column(C::Model)
+            .column_as(C::Id.count(), "n")
+            .column_as(sum(C::InputTokens), "i")
+            .column_as(sum(C::OutputTokens), "o")
+            .column_as(sum(C::CachedTokens), "c")
+            .column_as(sum(C::CacheWriteTokens), "w")
+            .column_as(sum(C::CacheWrite1hTokens), "h")
+            .filter(C::AccountId.eq(account.id.as_str()))
+            .filter(C::Outcome.eq(opstate::AttemptOutcome::Abandoned.as_str()))
+            .filter(C::Model.is_in(text))
+            .filter(C::StartedAt.gte(start))
+            .filter(C::StartedAt.lt(end))
+            .group_by(C::Model)
+            .into_tuple()
+            .all(&state.db)
+            .await?
+    };
+    let mut ours: BTreeMap<String, Tokens> = BTreeMap::new();
+    for (model, n, i, o, c, w, h) in records.into_iter().chain(abandoned) {
+        let v = |x: Option<i64>| x.unwrap_or(0);
+        let t = Tokens {
+            requests: Some(n),
+            input: v(i),
+            output: v(o),
+            cached: v(c),
+            cache_write: v(w),
+            cache_write_1h: v(h),
+        };
+        ours.entry(model).or_default().add(&t);
+    }
+    Ok(ours)
 }
 
 /// Writes the checks, one row per day × account × model (a later check of the day replaces it).
