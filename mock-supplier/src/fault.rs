@@ -15,10 +15,11 @@
 //! | `reset_body=S`    | with `status`: OpenAI/Anthropic message `Rate limit reached. Please try again in Ss.`; Gemini `RetryInfo` detail `retryDelay: "Ss"` |
 //! | `stall_ms=N`      | sleep `N` ms before sending response headers (combinable)                 |
 //! | `cut_after=N`     | streaming: send `N` events then abort; non-streaming: half the body, abort |
+//! | `error_after=N`   | streaming: send `N` events, then the format's error event (Anthropic `event: error`, `overloaded_error`; OpenAI `data: {"error": …}`), and end the stream; no effect on non-streaming requests |
 //! | `malformed_sse`   | streaming: start event, `data: {not json`, `garbage line`, one content event |
 //! | `close`           | drop the connection without any response                                  |
 //!
-//! At most one of `status`, `cut_after`, `malformed_sse`, `close` and at most one
+//! At most one of `status`, `cut_after`, `error_after`, `malformed_sse`, `close` and at most one
 //! `stall_ms` may appear; the modifiers require `status`. A spec holding a single
 //! primary item parses to that variant (`status=429;retry_after=7` is one
 //! [`Fault::Status`]); a stall combined with another item parses to
@@ -62,6 +63,13 @@ pub enum Fault {
     /// abort.
     CutAfter {
         /// Number of events sent before the abort.
+        events: usize,
+    },
+    /// Streaming: send this many events, then the format's error event (an
+    /// overloaded supplier mid-stream), then end the stream. No effect on
+    /// non-streaming requests.
+    ErrorAfter {
+        /// Number of events sent before the error event.
         events: usize,
     },
     /// Streaming: emit the start event (chat role chunk, `response.created`,
@@ -213,6 +221,9 @@ impl FromStr for Fault {
                 "cut_after" => Some(Fault::CutAfter {
                     events: number(key, value)?,
                 }),
+                "error_after" => Some(Fault::ErrorAfter {
+                    events: number(key, value)?,
+                }),
                 "malformed_sse" | "close" => {
                     if value.is_some() {
                         return Err(err(format!("`{key}` takes no value")));
@@ -228,7 +239,7 @@ impl FromStr for Fault {
             if let Some(primary) = primary {
                 if items.iter().any(|f| !matches!(f, Fault::Stall { .. })) {
                     return Err(err(
-                        "at most one of status, cut_after, malformed_sse, close may be given",
+                        "at most one of status, cut_after, error_after, malformed_sse, close may be given",
                     ));
                 }
                 items.push(primary);
@@ -286,6 +297,7 @@ impl fmt::Display for Fault {
             }
             Fault::Stall { ms } => write!(f, "stall_ms={ms}"),
             Fault::CutAfter { events } => write!(f, "cut_after={events}"),
+            Fault::ErrorAfter { events } => write!(f, "error_after={events}"),
             Fault::MalformedSse => f.write_str("malformed_sse"),
             Fault::Close => f.write_str("close"),
             Fault::Combined(parts) => {

@@ -82,8 +82,8 @@
 //! choose the fault (`x-mock-fault` header, `none`/empty meaning no fault and
 //! an invalid spec 400; else the instance fault) → `stall_ms` → `close` → API
 //! key (401/403) → `status=` fault → route (404) → required headers, body and
-//! `x-mock-*` header validation (400) → reply, to which `cut_after` /
-//! `malformed_sse` apply. Errors the mock raises itself are in the route's
+//! `x-mock-*` header validation (400) → reply, to which `cut_after`,
+//! `error_after` and `malformed_sse` apply. Errors the mock raises itself are in the route's
 //! error shape.
 //!
 //! # Replies
@@ -132,7 +132,7 @@
 //! `Rate limit reached. Please try again in Ss.`, Gemini a
 //! `details:[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"Ss"}]`.
 //! `cut_after` and `malformed_sse` apply to every stream (Gemini: the SSE
-//! form).
+//! form); `error_after` to OpenAI's and Anthropic's streams.
 //!
 //! Request headers the mock understands: `x-mock-fault`, `x-mock-events`
 //! (pieces, default 5, max 10000), `x-mock-pad-bytes` (bytes of `x` appended to the

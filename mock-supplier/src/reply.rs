@@ -117,6 +117,21 @@ pub(crate) fn sse_event(ty: &str, v: &Value) -> Bytes {
     Bytes::from(format!("event: {ty}\ndata: {v}\n\n"))
 }
 
+/// A stream's error event mid-answer (`error_after`): Anthropic's named `error` event, else
+/// OpenAI's `data: {"error": …}`.
+pub(crate) fn stream_error(anthropic: bool) -> Bytes {
+    match anthropic {
+        true => sse_event(
+            "error",
+            &serde_json::json!({"type": "error",
+                "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ),
+        false => sse_data(&serde_json::json!({"error": {
+            "message": "The server had an error while processing your request.",
+            "type": "server_error", "param": null, "code": null}})),
+    }
+}
+
 /// The first malformed event: a `data:` line that is not JSON.
 pub(crate) const MALFORMED_DATA: &[u8] = b"data: {not json\n\n";
 /// The second malformed event: a line without a `data:` prefix.

@@ -85,6 +85,8 @@ pub(crate) struct Req<'a> {
     pub(crate) body: &'a Bytes,
     /// `cut_after=N` fault.
     pub(crate) cut_after: Option<usize>,
+    /// `error_after=N` fault.
+    pub(crate) error_after: Option<usize>,
     /// `malformed_sse` fault.
     pub(crate) malformed: bool,
 }

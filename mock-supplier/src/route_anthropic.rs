@@ -121,5 +121,9 @@ pub(crate) fn serve(req: &Req<'_>) -> Response {
     if let Some(keep) = req.cut_after {
         events.truncate(keep);
     }
+    if let Some(keep) = req.error_after {
+        events.truncate(keep);
+        events.push(crate::reply::stream_error(true));
+    }
     sse_ok(rec, events, p.delay, cut)
 }

@@ -142,6 +142,10 @@ pub(crate) fn serve(req: &Req<'_>) -> Response {
     if let Some(keep) = req.cut_after {
         events.truncate(keep);
     }
+    if let Some(keep) = req.error_after {
+        events.truncate(keep);
+        events.push(reply::stream_error(false));
+    }
     sse_ok(rec, events, p.delay, cut)
 }
 

@@ -17,7 +17,7 @@
 //! 5. `status=` fault, with the wire format's error body and hint headers;
 //! 6. routing (404), required headers and body validation (400), `x-mock-*`
 //!    header validation (400);
-//! 7. the normal reply, to which `cut_after` / `malformed_sse` apply.
+//! 7. the normal reply, to which `cut_after` / `error_after` / `malformed_sse` apply.
 //!
 //! Every response carries `x-mock-name: <config.name>`.
 
@@ -229,6 +229,10 @@ async fn handle(State(ctx): State<ConnCtx>, req: Request) -> Response {
         body: &body,
         cut_after: match primary {
             Some(Fault::CutAfter { events }) => Some(*events),
+            _ => None,
+        },
+        error_after: match primary {
+            Some(Fault::ErrorAfter { events }) => Some(*events),
             _ => None,
         },
         malformed: primary == Some(&Fault::MalformedSse),

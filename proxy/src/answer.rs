@@ -80,11 +80,15 @@ fn hold(ctx: &RequestCtx, status: http::StatusCode) -> bool {
 }
 
 /// Lets go of a held answer once its content began, or past the bytes or the time it may be
-/// held.
-fn let_go(ctx: &mut RequestCtx) {
+/// held; `true` when the held answer broke instead (the supplier's error event: it stays held,
+/// and the attempt is abandoned).
+fn let_go(ctx: &mut RequestCtx) -> bool {
     let (Some(since), Some(meter)) = (ctx.answer.held_since, ctx.answer.meter.as_deref()) else {
-        return;
+        return false;
     };
+    if meter.errored() {
+        return true;
+    }
     let routing = &ctx.live.settings.routing;
     if meter.began()
         || meter.body_bytes() > routing.failover_hold_bytes
@@ -92,6 +96,7 @@ fn let_go(ctx: &mut RequestCtx) {
     {
         ctx.answer.held_since = None;
     }
+    false
 }
 
 /// Who reads the body (see [`start`]).
@@ -258,13 +263,14 @@ fn image_rewrite(
 /// One chunk of the supplier's body on its way to the client (`end_of_stream`: the last): the
 /// meter reads it (and replaces it by the client's bytes when translating); a rate-limited
 /// answer is replaced at its end by the gateway's own, a reshaped one by its rewrite, a video
-/// task's acceptance by the task's object.
+/// task's acceptance by the task's object. `true`: the answer, held back from the client, broke
+/// with the supplier's error event (the caller fails the attempt over).
 pub(crate) fn body(
     s: &Shared,
     ctx: &mut RequestCtx,
     body: &mut Option<Bytes>,
     end_of_stream: bool,
-) {
+) -> bool {
     if body.as_ref().is_some_and(|b| !b.is_empty()) {
         ctx.answer.ttfb.get_or_insert_with(|| ctx.started.elapsed());
     }
@@ -280,7 +286,7 @@ pub(crate) fn body(
             }
             false => Some(Bytes::new()),
         };
-        return;
+        return false;
     }
     if let Some(meter) = ctx.answer.meter.as_mut() {
         meter.body(body, end_of_stream);
@@ -297,7 +303,7 @@ pub(crate) fn body(
     if let Some(capture) = ctx.answer.batch.as_mut() {
         capture.add(body.as_ref(), end_of_stream);
     }
-    let_go(ctx);
+    let_go(ctx)
 }
 
 /// The response header of a translated answer: the client's content type, and chunked framing

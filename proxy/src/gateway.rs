@@ -165,7 +165,13 @@ impl ProxyHttp for Gateway {
         end_of_stream: bool,
         ctx: &mut Box<RequestCtx>,
     ) -> pingora::Result<Option<Duration>> {
-        crate::answer::body(&self.shared, ctx, body, end_of_stream);
+        if crate::answer::body(&self.shared, ctx, body, end_of_stream) {
+            let e = Error::explain(
+                ErrorType::HTTPStatus(502),
+                "the supplier's stream carried an error before its content; failing over",
+            );
+            return Err(e.into_up());
+        }
         Ok(None)
     }
 

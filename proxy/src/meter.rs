@@ -201,6 +201,11 @@ impl Meter {
         self.answer.text_events() > 0
     }
 
+    /// Whether the stream carried the supplier's error event.
+    pub fn errored(&self) -> bool {
+        self.answer.errored()
+    }
+
     /// The body bytes the supplier sent so far.
     pub fn body_bytes(&self) -> u64 {
         self.answer.bytes()

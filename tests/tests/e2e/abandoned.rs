@@ -191,4 +191,118 @@ async fn an_answer_that_breaks_before_its_content_is_failed_over_and_its_attempt
         left.iter().map(|a| a.input_tokens).sum::<i64>()
     );
     assert!(row.supplier_cost.nanos() > 0);
+    // One customer charge per call: the organization's spend account was posted exactly what
+    // its usage records were charged (the abandoned attempts charged nobody).
+    use admin_api::ledger::{self, AccountRef};
+    let records = entities::usage_records::Entity::find()
+        .all(&db)
+        .await
+        .unwrap();
+    let org = records[0].organization_id;
+    let spent = ledger::balance(&db, &AccountRef::org_spend(org).code)
+        .await
+        .unwrap()
+        .nanos()
+        .abs();
+    assert_eq!(spent, records.iter().map(|r| r.charged_nanos).sum::<i64>());
+}
+
+/// A stream whose supplier sends its error event before any text (an overloaded supplier:
+/// Anthropic's `event: error`, OpenAI's `data: {"error": …}`) is failed over like a cut one: the
+/// client gets the other account's whole stream, without the error.
+#[tokio::test]
+async fn a_stream_error_before_its_content_is_failed_over() {
+    let good = MockSupplier::start(MockConfig::default()).await.unwrap();
+    let breaking = MockSupplier::start(MockConfig::default()).await.unwrap();
+    breaking.set_fault(Some("error_after=1".parse::<Fault>().unwrap()));
+    let db_url = testkit::fresh_database_url().await;
+    let config = TestConfig::embedded()
+        .database(&db_url)
+        .model(Model::gpt_4o_mini())
+        .model(Model::text("claude-x", 3.0, 15.0).family("claude"))
+        .account(Account::openai(
+            "oa-breaking",
+            &breaking.base_url(),
+            &["gpt-4o-mini"],
+        ))
+        .account(Account::openai(
+            "oa-answering",
+            &good.base_url(),
+            &["gpt-4o-mini"],
+        ))
+        .account(Account::anthropic(
+            "an-breaking",
+            &breaking.root_url(),
+            &["claude-x"],
+        ))
+        .account(Account::anthropic(
+            "an-answering",
+            &good.root_url(),
+            &["claude-x"],
+        ))
+        .group(Group::new(1, &["gpt-4o-mini", "claude-x"]))
+        .set("routing", "error_cooldown_ms", 60_000u64);
+    let state = admin_api::AppState::connect(config.settings(), opstate::Stores::memory())
+        .await
+        .unwrap();
+    admin_api::db::migrate(&state.db).await.unwrap();
+    let key = admin_api::demo::quickstart(&state, 1)
+        .await
+        .unwrap()
+        .key
+        .api_key;
+    let app = App::build(config.settings(), Role::Proxy).await.unwrap();
+    let running = app.start();
+    let base = running.base_url().unwrap();
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let cases = [
+        (
+            "/compat/v1/chat/completions",
+            "gpt-4o-mini",
+            "data: [DONE]",
+            "oa",
+        ),
+        ("/v1/messages", "claude-x", "event: message_stop", "an"),
+    ];
+    for (path, model, last, prefix) in cases {
+        let body = json!({"model": model, "max_tokens": 50, "stream": true,
+            "messages": [{"role": "user", "content": "hi"}]});
+        let mut found = None;
+        for _ in 0..40 {
+            let before = breaking.request_count();
+            let resp = http
+                .post(format!("{base}{path}"))
+                .bearer_auth(&key)
+                .header("x-mock-usage", "prompt=1000,completion=5")
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            let id = resp.headers()["x-request-id"].to_str().unwrap().to_string();
+            let text = resp.text().await.unwrap();
+            if breaking.request_count() > before {
+                found = Some((id, status, text));
+                break;
+            }
+        }
+        let (id, status, text) = found.expect("the breaking account is tried");
+        assert_eq!(status, 200, "{model}: {text}");
+        assert!(!text.contains("error"), "{model}: {text}");
+        assert!(text.contains(last), "{model}: {text}");
+        let record = record_of(&state.db, &id).await;
+        assert_eq!(record.account_id, format!("{prefix}-answering"));
+        let left = attempts_of(&state.db, &id).await;
+        assert_eq!(left.len(), 1, "{model}: {left:?}");
+        assert_eq!(
+            (left[0].account_id.clone(), left[0].outcome.as_str()),
+            (format!("{prefix}-breaking"), "abandoned"),
+        );
+        // Anthropic's `message_start` reported the input before the error: exact tokens,
+        // still an estimate of the attempt (its output never came).
+        if prefix == "an" {
+            assert_eq!(left[0].input_tokens, 1_000, "{left:?}");
+        }
+    }
+    running.stop().await.unwrap();
 }

@@ -82,6 +82,9 @@ pub struct Answer {
     text_events: u64,
     /// Body bytes the supplier sent (all of them, also past the caps).
     bytes: u64,
+    /// Stream: the supplier sent an error event (Anthropic's `event: error`, or an event whose
+    /// data is an `{"error": …}` object: OpenAI's and Gemini's).
+    errored: bool,
     finished: bool,
 }
 
@@ -111,6 +114,7 @@ impl Answer {
             skim: None,
             skimmed: false,
             text_events: 0,
+            errored: false,
             bytes: 0,
             finished: false,
         }
@@ -214,6 +218,11 @@ impl Answer {
         self.text_events
     }
 
+    /// Whether the stream carried an error event (the supplier failed mid-answer).
+    pub fn errored(&self) -> bool {
+        self.errored
+    }
+
     /// Body bytes the supplier sent.
     pub fn bytes(&self) -> u64 {
         self.bytes
@@ -250,6 +259,9 @@ impl Answer {
     /// written in the client's format when translating. A skimmed event (one data line past the
     /// cap) is only scanned: its usage counts, its shortened text is not shown.
     fn event(&mut self, event: sse::Event<'_>, out: &mut Vec<u8>) {
+        if error_event(&event) {
+            self.errored = true;
+        }
         let encoder = match &mut self.encoder {
             Some(encoder) if !event.skimmed => encoder,
             _ => {
@@ -272,4 +284,22 @@ impl Answer {
             encoder.complete(out);
         }
     }
+}
+
+/// Whether a stream's event is the supplier's error: named `error` (Anthropic), or data that is
+/// an object whose first key is `error` and holds an object (OpenAI's and Gemini's mid-stream
+/// errors). A few byte comparisons per event, no parse.
+fn error_event(event: &sse::Event<'_>) -> bool {
+    if event.name == b"error" {
+        return true;
+    }
+    fn after<'a>(data: &'a [u8], token: &[u8]) -> Option<&'a [u8]> {
+        data.trim_ascii_start().strip_prefix(token)
+    }
+    // `{`, `"error"`, `:`, then the error object's own `{`.
+    after(event.data, b"{")
+        .and_then(|rest| after(rest, b"\"error\""))
+        .and_then(|rest| after(rest, b":"))
+        .and_then(|rest| after(rest, b"{"))
+        .is_some()
 }

@@ -505,3 +505,31 @@ fn codex_tool_kinds_come_back_as_codex_items() {
         }
     }
 }
+
+/// A stream's error event is noticed whether passed through or translated (Anthropic's named
+/// `error`, an `{"error": …}` data object), and nothing else is taken for one.
+#[test]
+fn error_events_are_noticed() {
+    use crate::response::Answer;
+    let anthropic = named(&[
+        json!({"type": "message_start", "message": {"usage": {"input_tokens": 5}}}),
+        json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    ]);
+    let openai = "data: { \"error\": {\"message\": \"boom\", \"type\": \"server_error\"}}\n\n";
+    let fine = sse(&[
+        json!({"choices": [{"delta": {"content": "error"}}]}),
+        json!({"id": "x", "error": null}),
+    ]);
+    for (supplier, body, errored) in [
+        (Format::Messages, anthropic.as_str(), true),
+        (Format::Chat, openai, true),
+        (Format::Chat, fine.as_str(), false),
+    ] {
+        let mut passed = Answer::pass(supplier, true);
+        passed.feed(body.as_bytes());
+        assert_eq!(passed.errored(), errored, "{body}");
+        let mut translated = translator(supplier, Format::Responses, true);
+        translated.feed(body.as_bytes());
+        assert_eq!(translated.errored(), errored, "{body}");
+    }
+}
