@@ -86,6 +86,22 @@ pub enum Fault {
 }
 
 impl Fault {
+    /// `cut_after=N`: N.
+    pub(crate) fn cut_after(&self) -> Option<usize> {
+        match self {
+            Fault::CutAfter { events } => Some(*events),
+            _ => None,
+        }
+    }
+
+    /// `error_after=N`: N.
+    pub(crate) fn error_after(&self) -> Option<usize> {
+        match self {
+            Fault::ErrorAfter { events } => Some(*events),
+            _ => None,
+        }
+    }
+
     /// A plain status fault without modifiers.
     pub fn status(code: u16) -> Fault {
         Fault::Status {

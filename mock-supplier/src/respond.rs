@@ -92,6 +92,20 @@ pub(crate) struct Req<'a> {
 }
 
 impl Req<'_> {
+    /// A stream's events as its fault makes them: the first `cut_after` (then the connection is
+    /// cut), or the first `error_after` and the format's error event (`anthropic`: Anthropic's).
+    pub(crate) fn fault_events(&self, events: &mut Vec<Bytes>, anthropic: bool) {
+        if let Some(keep) = self.cut_after {
+            events.truncate(keep);
+        }
+        if let Some(keep) = self.error_after {
+            events.truncate(keep);
+            events.push(crate::reply::stream_error(anthropic));
+        }
+    }
+}
+
+impl Req<'_> {
     /// The value of query parameter `name` (not percent-decoded).
     pub(crate) fn query_param(&self, name: &str) -> Option<&str> {
         self.query?

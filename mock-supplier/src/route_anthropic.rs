@@ -118,12 +118,6 @@ pub(crate) fn serve(req: &Req<'_>) -> Response {
     } else {
         reply.anthropic_stream()
     };
-    if let Some(keep) = req.cut_after {
-        events.truncate(keep);
-    }
-    if let Some(keep) = req.error_after {
-        events.truncate(keep);
-        events.push(crate::reply::stream_error(true));
-    }
+    req.fault_events(&mut events, true);
     sse_ok(rec, events, p.delay, cut)
 }

@@ -139,13 +139,7 @@ pub(crate) fn serve(req: &Req<'_>) -> Response {
         (Api::Responses, false, false) => reply.response_stream(),
         (Api::Responses, false, true) => reply.tool_response_stream(),
     };
-    if let Some(keep) = req.cut_after {
-        events.truncate(keep);
-    }
-    if let Some(keep) = req.error_after {
-        events.truncate(keep);
-        events.push(reply::stream_error(false));
-    }
+    req.fault_events(&mut events, false);
     sse_ok(rec, events, p.delay, cut)
 }
 

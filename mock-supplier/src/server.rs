@@ -227,14 +227,8 @@ async fn handle(State(ctx): State<ConnCtx>, req: Request) -> Response {
         query,
         headers,
         body: &body,
-        cut_after: match primary {
-            Some(Fault::CutAfter { events }) => Some(*events),
-            _ => None,
-        },
-        error_after: match primary {
-            Some(Fault::ErrorAfter { events }) => Some(*events),
-            _ => None,
-        },
+        cut_after: primary.and_then(|f| f.cut_after()),
+        error_after: primary.and_then(|f| f.error_after()),
         malformed: primary == Some(&Fault::MalformedSse),
     };
     // The usage reports (either format's path), then the format's routes.
