@@ -32,6 +32,9 @@ pub enum AccountKind {
     PartnerUsagePayable,
     OrgWallet,
     OrgSpend,
+    /// An organization's money moved to another region than its home (issue 48:
+    /// `crate::regions`).
+    OrgAllowance,
 }
 
 impl AccountKind {
@@ -45,6 +48,7 @@ impl AccountKind {
             AccountKind::PartnerUsagePayable => "partner_usage_payable",
             AccountKind::OrgWallet => "org_wallet",
             AccountKind::OrgSpend => "org_spend",
+            AccountKind::OrgAllowance => "org_allowance",
         }
     }
 }
@@ -103,6 +107,15 @@ impl AccountRef {
         AccountRef {
             code: format!("org:{o}:wallet"),
             kind: AccountKind::OrgWallet,
+            partner_id: None,
+            organization_id: Some(o),
+        }
+    }
+    /// `org:O:allowance:R`: what organization `o` may spend in region `region` (issue 48).
+    pub fn org_allowance(o: i64, region: &str) -> AccountRef {
+        AccountRef {
+            code: format!("org:{o}:allowance:{region}"),
+            kind: AccountKind::OrgAllowance,
             partner_id: None,
             organization_id: Some(o),
         }

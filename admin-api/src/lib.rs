@@ -30,6 +30,7 @@ pub mod partner;
 pub mod payments;
 pub mod pricing;
 pub mod refusal;
+pub mod regions;
 pub mod services;
 pub mod state;
 pub mod task_book;

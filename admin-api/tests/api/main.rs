@@ -37,6 +37,7 @@ mod openapi;
 mod partitions;
 mod payments;
 mod proof;
+mod regions;
 mod requests;
 mod rules;
 mod security;
