@@ -86,6 +86,21 @@ async fn record_of(
 /// The secret of a key of a new, active organization ("Other"), in group 1, written to the
 /// ledger at `db` and published to `keys` (a gateway started afterwards also finds it in the
 /// ledger).
+/// The attempts a call moved on from (issue 47), in order.
+async fn attempts_of(
+    db: &sea_orm::DatabaseConnection,
+    request_id: &str,
+) -> Vec<entities::supplier_attempts::Model> {
+    use entities::supplier_attempts as sa;
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+    sa::Entity::find()
+        .filter(sa::Column::RequestId.eq(request_id))
+        .order_by_asc(sa::Column::Attempt)
+        .all(db)
+        .await
+        .unwrap()
+}
+
 async fn key_of_another_organization(
     db: &sea_orm::DatabaseConnection,
     keys: &dyn opstate::KeyDirectory,

@@ -6,7 +6,7 @@
 //! under a call's bounds) and its cost at the supplier's prices, counted in the margin report and
 //! the `/metrics` counters.
 
-use super::record_of;
+use super::{attempts_of, record_of};
 use mock_supplier::{Fault, MockConfig, MockHandle, MockSupplier};
 use serde_json::{Value, json};
 use testkit::{Account, Group, Model, TestConfig};
@@ -14,35 +14,20 @@ use tollgate::{App, Role};
 
 const MTOK: i64 = 1_000_000;
 
-async fn attempts_of(
-    db: &sea_orm::DatabaseConnection,
-    request_id: &str,
-) -> Vec<entities::supplier_attempts::Model> {
-    use entities::supplier_attempts as sa;
-    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
-    sa::Entity::find()
-        .filter(sa::Column::RequestId.eq(request_id))
-        .order_by_asc(sa::Column::Attempt)
-        .all(db)
-        .await
-        .unwrap()
-}
-
-/// Calls until the breaking account has been tried (each call's account order is its own);
-/// returns that call's request id, status and body.
+/// Calls `path` until the breaking account has been tried (each call's account order is its
+/// own); returns that call's request id, status and body.
 async fn until_broken(
-    http: &reqwest::Client,
-    base: &str,
-    key: &str,
+    (http, base, key): (&reqwest::Client, &str, &str),
+    (path, usage): (&str, &str),
     body: &Value,
     breaking: &MockHandle,
 ) -> (String, u16, String) {
     for _ in 0..40 {
         let before = breaking.request_count();
         let resp = http
-            .post(format!("{base}/compat/v1/chat/completions"))
+            .post(format!("{base}{path}"))
             .bearer_auth(key)
-            .header("x-mock-usage", "prompt=1000,completion=500")
+            .header("x-mock-usage", usage)
             .json(body)
             .send()
             .await
@@ -109,7 +94,13 @@ async fn an_answer_that_breaks_before_its_content_is_failed_over_and_its_attempt
         let mut body = json!({"model": "gpt-4o-mini", "max_tokens": 50,
             "messages": [{"role": "user", "content": "hi"}]});
         body["stream"] = json!(stream);
-        let (id, status, text) = until_broken(&http, &base, &key, &body, &breaking).await;
+        let (id, status, text) = until_broken(
+            (&http, &base, &key),
+            ("/compat/v1/chat/completions", "prompt=1000,completion=500"),
+            &body,
+            &breaking,
+        )
+        .await;
         abandoned += 1;
         // The client got the answering account's whole answer, nothing of the broken one.
         assert_eq!(status, 200, "{name}: {text}");
@@ -267,26 +258,8 @@ async fn a_stream_error_before_its_content_is_failed_over() {
     for (path, model, last, prefix) in cases {
         let body = json!({"model": model, "max_tokens": 50, "stream": true,
             "messages": [{"role": "user", "content": "hi"}]});
-        let mut found = None;
-        for _ in 0..40 {
-            let before = breaking.request_count();
-            let resp = http
-                .post(format!("{base}{path}"))
-                .bearer_auth(&key)
-                .header("x-mock-usage", "prompt=1000,completion=5")
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            let status = resp.status().as_u16();
-            let id = resp.headers()["x-request-id"].to_str().unwrap().to_string();
-            let text = resp.text().await.unwrap();
-            if breaking.request_count() > before {
-                found = Some((id, status, text));
-                break;
-            }
-        }
-        let (id, status, text) = found.expect("the breaking account is tried");
+        let call = (path, "prompt=1000,completion=5");
+        let (id, status, text) = until_broken((&http, &base, &key), call, &body, &breaking).await;
         assert_eq!(status, 200, "{model}: {text}");
         assert!(!text.contains("error"), "{model}: {text}");
         assert!(text.contains(last), "{model}: {text}");

@@ -7,26 +7,12 @@
 //! retail to what the organizations' spend accounts were posted, wholesale to what the partner
 //! owes — and the `/metrics` counters say the same.
 
-use super::{key_of_another_organization, record_of};
+use super::{attempts_of, key_of_another_organization, record_of};
 use mock_supplier::{Fault, MockConfig, MockSupplier};
 use money::NanoUsd;
 use serde_json::{Value, json};
 use testkit::{Account, Group, Model, TestConfig};
 use tollgate::{App, Role};
-
-async fn attempts_of(
-    db: &sea_orm::DatabaseConnection,
-    request_id: &str,
-) -> Vec<entities::supplier_attempts::Model> {
-    use entities::supplier_attempts as sa;
-    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
-    sa::Entity::find()
-        .filter(sa::Column::RequestId.eq(request_id))
-        .order_by_asc(sa::Column::Attempt)
-        .all(db)
-        .await
-        .unwrap()
-}
 
 /// A chat call; returns its request id and whether the refusing account was tried.
 async fn chat(
