@@ -226,4 +226,76 @@ mod tests {
         );
         assert!(results(&json!({"error": "x"}), false).is_err());
     }
+
+    /// A local supplier answering every request with `answer` (a whole HTTP response), counting
+    /// the requests; its base URL.
+    async fn supplier(
+        answer: Vec<u8>,
+    ) -> (
+        String,
+        std::sync::Arc<std::sync::atomic::AtomicUsize>,
+        tokio::task::JoinSet<()>,
+    ) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}/v1", listener.local_addr().unwrap());
+        let asked = std::sync::Arc::new(AtomicUsize::new(0));
+        let count = asked.clone();
+        let mut served = tokio::task::JoinSet::new();
+        served.spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                let mut request = [0u8; 4096];
+                let _ = socket.read(&mut request).await;
+                let _ = socket.write_all(&answer).await;
+                let _ = socket.shutdown().await;
+            }
+        });
+        (base, asked, served)
+    }
+
+    fn http(status: &str, body: &[u8]) -> Vec<u8> {
+        let mut out = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        out.extend_from_slice(body);
+        out
+    }
+
+    async fn read_from(base: &str) -> Result<BTreeMap<String, Tokens>, String> {
+        let settings = testkit::TestConfig::embedded()
+            .model(testkit::Model::gpt_4o_mini())
+            .account(
+                testkit::Account::openai("oa", base, &["gpt-4o-mini"])
+                    .line("usage_report_key = \"sk-admin\""),
+            )
+            .group(testkit::Group::new(1, &["gpt-4o-mini"]))
+            .settings();
+        let account = settings.account("oa").unwrap();
+        let report = account.usage_report.as_ref().unwrap();
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        read(&client, account, report, DateTime::<Utc>::UNIX_EPOCH).await
+    }
+
+    /// A report that never ends is read `MAX_PAGES` pages and refused; one larger than
+    /// `MAX_BYTES` is refused; an error status is named.
+    #[tokio::test]
+    async fn a_report_past_its_caps_is_refused() {
+        let endless = json!({"object": "page", "data": [], "has_more": true, "next_page": "p"});
+        let (base, asked, _serving) =
+            supplier(http("200 OK", endless.to_string().as_bytes())).await;
+        let e = read_from(&base).await.unwrap_err();
+        assert!(e.contains("more than 20 pages"), "{e}");
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), MAX_PAGES);
+        let huge = vec![b' '; MAX_BYTES + 1];
+        let (base, _, _huge) = supplier(http("200 OK", &huge)).await;
+        let e = read_from(&base).await.unwrap_err();
+        assert!(e.contains("larger than"), "{e}");
+        let (base, _, _refusing) = supplier(http("401 Unauthorized", br#"{"error":"no"}"#)).await;
+        let e = read_from(&base).await.unwrap_err();
+        assert!(e.contains("401"), "{e}");
+    }
 }
