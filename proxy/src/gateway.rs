@@ -187,7 +187,11 @@ impl ProxyHttp for Gateway {
         _client_reused: bool,
     ) -> Box<Error> {
         let mut e = e.more_context(format!("peer: {peer}"));
-        let held = ctx.answer.held_since.is_some() && session.response_written().is_none();
+        // Only the supplier's side breaking abandons a held answer: a client gone meanwhile (a
+        // downstream error) must not send the call to another supplier.
+        let held = ctx.answer.held_since.is_some()
+            && session.response_written().is_none()
+            && *e.esource() == pingora::ErrorSource::Upstream;
         let status = ctx.answer.status;
         let abandoned = held && attempt::abandon(&self.shared, ctx, status);
         e.set_retry(std::mem::take(&mut ctx.attempts.status_failover) || abandoned);
