@@ -47,6 +47,8 @@ pub struct Meters {
     pub settlement_lag: Gauge,
     /// Usage events appended and not yet settled (the reconciler's pass).
     pub backlog: IntGauge,
+    /// The usage streams this process's settler leases now (issue 48).
+    pub settler_streams: IntGauge,
     /// Organizations holding money for calls in progress, and the sum they hold, USD.
     pub wallets_holding: IntGauge,
     pub holds_reserved: Gauge,
@@ -157,6 +159,14 @@ impl Meters {
                     "Usage events appended and not yet settled",
                 ),
             )?,
+            settler_streams: build(
+                &r,
+                &mut all,
+                IntGauge::new(
+                    "settler_streams",
+                    "Usage streams this process's settler leases now",
+                ),
+            )?,
             wallets_holding: build(
                 &r,
                 &mut all,
@@ -258,6 +268,12 @@ impl Meters {
                 }
             }
         }
+    }
+
+    /// The settler now leases `n` usage streams.
+    pub fn settler_streams(&self, n: usize) {
+        self.settler_streams
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     /// Counts the usage records a settler batch booked: `(event, charged)` each.

@@ -5,7 +5,7 @@
 //!
 //! Each is what [`crate::Cooldowns`], [`crate::Slots`], [`crate::Wallets`] and
 //! [`crate::UsageStream`] do one by one, with the same rules; the Redis backend runs each as one
-//! versioned script (`admit.v4`, `finish.v4`), so a call costs two round trips to the store
+//! versioned script (`admit.v4`, `finish.v5`), so a call costs two round trips to the store
 //! instead of seven.
 //!
 //! Admission also checks the call's limits besides its account's capacity ([`Limits`]): gates
@@ -141,6 +141,18 @@ pub trait Calls: Send + Sync {
     /// or lost charges nothing: the event then carries the cost as excess. The event is appended
     /// whatever the settlement; when this returns `Ok`, it survives the caller's death.
     async fn finish(&self, finish: Finish<'_>) -> StoreResult<Option<Settlement>>;
+
+    /// The reconciler's resolution of an expired hold, in one step (issue 48): settles hold
+    /// `hold_id` of `org` at `cost` and, only when this settlement charged it, appends `event`
+    /// with what it charged. A hold its gateway settled meanwhile already has that gateway's
+    /// event; a failover keeps or loses the settlement and its event together.
+    async fn resolve(
+        &self,
+        org: i64,
+        hold_id: &str,
+        cost: NanoUsd,
+        event: &UsageEvent,
+    ) -> StoreResult<Settlement>;
 }
 
 /// What a settlement charged: (charged, excess) for a call of `cost`.

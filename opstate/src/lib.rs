@@ -25,6 +25,7 @@ mod counters;
 mod error;
 mod key_cache;
 mod keys;
+pub mod leases;
 mod media;
 mod memory;
 mod memory_calls;
@@ -55,6 +56,7 @@ pub use counters::{WindowCounters, WindowHit};
 pub use error::{StoreError, StoreResult};
 pub use key_cache::{CachedKeys, KeyCache};
 pub use keys::{KeyDirectory, KeyLimits, KeyPermissions, KeyRecord};
+pub use leases::StreamLeases;
 pub use media::{MEMORY_MEDIA_CAP, Media, MediaFile};
 pub use memory::MemoryStore;
 pub use redis_store::{Conn, RedisStore};
@@ -65,7 +67,7 @@ pub use tasks::{
 };
 pub use usage::{
     AttemptOutcome, BatchRef, EarlierAttempt, Measurement, Served, StreamEntry, Supplier,
-    UsageEvent, UsageStream,
+    UsageEvent, UsageStream, moved_homes,
 };
 pub use wallets::{
     Adjustment, Confirmation, ExpiredHold, HoldMeta, Reservation, Settlement, WalletSnapshot,
@@ -87,6 +89,8 @@ pub struct Stores {
     pub media: Arc<dyn Media>,
     /// A call's admission and end, each one round trip ([`Calls`]).
     pub calls: Arc<dyn Calls>,
+    /// The settlers' leases on the usage streams (`leases`).
+    pub leases: Arc<dyn StreamLeases>,
     /// The store is this process's own memory: it cannot lose its data while the process lives
     /// (and is gone with it).
     pub in_process: bool,
@@ -110,6 +114,7 @@ impl Stores {
             sessions: m.clone(),
             slots: m.clone(),
             media: m.clone(),
+            leases: m.clone(),
             calls: m,
             in_process: true,
         }
@@ -150,6 +155,7 @@ impl Stores {
             sessions: r.clone(),
             slots: r.clone(),
             media: r.clone(),
+            leases: r.clone(),
             calls: r,
             in_process: false,
         }

@@ -41,6 +41,10 @@ pub trait Media: Send + Sync {
 
     /// Forgets the file of `id` (nothing when there is none).
     async fn remove(&self, id: &str) -> StoreResult<()>;
+
+    /// Keeps the file of `id` for `ttl` from now, only while it is alive and its content type is
+    /// `content_type` (a claim still unanswered): `Ok(false)` when it is gone or was replaced.
+    async fn touch(&self, id: &str, content_type: &str, ttl: Duration) -> StoreResult<bool>;
 }
 
 /// The stored form of a file: the content type, a NUL byte, the bytes (content types never

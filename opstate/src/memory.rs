@@ -42,6 +42,8 @@ pub struct MemoryStore {
     pub(crate) minutes: Mutex<HashMap<String, (Instant, u32)>>,
     /// Hosted media: id → (file, expiry).
     pub(crate) media: Mutex<HashMap<String, (MediaFile, Instant)>>,
+    /// The usage stream's settler leases (`crate::leases`).
+    pub(crate) leases: Mutex<crate::leases::MemoryLeases>,
 }
 
 /// A monotonic instant and the wall-clock time at it.
@@ -509,5 +511,20 @@ impl Media for MemoryStore {
             .map_err(|_| StoreError::Unavailable("media lock poisoned".into()))?
             .remove(id);
         Ok(())
+    }
+
+    async fn touch(&self, id: &str, content_type: &str, ttl: Duration) -> StoreResult<bool> {
+        let mut m = self
+            .media
+            .lock()
+            .map_err(|_| StoreError::Unavailable("media lock poisoned".into()))?;
+        let now = self.now();
+        match m.get_mut(id) {
+            Some((file, until)) if *until > now && file.content_type == content_type => {
+                *until = now + ttl;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 }

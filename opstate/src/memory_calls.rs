@@ -148,4 +148,23 @@ impl Calls for MemoryStore {
         }
         Ok(settlement)
     }
+
+    async fn resolve(
+        &self,
+        org: i64,
+        hold_id: &str,
+        cost: money::NanoUsd,
+        event: &crate::UsageEvent,
+    ) -> StoreResult<Settlement> {
+        let settlement = self.settle(org, hold_id, cost).await?;
+        if let Settlement::Settled {
+            charged, excess, ..
+        } = settlement
+        {
+            let mut event = event.clone();
+            (event.charged_nanos, event.excess_nanos) = (charged, excess);
+            self.append(&event).await?;
+        }
+        Ok(settlement)
+    }
 }

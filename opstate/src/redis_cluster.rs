@@ -13,7 +13,7 @@
 //! never at stake: the hold is one atomic step on the organization's slot, as on one server.
 //!
 //! **A call's end** settles the hold and appends the usage event in one step on the money slot
-//! (`finish.v4` with no account slot), so a usage record is never lost nor written twice for a
+//! (`finish.v5` with no account slot), so a usage record is never lost nor written twice for a
 //! settled hold; the account's slot and the gates' are given back beside it (a failure there is
 //! logged: they expire after the slot TTL).
 //!
@@ -293,19 +293,39 @@ impl RedisStore {
         min_idle: Duration,
         own: bool,
     ) -> StoreResult<(Vec<StreamEntry>, bool)> {
+        let all: Vec<usize> = (0..self.schema.usage_streams().len()).collect();
+        self.claim_leased(consumer, &all, |_| min_idle, max, own)
+            .await
+    }
+
+    /// Claims from the usage streams `which` in turn (each with its own idle time), each claim
+    /// starting one stream further, until `max` entries (ids written `i/ID`).
+    pub(crate) async fn claim_leased(
+        &self,
+        consumer: &str,
+        which: &[usize],
+        min_idle: impl Fn(usize) -> Duration,
+        max: usize,
+        own: bool,
+    ) -> StoreResult<(Vec<StreamEntry>, bool)> {
         let streams = self.schema.usage_streams();
+        let which: Vec<usize> = which
+            .iter()
+            .copied()
+            .filter(|&i| i < streams.len())
+            .collect();
         let start = self.next_stream.fetch_add(1, Ordering::Relaxed);
         let mut out = Vec::new();
         let mut more = false;
-        for k in 0..streams.len() {
+        for k in 0..which.len() {
             if out.len() >= max {
                 // Streams not read this time may still hold this consumer's own entries.
                 more |= own;
                 break;
             }
-            let i = (start + k) % streams.len();
+            let i = which[(start + k) % which.len()];
             let (claimed, rest) = self
-                .claim_stream(&streams[i], consumer, max - out.len(), min_idle, own)
+                .claim_stream(&streams[i], consumer, max - out.len(), min_idle(i), own)
                 .await?;
             more |= rest;
             out.extend(claimed.into_iter().map(|e| StreamEntry {

@@ -61,4 +61,21 @@ impl Media for RedisStore {
         let _: () = conn.del(self.schema.media(id)).await?;
         Ok(())
     }
+
+    async fn touch(&self, id: &str, content_type: &str, ttl: Duration) -> StoreResult<bool> {
+        let mut conn = self.conn.clone();
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let kept: i64 = TOUCH
+            .key(self.schema.media(id))
+            .arg(format!("{content_type}\0"))
+            .arg(ms)
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(kept == 1)
+    }
 }
+
+/// `touch` in one step: the TTL moves only while the stored file starts with its content type
+/// and the NUL that ends it (`crate::media::encode`).
+static TOUCH: std::sync::LazyLock<redis::Script> =
+    std::sync::LazyLock::new(|| redis::Script::new(include_str!("lua/media_touch.v1.lua")));

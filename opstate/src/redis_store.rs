@@ -50,7 +50,7 @@ pub(crate) static ADMIT: LazyLock<Script> =
     LazyLock::new(|| Script::new(with_hold_rules!("lua/admit.v4.lua")));
 
 pub(crate) static FINISH: LazyLock<Script> =
-    LazyLock::new(|| Script::new(with_hold_rules!("lua/finish.v4.lua")));
+    LazyLock::new(|| Script::new(with_hold_rules!("lua/finish.v5.lua")));
 
 /// Redis Cluster (`redis_cluster.rs`): a call's per-minute count, taken and given back, on the
 /// counter's own slot.
@@ -284,7 +284,7 @@ impl RedisStore {
                 })?;
                 let mut event: UsageEvent = serde_json::from_str(&json)
                     .map_err(|e| StoreError::Corrupt(format!("usage entry {}: {e}", entry.id)))?;
-                // Appended by finish.v4: what the settlement charged, beside the event.
+                // Appended by finish.v5: what the settlement charged, beside the event.
                 if let (Some(c), Some(x)) = (entry.get::<i64>("c"), entry.get::<i64>("x")) {
                     event.charged_nanos = NanoUsd::from_nanos(c);
                     event.excess_nanos = NanoUsd::from_nanos(x);

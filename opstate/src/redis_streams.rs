@@ -101,6 +101,34 @@ impl UsageStream for RedisStore {
             .await
     }
 
+    async fn claim_from(
+        &self,
+        consumer: &str,
+        streams: &[usize],
+        taken: &[usize],
+        max: usize,
+        min_idle: Duration,
+    ) -> StoreResult<Vec<StreamEntry>> {
+        let idle = |i: usize| {
+            if taken.contains(&i) {
+                Duration::ZERO
+            } else {
+                min_idle
+            }
+        };
+        if self.schema.is_cluster() {
+            return self
+                .claim_marked(|own| self.claim_leased(consumer, streams, idle, max, own))
+                .await;
+        }
+        if !streams.contains(&0) {
+            return Ok(Vec::new());
+        }
+        let stream = self.schema.usage_stream(0);
+        self.claim_marked(|own| self.claim_stream(&stream, consumer, max, idle(0), own))
+            .await
+    }
+
     async fn ack(&self, ids: &[String]) -> StoreResult<()> {
         if ids.is_empty() {
             return Ok(());

@@ -22,6 +22,8 @@
 //! | `{prefix}{cd:ACCOUNT}` | string with TTL | the supplier account is cooling until the key expires |
 //! | `{prefix}{media}:ID` | string with TTL | a hosted file: content type, NUL, bytes |
 //! | `{prefix}{usage}` | stream | usage events (field `e`: JSON [`crate::UsageEvent`]), consumer group `settler` |
+//! | `{prefix}{usage}:lease` | string with TTL | the settler reading the stream (`crate::leases`) |
+//! | `{prefix}{settlers}` | sorted set | live settlers (id → when its heartbeat lapses, ms) |
 //!
 //! The prefix must not contain `{` or `}`: the hash tags above decide the cluster slot.
 
@@ -54,6 +56,7 @@ impl KeySchema {
     /// | an organization's wallet keys | `{prefix}{m:K}:org:N:wallet` (…`:holds`, `:adjusted`, `:holdmeta`, `:confirmed`, `:spend`), K = N mod [`MONEY_SLOTS`] |
     /// | the reconciler's work list | `{prefix}{m:K}:holding`, one per money slot |
     /// | the usage stream | `{prefix}{m:K}:usage`, one per money slot: a call's end settles its hold and appends its usage event in one step, on its organization's money slot |
+    /// | a usage stream's lease | `{prefix}{m:K}:lease` |
     /// | an account's cooldown and slots | `{prefix}{a:ACCOUNT}:cd`, `{prefix}{a:ACCOUNT}:slots`: one slot per account, so its cooldown is read and a slot taken in one step |
     ///
     /// Every other key is the same as on one server (each already alone on its slot).
@@ -186,6 +189,20 @@ impl KeySchema {
     /// is written `i/ID` on a cluster.
     pub fn usage_streams(&self) -> Vec<String> {
         self.per_money_slot("usage", self.usage_stream(0))
+    }
+
+    /// The live settlers' heartbeats (`crate::leases`).
+    pub fn settlers(&self) -> String {
+        format!("{}{{settlers}}", self.prefix)
+    }
+
+    /// The lease of usage stream `i` (of [`KeySchema::usage_streams`]), on the stream's own slot.
+    pub fn stream_lease(&self, i: usize) -> String {
+        if self.cluster {
+            self.money_key(u32::try_from(i).unwrap_or(0), "lease")
+        } else {
+            format!("{}{{usage}}:lease", self.prefix)
+        }
     }
 
     /// A key in organization `org`'s money slot that nothing stores: the finish script's

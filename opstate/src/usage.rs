@@ -190,6 +190,25 @@ pub struct BatchRef {
     pub line: u32,
 }
 
+/// Compares which server keeps each usage stream (`now`, from [`UsageStream::homes`]) with
+/// `last` (updated): the streams whose server changed. A server that did not answer (`None`)
+/// keeps its last known identity; the first answer (or a new layout) changes nothing.
+pub fn moved_homes(last: &mut Vec<Option<String>>, now: Vec<Option<String>>) -> Vec<usize> {
+    if last.len() != now.len() {
+        *last = now;
+        return Vec::new();
+    }
+    let mut moved = Vec::new();
+    for (i, (was, is)) in last.iter_mut().zip(now).enumerate() {
+        let Some(is) = is else { continue };
+        if was.as_ref().is_some_and(|was| *was != is) {
+            moved.push(i);
+        }
+        *was = Some(is);
+    }
+    moved
+}
+
 /// A claimed stream entry: acknowledge `id` once the event is durably recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamEntry {
@@ -211,6 +230,29 @@ pub trait UsageStream: Send + Sync {
         max: usize,
         min_idle: Duration,
     ) -> StoreResult<Vec<StreamEntry>>;
+
+    /// Claims as [`UsageStream::claim`] does, from the streams `streams` only (indices below
+    /// `crate::StreamLeases::stream_count`: those a settler leases). Of the streams in `taken`
+    /// (just leased: their former reader is gone) every pending entry is claimed at once,
+    /// whoever it was delivered to. One stream (this default): [`UsageStream::claim`].
+    async fn claim_from(
+        &self,
+        consumer: &str,
+        streams: &[usize],
+        taken: &[usize],
+        max: usize,
+        min_idle: Duration,
+    ) -> StoreResult<Vec<StreamEntry>> {
+        if !streams.contains(&0) {
+            return Ok(Vec::new());
+        }
+        let idle = if taken.contains(&0) {
+            Duration::ZERO
+        } else {
+            min_idle
+        };
+        self.claim(consumer, max, idle).await
+    }
 
     /// Acknowledges entries: they are removed and never delivered again.
     async fn ack(&self, ids: &[String]) -> StoreResult<()>;

@@ -22,7 +22,8 @@
 //! `batch_line_interrupted` as its answer (what was served is charged, as for any cut call).
 
 pub(crate) use crate::batch_line::Line;
-use crate::batch_line::{ANSWER_TTL, ANSWERED, answer_kept, store_id};
+use crate::batch_line::{ANSWER_TTL, ANSWERED, CLAIM_TTL, CLAIMED, answer_kept, store_id};
+use crate::batch_line::renew_claims_once;
 use crate::ctx::RequestCtx;
 use crate::errors::{GatewayError, Surface};
 use crate::shared::Shared;
@@ -32,11 +33,21 @@ use pingora::http::RequestHeader;
 use pingora::proxy::Session;
 use std::time::Duration;
 
-/// How long a claim lasts without an answer: longer than any call may take (a gateway that
-/// died mid-line lets the line be served again after it).
-pub(crate) const CLAIM_TTL: Duration = Duration::from_secs(15 * 60);
-/// The content type of a claim that has no answer yet.
-const CLAIMED: &str = "tollgate/batch-line-claimed";
+/// How often the claims of the lines this gateway serves are renewed: two renewals may fail in
+/// a row before a claim lapses.
+const CLAIM_RENEW: Duration = Duration::from_secs(10);
+
+/// Renews the claims of [`crate::batch_line::LiveClaims`] every [`CLAIM_RENEW`] until `shutdown` turns true, so a
+/// live call keeps its line however long it takes ([`CLAIM_TTL`]).
+pub(crate) async fn renew_claims(s: &Shared, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => return,
+            _ = tokio::time::sleep(CLAIM_RENEW) => {}
+        }
+        renew_claims_once(&s.live_claims, s.stores().media.as_ref()).await;
+    }
+}
 
 /// The batch line `header` carries, verified; `None` without the header; 401 for one that does
 /// not verify.
@@ -104,6 +115,7 @@ pub(crate) async fn claim(
         })?;
     let Some(kept) = before else {
         line.claimed = true;
+        s.live_claims.insert(store_id(&line.request_id));
         return Ok(Claimed::Fresh);
     };
     if kept.content_type == crate::batch_line::HELD {
@@ -119,7 +131,9 @@ pub(crate) async fn refused(s: &Shared, ctx: &mut RequestCtx) {
         return;
     };
     line.claimed = false;
-    if let Err(e) = s.stores().media.remove(&store_id(&line.request_id)).await {
+    let id = store_id(&line.request_id);
+    s.live_claims.remove(&id);
+    if let Err(e) = s.stores().media.remove(&id).await {
         // The claim lapses by itself (`CLAIM_TTL`).
         tracing::warn!(error = %e, "could not give a batch line's claim back");
     }
@@ -133,6 +147,7 @@ pub(crate) async fn ended(s: &Shared, ctx: &mut RequestCtx) {
         return;
     };
     let id = store_id(&line.request_id);
+    s.live_claims.remove(&id);
     let kept = match ctx.answer.batch.take() {
         None => None,
         Some(c) if c.complete && !c.overflow => Some((c.status, Bytes::from(c.body))),
@@ -156,5 +171,50 @@ pub(crate) async fn ended(s: &Shared, ctx: &mut RequestCtx) {
     if let Err(e) = written {
         // The claim lapses after `CLAIM_TTL`; a line sent again before is told to wait.
         tracing::warn!(error = %e, request_id = %line.request_id, "could not keep a batch line's answer");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch_line::LiveClaims;
+    use opstate::Media;
+
+    /// A claim this gateway serves is renewed; once answered (or gone) it is forgotten, and an
+    /// answer is never touched.
+    #[tokio::test]
+    async fn live_claims_are_renewed_until_answered() {
+        let store = opstate::MemoryStore::default();
+        let claims = LiveClaims::default();
+        let claim = MediaFile {
+            content_type: CLAIMED.to_string(),
+            bytes: Bytes::new(),
+        };
+        let short = Duration::from_millis(200);
+        store.put_new("line-a", &claim, short).await.unwrap();
+        store.put_new("line-b", &claim, short).await.unwrap();
+        claims.insert("line-a".into());
+        claims.insert("line-b".into());
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        renew_claims_once(&claims, &store).await;
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        // Past its first TTL: renewed to CLAIM_TTL.
+        assert!(store.get("line-a").await.unwrap().is_some());
+        let answer = MediaFile {
+            content_type: format!("{ANSWERED}200"),
+            bytes: Bytes::from_static(b"{}"),
+        };
+        store.put("line-b", &answer, short).await.unwrap();
+        renew_claims_once(&claims, &store).await;
+        assert_eq!(
+            claims.snapshot(),
+            vec!["line-a".to_string()],
+            "the answered line is forgotten"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert!(
+            store.get("line-b").await.unwrap().is_none(),
+            "the answer kept its own TTL"
+        );
     }
 }

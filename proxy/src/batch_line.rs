@@ -15,6 +15,52 @@ pub(crate) const ANSWERED: &str = "tollgate/batch-answer ";
 /// The content type of a line held for a supplier's batch (`crate::batch_offload`).
 pub(crate) const HELD: &str = "tollgate/batch-line-held";
 
+/// How long a batch line's claim lasts unless renewed: the gateway serving the line renews it
+/// (`crate::batch::renew_claims`), so a gateway that died mid-line lets the line be served again
+/// within this.
+pub(crate) const CLAIM_TTL: Duration = Duration::from_secs(30);
+/// The content type of a claim that has no answer yet.
+pub(crate) const CLAIMED: &str = "tollgate/batch-line-claimed";
+
+/// The store ids of the lines this gateway is serving now (claimed, not yet answered).
+#[derive(Default)]
+pub(crate) struct LiveClaims(std::sync::Mutex<std::collections::HashSet<String>>);
+
+impl LiveClaims {
+    pub(crate) fn insert(&self, id: String) {
+        if let Ok(mut m) = self.0.lock() {
+            m.insert(id);
+        }
+    }
+
+    pub(crate) fn remove(&self, id: &str) {
+        if let Ok(mut m) = self.0.lock() {
+            m.remove(id);
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .map(|m| m.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Moves the deadline of every claim this gateway serves to [`CLAIM_TTL`] from now; a claim no
+/// longer in the store (answered, given back) is forgotten.
+pub(crate) async fn renew_claims_once(claims: &LiveClaims, media: &dyn opstate::Media) {
+    for id in claims.snapshot() {
+        match media.touch(&id, CLAIMED, CLAIM_TTL).await {
+            Ok(true) => {}
+            Ok(false) => claims.remove(&id),
+            Err(e) => {
+                tracing::warn!(error = %e, line = %id, "batch line claim not renewed; retrying")
+            }
+        }
+    }
+}
+
 /// Where the store keeps a line's claim, answer or hold record.
 pub(crate) fn store_id(request_id: &str) -> String {
     format!("batch-line:{request_id}")

@@ -72,7 +72,8 @@ pub fn listener(addr: &str) -> ListenerConfig {
 /// The gateway's own background work until `shutdown` turns true: keeping the holds of its calls
 /// in progress open past their deadline (`money::renew`), re-sending its recent usage events
 /// when the store lost them (`money::resend`), and writing hosted images to the store
-/// (`media::Pending`), and keeping the key cache fresh (`auth::watch_keys`). Runs beside the gateway: a Pingora background
+/// (`media::Pending`), renewing the claims of the batch lines it serves (`batch::renew_claims`),
+/// and keeping the key cache fresh (`auth::watch_keys`). Runs beside the gateway: a Pingora background
 /// service in production, a tracked task of [`serve_listener`] in tests.
 pub async fn renew_holds(gateway: Gateway, shutdown: watch::Receiver<bool>) {
     let s = gateway.shared;
@@ -96,6 +97,7 @@ pub async fn renew_holds(gateway: Gateway, shutdown: watch::Receiver<bool>) {
         s.pending_media
             .run(|| s.stores().media.clone(), shutdown.clone()),
         crate::video::sweep::run(&s, shutdown.clone()),
+        crate::batch::renew_claims(&s, shutdown.clone()),
         crate::auth::watch_keys(&s, shutdown),
     );
 }

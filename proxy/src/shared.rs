@@ -48,6 +48,8 @@ pub(crate) struct Shared {
     pub queue: Queue,
     /// Holds of the calls in progress in this proxy, renewed until settled.
     pub live_holds: LiveHolds,
+    /// Batch lines this proxy serves now, their claims renewed until answered.
+    pub(crate) live_claims: crate::batch_line::LiveClaims,
     /// Usage events appended recently, re-sent if the store loses them.
     pub recent: RecentEvents,
     /// Video task records, given by the binaries (`set_video_tasks`: the ledger database's);
@@ -103,6 +105,7 @@ impl Shared {
             admin,
             queue: Queue::default(),
             live_holds: LiveHolds::default(),
+            live_claims: Default::default(),
             recent,
             tasks: std::sync::OnceLock::new(),
             tracer: std::sync::OnceLock::new(),

@@ -45,6 +45,27 @@ pub async fn reload_all_into(
     db: &impl ConnectionTrait,
     wallets: &dyn Wallets,
 ) -> Result<usize, Fault> {
+    reload_where(db, wallets, |_| true).await
+}
+
+/// Loads the mirrors of the organizations whose wallet and usage stream live on stream `home`
+/// (`UsageStream::home_of`): after that stream's server changed (a failover may have lost the
+/// last confirmations it acknowledged), called by the settler that leases it between two of
+/// its batches (`workers::settler_share`).
+pub async fn reload_home(state: &AppState, home: usize) -> Result<usize, Fault> {
+    let usage = state.stores.usage.clone();
+    reload_where(&state.db, state.stores.wallets.as_ref(), |org| {
+        usage.home_of(org) == home
+    })
+    .await
+}
+
+/// [`reload_all_into`] for the organizations `keep` accepts.
+async fn reload_where(
+    db: &impl ConnectionTrait,
+    wallets: &dyn Wallets,
+    keep: impl Fn(i64) -> bool,
+) -> Result<usize, Fault> {
     let accounts = ledger_accounts::Entity::find()
         .filter(ledger_accounts::Column::Kind.eq(AccountKind::OrgWallet.as_str()))
         .all(db)
@@ -53,7 +74,7 @@ pub async fn reload_all_into(
     let mut spends = key_spends(db, windows).await?;
     let mut n = 0;
     for a in accounts {
-        if let Some(org) = a.organization_id {
+        if let Some(org) = a.organization_id.filter(|o| keep(*o)) {
             if let Some(keys) = spends.remove(&org) {
                 wallets.load_key_spend(org, windows, &keys).await?;
             }

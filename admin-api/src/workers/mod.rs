@@ -16,6 +16,7 @@ pub mod partitions;
 pub mod reconciler;
 mod rollup;
 pub mod settler;
+pub mod settler_share;
 pub mod supplier_usage;
 pub mod webhooks;
 mod wholesale;
@@ -87,9 +88,15 @@ pub async fn start(
         ),
         shutdown.clone(),
     ));
-    tasks.spawn(settler::run(
+    // Unique across the fleet (process ids repeat across machines): a settler's leases and its
+    // consumer in the streams' group are its own.
+    tasks.spawn(settler_share::run(
         state.clone(),
-        format!("settler-{}", std::process::id()),
+        format!(
+            "settler-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ),
         SETTLER_IDLE,
         shutdown,
     ));

@@ -2,7 +2,8 @@
 //!
 //! Each expired hold is settled at its estimate, the price of the input tokens estimated at
 //! admission (the request reached the supplier, whose output is unknown), and a usage event flagged
-//! `estimated` goes into the usage stream, so the settler books it like any other. Settling is
+//! `estimated` goes into the usage stream, so the settler books it like any other; the
+//! settlement and the append are one step in the store (`Calls::resolve`). Settling is
 //! atomic and at most once: if the gateway was only slow and settles later, its settlement finds
 //! no hold and its usage event is a duplicate the settler skips (the request id is the hold id).
 //! A hold without a description is released (nothing is known to charge). A mirror found below
@@ -100,18 +101,22 @@ pub async fn reconcile_once(state: &AppState) -> Result<usize, opstate::StoreErr
                 continue;
             };
             let estimate = meta.input_cost_nanos.max(money::NanoUsd::ZERO);
-            let (charged, excess) = match wallets.settle(org, &hold.hold_id, estimate).await? {
-                Settlement::Settled {
-                    charged, excess, ..
-                } => (charged, excess),
+            // Settled and its event appended in one step (`Calls::resolve`): a failover keeps or
+            // loses both. The event's charged and excess are the settlement's.
+            let zero = money::NanoUsd::ZERO;
+            let event = estimated_event(org, &hold, meta, estimate, (zero, zero));
+            let resolution = state
+                .stores
+                .calls
+                .resolve(org, &hold.hold_id, estimate, &event);
+            let charged = match resolution.await? {
+                Settlement::Settled { charged, .. } => charged,
                 // Settled by its gateway in the meantime, or the wallet is being rebuilt.
                 Settlement::Unknown | Settlement::Missing => continue,
             };
             resolved += 1;
             state.meters.holds_expired.inc();
             tracing::warn!(org, hold = %hold.hold_id, charged = %charged, "expired hold settled at its estimate (its gateway died)");
-            let event = estimated_event(org, &hold, meta, estimate, (charged, excess));
-            state.stores.usage.append(&event).await?;
         }
     }
     let m = &state.meters;

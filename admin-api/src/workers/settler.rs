@@ -1,4 +1,5 @@
 //! The settler: drains the usage stream into the ledger of record, exactly once per request.
+//! Its loop, over the streams it leases, is `settler_share`'s (issue 48).
 //!
 //! For each claimed batch of events, in one database transaction: the usage records (unique request
 //! id: a redelivered event changes nothing), the hourly buckets (one upsert per organization, key,
@@ -33,7 +34,6 @@ use opstate::{Measurement, StreamEntry, UsageEvent};
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, EntityTrait, Set};
 use std::time::Duration;
-use tokio::sync::watch;
 
 /// Events claimed per round.
 pub(super) const BATCH: usize = 200;
@@ -43,71 +43,8 @@ pub(super) const CLAIM_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest a stopping settler keeps draining what is left in the stream.
 pub(super) const FINAL_DRAIN: Duration = Duration::from_secs(10);
 
-/// Drains until `shutdown` turns true, pausing `idle` whenever a round found less than a full
-/// batch (so a settled charge is at most about `idle` old when it reaches the ledger). On
-/// shutdown it settles what is left (for at most 10 s), so a gracefully stopped process
-/// leaves no usage event behind in a store that dies with it.
-pub async fn run(
-    state: AppState,
-    consumer: String,
-    idle: Duration,
-    shutdown: watch::Receiver<bool>,
-) {
-    drain_until(&state, &consumer, idle, shutdown).await;
-    let deadline = tokio::time::Instant::now() + FINAL_DRAIN;
-    while tokio::time::Instant::now() < deadline {
-        match drain_once(&state, &consumer).await {
-            Ok(0) => return,
-            Ok(_) => {}
-            Err(e) => {
-                tracing::error!(error = %e, "settler: final drain failed");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-    }
-    tracing::warn!("settler: stopped with usage events still in the stream");
-}
-
-pub(super) async fn drain_until(
-    state: &AppState,
-    consumer: &str,
-    idle: Duration,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    // Entries this settler claimed in a round that failed (the database was down): still its
-    // own, so they are retried at once on the next round instead of waiting out the claim
-    // timeout for their redelivery.
-    let mut held: Vec<StreamEntry> = Vec::new();
-    loop {
-        let round = if held.is_empty() {
-            drain_once(state, consumer).await
-        } else {
-            settle_entries(state, std::mem::take(&mut held)).await
-        };
-        let drained = match round {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::error!(error = %e, "settler round failed; retrying");
-                if let SettleError::Held(_, entries) = e {
-                    held = entries;
-                }
-                0
-            }
-        };
-        // A partial batch means the stream is drained: wait for the next batch to gather rather
-        // than settling events one transaction each as they trickle in.
-        if drained < BATCH {
-            tokio::select! {
-                _ = shutdown.wait_for(|s| *s) => return,
-                _ = tokio::time::sleep(idle) => {}
-            }
-        } else if *shutdown.borrow() {
-            return;
-        }
-    }
-}
-
-/// Settles one batch; returns how many entries it acknowledged.
+/// Settles one batch from every stream, leased or not (tests, tools); returns how many entries it
+/// acknowledged.
 pub async fn drain_once(state: &AppState, consumer: &str) -> Result<usize, SettleError> {
     let entries = state
         .stores

@@ -42,6 +42,7 @@ mod requests;
 mod rules;
 mod security;
 mod settlement;
+mod settlers;
 mod standing;
 mod statements;
 mod task_book;

@@ -1,4 +1,4 @@
--- hold: the wallet rules shared by wallet.v5, admit.v4, finish.v4 and hold_take.v2 (prepended to
+-- hold: the wallet rules shared by wallet.v5, admit.v4, finish.v5 and hold_take.v2 (prepended to
 -- each script). W = {wallet, holds, adjusted, holdmeta, confirmed, spend} keys of one organization
 -- (see wallet.v5). The key spend rules are opstate's budget.rs, line by line.
 -- Amounts are integer nano-USD (exact below 2^53).

@@ -488,3 +488,67 @@ async fn admission_refuses_a_key_revoked_since_its_record_was_read() {
         .unwrap();
     assert_eq!((admitted.limited, admitted.taken), (None, Some(0)));
 }
+
+/// The reconciler's resolution (`Calls::resolve`, issue 48): the expired hold settled and its
+/// event appended with what was charged, in one step; a hold already settled (its gateway came
+/// back first) appends nothing, so no second event of the call.
+#[tokio::test]
+async fn resolve_settles_and_appends_only_what_it_charged() {
+    use opstate::Settlement;
+    for (name, s) in backends().await {
+        s.wallets.load(42, nano(10_000)).await.unwrap();
+        s.wallets
+            .reserve(42, "req-9", nano(3_000), 60_000, "")
+            .await
+            .unwrap();
+        let e = event(9);
+        let settled = s.calls.resolve(42, "req-9", nano(1_200), &e).await.unwrap();
+        assert_eq!(
+            settled,
+            Settlement::Settled {
+                charged: nano(1_200),
+                excess: nano(0),
+                below_holds: false,
+            },
+            "{name}"
+        );
+        let again = s.calls.resolve(42, "req-9", nano(1_200), &e).await.unwrap();
+        assert_eq!(again, Settlement::Unknown, "{name}: already settled");
+        let got = s
+            .usage
+            .claim("c", 10, Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert_eq!(
+            got.len(),
+            1,
+            "{name}: one event, of the settlement that charged"
+        );
+        assert_eq!(
+            (got[0].event.charged_nanos, got[0].event.excess_nanos),
+            (nano(1_200), nano(0)),
+            "{name}"
+        );
+        let snap = s.wallets.snapshot(42).await.unwrap().unwrap();
+        assert_eq!(
+            (snap.balance, snap.reserved),
+            (nano(8_800), nano(0)),
+            "{name}"
+        );
+        // No mirror (the store lost it): nothing settled, nothing appended.
+        let missing = s
+            .calls
+            .resolve(77, "req-10", nano(5), &event(10))
+            .await
+            .unwrap();
+        assert_eq!(missing, Settlement::Missing, "{name}");
+        assert!(
+            s.usage
+                .claim("c", 10, Duration::from_secs(60))
+                .await
+                .unwrap()
+                .is_empty(),
+            "{name}"
+        );
+    }
+}

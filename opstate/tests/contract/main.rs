@@ -4,7 +4,7 @@
 //! under its own random key prefix, and so does the Redis Cluster backend (`testkit::redis_cluster`:
 //! a local cluster of three masters and three replicas); with `TOLLGATE_REQUIRE_SERVICES=1` (CI) a
 //! missing `REDIS_URL` or cluster fails instead of skipping. One file per store trait (`keys`, `usage`, `counters`, `wallets`,
-//! `cooldowns`, `sessions`, `media`, `slots`, `calls`); the backends and fixtures are here.
+//! `cooldowns`, `sessions`, `media`, `slots`, `calls`, `leases`); the backends and fixtures are here.
 
 #![allow(
     clippy::panic,
@@ -22,6 +22,7 @@ mod calls;
 mod cooldowns;
 mod counters;
 mod keys;
+mod leases;
 mod media;
 mod sessions;
 mod slots;

@@ -311,20 +311,7 @@ pub(crate) async fn check_homes(
     let Ok(now) = usage.homes().await else {
         return 0;
     };
-    if last.len() != now.len() {
-        // The first answer (or the layout changed): nothing to compare with.
-        *last = now;
-        return 0;
-    }
-    let mut moved = Vec::new();
-    for (i, (was, is)) in last.iter_mut().zip(now).enumerate() {
-        // A server that did not answer keeps its last known identity.
-        let Some(is) = is else { continue };
-        if was.as_ref().is_some_and(|was| *was != is) {
-            moved.push(i);
-        }
-        *was = Some(is);
-    }
+    let moved = opstate::moved_homes(last, now);
     if moved.is_empty() {
         return 0;
     }
@@ -666,6 +653,16 @@ mod tests {
                 ));
             }
             self.inner.calls.finish(f).await
+        }
+
+        async fn resolve(
+            &self,
+            org: i64,
+            hold_id: &str,
+            cost: NanoUsd,
+            event: &UsageEvent,
+        ) -> opstate::StoreResult<opstate::Settlement> {
+            self.inner.calls.resolve(org, hold_id, cost, event).await
         }
     }
 

@@ -1,10 +1,12 @@
--- finish v4 (v4: the wallet's sixth key, its key spend, which the settlement counts in) (v3: the settlement reports a mirror found below its holds, see hold.lua): a call's end in one step (after hold.lua): its capacity slot (and its slots in the
+-- finish v5 (v5: ARGV[5] = 'resolve', the reconciler's resolution of an expired hold: the event
+-- is appended only when this settlement charged the hold, so a settlement and its event are one
+-- step that a failover keeps or loses whole) (v4: the wallet's sixth key, its key spend, which the settlement counts in) (v3: the settlement reports a mirror found below its holds, see hold.lua): a call's end in one step (after hold.lua): its capacity slot (and its slots in the
 -- gates of its limits) given back, its hold settled, and its usage event appended with what the
 -- settlement charged.
 -- KEYS[1..6] = the organization's wallet keys (see wallet.v5); KEYS[7] = the account's slots;
 -- KEYS[8] = the usage stream; KEYS[9..] = the gates the call holds a slot in
 -- ARGV[1] = slot id ('' none), ARGV[2] = hold id ('' none), ARGV[3] = cost (nano-USD),
--- ARGV[4] = the usage event's JSON ('' none)
+-- ARGV[4] = the usage event's JSON ('' none), ARGV[5] = 'resolve' (optional; see v5)
 -- returns {hold code (1 settled, 0 unknown, -1 no mirror, 9 no hold), charged, excess, below}
 -- The stream entry is {e = JSON, c = charged, x = excess} (c and x only with a hold): the event's
 -- own charged/excess fields are overridden by c and x when read.
@@ -26,7 +28,7 @@ if ARGV[2] ~= '' then
     charged, excess = '0', s(cost)
   end
 end
-if ARGV[4] ~= '' then
+if ARGV[4] ~= '' and (ARGV[5] ~= 'resolve' or code == 1) then
   if code == 9 then
     redis.call('XADD', KEYS[8], '*', 'e', ARGV[4])
   else
