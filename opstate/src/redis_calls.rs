@@ -119,22 +119,9 @@ impl Calls for RedisStore {
     ) -> StoreResult<Settlement> {
         let json = serde_json::to_string(event)
             .map_err(|e| StoreError::Corrupt(format!("usage event: {e}")))?;
-        let mut invocation = FINISH.prepare_invoke();
-        for key in self.schema.wallet(org) {
-            invocation.key(key);
-        }
-        // On one server as on a cluster: no slot to give back (a key of the money slot stands in).
-        invocation
-            .key(self.schema.money_placeholder(org))
-            .key(self.schema.usage_stream(org))
-            .arg("")
-            .arg(hold_id)
-            .arg(cost.nanos())
-            .arg(json)
-            .arg("resolve");
-        let mut conn = self.conn.clone();
-        let r: Vec<String> = invocation.invoke_async(&mut conn).await?;
-        Ok(finished(&r)?.unwrap_or(Settlement::Unknown))
+        // On one server as on a cluster: the money slot's step alone.
+        let settled = self.money_step(org, hold_id, cost, json, true).await?;
+        Ok(settled.unwrap_or(Settlement::Unknown))
     }
 }
 

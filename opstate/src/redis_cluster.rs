@@ -63,20 +63,8 @@ impl RedisStore {
                     .map_err(|e| StoreError::Corrupt(format!("usage event: {e}")))?,
                 None => String::new(),
             };
-            let mut invocation = FINISH.prepare_invoke();
-            for key in self.schema.wallet(org) {
-                invocation.key(key);
-            }
-            invocation
-                .key(self.schema.money_placeholder(org))
-                .key(self.schema.usage_stream(org))
-                .arg("")
-                .arg(f.hold.map_or("", |(_, id)| id))
-                .arg(f.cost.nanos())
-                .arg(json);
-            let mut conn = self.conn.clone();
-            let r: Vec<String> = invocation.invoke_async(&mut conn).await?;
-            finished(&r)
+            let hold = f.hold.map_or("", |(_, id)| id);
+            self.money_step(org, hold, f.cost, json, false).await
         };
         let mut slots: Vec<String> = Vec::new();
         let mut slot_id = "";
@@ -93,6 +81,36 @@ impl RedisStore {
             }
         }
         settled
+    }
+
+    /// The money part of a call's end on the organization's money slot (`finish.v5` with no
+    /// account slot: a key of the money slot stands in): the hold settled and the event (JSON,
+    /// empty for none) appended; with `resolve`, appended only when this settlement charged.
+    pub(crate) async fn money_step(
+        &self,
+        org: i64,
+        hold_id: &str,
+        cost: NanoUsd,
+        json: String,
+        resolve: bool,
+    ) -> StoreResult<Option<Settlement>> {
+        let mut invocation = FINISH.prepare_invoke();
+        for key in self.schema.wallet(org) {
+            invocation.key(key);
+        }
+        invocation
+            .key(self.schema.money_placeholder(org))
+            .key(self.schema.usage_stream(org))
+            .arg("")
+            .arg(hold_id)
+            .arg(cost.nanos())
+            .arg(json);
+        if resolve {
+            invocation.arg("resolve");
+        }
+        let mut conn = self.conn.clone();
+        let r: Vec<String> = invocation.invoke_async(&mut conn).await?;
+        finished(&r)
     }
 
     /// Gives back what an admission took (each step on its own slot); a step that fails is

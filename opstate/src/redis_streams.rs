@@ -109,13 +109,7 @@ impl UsageStream for RedisStore {
         max: usize,
         min_idle: Duration,
     ) -> StoreResult<Vec<StreamEntry>> {
-        let idle = |i: usize| {
-            if taken.contains(&i) {
-                Duration::ZERO
-            } else {
-                min_idle
-            }
-        };
+        let idle = |i: usize| crate::usage::idle_of(taken, i, min_idle);
         if self.schema.is_cluster() {
             return self
                 .claim_marked(|own| self.claim_leased(consumer, streams, idle, max, own))

@@ -190,6 +190,16 @@ pub struct BatchRef {
     pub line: u32,
 }
 
+/// How long stream `i`'s pending entries must have been idle to be claimed: not at all when it
+/// was just `taken` (its former reader is gone), else `min_idle`.
+pub(crate) fn idle_of(taken: &[usize], i: usize, min_idle: Duration) -> Duration {
+    if taken.contains(&i) {
+        Duration::ZERO
+    } else {
+        min_idle
+    }
+}
+
 /// Compares which server keeps each usage stream (`now`, from [`UsageStream::homes`]) with
 /// `last` (updated): the streams whose server changed. A server that did not answer (`None`)
 /// keeps its last known identity; the first answer (or a new layout) changes nothing.
@@ -246,12 +256,7 @@ pub trait UsageStream: Send + Sync {
         if !streams.contains(&0) {
             return Ok(Vec::new());
         }
-        let idle = if taken.contains(&0) {
-            Duration::ZERO
-        } else {
-            min_idle
-        };
-        self.claim(consumer, max, idle).await
+        self.claim(consumer, max, idle_of(taken, 0, min_idle)).await
     }
 
     /// Acknowledges entries: they are removed and never delivered again.

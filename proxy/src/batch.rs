@@ -22,8 +22,8 @@
 //! `batch_line_interrupted` as its answer (what was served is charged, as for any cut call).
 
 pub(crate) use crate::batch_line::Line;
-use crate::batch_line::{ANSWER_TTL, ANSWERED, CLAIM_TTL, CLAIMED, answer_kept, store_id};
 use crate::batch_line::renew_claims_once;
+use crate::batch_line::{ANSWER_TTL, ANSWERED, CLAIM_TTL, CLAIMED, answer_kept, store_id};
 use crate::ctx::RequestCtx;
 use crate::errors::{GatewayError, Surface};
 use crate::shared::Shared;

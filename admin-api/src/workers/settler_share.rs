@@ -63,6 +63,16 @@ async fn keep_leases(
     let leases = state.stores.leases.clone();
     let mut last_ok = Instant::now();
     let mut homes = Vec::new();
+    // Announced a round before taking anything: settlers started together (a fleet's rollout)
+    // each count the others before their first share, instead of the first taking every stream
+    // and giving most of them back a round later.
+    if let Err(e) = leases.heartbeat(me, LEASE_TTL).await {
+        tracing::warn!(error = %e, "settler: heartbeat not written; retrying");
+    }
+    tokio::select! {
+        _ = done.wait_for(|d| *d) => {}
+        _ = tokio::time::sleep(LEASE_ROUND) => {}
+    }
     loop {
         if let Ok(now) = state.stores.usage.homes().await {
             let changed = opstate::moved_homes(&mut homes, now);

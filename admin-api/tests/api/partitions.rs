@@ -9,7 +9,7 @@ use migrations::usage_partitions::Month;
 use sea_orm::{ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait, Statement};
 
 /// A UUIDv7 request id minted at `at`, as the gateway mints them.
-fn request_id_at(at: DateTime<Utc>) -> String {
+pub(super) fn request_id_at(at: DateTime<Utc>) -> String {
     let ms = u64::try_from(at.timestamp_millis()).unwrap();
     let ts = uuid::Timestamp::from_unix(uuid::NoContext, ms / 1000, (ms % 1000) as u32 * 1_000_000);
     uuid::Uuid::new_v7(ts).simple().to_string()

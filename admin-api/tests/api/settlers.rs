@@ -262,3 +262,115 @@ async fn a_stream_whose_server_changed_has_its_mirrors_reloaded_by_its_settler()
     let _ = stop.send(true);
     while tasks.join_next().await.is_some() {}
 }
+
+/// Booking throughput with 1, 2 and 4 settlers (issue 48; `BENCH_SETTLERS`, default `1,2,4`):
+/// `BENCH_EVENTS` usage events (default 40,000) of 16 organizations, one on every money slot,
+/// appended to the streams, then drained by k settlers started together, each with its own
+/// database pool and store connection as k admin-api processes would have; the rate is read
+/// between 5 % and 95 % booked (the settlers' start and the last batch's tail left out). On a
+/// Redis Cluster (16 streams) and on one Redis (one stream: only one settler can read it).
+/// Not a pass/fail test: `scripts/bench --fleet --settlers 1,2,4` runs it and prints the table
+/// for docs/SCALE.md.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: scripts/bench --fleet --settlers runs it"]
+async fn bench_booking_with_several_settlers() {
+    use futures_util::StreamExt;
+    let events: usize = std::env::var("BENCH_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(40_000);
+    let counts: Vec<usize> = std::env::var("BENCH_SETTLERS")
+        .unwrap_or_else(|_| "1,2,4".into())
+        .split(',')
+        .filter_map(|k| k.trim().parse().ok())
+        .collect();
+    let mut stores = shared_stores("bench-settlers").await;
+    // The cluster first: the figures that matter.
+    stores.reverse();
+    for (name, stores) in stores {
+        let api = Api::start_on("", stores.clone()).await;
+        // This month's partitions, as admin-api makes them before its settler writes.
+        let retention = admin_api::workers::partitions::retention(&api.state);
+        admin_api::workers::partitions::round(&api.state.db, retention, chrono::Utc::now())
+            .await
+            .unwrap();
+        let owner = api.owner("100000").await;
+        let mut orgs = Vec::new();
+        for i in 0..16 {
+            orgs.push(
+                api.active_customer(&owner, &format!("b{i}"), 1000.0, 1.0)
+                    .await
+                    .1,
+            );
+        }
+        for &k in &counts {
+            let before = booked(&api).await;
+            let usage = stores.usage.clone();
+            let appends = (0..events).map(|n| {
+                let usage = usage.clone();
+                let org = orgs[n % orgs.len()];
+                async move {
+                    // Request ids as the gateway mints them (UUIDv7 of the call's start): the
+                    // settler looks each up in its month's partition by (id, start).
+                    let at = chrono::Utc::now();
+                    let id = super::partitions::request_id_at(at);
+                    let ms = u64::try_from(at.timestamp_millis()).unwrap();
+                    let e = settled_event(&id, org, "gpt-4o-mini", ms, 1_000, 1_000);
+                    usage.append(&e).await.unwrap();
+                }
+            });
+            futures_util::stream::iter(appends)
+                .buffer_unordered(64)
+                .collect::<Vec<()>>()
+                .await;
+            let target = before + events as u64;
+            let (mut stops, mut tasks) = (Vec::new(), JoinSet::new());
+            let t0 = Instant::now();
+            for i in 0..k {
+                let state =
+                    admin_api::AppState::connect(api.state.settings.clone(), stores.clone())
+                        .await
+                        .unwrap();
+                let (stop, rx) = tokio::sync::watch::channel(false);
+                stops.push(stop);
+                tasks.spawn(settler_share::run(
+                    state,
+                    format!("bench-{k}-{i}-{}", uuid::Uuid::new_v4().simple()),
+                    admin_api::workers::SETTLER_IDLE,
+                    rx,
+                ));
+            }
+            let (lo, hi) = (
+                before + events as u64 / 20,
+                before + events as u64 * 19 / 20,
+            );
+            let (mut t_lo, mut t_hi) = (None, None);
+            let deadline = Instant::now() + Duration::from_secs(600);
+            loop {
+                let n = booked(&api).await;
+                if n >= lo && t_lo.is_none() {
+                    t_lo = Some(t0.elapsed());
+                }
+                if n >= hi && t_hi.is_none() {
+                    t_hi = Some(t0.elapsed());
+                }
+                if n >= target {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "{name}: {n} of {target} booked");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let all = t0.elapsed();
+            for stop in &stops {
+                let _ = stop.send(true);
+            }
+            while tasks.join_next().await.is_some() {}
+            let (t_lo, t_hi) = (t_lo.unwrap(), t_hi.unwrap());
+            let rate = (hi - lo) as f64 / (t_hi - t_lo).as_secs_f64().max(1e-3);
+            println!(
+                "bench: settlers {name} k={k}: {events} events, {rate:.0} events/s (5-95 %), all booked in {:.1} s",
+                all.as_secs_f64()
+            );
+        }
+    }
+}
