@@ -27,7 +27,7 @@ use tokio::sync::watch;
 /// Settles the streams this settler leases until `shutdown` turns true, pausing `idle` whenever
 /// a round found less than a full batch (so a settled charge is at most about `idle` old when
 /// it reaches the ledger). On shutdown it settles what is left of its streams (for at most
-/// [`FINAL_DRAIN`]), then gives its leases back, so another settler takes its streams at once.
+/// 10 s, `settler::FINAL_DRAIN`), then gives its leases back, so another settler takes its streams at once.
 pub async fn run(
     state: AppState,
     consumer: String,
