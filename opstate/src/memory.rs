@@ -354,6 +354,20 @@ impl UsageStream for MemoryStore {
     async fn backlog(&self) -> StoreResult<u64> {
         Ok(self.usage()?.entries.len() as u64)
     }
+
+    async fn pending(&self, home: usize) -> StoreResult<Vec<UsageEvent>> {
+        if home != 0 {
+            return Ok(Vec::new());
+        }
+        Ok(self
+            .usage()?
+            .entries
+            .values()
+            .filter(|(_, owner)| owner.is_some())
+            .map(|(event, _)| event.clone())
+            .take(10_000)
+            .collect())
+    }
 }
 
 #[async_trait]

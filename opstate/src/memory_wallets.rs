@@ -35,6 +35,18 @@ impl Wallets for MemoryStore {
         Ok(())
     }
 
+    async fn load_booked(&self, org: i64, balance: NanoUsd, booked: &[String]) -> StoreResult<()> {
+        self.load(org, balance).await?;
+        let now = self.now();
+        let mut w = self.wallets()?;
+        if let Some(wallet) = w.get_mut(&org) {
+            for id in booked {
+                wallet.remember_confirmed(id, now);
+            }
+        }
+        Ok(())
+    }
+
     async fn adjust(&self, org: i64, delta: NanoUsd, reference: &str) -> StoreResult<Adjustment> {
         let mut w = self.wallets()?;
         let Some(wallet) = w.get_mut(&org).filter(|w| w.present) else {

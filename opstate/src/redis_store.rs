@@ -278,24 +278,41 @@ impl RedisStore {
             // An entry deleted while pending (only a trimmed stream has such) is read back
             // without fields: nothing to settle.
             .filter(|entry| !entry.map.is_empty())
-            .map(|entry| {
-                let json: String = entry.get("e").ok_or_else(|| {
-                    StoreError::Corrupt(format!("usage entry {} has no e", entry.id))
-                })?;
-                let mut event: UsageEvent = serde_json::from_str(&json)
-                    .map_err(|e| StoreError::Corrupt(format!("usage entry {}: {e}", entry.id)))?;
-                // Appended by finish.v5: what the settlement charged, beside the event.
-                if let (Some(c), Some(x)) = (entry.get::<i64>("c"), entry.get::<i64>("x")) {
-                    event.charged_nanos = NanoUsd::from_nanos(c);
-                    event.excess_nanos = NanoUsd::from_nanos(x);
-                }
-                Ok(StreamEntry {
-                    id: entry.id,
-                    event,
-                })
-            })
+            .map(stream_entry)
             .collect::<StoreResult<Vec<_>>>()?;
         Ok((entries, more))
+    }
+
+    /// The events of `stream` delivered to a settler and not yet acknowledged (at most
+    /// [`PENDING_READ`]; see `UsageStream::pending`).
+    pub(crate) async fn pending_of(&self, stream: &str) -> StoreResult<Vec<UsageEvent>> {
+        let mut conn = self.conn.clone();
+        let rows: redis::RedisResult<Vec<(String, String, u64, u64)>> = redis::cmd("XPENDING")
+            .arg(stream)
+            .arg(USAGE_GROUP)
+            .arg("-")
+            .arg("+")
+            .arg(PENDING_READ)
+            .query_async(&mut conn)
+            .await;
+        let rows = match rows {
+            Err(e) if e.code() == Some("NOGROUP") => return Ok(Vec::new()),
+            other => other?,
+        };
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for (id, ..) in &rows {
+            pipe.cmd("XRANGE").arg(stream).arg(id).arg(id);
+        }
+        let ranges: Vec<redis::streams::StreamRangeReply> = pipe.query_async(&mut conn).await?;
+        ranges
+            .into_iter()
+            .flat_map(|r| r.ids)
+            .filter(|entry| !entry.map.is_empty())
+            .map(|entry| stream_entry(entry).map(|e| e.event))
+            .collect()
     }
 
     /// Claims with the `unsure` flag handled: taken (and, with `own`, the consumer's own pending
@@ -529,6 +546,27 @@ pub(crate) fn millis(d: Duration) -> u64 {
 
 /// `XREADGROUP` of the settler's group on one stream from `from` (`>`: entries never delivered;
 /// `0`: the consumer's own pending ones).
+/// Most pending entries [`RedisStore::pending_of`] reads.
+pub(crate) const PENDING_READ: usize = 10_000;
+
+/// A stream entry read back: its event, with what the settlement charged when `finish` wrote it.
+fn stream_entry(entry: redis::streams::StreamId) -> StoreResult<StreamEntry> {
+    let json: String = entry
+        .get("e")
+        .ok_or_else(|| StoreError::Corrupt(format!("usage entry {} has no e", entry.id)))?;
+    let mut event: UsageEvent = serde_json::from_str(&json)
+        .map_err(|e| StoreError::Corrupt(format!("usage entry {}: {e}", entry.id)))?;
+    // Appended by finish.v5: what the settlement charged, beside the event.
+    if let (Some(c), Some(x)) = (entry.get::<i64>("c"), entry.get::<i64>("x")) {
+        event.charged_nanos = NanoUsd::from_nanos(c);
+        event.excess_nanos = NanoUsd::from_nanos(x);
+    }
+    Ok(StreamEntry {
+        id: entry.id,
+        event,
+    })
+}
+
 pub(crate) async fn read_group(
     conn: &mut Conn,
     stream: &str,

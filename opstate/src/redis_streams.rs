@@ -123,6 +123,13 @@ impl UsageStream for RedisStore {
             .await
     }
 
+    async fn pending(&self, home: usize) -> StoreResult<Vec<UsageEvent>> {
+        match self.schema.usage_streams().get(home) {
+            Some(stream) => self.pending_of(stream).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
     async fn ack(&self, ids: &[String]) -> StoreResult<()> {
         if ids.is_empty() {
             return Ok(());

@@ -35,6 +35,14 @@ impl Wallets for RedisStore {
         Ok(())
     }
 
+    async fn load_booked(&self, org: i64, balance: NanoUsd, booked: &[String]) -> StoreResult<()> {
+        let balance = balance.nanos().to_string();
+        let mut args = vec!["load", balance.as_str()];
+        args.extend(booked.iter().map(String::as_str));
+        self.wallet(org, &args).await?;
+        Ok(())
+    }
+
     async fn adjust(&self, org: i64, delta: NanoUsd, reference: &str) -> StoreResult<Adjustment> {
         let r = self
             .wallet(org, &["adjust", &delta.nanos().to_string(), reference])

@@ -265,6 +265,15 @@ pub trait UsageStream: Send + Sync {
     /// Entries appended and not yet acknowledged.
     async fn backlog(&self) -> StoreResult<u64>;
 
+    /// The events of stream `home` (an index of [`UsageStream::homes`]) delivered to a settler and
+    /// not yet acknowledged, at most 10,000: the only ones a settler may have booked without
+    /// telling the wallet mirror yet (it acknowledges after it told it). A wallet reload reads
+    /// them (admin-api `services::wallets`). None for a store without consumer groups.
+    async fn pending(&self, home: usize) -> StoreResult<Vec<UsageEvent>> {
+        let _ = home;
+        Ok(Vec::new())
+    }
+
     /// Which server process keeps each usage stream with its organizations' wallets (its Redis
     /// `run_id`), one entry per stream in [`UsageStream::home_of`]'s order; `None` for a server that
     /// did not answer. A change means that writes the former process acknowledged may be lost: a

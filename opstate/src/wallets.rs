@@ -155,6 +155,12 @@ pub trait Wallets: Send + Sync {
     /// Sets the mirror's balance from the ledger (open holds are kept) and marks it present.
     async fn load(&self, org: i64, balance: NanoUsd) -> StoreResult<()>;
 
+    /// As [`Wallets::load`], from a ledger balance that already holds the charges of `booked`
+    /// (request ids booked and not yet confirmed to the mirror: their confirmation may still
+    /// come, from a settler that died between booking and confirming). They are remembered as
+    /// confirmed, so that confirmation takes no second debit from the balance just loaded.
+    async fn load_booked(&self, org: i64, balance: NanoUsd, booked: &[String]) -> StoreResult<()>;
+
     /// Moves the balance by `delta` once per `reference`; a debit may not exceed the available
     /// balance.
     async fn adjust(&self, org: i64, delta: NanoUsd, reference: &str) -> StoreResult<Adjustment>;

@@ -10,42 +10,92 @@ use crate::ledger::{self, AccountKind, AccountRef};
 use crate::state::AppState;
 use entities::ledger_accounts;
 use money::NanoUsd;
-use opstate::Wallets;
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
+use opstate::{Stores, UsageEvent, Wallets};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, EntityTrait, IsolationLevel,
+    QueryFilter, TransactionTrait,
+};
+use std::collections::{HashMap, HashSet};
 
 /// Loads one organization's mirror from its ledger wallet (no wallet account: nothing to load).
 pub async fn reload(state: &AppState, org: i64) -> Result<bool, Fault> {
-    reload_into(&state.db, state.stores.wallets.as_ref(), org).await
+    reload_into(&state.db, &state.stores, org).await
 }
 
-/// [`reload`] against any database connection and wallet store.
+/// [`reload`] against any database and store. See [`load_from_ledger`].
 pub async fn reload_into(
-    db: &impl ConnectionTrait,
-    wallets: &dyn Wallets,
+    db: &DatabaseConnection,
+    stores: &Stores,
     org: i64,
 ) -> Result<bool, Fault> {
+    let pending = stores.usage.pending(stores.usage.home_of(org)).await?;
+    let mine: Vec<UsageEvent> = pending.into_iter().filter(|e| e.org_id == org).collect();
+    load_from_ledger(db, stores.wallets.as_ref(), org, &mine).await
+}
+
+/// Loads `org`'s mirror from its ledger wallet. `pending` are the organization's usage events a
+/// settler was delivered and has not acknowledged (`UsageStream::pending`): of those, the ones
+/// already booked and not yet confirmed to the mirror (a settler that died between booking and
+/// confirming, whose batch is being booked again) are in the ledger balance; the balance and
+/// which they are are read in one snapshot, and they are loaded as already confirmed
+/// (`Wallets::load_booked`), so their late confirmation takes no second debit.
+async fn load_from_ledger(
+    db: &DatabaseConnection,
+    wallets: &dyn Wallets,
+    org: i64,
+    pending: &[UsageEvent],
+) -> Result<bool, Fault> {
     let code = AccountRef::org_wallet(org).code;
-    if !ledger::exists(db, &code).await? {
+    let isolation = (db.get_database_backend() == DbBackend::Postgres)
+        .then_some(IsolationLevel::RepeatableRead);
+    let txn = db.begin_with_config(isolation, None).await?;
+    if !ledger::exists(&txn, &code).await? {
+        txn.commit().await?;
         return Ok(false);
     }
-    let balance = ledger::balance(db, &code).await?;
-    wallets.load(org, balance).await?;
+    let balance = ledger::balance(&txn, &code).await?;
+    let booked = unconfirmed(&txn, pending).await?;
+    txn.commit().await?;
+    wallets.load_booked(org, balance, &booked).await?;
     Ok(true)
+}
+
+/// Of `events`, the request ids booked in the ledger whose charge the mirror was not yet told
+/// of (`mirror_confirmed` false), each looked up by its id and start.
+async fn unconfirmed(
+    db: &impl ConnectionTrait,
+    events: &[UsageEvent],
+) -> Result<Vec<String>, Fault> {
+    use entities::usage_records as r;
+    use sea_orm::QuerySelect;
+    let mut out = Vec::new();
+    for chunk in events.chunks(500) {
+        let ids: Vec<String> = r::Entity::find()
+            .select_only()
+            .column(r::Column::RequestId)
+            .filter(crate::workers::settler::booked_as(
+                db.get_database_backend(),
+                chunk.iter(),
+            ))
+            .filter(r::Column::MirrorConfirmed.eq(false))
+            .into_tuple::<String>()
+            .all(db)
+            .await?;
+        out.extend(ids);
+    }
+    Ok(out)
 }
 
 /// Loads every organization's mirror (after the store lost its contents).
 pub async fn reload_all(state: &AppState) -> Result<usize, Fault> {
-    reload_all_into(&state.db, state.stores.wallets.as_ref()).await
+    reload_all_into(&state.db, &state.stores).await
 }
 
-/// [`reload_all`] against any database connection and wallet store. Each organization's key
-/// spend (`opstate::budget`) is restored from the ledger first, where the store does not hold it:
-/// the wallet is still missing then, so no hold can be counted in between.
-pub async fn reload_all_into(
-    db: &impl ConnectionTrait,
-    wallets: &dyn Wallets,
-) -> Result<usize, Fault> {
-    reload_where(db, wallets, |_| true).await
+/// [`reload_all`] against any database connection and store. Each organization's key spend
+/// (`opstate::budget`) is restored from the ledger first, where the store does not hold it: the
+/// wallet is still missing then, so no hold can be counted in between.
+pub async fn reload_all_into(db: &DatabaseConnection, stores: &Stores) -> Result<usize, Fault> {
+    reload_where(db, stores, |_| true).await
 }
 
 /// Loads the mirrors of the organizations whose wallet and usage stream live on stream `home`
@@ -54,31 +104,39 @@ pub async fn reload_all_into(
 /// its batches (`workers::settler_share`).
 pub async fn reload_home(state: &AppState, home: usize) -> Result<usize, Fault> {
     let usage = state.stores.usage.clone();
-    reload_where(&state.db, state.stores.wallets.as_ref(), |org| {
-        usage.home_of(org) == home
-    })
-    .await
+    reload_where(&state.db, &state.stores, |org| usage.home_of(org) == home).await
 }
 
 /// [`reload_all_into`] for the organizations `keep` accepts.
 async fn reload_where(
-    db: &impl ConnectionTrait,
-    wallets: &dyn Wallets,
+    db: &DatabaseConnection,
+    stores: &Stores,
     keep: impl Fn(i64) -> bool,
 ) -> Result<usize, Fault> {
+    let wallets = stores.wallets.as_ref();
     let accounts = ledger_accounts::Entity::find()
         .filter(ledger_accounts::Column::Kind.eq(AccountKind::OrgWallet.as_str()))
         .all(db)
         .await?;
     let windows = opstate::Windows::at(chrono::Utc::now().timestamp_millis());
     let mut spends = key_spends(db, windows).await?;
+    // The events pending in each stream, read once, by organization.
+    let mut pending: HashMap<i64, Vec<UsageEvent>> = HashMap::new();
+    let mut read: HashSet<usize> = HashSet::new();
     let mut n = 0;
     for a in accounts {
         if let Some(org) = a.organization_id.filter(|o| keep(*o)) {
+            let home = stores.usage.home_of(org);
+            if read.insert(home) {
+                for e in stores.usage.pending(home).await? {
+                    pending.entry(e.org_id).or_default().push(e);
+                }
+            }
             if let Some(keys) = spends.remove(&org) {
                 wallets.load_key_spend(org, windows, &keys).await?;
             }
-            reload_into(db, wallets, org).await?;
+            let mine = pending.remove(&org).unwrap_or_default();
+            load_from_ledger(db, wallets, org, &mine).await?;
             n += 1;
         }
     }

@@ -466,7 +466,7 @@ pub(super) async fn confirm(
 /// each batch); a request id of another form (none the gateway mints) by the id alone, in every
 /// partition, whatever start its record was written with. SQLite (one table, `UNIQUE
 /// (request_id)`, and no row-value lists) looks every id up alone.
-pub(super) fn booked_as<'a>(
+pub(crate) fn booked_as<'a>(
     backend: DbBackend,
     events: impl Iterator<Item = &'a UsageEvent>,
 ) -> sea_orm::Condition {

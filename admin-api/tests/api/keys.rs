@@ -452,7 +452,7 @@ async fn budgets_on(api: Api) {
         .await
         .unwrap();
     let fresh = Stores::memory();
-    admin_api::services::wallets::reload_all_into(&api.state.db, fresh.wallets.as_ref())
+    admin_api::services::wallets::reload_all_into(&api.state.db, &fresh)
         .await
         .unwrap();
     let restored = fresh

@@ -1,4 +1,5 @@
--- wallet v5: every wallet operation, one atomic script. (v5: KEYS[6], the organization's key
+-- wallet v5: every wallet operation, one atomic script. (v5.1: 'load' remembers as confirmed the
+-- charges the loaded balance already holds, ARGV[3..]: see the op.) (v5: KEYS[6], the organization's key
 -- spend (see opstate's budget.rs): holds may carry their key's tag, 'extend' keeps it, 'spend' reads
 -- keys' spend and 'spend_load' restores it after the store lost it.) (v4: a settlement never charges less than
 -- zero; a mirror found below its open holds is marked 'unreconciled', reported by 'snapshot' and
@@ -43,6 +44,11 @@ if op == 'spend_load' then
 end
 
 if op == 'load' then
+  -- v5.1: ARGV[3..] = request ids the ledger balance ARGV[2] already holds but whose confirmation
+  -- may still come (booked, not yet confirmed): remembered as confirmed (ten minutes), so that
+  -- confirmation is a duplicate, not a second debit.
+  local remembered = now_ms() + CONFIRMED_MS * 4
+  for i = 3, #ARGV do redis.call('ZADD', KEYS[5], remembered, ARGV[i]) end
   redis.call('HSET', KEYS[1], 'balance', ARGV[2])
   -- The ledger balance includes every confirmed charge; charges still pending are forgotten with
   -- the old incarnation and re-applied by confirm (see below).

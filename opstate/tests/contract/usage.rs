@@ -242,3 +242,40 @@ async fn each_stream_names_the_server_process_that_keeps_it() {
         }
     }
 }
+
+/// `pending`: the events delivered to a settler and not yet acknowledged, on their stream only
+/// (what a wallet reload must know may be booked without the mirror told yet).
+#[tokio::test]
+async fn pending_lists_what_was_delivered_and_not_acknowledged() {
+    for (name, s) in backends().await {
+        let u = &s.usage;
+        for n in 0..3 {
+            u.append(&event(n)).await.unwrap();
+        }
+        let home = u.home_of(42);
+        assert!(
+            u.pending(home).await.unwrap().is_empty(),
+            "{name}: nothing delivered"
+        );
+        let got = u.claim("c", 2, Duration::from_secs(60)).await.unwrap();
+        assert_eq!(got.len(), 2, "{name}");
+        let ids = |events: Vec<opstate::UsageEvent>| {
+            let mut v: Vec<String> = events.into_iter().map(|e| e.request_id).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(
+            ids(u.pending(home).await.unwrap()),
+            ["req-0", "req-1"],
+            "{name}"
+        );
+        u.ack(&[got[0].id.clone()]).await.unwrap();
+        assert_eq!(ids(u.pending(home).await.unwrap()), ["req-1"], "{name}");
+        if home != 0 {
+            assert!(
+                u.pending(0).await.unwrap().is_empty(),
+                "{name}: another stream"
+            );
+        }
+    }
+}

@@ -677,3 +677,36 @@ async fn confirm_many_answers_each_charge_like_confirm() {
         );
     }
 }
+
+/// A reload from a ledger that already holds charges booked but not yet confirmed (a settler
+/// died between booking and confirming; `Wallets::load_booked`): their late confirmation is a
+/// duplicate, not a second debit; any other charge is still taken.
+#[tokio::test]
+async fn a_reload_remembers_the_charges_the_ledger_already_has() {
+    use opstate::Confirmation;
+    for (name, s) in backends().await {
+        let w = &s.wallets;
+        w.load(42, nano(10_000)).await.unwrap();
+        w.reserve(42, "booked", nano(3_000), 60_000, "")
+            .await
+            .unwrap();
+        w.settle(42, "booked", nano(2_000)).await.unwrap();
+        // The ledger booked it (8,000 left there); the settler died before confirming.
+        w.load_booked(42, nano(8_000), &["booked".to_string()])
+            .await
+            .unwrap();
+        let c = w.confirm(42, "booked", nano(2_000)).await.unwrap();
+        assert_eq!(c, Confirmation::Duplicate, "{name}");
+        let snap = w.snapshot(42).await.unwrap().unwrap();
+        assert_eq!(
+            (snap.balance, snap.pending),
+            (nano(8_000), nano(0)),
+            "{name}"
+        );
+        // A charge the loaded balance does not hold is taken at its confirmation.
+        let c = w.confirm(42, "later", nano(500)).await.unwrap();
+        assert_eq!(c, Confirmation::Applied, "{name}");
+        let snap = w.snapshot(42).await.unwrap().unwrap();
+        assert_eq!(snap.balance, nano(7_500), "{name}");
+    }
+}
