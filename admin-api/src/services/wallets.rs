@@ -22,7 +22,8 @@ pub async fn reload(state: &AppState, org: i64) -> Result<bool, Fault> {
     reload_into(&state.db, &state.stores, org).await
 }
 
-/// [`reload`] against any database and store. See [`load_from_ledger`].
+/// [`reload`] against any database and store: the ledger balance, with the organization's
+/// events pending in its stream that are booked and not yet confirmed loaded as confirmed.
 pub async fn reload_into(
     db: &DatabaseConnection,
     stores: &Stores,
