@@ -47,15 +47,6 @@ async fn load_from_ledger(
     pending: &[UsageEvent],
 ) -> Result<bool, Fault> {
     let code = AccountRef::org_wallet(org).code;
-    if pending.is_empty() {
-        // Nothing a confirmation may still come for: the balance alone, no snapshot to share
-        // (the common case, and every organization but a few at start-up).
-        if !ledger::exists(db, &code).await? {
-            return Ok(false);
-        }
-        wallets.load(org, ledger::balance(db, &code).await?).await?;
-        return Ok(true);
-    }
     let isolation = (db.get_database_backend() == DbBackend::Postgres)
         .then_some(IsolationLevel::RepeatableRead);
     let txn = db.begin_with_config(isolation, None).await?;

@@ -69,15 +69,11 @@ async fn keep_leases(
     if let Err(e) = leases.heartbeat(me, LEASE_TTL).await {
         tracing::warn!(error = %e, "settler: heartbeat not written; retrying");
     }
-    let stopped = tokio::select! {
-        _ = done.wait_for(|d| *d) => true,
-        _ = tokio::time::sleep(LEASE_ROUND) => false,
-    };
+    tokio::select! {
+        _ = done.wait_for(|d| *d) => {}
+        _ = tokio::time::sleep(LEASE_ROUND) => {}
+    }
     loop {
-        if stopped {
-            // Stopped before its first round: it leaves holding nothing.
-            break;
-        }
         if let Ok(now) = state.stores.usage.homes().await {
             let changed = opstate::moved_homes(&mut homes, now);
             if !changed.is_empty() {
